@@ -1,0 +1,457 @@
+//! `ChannelActor`: one per connected number. It holds the live truth about the number
+//! (quality, tier, rolling 24 h business-initiated recipients, credential state), admits sends
+//! by the engine's rules, and applies the provider's events for it.
+//!
+//! It never awaits a provider call in its handler: an admitted send is stored `queued`, then a
+//! task bounded by the channel's in-flight window makes the call, records the outcome and
+//! answers the caller; the task reports back with [`ChannelMsg::Outcome`].
+
+use crate::error::ActorError;
+use crate::registry::ChannelEntry;
+use crate::{events, Shared};
+use engine::channel::{
+    business_initiated_allowed, health, ChannelStatus, Health, HealthCode, HealthInput, Quality, Tier, WabaStanding,
+};
+use engine::limits::RollingUnique;
+use engine::message::{window_open, MessageKind};
+use engine::phone::Phone;
+use engine::{Secret, DAY_MS};
+use provider::wire::{SendMessageRequest, TemplatePayload};
+use provider::ErrorKind;
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use std::sync::Arc;
+use storage::channels::{ChannelRecord, ChannelSecrets};
+use storage::messages::{MessageRecord, NewInbound, NewOutbound, StatusReport};
+use storage::now_ms;
+use tokio::sync::Semaphore;
+use tracing::Instrument;
+
+/// The prefix of `biz_opaque_callback_data` values disparo sets: `dsp:<message id>`.
+pub const CALLBACK_PREFIX: &str = "dsp:";
+
+/// What to send.
+#[derive(Debug, Clone)]
+pub enum SendContent {
+    /// Free text (only inside the 24-hour window).
+    Text {
+        /// The text, 1 to 4096 characters.
+        body: String,
+    },
+    /// An approved template.
+    Template {
+        /// Name at the provider.
+        name: String,
+        /// Locale, e.g. `pt_BR`.
+        language: String,
+        /// Positional body parameters.
+        params: Vec<String>,
+        /// Suffix of a dynamic URL button (button 0).
+        button_param: Option<String>,
+    },
+}
+
+/// A send request, validated by the HTTP layer.
+#[derive(Debug, Clone)]
+pub struct SendCommand {
+    /// The recipient.
+    pub to: Phone,
+    /// What to send.
+    pub content: SendContent,
+    /// Display text kept for a template message.
+    pub preview_text: Option<String>,
+}
+
+/// A channel's live state as read by the API.
+#[derive(Debug, Clone)]
+pub struct ChannelSnapshot {
+    /// The stored record with live quality, tier and credential state.
+    pub record: ChannelRecord,
+    /// Health object.
+    pub health: Health,
+}
+
+/// Internal report of a send task.
+#[derive(Debug)]
+pub enum SendOutcome {
+    /// The provider accepted it.
+    Accepted,
+    /// The provider refused it.
+    Refused(ErrorKind),
+}
+
+/// Messages of a [`ChannelActor`].
+#[derive(Debug)]
+pub enum ChannelMsg {
+    /// Send one message; the reply comes when the provider answered.
+    Send(SendCommand, RpcReplyPort<Result<MessageRecord, ActorError>>),
+    /// Apply status reports from a provider webhook; replies when stored.
+    Statuses(Vec<StatusReport>, RpcReplyPort<Result<usize, ActorError>>),
+    /// Record inbound messages from a provider webhook; replies when stored.
+    Inbound(Vec<NewInbound>, RpcReplyPort<Result<usize, ActorError>>),
+    /// A quality / tier change (`phone_number_quality_update`).
+    QualityUpdate {
+        /// New quality, when the event carried one.
+        quality: Option<Quality>,
+        /// New tier, when the event carried one.
+        tier: Option<String>,
+    },
+    /// Read the live state.
+    Snapshot(RpcReplyPort<ChannelSnapshot>),
+    /// A send task's result.
+    Outcome(SendOutcome),
+}
+
+/// Start arguments.
+pub struct ChannelArgs {
+    /// Which channel.
+    pub channel_id: i64,
+    /// Shared runtime context.
+    pub shared: Arc<Shared>,
+}
+
+/// The actor's state, rebuilt from storage on every start.
+pub struct ChannelState {
+    record: Arc<ChannelRecord>,
+    secrets: ChannelSecrets,
+    quality: Quality,
+    tier: Option<Tier>,
+    credential_valid: bool,
+    recipients: RollingUnique,
+    in_flight: Arc<Semaphore>,
+    shared: Arc<Shared>,
+}
+
+impl ChannelState {
+    fn health_input(&mut self, now: i64) -> HealthInput {
+        HealthInput {
+            status: ChannelStatus::parse(&self.record.status),
+            quality: self.quality,
+            credential_valid: self.credential_valid,
+            payment_locked: false,
+            waba: WabaStanding::Ok,
+            limit_24h: self.tier.as_ref().and_then(Tier::limit_24h),
+            sent_24h: self.recipients.count(now),
+            external_available: None,
+            template_missing: false,
+            warming_up: false,
+            group: String::new(),
+        }
+    }
+
+    fn snapshot(&mut self) -> ChannelSnapshot {
+        let input = self.health_input(now_ms());
+        let mut record = (*self.record).clone();
+        record.quality = self.quality.as_str().to_string();
+        record.tier = self.tier.as_ref().map(|t| t.as_str().to_string());
+        record.credential_valid = self.credential_valid;
+        ChannelSnapshot {
+            record,
+            health: health(&input),
+        }
+    }
+}
+
+/// The actor.
+pub struct ChannelActor;
+
+impl Actor for ChannelActor {
+    type Msg = ChannelMsg;
+    type State = ChannelState;
+    type Arguments = ChannelArgs;
+
+    async fn pre_start(&self, myself: ActorRef<ChannelMsg>, args: ChannelArgs) -> Result<ChannelState, ActorProcessingErr> {
+        let store = &args.shared.store;
+        let record = store.channel_unscoped(args.channel_id).await?;
+        let secrets = store.channel_secrets(args.channel_id).await?;
+        let now = now_ms();
+        let mut recipients = RollingUnique::new(DAY_MS);
+        for (phone, at) in store.business_initiated_recipients_since(record.id, now - DAY_MS).await? {
+            recipients.record(&phone, at);
+        }
+        args.shared.registry.insert(ChannelEntry {
+            channel_id: record.id,
+            account_id: record.account_id,
+            phone_number_id: record.phone_number_id.clone(),
+            waba_id: record.waba_id.clone(),
+            phone: record.phone.clone(),
+            app_secret: secrets.app_secret.clone(),
+            verify_token: record.verify_token.clone(),
+            actor: myself.clone(),
+        });
+        tracing::info!(channel_id = record.id, "channel actor started");
+        Ok(ChannelState {
+            quality: Quality::parse(&record.quality),
+            tier: record.tier.as_deref().and_then(Tier::parse),
+            credential_valid: record.credential_valid,
+            record: Arc::new(record),
+            secrets,
+            recipients,
+            in_flight: Arc::new(Semaphore::new(args.shared.config.channel_max_in_flight)),
+            shared: args.shared,
+        })
+    }
+
+    async fn handle(&self, myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut ChannelState) -> Result<(), ActorProcessingErr> {
+        let span = tracing::info_span!("channel", channel_id = st.record.id);
+        handle_msg(myself, msg, st).instrument(span).await;
+        Ok(())
+    }
+}
+
+async fn handle_msg(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut ChannelState) {
+    match msg {
+        ChannelMsg::Send(cmd, reply) => {
+            if let Err(e) = admit_and_send(myself, cmd, reply, st).await {
+                tracing::warn!(error = %e, "send not admitted");
+            }
+        }
+        ChannelMsg::Statuses(reports, reply) => {
+            let record = st.record.clone();
+            let res = st
+                .shared
+                .store
+                .apply_status_reports(record.id, &reports, |a| vec![events::message_ack(&record, a)])
+                .await
+                .map_err(ActorError::from);
+            if let Ok(out) = &res {
+                if out.deliveries > 0 {
+                    st.shared.wake_dispatcher();
+                }
+                if out.unknown > 0 {
+                    tracing::debug!(unknown = out.unknown, "statuses for unknown messages");
+                }
+            }
+            let _ = reply.send(res.map(|o| o.applied.len()));
+        }
+        ChannelMsg::Inbound(items, reply) => {
+            let record = st.record.clone();
+            let mut stored = 0;
+            let mut result = Ok(());
+            for item in items {
+                let name = item.contact_name.clone();
+                match st
+                    .shared
+                    .store
+                    .record_inbound(&item, |m| vec![events::message_received(&record, m, name.as_deref())])
+                    .await
+                {
+                    Ok(Some((_, n))) => {
+                        stored += 1;
+                        if n > 0 {
+                            st.shared.wake_dispatcher();
+                        }
+                        metrics::counter!("disparo_messages_received_total", "channel_id" => record.id.to_string()).increment(1);
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        result = Err(ActorError::from(e));
+                        break;
+                    }
+                }
+            }
+            let _ = reply.send(result.map(|_| stored));
+        }
+        ChannelMsg::QualityUpdate { quality, tier } => {
+            if let Some(q) = quality {
+                st.quality = q;
+            }
+            if let Some(t) = tier.as_deref().and_then(Tier::parse) {
+                st.tier = Some(t);
+            }
+            let tier = st.tier.as_ref().map(|t| t.as_str().to_string());
+            if let Err(e) = st.shared.store.update_channel_quality(st.record.id, st.quality.as_str(), tier.as_deref()).await {
+                tracing::error!(error = %e, "could not store a quality update");
+            }
+            tracing::info!(quality = st.quality.as_str(), tier = ?tier, "quality update");
+        }
+        ChannelMsg::Snapshot(reply) => {
+            let _ = reply.send(st.snapshot());
+        }
+        ChannelMsg::Outcome(SendOutcome::Accepted) => {
+            if !st.credential_valid {
+                st.credential_valid = true;
+                let _ = st.shared.store.set_channel_credential_valid(st.record.id, true).await;
+            }
+        }
+        ChannelMsg::Outcome(SendOutcome::Refused(kind)) => {
+            if kind == ErrorKind::InvalidCredential && st.credential_valid {
+                st.credential_valid = false;
+                let _ = st.shared.store.set_channel_credential_valid(st.record.id, false).await;
+                tracing::warn!("the provider refused the channel's access token");
+            }
+        }
+    }
+}
+
+/// Checks the rules, stores the message `queued` and spawns the provider call. Errors here
+/// are answered through `reply`; the returned error is only for the log.
+async fn admit_and_send(
+    myself: ActorRef<ChannelMsg>,
+    cmd: SendCommand,
+    reply: RpcReplyPort<Result<MessageRecord, ActorError>>,
+    st: &mut ChannelState,
+) -> Result<(), ActorError> {
+    let now = now_ms();
+    let refuse = |reply: RpcReplyPort<Result<MessageRecord, ActorError>>, e: ActorError| {
+        let text = e.to_string();
+        let _ = reply.send(Err(e));
+        Err(ActorError::Conflict(text))
+    };
+    let to = cmd.to.as_str().to_string();
+    match &cmd.content {
+        SendContent::Text { .. } => {
+            let last = match st.shared.store.last_inbound_at(st.record.id, &to).await {
+                Ok(t) => t,
+                Err(e) => return refuse(reply, e.into()),
+            };
+            if !window_open(last, now) {
+                return refuse(reply, ActorError::WindowClosed);
+            }
+        }
+        SendContent::Template { .. } => {
+            let input = st.health_input(now);
+            if let Err(code) = business_initiated_allowed(&input) {
+                return refuse(reply, ActorError::BusinessInitiatedRefused(code));
+            }
+            let headroom = engine::channel::available(input.limit_24h, input.sent_24h, input.external_available);
+            if headroom == Some(0) && !st.recipients.contains(&to, now) {
+                return refuse(reply, ActorError::BusinessInitiatedRefused(HealthCode::LimitExhausted));
+            }
+            st.recipients.record(&to, now);
+        }
+    }
+
+    let new = match &cmd.content {
+        SendContent::Text { body } => NewOutbound {
+            account_id: st.record.account_id,
+            channel_id: st.record.id,
+            contact_phone: to.clone(),
+            kind: MessageKind::Text,
+            body: Some(body.clone()),
+            template_name: None,
+            template_language: None,
+            params: None,
+            preview_text: None,
+            media: None,
+            source: "api",
+        },
+        SendContent::Template { name, language, params, button_param } => NewOutbound {
+            account_id: st.record.account_id,
+            channel_id: st.record.id,
+            contact_phone: to.clone(),
+            kind: MessageKind::Template,
+            body: None,
+            template_name: Some(name.clone()),
+            template_language: Some(language.clone()),
+            params: Some(serde_json::json!({"body": params, "button": button_param})),
+            preview_text: cmd.preview_text.clone(),
+            media: None,
+            source: "api",
+        },
+    };
+    let queued = match st.shared.store.insert_outbound(&new).await {
+        Ok(m) => m,
+        Err(e) => return refuse(reply, e.into()),
+    };
+    let request = match cmd.content {
+        SendContent::Text { body } => SendMessageRequest::text(&to, &body),
+        SendContent::Template { name, language, params, button_param } => SendMessageRequest::template(
+            &to,
+            TemplatePayload::positional(&name, &language, &params, button_param.as_deref()),
+        ),
+    }
+    .with_callback_data(format!("{CALLBACK_PREFIX}{}", queued.id));
+
+    let task = SendTask {
+        shared: st.shared.clone(),
+        record: st.record.clone(),
+        token: st.secrets.access_token.clone(),
+        in_flight: st.in_flight.clone(),
+        myself,
+    };
+    tokio::spawn(task.run(queued, request, reply).in_current_span());
+    Ok(())
+}
+
+/// A provider call made outside the actor's handler.
+struct SendTask {
+    shared: Arc<Shared>,
+    record: Arc<ChannelRecord>,
+    token: Secret,
+    in_flight: Arc<Semaphore>,
+    myself: ActorRef<ChannelMsg>,
+}
+
+impl SendTask {
+    async fn run(
+        self,
+        queued: MessageRecord,
+        request: SendMessageRequest,
+        reply: RpcReplyPort<Result<MessageRecord, ActorError>>,
+    ) {
+        let Ok(_permit) = self.in_flight.clone().acquire_owned().await else {
+            let _ = reply.send(Err(ActorError::Unavailable));
+            return;
+        };
+        let store = &self.shared.store;
+        if let Err(e) = store.mark_message_sending(queued.id).await {
+            let _ = reply.send(Err(e.into()));
+            return;
+        }
+        let channel_label = self.record.id.to_string();
+        let res = self
+            .shared
+            .graph
+            .send_message(self.token.expose(), &self.record.phone_number_id, &request)
+            .await;
+        match res {
+            Ok(resp) => {
+                let Some(wamid) = resp.message_id().map(str::to_string) else {
+                    let _ = reply.send(Err(ActorError::ProviderRefused {
+                        kind: ErrorKind::Other,
+                        code: None,
+                        reason: "o provedor aceitou o envio sem devolver o id da mensagem".into(),
+                    }));
+                    return;
+                };
+                metrics::counter!("disparo_messages_sent_total", "channel_id" => channel_label).increment(1);
+                let record = self.record.clone();
+                let result = store
+                    .mark_message_sent(queued.id, &wamid, now_ms(), |m| vec![events::message_sent(&record, m)])
+                    .await;
+                let _ = self.myself.cast(ChannelMsg::Outcome(SendOutcome::Accepted));
+                match result {
+                    Ok((rec, n)) => {
+                        if n > 0 {
+                            self.shared.wake_dispatcher();
+                        }
+                        let _ = reply.send(Ok(rec));
+                    }
+                    Err(e) => {
+                        // Accepted by the provider but not recorded: the status webhook, which
+                        // carries our id in biz_opaque_callback_data, will settle the row.
+                        tracing::error!(message_id = queued.id, error = %e, "could not record an accepted send");
+                        let _ = reply.send(Err(e.into()));
+                    }
+                }
+            }
+            Err(e) => {
+                let kind = e.kind();
+                metrics::counter!("disparo_messages_failed_total", "channel_id" => channel_label, "kind" => format!("{kind:?}")).increment(1);
+                let _ = self.myself.cast(ChannelMsg::Outcome(SendOutcome::Refused(kind)));
+                if matches!(e, provider::ProviderError::Timeout) {
+                    // In doubt: the provider may have accepted it. The row stays `sending`
+                    // until a status webhook (carrying our id) settles it.
+                    tracing::warn!(message_id = queued.id, "provider timed out; message left in doubt");
+                } else {
+                    let title = e.reason();
+                    let code = e.code();
+                    if let Err(se) = store.mark_message_failed(queued.id, code, &title, None, now_ms()).await {
+                        tracing::error!(message_id = queued.id, error = %se, "could not record a refused send");
+                    }
+                }
+                let _ = reply.send(Err(e.into()));
+            }
+        }
+    }
+}

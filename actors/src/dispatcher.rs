@@ -1,0 +1,194 @@
+//! `WebhookDispatcher`: attempts the outbox's due deliveries (signed POSTs to integrators),
+//! records every attempt, and schedules retries by the [`engine::webhook::RetrySchedule`].
+//!
+//! Deliveries are already stored when they reach it, so a restart loses nothing: a new
+//! dispatcher picks up every pending row whose time has come.
+
+use crate::time::iso;
+use engine::webhook::{signature_header, RetrySchedule};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use rand::Rng;
+use serde_json::json;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+use storage::webhooks::{AttemptOutcome, DueDelivery};
+use storage::{now_ms, Store};
+
+/// Messages of the dispatcher.
+#[derive(Debug)]
+pub enum DispatcherMsg {
+    /// New deliveries were written: look soon.
+    Wake,
+    /// Look now (timer, or after a wake).
+    Poll,
+    /// An attempt finished.
+    Done(i64),
+}
+
+/// Dispatcher settings.
+#[derive(Debug, Clone)]
+pub struct DispatcherConfig {
+    /// Retry schedule.
+    pub schedule: RetrySchedule,
+    /// Timeout of one attempt.
+    pub timeout: Duration,
+    /// Most attempts in flight at once.
+    pub max_in_flight: usize,
+    /// How often the outbox is polled for due retries.
+    pub poll_interval: Duration,
+}
+
+/// Start arguments.
+pub struct DispatcherArgs {
+    /// Store.
+    pub store: Store,
+    /// Settings.
+    pub config: DispatcherConfig,
+}
+
+/// The actor.
+pub struct WebhookDispatcher;
+
+/// Its state.
+pub struct DispatcherState {
+    store: Store,
+    config: Arc<DispatcherConfig>,
+    http: reqwest::Client,
+    in_flight: HashSet<i64>,
+    poll_scheduled: bool,
+    more_due: bool,
+}
+
+/// The body of a delivery: the spec's envelope. Rendered from stored fields only, with sorted
+/// keys, so every attempt of a delivery sends the same bytes.
+pub fn render_envelope(d: &DueDelivery) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "event": d.event,
+        "delivery_id": d.id,
+        "created_at": iso(d.created_at),
+        "channel": d.channel,
+        "data": d.data,
+    }))
+    .expect("JSON values serialise")
+}
+
+impl Actor for WebhookDispatcher {
+    type Msg = DispatcherMsg;
+    type State = DispatcherState;
+    type Arguments = DispatcherArgs;
+
+    async fn pre_start(&self, myself: ActorRef<DispatcherMsg>, args: DispatcherArgs) -> Result<DispatcherState, ActorProcessingErr> {
+        myself.send_interval(args.config.poll_interval, || DispatcherMsg::Poll);
+        let http = reqwest::Client::builder()
+            .timeout(args.config.timeout)
+            .connect_timeout(args.config.timeout.min(Duration::from_secs(5)))
+            .user_agent(concat!("disparo-webhooks/", env!("CARGO_PKG_VERSION")))
+            .pool_max_idle_per_host(args.config.max_in_flight)
+            .build()?;
+        Ok(DispatcherState {
+            store: args.store,
+            config: Arc::new(args.config),
+            http,
+            in_flight: HashSet::new(),
+            poll_scheduled: false,
+            more_due: false,
+        })
+    }
+
+    async fn handle(&self, myself: ActorRef<DispatcherMsg>, msg: DispatcherMsg, st: &mut DispatcherState) -> Result<(), ActorProcessingErr> {
+        match msg {
+            DispatcherMsg::Wake => {
+                // Coalesce bursts of wakes into one poll.
+                if !st.poll_scheduled {
+                    st.poll_scheduled = true;
+                    myself.send_after(Duration::from_millis(2), || DispatcherMsg::Poll);
+                }
+            }
+            DispatcherMsg::Poll => {
+                st.poll_scheduled = false;
+                poll(&myself, st).await;
+            }
+            DispatcherMsg::Done(id) => {
+                st.in_flight.remove(&id);
+                if st.more_due && !st.poll_scheduled {
+                    st.poll_scheduled = true;
+                    let _ = myself.cast(DispatcherMsg::Poll);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+async fn poll(myself: &ActorRef<DispatcherMsg>, st: &mut DispatcherState) {
+    let free = st.config.max_in_flight.saturating_sub(st.in_flight.len());
+    if free == 0 {
+        st.more_due = true;
+        return;
+    }
+    let in_flight: Vec<i64> = st.in_flight.iter().copied().collect();
+    let due = match st.store.due_deliveries(now_ms(), free as i64, &in_flight).await {
+        Ok(d) => d,
+        Err(e) => {
+            tracing::error!(error = %e, "could not read due webhook deliveries");
+            return;
+        }
+    };
+    st.more_due = due.len() == free;
+    for d in due {
+        st.in_flight.insert(d.id);
+        let (store, http, config, me) = (st.store.clone(), st.http.clone(), st.config.clone(), myself.clone());
+        tokio::spawn(async move {
+            let id = d.id;
+            attempt(&store, &http, &config, d).await;
+            let _ = me.cast(DispatcherMsg::Done(id));
+        });
+    }
+}
+
+async fn attempt(store: &Store, http: &reqwest::Client, config: &DispatcherConfig, d: DueDelivery) {
+    let body = render_envelope(&d);
+    let signature = signature_header(d.secret.expose(), &body);
+    let res = http
+        .post(&d.url)
+        .header("content-type", "application/json")
+        .header("x-svc-signature", signature)
+        .header("x-svc-event", &d.event)
+        .header("x-svc-delivery", d.id.to_string())
+        .body(body)
+        .send()
+        .await;
+    let failure = match res {
+        Ok(r) if r.status().is_success() => Err(r.status().as_u16()),
+        Ok(r) => Ok((Some(r.status().as_u16()), format!("HTTP {}", r.status().as_u16()))),
+        Err(e) if e.is_timeout() => Ok((None, "timeout".to_string())),
+        Err(e) if e.is_connect() => Ok((None, "connection refused or unreachable".to_string())),
+        Err(e) => Ok((None, format!("request error: {e}"))),
+    };
+    // `failure` is Err(status) on success, to keep the happy path's code.
+    let outcome = match failure {
+        Err(status_code) => AttemptOutcome::Delivered { status_code },
+        Ok((status_code, error)) => {
+            let done = (d.attempts + 1) as u32;
+            let jitter: f64 = rand::thread_rng().gen();
+            match config.schedule.next_delay_ms(done, jitter) {
+                Some(ms) => AttemptOutcome::Retry {
+                    status_code,
+                    error,
+                    next_at: now_ms() + ms as i64,
+                },
+                None => AttemptOutcome::GiveUp { status_code, error },
+            }
+        }
+    };
+    let label = match &outcome {
+        AttemptOutcome::Delivered { .. } => "delivered",
+        AttemptOutcome::Retry { .. } => "retry",
+        AttemptOutcome::GiveUp { .. } => "failed",
+    };
+    metrics::counter!("disparo_webhook_deliveries_total", "outcome" => label).increment(1);
+    if let Err(e) = store.record_attempt(d.id, &outcome).await {
+        tracing::error!(delivery_id = d.id, error = %e, "could not record a webhook attempt");
+    }
+}

@@ -1,0 +1,70 @@
+//! The actors crate's one error type. `http/src/error.rs` maps it to a status and body.
+
+use engine::channel::HealthCode;
+use provider::ErrorKind;
+
+/// What can go wrong when the HTTP layer asks the runtime for something.
+#[derive(Debug, thiserror::Error)]
+pub enum ActorError {
+    /// The record does not exist in this account (or the channel is not running).
+    #[error("not found")]
+    NotFound,
+    /// Input failed a domain rule.
+    #[error(transparent)]
+    Validation(#[from] engine::ValidationError),
+    /// Free text outside the 24-hour window.
+    #[error("the 24-hour window is closed")]
+    WindowClosed,
+    /// A business-initiated send refused by the channel's state (quality RED, banned WABA,
+    /// payment lock, invalid credential, disconnected).
+    #[error("business-initiated send refused: {}", .0.as_str())]
+    BusinessInitiatedRefused(HealthCode),
+    /// The provider refused the request.
+    #[error("provider refused ({kind:?}, code {code:?}): {reason}")]
+    ProviderRefused {
+        /// Classification.
+        kind: ErrorKind,
+        /// Graph code, when there was one.
+        code: Option<i64>,
+        /// The provider's reason.
+        reason: String,
+    },
+    /// The credential given to connect a channel does not work at the provider.
+    #[error("credential refused by the provider: {0}")]
+    CredentialRefused(String),
+    /// A uniqueness rule.
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// A provider webhook whose signature does not verify.
+    #[error("invalid provider signature")]
+    InvalidSignature,
+    /// A provider webhook body that is not a provider payload.
+    #[error("invalid provider payload: {0}")]
+    BadPayload(String),
+    /// The actor did not answer in time or is gone.
+    #[error("the service is busy, try again")]
+    Unavailable,
+    /// Storage failed.
+    #[error(transparent)]
+    Storage(storage::StorageError),
+}
+
+impl From<storage::StorageError> for ActorError {
+    fn from(e: storage::StorageError) -> Self {
+        match e {
+            storage::StorageError::NotFound => ActorError::NotFound,
+            storage::StorageError::Conflict(c) => ActorError::Conflict(c),
+            other => ActorError::Storage(other),
+        }
+    }
+}
+
+impl From<provider::ProviderError> for ActorError {
+    fn from(e: provider::ProviderError) -> Self {
+        ActorError::ProviderRefused {
+            kind: e.kind(),
+            code: e.code(),
+            reason: e.reason(),
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! Builders of the outbound webhook events (spec "Events"): the envelope's `channel` object
+//! and each kind's `data`.
+
+use engine::message::{Direction, ProviderStatus};
+use engine::webhook::EventKind;
+use serde_json::{json, Value};
+use storage::channels::ChannelRecord;
+use storage::messages::{AppliedStatus, MessageRecord};
+use storage::webhooks::NewEvent;
+
+/// The envelope's `channel` object: `{id, name, phone, provider_phone_number_id}`.
+pub fn channel_object(c: &ChannelRecord) -> Value {
+    json!({
+        "id": c.id,
+        "name": c.name,
+        "phone": c.phone,
+        "provider_phone_number_id": c.phone_number_id,
+    })
+}
+
+/// The `message` object inside `message.received` / `message.sent`.
+pub fn message_object(m: &MessageRecord) -> Value {
+    let mut v = json!({
+        "id": m.id,
+        "provider_message_id": m.provider_message_id,
+        "direction": m.direction,
+        "type": m.kind.as_str(),
+        "text": m.body,
+        "status": m.status.as_str(),
+        "timestamp": crate::time::iso(m.created_at),
+    });
+    if m.direction == Direction::Out {
+        v["source"] = json!(m.source);
+        if let Some(name) = &m.template_name {
+            v["template"] = json!({"name": name, "language": m.template_language, "params": m.params});
+            v["preview_text"] = json!(m.preview_text);
+        }
+    }
+    if m.media.is_some() {
+        v["media_src"] = json!(format!("/api/v1/messages/{}/media", m.id));
+        v["media"] = m.media.clone().unwrap_or(Value::Null);
+    }
+    v
+}
+
+fn event(kind: EventKind, channel: &ChannelRecord, data: Value, at: i64) -> NewEvent {
+    NewEvent {
+        account_id: channel.account_id,
+        channel_id: channel.id,
+        kind,
+        channel: channel_object(channel),
+        data,
+        created_at: at,
+    }
+}
+
+/// `message.sent`: the provider accepted a message.
+pub fn message_sent(channel: &ChannelRecord, m: &MessageRecord) -> NewEvent {
+    let data = json!({
+        "conversation_id": m.conversation_id,
+        "contact": {"phone": m.contact_phone},
+        "message": message_object(m),
+    });
+    event(EventKind::MessageSent, channel, data, m.sent_at.unwrap_or(m.created_at))
+}
+
+/// `message.received`: a contact wrote.
+pub fn message_received(channel: &ChannelRecord, m: &MessageRecord, contact_name: Option<&str>) -> NewEvent {
+    let data = json!({
+        "conversation_id": m.conversation_id,
+        "contact": {"phone": m.contact_phone, "name": contact_name},
+        "message": message_object(m),
+    });
+    event(EventKind::MessageReceived, channel, data, m.created_at)
+}
+
+/// `message.ack`: delivery or read status changed. `message_id` is disparo's id;
+/// `engine_message_id` is the provider's (the `provider_message_id` of the send result).
+pub fn message_ack(channel: &ChannelRecord, a: &AppliedStatus) -> NewEvent {
+    let ack = a.reported.ack();
+    let m = &a.message;
+    let at = match a.reported {
+        ProviderStatus::Sent => m.sent_at,
+        ProviderStatus::Delivered => m.delivered_at,
+        ProviderStatus::Read | ProviderStatus::Played => m.read_at,
+        ProviderStatus::Failed => m.failed_at,
+    }
+    .unwrap_or(m.created_at);
+    let mut data = json!({
+        "message_id": m.id,
+        "engine_message_id": m.provider_message_id,
+        "ack": ack.value(),
+        "ack_label": ack.label(),
+        "status": m.status.as_str(),
+        "to": m.contact_phone,
+    });
+    if a.reported == ProviderStatus::Failed {
+        data["error"] = json!({"code": m.error_code, "title": m.error_title, "details": m.error_detail});
+    }
+    event(EventKind::MessageAck, channel, data, at)
+}

@@ -1,0 +1,264 @@
+//! Provider webhooks in: signature check per channel, then each change routed to the actor of
+//! the number it concerns. Nothing is recorded for a change whose channel's app secret did not
+//! verify the signature.
+
+use crate::channel::{ChannelMsg, CALLBACK_PREFIX};
+use crate::error::ActorError;
+use crate::registry::ChannelEntry;
+use crate::Runtime;
+use engine::channel::Quality;
+use engine::message::{MessageKind, ProviderStatus};
+use engine::phone::Phone;
+use engine::Secret;
+use provider::signature;
+use provider::wire::{ChangeValue, MessagesValue, WebhookPayload};
+use std::collections::HashMap;
+use std::sync::Arc;
+use storage::messages::{NewInbound, StatusReport};
+use storage::now_ms;
+
+/// What one provider webhook did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IngestReport {
+    /// Status reports that changed a message.
+    pub statuses: usize,
+    /// Inbound messages recorded.
+    pub inbound: usize,
+    /// Quality updates applied.
+    pub quality_updates: usize,
+    /// Changes not acted on (unknown numbers, fields disparo does not use yet).
+    pub ignored: usize,
+}
+
+/// Checks signatures per secret once.
+struct Verifier<'a> {
+    body: &'a [u8],
+    header: &'a str,
+    fallback: Option<&'a Secret>,
+    cache: HashMap<String, bool>,
+}
+
+impl Verifier<'_> {
+    fn verifies_for(&mut self, entry: &ChannelEntry) -> bool {
+        let Some(secret) = entry.app_secret.as_ref().or(self.fallback) else {
+            return false;
+        };
+        let (body, header) = (self.body, self.header);
+        *self
+            .cache
+            .entry(secret.expose().to_string())
+            .or_insert_with(|| signature::verify(secret.expose(), body, header))
+    }
+}
+
+fn status_reports(v: &MessagesValue) -> Vec<StatusReport> {
+    let now = now_ms();
+    v.statuses
+        .iter()
+        .filter_map(|s| {
+            let status = ProviderStatus::parse(&s.status)?;
+            Some(StatusReport {
+                provider_message_id: s.id.clone(),
+                callback_message_id: s
+                    .biz_opaque_callback_data
+                    .as_deref()
+                    .and_then(|c| c.strip_prefix(CALLBACK_PREFIX))
+                    .and_then(|id| id.parse().ok()),
+                status,
+                at: s.timestamp_ms().unwrap_or(now),
+                error: s.errors.first().map(|e| (e.code, e.title.clone(), e.details().map(str::to_string))),
+            })
+        })
+        .collect()
+}
+
+fn inbound_messages(v: &MessagesValue, entry: &ChannelEntry) -> Vec<NewInbound> {
+    let now = now_ms();
+    v.messages
+        .iter()
+        .filter_map(|m| {
+            let from = Phone::from_provider_display(m.from.as_deref()?);
+            if from.as_str().is_empty() {
+                return None;
+            }
+            let name = v
+                .contacts
+                .iter()
+                .find(|c| c.wa_id.as_deref() == m.from.as_deref())
+                .or(v.contacts.first())
+                .and_then(|c| c.profile.as_ref())
+                .map(|p| p.name.clone());
+            let media = m.media().map(|md| {
+                serde_json::json!({
+                    "provider_media_id": md.id,
+                    "mime_type": md.mime_type,
+                    "sha256": md.sha256,
+                    "caption": md.caption,
+                    "filename": md.filename,
+                })
+            });
+            Some(NewInbound {
+                account_id: entry.account_id,
+                channel_id: entry.channel_id,
+                contact_phone: from.as_str().to_string(),
+                contact_name: name,
+                provider_message_id: m.id.clone(),
+                kind: MessageKind::parse(&m.kind),
+                body: m.display_text(),
+                media,
+                at: m.timestamp.parse::<i64>().map(|s| s * 1000).unwrap_or(now),
+            })
+        })
+        .collect()
+}
+
+impl Runtime {
+    /// Ingests one provider webhook POST. `route` is the channel of a per-channel receiver
+    /// (`/webhooks/messaging/{channel_id}`), `None` for the app-level receiver.
+    ///
+    /// Errors: [`ActorError::InvalidSignature`] when the signature verifies for none of the
+    /// channels the payload names (nothing is recorded); [`ActorError::BadPayload`] for a
+    /// signed body that is not a provider payload; [`ActorError::NotFound`] for an unknown
+    /// route.
+    pub async fn ingest_provider_webhook(
+        &self,
+        route: Option<i64>,
+        body: &[u8],
+        signature_header: Option<&str>,
+    ) -> Result<IngestReport, ActorError> {
+        let shared = &self.shared;
+        let routed = match route {
+            Some(id) => Some(shared.registry.get(id).ok_or(ActorError::NotFound)?),
+            None => None,
+        };
+        let header = signature_header.ok_or(ActorError::InvalidSignature)?;
+        let mut verifier = Verifier {
+            body,
+            header,
+            fallback: shared.config.app_secret.as_ref(),
+            cache: HashMap::new(),
+        };
+        if let Some(entry) = &routed {
+            if !verifier.verifies_for(entry) {
+                return Err(ActorError::InvalidSignature);
+            }
+        }
+        let payload: WebhookPayload = match serde_json::from_slice(body) {
+            Ok(p) => p,
+            Err(e) => {
+                // Only a signed body earns a 400; anything else is a forgery.
+                let fallback_ok = verifier.fallback.is_some_and(|s| signature::verify(s.expose(), body, header));
+                return Err(if routed.is_some() || fallback_ok {
+                    ActorError::BadPayload(e.to_string())
+                } else {
+                    ActorError::InvalidSignature
+                });
+            }
+        };
+
+        // Work per channel, only for channels whose secret verified.
+        let mut statuses: HashMap<i64, (Arc<ChannelEntry>, Vec<StatusReport>)> = HashMap::new();
+        let mut inbound: HashMap<i64, (Arc<ChannelEntry>, Vec<NewInbound>)> = HashMap::new();
+        let mut quality: Vec<(Arc<ChannelEntry>, Option<Quality>, Option<String>)> = Vec::new();
+        let mut report = IngestReport::default();
+        let mut any_verified = false;
+        let mut any_unverified = false;
+        for entry in &payload.entry {
+            for change in &entry.changes {
+                let value = match change.parse() {
+                    Ok(v) => v,
+                    Err(e) => {
+                        tracing::warn!(field = change.field, error = %e, "unparseable provider change");
+                        report.ignored += 1;
+                        continue;
+                    }
+                };
+                match value {
+                    ChangeValue::Messages(v) => {
+                        let target = match &routed {
+                            Some(r) if r.phone_number_id == v.metadata.phone_number_id => Some(r.clone()),
+                            Some(_) => None,
+                            None => shared.registry.by_phone_number_id(&v.metadata.phone_number_id),
+                        };
+                        let Some(target) = target else {
+                            report.ignored += 1;
+                            continue;
+                        };
+                        if !verifier.verifies_for(&target) {
+                            any_unverified = true;
+                            continue;
+                        }
+                        any_verified = true;
+                        let s = status_reports(&v);
+                        if !s.is_empty() {
+                            statuses.entry(target.channel_id).or_insert_with(|| (target.clone(), Vec::new())).1.extend(s);
+                        }
+                        let m = inbound_messages(&v, &target);
+                        if !m.is_empty() {
+                            inbound.entry(target.channel_id).or_insert_with(|| (target.clone(), Vec::new())).1.extend(m);
+                        }
+                    }
+                    ChangeValue::QualityUpdate(q) => {
+                        let phone = Phone::from_provider_display(&q.display_phone_number);
+                        let targets = shared.registry.by_waba_and_phone(&entry.id, phone.as_str());
+                        if targets.is_empty() {
+                            report.ignored += 1;
+                        }
+                        let new_quality = match (q.quality_rating.as_deref(), q.event.as_str()) {
+                            (Some(r), _) => Some(Quality::parse(r)),
+                            (None, "FLAGGED") => Some(Quality::Red),
+                            _ => None,
+                        };
+                        for t in targets {
+                            if !verifier.verifies_for(&t) {
+                                any_unverified = true;
+                                continue;
+                            }
+                            any_verified = true;
+                            quality.push((t, new_quality, q.current_limit.clone()));
+                        }
+                    }
+                    ChangeValue::TemplateStatus(_) | ChangeValue::AccountUpdate(_) | ChangeValue::Other(_) => {
+                        report.ignored += 1;
+                    }
+                }
+            }
+        }
+        if any_unverified && !any_verified {
+            return Err(ActorError::InvalidSignature);
+        }
+        if !any_verified && routed.is_none() {
+            // Nothing addressed a known channel: accept only what the app secret signed.
+            let fallback_ok = verifier.fallback.is_some_and(|s| signature::verify(s.expose(), body, header));
+            if !fallback_ok {
+                return Err(ActorError::InvalidSignature);
+            }
+        }
+
+        let timeout = shared.config.call_timeout;
+        for (_, (entry, reports)) in statuses {
+            let n = entry
+                .actor
+                .call(|r| ChannelMsg::Statuses(reports, r), Some(timeout))
+                .await
+                .map_err(|_| ActorError::Unavailable)?;
+            report.statuses += crate::call_result(n)??;
+        }
+        for (_, (entry, items)) in inbound {
+            let n = entry
+                .actor
+                .call(|r| ChannelMsg::Inbound(items, r), Some(timeout))
+                .await
+                .map_err(|_| ActorError::Unavailable)?;
+            report.inbound += crate::call_result(n)??;
+        }
+        for (entry, q, tier) in quality {
+            entry
+                .actor
+                .cast(ChannelMsg::QualityUpdate { quality: q, tier })
+                .map_err(|_| ActorError::Unavailable)?;
+            report.quality_updates += 1;
+        }
+        Ok(report)
+    }
+}

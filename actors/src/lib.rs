@@ -1,0 +1,229 @@
+//! disparo's actors: the live, stateful part of the gateway (DESIGN.md §3).
+//!
+//! - [`channel::ChannelActor`], one per connected number, supervised by
+//!   [`supervisor::ChannelSupervisor`], which restarts it from storage;
+//! - [`dispatcher::WebhookDispatcher`], which delivers the outbox to integrators;
+//! - [`Runtime`], the typed handle the HTTP layer calls (with timeouts): it owns the
+//!   [`registry::Registry`] of running channels.
+//!
+//! Calls point one way: the HTTP layer asks the runtime, the runtime asks actors, actors use
+//! storage and the provider client. Only this crate talks to the provider.
+
+pub mod channel;
+pub mod connect;
+pub mod dispatcher;
+pub mod error;
+pub mod events;
+pub mod ingest;
+pub mod registry;
+pub mod supervisor;
+pub mod time;
+
+pub use error::ActorError;
+
+use channel::{ChannelMsg, ChannelSnapshot, SendCommand};
+use dispatcher::{DispatcherArgs, DispatcherConfig, DispatcherMsg, WebhookDispatcher};
+use engine::webhook::RetrySchedule;
+use engine::Secret;
+use provider::GraphClient;
+use ractor::rpc::CallResult;
+use ractor::{Actor, ActorRef};
+use registry::Registry;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+use storage::messages::MessageRecord;
+use storage::Store;
+use supervisor::{ChannelSupervisor, SupervisorMsg};
+
+/// Runtime settings.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// `PROVIDER_APP_SECRET`: verifies provider webhooks of channels without their own app
+    /// secret.
+    pub app_secret: Option<Secret>,
+    /// How long an HTTP request waits for an actor (then 503).
+    pub call_timeout: Duration,
+    /// Provider calls in flight per channel (the in-flight window).
+    pub channel_max_in_flight: usize,
+    /// Outbound webhook retry schedule.
+    pub webhook_retry: RetrySchedule,
+    /// Timeout of one webhook attempt.
+    pub webhook_timeout: Duration,
+    /// Webhook attempts in flight at once.
+    pub webhook_max_in_flight: usize,
+    /// How often the outbox is polled for due retries.
+    pub webhook_poll_interval: Duration,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            app_secret: None,
+            call_timeout: Duration::from_secs(30),
+            channel_max_in_flight: 64,
+            webhook_retry: RetrySchedule::default(),
+            webhook_timeout: Duration::from_secs(10),
+            webhook_max_in_flight: 64,
+            webhook_poll_interval: Duration::from_millis(250),
+        }
+    }
+}
+
+/// What every actor shares.
+pub struct Shared {
+    /// Storage.
+    pub store: Store,
+    /// Provider client.
+    pub graph: GraphClient,
+    /// Running channels.
+    pub registry: Arc<Registry>,
+    /// Settings.
+    pub config: RuntimeConfig,
+    dispatcher: OnceLock<ActorRef<DispatcherMsg>>,
+    shutting_down: AtomicBool,
+}
+
+impl Shared {
+    /// Tells the dispatcher that deliveries were written.
+    pub fn wake_dispatcher(&self) {
+        if let Some(d) = self.dispatcher.get() {
+            let _ = d.cast(DispatcherMsg::Wake);
+        }
+    }
+
+    /// Whether the runtime is stopping (actors that end are not restarted).
+    pub fn shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::Relaxed)
+    }
+}
+
+/// Unwraps a ractor call result: a timeout or a dropped reply is [`ActorError::Unavailable`].
+pub(crate) fn call_result<T>(r: CallResult<T>) -> Result<T, ActorError> {
+    match r {
+        CallResult::Success(v) => Ok(v),
+        CallResult::Timeout | CallResult::SenderError => Err(ActorError::Unavailable),
+    }
+}
+
+/// The handle to the running actors. Cheap to clone.
+#[derive(Clone)]
+pub struct Runtime {
+    shared: Arc<Shared>,
+    supervisor: ActorRef<SupervisorMsg>,
+    dispatcher: ActorRef<DispatcherMsg>,
+}
+
+impl Runtime {
+    /// Starts the dispatcher, the supervisor and one actor per stored channel.
+    pub async fn start(store: Store, graph: GraphClient, config: RuntimeConfig) -> Result<Self, ActorError> {
+        let (dispatcher, _) = Actor::spawn(
+            None,
+            WebhookDispatcher,
+            DispatcherArgs {
+                store: store.clone(),
+                config: DispatcherConfig {
+                    schedule: config.webhook_retry.clone(),
+                    timeout: config.webhook_timeout,
+                    max_in_flight: config.webhook_max_in_flight,
+                    poll_interval: config.webhook_poll_interval,
+                },
+            },
+        )
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "webhook dispatcher did not start");
+            ActorError::Unavailable
+        })?;
+        let shared = Arc::new(Shared {
+            store: store.clone(),
+            graph,
+            registry: Arc::new(Registry::default()),
+            config,
+            dispatcher: OnceLock::new(),
+            shutting_down: AtomicBool::new(false),
+        });
+        let _ = shared.dispatcher.set(dispatcher.clone());
+        let (supervisor, _) = Actor::spawn(None, ChannelSupervisor, shared.clone())
+            .await
+            .map_err(|_| ActorError::Unavailable)?;
+        let rt = Self {
+            shared,
+            supervisor,
+            dispatcher,
+        };
+        for id in store.all_channel_ids().await? {
+            if let Err(e) = rt.start_channel(id).await {
+                tracing::error!(channel_id = id, error = %e, "channel not started at boot");
+            }
+        }
+        Ok(rt)
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.shared.store
+    }
+
+    /// The registry of running channels.
+    pub fn registry(&self) -> &Registry {
+        &self.shared.registry
+    }
+
+    fn channel_actor(&self, account_id: i64, channel_id: i64) -> Result<ActorRef<ChannelMsg>, ActorError> {
+        match self.shared.registry.get(channel_id) {
+            Some(e) if e.account_id == account_id => Ok(e.actor.clone()),
+            _ => Err(ActorError::NotFound),
+        }
+    }
+
+    /// Sends a message through a channel of the account (`None`: the first connected one).
+    /// Answers when the provider answered.
+    pub async fn send(&self, account_id: i64, channel_id: Option<i64>, cmd: SendCommand) -> Result<MessageRecord, ActorError> {
+        let channel_id = match channel_id {
+            Some(id) => id,
+            None => self.shared.store.first_working_channel(account_id).await?.id,
+        };
+        let actor = self.channel_actor(account_id, channel_id)?;
+        let res = actor
+            .call(|r| ChannelMsg::Send(cmd, r), Some(self.shared.config.call_timeout))
+            .await
+            .map_err(|_| ActorError::Unavailable)?;
+        call_result(res)?
+    }
+
+    /// The live state of a channel of the account.
+    pub async fn snapshot(&self, account_id: i64, channel_id: i64) -> Result<ChannelSnapshot, ActorError> {
+        let actor = self.channel_actor(account_id, channel_id)?;
+        let res = actor
+            .call(ChannelMsg::Snapshot, Some(self.shared.config.call_timeout))
+            .await
+            .map_err(|_| ActorError::Unavailable)?;
+        call_result(res)
+    }
+
+    /// The live state of every channel of the account, oldest first.
+    pub async fn list_channels(&self, account_id: i64) -> Result<Vec<ChannelSnapshot>, ActorError> {
+        let records = self.shared.store.list_channels(account_id).await?;
+        let snapshots = futures::future::join_all(records.iter().map(|r| self.snapshot(account_id, r.id))).await;
+        snapshots.into_iter().collect()
+    }
+
+    /// The verify token of a channel's own receiver, when it runs.
+    pub fn channel_verify_token(&self, channel_id: i64) -> Option<String> {
+        self.shared.registry.get(channel_id).map(|e| e.verify_token.clone())
+    }
+
+    /// Nudges the webhook dispatcher.
+    pub fn wake_dispatcher(&self) {
+        let _ = self.dispatcher.cast(DispatcherMsg::Wake);
+    }
+
+    /// Stops every actor (channels are not restarted).
+    pub async fn shutdown(&self) {
+        self.shared.shutting_down.store(true, Ordering::Relaxed);
+        self.supervisor.stop_children(None);
+        self.supervisor.stop(None);
+        self.dispatcher.stop(None);
+    }
+}

@@ -1,0 +1,71 @@
+//! The registry of running channel actors, owned by the runtime (not ractor's global names):
+//! by channel id, and by the provider's phone number id for routing provider webhooks.
+
+use crate::channel::ChannelMsg;
+use dashmap::DashMap;
+use engine::Secret;
+use ractor::ActorRef;
+use std::sync::Arc;
+
+/// What the router of provider webhooks needs to know about a running channel.
+#[derive(Debug, Clone)]
+pub struct ChannelEntry {
+    /// Channel id.
+    pub channel_id: i64,
+    /// Owning account.
+    pub account_id: i64,
+    /// Provider phone number id.
+    pub phone_number_id: String,
+    /// Provider WABA id.
+    pub waba_id: String,
+    /// Display digits (quality updates name the number by it).
+    pub phone: String,
+    /// App secret that signs this number's webhooks, if the channel has its own.
+    pub app_secret: Option<Secret>,
+    /// Verify token of the channel's own receiver.
+    pub verify_token: String,
+    /// The actor.
+    pub actor: ActorRef<ChannelMsg>,
+}
+
+/// Running channels.
+#[derive(Debug, Default)]
+pub struct Registry {
+    by_id: DashMap<i64, Arc<ChannelEntry>>,
+    by_phone_number_id: DashMap<String, i64>,
+}
+
+impl Registry {
+    /// Adds or replaces (after a restart) a channel's entry.
+    pub fn insert(&self, entry: ChannelEntry) {
+        self.by_phone_number_id
+            .insert(entry.phone_number_id.clone(), entry.channel_id);
+        self.by_id.insert(entry.channel_id, Arc::new(entry));
+    }
+
+    /// The entry of a channel.
+    pub fn get(&self, channel_id: i64) -> Option<Arc<ChannelEntry>> {
+        self.by_id.get(&channel_id).map(|e| e.clone())
+    }
+
+    /// The entry of the channel with this provider phone number id.
+    pub fn by_phone_number_id(&self, id: &str) -> Option<Arc<ChannelEntry>> {
+        let channel_id = *self.by_phone_number_id.get(id)?;
+        self.get(channel_id)
+    }
+
+    /// Entries of a WABA whose phone digits are `phone` (quality updates name a number by its
+    /// display number inside the WABA's entry).
+    pub fn by_waba_and_phone(&self, waba_id: &str, phone: &str) -> Vec<Arc<ChannelEntry>> {
+        self.by_id
+            .iter()
+            .filter(|e| e.waba_id == waba_id && e.phone == phone)
+            .map(|e| e.clone())
+            .collect()
+    }
+
+    /// Every entry.
+    pub fn all(&self) -> Vec<Arc<ChannelEntry>> {
+        self.by_id.iter().map(|e| e.clone()).collect()
+    }
+}

@@ -1,0 +1,171 @@
+//! The one place where errors become HTTP answers: `{"message": "<pt-BR>", "code":
+//! "<stable_snake_case>", …details}` with the spec's status codes ("Errors").
+
+use actors::ActorError;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use engine::channel::HealthCode;
+use serde_json::{json, Map, Value};
+
+/// An error answer of the API.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// 401: token missing or invalid.
+    #[error("unauthorized")]
+    Unauthorized,
+    /// 401: a provider webhook whose signature does not verify.
+    #[error("invalid signature")]
+    InvalidSignature,
+    /// 403 with a pt-BR reason.
+    #[error("forbidden")]
+    Forbidden(String),
+    /// 404: not in this account (or does not exist).
+    #[error("not found")]
+    NotFound,
+    /// 405.
+    #[error("method not allowed")]
+    MethodNotAllowed,
+    /// 400: the body is not JSON.
+    #[error("malformed body: {0}")]
+    Malformed(String),
+    /// 413.
+    #[error("payload too large")]
+    PayloadTooLarge,
+    /// 415.
+    #[error("unsupported media type")]
+    UnsupportedMediaType,
+    /// 422: invalid data or a business rule.
+    #[error("{message}")]
+    Unprocessable {
+        /// Stable code.
+        code: &'static str,
+        /// pt-BR text.
+        message: String,
+        /// Extra members of the body (`field`, `missing`, `problems`…).
+        details: Map<String, Value>,
+    },
+    /// 429: a sending limit is exhausted.
+    #[error("limit exhausted")]
+    LimitExhausted(String),
+    /// 502: the provider refused.
+    #[error("provider refused: {reason}")]
+    ProviderRefused {
+        /// The provider's reason.
+        reason: String,
+        /// The provider's error code.
+        provider_code: Option<i64>,
+    },
+    /// 503: busy or unavailable.
+    #[error("unavailable")]
+    Unavailable,
+    /// 500: a broken invariant; logged once, opaque to the caller.
+    #[error("internal: {0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    /// A 422 for one field.
+    pub fn invalid(field: &str, code: &'static str, message: impl Into<String>) -> Self {
+        let mut details = Map::new();
+        details.insert("field".into(), json!(field));
+        ApiError::Unprocessable {
+            code,
+            message: message.into(),
+            details,
+        }
+    }
+
+    fn parts(&self) -> (StatusCode, &'static str, String, Map<String, Value>) {
+        let none = Map::new;
+        match self {
+            ApiError::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized", "Token ausente ou inválido. Envie Authorization: Bearer svc_….".into(), none()),
+            ApiError::InvalidSignature => (StatusCode::UNAUTHORIZED, "invalid_signature", "Assinatura X-Hub-Signature-256 ausente ou inválida.".into(), none()),
+            ApiError::Forbidden(m) => (StatusCode::FORBIDDEN, "forbidden", m.clone(), none()),
+            ApiError::NotFound => (StatusCode::NOT_FOUND, "not_found", "Registro não encontrado nesta conta.".into(), none()),
+            ApiError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "Método não permitido neste endereço.".into(), none()),
+            ApiError::Malformed(d) => {
+                let mut m = Map::new();
+                m.insert("detail".into(), json!(d));
+                (StatusCode::BAD_REQUEST, "invalid_json", "O corpo da requisição não é um JSON válido.".into(), m)
+            }
+            ApiError::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", "O corpo da requisição é grande demais.".into(), none()),
+            ApiError::UnsupportedMediaType => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", "Envie o corpo como JSON (Content-Type: application/json).".into(), none()),
+            ApiError::Unprocessable { code, message, details } => (StatusCode::UNPROCESSABLE_ENTITY, code, message.clone(), details.clone()),
+            ApiError::LimitExhausted(m) => (StatusCode::TOO_MANY_REQUESTS, "limite_24h_esgotado", m.clone(), none()),
+            ApiError::ProviderRefused { reason, provider_code } => {
+                let mut m = Map::new();
+                m.insert("provider_code".into(), json!(provider_code));
+                (StatusCode::BAD_GATEWAY, "provider_refused", format!("O provedor recusou a operação: {reason}"), m)
+            }
+            ApiError::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable", "Serviço ocupado no momento; tente novamente em instantes.".into(), none()),
+            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal", "Erro interno. A equipe foi avisada pelo log.".into(), none()),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if let ApiError::Internal(cause) = &self {
+            tracing::error!(cause, "internal error");
+        }
+        let (status, code, message, details) = self.parts();
+        let mut body = Map::new();
+        body.insert("message".into(), json!(message));
+        body.insert("code".into(), json!(code));
+        body.extend(details);
+        (status, Json(Value::Object(body))).into_response()
+    }
+}
+
+impl From<storage::StorageError> for ApiError {
+    fn from(e: storage::StorageError) -> Self {
+        ApiError::from(ActorError::from(e))
+    }
+}
+
+impl From<engine::ValidationError> for ApiError {
+    fn from(e: engine::ValidationError) -> Self {
+        ApiError::invalid(e.field, e.code, e.message)
+    }
+}
+
+impl From<ActorError> for ApiError {
+    fn from(e: ActorError) -> Self {
+        match e {
+            ActorError::NotFound => ApiError::NotFound,
+            ActorError::Validation(v) => v.into(),
+            ActorError::WindowClosed => ApiError::Unprocessable {
+                code: "janela_24h_fechada",
+                message: "Texto livre só pode ser enviado dentro da janela de 24 horas aberta pela última mensagem do contato. Use um template.".into(),
+                details: Map::new(),
+            },
+            ActorError::BusinessInitiatedRefused(HealthCode::LimitExhausted) => ApiError::LimitExhausted(
+                "O limite de 24 horas de destinatários deste número está esgotado. Aguarde a janela liberar ou use outro número.".into(),
+            ),
+            ActorError::BusinessInitiatedRefused(code) => ApiError::Unprocessable {
+                code: code.as_str(),
+                message: format!(
+                    "Envio iniciado pela empresa bloqueado neste número: {}. Respostas dentro da janela de 24 horas continuam permitidas.",
+                    code.label()
+                ),
+                details: Map::new(),
+            },
+            ActorError::ProviderRefused { reason, code, .. } => ApiError::ProviderRefused { reason, provider_code: code },
+            ActorError::CredentialRefused(reason) => ApiError::Unprocessable {
+                code: "credencial_invalida",
+                message: format!("O provedor recusou a credencial: {reason}"),
+                details: Map::new(),
+            },
+            ActorError::Conflict(what) => ApiError::Unprocessable {
+                code: "conflict",
+                message: format!("Conflito com um registro existente: {what}"),
+                details: Map::new(),
+            },
+            ActorError::InvalidSignature => ApiError::InvalidSignature,
+            ActorError::BadPayload(d) => ApiError::Malformed(d),
+            ActorError::Unavailable => ApiError::Unavailable,
+            ActorError::Storage(e) => ApiError::Internal(e.to_string()),
+        }
+    }
+}

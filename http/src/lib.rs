@@ -1,0 +1,112 @@
+//! disparo's HTTP facade (DESIGN.md §5): axum routers per spec section, the auth middleware,
+//! the error mapping, metrics and tracing. Handlers extract, ask the runtime (actors) or read
+//! the store once, and render; no SQL, no rule and no provider call lives here.
+
+pub mod error;
+pub mod extract;
+pub mod middleware;
+pub mod routes;
+
+use actors::Runtime;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
+use axum::response::IntoResponse;
+use axum::Router;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::trace::TraceLayer;
+
+/// HTTP settings.
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    /// Public base URL of this gateway (for the webhook URLs it tells operators to
+    /// configure), e.g. `https://disparo.example.com`.
+    pub public_url: String,
+    /// `PROVIDER_VERIFY_TOKEN`: the app-level webhook handshake token.
+    pub provider_verify_token: Option<String>,
+    /// Largest API request body, bytes.
+    pub max_body_bytes: usize,
+    /// Largest provider webhook body, bytes (the provider batches up to 1000 updates).
+    pub max_webhook_bytes: usize,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            public_url: "http://127.0.0.1:8080".into(),
+            provider_verify_token: None,
+            max_body_bytes: 1024 * 1024,
+            max_webhook_bytes: 8 * 1024 * 1024,
+        }
+    }
+}
+
+/// What every handler gets.
+#[derive(Clone)]
+pub struct AppState {
+    /// The actors.
+    pub runtime: Runtime,
+    /// Settings.
+    pub config: Arc<HttpConfig>,
+    /// Prometheus renderer.
+    pub metrics: PrometheusHandle,
+}
+
+/// Installs the process-wide Prometheus recorder once and returns its handle (also starts
+/// the exporter's upkeep task).
+pub fn install_metrics() -> PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let handle = PrometheusBuilder::new()
+                .set_buckets_for_metric(
+                    Matcher::Full("disparo_http_request_duration_seconds".into()),
+                    &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0],
+                )
+                .expect("static buckets are valid")
+                .install_recorder()
+                .expect("the metrics recorder is installed once");
+            let upkeep = handle.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                    upkeep.run_upkeep();
+                }
+            });
+            handle
+        })
+        .clone()
+}
+
+/// The whole application router.
+pub fn router(state: AppState) -> Router {
+    let api = Router::new()
+        .merge(routes::channels::routes())
+        .merge(routes::messages::routes())
+        .merge(routes::webhooks::routes())
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), middleware::authenticate))
+        .layer(DefaultBodyLimit::max(state.config.max_body_bytes));
+    let provider = routes::provider::routes().layer(DefaultBodyLimit::max(state.config.max_webhook_bytes));
+    Router::new()
+        .nest("/api/v1", api)
+        .merge(provider)
+        .merge(routes::ops::routes())
+        .fallback(|| async { error::ApiError::NotFound })
+        .method_not_allowed_fallback(|| async { error::ApiError::MethodNotAllowed.into_response() })
+        .layer(axum::middleware::from_fn(middleware::track_metrics))
+        .layer(
+            TraceLayer::new_for_http().make_span_with(|req: &Request| {
+                let route = req
+                    .extensions()
+                    .get::<MatchedPath>()
+                    .map(|m| m.as_str().to_string())
+                    .unwrap_or_default();
+                tracing::info_span!("request", method = %req.method(), route)
+            }),
+        )
+        .layer(CatchPanicLayer::custom(|_| {
+            error::ApiError::Internal("a handler panicked".into()).into_response()
+        }))
+        .with_state(state)
+}

@@ -1,0 +1,72 @@
+//! Request middleware: bearer-token authentication with the audit log of writes, and HTTP
+//! metrics by matched route.
+
+use crate::error::ApiError;
+use crate::AppState;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::Method;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use engine::token::looks_like_token;
+use std::time::Instant;
+
+/// Resolves `Authorization: Bearer svc_…` to its account (401 otherwise) and, after a
+/// successful write (any method but GET/HEAD/OPTIONS answered 2xx), appends the audit line:
+/// token name, `METHOD /route/{template}`, the concrete path, the status and the time.
+pub async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+    let token = req
+        .headers()
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .map(str::trim)
+        .filter(|t| looks_like_token(t))
+        .map(str::to_string);
+    let Some(token) = token else {
+        return ApiError::Unauthorized.into_response();
+    };
+    let owner = match state.runtime.store().authenticate_token(&token).await {
+        Ok(Some(o)) => o,
+        Ok(None) => return ApiError::Unauthorized.into_response(),
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    let method = req.method().clone();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|m| m.as_str().to_string())
+        .unwrap_or_default();
+    let target = req.uri().path().to_string();
+    req.extensions_mut().insert(owner.clone());
+    let resp = next.run(req).await;
+    let write = !matches!(method, Method::GET | Method::HEAD | Method::OPTIONS);
+    if write && resp.status().is_success() {
+        let action = format!("{method} {route}");
+        if let Err(e) = state
+            .runtime
+            .store()
+            .append_audit(owner.account_id, &owner.token_name, &action, &target, resp.status().as_u16())
+            .await
+        {
+            tracing::error!(error = %e, "could not append to the audit log");
+        }
+    }
+    resp
+}
+
+/// Counts requests by route, method and status, and records their latency.
+pub async fn track_metrics(req: Request, next: Next) -> Response {
+    let start = Instant::now();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|m| m.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".into());
+    let method = req.method().to_string();
+    let resp = next.run(req).await;
+    let status = resp.status().as_u16().to_string();
+    metrics::counter!("disparo_http_requests_total", "route" => route.clone(), "method" => method.clone(), "status" => status).increment(1);
+    metrics::histogram!("disparo_http_request_duration_seconds", "route" => route, "method" => method)
+        .record(start.elapsed().as_secs_f64());
+    resp
+}

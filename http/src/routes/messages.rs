@@ -1,0 +1,145 @@
+//! Spec section "Messages": `POST /messages`.
+
+use crate::error::ApiError;
+use crate::extract::{ApiJson, Auth, IdPath};
+use crate::AppState;
+use actors::channel::{SendCommand, SendContent};
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use engine::phone::Phone;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use storage::messages::MessageRecord;
+
+/// Routes of this section (under `/api/v1`).
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/messages", post(send))
+        .route("/messages/{id}", get(read))
+}
+
+/// The send request ("Message" › send request fields).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SendIn {
+    to: Option<String>,
+    chat_id: Option<String>,
+    channel_id: Option<i64>,
+    text: Option<String>,
+    template: Option<TemplateIn>,
+    preview_text: Option<String>,
+    media: Option<Value>,
+    caption: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TemplateIn {
+    name: String,
+    language: Option<String>,
+    #[serde(default)]
+    params: Vec<String>,
+    button_param: Option<String>,
+}
+
+/// Longest free text the provider accepts (PROVIDER.md §2.2).
+const MAX_TEXT: usize = 4096;
+
+fn parse(body: SendIn) -> Result<(Option<i64>, SendCommand), ApiError> {
+    let to = match (&body.to, &body.chat_id) {
+        (Some(to), None) => Phone::parse("to", to)?,
+        (None, Some(chat)) => Phone::parse("chat_id", chat)?,
+        (Some(_), Some(_)) => return Err(ApiError::invalid("to", "ambiguous_recipient", "Informe `to` ou `chat_id`, não os dois.")),
+        (None, None) => return Err(ApiError::invalid("to", "required", "Informe o destinatário em `to` (ou `chat_id`).")),
+    };
+    if body.media.is_some() || body.caption.is_some() {
+        return Err(ApiError::invalid(
+            "media",
+            "media_not_supported",
+            "Envio de mídia ainda não está disponível nesta versão; envie texto ou template.",
+        ));
+    }
+    let content = match (body.text, body.template) {
+        (Some(text), None) => {
+            let n = text.chars().count();
+            if n == 0 || n > MAX_TEXT {
+                return Err(ApiError::invalid("text", "invalid_text", format!("`text` deve ter de 1 a {MAX_TEXT} caracteres.")));
+            }
+            SendContent::Text { body: text }
+        }
+        (None, Some(t)) => {
+            if t.name.is_empty() || !t.name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_') {
+                return Err(ApiError::invalid("template.name", "invalid_template_name", "`template.name` deve seguir ^[a-z0-9_]+$ (o nome do template no provedor)."));
+            }
+            let language = t.language.unwrap_or_else(|| "pt_BR".into());
+            if language.is_empty() || language.len() > 16 || !language.bytes().all(|b| b.is_ascii_alphabetic() || b == b'_' || b == b'-') {
+                return Err(ApiError::invalid("template.language", "invalid_language", "`template.language` deve ser um código como pt_BR ou en_US."));
+            }
+            if let Some(i) = t.params.iter().position(|p| p.trim().is_empty() || p.chars().count() > 1024) {
+                return Err(ApiError::invalid("template.params", "invalid_param", format!("`template.params[{i}]` deve ter de 1 a 1024 caracteres.")));
+            }
+            SendContent::Template {
+                name: t.name,
+                language,
+                params: t.params,
+                button_param: t.button_param.filter(|b| !b.is_empty()),
+            }
+        }
+        (Some(_), Some(_)) => return Err(ApiError::invalid("text", "ambiguous_content", "Informe `text` ou `template`, não os dois.")),
+        (None, None) => return Err(ApiError::invalid("text", "required", "Informe o conteúdo em `text` ou `template`.")),
+    };
+    Ok((
+        body.channel_id,
+        SendCommand {
+            to,
+            content,
+            preview_text: body.preview_text,
+        },
+    ))
+}
+
+/// The send result ("Message" › send result).
+pub fn send_result(m: &MessageRecord) -> Value {
+    json!({
+        "id": m.id,
+        "conversation_id": m.conversation_id,
+        "to": m.contact_phone,
+        "type": m.kind.as_str(),
+        "text": m.body.clone().or_else(|| m.preview_text.clone()),
+        "channel_id": m.channel_id,
+        "provider_message_id": m.provider_message_id,
+        "status": m.status.as_str(),
+        "header": Value::Null,
+        "preview_text": m.preview_text,
+        "template": m.template_name.as_ref().map(|n| json!({"name": n, "language": m.template_language})),
+        "created_at": actors::time::iso(m.created_at),
+    })
+}
+
+/// A message with its delivery timeline (decision D-007: the spec shows no read endpoint).
+pub fn message_json(m: &MessageRecord) -> Value {
+    let mut v = send_result(m);
+    v["direction"] = json!(m.direction);
+    v["sent_at"] = super::iso_opt(m.sent_at);
+    v["delivered_at"] = super::iso_opt(m.delivered_at);
+    v["read_at"] = super::iso_opt(m.read_at);
+    v["failed_at"] = super::iso_opt(m.failed_at);
+    v["error"] = match m.error_code.or(m.error_title.as_ref().map(|_| 0)) {
+        Some(_) => json!({"code": m.error_code, "title": m.error_title, "details": m.error_detail}),
+        None => Value::Null,
+    };
+    v
+}
+
+async fn read(State(state): State<AppState>, auth: Auth, IdPath(id): IdPath) -> Result<Json<Value>, ApiError> {
+    let m = state.runtime.store().message(auth.account_id(), id).await?;
+    Ok(Json(json!({ "data": message_json(&m) })))
+}
+
+async fn send(State(state): State<AppState>, auth: Auth, ApiJson(body): ApiJson<SendIn>) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let (channel_id, cmd) = parse(body)?;
+    let message = state.runtime.send(auth.account_id(), channel_id, cmd).await?;
+    Ok((StatusCode::CREATED, Json(json!({ "data": send_result(&message) }))))
+}

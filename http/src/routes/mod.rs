@@ -1,0 +1,15 @@
+//! Routers per spec section.
+
+pub mod channels;
+pub mod messages;
+pub mod ops;
+pub mod provider;
+pub mod webhooks;
+
+use actors::time::iso;
+use serde_json::Value;
+
+/// Renders optional ms timestamps as ISO 8601 (null when absent).
+pub(crate) fn iso_opt(ms: Option<i64>) -> Value {
+    ms.map(|t| Value::String(iso(t))).unwrap_or(Value::Null)
+}

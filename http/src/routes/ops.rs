@@ -1,0 +1,45 @@
+//! Operations: `GET /health` (no auth) and `GET /metrics` (Prometheus text).
+
+use crate::AppState;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::json;
+
+/// Routes.
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/health", get(health))
+        .route("/api/v1/health", get(health))
+        .route("/metrics", get(metrics))
+}
+
+/// `{"data": {"status": "ok"|"degraded", "version", "database": {ok, backend, latency_ms}}}`;
+/// 503 when the database does not answer.
+async fn health(State(state): State<AppState>) -> Response {
+    let store = state.runtime.store();
+    let (ok, latency_ms, error) = match store.ping().await {
+        Ok(d) => (true, Some(d.as_secs_f64() * 1000.0), None),
+        Err(e) => {
+            tracing::error!(error = %e, "health: database unreachable");
+            (false, None, Some("banco de dados indisponível"))
+        }
+    };
+    let body = Json(json!({"data": {
+        "status": if ok { "ok" } else { "degraded" },
+        "version": env!("CARGO_PKG_VERSION"),
+        "database": {"ok": ok, "backend": store.backend().as_str(), "latency_ms": latency_ms, "error": error},
+    }}));
+    let status = if ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    (status, body).into_response()
+}
+
+async fn metrics(State(state): State<AppState>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        state.metrics.render(),
+    )
+        .into_response()
+}

@@ -1,0 +1,128 @@
+//! Spec section "Outbound webhooks": subscriptions per channel and their delivery log.
+
+use super::iso_opt;
+use crate::error::ApiError;
+use crate::extract::{ApiJson, Auth, IdPath};
+use crate::AppState;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::routing::get;
+use axum::{Json, Router};
+use engine::webhook::EventKind;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use storage::webhooks::{DeliveryRecord, SubscriptionRecord};
+
+/// Routes of this section (under `/api/v1`).
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/channels/{id}/webhooks", get(list).post(create))
+        .route("/webhooks/{id}/deliveries", get(deliveries))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateIn {
+    url: String,
+    events: Vec<String>,
+}
+
+fn subscription_json(s: &SubscriptionRecord) -> Value {
+    json!({
+        "id": s.id,
+        "channel_id": s.channel_id,
+        "url": s.url,
+        "events": s.events,
+        "active": s.active,
+        "created_at": actors::time::iso(s.created_at),
+    })
+}
+
+fn validate_url(raw: &str) -> Result<(), ApiError> {
+    let bad = || ApiError::invalid("url", "invalid_url", "`url` deve ser um endereço http(s) completo, por exemplo https://exemplo.com/webhook.");
+    let parsed = url::Url::parse(raw).map_err(|_| bad())?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() || raw.len() > 2048 {
+        return Err(bad());
+    }
+    Ok(())
+}
+
+async fn create(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(channel_id): IdPath,
+    ApiJson(body): ApiJson<CreateIn>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let store = state.runtime.store();
+    store.channel(auth.account_id(), channel_id).await?;
+    validate_url(&body.url)?;
+    if body.events.is_empty() {
+        return Err(ApiError::invalid("events", "required", "Informe ao menos um evento em `events`."));
+    }
+    let mut events = Vec::new();
+    for name in &body.events {
+        match EventKind::parse(name).filter(|k| EventKind::SUBSCRIBABLE.contains(k)) {
+            Some(k) if !events.contains(&k) => events.push(k),
+            Some(_) => {}
+            None => {
+                let known: Vec<&str> = EventKind::SUBSCRIBABLE.iter().map(|k| k.as_str()).collect();
+                return Err(ApiError::invalid("events", "unknown_event", format!("Evento desconhecido `{name}`. Eventos: {}.", known.join(", "))));
+            }
+        }
+    }
+    let (sub, secret) = store.create_subscription(auth.account_id(), channel_id, &body.url, &events).await?;
+    let mut data = subscription_json(&sub);
+    data["secret"] = json!(secret.expose());
+    Ok((StatusCode::CREATED, Json(json!({ "data": data }))))
+}
+
+async fn list(State(state): State<AppState>, auth: Auth, IdPath(channel_id): IdPath) -> Result<Json<Value>, ApiError> {
+    let store = state.runtime.store();
+    store.channel(auth.account_id(), channel_id).await?;
+    let subs = store.list_subscriptions(auth.account_id(), channel_id).await?;
+    Ok(Json(json!({ "data": subs.iter().map(subscription_json).collect::<Vec<_>>() })))
+}
+
+/// Cursor pagination of the delivery log: newest first, `limit` (1–200, default 50), and
+/// `before` = the last id of the previous page.
+#[derive(Debug, Deserialize)]
+struct Page {
+    limit: Option<i64>,
+    before: Option<i64>,
+}
+
+fn delivery_json(d: &DeliveryRecord) -> Value {
+    json!({
+        "id": d.id,
+        "event": d.event,
+        "status": d.status,
+        "attempts": d.attempts,
+        "last_status_code": d.last_status_code,
+        "last_error": d.last_error,
+        "next_attempt_at": iso_opt(d.next_attempt_at),
+        "delivered_at": iso_opt(d.delivered_at),
+        "created_at": actors::time::iso(d.created_at),
+    })
+}
+
+async fn deliveries(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+    Query(page): Query<Page>,
+) -> Result<Json<Value>, ApiError> {
+    let store = state.runtime.store();
+    store.subscription(auth.account_id(), id).await?;
+    let limit = page.limit.unwrap_or(50);
+    if !(1..=200).contains(&limit) {
+        return Err(ApiError::invalid("limit", "invalid_limit", "`limit` deve estar entre 1 e 200."));
+    }
+    let mut rows = store.list_deliveries(auth.account_id(), id, limit + 1, page.before).await?;
+    let has_more = rows.len() as i64 > limit;
+    rows.truncate(limit as usize);
+    Ok(Json(json!({
+        "data": rows.iter().map(delivery_json).collect::<Vec<_>>(),
+        "has_more": has_more,
+        "next_before": if has_more { rows.last().map(|d| d.id) } else { None },
+    })))
+}

@@ -1,0 +1,399 @@
+//! The simulator's control API under `/_sim/`: create numbers, inject inbound messages and
+//! provider events, read the ledger of accepted sends. Answers use `{"data": …}`.
+
+use super::state::{Bucket, Business, Number, Template, Waba};
+use super::webhooks::{Emission, EmissionKind};
+use super::{now_ms, Inner};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+pub(crate) fn routes() -> Router<Arc<Inner>> {
+    Router::new()
+        .route("/_sim/numbers", post(post_number))
+        .route("/_sim/numbers/{id}/sent", get(get_sent))
+        .route("/_sim/numbers/{id}/quality", post(post_quality))
+        .route("/_sim/sent/summary", get(get_summary))
+        .route("/_sim/inbound", post(post_inbound))
+        .route("/_sim/config", put(put_config))
+        .route("/_sim/stats", get(get_stats))
+}
+
+fn bad_request(message: impl Into<String>) -> Response {
+    (StatusCode::BAD_REQUEST, Json(json!({"message": message.into()}))).into_response()
+}
+
+fn not_found(what: &str) -> Response {
+    (StatusCode::NOT_FOUND, Json(json!({"message": format!("{what} not found")}))).into_response()
+}
+
+/// `POST /_sim/numbers` body. Every field is optional.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateNumber {
+    /// Digits; default: a random Brazilian mobile number (55 + area 11 + 9 digits).
+    pub display_phone_number: Option<String>,
+    /// Display name; default `Disparo Sim`.
+    pub verified_name: Option<String>,
+    /// `GREEN` (default), `YELLOW`, `RED`.
+    pub quality: Option<String>,
+    /// `TIER_250` (default), `TIER_2K`, `TIER_10K`, `TIER_100K`, `TIER_UNLIMITED`.
+    pub tier: Option<String>,
+    /// Messages per second (default: the simulator's `default_throughput_mps`).
+    pub throughput_mps: Option<u32>,
+    /// Put the number in this existing WABA (sharing its business token and app secret);
+    /// default: a new business and WABA. With `access_token` given and an unknown WABA id, a
+    /// WABA with that id is created (adoption after a restart).
+    pub waba_id: Option<String>,
+    /// Whether the number is registered (default true); unregistered numbers cannot send.
+    pub registered: Option<bool>,
+    /// Adopt a known id instead of generating one (to re-create a number after a restart).
+    pub phone_number_id: Option<String>,
+    /// Adopt a known token for a new business.
+    pub access_token: Option<String>,
+    /// Adopt a known app secret for a new business.
+    pub app_secret: Option<String>,
+}
+
+/// `POST /_sim/numbers` answer (`data`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CreatedNumber {
+    /// The number's id.
+    pub phone_number_id: String,
+    /// Its WABA.
+    pub waba_id: String,
+    /// Its business.
+    pub business_id: String,
+    /// A token that reaches the business's assets.
+    pub access_token: String,
+    /// The app secret that signs its webhooks.
+    pub app_secret: String,
+    /// Display number.
+    pub display_phone_number: String,
+    /// Display name.
+    pub verified_name: String,
+}
+
+/// The sample template every new WABA has at the provider.
+fn hello_world(inner: &Inner) -> Template {
+    Template {
+        id: inner.digits(16),
+        name: "hello_world".into(),
+        language: "en_US".into(),
+        category: "UTILITY".into(),
+        status: "APPROVED".into(),
+        components: json!([
+            {"type": "HEADER", "format": "TEXT", "text": "Hello World"},
+            {"type": "BODY", "text": "Welcome and congratulations!! This message demonstrates your ability to send a WhatsApp message notification from the Cloud API, hosted by Meta. Thank you for taking the time to test with us."},
+            {"type": "FOOTER", "text": "WhatsApp Business Platform sample message"}
+        ]),
+        body_params: 0,
+    }
+}
+
+pub(crate) fn create_number(inner: &Inner, req: CreateNumber) -> Result<CreatedNumber, String> {
+    const ALNUM: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    if let Some(id) = &req.phone_number_id {
+        if let Some(n) = inner.numbers.get(id) {
+            let b = inner.businesses.get(&n.business_id).ok_or("business vanished")?;
+            if req.access_token.as_deref().is_some_and(|t| t != b.access_token) {
+                return Err(format!("phone_number_id {id} exists with another token"));
+            }
+            return Ok(CreatedNumber {
+                phone_number_id: n.id.clone(),
+                waba_id: n.waba_id.clone(),
+                business_id: n.business_id.clone(),
+                access_token: b.access_token.clone(),
+                app_secret: b.app_secret.clone(),
+                display_phone_number: n.display_phone_number.clone(),
+                verified_name: n.verified_name.clone(),
+            });
+        }
+    }
+    let quality = req.quality.unwrap_or_else(|| "GREEN".into()).to_ascii_uppercase();
+    if !["GREEN", "YELLOW", "RED", "UNKNOWN"].contains(&quality.as_str()) {
+        return Err(format!("quality must be GREEN, YELLOW, RED or UNKNOWN, not {quality}"));
+    }
+    let tier = req.tier.unwrap_or_else(|| "TIER_250".into()).to_ascii_uppercase();
+    if engine::channel::Tier::parse(&tier).is_none() {
+        return Err(format!("unknown tier {tier}"));
+    }
+    let known_waba = req.waba_id.as_ref().and_then(|w| inner.wabas.get(w).map(|x| (x.id.clone(), x.business_id.clone())));
+    let (waba_id, business_id) = match (&req.waba_id, known_waba) {
+        (Some(_), Some(ids)) => ids,
+        (Some(w), None) if req.access_token.is_none() => return Err(format!("waba {w} not found")),
+        _ => {
+            let business = Business {
+                id: inner.digits(15),
+                access_token: req
+                    .access_token
+                    .clone()
+                    .unwrap_or_else(|| format!("EAAG{}", inner.random_from(ALNUM, 60))),
+                app_secret: req
+                    .app_secret
+                    .clone()
+                    .unwrap_or_else(|| inner.random_from(b"0123456789abcdef", 32)),
+            };
+            let waba = Waba {
+                // Adoption (a known token with a known WABA id) keeps the WABA's id.
+                id: req.waba_id.clone().unwrap_or_else(|| inner.digits(15)),
+                business_id: business.id.clone(),
+                name: req.verified_name.clone().unwrap_or_else(|| "Disparo Sim".into()),
+                templates: vec![hello_world(inner)],
+            };
+            inner.tokens.insert(business.access_token.clone(), business.id.clone());
+            let ids = (waba.id.clone(), business.id.clone());
+            inner.businesses.insert(business.id.clone(), business);
+            inner.wabas.insert(waba.id.clone(), waba);
+            ids
+        }
+    };
+    let display = match req.display_phone_number {
+        Some(d) => {
+            let digits: String = d.chars().filter(char::is_ascii_digit).collect();
+            if digits.len() < 8 {
+                return Err("display_phone_number needs at least 8 digits".into());
+            }
+            digits
+        }
+        None => format!("55119{}", inner.digits(8)),
+    };
+    let id = req.phone_number_id.unwrap_or_else(|| inner.digits(15));
+    let mps = req.throughput_mps.unwrap_or(inner.cfg.default_throughput_mps).max(1);
+    let now = now_ms();
+    let number = Number {
+        id: id.clone(),
+        waba_id: waba_id.clone(),
+        business_id: business_id.clone(),
+        display_phone_number: display.clone(),
+        verified_name: req.verified_name.unwrap_or_else(|| "Disparo Sim".into()),
+        quality,
+        tier,
+        throughput_mps: mps,
+        registered: req.registered.unwrap_or(true),
+        bucket: Bucket::new(mps as f64, mps as f64, now),
+        pairs: HashMap::new(),
+    };
+    let verified_name = number.verified_name.clone();
+    inner.numbers.insert(id.clone(), number);
+    let b = inner.businesses.get(&business_id).ok_or("business vanished")?;
+    Ok(CreatedNumber {
+        phone_number_id: id,
+        waba_id,
+        business_id,
+        access_token: b.access_token.clone(),
+        app_secret: b.app_secret.clone(),
+        display_phone_number: display,
+        verified_name,
+    })
+}
+
+async fn post_number(State(inner): State<Arc<Inner>>, body: Option<Json<CreateNumber>>) -> Response {
+    let req = body.map(|Json(b)| b).unwrap_or_default();
+    match create_number(&inner, req) {
+        Ok(n) => (StatusCode::CREATED, Json(json!({ "data": n }))).into_response(),
+        Err(e) => bad_request(e),
+    }
+}
+
+#[derive(Deserialize)]
+struct Limit {
+    limit: Option<usize>,
+}
+
+async fn get_sent(
+    State(inner): State<Arc<Inner>>,
+    Path(id): Path<String>,
+    Query(q): Query<Limit>,
+) -> Response {
+    if !inner.numbers.contains_key(&id) {
+        return not_found("number");
+    }
+    let ledger = inner.ledger.lock().expect("ledger lock");
+    let count = ledger.per_number.get(&id).copied().unwrap_or(0);
+    let limit = q.limit.unwrap_or(100);
+    let messages: Vec<_> = ledger
+        .recent
+        .get(&id)
+        .map(|q| q.iter().rev().take(limit).cloned().collect())
+        .unwrap_or_default();
+    Json(json!({"data": {"count": count, "messages": messages}})).into_response()
+}
+
+async fn get_summary(State(inner): State<Arc<Inner>>) -> Response {
+    let ledger = inner.ledger.lock().expect("ledger lock");
+    Json(json!({"data": {
+        "total": ledger.total,
+        "per_number": ledger.per_number,
+        "per_recipient": ledger.per_recipient,
+    }}))
+    .into_response()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Inbound {
+    phone_number_id: String,
+    from: String,
+    #[serde(rename = "type", default = "default_text")]
+    kind: String,
+    text: Option<String>,
+    media: Option<Value>,
+    name: Option<String>,
+}
+
+fn default_text() -> String {
+    "text".into()
+}
+
+async fn post_inbound(State(inner): State<Arc<Inner>>, Json(req): Json<Inbound>) -> Response {
+    let Some(n) = inner.numbers.get(&req.phone_number_id) else {
+        return not_found("number");
+    };
+    let (waba, display, business) = (n.waba_id.clone(), n.display_phone_number.clone(), n.business_id.clone());
+    drop(n);
+    let Some(secret) = inner.businesses.get(&business).map(|b| b.app_secret.clone()) else {
+        return not_found("business");
+    };
+    let from: String = req.from.chars().filter(char::is_ascii_digit).collect();
+    if from.len() < 8 {
+        return bad_request("from needs at least 8 digits");
+    }
+    let now = now_ms();
+    let id = inner.wamid();
+    let mut message = json!({"from": from, "id": id, "timestamp": (now / 1000).to_string(), "type": req.kind});
+    match req.kind.as_str() {
+        "text" => message["text"] = json!({"body": req.text.unwrap_or_default()}),
+        "image" | "video" | "audio" | "document" | "sticker" => {
+            let mut media = req.media.unwrap_or_else(|| json!({}));
+            if media.get("id").is_none() {
+                media["id"] = json!(inner.digits(16));
+            }
+            if media.get("mime_type").is_none() {
+                media["mime_type"] = json!(match req.kind.as_str() {
+                    "image" => "image/jpeg",
+                    "video" => "video/mp4",
+                    "audio" => "audio/ogg; codecs=opus",
+                    "sticker" => "image/webp",
+                    _ => "application/pdf",
+                });
+            }
+            if media.get("sha256").is_none() {
+                media["sha256"] = json!(inner.random_from(b"0123456789abcdef", 64));
+            }
+            message[req.kind.as_str()] = media;
+        }
+        other => return bad_request(format!("unsupported inbound type {other}")),
+    }
+    inner.windows.insert((req.phone_number_id.clone(), from.clone()), now);
+    inner.outbox.emit_after(
+        std::time::Duration::ZERO,
+        Emission {
+            app_secret: Arc::from(secret.as_str()),
+            waba_id: waba,
+            kind: EmissionKind::Inbound {
+                phone_number_id: req.phone_number_id,
+                display,
+                contact: json!({"profile": {"name": req.name.unwrap_or_else(|| "Contato".into())}, "wa_id": from}),
+                message,
+            },
+        },
+    );
+    (StatusCode::CREATED, Json(json!({"data": {"id": id}}))).into_response()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct QualityChange {
+    quality: String,
+    tier: Option<String>,
+}
+
+async fn post_quality(
+    State(inner): State<Arc<Inner>>,
+    Path(id): Path<String>,
+    Json(req): Json<QualityChange>,
+) -> Response {
+    let quality = req.quality.to_ascii_uppercase();
+    if !["GREEN", "YELLOW", "RED"].contains(&quality.as_str()) {
+        return bad_request("quality must be GREEN, YELLOW or RED");
+    }
+    if let Some(t) = &req.tier {
+        if engine::channel::Tier::parse(t).is_none() {
+            return bad_request(format!("unknown tier {t}"));
+        }
+    }
+    let Some(mut n) = inner.numbers.get_mut(&id) else {
+        return not_found("number");
+    };
+    let old_limit = n.tier.clone();
+    let old_quality = std::mem::replace(&mut n.quality, quality.clone());
+    if let Some(t) = &req.tier {
+        n.tier = t.to_ascii_uppercase();
+    }
+    let event = match (old_quality.as_str(), quality.as_str()) {
+        (_, "RED") => "FLAGGED",
+        ("RED", _) => "UNFLAGGED",
+        _ if n.tier != old_limit => "UPGRADE",
+        _ => "ONBOARDING",
+    };
+    let mut value = json!({
+        "display_phone_number": n.display_phone_number,
+        "event": event,
+        "current_limit": n.tier,
+        "max_daily_conversations_per_business": n.tier,
+        "quality_rating": quality,
+    });
+    if n.tier != old_limit {
+        value["old_limit"] = json!(old_limit);
+    }
+    let (waba, business) = (n.waba_id.clone(), n.business_id.clone());
+    drop(n);
+    let Some(secret) = inner.businesses.get(&business).map(|b| b.app_secret.clone()) else {
+        return not_found("business");
+    };
+    inner.outbox.emit_after(
+        std::time::Duration::ZERO,
+        Emission {
+            app_secret: Arc::from(secret.as_str()),
+            waba_id: waba,
+            kind: EmissionKind::Change {
+                field: "phone_number_quality_update",
+                value: value.clone(),
+            },
+        },
+    );
+    Json(json!({"data": value})).into_response()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigChange {
+    webhook_url: Option<String>,
+}
+
+async fn put_config(State(inner): State<Arc<Inner>>, Json(req): Json<ConfigChange>) -> Response {
+    *inner.webhook_url.write().await = req.webhook_url.clone();
+    Json(json!({"data": {"webhook_url": req.webhook_url}})).into_response()
+}
+
+async fn get_stats(State(inner): State<Arc<Inner>>) -> Response {
+    let s = &inner.emitter_stats;
+    let total = inner.ledger.lock().expect("ledger lock").total;
+    Json(json!({"data": {
+        "accepted_sends": total,
+        "webhook_events": s.events.load(Ordering::Relaxed),
+        "webhook_posts": s.posts.load(Ordering::Relaxed),
+        "webhook_retries": s.retries.load(Ordering::Relaxed),
+        "webhooks_dropped": s.dropped.load(Ordering::Relaxed),
+        "numbers": inner.numbers.len(),
+    }}))
+    .into_response()
+}

@@ -1,0 +1,476 @@
+//! The Graph API surface of the simulator: same paths, shapes and error envelopes as the
+//! provider (PROVIDER.md §1–§7).
+
+use super::state::{Bucket, SentRecord};
+use super::webhooks::{Emission, EmissionKind};
+use super::{ms, now_ms, Inner};
+use crate::wire::{SendMessageRequest, SendMessageResponse, SentContact, SentMessage};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+pub(crate) fn routes() -> Router<Arc<Inner>> {
+    Router::new()
+        .route("/{version}/{node}", get(get_node))
+        .route("/{version}/{node}/messages", post(send_message))
+}
+
+/// A Graph error response (§7). `type` is `OAuthException` as in most real bodies.
+pub(crate) fn graph_error(
+    status: StatusCode,
+    code: i64,
+    message: &str,
+    details: Option<&str>,
+    subcode: Option<i64>,
+) -> Response {
+    let mut err = Map::new();
+    err.insert("message".into(), json!(message));
+    err.insert("type".into(), json!(if code == 100 && subcode == Some(33) { "GraphMethodException" } else { "OAuthException" }));
+    err.insert("code".into(), json!(code));
+    if let Some(s) = subcode {
+        err.insert("error_subcode".into(), json!(s));
+    }
+    if let Some(d) = details {
+        err.insert("error_data".into(), json!({"messaging_product": "whatsapp", "details": d}));
+    }
+    err.insert("fbtrace_id".into(), json!(format!("Sim{}", now_ms() % 1_000_000_007)));
+    (status, Json(json!({ "error": Value::Object(err) }))).into_response()
+}
+
+fn unknown_node(id: &str) -> Response {
+    graph_error(
+        StatusCode::BAD_REQUEST,
+        100,
+        &format!("Unsupported get request. Object with ID '{id}' does not exist, cannot be loaded due to missing permissions, or does not support this operation. Please read the Graph API documentation at https://developers.facebook.com/docs/graph-api"),
+        None,
+        Some(33),
+    )
+}
+
+fn check_version(version: &str) -> Result<u32, Response> {
+    let parsed = version
+        .strip_prefix('v')
+        .and_then(|v| v.split_once('.'))
+        .and_then(|(maj, min)| Some((maj.parse::<u32>().ok()?, min.parse::<u32>().ok()?)));
+    match parsed {
+        Some((major, _)) => Ok(major),
+        None => Err(graph_error(
+            StatusCode::BAD_REQUEST,
+            2500,
+            &format!("Unknown path components: /{version}"),
+            None,
+            None,
+        )),
+    }
+}
+
+/// Resolves the caller's business from `Authorization: Bearer` (or `access_token=`).
+pub(crate) fn authenticate(
+    inner: &Inner,
+    headers: &HeaderMap,
+    query: &HashMap<String, String>,
+) -> Result<String, Response> {
+    let token = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .map(str::trim)
+        .map(str::to_string)
+        .or_else(|| query.get("access_token").cloned());
+    let Some(token) = token.filter(|t| !t.is_empty()) else {
+        return Err(graph_error(
+            StatusCode::UNAUTHORIZED,
+            104,
+            "An access token is required to request this resource.",
+            None,
+            None,
+        ));
+    };
+    match inner.tokens.get(&token) {
+        Some(b) => Ok(b.clone()),
+        None => Err(graph_error(
+            StatusCode::UNAUTHORIZED,
+            190,
+            "Invalid OAuth access token - Cannot parse access token",
+            None,
+            None,
+        )),
+    }
+}
+
+async fn get_node(
+    State(inner): State<Arc<Inner>>,
+    Path((version, node)): Path<(String, String)>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(r) = check_version(&version) {
+        return r;
+    }
+    let business = match authenticate(&inner, &headers, &query) {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let Some(n) = inner.numbers.get(&node).filter(|n| n.business_id == business) else {
+        return unknown_node(&node);
+    };
+    let mut all = Map::new();
+    all.insert("id".into(), json!(n.id));
+    all.insert("display_phone_number".into(), json!(n.display_phone_number));
+    all.insert("verified_name".into(), json!(n.verified_name));
+    all.insert("quality_rating".into(), json!(n.quality));
+    all.insert("messaging_limit_tier".into(), json!(n.tier));
+    all.insert("whatsapp_business_manager_messaging_limit".into(), json!(n.tier));
+    let level = if n.throughput_mps >= 1000 { "HIGH" } else { "STANDARD" };
+    all.insert("throughput".into(), json!({ "level": level }));
+    all.insert("status".into(), json!(if n.registered { "CONNECTED" } else { "PENDING" }));
+    all.insert("name_status".into(), json!("APPROVED"));
+    all.insert("code_verification_status".into(), json!(if n.registered { "VERIFIED" } else { "NOT_VERIFIED" }));
+    all.insert("platform_type".into(), json!("CLOUD_API"));
+    all.insert("account_mode".into(), json!("LIVE"));
+    all.insert("is_pin_enabled".into(), json!(n.registered));
+    drop(n);
+    let wanted: Vec<String> = match query.get("fields") {
+        Some(f) => f.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect(),
+        None => ["display_phone_number", "verified_name", "quality_rating"].map(String::from).to_vec(),
+    };
+    if let Some(bad) = wanted.iter().find(|f| !all.contains_key(f.as_str())) {
+        return graph_error(
+            StatusCode::BAD_REQUEST,
+            100,
+            &format!("(#100) Tried accessing nonexisting field ({bad}) on node type (WhatsAppBusinessPhoneNumber)"),
+            None,
+            None,
+        );
+    }
+    let mut out = Map::new();
+    for f in wanted {
+        if let Some(v) = all.get(&f) {
+            out.insert(f, v.clone());
+        }
+    }
+    out.insert("id".into(), all["id"].clone());
+    Json(Value::Object(out)).into_response()
+}
+
+fn invalid_parameter(details: &str) -> Response {
+    graph_error(StatusCode::BAD_REQUEST, 100, "(#100) Invalid parameter", Some(details), None)
+}
+
+/// What a send needs from the number, read under its lock.
+struct Sender {
+    waba_id: String,
+    display: String,
+    app_secret: Arc<str>,
+}
+
+async fn send_message(
+    State(inner): State<Arc<Inner>>,
+    Path((version, node)): Path<(String, String)>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let major = match check_version(&version) {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    let business = match authenticate(&inner, &headers, &query) {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let Ok(raw) = serde_json::from_slice::<Value>(&body) else {
+        return invalid_parameter("The request body is not valid JSON.");
+    };
+    let req: SendMessageRequest = match serde_json::from_value(raw.clone()) {
+        Ok(r) => r,
+        Err(e) => return invalid_parameter(&format!("Invalid request body: {e}")),
+    };
+    if req.messaging_product != "whatsapp" {
+        return invalid_parameter("messaging_product must be \"whatsapp\".");
+    }
+    let to: String = req.to.chars().filter(char::is_ascii_digit).collect();
+    if to.len() < 8 || to.len() > 15 || !req.to.trim_start_matches('+').chars().all(|c| c.is_ascii_digit()) {
+        return graph_error(
+            StatusCode::BAD_REQUEST,
+            131009,
+            "(#131009) Parameter value is not valid",
+            Some("Recipient phone number is not a valid WhatsApp phone number."),
+            None,
+        );
+    }
+    let now = now_ms();
+
+    // The number: ownership, registration, throughput, pair rate.
+    let sender = {
+        let Some(n) = inner.numbers.get(&node).filter(|n| n.business_id == business) else {
+            return unknown_node(&node);
+        };
+        if !n.registered {
+            return graph_error(
+                StatusCode::BAD_REQUEST,
+                133010,
+                "(#133010) Account not registered",
+                Some("Phone number is not registered on the WhatsApp Business Platform."),
+                None,
+            );
+        }
+        // The rate limits are taken below, only for a request that would otherwise be accepted.
+        let Some(b) = inner.businesses.get(&n.business_id).map(|b| b.app_secret.clone()) else {
+            return unknown_node(&node);
+        };
+        let sender = Sender {
+            waba_id: n.waba_id.clone(),
+            display: n.display_phone_number.clone(),
+            app_secret: Arc::from(b.as_str()),
+        };
+        sender
+    };
+
+    // Type-specific validation.
+    let mut template_category: Option<String> = None;
+    match req.kind() {
+        "text" => match &req.text {
+            Some(t) if !t.body.is_empty() && t.body.chars().count() <= 4096 => {}
+            Some(_) => return invalid_parameter("text.body must have 1 to 4096 characters."),
+            None => {
+                return graph_error(
+                    StatusCode::BAD_REQUEST,
+                    131008,
+                    "(#131008) Required parameter is missing",
+                    Some("The parameter text['body'] is required."),
+                    None,
+                )
+            }
+        },
+        "template" => {
+            let Some(t) = &req.template else {
+                return graph_error(StatusCode::BAD_REQUEST, 131008, "(#131008) Required parameter is missing", Some("The parameter template is required."), None);
+            };
+            let waba = inner.wabas.get(&sender.waba_id);
+            let found = waba.as_ref().and_then(|w| {
+                w.templates
+                    .iter()
+                    .find(|x| x.name == t.name && x.language == t.language.code)
+                    .cloned()
+            });
+            drop(waba);
+            match found {
+                Some(x) if x.status == "APPROVED" => {
+                    let given = t.body_parameter_count();
+                    if given != x.body_params {
+                        return graph_error(
+                            StatusCode::BAD_REQUEST,
+                            132000,
+                            "(#132000) Number of parameters does not match the expected number of params",
+                            Some(&format!("body: number of localizable_params ({given}) does not match the expected number of params ({})", x.body_params)),
+                            None,
+                        );
+                    }
+                    template_category = Some(x.category.to_ascii_lowercase());
+                }
+                Some(x) if x.status == "PAUSED" => {
+                    return graph_error(StatusCode::BAD_REQUEST, 132015, "(#132015) Template is Paused", Some(&format!("Template {} is paused due to low quality.", x.name)), None)
+                }
+                Some(x) if x.status == "DISABLED" => {
+                    return graph_error(StatusCode::BAD_REQUEST, 132016, "(#132016) Template is disabled", Some(&format!("Template {} has been disabled.", x.name)), None)
+                }
+                _ => {
+                    return graph_error(
+                        StatusCode::NOT_FOUND,
+                        132001,
+                        "(#132001) Template name does not exist in the translation",
+                        Some(&format!("template name ({}) does not exist in {}", t.name, t.language.code)),
+                        None,
+                    )
+                }
+            }
+        }
+        "image" | "document" | "video" | "audio" => {
+            let media = match req.kind() {
+                "image" => req.image.as_ref(),
+                "document" => req.document.as_ref(),
+                "video" => req.video.as_ref(),
+                _ => req.audio.as_ref(),
+            };
+            match media {
+                Some(m) if m.id.is_some() != m.link.is_some() => {}
+                _ => return invalid_parameter("A media object needs exactly one of id or link."),
+            }
+        }
+        other => return invalid_parameter(&format!("Unsupported message type: {other}")),
+    }
+
+    // Limits (§10.1, §10.3).
+    {
+        let Some(mut n) = inner.numbers.get_mut(&node) else {
+            return unknown_node(&node);
+        };
+        if !n.bucket.try_take(now) {
+            return graph_error(
+                StatusCode::TOO_MANY_REQUESTS,
+                130429,
+                "(#130429) Rate limit hit",
+                Some("Message failed to send because there were too many messages sent from this phone number in a short period of time"),
+                Some(2494055),
+            );
+        }
+        let pair = n
+            .pairs
+            .entry(to.clone())
+            .or_insert_with(|| Bucket::new(45.0, 1.0 / 6.0, now));
+        if !pair.try_take(now) {
+            return graph_error(
+                StatusCode::TOO_MANY_REQUESTS,
+                131056,
+                "(#131056) (Business Account, Consumer Account) pair rate limit hit",
+                Some("Message failed to send because there were too many messages sent from this phone number to the same phone number in a short period of time."),
+                Some(2494055),
+            );
+        }
+    }
+
+    // Accept.
+    let wamid = inner.wamid();
+    let window_open = inner
+        .windows
+        .get(&(node.clone(), to.clone()))
+        .is_some_and(|t| now - *t < engine::DAY_MS);
+    inner.ledger.lock().expect("ledger lock").record(
+        &node,
+        req.template.as_ref().map(|t| t.name.as_str()),
+        SentRecord {
+            id: wamid.clone(),
+            to: to.clone(),
+            kind: req.kind().to_string(),
+            payload: raw,
+            at: now,
+        },
+    );
+    schedule_statuses(&inner, &sender, &node, &wamid, &to, &req, template_category, window_open, major, now);
+
+    let resp = SendMessageResponse {
+        messaging_product: "whatsapp".into(),
+        contacts: vec![SentContact {
+            input: req.to.clone(),
+            wa_id: Some(to),
+        }],
+        messages: vec![SentMessage {
+            id: wamid,
+            message_status: req.template.as_ref().map(|_| "accepted".to_string()),
+        }],
+    };
+    Json(resp).into_response()
+}
+
+/// A webhook error object (§7, last paragraph).
+pub(crate) fn webhook_error(code: i64, title: &str, details: &str) -> Value {
+    json!({
+        "code": code,
+        "title": title,
+        "message": title,
+        "error_data": {"details": details},
+        "href": "https://developers.facebook.com/docs/whatsapp/cloud-api/support/error-codes/"
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn schedule_statuses(
+    inner: &Inner,
+    sender: &Sender,
+    node: &str,
+    wamid: &str,
+    to: &str,
+    req: &SendMessageRequest,
+    template_category: Option<String>,
+    window_open: bool,
+    api_major: u32,
+    now: i64,
+) {
+    let d = inner.cfg.status_delays;
+    let base = |status: &str, at_ms: u64| {
+        let mut s = Map::new();
+        s.insert("id".into(), json!(wamid));
+        s.insert("status".into(), json!(status));
+        s.insert("timestamp".into(), json!(((now + at_ms as i64) / 1000).to_string()));
+        s.insert("recipient_id".into(), json!(to));
+        if let Some(cb) = &req.biz_opaque_callback_data {
+            s.insert("biz_opaque_callback_data".into(), json!(cb));
+        }
+        s
+    };
+    let emit = |delay: u64, status: Map<String, Value>| {
+        inner.outbox.emit_after(
+            ms(delay),
+            Emission {
+                app_secret: sender.app_secret.clone(),
+                waba_id: sender.waba_id.clone(),
+                kind: EmissionKind::Status {
+                    phone_number_id: node.to_string(),
+                    display: sender.display.clone(),
+                    status: Value::Object(status),
+                },
+            },
+        )
+    };
+
+    // Free text outside the customer-service window fails asynchronously (§10.5, 131047).
+    if template_category.is_none() && !window_open {
+        let mut f = base("failed", d.sent_ms);
+        f.insert("errors".into(), json!([webhook_error(
+            131047,
+            "Re-engagement message",
+            "Message failed to send because more than 24 hours have passed since the customer last replied to this number."
+        )]));
+        emit(d.sent_ms, f);
+        return;
+    }
+
+    let category = template_category.unwrap_or_else(|| "service".into());
+    let pricing = json!({
+        "billable": category != "service",
+        "pricing_model": "PMP",
+        "type": if category == "service" { "free_customer_service" } else { "regular" },
+        "category": category,
+    });
+    let conversation_id = format!("{:032x}", inner.draw().to_bits() ^ now as u64);
+    let conversation = |with_expiry: bool| {
+        let mut c = json!({"id": conversation_id, "origin": {"type": category}});
+        if with_expiry {
+            c["expiration_timestamp"] = json!(((now + engine::DAY_MS) / 1000).to_string());
+        }
+        c
+    };
+
+    let mut sent = base("sent", d.sent_ms);
+    if api_major < 24 {
+        sent.insert("conversation".into(), conversation(true));
+    }
+    sent.insert("pricing".into(), pricing.clone());
+    emit(d.sent_ms, sent);
+
+    if inner.draw() < inner.cfg.failed_share {
+        let mut f = base("failed", d.delivered_ms);
+        f.insert("errors".into(), json!([webhook_error(
+            131026,
+            "Message undeliverable",
+            "Message failed to send because the recipient's phone number is not a WhatsApp phone number or cannot receive this message."
+        )]));
+        emit(d.delivered_ms, f);
+        return;
+    }
+    let mut delivered = base("delivered", d.delivered_ms);
+    if api_major < 24 {
+        delivered.insert("conversation".into(), conversation(false));
+    }
+    delivered.insert("pricing".into(), pricing);
+    emit(d.delivered_ms, delivered);
+    if inner.draw() < inner.cfg.read_share {
+        emit(d.read_ms, base("read", d.read_ms));
+    }
+}

@@ -1,0 +1,229 @@
+//! The provider simulator: a real HTTP server that speaks the Graph API's paths, shapes and
+//! errors (PROVIDER.md), keeps the provider's state in memory, enforces its limits, and sends
+//! signed webhooks like the provider does. Every test, demo and benchmark of disparo runs
+//! against it.
+//!
+//! Two surfaces share one router:
+//! - the Graph API under `/{version}/…` (version `v<major>.<minor>`), authenticated with
+//!   `Authorization: Bearer <access_token>` exactly like the provider;
+//! - a control API under `/_sim/…` for tests, demos and load tests (see the crate README).
+
+mod control;
+mod graph;
+pub mod state;
+mod webhooks;
+
+use axum::Router;
+use dashmap::DashMap;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use state::{Business, Ledger, Number, Waba};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::RwLock;
+
+/// Milliseconds since the Unix epoch, from the system clock.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// When each status of an accepted send is emitted, in ms after acceptance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatusDelays {
+    /// `sent` (default 0).
+    pub sent_ms: u64,
+    /// `delivered` (default 100).
+    pub delivered_ms: u64,
+    /// `read` (default 300).
+    pub read_ms: u64,
+}
+
+impl Default for StatusDelays {
+    fn default() -> Self {
+        Self {
+            sent_ms: 0,
+            delivered_ms: 100,
+            read_ms: 300,
+        }
+    }
+}
+
+/// The simulator's settings (`disparo sim` flags).
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// Makes every random choice (ids, tokens, failure draws) repeatable.
+    pub seed: Option<u64>,
+    /// Where webhooks are POSTed (the app's callback URL); none = not sent.
+    pub webhook_url: Option<String>,
+    /// Status timing.
+    pub status_delays: StatusDelays,
+    /// Share of accepted sends that end `failed` (131026, undeliverable) instead of delivered,
+    /// in `[0, 1]`.
+    pub failed_share: f64,
+    /// Share of delivered messages that are also read, in `[0, 1]`.
+    pub read_share: f64,
+    /// Throughput of new numbers, messages/s (§10.1: 80).
+    pub default_throughput_mps: u32,
+    /// Delay before a template created through the Graph API is approved, ms.
+    pub template_review_ms: u64,
+    /// Delays between webhook retries when the receiver answers non-2xx, ms (the provider
+    /// retries for days; the simulator does the same, faster).
+    pub webhook_retry_ms: Vec<u64>,
+    /// Most events in one webhook POST (the provider batches up to 1000, §8.2).
+    pub batch_max: usize,
+    /// Escape non-ASCII as `\uXXXX` in webhook bodies, like the provider (§8.2).
+    pub escape_unicode: bool,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self {
+            seed: None,
+            webhook_url: None,
+            status_delays: StatusDelays::default(),
+            failed_share: 0.0,
+            read_share: 1.0,
+            default_throughput_mps: 80,
+            template_review_ms: 1000,
+            webhook_retry_ms: vec![100, 500, 2000, 5000, 15_000],
+            batch_max: 100,
+            escape_unicode: true,
+        }
+    }
+}
+
+pub(crate) struct Inner {
+    pub cfg: SimConfig,
+    pub webhook_url: Arc<RwLock<Option<String>>>,
+    pub businesses: DashMap<String, Business>,
+    /// access token → business id
+    pub tokens: DashMap<String, String>,
+    pub wabas: DashMap<String, Waba>,
+    pub numbers: DashMap<String, Number>,
+    /// (phone_number_id, user) → last inbound message, ms
+    pub windows: DashMap<(String, String), i64>,
+    pub ledger: Mutex<Ledger>,
+    pub rng: Mutex<StdRng>,
+    pub outbox: webhooks::Outbox,
+    pub emitter_stats: Arc<webhooks::EmitterStats>,
+}
+
+impl Inner {
+    /// `n` random digits (first one non-zero).
+    pub fn digits(&self, n: usize) -> String {
+        let mut rng = self.rng.lock().expect("rng lock");
+        let mut s = String::with_capacity(n);
+        s.push(char::from(b'1' + rng.gen_range(0..9u8)));
+        for _ in 1..n {
+            s.push(char::from(b'0' + rng.gen_range(0..10u8)));
+        }
+        s
+    }
+
+    /// `n` random characters from `alphabet`.
+    pub fn random_from(&self, alphabet: &[u8], n: usize) -> String {
+        let mut rng = self.rng.lock().expect("rng lock");
+        (0..n)
+            .map(|_| char::from(alphabet[rng.gen_range(0..alphabet.len())]))
+            .collect()
+    }
+
+    /// A draw in `[0, 1)`.
+    pub fn draw(&self) -> f64 {
+        self.rng.lock().expect("rng lock").gen()
+    }
+
+    /// A `wamid.`-prefixed message id (§11.2).
+    pub fn wamid(&self) -> String {
+        const B64: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+        format!("wamid.HBgM{}", self.random_from(B64, 40))
+    }
+}
+
+/// The provider simulator. Cheap to clone; all clones share one state.
+#[derive(Clone)]
+pub struct Simulator {
+    inner: Arc<Inner>,
+}
+
+impl Simulator {
+    /// Creates a simulator and starts its webhook tasks (must run inside a tokio runtime).
+    pub fn new(cfg: SimConfig) -> Self {
+        let url = Arc::new(RwLock::new(cfg.webhook_url.clone()));
+        let stats = Arc::new(webhooks::EmitterStats::default());
+        let outbox = webhooks::start(
+            url.clone(),
+            webhooks::EmitterConfig {
+                batch_max: cfg.batch_max.max(1),
+                retry_ms: cfg.webhook_retry_ms.clone(),
+                escape_unicode: cfg.escape_unicode,
+                max_in_flight: 64,
+            },
+            stats.clone(),
+        );
+        let rng = match cfg.seed {
+            Some(s) => StdRng::seed_from_u64(s),
+            None => StdRng::from_entropy(),
+        };
+        Self {
+            inner: Arc::new(Inner {
+                cfg,
+                webhook_url: url,
+                businesses: DashMap::new(),
+                tokens: DashMap::new(),
+                wabas: DashMap::new(),
+                numbers: DashMap::new(),
+                windows: DashMap::new(),
+                ledger: Mutex::new(Ledger::default()),
+                rng: Mutex::new(rng),
+                outbox,
+                emitter_stats: stats,
+            }),
+        }
+    }
+
+    /// The router: Graph API paths plus `/_sim/…`.
+    pub fn router(&self) -> Router {
+        control::routes()
+            .merge(graph::routes())
+            .with_state(self.inner.clone())
+    }
+
+    /// Changes where webhooks go.
+    pub async fn set_webhook_url(&self, url: Option<String>) {
+        *self.inner.webhook_url.write().await = url;
+    }
+
+    /// Creates a number (as `POST /_sim/numbers` does) and returns its credentials.
+    pub fn create_number(&self, req: control::CreateNumber) -> Result<control::CreatedNumber, String> {
+        control::create_number(&self.inner, req)
+    }
+
+    /// Serves on `listener` until the task is dropped.
+    pub async fn serve(self, listener: TcpListener) -> std::io::Result<()> {
+        axum::serve(listener, self.router()).await
+    }
+
+    /// Binds `addr` and serves in a background task; returns the bound address.
+    pub async fn spawn(self, addr: &str) -> std::io::Result<std::net::SocketAddr> {
+        let listener = TcpListener::bind(addr).await?;
+        let local = listener.local_addr()?;
+        tokio::spawn(async move {
+            if let Err(e) = self.serve(listener).await {
+                tracing::error!(error = %e, "simulator server stopped");
+            }
+        });
+        Ok(local)
+    }
+}
+
+pub use control::{CreateNumber, CreatedNumber};
+
+/// Turns a delay in ms into a [`Duration`].
+pub(crate) fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}

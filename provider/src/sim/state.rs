@@ -1,0 +1,163 @@
+//! The simulator's in-memory state: businesses, WABAs, numbers, templates, windows, the ledger.
+
+use serde::Serialize;
+use std::collections::{HashMap, VecDeque};
+
+/// A business portfolio: owns WABAs; its system-user token and app secret reach all of them.
+#[derive(Debug, Clone)]
+pub struct Business {
+    /// Business id.
+    pub id: String,
+    /// The access token that reaches this business's assets.
+    pub access_token: String,
+    /// The app secret that signs this business's webhooks.
+    pub app_secret: String,
+}
+
+/// A WhatsApp Business Account.
+#[derive(Debug, Clone)]
+pub struct Waba {
+    /// WABA id.
+    pub id: String,
+    /// Owning business id.
+    pub business_id: String,
+    /// Display name.
+    pub name: String,
+    /// Message templates, one per (name, language).
+    pub templates: Vec<Template>,
+}
+
+/// A message template in a WABA.
+#[derive(Debug, Clone, Serialize)]
+pub struct Template {
+    /// Template id (numeric string).
+    pub id: String,
+    /// Name (`^[a-z0-9_]+$`).
+    pub name: String,
+    /// Locale.
+    pub language: String,
+    /// `MARKETING`, `UTILITY`, `AUTHENTICATION`.
+    pub category: String,
+    /// `APPROVED`, `PENDING`, `REJECTED`, `PAUSED`, `DISABLED`.
+    pub status: String,
+    /// Components as created.
+    pub components: serde_json::Value,
+    /// Count of distinct `{{n}}` in the BODY component.
+    #[serde(skip)]
+    pub body_params: usize,
+}
+
+/// A token bucket: `capacity` tokens, refilled at `per_sec` tokens per second.
+#[derive(Debug, Clone)]
+pub struct Bucket {
+    tokens: f64,
+    capacity: f64,
+    per_ms: f64,
+    last_ms: i64,
+}
+
+impl Bucket {
+    /// A full bucket.
+    pub fn new(capacity: f64, per_sec: f64, now_ms: i64) -> Self {
+        Self {
+            tokens: capacity,
+            capacity,
+            per_ms: per_sec / 1000.0,
+            last_ms: now_ms,
+        }
+    }
+
+    /// Takes one token if there is one.
+    pub fn try_take(&mut self, now_ms: i64) -> bool {
+        let elapsed = (now_ms - self.last_ms).max(0) as f64;
+        self.tokens = (self.tokens + elapsed * self.per_ms).min(self.capacity);
+        self.last_ms = now_ms;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// A business phone number.
+#[derive(Debug, Clone)]
+pub struct Number {
+    /// Phone number id.
+    pub id: String,
+    /// WABA id.
+    pub waba_id: String,
+    /// Business id.
+    pub business_id: String,
+    /// Display number (digits).
+    pub display_phone_number: String,
+    /// Display name.
+    pub verified_name: String,
+    /// `GREEN`, `YELLOW`, `RED`, `UNKNOWN`.
+    pub quality: String,
+    /// `TIER_250`, `TIER_2K`… (`whatsapp_business_manager_messaging_limit`).
+    pub tier: String,
+    /// Messages per second allowed (default 80, §10.1).
+    pub throughput_mps: u32,
+    /// Whether `/register` completed; sends need it (133010 otherwise).
+    pub registered: bool,
+    /// Throughput bucket (capacity = one second of throughput).
+    pub bucket: Bucket,
+    /// Pair-rate buckets per recipient: 45-message burst, 1 per 6 s (§10.3).
+    pub pairs: HashMap<String, Bucket>,
+}
+
+/// One accepted send, as the ledger keeps it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SentRecord {
+    /// `wamid`.
+    pub id: String,
+    /// Recipient.
+    pub to: String,
+    /// Message type.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The request body as received.
+    pub payload: serde_json::Value,
+    /// Acceptance time (ms since epoch).
+    pub at: i64,
+}
+
+/// Every accepted send: totals, a bounded recent list per number, and per-recipient template
+/// counts (what duplicate checks read).
+#[derive(Debug, Default)]
+pub struct Ledger {
+    /// Accepted sends in all.
+    pub total: u64,
+    /// Accepted sends per number.
+    pub per_number: HashMap<String, u64>,
+    /// Most recent sends per number (bounded).
+    pub recent: HashMap<String, VecDeque<SentRecord>>,
+    /// recipient → template name → sends.
+    pub per_recipient: HashMap<String, HashMap<String, u64>>,
+}
+
+/// How many recent sends the ledger keeps per number.
+pub const LEDGER_RECENT_PER_NUMBER: usize = 200_000;
+
+impl Ledger {
+    /// Records an accepted send.
+    pub fn record(&mut self, number_id: &str, template: Option<&str>, rec: SentRecord) {
+        self.total += 1;
+        *self.per_number.entry(number_id.to_string()).or_default() += 1;
+        if let Some(t) = template {
+            *self
+                .per_recipient
+                .entry(rec.to.clone())
+                .or_default()
+                .entry(t.to_string())
+                .or_default() += 1;
+        }
+        let q = self.recent.entry(number_id.to_string()).or_default();
+        if q.len() == LEDGER_RECENT_PER_NUMBER {
+            q.pop_front();
+        }
+        q.push_back(rec);
+    }
+}

@@ -1,0 +1,871 @@
+//! The provider's JSON shapes: send requests and responses (§2), phone numbers (§4), and the
+//! webhook envelope with its `value` kinds (§8.3, §9). Optional fields stay optional: real
+//! payloads omit many of them, and unknown fields are ignored, never an error.
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// Graph ids and timestamps arrive as strings in most places and as JSON integers in a few
+/// (`message_template_id`, `expiration_timestamp` in some fixtures); read both as a string.
+pub fn string_or_number<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        S(String),
+        I(i64),
+        U(u64),
+        F(f64),
+    }
+    Ok(match Either::deserialize(d)? {
+        Either::S(s) => s,
+        Either::I(i) => i.to_string(),
+        Either::U(u) => u.to_string(),
+        Either::F(f) => f.to_string(),
+    })
+}
+
+fn opt_string_or_number<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    #[derive(Deserialize)]
+    struct Wrap(#[serde(deserialize_with = "string_or_number")] String);
+    Ok(Option::<Wrap>::deserialize(d)?.map(|w| w.0))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sending (§2)
+// ---------------------------------------------------------------------------------------------
+
+/// `POST /{phone_number_id}/messages` body (§2.1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SendMessageRequest {
+    /// Always `"whatsapp"`.
+    pub messaging_product: String,
+    /// `individual` (default) or `group`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recipient_type: Option<String>,
+    /// The user's phone number (digits, `+` allowed).
+    pub to: String,
+    /// `text`, `template`, `image`, `document`, `video`, `audio`…; text may omit it.
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Text payload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<TextPayload>,
+    /// Template payload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<TemplatePayload>,
+    /// Image payload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<MediaObject>,
+    /// Document payload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub document: Option<MediaObject>,
+    /// Video payload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub video: Option<MediaObject>,
+    /// Audio payload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audio: Option<MediaObject>,
+    /// Reply context `{message_id}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<serde_json::Value>,
+    /// Echoed back on every status webhook of this message (§9.4). disparo puts its own
+    /// message id here so a status settles a message whose send answer was lost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub biz_opaque_callback_data: Option<String>,
+}
+
+impl SendMessageRequest {
+    fn base(to: &str, kind: &str) -> Self {
+        Self {
+            messaging_product: "whatsapp".into(),
+            recipient_type: Some("individual".into()),
+            to: to.into(),
+            kind: Some(kind.into()),
+            text: None,
+            template: None,
+            image: None,
+            document: None,
+            video: None,
+            audio: None,
+            context: None,
+            biz_opaque_callback_data: None,
+        }
+    }
+
+    /// A text message (§2.2); `body` ≤ 4096 characters.
+    pub fn text(to: &str, body: &str) -> Self {
+        let mut r = Self::base(to, "text");
+        r.text = Some(TextPayload {
+            body: body.into(),
+            preview_url: None,
+        });
+        r
+    }
+
+    /// A template message (§2.4).
+    pub fn template(to: &str, template: TemplatePayload) -> Self {
+        let mut r = Self::base(to, "template");
+        r.template = Some(template);
+        r
+    }
+
+    /// A media message (§2.3); `kind` is `image`, `document`, `video` or `audio`. Other kinds
+    /// give `None`.
+    pub fn media(to: &str, kind: &str, media: MediaObject) -> Option<Self> {
+        let mut r = Self::base(to, kind);
+        match kind {
+            "image" => r.image = Some(media),
+            "document" => r.document = Some(media),
+            "video" => r.video = Some(media),
+            "audio" => r.audio = Some(media),
+            _ => return None,
+        }
+        Some(r)
+    }
+
+    /// Sets `biz_opaque_callback_data`.
+    pub fn with_callback_data(mut self, data: impl Into<String>) -> Self {
+        self.biz_opaque_callback_data = Some(data.into());
+        self
+    }
+
+    /// The message type, `text` when omitted.
+    pub fn kind(&self) -> &str {
+        self.kind.as_deref().unwrap_or("text")
+    }
+}
+
+/// `text` object.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TextPayload {
+    /// The text.
+    pub body: String,
+    /// Whether to render a link preview.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview_url: Option<bool>,
+}
+
+/// A media object: exactly one of `id` (uploaded media) or `link` (§2.3).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct MediaObject {
+    /// Uploaded media id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Public HTTP(S) URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<String>,
+    /// Caption (image, video, document).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caption: Option<String>,
+    /// File name (document).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filename: Option<String>,
+}
+
+/// `template` object of a send (§2.4).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TemplatePayload {
+    /// Template name at the provider.
+    pub name: String,
+    /// `{code, policy?}`.
+    pub language: TemplateLanguage,
+    /// Header, body and button parameters.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub components: Vec<TemplateComponent>,
+}
+
+impl TemplatePayload {
+    /// A template with positional body parameters and an optional dynamic URL button suffix
+    /// (button index 0).
+    pub fn positional(
+        name: &str,
+        language: &str,
+        body_params: &[String],
+        url_button_suffix: Option<&str>,
+    ) -> Self {
+        let mut components = Vec::new();
+        if !body_params.is_empty() {
+            components.push(TemplateComponent {
+                kind: "body".into(),
+                sub_type: None,
+                index: None,
+                parameters: body_params
+                    .iter()
+                    .map(|p| Parameter::Text { text: p.clone() })
+                    .collect(),
+            });
+        }
+        if let Some(suffix) = url_button_suffix {
+            components.push(TemplateComponent {
+                kind: "button".into(),
+                sub_type: Some("url".into()),
+                index: Some("0".into()),
+                parameters: vec![Parameter::Text {
+                    text: suffix.into(),
+                }],
+            });
+        }
+        Self {
+            name: name.into(),
+            language: TemplateLanguage {
+                code: language.into(),
+                policy: None,
+            },
+            components,
+        }
+    }
+
+    /// The number of body parameters given.
+    pub fn body_parameter_count(&self) -> usize {
+        self.components
+            .iter()
+            .filter(|c| c.kind.eq_ignore_ascii_case("body"))
+            .map(|c| c.parameters.len())
+            .sum()
+    }
+}
+
+/// `language` of a template send.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TemplateLanguage {
+    /// Locale code, e.g. `pt_BR`.
+    pub code: String,
+    /// Optional `deterministic`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+}
+
+/// One component of a template send: `header`, `body` or `button`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TemplateComponent {
+    /// `header`, `body`, `button` (lower case when sending).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// For buttons: `url`, `quick_reply`, `copy_code`…
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_type: Option<String>,
+    /// For buttons: the button's position, a string `"0"`…`"9"` (an integer is accepted).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "opt_string_or_number"
+    )]
+    pub index: Option<String>,
+    /// The parameters.
+    #[serde(default)]
+    pub parameters: Vec<Parameter>,
+}
+
+/// A template parameter, tagged by `type`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Parameter {
+    /// `{"type":"text","text":…}`.
+    Text {
+        /// The value.
+        text: String,
+    },
+    /// `{"type":"image","image":{id|link}}`.
+    Image {
+        /// The media.
+        image: MediaObject,
+    },
+    /// `{"type":"video","video":{id|link}}`.
+    Video {
+        /// The media.
+        video: MediaObject,
+    },
+    /// `{"type":"document","document":{id|link, filename}}`.
+    Document {
+        /// The media.
+        document: MediaObject,
+    },
+    /// `{"type":"payload","payload":…}` (quick-reply buttons).
+    Payload {
+        /// The payload.
+        payload: String,
+    },
+    /// `{"type":"currency","currency":{fallback_value, code, amount_1000}}`.
+    Currency {
+        /// The currency object as sent.
+        currency: serde_json::Value,
+    },
+    /// `{"type":"date_time","date_time":{fallback_value}}`.
+    DateTime {
+        /// The date-time object as sent.
+        date_time: serde_json::Value,
+    },
+    /// `{"type":"coupon_code","coupon_code":…}`.
+    CouponCode {
+        /// The code.
+        coupon_code: String,
+    },
+}
+
+/// `POST /{phone_number_id}/messages` success body (§2.6).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SendMessageResponse {
+    /// `"whatsapp"`.
+    #[serde(default)]
+    pub messaging_product: String,
+    /// `[{input, wa_id}]`.
+    #[serde(default)]
+    pub contacts: Vec<SentContact>,
+    /// `[{id, message_status?}]`.
+    #[serde(default)]
+    pub messages: Vec<SentMessage>,
+}
+
+impl SendMessageResponse {
+    /// The `wamid` of the accepted message.
+    pub fn message_id(&self) -> Option<&str> {
+        self.messages.first().map(|m| m.id.as_str())
+    }
+}
+
+/// `contacts[]` of a send response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SentContact {
+    /// The recipient exactly as sent.
+    pub input: String,
+    /// The user's WhatsApp id (absent when addressed by BSUID).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wa_id: Option<String>,
+}
+
+/// `messages[]` of a send response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SentMessage {
+    /// `wamid.…`.
+    pub id: String,
+    /// `accepted`, `held_for_quality_assessment` or `paused` (template sends).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_status: Option<String>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Phone numbers (§4)
+// ---------------------------------------------------------------------------------------------
+
+/// A phone number node (`GET /{phone_number_id}`, list items of `/{waba}/phone_numbers`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct PhoneNumber {
+    /// Phone number id.
+    pub id: String,
+    /// Display number, formatting varies (`"+1 631-555-5555"`, `"15550783881"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_phone_number: Option<String>,
+    /// Display name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified_name: Option<String>,
+    /// `GREEN`, `YELLOW`, `RED`, `UNKNOWN` or `NA`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality_rating: Option<String>,
+    /// Deprecated per-number tier (`TIER_1K`…).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messaging_limit_tier: Option<String>,
+    /// Portfolio-level tier (`TIER_250`, `TIER_2K`…, §4.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub whatsapp_business_manager_messaging_limit: Option<String>,
+    /// `{level}`: `STANDARD`, `HIGH`, `NOT_APPLICABLE`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput: Option<Throughput>,
+    /// `CONNECTED`, `PENDING`, `DISCONNECTED`, `BANNED`…
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// Display-name review status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name_status: Option<String>,
+    /// `VERIFIED`, `NOT_VERIFIED`, `EXPIRED` (or `UNVERIFIED`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code_verification_status: Option<String>,
+    /// `CLOUD_API`, `ON_PREMISE`, `NOT_APPLICABLE`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform_type: Option<String>,
+    /// `SANDBOX` or `LIVE`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account_mode: Option<String>,
+    /// Whether two-step verification is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_pin_enabled: Option<bool>,
+}
+
+impl PhoneNumber {
+    /// The tier to use: the portfolio limit when present, else the legacy per-number tier.
+    pub fn tier(&self) -> Option<&str> {
+        self.whatsapp_business_manager_messaging_limit
+            .as_deref()
+            .or(self.messaging_limit_tier.as_deref())
+    }
+}
+
+/// `throughput` of a phone number.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Throughput {
+    /// `STANDARD` (80 mps), `HIGH` (1,000 mps) or `NOT_APPLICABLE`.
+    pub level: String,
+}
+
+/// The fields disparo reads from a phone number node.
+pub const PHONE_NUMBER_FIELDS: &str = "id,display_phone_number,verified_name,quality_rating,messaging_limit_tier,whatsapp_business_manager_messaging_limit,throughput,status,name_status,code_verification_status,platform_type,account_mode,is_pin_enabled";
+
+/// `{"success": true}` answers of mutations (§1.4).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Success {
+    /// True when the mutation took effect.
+    pub success: bool,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Webhooks (§8.3, §9)
+// ---------------------------------------------------------------------------------------------
+
+/// The webhook envelope: `{"object": "whatsapp_business_account", "entry": [...]}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WebhookPayload {
+    /// `whatsapp_business_account`.
+    pub object: String,
+    /// One entry per WABA (the provider may batch several).
+    #[serde(default)]
+    pub entry: Vec<WebhookEntry>,
+}
+
+/// One `entry[]` item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WebhookEntry {
+    /// The WABA id (a partner's business id for `PARTNER_ADDED`).
+    #[serde(deserialize_with = "string_or_number")]
+    pub id: String,
+    /// Unix seconds; present on management fields, absent on `messages`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<i64>,
+    /// The changes.
+    #[serde(default)]
+    pub changes: Vec<WebhookChange>,
+}
+
+/// One `changes[]` item: a subscribed `field` and its `value`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WebhookChange {
+    /// The subscribed field (`messages`, `phone_number_quality_update`…).
+    pub field: String,
+    /// The value, whose shape depends on `field`; see [`WebhookChange::parse`].
+    pub value: serde_json::Value,
+}
+
+/// A change's value, typed by its field.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChangeValue {
+    /// `messages`: inbound messages, statuses or system errors.
+    Messages(MessagesValue),
+    /// `phone_number_quality_update`.
+    QualityUpdate(QualityUpdateValue),
+    /// `message_template_status_update`.
+    TemplateStatus(TemplateStatusValue),
+    /// `account_update`.
+    AccountUpdate(AccountUpdateValue),
+    /// Any other field, kept by name.
+    Other(String),
+}
+
+impl WebhookChange {
+    /// Types the value by its field. A known field whose value does not parse is an error.
+    pub fn parse(&self) -> Result<ChangeValue, serde_json::Error> {
+        let v = self.value.clone();
+        Ok(match self.field.as_str() {
+            "messages" => ChangeValue::Messages(serde_json::from_value(v)?),
+            "phone_number_quality_update" => ChangeValue::QualityUpdate(serde_json::from_value(v)?),
+            "message_template_status_update" => {
+                ChangeValue::TemplateStatus(serde_json::from_value(v)?)
+            }
+            "account_update" => ChangeValue::AccountUpdate(serde_json::from_value(v)?),
+            other => ChangeValue::Other(other.to_string()),
+        })
+    }
+}
+
+/// `value` of a `messages` change (§9.1).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct MessagesValue {
+    /// `"whatsapp"`.
+    #[serde(default)]
+    pub messaging_product: String,
+    /// Which business number it concerns.
+    pub metadata: Metadata,
+    /// Contacts of inbound messages and non-failed statuses.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub contacts: Vec<WebhookContact>,
+    /// Inbound messages.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub messages: Vec<InboundMessage>,
+    /// Delivery statuses.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub statuses: Vec<StatusUpdate>,
+    /// System-level errors.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<WebhookError>,
+}
+
+/// `metadata` of a `messages` value.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Metadata {
+    /// Display number of the business number (any formatting).
+    #[serde(default)]
+    pub display_phone_number: String,
+    /// Phone number id of the business number.
+    #[serde(deserialize_with = "string_or_number")]
+    pub phone_number_id: String,
+}
+
+/// `contacts[]` of a `messages` value.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct WebhookContact {
+    /// `{name}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<Profile>,
+    /// The user's WhatsApp id; may be absent for username-only users (§9.8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wa_id: Option<String>,
+    /// Business-scoped user id (§9.8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<String>,
+}
+
+/// `profile` of a contact.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Profile {
+    /// The user's profile name.
+    #[serde(default)]
+    pub name: String,
+}
+
+/// An inbound message (§9.2). Only the kinds disparo acts on are typed; the rest are kept raw
+/// in `extra`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct InboundMessage {
+    /// Sender's phone / WhatsApp id (absent for username-only users).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// `wamid.…`.
+    pub id: String,
+    /// Unix seconds as a string.
+    #[serde(deserialize_with = "string_or_number")]
+    pub timestamp: String,
+    /// `text`, `image`, `audio`, `document`, `video`, `sticker`, `location`, `button`…
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Text payload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<TextPayload>,
+    /// Image payload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<InboundMedia>,
+    /// Video payload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub video: Option<InboundMedia>,
+    /// Audio payload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audio: Option<InboundMedia>,
+    /// Document payload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub document: Option<InboundMedia>,
+    /// Sticker payload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sticker: Option<InboundMedia>,
+    /// Template quick-reply button tap `{payload, text}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub button: Option<serde_json::Value>,
+    /// Reply context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<serde_json::Value>,
+    /// Errors for unsupported messages.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<WebhookError>,
+}
+
+impl InboundMessage {
+    /// The media object, for media kinds.
+    pub fn media(&self) -> Option<&InboundMedia> {
+        self.image
+            .as_ref()
+            .or(self.video.as_ref())
+            .or(self.audio.as_ref())
+            .or(self.document.as_ref())
+            .or(self.sticker.as_ref())
+    }
+
+    /// Text to keep for display: the text body, a media caption, or a button's text.
+    pub fn display_text(&self) -> Option<String> {
+        if let Some(t) = &self.text {
+            return Some(t.body.clone());
+        }
+        if let Some(c) = self.media().and_then(|m| m.caption.clone()) {
+            return Some(c);
+        }
+        self.button
+            .as_ref()
+            .and_then(|b| b.get("text"))
+            .and_then(|t| t.as_str())
+            .map(str::to_string)
+    }
+}
+
+/// Media of an inbound message.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct InboundMedia {
+    /// Media id, downloadable for 7 days (§3).
+    #[serde(deserialize_with = "string_or_number")]
+    pub id: String,
+    /// MIME type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    /// SHA-256 of the file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// Caption.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caption: Option<String>,
+    /// File name (documents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filename: Option<String>,
+    /// Bearer-protected download URL (newer payloads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+}
+
+/// A `statuses[]` item (§9.4).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct StatusUpdate {
+    /// The `wamid` from the send response.
+    pub id: String,
+    /// `sent`, `delivered`, `read`, `failed`, `played`.
+    pub status: String,
+    /// Unix seconds as a string.
+    #[serde(deserialize_with = "string_or_number")]
+    pub timestamp: String,
+    /// The user's phone (absent when addressed by BSUID).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recipient_id: Option<String>,
+    /// Echo of the send's `biz_opaque_callback_data`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub biz_opaque_callback_data: Option<String>,
+    /// `{id, expiration_timestamp?, origin{type}}`; omitted from v24.0 on (§9.4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<serde_json::Value>,
+    /// `{billable, pricing_model, type?, category}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pricing: Option<serde_json::Value>,
+    /// Only on `failed`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<WebhookError>,
+}
+
+impl StatusUpdate {
+    /// The timestamp in milliseconds, when it parses.
+    pub fn timestamp_ms(&self) -> Option<i64> {
+        self.timestamp.parse::<i64>().ok().map(|s| s * 1000)
+    }
+}
+
+/// The error object inside webhooks (§7, last paragraph): `{code, title, message, error_data,
+/// href}`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct WebhookError {
+    /// The Graph/WhatsApp code.
+    pub code: i64,
+    /// Title.
+    #[serde(default)]
+    pub title: String,
+    /// Same as `title` in current payloads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// `{details}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_data: Option<serde_json::Value>,
+    /// Link to the error-code page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub href: Option<String>,
+}
+
+impl WebhookError {
+    /// `error_data.details`, when present.
+    pub fn details(&self) -> Option<&str> {
+        self.error_data.as_ref()?.get("details")?.as_str()
+    }
+}
+
+/// `value` of `phone_number_quality_update` (§9.7). The field carries the number's display
+/// number, not its id.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct QualityUpdateValue {
+    /// Display number of the business number.
+    #[serde(deserialize_with = "string_or_number")]
+    pub display_phone_number: String,
+    /// `ONBOARDING`, `THROUGHPUT_UPGRADE`; legacy `FLAGGED`, `UNFLAGGED`, `DOWNGRADE`,
+    /// `UPGRADE`.
+    pub event: String,
+    /// The tier now (`TIER_250`…).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_limit: Option<String>,
+    /// The previous tier, on limit changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old_limit: Option<String>,
+    /// The portfolio limit (same tier strings).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_daily_conversations_per_business: Option<String>,
+    /// Not in Meta's documented payload; the simulator adds the new quality rating here so
+    /// that one webhook carries it (a gateway also re-reads `quality_rating` on sync).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality_rating: Option<String>,
+}
+
+/// `value` of `message_template_status_update` (§9.5).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct TemplateStatusValue {
+    /// `APPROVED`, `REJECTED`, `PAUSED`, `DISABLED`…
+    pub event: String,
+    /// Template id (a JSON integer here).
+    #[serde(deserialize_with = "string_or_number")]
+    pub message_template_id: String,
+    /// Template name.
+    pub message_template_name: String,
+    /// Locale (`en_US`, sometimes `en-US`).
+    pub message_template_language: String,
+    /// Rejection reason, `NONE`, or null.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Category (newer payloads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_template_category: Option<String>,
+    /// `{reason, recommendation}` for INVALID_FORMAT rejections.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejection_info: Option<serde_json::Value>,
+    /// `{title, description}` for pauses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_info: Option<serde_json::Value>,
+    /// `{disable_date}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disable_info: Option<serde_json::Value>,
+}
+
+/// `value` of `account_update` (§9.7).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct AccountUpdateValue {
+    /// `DISABLED_UPDATE`, `ACCOUNT_RESTRICTION`, `ACCOUNT_VIOLATION`…
+    pub event: String,
+    /// `{waba_ban_state, waba_ban_date}` for `DISABLED_UPDATE`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ban_info: Option<BanInfo>,
+    /// `[{restriction_type, expiration}]` for `ACCOUNT_RESTRICTION`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restriction_info: Option<Vec<serde_json::Value>>,
+    /// `{violation_type}` for `ACCOUNT_VIOLATION`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub violation_info: Option<serde_json::Value>,
+    /// Legacy `VERIFIED_ACCOUNT` number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phone_number: Option<String>,
+}
+
+/// `ban_info` of `DISABLED_UPDATE`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct BanInfo {
+    /// `SCHEDULE_FOR_DISABLE`, `DISABLE` or `REINSTATE`.
+    pub waba_ban_state: String,
+    /// A human date string (`April 17, 2025`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waba_ban_date: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample<T: serde::de::DeserializeOwned>(name: &str) -> T {
+        let path = format!("{}/../../shared/provider-samples/{name}", env!("CARGO_MANIFEST_DIR"));
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+    }
+
+    fn messages(p: &WebhookPayload) -> MessagesValue {
+        match p.entry[0].changes[0].parse().unwrap() {
+            ChangeValue::Messages(m) => m,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn inbound_text_and_image_parse() {
+        let p: WebhookPayload = sample("webhook_messages_text.json");
+        let m = messages(&p);
+        assert_eq!(m.metadata.phone_number_id, "106540352242922");
+        assert_eq!(m.messages[0].from.as_deref(), Some("16505551234"));
+        assert_eq!(m.messages[0].display_text().as_deref(), Some("Does it come in another color?"));
+        assert_eq!(m.contacts[0].profile.as_ref().unwrap().name, "Sheena Nelson");
+        let p: WebhookPayload = sample("webhook_messages_image.json");
+        let m = messages(&p);
+        assert_eq!(m.messages[0].kind, "image");
+        assert!(m.messages[0].media().is_some());
+    }
+
+    #[test]
+    fn statuses_parse_with_callback_data_and_errors() {
+        let p: WebhookPayload = sample("webhook_status_delivered.json");
+        let s = &messages(&p).statuses[0];
+        assert_eq!((s.id.as_str(), s.status.as_str()), ("wamid.xyzxyz", "delivered"));
+        assert_eq!(s.timestamp_ms(), Some(1_698_266_945_000));
+        let p: WebhookPayload = sample("webhook_status_sent_biz_opaque_callback_data.json");
+        assert!(messages(&p).statuses[0].biz_opaque_callback_data.is_some());
+        let p: WebhookPayload = sample("webhook_status_failed_131049.json");
+        let s = &messages(&p).statuses[0];
+        assert_eq!(s.errors[0].code, 131049);
+        assert!(s.errors[0].details().unwrap().contains("healthy ecosystem"));
+        let p: WebhookPayload = sample("webhook_status_read.json");
+        assert_eq!(messages(&p).statuses[0].status, "read");
+    }
+
+    #[test]
+    fn management_fields_parse() {
+        let p: WebhookPayload = sample("webhook_phone_number_quality_update_throughput_upgrade.json");
+        match p.entry[0].changes[0].parse().unwrap() {
+            ChangeValue::QualityUpdate(q) => {
+                assert_eq!(q.event, "THROUGHPUT_UPGRADE");
+                assert_eq!(q.current_limit.as_deref(), Some("TIER_UNLIMITED"));
+            }
+            other => panic!("{other:?}"),
+        }
+        let p: WebhookPayload = sample("webhook_message_template_status_update_approved.json");
+        assert!(matches!(p.entry[0].changes[0].parse().unwrap(), ChangeValue::TemplateStatus(t) if t.event == "APPROVED"));
+        let p: WebhookPayload = sample("webhook_message_template_status_update_rejected_invalid_format.json");
+        assert!(matches!(p.entry[0].changes[0].parse().unwrap(), ChangeValue::TemplateStatus(t) if t.event == "REJECTED"));
+        let p: WebhookPayload = sample("webhook_account_update_disabled_update_ban.json");
+        match p.entry[0].changes[0].parse().unwrap() {
+            ChangeValue::AccountUpdate(a) => assert_eq!(a.event, "DISABLED_UPDATE"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn send_bodies_and_responses_match_the_samples() {
+        let r: SendMessageResponse = sample("send_message_response.json");
+        assert_eq!(r.message_id(), Some("wamid.HBgLMTY1MDM4Nzk0MzkVAgARGBJCOTY3NDc0NDFDRUI3NTA0Q0UA"));
+        let r: SendMessageResponse = sample("send_message_response_template_accepted.json");
+        assert_eq!(r.messages[0].message_status.as_deref(), Some("accepted"));
+        let req: SendMessageRequest = sample("request_send_template_quick_reply_buttons.json");
+        assert_eq!(req.kind(), "template");
+        let req: SendMessageRequest = sample("request_send_auth_template_url_button.json");
+        let t = req.template.unwrap();
+        assert!(t.components.iter().any(|c| c.sub_type.as_deref() == Some("url")));
+        let p: PhoneNumber = sample("phone_number_get_response.json");
+        assert_eq!(p.quality_rating.as_deref(), Some("GREEN"));
+    }
+
+    #[test]
+    fn a_positional_template_serialises_like_the_provider_expects() {
+        let t = TemplatePayload::positional("order_update", "pt_BR", &["Ana".into()], Some("ABC"));
+        let v = serde_json::to_value(SendMessageRequest::template("5511999998888", t)).unwrap();
+        assert_eq!(v["type"], "template");
+        assert_eq!(v["template"]["language"]["code"], "pt_BR");
+        assert_eq!(v["template"]["components"][0]["parameters"][0], serde_json::json!({"type":"text","text":"Ana"}));
+        assert_eq!(v["template"]["components"][1]["sub_type"], "url");
+        assert_eq!(v["template"]["components"][1]["index"], "0");
+    }
+}

@@ -1,0 +1,226 @@
+//! The disparo application: settings, wiring of storage, provider client, actors and HTTP,
+//! and the demo mode with the built-in provider simulator. `src/main.rs` is the CLI around it.
+
+#![forbid(unsafe_code)]
+
+pub mod settings;
+
+use actors::{Runtime, RuntimeConfig};
+use anyhow::Context;
+use engine::webhook::RetrySchedule;
+use provider::sim::{CreateNumber, SimConfig, Simulator};
+use provider::{GraphClient, GraphConfig};
+pub use settings::Settings;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use storage::{Cipher, Store};
+use tokio::net::TcpListener;
+
+/// A built, not yet serving, gateway.
+pub struct Application {
+    listener: TcpListener,
+    addr: SocketAddr,
+    runtime: Runtime,
+    router: axum::Router,
+}
+
+/// Resolves the master key: `DISPARO_MASTER_KEY`, else a key file beside the SQLite database
+/// (or in the working directory for PostgreSQL), generated on first use with mode 0600.
+pub fn resolve_cipher(settings: &Settings) -> anyhow::Result<Cipher> {
+    if let Some(k) = &settings.master_key {
+        return Cipher::from_base64(k.expose()).context("DISPARO_MASTER_KEY");
+    }
+    let path = settings.key_file_path();
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        return Cipher::from_base64(&text).with_context(|| format!("key file {}", path.display()));
+    }
+    let key = Cipher::generate_key_base64();
+    std::fs::write(&path, &key).with_context(|| format!("writing key file {}", path.display()))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
+    }
+    tracing::warn!(
+        path = %path.display(),
+        "DISPARO_MASTER_KEY is not set: generated a master key into this file. Back it up: stored credentials cannot be read without it."
+    );
+    Cipher::from_base64(&key).context("generated key")
+}
+
+/// Connects the store and applies migrations.
+pub async fn open_store(settings: &Settings) -> anyhow::Result<Store> {
+    let cipher = resolve_cipher(settings)?;
+    let store = Store::connect(&settings.database_url, cipher)
+        .await
+        .context("connecting to the database")?;
+    store.migrate().await.context("applying migrations")?;
+    Ok(store)
+}
+
+impl Application {
+    /// Binds the listener, opens the store (running migrations), starts the actors and builds
+    /// the router. `listener` may be given already bound (tests, demo mode).
+    pub async fn build(settings: Settings, listener: Option<TcpListener>) -> anyhow::Result<Self> {
+        let listener = match listener {
+            Some(l) => l,
+            None => TcpListener::bind(&settings.listen)
+                .await
+                .with_context(|| format!("binding {}", settings.listen))?,
+        };
+        let addr = listener.local_addr()?;
+        let store = open_store(&settings).await?;
+        let graph = GraphClient::new(GraphConfig {
+            base_url: settings.provider_base_url.clone(),
+            api_version: settings.provider_api_version.clone(),
+            timeout: Duration::from_millis(settings.provider_timeout_ms),
+        });
+        let runtime = Runtime::start(
+            store,
+            graph,
+            RuntimeConfig {
+                app_secret: settings.provider_app_secret.clone(),
+                call_timeout: Duration::from_millis(settings.call_timeout_ms),
+                webhook_retry: match &settings.webhook_retry_ms {
+                    Some(list) => RetrySchedule::from_delays_ms(list.clone()),
+                    None => RetrySchedule::default(),
+                },
+                webhook_timeout: Duration::from_millis(settings.webhook_timeout_ms),
+                ..RuntimeConfig::default()
+            },
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("starting actors: {e}"))?;
+        let state = http::AppState {
+            runtime: runtime.clone(),
+            config: Arc::new(http::HttpConfig {
+                public_url: settings.public_url.clone().unwrap_or_else(|| format!("http://{addr}")),
+                provider_verify_token: settings.provider_verify_token.clone(),
+                ..http::HttpConfig::default()
+            }),
+            metrics: http::install_metrics(),
+        };
+        Ok(Self {
+            listener,
+            addr,
+            runtime,
+            router: http::router(state),
+        })
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The actors' handle.
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    /// Serves until `shutdown` resolves, then stops the actors.
+    pub async fn run_until(self, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+        tracing::info!(addr = %self.addr, "disparo listening");
+        axum::serve(self.listener, self.router)
+            .with_graceful_shutdown(shutdown)
+            .await?;
+        self.runtime.shutdown().await;
+        Ok(())
+    }
+}
+
+/// The demo mode of `disparo serve --simulator`: an in-process provider simulator that posts
+/// its webhooks to this gateway.
+pub struct Demo {
+    /// The simulator.
+    pub sim: Simulator,
+    /// Where it listens.
+    pub sim_addr: SocketAddr,
+}
+
+impl Demo {
+    /// Starts a simulator whose webhooks go to `gateway` and points the settings at it.
+    pub async fn start(settings: &mut Settings, gateway: SocketAddr) -> anyhow::Result<Self> {
+        let sim = Simulator::new(SimConfig {
+            webhook_url: Some(format!("http://{gateway}/webhooks/messaging")),
+            status_delays: provider::sim::StatusDelays {
+                sent_ms: 300,
+                delivered_ms: 1200,
+                read_ms: 3000,
+            },
+            ..SimConfig::default()
+        });
+        let sim_addr = sim.clone().spawn(&settings.sim_listen).await.context("starting the simulator")?;
+        settings.provider_base_url = format!("http://{sim_addr}");
+        Ok(Self { sim, sim_addr })
+    }
+
+    /// Re-creates every stored channel in the (in-memory) simulator with its stored ids and
+    /// credentials, so a restarted demo keeps working.
+    pub async fn adopt_stored_channels(&self, store: &Store) -> anyhow::Result<usize> {
+        let mut n = 0;
+        for id in store.all_channel_ids().await? {
+            let c = store.channel_unscoped(id).await?;
+            let secrets = store.channel_secrets(id).await?;
+            self.sim
+                .create_number(CreateNumber {
+                    display_phone_number: Some(c.phone.clone()),
+                    verified_name: Some(c.verified_name.clone()),
+                    waba_id: Some(c.waba_id.clone()),
+                    phone_number_id: Some(c.phone_number_id.clone()),
+                    access_token: Some(secrets.access_token.expose().to_string()),
+                    app_secret: secrets.app_secret.as_ref().map(|s| s.expose().to_string()),
+                    ..CreateNumber::default()
+                })
+                .map_err(|e| anyhow::anyhow!("adopting channel {id}: {e}"))?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// On an empty database: creates the `demo` account, a token and a channel connected to
+    /// a simulated number, and returns what to print.
+    pub async fn seed(&self, app: &Application) -> anyhow::Result<Option<String>> {
+        let store = app.runtime().store();
+        if store.count_accounts().await? > 0 {
+            return Ok(None);
+        }
+        let account = store.ensure_account("demo").await?;
+        let token = store.create_token(account.id, "demo", "admin").await?;
+        let number = self
+            .sim
+            .create_number(CreateNumber {
+                verified_name: Some("Loja Demo".into()),
+                ..CreateNumber::default()
+            })
+            .map_err(|e| anyhow::anyhow!(e))?;
+        let (channel, _) = app
+            .runtime()
+            .connect_official(
+                account.id,
+                actors::connect::ConnectOfficial {
+                    name: Some("Demo".into()),
+                    phone_number_id: number.phone_number_id.clone(),
+                    waba_id: number.waba_id.clone(),
+                    access_token: engine::Secret::new(number.access_token.clone()),
+                    app_secret: Some(engine::Secret::new(number.app_secret.clone())),
+                    verify_token: None,
+                },
+            )
+            .await
+            .map_err(|e| anyhow::anyhow!("connecting the demo channel: {e}"))?;
+        let base = format!("http://{}", app.addr());
+        Ok(Some(format!(
+            "\nDemo ready (simulated provider at http://{sim}).\n\
+             \n  account:  demo\n  token:    {token}   (shown once; keep it)\n  channel:  {cid} ({phone}, quality {quality})\n\
+             \nSend a template message:\n\n  curl -s -X POST {base}/api/v1/messages \\\n    -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' \\\n    -d '{{\"to\": \"5511988887777\", \"template\": {{\"name\": \"hello_world\", \"language\": \"en_US\"}}}}'\n\
+             \nThen read its status (queued → sent → delivered → read) with the id it returns:\n\n  curl -s {base}/api/v1/messages/<id> -H 'Authorization: Bearer {token}'\n",
+            sim = self.sim_addr,
+            token = token.value.expose(),
+            cid = channel.id,
+            phone = channel.phone,
+            quality = channel.quality,
+        )))
+    }
+}

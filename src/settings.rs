@@ -1,0 +1,117 @@
+//! The one documented settings struct (STYLE.md §7): defaults, overridden by environment
+//! variables, validated at start. Secrets are wrapped so `Debug` hides them.
+
+use clap::Args;
+use engine::Secret;
+use std::path::PathBuf;
+
+fn secret(s: &str) -> Result<Secret, String> {
+    Ok(Secret::new(s))
+}
+
+fn ms_list(s: &str) -> Result<Vec<u64>, String> {
+    s.split(',')
+        .map(|p| p.trim().parse::<u64>().map_err(|_| format!("`{p}` is not a number of ms")))
+        .collect()
+}
+
+/// Settings of `disparo serve` and `disparo migrate`. Every field can be set by the named
+/// environment variable or flag.
+#[derive(Debug, Clone, Args)]
+pub struct Settings {
+    /// Address to listen on.
+    #[arg(long, env = "DISPARO_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: String,
+    /// `sqlite://…` (default: `disparo.db` in the working directory, WAL) or `postgres://…`.
+    #[arg(long, env = "DATABASE_URL", default_value = storage::DEFAULT_DATABASE_URL)]
+    pub database_url: String,
+    /// Base64 of 32 bytes: the AES-256-GCM key that seals stored credentials. When unset, a
+    /// key file `disparo.key` is generated beside the SQLite database (or in the working
+    /// directory) and reused.
+    #[arg(long, env = "DISPARO_MASTER_KEY", value_parser = secret, hide_env_values = true)]
+    pub master_key: Option<Secret>,
+    /// Public base URL of the gateway (used in the webhook URLs shown to operators); default
+    /// `http://<listen address>`.
+    #[arg(long, env = "DISPARO_PUBLIC_URL")]
+    pub public_url: Option<String>,
+    /// Graph API base URL.
+    #[arg(long, env = "PROVIDER_BASE_URL", default_value = "https://graph.facebook.com")]
+    pub provider_base_url: String,
+    /// Graph API version path segment.
+    #[arg(long, env = "PROVIDER_API_VERSION", default_value = "v21.0")]
+    pub provider_api_version: String,
+    /// App secret: verifies provider webhooks of channels that have no app secret of their own.
+    #[arg(long, env = "PROVIDER_APP_SECRET", value_parser = secret, hide_env_values = true)]
+    pub provider_app_secret: Option<Secret>,
+    /// Verify token of the app-level webhook handshake (`GET /webhooks/messaging`).
+    #[arg(long, env = "PROVIDER_VERIFY_TOKEN", hide_env_values = true)]
+    pub provider_verify_token: Option<String>,
+    /// App id (embedded signup front end).
+    #[arg(long, env = "PROVIDER_APP_ID")]
+    pub provider_app_id: Option<String>,
+    /// Embedded signup configuration id (front end).
+    #[arg(long, env = "PROVIDER_CONFIG_ID")]
+    pub provider_config_id: Option<String>,
+    /// Timeout of one provider call, ms.
+    #[arg(long, env = "PROVIDER_TIMEOUT_MS", default_value_t = 30_000)]
+    pub provider_timeout_ms: u64,
+    /// How long an API request waits for an actor before answering 503, ms.
+    #[arg(long, env = "DISPARO_CALL_TIMEOUT_MS", default_value_t = 35_000)]
+    pub call_timeout_ms: u64,
+    /// Delays between outbound webhook attempts, comma-separated ms (default: 5 s, 30 s,
+    /// 2 min, 10 min, 30 min, 1 h, 2 h, 4 h, 6 h, 8 h — 11 attempts over about a day).
+    #[arg(long, env = "DISPARO_WEBHOOK_RETRY_MS", value_parser = ms_list)]
+    pub webhook_retry_ms: Option<Vec<u64>>,
+    /// Timeout of one outbound webhook attempt, ms.
+    #[arg(long, env = "DISPARO_WEBHOOK_TIMEOUT_MS", default_value_t = 10_000)]
+    pub webhook_timeout_ms: u64,
+    /// Where the built-in simulator listens in `serve --simulator`.
+    #[arg(long, env = "DISPARO_SIM_LISTEN", default_value = "127.0.0.1:0")]
+    pub sim_listen: String,
+}
+
+impl Settings {
+    /// Settings with every default (what `disparo serve` uses with no environment).
+    pub fn defaults() -> Self {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Wrap {
+            #[command(flatten)]
+            s: Settings,
+        }
+        Wrap::parse_from(["disparo"]).s
+    }
+
+    /// Where the generated master key lives: beside the SQLite file, else `./disparo.key`.
+    pub fn key_file_path(&self) -> PathBuf {
+        let sqlite_file = self
+            .database_url
+            .strip_prefix("sqlite://")
+            .or_else(|| self.database_url.strip_prefix("sqlite:"))
+            .map(|rest| rest.split('?').next().unwrap_or(rest))
+            .filter(|p| !p.is_empty() && *p != ":memory:");
+        match sqlite_file {
+            Some(file) => {
+                let parent = PathBuf::from(file).parent().map(PathBuf::from).unwrap_or_default();
+                parent.join("disparo.key")
+            }
+            None => PathBuf::from("disparo.key"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_key_file_sits_beside_the_sqlite_database() {
+        let mut s = Settings::defaults();
+        assert_eq!(s.key_file_path(), PathBuf::from("disparo.key"));
+        s.database_url = "sqlite:///var/lib/disparo/x.db?mode=rwc".into();
+        assert_eq!(s.key_file_path(), PathBuf::from("/var/lib/disparo/disparo.key"));
+        s.database_url = "postgres://u@h/db".into();
+        assert_eq!(s.key_file_path(), PathBuf::from("disparo.key"));
+        assert!(format!("{:?}", Settings { master_key: Some(Secret::new("k")), ..s }).contains("***"));
+    }
+}

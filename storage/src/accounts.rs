@@ -1,0 +1,204 @@
+//! Accounts, API tokens (stored as SHA-256 hashes only) and the audit log.
+
+use crate::{now_ms, Result, StorageError, Store};
+use engine::token::{display_prefix, hash_token, TOKEN_PREFIX};
+use rand::Rng;
+use serde::Serialize;
+use sqlx::Row;
+
+/// An account: the tenant every record belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Account {
+    /// Id.
+    pub id: i64,
+    /// URL-safe slug, unique.
+    pub slug: String,
+    /// Display name.
+    pub name: String,
+    /// Creation time, ms.
+    pub created_at: i64,
+}
+
+/// What a valid token resolves to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenOwner {
+    /// The token's id.
+    pub token_id: i64,
+    /// The token's name (recorded in the audit log).
+    pub token_name: String,
+    /// Access level (`admin` for every token until access levels land).
+    pub level: String,
+    /// The account it is bound to.
+    pub account_id: i64,
+    /// The account's slug.
+    pub account_slug: String,
+}
+
+/// A newly created token: the value is returned once and never stored.
+#[derive(Debug, Clone)]
+pub struct CreatedToken {
+    /// Token id.
+    pub id: i64,
+    /// The full value (`svc_…`), shown once.
+    pub value: engine::Secret,
+    /// Display prefix (first 8 characters).
+    pub prefix: String,
+}
+
+/// One audit log line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AuditEntry {
+    /// Id.
+    pub id: i64,
+    /// Name of the token that made the call.
+    pub token_name: String,
+    /// `METHOD /route/template`.
+    pub action: String,
+    /// The concrete path (with ids).
+    pub target: String,
+    /// HTTP status of the answer.
+    pub status: i64,
+    /// When, ms.
+    pub at: i64,
+}
+
+/// Whether `slug` is a valid account slug: 1 to 64 of `a-z`, `0-9`, `-`.
+pub fn valid_slug(slug: &str) -> bool {
+    (1..=64).contains(&slug.len())
+        && slug
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+impl Store {
+    /// Returns the account with `slug`, creating it when absent.
+    pub async fn ensure_account(&self, slug: &str) -> Result<Account> {
+        if !valid_slug(slug) {
+            return Err(StorageError::Conflict(format!(
+                "invalid account slug `{slug}`: use a-z, 0-9 and -"
+            )));
+        }
+        sqlx::query(
+            "INSERT INTO accounts (slug, name, created_at) VALUES ($1, $2, $3) ON CONFLICT (slug) DO NOTHING",
+        )
+        .bind(slug)
+        .bind(slug)
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await?;
+        let row = sqlx::query("SELECT id, slug, name, created_at FROM accounts WHERE slug = $1")
+            .bind(slug)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(Account {
+            id: row.try_get("id")?,
+            slug: row.try_get("slug")?,
+            name: row.try_get("name")?,
+            created_at: row.try_get("created_at")?,
+        })
+    }
+
+    /// How many accounts exist.
+    pub async fn count_accounts(&self) -> Result<i64> {
+        Ok(sqlx::query("SELECT COUNT(*) AS n FROM accounts")
+            .fetch_one(&self.pool)
+            .await?
+            .try_get("n")?)
+    }
+
+    /// Creates a token for an account: `svc_` + 40 random URL-safe characters. Only its hash
+    /// and display prefix are stored.
+    pub async fn create_token(&self, account_id: i64, name: &str, level: &str) -> Result<CreatedToken> {
+        const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+        let value: String = {
+            let mut rng = rand::thread_rng();
+            let body: String = (0..40)
+                .map(|_| char::from(ALPHABET[rng.gen_range(0..ALPHABET.len())]))
+                .collect();
+            format!("{TOKEN_PREFIX}{body}")
+        };
+        let prefix = display_prefix(&value);
+        let row = sqlx::query(
+            "INSERT INTO api_tokens (account_id, name, prefix, token_hash, level, created_at) VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+        )
+        .bind(account_id)
+        .bind(name)
+        .bind(&prefix)
+        .bind(hash_token(&value))
+        .bind(level)
+        .bind(now_ms())
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(CreatedToken {
+            id: row.try_get("id")?,
+            value: engine::Secret::new(value),
+            prefix,
+        })
+    }
+
+    /// Resolves a presented token value to its owner; `None` for unknown or revoked tokens.
+    pub async fn authenticate_token(&self, value: &str) -> Result<Option<TokenOwner>> {
+        let row = sqlx::query(
+            "SELECT t.id, t.name, t.level, t.account_id, a.slug FROM api_tokens t JOIN accounts a ON a.id = t.account_id WHERE t.token_hash = $1 AND t.revoked_at IS NULL",
+        )
+        .bind(hash_token(value))
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| {
+            Ok(TokenOwner {
+                token_id: r.try_get("id")?,
+                token_name: r.try_get("name")?,
+                level: r.try_get("level")?,
+                account_id: r.try_get("account_id")?,
+                account_slug: r.try_get("slug")?,
+            })
+        })
+        .transpose()
+    }
+
+    /// Appends one line to the account's audit log.
+    pub async fn append_audit(
+        &self,
+        account_id: i64,
+        token_name: &str,
+        action: &str,
+        target: &str,
+        status: u16,
+    ) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO audit_log (account_id, token_name, action, target, status, at) VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(account_id)
+        .bind(token_name)
+        .bind(action)
+        .bind(target)
+        .bind(status as i64)
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// The account's most recent audit lines, newest first.
+    pub async fn list_audit(&self, account_id: i64, limit: i64) -> Result<Vec<AuditEntry>> {
+        let rows = sqlx::query(
+            "SELECT id, token_name, action, target, status, at FROM audit_log WHERE account_id = $1 ORDER BY id DESC LIMIT $2",
+        )
+        .bind(account_id)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(AuditEntry {
+                    id: r.try_get("id")?,
+                    token_name: r.try_get("token_name")?,
+                    action: r.try_get("action")?,
+                    target: r.try_get("target")?,
+                    status: r.try_get("status")?,
+                    at: r.try_get("at")?,
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,228 @@
+//! Channels: connected numbers, their provider ids and sealed credentials.
+
+use crate::{now_ms, Result, StorageError, Store};
+use engine::Secret;
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+/// A stored channel, without its secrets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChannelRecord {
+    /// Id.
+    pub id: i64,
+    /// Owning account.
+    pub account_id: i64,
+    /// Display name.
+    pub name: String,
+    /// Digits with country code.
+    pub phone: String,
+    /// True for Cloud API numbers.
+    pub official: bool,
+    /// `cloud_api`.
+    pub engine: String,
+    /// `WORKING`, `PENDING`, `DISCONNECTED`.
+    pub status: String,
+    /// `GREEN`, `YELLOW`, `RED`, `UNKNOWN`.
+    pub quality: String,
+    /// Provider tier string, when known.
+    pub tier: Option<String>,
+    /// Provider phone number id (unique).
+    pub phone_number_id: String,
+    /// Provider WABA id.
+    pub waba_id: String,
+    /// Provider display name.
+    pub verified_name: String,
+    /// Verify token of this channel's own webhook receiver.
+    pub verify_token: String,
+    /// Whether the credential worked the last time it was used.
+    pub credential_valid: bool,
+    /// Created, ms.
+    pub created_at: i64,
+    /// Updated, ms.
+    pub updated_at: i64,
+    /// Last read of the number at the provider, ms.
+    pub last_sync_at: Option<i64>,
+}
+
+/// A channel's decrypted credentials.
+#[derive(Debug, Clone)]
+pub struct ChannelSecrets {
+    /// Graph access token.
+    pub access_token: Secret,
+    /// App secret that signs this number's webhooks; `None` = use `PROVIDER_APP_SECRET`.
+    pub app_secret: Option<Secret>,
+}
+
+/// What is needed to store a new channel.
+#[derive(Debug, Clone)]
+pub struct NewChannel {
+    /// Owning account.
+    pub account_id: i64,
+    /// Display name.
+    pub name: String,
+    /// Digits with country code.
+    pub phone: String,
+    /// Provider phone number id.
+    pub phone_number_id: String,
+    /// Provider WABA id.
+    pub waba_id: String,
+    /// Provider display name.
+    pub verified_name: String,
+    /// `WORKING`…
+    pub status: String,
+    /// Quality rating.
+    pub quality: String,
+    /// Tier string.
+    pub tier: Option<String>,
+    /// Access token (sealed before it is written).
+    pub access_token: Secret,
+    /// App secret (sealed before it is written).
+    pub app_secret: Option<Secret>,
+    /// Verify token for the channel's receiver.
+    pub verify_token: String,
+}
+
+const COLUMNS: &str = "id, account_id, name, phone, official, engine, status, quality, tier, phone_number_id, waba_id, verified_name, verify_token, credential_valid, created_at, updated_at, last_sync_at";
+
+fn read(row: &AnyRow) -> Result<ChannelRecord> {
+    Ok(ChannelRecord {
+        id: row.try_get("id")?,
+        account_id: row.try_get("account_id")?,
+        name: row.try_get("name")?,
+        phone: row.try_get("phone")?,
+        official: row.try_get::<i64, _>("official")? != 0,
+        engine: row.try_get("engine")?,
+        status: row.try_get("status")?,
+        quality: row.try_get("quality")?,
+        tier: row.try_get("tier")?,
+        phone_number_id: row.try_get("phone_number_id")?,
+        waba_id: row.try_get("waba_id")?,
+        verified_name: row.try_get("verified_name")?,
+        verify_token: row.try_get("verify_token")?,
+        credential_valid: row.try_get::<i64, _>("credential_valid")? != 0,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+        last_sync_at: row.try_get("last_sync_at")?,
+    })
+}
+
+impl Store {
+    /// Stores a new channel. Errors: [`StorageError::Conflict`] when the phone number id is
+    /// already connected.
+    pub async fn insert_channel(&self, c: &NewChannel) -> Result<ChannelRecord> {
+        let now = now_ms();
+        let sql = format!(
+            "INSERT INTO channels (account_id, name, phone, official, engine, status, quality, tier, phone_number_id, waba_id, verified_name, access_token_enc, app_secret_enc, verify_token, credential_valid, created_at, updated_at, last_sync_at) \
+             VALUES ($1, $2, $3, 1, 'cloud_api', $4, $5, $6, $7, $8, $9, $10, $11, $12, 1, $13, $13, $13) RETURNING {COLUMNS}"
+        );
+        let res = sqlx::query(&sql)
+            .bind(c.account_id)
+            .bind(&c.name)
+            .bind(&c.phone)
+            .bind(&c.status)
+            .bind(&c.quality)
+            .bind(&c.tier)
+            .bind(&c.phone_number_id)
+            .bind(&c.waba_id)
+            .bind(&c.verified_name)
+            .bind(self.cipher.seal(&c.access_token))
+            .bind(c.app_secret.as_ref().map(|s| self.cipher.seal(s)))
+            .bind(&c.verify_token)
+            .bind(now)
+            .fetch_one(&self.pool)
+            .await;
+        match res {
+            Ok(row) => read(&row),
+            Err(e) if StorageError::is_unique_violation(&e) => Err(StorageError::Conflict(
+                format!("phone_number_id {} is already connected", c.phone_number_id),
+            )),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// A channel of this account.
+    pub async fn channel(&self, account_id: i64, id: i64) -> Result<ChannelRecord> {
+        let sql = format!("SELECT {COLUMNS} FROM channels WHERE id = $1 AND account_id = $2");
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .bind(account_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(read).transpose()?.ok_or(StorageError::NotFound)
+    }
+
+    /// Any channel by id, whatever its account: for the channel's own actor and for the
+    /// provider-facing receiver, which are not account-scoped.
+    pub async fn channel_unscoped(&self, id: i64) -> Result<ChannelRecord> {
+        let sql = format!("SELECT {COLUMNS} FROM channels WHERE id = $1");
+        let row = sqlx::query(&sql).bind(id).fetch_optional(&self.pool).await?;
+        row.as_ref().map(read).transpose()?.ok_or(StorageError::NotFound)
+    }
+
+    /// The account's channels, oldest first.
+    pub async fn list_channels(&self, account_id: i64) -> Result<Vec<ChannelRecord>> {
+        let sql = format!("SELECT {COLUMNS} FROM channels WHERE account_id = $1 ORDER BY id");
+        let rows = sqlx::query(&sql).bind(account_id).fetch_all(&self.pool).await?;
+        rows.iter().map(read).collect()
+    }
+
+    /// Every channel id (for starting actors at boot).
+    pub async fn all_channel_ids(&self) -> Result<Vec<i64>> {
+        let rows = sqlx::query("SELECT id FROM channels ORDER BY id")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(|r| Ok(r.try_get("id")?)).collect()
+    }
+
+    /// The account's first connected channel (the default for sends without `channel_id`).
+    pub async fn first_working_channel(&self, account_id: i64) -> Result<ChannelRecord> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM channels WHERE account_id = $1 AND status = 'WORKING' ORDER BY id LIMIT 1"
+        );
+        let row = sqlx::query(&sql)
+            .bind(account_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(read).transpose()?.ok_or(StorageError::NotFound)
+    }
+
+    /// The decrypted credentials of a channel.
+    pub async fn channel_secrets(&self, id: i64) -> Result<ChannelSecrets> {
+        let row = sqlx::query("SELECT access_token_enc, app_secret_enc FROM channels WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or(StorageError::NotFound)?;
+        let token: String = row.try_get("access_token_enc")?;
+        let secret: Option<String> = row.try_get("app_secret_enc")?;
+        Ok(ChannelSecrets {
+            access_token: self.cipher.open(&token)?,
+            app_secret: secret.map(|s| self.cipher.open(&s)).transpose()?,
+        })
+    }
+
+    /// Records a quality / tier reading of a channel.
+    pub async fn update_channel_quality(&self, id: i64, quality: &str, tier: Option<&str>) -> Result<()> {
+        sqlx::query(
+            "UPDATE channels SET quality = $2, tier = COALESCE($3, tier), updated_at = $4 WHERE id = $1",
+        )
+        .bind(id)
+        .bind(quality)
+        .bind(tier)
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Records whether the credential works.
+    pub async fn set_channel_credential_valid(&self, id: i64, valid: bool) -> Result<()> {
+        sqlx::query("UPDATE channels SET credential_valid = $2, updated_at = $3 WHERE id = $1")
+            .bind(id)
+            .bind(valid as i64)
+            .bind(now_ms())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+}

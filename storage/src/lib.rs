@@ -1,0 +1,168 @@
+//! disparo's storage: one sqlx `AnyPool` over SQLite (the default) or PostgreSQL, the same SQL
+//! text (`$1, $2…` placeholders) on both, migrations per dialect, and one module per aggregate.
+//!
+//! Rules (DESIGN.md §4, STYLE.md §6): every query of an account's record takes the account id;
+//! timestamps are integer ms since the epoch (UTC); secrets are sealed with [`Cipher`] before
+//! they are written; hot paths write in batches, one transaction per batch.
+
+pub mod accounts;
+pub mod channels;
+mod cipher;
+pub mod messages;
+pub mod webhooks;
+
+pub use cipher::{Cipher, CipherError};
+
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::{AnyPool, Row};
+use std::time::{Duration, Instant};
+
+/// Milliseconds since the Unix epoch (UTC), from the system clock.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// The storage crate's one error type.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// The database failed or refused a query.
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    /// A migration failed.
+    #[error("migration error: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A stored secret could not be opened.
+    #[error(transparent)]
+    Cipher(#[from] CipherError),
+    /// The record does not exist (in this account).
+    #[error("not found")]
+    NotFound,
+    /// A uniqueness rule was violated; the text names what already exists.
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// A stored value does not parse (bad JSON in a column).
+    #[error("corrupt stored value: {0}")]
+    Corrupt(String),
+    /// The database URL is not SQLite or PostgreSQL.
+    #[error("unsupported DATABASE_URL scheme (use sqlite:// or postgres://)")]
+    UnsupportedUrl,
+}
+
+impl StorageError {
+    /// Whether the error is a unique-constraint violation reported by the database.
+    fn is_unique_violation(e: &sqlx::Error) -> bool {
+        matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
+    }
+}
+
+/// Result alias of this crate.
+pub type Result<T> = std::result::Result<T, StorageError>;
+
+/// Which database is behind the pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// SQLite (file, WAL).
+    Sqlite,
+    /// PostgreSQL.
+    Postgres,
+}
+
+impl Backend {
+    /// `sqlite` or `postgres`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+        }
+    }
+}
+
+/// The default database when `DATABASE_URL` is unset: `disparo.db` in the working directory.
+pub const DEFAULT_DATABASE_URL: &str = "sqlite://disparo.db?mode=rwc";
+
+/// The store: a pool, its backend and the cipher for secrets. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: AnyPool,
+    backend: Backend,
+    cipher: Cipher,
+}
+
+impl Store {
+    /// Connects to `url` (`sqlite://…` or `postgres://…`). SQLite runs in WAL mode with
+    /// foreign keys on; nothing relaxes fsync.
+    pub async fn connect(url: &str, cipher: Cipher) -> Result<Self> {
+        sqlx::any::install_default_drivers();
+        let backend = if url.starts_with("sqlite:") {
+            Backend::Sqlite
+        } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+            Backend::Postgres
+        } else {
+            return Err(StorageError::UnsupportedUrl);
+        };
+        let mut opts = AnyPoolOptions::new()
+            .max_connections(match backend {
+                Backend::Sqlite => 8,
+                Backend::Postgres => 16,
+            })
+            .acquire_timeout(Duration::from_secs(10));
+        if backend == Backend::Sqlite {
+            opts = opts.after_connect(|conn, _| {
+                Box::pin(async move {
+                    sqlx::query("PRAGMA journal_mode = WAL").execute(&mut *conn).await?;
+                    sqlx::query("PRAGMA busy_timeout = 10000").execute(&mut *conn).await?;
+                    sqlx::query("PRAGMA foreign_keys = ON").execute(&mut *conn).await?;
+                    Ok(())
+                })
+            });
+        }
+        let pool = opts.connect(url).await?;
+        Ok(Self {
+            pool,
+            backend,
+            cipher,
+        })
+    }
+
+    /// Applies the migrations of the backend's dialect (`migrations/sqlite` or
+    /// `migrations/postgres`). Applied migrations are never edited.
+    pub async fn migrate(&self) -> Result<()> {
+        match self.backend {
+            Backend::Sqlite => sqlx::migrate!("../migrations/sqlite").run(&self.pool).await?,
+            Backend::Postgres => sqlx::migrate!("../migrations/postgres").run(&self.pool).await?,
+        }
+        Ok(())
+    }
+
+    /// Round-trips a trivial query; returns how long it took.
+    pub async fn ping(&self) -> Result<Duration> {
+        let start = Instant::now();
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(start.elapsed())
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// The cipher that seals secrets.
+    pub fn cipher(&self) -> &Cipher {
+        &self.cipher
+    }
+
+    /// Closes the pool.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// Reads an optional TEXT column holding JSON.
+fn json_col(row: &AnyRow, col: &str) -> Result<Option<serde_json::Value>> {
+    let text: Option<String> = row.try_get(col)?;
+    text.map(|t| serde_json::from_str(&t).map_err(|e| StorageError::Corrupt(format!("{col}: {e}"))))
+        .transpose()
+}

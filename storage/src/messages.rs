@@ -1,0 +1,535 @@
+//! Conversations and messages: outbound sends, inbound messages, and status reports applied in
+//! batches, each batch with its outbound webhook events in the same transaction (an outbox).
+
+use crate::webhooks::NewEvent;
+use crate::{json_col, now_ms, Result, StorageError, Store};
+use engine::message::{next_status, Direction, MessageKind, MessageStatus, ProviderStatus};
+use sqlx::any::AnyRow;
+use sqlx::{Any, Row, Transaction};
+use std::collections::HashMap;
+
+/// A stored message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MessageRecord {
+    /// Id (disparo's message id).
+    pub id: i64,
+    /// Owning account.
+    pub account_id: i64,
+    /// Channel it went through.
+    pub channel_id: i64,
+    /// Conversation (channel × contact).
+    pub conversation_id: i64,
+    /// `out` or `in`.
+    pub direction: Direction,
+    /// Payload kind.
+    pub kind: MessageKind,
+    /// The contact's phone digits.
+    pub contact_phone: String,
+    /// Text, caption or display text.
+    pub body: Option<String>,
+    /// Template name, for templates.
+    pub template_name: Option<String>,
+    /// Template language, for templates.
+    pub template_language: Option<String>,
+    /// Template parameters (JSON array of strings), for templates.
+    pub params: Option<serde_json::Value>,
+    /// Display text kept for a template message.
+    pub preview_text: Option<String>,
+    /// Media descriptor (JSON), for media messages.
+    pub media: Option<serde_json::Value>,
+    /// Current status.
+    pub status: MessageStatus,
+    /// The provider's `wamid`.
+    pub provider_message_id: Option<String>,
+    /// Provider error code, for failures.
+    pub error_code: Option<i64>,
+    /// Provider error title, for failures.
+    pub error_title: Option<String>,
+    /// Provider error details, for failures.
+    pub error_detail: Option<String>,
+    /// `api`, `campaign`, `inbound`.
+    pub source: String,
+    /// Created, ms.
+    pub created_at: i64,
+    /// Sent (accepted), ms.
+    pub sent_at: Option<i64>,
+    /// Delivered, ms.
+    pub delivered_at: Option<i64>,
+    /// Read, ms.
+    pub read_at: Option<i64>,
+    /// Failed, ms.
+    pub failed_at: Option<i64>,
+}
+
+const COLUMNS: &str = "id, account_id, channel_id, conversation_id, direction, kind, contact_phone, body, template_name, template_language, params, preview_text, media, status, provider_message_id, error_code, error_title, error_detail, source, created_at, sent_at, delivered_at, read_at, failed_at";
+
+fn read(row: &AnyRow) -> Result<MessageRecord> {
+    let status: String = row.try_get("status")?;
+    let direction: String = row.try_get("direction")?;
+    let kind: String = row.try_get("kind")?;
+    Ok(MessageRecord {
+        id: row.try_get("id")?,
+        account_id: row.try_get("account_id")?,
+        channel_id: row.try_get("channel_id")?,
+        conversation_id: row.try_get("conversation_id")?,
+        direction: if direction == "in" { Direction::In } else { Direction::Out },
+        kind: MessageKind::parse(&kind),
+        contact_phone: row.try_get("contact_phone")?,
+        body: row.try_get("body")?,
+        template_name: row.try_get("template_name")?,
+        template_language: row.try_get("template_language")?,
+        params: json_col(row, "params")?,
+        preview_text: row.try_get("preview_text")?,
+        media: json_col(row, "media")?,
+        status: MessageStatus::parse(&status)
+            .ok_or_else(|| StorageError::Corrupt(format!("message status {status}")))?,
+        provider_message_id: row.try_get("provider_message_id")?,
+        error_code: row.try_get("error_code")?,
+        error_title: row.try_get("error_title")?,
+        error_detail: row.try_get("error_detail")?,
+        source: row.try_get("source")?,
+        created_at: row.try_get("created_at")?,
+        sent_at: row.try_get("sent_at")?,
+        delivered_at: row.try_get("delivered_at")?,
+        read_at: row.try_get("read_at")?,
+        failed_at: row.try_get("failed_at")?,
+    })
+}
+
+/// An outbound message to store before it is handed to the provider.
+#[derive(Debug, Clone)]
+pub struct NewOutbound {
+    /// Owning account.
+    pub account_id: i64,
+    /// Channel.
+    pub channel_id: i64,
+    /// Contact phone digits.
+    pub contact_phone: String,
+    /// Payload kind.
+    pub kind: MessageKind,
+    /// Text or caption.
+    pub body: Option<String>,
+    /// Template name.
+    pub template_name: Option<String>,
+    /// Template language.
+    pub template_language: Option<String>,
+    /// Template parameters (JSON array).
+    pub params: Option<serde_json::Value>,
+    /// Preview text.
+    pub preview_text: Option<String>,
+    /// Media descriptor.
+    pub media: Option<serde_json::Value>,
+    /// `api`, `campaign`.
+    pub source: &'static str,
+}
+
+/// An inbound message to record.
+#[derive(Debug, Clone)]
+pub struct NewInbound {
+    /// Owning account.
+    pub account_id: i64,
+    /// Channel.
+    pub channel_id: i64,
+    /// Sender's phone digits.
+    pub contact_phone: String,
+    /// Sender's profile name.
+    pub contact_name: Option<String>,
+    /// Provider `wamid` (deduplicates the provider's retries).
+    pub provider_message_id: String,
+    /// Payload kind.
+    pub kind: MessageKind,
+    /// Text, caption or button text.
+    pub body: Option<String>,
+    /// Media descriptor (provider media id, mime type…).
+    pub media: Option<serde_json::Value>,
+    /// When the contact sent it, ms (opens the 24-hour window).
+    pub at: i64,
+}
+
+/// A status the provider reported for an outbound message.
+#[derive(Debug, Clone)]
+pub struct StatusReport {
+    /// The `wamid`.
+    pub provider_message_id: String,
+    /// disparo's message id from `biz_opaque_callback_data`, when the send carried it.
+    pub callback_message_id: Option<i64>,
+    /// The status.
+    pub status: ProviderStatus,
+    /// When it happened, ms.
+    pub at: i64,
+    /// For `failed`: code, title, details.
+    pub error: Option<(i64, String, Option<String>)>,
+}
+
+/// A status report as applied to its message.
+#[derive(Debug, Clone)]
+pub struct AppliedStatus {
+    /// The message after the update.
+    pub message: MessageRecord,
+    /// The reported status.
+    pub reported: ProviderStatus,
+}
+
+/// What a batch of status reports did.
+#[derive(Debug, Clone, Default)]
+pub struct StatusBatchOutcome {
+    /// Reports that changed their message (status or a first timestamp).
+    pub applied: Vec<AppliedStatus>,
+    /// Reports that changed nothing (duplicates, out-of-order, stale).
+    pub unchanged: usize,
+    /// Reports whose message is unknown on this channel.
+    pub unknown: usize,
+    /// Webhook deliveries written to the outbox.
+    pub deliveries: u64,
+}
+
+fn placeholders(start: usize, n: usize) -> String {
+    (start..start + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+async fn upsert_conversation(
+    tx: &mut Transaction<'_, Any>,
+    account_id: i64,
+    channel_id: i64,
+    phone: &str,
+    name: Option<&str>,
+    inbound_at: Option<i64>,
+) -> Result<i64> {
+    let row = sqlx::query(
+        "INSERT INTO conversations (account_id, channel_id, contact_phone, contact_name, last_inbound_at, created_at) VALUES ($1, $2, $3, $4, $5, $6) \
+         ON CONFLICT (channel_id, contact_phone) DO UPDATE SET \
+           contact_name = COALESCE(excluded.contact_name, conversations.contact_name), \
+           last_inbound_at = CASE WHEN excluded.last_inbound_at IS NULL THEN conversations.last_inbound_at \
+                                  WHEN conversations.last_inbound_at IS NULL OR conversations.last_inbound_at < excluded.last_inbound_at THEN excluded.last_inbound_at \
+                                  ELSE conversations.last_inbound_at END \
+         RETURNING id",
+    )
+    .bind(account_id)
+    .bind(channel_id)
+    .bind(phone)
+    .bind(name)
+    .bind(inbound_at)
+    .bind(now_ms())
+    .fetch_one(&mut **tx)
+    .await?;
+    Ok(row.try_get("id")?)
+}
+
+impl Store {
+    /// Stores an outbound message as `queued` (creating its conversation when new).
+    pub async fn insert_outbound(&self, m: &NewOutbound) -> Result<MessageRecord> {
+        let mut tx = self.pool.begin().await?;
+        let conversation_id =
+            upsert_conversation(&mut tx, m.account_id, m.channel_id, &m.contact_phone, None, None).await?;
+        let sql = format!(
+            "INSERT INTO messages (account_id, channel_id, conversation_id, direction, kind, contact_phone, body, template_name, template_language, params, preview_text, media, status, source, created_at) \
+             VALUES ($1, $2, $3, 'out', $4, $5, $6, $7, $8, $9, $10, $11, 'queued', $12, $13) RETURNING {COLUMNS}"
+        );
+        let row = sqlx::query(&sql)
+            .bind(m.account_id)
+            .bind(m.channel_id)
+            .bind(conversation_id)
+            .bind(m.kind.as_str())
+            .bind(&m.contact_phone)
+            .bind(&m.body)
+            .bind(&m.template_name)
+            .bind(&m.template_language)
+            .bind(m.params.as_ref().map(|p| p.to_string()))
+            .bind(&m.preview_text)
+            .bind(m.media.as_ref().map(|p| p.to_string()))
+            .bind(m.source)
+            .bind(now_ms())
+            .fetch_one(&mut *tx)
+            .await?;
+        let rec = read(&row)?;
+        tx.commit().await?;
+        Ok(rec)
+    }
+
+    /// A message of this account.
+    pub async fn message(&self, account_id: i64, id: i64) -> Result<MessageRecord> {
+        let sql = format!("SELECT {COLUMNS} FROM messages WHERE id = $1 AND account_id = $2");
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .bind(account_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(read).transpose()?.ok_or(StorageError::NotFound)
+    }
+
+    /// When the contact last wrote to this channel (ms), which opens the 24-hour window.
+    pub async fn last_inbound_at(&self, channel_id: i64, phone: &str) -> Result<Option<i64>> {
+        let row = sqlx::query(
+            "SELECT last_inbound_at FROM conversations WHERE channel_id = $1 AND contact_phone = $2",
+        )
+        .bind(channel_id)
+        .bind(phone)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(match row {
+            Some(r) => r.try_get("last_inbound_at")?,
+            None => None,
+        })
+    }
+
+    /// Marks a message handed to the provider.
+    pub async fn mark_message_sending(&self, id: i64) -> Result<()> {
+        sqlx::query("UPDATE messages SET status = 'sending' WHERE id = $1 AND status = 'queued'")
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Records the provider's acceptance (`wamid`) and, in the same transaction, the events
+    /// `make_events` builds from the updated message. A status webhook that arrived first
+    /// (and already moved the message further) is kept. Returns the message and how many
+    /// deliveries were enqueued.
+    pub async fn mark_message_sent(
+        &self,
+        id: i64,
+        provider_message_id: &str,
+        at: i64,
+        make_events: impl FnOnce(&MessageRecord) -> Vec<NewEvent>,
+    ) -> Result<(MessageRecord, u64)> {
+        let mut tx = self.pool.begin().await?;
+        let sql = format!(
+            "UPDATE messages SET provider_message_id = $2, sent_at = COALESCE(sent_at, $3), \
+             status = CASE WHEN status IN ('queued', 'sending') THEN 'sent' ELSE status END \
+             WHERE id = $1 RETURNING {COLUMNS}"
+        );
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .bind(provider_message_id)
+            .bind(at)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or(StorageError::NotFound)?;
+        let rec = read(&row)?;
+        let n = crate::webhooks::enqueue_events_tx(&mut tx, &make_events(&rec)).await?;
+        tx.commit().await?;
+        Ok((rec, n))
+    }
+
+    /// Records a refusal by the provider.
+    pub async fn mark_message_failed(
+        &self,
+        id: i64,
+        code: Option<i64>,
+        title: &str,
+        detail: Option<&str>,
+        at: i64,
+    ) -> Result<MessageRecord> {
+        let sql = format!(
+            "UPDATE messages SET status = 'failed', failed_at = $2, error_code = $3, error_title = $4, error_detail = $5 \
+             WHERE id = $1 RETURNING {COLUMNS}"
+        );
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .bind(at)
+            .bind(code)
+            .bind(title)
+            .bind(detail)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or(StorageError::NotFound)?;
+        read(&row)
+    }
+
+    /// Records an inbound message (deduplicated by `wamid`: a provider retry records nothing)
+    /// and refreshes the conversation's 24-hour window; events from `make_events` are written
+    /// in the same transaction. `None` when it was a duplicate.
+    pub async fn record_inbound(
+        &self,
+        m: &NewInbound,
+        make_events: impl FnOnce(&MessageRecord) -> Vec<NewEvent>,
+    ) -> Result<Option<(MessageRecord, u64)>> {
+        let mut tx = self.pool.begin().await?;
+        let conversation_id = upsert_conversation(
+            &mut tx,
+            m.account_id,
+            m.channel_id,
+            &m.contact_phone,
+            m.contact_name.as_deref(),
+            Some(m.at),
+        )
+        .await?;
+        let sql = format!(
+            "INSERT INTO messages (account_id, channel_id, conversation_id, direction, kind, contact_phone, body, media, status, provider_message_id, source, created_at) \
+             VALUES ($1, $2, $3, 'in', $4, $5, $6, $7, 'received', $8, 'inbound', $9) \
+             ON CONFLICT (provider_message_id) DO NOTHING RETURNING {COLUMNS}"
+        );
+        let row = sqlx::query(&sql)
+            .bind(m.account_id)
+            .bind(m.channel_id)
+            .bind(conversation_id)
+            .bind(m.kind.as_str())
+            .bind(&m.contact_phone)
+            .bind(&m.body)
+            .bind(m.media.as_ref().map(|v| v.to_string()))
+            .bind(&m.provider_message_id)
+            .bind(m.at)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(row) = row else {
+            tx.commit().await?;
+            return Ok(None);
+        };
+        let rec = read(&row)?;
+        let n = crate::webhooks::enqueue_events_tx(&mut tx, &make_events(&rec)).await?;
+        tx.commit().await?;
+        Ok(Some((rec, n)))
+    }
+
+    /// Applies a batch of status reports of one channel in one transaction: each message
+    /// moves by [`engine::message::next_status`], first timestamps are set (`read` also sets
+    /// `delivered_at`, since read implies delivered), a status that names our id in
+    /// `biz_opaque_callback_data` settles a message whose send answer was lost, and the events
+    /// `make_events` builds for each change are written to the outbox in the same transaction.
+    pub async fn apply_status_reports(
+        &self,
+        channel_id: i64,
+        reports: &[StatusReport],
+        make_events: impl Fn(&AppliedStatus) -> Vec<NewEvent>,
+    ) -> Result<StatusBatchOutcome> {
+        let mut out = StatusBatchOutcome::default();
+        if reports.is_empty() {
+            return Ok(out);
+        }
+        let mut tx = self.pool.begin().await?;
+        // Load the messages: by wamid, then by our id for those not found.
+        let mut by_wamid: HashMap<String, MessageRecord> = HashMap::new();
+        let mut by_id: HashMap<i64, MessageRecord> = HashMap::new();
+        for chunk in reports.chunks(400) {
+            let sql = format!(
+                "SELECT {COLUMNS} FROM messages WHERE channel_id = $1 AND provider_message_id IN ({})",
+                placeholders(2, chunk.len())
+            );
+            let mut q = sqlx::query(&sql).bind(channel_id);
+            for r in chunk {
+                q = q.bind(&r.provider_message_id);
+            }
+            for row in q.fetch_all(&mut *tx).await? {
+                let rec = read(&row)?;
+                by_wamid.insert(rec.provider_message_id.clone().unwrap_or_default(), rec);
+            }
+        }
+        let orphans: Vec<i64> = reports
+            .iter()
+            .filter(|r| !by_wamid.contains_key(&r.provider_message_id))
+            .filter_map(|r| r.callback_message_id)
+            .collect();
+        for chunk in orphans.chunks(400) {
+            let sql = format!(
+                "SELECT {COLUMNS} FROM messages WHERE channel_id = $1 AND id IN ({})",
+                placeholders(2, chunk.len())
+            );
+            let mut q = sqlx::query(&sql).bind(channel_id);
+            for id in chunk {
+                q = q.bind(*id);
+            }
+            for row in q.fetch_all(&mut *tx).await? {
+                let rec = read(&row)?;
+                by_id.insert(rec.id, rec);
+            }
+        }
+
+        let mut events = Vec::new();
+        for r in reports {
+            let current = match by_wamid.get(&r.provider_message_id) {
+                Some(m) => m.clone(),
+                None => match r.callback_message_id.and_then(|id| by_id.get(&id)) {
+                    Some(m) if m.provider_message_id.is_none() || m.provider_message_id.as_deref() == Some(r.provider_message_id.as_str()) => m.clone(),
+                    _ => {
+                        out.unknown += 1;
+                        continue;
+                    }
+                },
+            };
+            let mut next = current.clone();
+            if next.provider_message_id.is_none() {
+                next.provider_message_id = Some(r.provider_message_id.clone());
+            }
+            if let Some(s) = next_status(current.status, r.status) {
+                next.status = s;
+            }
+            match r.status {
+                ProviderStatus::Sent => {
+                    next.sent_at = next.sent_at.or(Some(r.at));
+                }
+                ProviderStatus::Delivered => {
+                    next.sent_at = next.sent_at.or(Some(r.at));
+                    next.delivered_at = next.delivered_at.or(Some(r.at));
+                }
+                ProviderStatus::Read | ProviderStatus::Played => {
+                    next.sent_at = next.sent_at.or(Some(r.at));
+                    next.delivered_at = next.delivered_at.or(Some(r.at));
+                    next.read_at = next.read_at.or(Some(r.at));
+                }
+                ProviderStatus::Failed if next.status == MessageStatus::Failed => {
+                    next.failed_at = next.failed_at.or(Some(r.at));
+                    if let Some((code, title, detail)) = &r.error {
+                        next.error_code = Some(*code);
+                        next.error_title = Some(title.clone());
+                        next.error_detail = detail.clone();
+                    }
+                }
+                ProviderStatus::Failed => {}
+            }
+            if next == current {
+                out.unchanged += 1;
+                continue;
+            }
+            sqlx::query(
+                "UPDATE messages SET status = $2, provider_message_id = $3, sent_at = $4, delivered_at = $5, read_at = $6, failed_at = $7, error_code = $8, error_title = $9, error_detail = $10 WHERE id = $1",
+            )
+            .bind(next.id)
+            .bind(next.status.as_str())
+            .bind(&next.provider_message_id)
+            .bind(next.sent_at)
+            .bind(next.delivered_at)
+            .bind(next.read_at)
+            .bind(next.failed_at)
+            .bind(next.error_code)
+            .bind(&next.error_title)
+            .bind(&next.error_detail)
+            .execute(&mut *tx)
+            .await?;
+            if let Some(w) = &next.provider_message_id {
+                by_wamid.insert(w.clone(), next.clone());
+            }
+            let applied = AppliedStatus {
+                message: next,
+                reported: r.status,
+            };
+            events.extend(make_events(&applied));
+            out.applied.push(applied);
+        }
+        out.deliveries = crate::webhooks::enqueue_events_tx(&mut tx, &events).await?;
+        tx.commit().await?;
+        Ok(out)
+    }
+}
+
+impl Store {
+    /// Recipients of business-initiated (template) sends on a channel since `since` (ms) that
+    /// did not fail, with the time of the latest send to each: what a channel rebuilds its
+    /// rolling 24 h counter from.
+    pub async fn business_initiated_recipients_since(&self, channel_id: i64, since: i64) -> Result<Vec<(String, i64)>> {
+        let rows = sqlx::query(
+            "SELECT contact_phone, MAX(created_at) AS last_at FROM messages \
+             WHERE channel_id = $1 AND direction = 'out' AND kind = 'template' AND status <> 'failed' AND created_at >= $2 \
+             GROUP BY contact_phone",
+        )
+        .bind(channel_id)
+        .bind(since)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("contact_phone")?, r.try_get("last_at")?)))
+            .collect()
+    }
+}

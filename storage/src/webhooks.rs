@@ -1,0 +1,340 @@
+//! Outbound webhooks: subscriptions (with sealed signing secrets) and the delivery outbox.
+//!
+//! A delivery row is written in the same transaction as the change it reports, before any
+//! attempt (DESIGN.md §3: an outbox), so a crash between the change and the POST loses
+//! nothing; the dispatcher reads due rows, attempts them and records each attempt.
+
+use crate::{now_ms, Result, StorageError, Store};
+use engine::webhook::EventKind;
+use engine::Secret;
+use serde::Serialize;
+use sqlx::any::AnyRow;
+use sqlx::{Any, Row, Transaction};
+
+/// A webhook subscription of a channel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SubscriptionRecord {
+    /// Id.
+    pub id: i64,
+    /// Owning account.
+    pub account_id: i64,
+    /// The channel whose events it receives.
+    pub channel_id: i64,
+    /// The integrator's endpoint.
+    pub url: String,
+    /// Subscribed event kinds (wire names).
+    pub events: Vec<String>,
+    /// Whether it receives deliveries.
+    pub active: bool,
+    /// Created, ms.
+    pub created_at: i64,
+}
+
+/// An event to write to the outbox: one delivery per active subscription of the channel that
+/// lists its kind.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEvent {
+    /// Owning account.
+    pub account_id: i64,
+    /// The channel the event concerns.
+    pub channel_id: i64,
+    /// Event kind.
+    pub kind: EventKind,
+    /// The envelope's `channel` object.
+    pub channel: serde_json::Value,
+    /// The envelope's `data` object.
+    pub data: serde_json::Value,
+    /// When it happened, ms (the envelope's `created_at`).
+    pub created_at: i64,
+}
+
+/// A delivery due for an attempt, with what the attempt needs.
+#[derive(Debug, Clone)]
+pub struct DueDelivery {
+    /// Delivery id (the envelope's `delivery_id`).
+    pub id: i64,
+    /// Subscription id.
+    pub subscription_id: i64,
+    /// Target URL.
+    pub url: String,
+    /// Signing secret.
+    pub secret: Secret,
+    /// Event kind (wire name).
+    pub event: String,
+    /// The envelope's `channel` object.
+    pub channel: serde_json::Value,
+    /// The envelope's `data` object.
+    pub data: serde_json::Value,
+    /// Event time, ms.
+    pub created_at: i64,
+    /// Attempts already made.
+    pub attempts: i64,
+}
+
+/// A delivery as the delivery log shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeliveryRecord {
+    /// Id.
+    pub id: i64,
+    /// Event kind.
+    pub event: String,
+    /// `pending`, `delivered` or `failed` (attempts exhausted).
+    pub status: String,
+    /// Attempts made.
+    pub attempts: i64,
+    /// HTTP status of the last attempt, when there was an answer.
+    pub last_status_code: Option<i64>,
+    /// Error of the last attempt (timeout, connection refused, non-2xx).
+    pub last_error: Option<String>,
+    /// When the next attempt is due, ms (pending only).
+    pub next_attempt_at: Option<i64>,
+    /// When it was delivered, ms.
+    pub delivered_at: Option<i64>,
+    /// Event time, ms.
+    pub created_at: i64,
+}
+
+/// The result of one attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AttemptOutcome {
+    /// 2xx.
+    Delivered {
+        /// HTTP status.
+        status_code: u16,
+    },
+    /// Failed; try again at `next_at` (ms).
+    Retry {
+        /// HTTP status, when there was an answer.
+        status_code: Option<u16>,
+        /// What went wrong.
+        error: String,
+        /// Next attempt, ms.
+        next_at: i64,
+    },
+    /// Failed and no attempt is left.
+    GiveUp {
+        /// HTTP status, when there was an answer.
+        status_code: Option<u16>,
+        /// What went wrong.
+        error: String,
+    },
+}
+
+fn read_subscription(row: &AnyRow) -> Result<SubscriptionRecord> {
+    let events: String = row.try_get("events")?;
+    Ok(SubscriptionRecord {
+        id: row.try_get("id")?,
+        account_id: row.try_get("account_id")?,
+        channel_id: row.try_get("channel_id")?,
+        url: row.try_get("url")?,
+        events: serde_json::from_str(&events).map_err(|e| StorageError::Corrupt(e.to_string()))?,
+        active: row.try_get::<i64, _>("active")? != 0,
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+fn read_delivery(row: &AnyRow) -> Result<DeliveryRecord> {
+    Ok(DeliveryRecord {
+        id: row.try_get("id")?,
+        event: row.try_get("event")?,
+        status: row.try_get("status")?,
+        attempts: row.try_get("attempts")?,
+        last_status_code: row.try_get("last_status_code")?,
+        last_error: row.try_get("last_error")?,
+        next_attempt_at: row.try_get("next_attempt_at")?,
+        delivered_at: row.try_get("delivered_at")?,
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+/// Writes events to the outbox inside `tx`; returns how many deliveries were created.
+pub(crate) async fn enqueue_events_tx(tx: &mut Transaction<'_, Any>, events: &[NewEvent]) -> Result<u64> {
+    let mut n = 0;
+    for e in events {
+        // Events are stored as a JSON array of wire names; the quotes make the match exact.
+        let pattern = format!("%\"{}\"%", e.kind.as_str());
+        let res = sqlx::query(
+            "INSERT INTO webhook_deliveries (account_id, subscription_id, event, channel, data, status, attempts, next_attempt_at, created_at) \
+             SELECT $1, s.id, $2, $3, $4, 'pending', 0, $5, $5 FROM webhook_subscriptions s \
+             WHERE s.channel_id = $6 AND s.account_id = $1 AND s.active = 1 AND s.events LIKE $7",
+        )
+        .bind(e.account_id)
+        .bind(e.kind.as_str())
+        .bind(e.channel.to_string())
+        .bind(e.data.to_string())
+        .bind(e.created_at)
+        .bind(e.channel_id)
+        .bind(pattern)
+        .execute(&mut **tx)
+        .await?;
+        n += res.rows_affected();
+    }
+    Ok(n)
+}
+
+/// A new signing secret: `whsec_` + 32 random URL-safe characters.
+pub fn new_signing_secret() -> Secret {
+    use rand::Rng;
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    let mut rng = rand::thread_rng();
+    let body: String = (0..32).map(|_| char::from(ALPHABET[rng.gen_range(0..ALPHABET.len())])).collect();
+    Secret::new(format!("whsec_{body}"))
+}
+
+const DELIVERY_COLUMNS: &str =
+    "id, event, status, attempts, last_status_code, last_error, next_attempt_at, delivered_at, created_at";
+
+impl Store {
+    /// Creates a subscription with a new signing secret (`whsec_` + 32 random characters),
+    /// sealed before it is written. The secret is returned once, here, and never again.
+    pub async fn create_subscription(
+        &self,
+        account_id: i64,
+        channel_id: i64,
+        url: &str,
+        events: &[EventKind],
+    ) -> Result<(SubscriptionRecord, Secret)> {
+        let secret = new_signing_secret();
+        let names: Vec<&str> = events.iter().map(|e| e.as_str()).collect();
+        let row = sqlx::query(
+            "INSERT INTO webhook_subscriptions (account_id, channel_id, url, events, secret_enc, active, created_at) VALUES ($1, $2, $3, $4, $5, 1, $6) \
+             RETURNING id, account_id, channel_id, url, events, active, created_at",
+        )
+        .bind(account_id)
+        .bind(channel_id)
+        .bind(url)
+        .bind(serde_json::to_string(&names).expect("strings serialise"))
+        .bind(self.cipher.seal(&secret))
+        .bind(now_ms())
+        .fetch_one(&self.pool)
+        .await?;
+        Ok((read_subscription(&row)?, secret))
+    }
+
+    /// The channel's subscriptions (account-scoped).
+    pub async fn list_subscriptions(&self, account_id: i64, channel_id: i64) -> Result<Vec<SubscriptionRecord>> {
+        let rows = sqlx::query(
+            "SELECT id, account_id, channel_id, url, events, active, created_at FROM webhook_subscriptions WHERE account_id = $1 AND channel_id = $2 ORDER BY id",
+        )
+        .bind(account_id)
+        .bind(channel_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(read_subscription).collect()
+    }
+
+    /// A subscription of this account.
+    pub async fn subscription(&self, account_id: i64, id: i64) -> Result<SubscriptionRecord> {
+        let row = sqlx::query(
+            "SELECT id, account_id, channel_id, url, events, active, created_at FROM webhook_subscriptions WHERE account_id = $1 AND id = $2",
+        )
+        .bind(account_id)
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(read_subscription).transpose()?.ok_or(StorageError::NotFound)
+    }
+
+    /// Writes events to the outbox in a transaction of their own.
+    pub async fn enqueue_events(&self, events: &[NewEvent]) -> Result<u64> {
+        let mut tx = self.pool.begin().await?;
+        let n = enqueue_events_tx(&mut tx, events).await?;
+        tx.commit().await?;
+        Ok(n)
+    }
+
+    /// Pending deliveries due at `now` (oldest first), skipping `in_flight` ids, at most
+    /// `limit`.
+    pub async fn due_deliveries(&self, now: i64, limit: i64, in_flight: &[i64]) -> Result<Vec<DueDelivery>> {
+        let rows = sqlx::query(
+            "SELECT d.id, d.subscription_id, s.url, s.secret_enc, d.event, d.channel, d.data, d.created_at, d.attempts \
+             FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id \
+             WHERE d.status = 'pending' AND d.next_attempt_at <= $1 ORDER BY d.next_attempt_at, d.id LIMIT $2",
+        )
+        .bind(now)
+        .bind(limit + in_flight.len() as i64)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in rows {
+            let id: i64 = r.try_get("id")?;
+            if in_flight.contains(&id) {
+                continue;
+            }
+            let secret: String = r.try_get("secret_enc")?;
+            let channel: String = r.try_get("channel")?;
+            let data: String = r.try_get("data")?;
+            out.push(DueDelivery {
+                id,
+                subscription_id: r.try_get("subscription_id")?,
+                url: r.try_get("url")?,
+                secret: self.cipher.open(&secret)?,
+                event: r.try_get("event")?,
+                channel: serde_json::from_str(&channel).map_err(|e| StorageError::Corrupt(e.to_string()))?,
+                data: serde_json::from_str(&data).map_err(|e| StorageError::Corrupt(e.to_string()))?,
+                created_at: r.try_get("created_at")?,
+                attempts: r.try_get("attempts")?,
+            });
+            if out.len() as i64 == limit {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// When the earliest pending delivery is due, ms.
+    pub async fn next_delivery_due_at(&self) -> Result<Option<i64>> {
+        let row = sqlx::query("SELECT MIN(next_attempt_at) AS t FROM webhook_deliveries WHERE status = 'pending'")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(row.try_get("t")?)
+    }
+
+    /// Records the result of one attempt.
+    pub async fn record_attempt(&self, id: i64, outcome: &AttemptOutcome) -> Result<()> {
+        let now = now_ms();
+        let (status, code, error, next, delivered): (&str, Option<i64>, Option<&str>, Option<i64>, Option<i64>) = match outcome {
+            AttemptOutcome::Delivered { status_code } => ("delivered", Some(*status_code as i64), None, None, Some(now)),
+            AttemptOutcome::Retry { status_code, error, next_at } => {
+                ("pending", status_code.map(i64::from), Some(error.as_str()), Some(*next_at), None)
+            }
+            AttemptOutcome::GiveUp { status_code, error } => {
+                ("failed", status_code.map(i64::from), Some(error.as_str()), None, None)
+            }
+        };
+        sqlx::query(
+            "UPDATE webhook_deliveries SET status = $2, attempts = attempts + 1, last_status_code = $3, last_error = $4, next_attempt_at = $5, delivered_at = $6 WHERE id = $1",
+        )
+        .bind(id)
+        .bind(status)
+        .bind(code)
+        .bind(error)
+        .bind(next)
+        .bind(delivered)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// A subscription's delivery log, newest first, at most `limit` rows with id below
+    /// `before` when given (cursor pagination).
+    pub async fn list_deliveries(
+        &self,
+        account_id: i64,
+        subscription_id: i64,
+        limit: i64,
+        before: Option<i64>,
+    ) -> Result<Vec<DeliveryRecord>> {
+        let sql = format!(
+            "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries WHERE account_id = $1 AND subscription_id = $2 AND id < $3 ORDER BY id DESC LIMIT $4"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(account_id)
+            .bind(subscription_id)
+            .bind(before.unwrap_or(i64::MAX))
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(read_delivery).collect()
+    }
+}
