@@ -95,7 +95,10 @@ impl Application {
         let state = http::AppState {
             runtime: runtime.clone(),
             config: Arc::new(http::HttpConfig {
-                public_url: settings.public_url.clone().unwrap_or_else(|| format!("http://{addr}")),
+                public_url: settings
+                    .public_url
+                    .clone()
+                    .unwrap_or_else(|| format!("http://{addr}")),
                 provider_verify_token: settings.provider_verify_token.clone(),
                 ..http::HttpConfig::default()
             }),
@@ -120,7 +123,10 @@ impl Application {
     }
 
     /// Serves until `shutdown` resolves, then stops the actors.
-    pub async fn run_until(self, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+    pub async fn run_until(
+        self,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
         tracing::info!(addr = %self.addr, "disparo listening");
         axum::serve(self.listener, self.router)
             .with_graceful_shutdown(shutdown)
@@ -151,7 +157,11 @@ impl Demo {
             },
             ..SimConfig::default()
         });
-        let sim_addr = sim.clone().spawn(&settings.sim_listen).await.context("starting the simulator")?;
+        let sim_addr = sim
+            .clone()
+            .spawn(&settings.sim_listen)
+            .await
+            .context("starting the simulator")?;
         settings.provider_base_url = format!("http://{sim_addr}");
         Ok(Self { sim, sim_addr })
     }

@@ -77,8 +77,11 @@ enum TokenCommand {
 
 fn init_tracing() {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("DISPARO_LOG").unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,hyper=warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let filter = EnvFilter::try_from_env("DISPARO_LOG")
+        .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,hyper=warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     if std::env::var("DISPARO_LOG_FORMAT").as_deref() == Ok("json") {
         builder.json().init();
     } else {
@@ -92,7 +95,8 @@ async fn shutdown_signal() {
     };
     #[cfg(unix)]
     let term = async {
-        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
             s.recv().await;
         }
     };
@@ -106,7 +110,10 @@ async fn shutdown_signal() {
 async fn main() -> anyhow::Result<()> {
     init_tracing();
     match Cli::parse().command {
-        Command::Serve { simulator, mut settings } => {
+        Command::Serve {
+            simulator,
+            mut settings,
+        } => {
             if !simulator {
                 let app = Application::build(settings, None).await?;
                 return app.run_until(shutdown_signal()).await;
@@ -134,7 +141,12 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Token {
-            command: TokenCommand::Create { account, name, settings },
+            command:
+                TokenCommand::Create {
+                    account,
+                    name,
+                    settings,
+                },
         } => {
             if name.trim().is_empty() {
                 anyhow::bail!("--name must not be empty");
@@ -163,12 +175,18 @@ async fn main() -> anyhow::Result<()> {
             let sim = Simulator::new(SimConfig {
                 seed,
                 webhook_url,
-                status_delays: StatusDelays { sent_ms, delivered_ms, read_ms },
+                status_delays: StatusDelays {
+                    sent_ms,
+                    delivered_ms,
+                    read_ms,
+                },
                 failed_share,
                 default_throughput_mps: throughput_mps,
                 ..SimConfig::default()
             });
-            let listener = TcpListener::bind(&listen).await.with_context(|| format!("binding {listen}"))?;
+            let listener = TcpListener::bind(&listen)
+                .await
+                .with_context(|| format!("binding {listen}"))?;
             tracing::info!(addr = %listener.local_addr()?, "provider simulator listening");
             tokio::select! {
                 r = sim.serve(listener) => r.context("simulator server")?,

@@ -11,7 +11,11 @@ fn secret(s: &str) -> Result<Secret, String> {
 
 fn ms_list(s: &str) -> Result<Vec<u64>, String> {
     s.split(',')
-        .map(|p| p.trim().parse::<u64>().map_err(|_| format!("`{p}` is not a number of ms")))
+        .map(|p| {
+            p.trim()
+                .parse::<u64>()
+                .map_err(|_| format!("`{p}` is not a number of ms"))
+        })
         .collect()
 }
 
@@ -35,7 +39,11 @@ pub struct Settings {
     #[arg(long, env = "DISPARO_PUBLIC_URL")]
     pub public_url: Option<String>,
     /// Graph API base URL.
-    #[arg(long, env = "PROVIDER_BASE_URL", default_value = "https://graph.facebook.com")]
+    #[arg(
+        long,
+        env = "PROVIDER_BASE_URL",
+        default_value = "https://graph.facebook.com"
+    )]
     pub provider_base_url: String,
     /// Graph API version path segment.
     #[arg(long, env = "PROVIDER_API_VERSION", default_value = "v21.0")]
@@ -92,7 +100,10 @@ impl Settings {
             .filter(|p| !p.is_empty() && *p != ":memory:");
         match sqlite_file {
             Some(file) => {
-                let parent = PathBuf::from(file).parent().map(PathBuf::from).unwrap_or_default();
+                let parent = PathBuf::from(file)
+                    .parent()
+                    .map(PathBuf::from)
+                    .unwrap_or_default();
                 parent.join("disparo.key")
             }
             None => PathBuf::from("disparo.key"),
@@ -109,9 +120,19 @@ mod tests {
         let mut s = Settings::defaults();
         assert_eq!(s.key_file_path(), PathBuf::from("disparo.key"));
         s.database_url = "sqlite:///var/lib/disparo/x.db?mode=rwc".into();
-        assert_eq!(s.key_file_path(), PathBuf::from("/var/lib/disparo/disparo.key"));
+        assert_eq!(
+            s.key_file_path(),
+            PathBuf::from("/var/lib/disparo/disparo.key")
+        );
         s.database_url = "postgres://u@h/db".into();
         assert_eq!(s.key_file_path(), PathBuf::from("disparo.key"));
-        assert!(format!("{:?}", Settings { master_key: Some(Secret::new("k")), ..s }).contains("***"));
+        assert!(format!(
+            "{:?}",
+            Settings {
+                master_key: Some(Secret::new("k")),
+                ..s
+            }
+        )
+        .contains("***"));
     }
 }

@@ -10,7 +10,8 @@ use crate::error::ActorError;
 use crate::registry::ChannelEntry;
 use crate::{events, Shared};
 use engine::channel::{
-    business_initiated_allowed, health, ChannelStatus, Health, HealthCode, HealthInput, Quality, Tier, WabaStanding,
+    business_initiated_allowed, health, ChannelStatus, Health, HealthCode, HealthInput, Quality,
+    Tier, WabaStanding,
 };
 use engine::limits::RollingUnique;
 use engine::message::{window_open, MessageKind};
@@ -159,13 +160,20 @@ impl Actor for ChannelActor {
     type State = ChannelState;
     type Arguments = ChannelArgs;
 
-    async fn pre_start(&self, myself: ActorRef<ChannelMsg>, args: ChannelArgs) -> Result<ChannelState, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        myself: ActorRef<ChannelMsg>,
+        args: ChannelArgs,
+    ) -> Result<ChannelState, ActorProcessingErr> {
         let store = &args.shared.store;
         let record = store.channel_unscoped(args.channel_id).await?;
         let secrets = store.channel_secrets(args.channel_id).await?;
         let now = now_ms();
         let mut recipients = RollingUnique::new(DAY_MS);
-        for (phone, at) in store.business_initiated_recipients_since(record.id, now - DAY_MS).await? {
+        for (phone, at) in store
+            .business_initiated_recipients_since(record.id, now - DAY_MS)
+            .await?
+        {
             recipients.record(&phone, at);
         }
         args.shared.registry.insert(ChannelEntry {
@@ -191,7 +199,12 @@ impl Actor for ChannelActor {
         })
     }
 
-    async fn handle(&self, myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut ChannelState) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        myself: ActorRef<ChannelMsg>,
+        msg: ChannelMsg,
+        st: &mut ChannelState,
+    ) -> Result<(), ActorProcessingErr> {
         let span = tracing::info_span!("channel", channel_id = st.record.id);
         handle_msg(myself, msg, st).instrument(span).await;
         Ok(())
@@ -210,10 +223,19 @@ async fn handle_msg(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut Chan
             let res = st
                 .shared
                 .store
-                .apply_status_reports(record.id, &reports, |a| vec![events::message_ack(&record, a)])
+                .apply_status_reports(record.id, &reports, |a| {
+                    vec![events::message_ack(&record, a)]
+                })
                 .await
                 .map_err(ActorError::from);
             if let Ok(out) = &res {
+                tracing::debug!(
+                    applied = out.applied.len(),
+                    unchanged = out.unchanged,
+                    unknown = out.unknown,
+                    deliveries = out.deliveries,
+                    "status reports"
+                );
                 if out.deliveries > 0 {
                     st.shared.wake_dispatcher();
                 }
@@ -232,7 +254,9 @@ async fn handle_msg(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut Chan
                 match st
                     .shared
                     .store
-                    .record_inbound(&item, |m| vec![events::message_received(&record, m, name.as_deref())])
+                    .record_inbound(&item, |m| {
+                        vec![events::message_received(&record, m, name.as_deref())]
+                    })
                     .await
                 {
                     Ok(Some((_, n))) => {
@@ -259,7 +283,12 @@ async fn handle_msg(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut Chan
                 st.tier = Some(t);
             }
             let tier = st.tier.as_ref().map(|t| t.as_str().to_string());
-            if let Err(e) = st.shared.store.update_channel_quality(st.record.id, st.quality.as_str(), tier.as_deref()).await {
+            if let Err(e) = st
+                .shared
+                .store
+                .update_channel_quality(st.record.id, st.quality.as_str(), tier.as_deref())
+                .await
+            {
                 tracing::error!(error = %e, "could not store a quality update");
             }
             tracing::info!(quality = st.quality.as_str(), tier = ?tier, "quality update");
@@ -270,13 +299,21 @@ async fn handle_msg(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut Chan
         ChannelMsg::Outcome(SendOutcome::Accepted) => {
             if !st.credential_valid {
                 st.credential_valid = true;
-                let _ = st.shared.store.set_channel_credential_valid(st.record.id, true).await;
+                let _ = st
+                    .shared
+                    .store
+                    .set_channel_credential_valid(st.record.id, true)
+                    .await;
             }
         }
         ChannelMsg::Outcome(SendOutcome::Refused(kind)) => {
             if kind == ErrorKind::InvalidCredential && st.credential_valid {
                 st.credential_valid = false;
-                let _ = st.shared.store.set_channel_credential_valid(st.record.id, false).await;
+                let _ = st
+                    .shared
+                    .store
+                    .set_channel_credential_valid(st.record.id, false)
+                    .await;
                 tracing::warn!("the provider refused the channel's access token");
             }
         }
@@ -313,9 +350,16 @@ async fn admit_and_send(
             if let Err(code) = business_initiated_allowed(&input) {
                 return refuse(reply, ActorError::BusinessInitiatedRefused(code));
             }
-            let headroom = engine::channel::available(input.limit_24h, input.sent_24h, input.external_available);
+            let headroom = engine::channel::available(
+                input.limit_24h,
+                input.sent_24h,
+                input.external_available,
+            );
             if headroom == Some(0) && !st.recipients.contains(&to, now) {
-                return refuse(reply, ActorError::BusinessInitiatedRefused(HealthCode::LimitExhausted));
+                return refuse(
+                    reply,
+                    ActorError::BusinessInitiatedRefused(HealthCode::LimitExhausted),
+                );
             }
             st.recipients.record(&to, now);
         }
@@ -335,7 +379,12 @@ async fn admit_and_send(
             media: None,
             source: "api",
         },
-        SendContent::Template { name, language, params, button_param } => NewOutbound {
+        SendContent::Template {
+            name,
+            language,
+            params,
+            button_param,
+        } => NewOutbound {
             account_id: st.record.account_id,
             channel_id: st.record.id,
             contact_phone: to.clone(),
@@ -355,7 +404,12 @@ async fn admit_and_send(
     };
     let request = match cmd.content {
         SendContent::Text { body } => SendMessageRequest::text(&to, &body),
-        SendContent::Template { name, language, params, button_param } => SendMessageRequest::template(
+        SendContent::Template {
+            name,
+            language,
+            params,
+            button_param,
+        } => SendMessageRequest::template(
             &to,
             TemplatePayload::positional(&name, &language, &params, button_param.as_deref()),
         ),
@@ -414,10 +468,13 @@ impl SendTask {
                     }));
                     return;
                 };
-                metrics::counter!("disparo_messages_sent_total", "channel_id" => channel_label).increment(1);
+                metrics::counter!("disparo_messages_sent_total", "channel_id" => channel_label)
+                    .increment(1);
                 let record = self.record.clone();
                 let result = store
-                    .mark_message_sent(queued.id, &wamid, now_ms(), |m| vec![events::message_sent(&record, m)])
+                    .mark_message_sent(queued.id, &wamid, |m| {
+                        vec![events::message_sent(&record, m, now_ms())]
+                    })
                     .await;
                 let _ = self.myself.cast(ChannelMsg::Outcome(SendOutcome::Accepted));
                 match result {
@@ -438,15 +495,23 @@ impl SendTask {
             Err(e) => {
                 let kind = e.kind();
                 metrics::counter!("disparo_messages_failed_total", "channel_id" => channel_label, "kind" => format!("{kind:?}")).increment(1);
-                let _ = self.myself.cast(ChannelMsg::Outcome(SendOutcome::Refused(kind)));
+                let _ = self
+                    .myself
+                    .cast(ChannelMsg::Outcome(SendOutcome::Refused(kind)));
                 if matches!(e, provider::ProviderError::Timeout) {
                     // In doubt: the provider may have accepted it. The row stays `sending`
                     // until a status webhook (carrying our id) settles it.
-                    tracing::warn!(message_id = queued.id, "provider timed out; message left in doubt");
+                    tracing::warn!(
+                        message_id = queued.id,
+                        "provider timed out; message left in doubt"
+                    );
                 } else {
                     let title = e.reason();
                     let code = e.code();
-                    if let Err(se) = store.mark_message_failed(queued.id, code, &title, None, now_ms()).await {
+                    if let Err(se) = store
+                        .mark_message_failed(queued.id, code, &title, None, now_ms())
+                        .await
+                    {
                         tracing::error!(message_id = queued.id, error = %se, "could not record a refused send");
                     }
                 }

@@ -43,7 +43,9 @@ pub struct Verification {
 pub fn random_verify_token() -> String {
     const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
     let mut rng = rand::thread_rng();
-    (0..32).map(|_| char::from(ALPHABET[rng.gen_range(0..ALPHABET.len())])).collect()
+    (0..32)
+        .map(|_| char::from(ALPHABET[rng.gen_range(0..ALPHABET.len())]))
+        .collect()
 }
 
 impl Runtime {
@@ -54,16 +56,20 @@ impl Runtime {
     /// not know the number (nothing is stored); [`ActorError::ProviderRefused`] when the
     /// provider is unreachable or failing; [`ActorError::Conflict`] when the number is already
     /// connected.
-    pub async fn connect_official(&self, account_id: i64, req: ConnectOfficial) -> Result<(ChannelRecord, Verification), ActorError> {
+    pub async fn connect_official(
+        &self,
+        account_id: i64,
+        req: ConnectOfficial,
+    ) -> Result<(ChannelRecord, Verification), ActorError> {
         let shared = &self.shared;
         let number = shared
             .graph
             .phone_number(req.access_token.expose(), &req.phone_number_id)
             .await
             .map_err(|e| match e.kind() {
-                ErrorKind::InvalidCredential | ErrorKind::PermissionDenied | ErrorKind::InvalidRequest => {
-                    ActorError::CredentialRefused(e.reason())
-                }
+                ErrorKind::InvalidCredential
+                | ErrorKind::PermissionDenied
+                | ErrorKind::InvalidRequest => ActorError::CredentialRefused(e.reason()),
                 _ => ActorError::from(e),
             })?;
         let display = number.display_phone_number.clone().unwrap_or_default();
@@ -88,11 +94,16 @@ impl Runtime {
             waba_id: req.waba_id,
             verified_name: verified_name.clone(),
             status: status.as_str().to_string(),
-            quality: Quality::parse(number.quality_rating.as_deref().unwrap_or("UNKNOWN")).as_str().to_string(),
+            quality: Quality::parse(number.quality_rating.as_deref().unwrap_or("UNKNOWN"))
+                .as_str()
+                .to_string(),
             tier,
             access_token: req.access_token,
             app_secret: req.app_secret,
-            verify_token: req.verify_token.filter(|v| !v.is_empty()).unwrap_or_else(random_verify_token),
+            verify_token: req
+                .verify_token
+                .filter(|v| !v.is_empty())
+                .unwrap_or_else(random_verify_token),
         };
         let record = shared.store.insert_channel(&new).await?;
         self.start_channel(record.id).await?;
@@ -110,7 +121,10 @@ impl Runtime {
     pub async fn start_channel(&self, channel_id: i64) -> Result<(), ActorError> {
         let res = self
             .supervisor
-            .call(|r| SupervisorMsg::Start(channel_id, r), Some(self.shared.config.call_timeout))
+            .call(
+                |r| SupervisorMsg::Start(channel_id, r),
+                Some(self.shared.config.call_timeout),
+            )
             .await
             .map_err(|_| ActorError::Unavailable)?;
         match crate::call_result(res)? {

@@ -78,7 +78,11 @@ impl Actor for WebhookDispatcher {
     type State = DispatcherState;
     type Arguments = DispatcherArgs;
 
-    async fn pre_start(&self, myself: ActorRef<DispatcherMsg>, args: DispatcherArgs) -> Result<DispatcherState, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        myself: ActorRef<DispatcherMsg>,
+        args: DispatcherArgs,
+    ) -> Result<DispatcherState, ActorProcessingErr> {
         myself.send_interval(args.config.poll_interval, || DispatcherMsg::Poll);
         let http = reqwest::Client::builder()
             .timeout(args.config.timeout)
@@ -96,7 +100,12 @@ impl Actor for WebhookDispatcher {
         })
     }
 
-    async fn handle(&self, myself: ActorRef<DispatcherMsg>, msg: DispatcherMsg, st: &mut DispatcherState) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        myself: ActorRef<DispatcherMsg>,
+        msg: DispatcherMsg,
+        st: &mut DispatcherState,
+    ) -> Result<(), ActorProcessingErr> {
         match msg {
             DispatcherMsg::Wake => {
                 // Coalesce bursts of wakes into one poll.
@@ -128,7 +137,11 @@ async fn poll(myself: &ActorRef<DispatcherMsg>, st: &mut DispatcherState) {
         return;
     }
     let in_flight: Vec<i64> = st.in_flight.iter().copied().collect();
-    let due = match st.store.due_deliveries(now_ms(), free as i64, &in_flight).await {
+    let due = match st
+        .store
+        .due_deliveries(now_ms(), free as i64, &in_flight)
+        .await
+    {
         Ok(d) => d,
         Err(e) => {
             tracing::error!(error = %e, "could not read due webhook deliveries");
@@ -138,7 +151,12 @@ async fn poll(myself: &ActorRef<DispatcherMsg>, st: &mut DispatcherState) {
     st.more_due = due.len() == free;
     for d in due {
         st.in_flight.insert(d.id);
-        let (store, http, config, me) = (st.store.clone(), st.http.clone(), st.config.clone(), myself.clone());
+        let (store, http, config, me) = (
+            st.store.clone(),
+            st.http.clone(),
+            st.config.clone(),
+            myself.clone(),
+        );
         tokio::spawn(async move {
             let id = d.id;
             attempt(&store, &http, &config, d).await;
@@ -161,7 +179,10 @@ async fn attempt(store: &Store, http: &reqwest::Client, config: &DispatcherConfi
         .await;
     let failure = match res {
         Ok(r) if r.status().is_success() => Err(r.status().as_u16()),
-        Ok(r) => Ok((Some(r.status().as_u16()), format!("HTTP {}", r.status().as_u16()))),
+        Ok(r) => Ok((
+            Some(r.status().as_u16()),
+            format!("HTTP {}", r.status().as_u16()),
+        )),
         Err(e) if e.is_timeout() => Ok((None, "timeout".to_string())),
         Err(e) if e.is_connect() => Ok((None, "connection refused or unreachable".to_string())),
         Err(e) => Ok((None, format!("request error: {e}"))),

@@ -32,7 +32,8 @@ pub fn message_object(m: &MessageRecord) -> Value {
     if m.direction == Direction::Out {
         v["source"] = json!(m.source);
         if let Some(name) = &m.template_name {
-            v["template"] = json!({"name": name, "language": m.template_language, "params": m.params});
+            v["template"] =
+                json!({"name": name, "language": m.template_language, "params": m.params});
             v["preview_text"] = json!(m.preview_text);
         }
     }
@@ -54,18 +55,22 @@ fn event(kind: EventKind, channel: &ChannelRecord, data: Value, at: i64) -> NewE
     }
 }
 
-/// `message.sent`: the provider accepted a message.
-pub fn message_sent(channel: &ChannelRecord, m: &MessageRecord) -> NewEvent {
+/// `message.sent`: the provider accepted a message at `at` (ms).
+pub fn message_sent(channel: &ChannelRecord, m: &MessageRecord, at: i64) -> NewEvent {
     let data = json!({
         "conversation_id": m.conversation_id,
         "contact": {"phone": m.contact_phone},
         "message": message_object(m),
     });
-    event(EventKind::MessageSent, channel, data, m.sent_at.unwrap_or(m.created_at))
+    event(EventKind::MessageSent, channel, data, at)
 }
 
 /// `message.received`: a contact wrote.
-pub fn message_received(channel: &ChannelRecord, m: &MessageRecord, contact_name: Option<&str>) -> NewEvent {
+pub fn message_received(
+    channel: &ChannelRecord,
+    m: &MessageRecord,
+    contact_name: Option<&str>,
+) -> NewEvent {
     let data = json!({
         "conversation_id": m.conversation_id,
         "contact": {"phone": m.contact_phone, "name": contact_name},
@@ -95,7 +100,8 @@ pub fn message_ack(channel: &ChannelRecord, a: &AppliedStatus) -> NewEvent {
         "to": m.contact_phone,
     });
     if a.reported == ProviderStatus::Failed {
-        data["error"] = json!({"code": m.error_code, "title": m.error_title, "details": m.error_detail});
+        data["error"] =
+            json!({"code": m.error_code, "title": m.error_title, "details": m.error_detail});
     }
     event(EventKind::MessageAck, channel, data, at)
 }

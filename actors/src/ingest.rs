@@ -66,7 +66,10 @@ fn status_reports(v: &MessagesValue) -> Vec<StatusReport> {
                     .and_then(|id| id.parse().ok()),
                 status,
                 at: s.timestamp_ms().unwrap_or(now),
-                error: s.errors.first().map(|e| (e.code, e.title.clone(), e.details().map(str::to_string))),
+                error: s
+                    .errors
+                    .first()
+                    .map(|e| (e.code, e.title.clone(), e.details().map(str::to_string))),
             })
         })
         .collect()
@@ -147,7 +150,9 @@ impl Runtime {
             Ok(p) => p,
             Err(e) => {
                 // Only a signed body earns a 400; anything else is a forgery.
-                let fallback_ok = verifier.fallback.is_some_and(|s| signature::verify(s.expose(), body, header));
+                let fallback_ok = verifier
+                    .fallback
+                    .is_some_and(|s| signature::verify(s.expose(), body, header));
                 return Err(if routed.is_some() || fallback_ok {
                     ActorError::BadPayload(e.to_string())
                 } else {
@@ -176,9 +181,13 @@ impl Runtime {
                 match value {
                     ChangeValue::Messages(v) => {
                         let target = match &routed {
-                            Some(r) if r.phone_number_id == v.metadata.phone_number_id => Some(r.clone()),
+                            Some(r) if r.phone_number_id == v.metadata.phone_number_id => {
+                                Some(r.clone())
+                            }
                             Some(_) => None,
-                            None => shared.registry.by_phone_number_id(&v.metadata.phone_number_id),
+                            None => shared
+                                .registry
+                                .by_phone_number_id(&v.metadata.phone_number_id),
                         };
                         let Some(target) = target else {
                             report.ignored += 1;
@@ -191,11 +200,19 @@ impl Runtime {
                         any_verified = true;
                         let s = status_reports(&v);
                         if !s.is_empty() {
-                            statuses.entry(target.channel_id).or_insert_with(|| (target.clone(), Vec::new())).1.extend(s);
+                            statuses
+                                .entry(target.channel_id)
+                                .or_insert_with(|| (target.clone(), Vec::new()))
+                                .1
+                                .extend(s);
                         }
                         let m = inbound_messages(&v, &target);
                         if !m.is_empty() {
-                            inbound.entry(target.channel_id).or_insert_with(|| (target.clone(), Vec::new())).1.extend(m);
+                            inbound
+                                .entry(target.channel_id)
+                                .or_insert_with(|| (target.clone(), Vec::new()))
+                                .1
+                                .extend(m);
                         }
                     }
                     ChangeValue::QualityUpdate(q) => {
@@ -218,7 +235,9 @@ impl Runtime {
                             quality.push((t, new_quality, q.current_limit.clone()));
                         }
                     }
-                    ChangeValue::TemplateStatus(_) | ChangeValue::AccountUpdate(_) | ChangeValue::Other(_) => {
+                    ChangeValue::TemplateStatus(_)
+                    | ChangeValue::AccountUpdate(_)
+                    | ChangeValue::Other(_) => {
                         report.ignored += 1;
                     }
                 }
@@ -229,7 +248,9 @@ impl Runtime {
         }
         if !any_verified && routed.is_none() {
             // Nothing addressed a known channel: accept only what the app secret signed.
-            let fallback_ok = verifier.fallback.is_some_and(|s| signature::verify(s.expose(), body, header));
+            let fallback_ok = verifier
+                .fallback
+                .is_some_and(|s| signature::verify(s.expose(), body, header));
             if !fallback_ok {
                 return Err(ActorError::InvalidSignature);
             }

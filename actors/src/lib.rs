@@ -116,7 +116,11 @@ pub struct Runtime {
 
 impl Runtime {
     /// Starts the dispatcher, the supervisor and one actor per stored channel.
-    pub async fn start(store: Store, graph: GraphClient, config: RuntimeConfig) -> Result<Self, ActorError> {
+    pub async fn start(
+        store: Store,
+        graph: GraphClient,
+        config: RuntimeConfig,
+    ) -> Result<Self, ActorError> {
         let (dispatcher, _) = Actor::spawn(
             None,
             WebhookDispatcher,
@@ -170,7 +174,11 @@ impl Runtime {
         &self.shared.registry
     }
 
-    fn channel_actor(&self, account_id: i64, channel_id: i64) -> Result<ActorRef<ChannelMsg>, ActorError> {
+    fn channel_actor(
+        &self,
+        account_id: i64,
+        channel_id: i64,
+    ) -> Result<ActorRef<ChannelMsg>, ActorError> {
         match self.shared.registry.get(channel_id) {
             Some(e) if e.account_id == account_id => Ok(e.actor.clone()),
             _ => Err(ActorError::NotFound),
@@ -179,21 +187,39 @@ impl Runtime {
 
     /// Sends a message through a channel of the account (`None`: the first connected one).
     /// Answers when the provider answered.
-    pub async fn send(&self, account_id: i64, channel_id: Option<i64>, cmd: SendCommand) -> Result<MessageRecord, ActorError> {
+    pub async fn send(
+        &self,
+        account_id: i64,
+        channel_id: Option<i64>,
+        cmd: SendCommand,
+    ) -> Result<MessageRecord, ActorError> {
         let channel_id = match channel_id {
             Some(id) => id,
-            None => self.shared.store.first_working_channel(account_id).await?.id,
+            None => {
+                self.shared
+                    .store
+                    .first_working_channel(account_id)
+                    .await?
+                    .id
+            }
         };
         let actor = self.channel_actor(account_id, channel_id)?;
         let res = actor
-            .call(|r| ChannelMsg::Send(cmd, r), Some(self.shared.config.call_timeout))
+            .call(
+                |r| ChannelMsg::Send(cmd, r),
+                Some(self.shared.config.call_timeout),
+            )
             .await
             .map_err(|_| ActorError::Unavailable)?;
         call_result(res)?
     }
 
     /// The live state of a channel of the account.
-    pub async fn snapshot(&self, account_id: i64, channel_id: i64) -> Result<ChannelSnapshot, ActorError> {
+    pub async fn snapshot(
+        &self,
+        account_id: i64,
+        channel_id: i64,
+    ) -> Result<ChannelSnapshot, ActorError> {
         let actor = self.channel_actor(account_id, channel_id)?;
         let res = actor
             .call(ChannelMsg::Snapshot, Some(self.shared.config.call_timeout))
@@ -205,13 +231,18 @@ impl Runtime {
     /// The live state of every channel of the account, oldest first.
     pub async fn list_channels(&self, account_id: i64) -> Result<Vec<ChannelSnapshot>, ActorError> {
         let records = self.shared.store.list_channels(account_id).await?;
-        let snapshots = futures::future::join_all(records.iter().map(|r| self.snapshot(account_id, r.id))).await;
+        let snapshots =
+            futures::future::join_all(records.iter().map(|r| self.snapshot(account_id, r.id)))
+                .await;
         snapshots.into_iter().collect()
     }
 
     /// The verify token of a channel's own receiver, when it runs.
     pub fn channel_verify_token(&self, channel_id: i64) -> Option<String> {
-        self.shared.registry.get(channel_id).map(|e| e.verify_token.clone())
+        self.shared
+            .registry
+            .get(channel_id)
+            .map(|e| e.verify_token.clone())
     }
 
     /// Nudges the webhook dispatcher.

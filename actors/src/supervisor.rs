@@ -23,7 +23,11 @@ pub struct SupervisorState {
     shared: Arc<Shared>,
 }
 
-async fn spawn_child(myself: &ActorRef<SupervisorMsg>, st: &mut SupervisorState, channel_id: i64) -> Result<(), String> {
+async fn spawn_child(
+    myself: &ActorRef<SupervisorMsg>,
+    st: &mut SupervisorState,
+    channel_id: i64,
+) -> Result<(), String> {
     let args = ChannelArgs {
         channel_id,
         shared: st.shared.clone(),
@@ -45,18 +49,31 @@ impl Actor for ChannelSupervisor {
     type State = SupervisorState;
     type Arguments = Arc<Shared>;
 
-    async fn pre_start(&self, _myself: ActorRef<SupervisorMsg>, shared: Arc<Shared>) -> Result<SupervisorState, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<SupervisorMsg>,
+        shared: Arc<Shared>,
+    ) -> Result<SupervisorState, ActorProcessingErr> {
         Ok(SupervisorState {
             children: HashMap::new(),
             shared,
         })
     }
 
-    async fn handle(&self, myself: ActorRef<SupervisorMsg>, msg: SupervisorMsg, st: &mut SupervisorState) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        myself: ActorRef<SupervisorMsg>,
+        msg: SupervisorMsg,
+        st: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
         match msg {
             SupervisorMsg::Start(channel_id, reply) => {
                 let running = st.children.values().any(|c| *c == channel_id);
-                let res = if running { Ok(()) } else { spawn_child(&myself, st, channel_id).await };
+                let res = if running {
+                    Ok(())
+                } else {
+                    spawn_child(&myself, st, channel_id).await
+                };
                 let _ = reply.send(res);
             }
         }
@@ -71,7 +88,9 @@ impl Actor for ChannelSupervisor {
     ) -> Result<(), ActorProcessingErr> {
         let (cell, why) = match evt {
             SupervisionEvent::ActorFailed(cell, err) => (cell, format!("failed: {err}")),
-            SupervisionEvent::ActorTerminated(cell, _, reason) => (cell, format!("stopped: {}", reason.unwrap_or_default())),
+            SupervisionEvent::ActorTerminated(cell, _, reason) => {
+                (cell, format!("stopped: {}", reason.unwrap_or_default()))
+            }
             _ => return Ok(()),
         };
         if let Some(channel_id) = st.children.remove(&cell.get_id()) {

@@ -84,7 +84,11 @@ impl Tier {
             Some(d) => (d, 1000),
             None => (rest, 1),
         };
-        digits.parse::<i64>().ok().filter(|n| *n > 0).map(|n| n * mult)
+        digits
+            .parse::<i64>()
+            .ok()
+            .filter(|n| *n > 0)
+            .map(|n| n * mult)
     }
 }
 
@@ -329,10 +333,16 @@ impl HealthCode {
         let mut codes: Vec<HealthCode> = [
             (input.waba == WabaStanding::Banned, HealthCode::WabaBanned),
             (!input.credential_valid, HealthCode::CredentialInvalid),
-            (input.status != ChannelStatus::Working, HealthCode::Disconnected),
+            (
+                input.status != ChannelStatus::Working,
+                HealthCode::Disconnected,
+            ),
             (input.quality == Quality::Red, HealthCode::QualityRed),
             (input.payment_locked, HealthCode::PaymentLocked),
-            (input.waba == WabaStanding::Restricted, HealthCode::WabaRestricted),
+            (
+                input.waba == WabaStanding::Restricted,
+                HealthCode::WabaRestricted,
+            ),
             (avail == Some(0), HealthCode::LimitExhausted),
             (input.quality == Quality::Yellow, HealthCode::QualityYellow),
             (input.template_missing, HealthCode::TemplateMissing),
@@ -467,7 +477,10 @@ mod tests {
         input.quality = Quality::Yellow;
         assert!(business_initiated_allowed(&input).is_ok());
         input.quality = Quality::Red;
-        assert_eq!(business_initiated_allowed(&input), Err(HealthCode::QualityRed));
+        assert_eq!(
+            business_initiated_allowed(&input),
+            Err(HealthCode::QualityRed)
+        );
     }
 
     #[test]

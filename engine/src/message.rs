@@ -274,13 +274,26 @@ mod tests {
             (M::Skipped, P::Sent, None),
         ];
         for (current, reported, want) in table {
-            assert_eq!(next_status(current, reported), want, "{current:?} + {reported:?}");
+            assert_eq!(
+                next_status(current, reported),
+                want,
+                "{current:?} + {reported:?}"
+            );
         }
     }
 
     #[test]
     fn stored_forms_round_trip() {
-        for s in [M::Queued, M::Sending, M::Sent, M::Delivered, M::Read, M::Failed, M::Skipped, M::Received] {
+        for s in [
+            M::Queued,
+            M::Sending,
+            M::Sent,
+            M::Delivered,
+            M::Read,
+            M::Failed,
+            M::Skipped,
+            M::Received,
+        ] {
             assert_eq!(MessageStatus::parse(s.as_str()), Some(s));
         }
         for k in ["text", "template", "image", "document", "video", "audio"] {

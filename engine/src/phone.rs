@@ -94,7 +94,14 @@ mod tests {
 
     #[test]
     fn rejects_letters_and_wrong_lengths() {
-        for input in ["", "abc", "55119999", "5511999998888123456", "55 11 9999x8888", "+"] {
+        for input in [
+            "",
+            "abc",
+            "55119999",
+            "5511999998888123456",
+            "55 11 9999x8888",
+            "+",
+        ] {
             let err = Phone::parse("to", input).unwrap_err();
             assert_eq!(err.code, "invalid_phone", "{input}");
             assert_eq!(err.field, "to");
@@ -103,6 +110,9 @@ mod tests {
 
     #[test]
     fn provider_display_numbers_keep_their_digits() {
-        assert_eq!(Phone::from_provider_display("+1 631-555-5555").as_str(), "16315555555");
+        assert_eq!(
+            Phone::from_provider_display("+1 631-555-5555").as_str(),
+            "16315555555"
+        );
     }
 }

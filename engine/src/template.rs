@@ -35,7 +35,10 @@ mod tests {
 
     #[test]
     fn finds_positional_variables_in_order() {
-        assert_eq!(positional_variables("Olá {{1}}, seu código é {{2}}."), vec![1, 2]);
+        assert_eq!(
+            positional_variables("Olá {{1}}, seu código é {{2}}."),
+            vec![1, 2]
+        );
         assert_eq!(positional_variables("{{2}} e {{1}} e {{2}}"), vec![2, 1, 2]);
         assert_eq!(positional_variables("sem variáveis"), Vec::<u32>::new());
         assert_eq!(positional_variables("{{nome}} {{ 3 }} {{4"), vec![3]);

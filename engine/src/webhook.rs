@@ -136,8 +136,13 @@ mod tests {
     fn the_default_schedule_spans_about_a_day() {
         let s = RetrySchedule::default();
         assert_eq!(s.max_attempts(), 11);
-        let total: u64 = (1..s.max_attempts()).map(|a| s.next_delay_ms(a, 0.5).unwrap()).sum();
-        assert!((20 * 3600 * 1000..26 * 3600 * 1000).contains(&total), "{total}");
+        let total: u64 = (1..s.max_attempts())
+            .map(|a| s.next_delay_ms(a, 0.5).unwrap())
+            .sum();
+        assert!(
+            (20 * 3600 * 1000..26 * 3600 * 1000).contains(&total),
+            "{total}"
+        );
         assert_eq!(s.next_delay_ms(s.max_attempts(), 0.5), None);
         assert_eq!(s.next_delay_ms(0, 0.5), None);
     }

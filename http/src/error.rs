@@ -79,27 +79,94 @@ impl ApiError {
     fn parts(&self) -> (StatusCode, &'static str, String, Map<String, Value>) {
         let none = Map::new;
         match self {
-            ApiError::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized", "Token ausente ou inválido. Envie Authorization: Bearer svc_….".into(), none()),
-            ApiError::InvalidSignature => (StatusCode::UNAUTHORIZED, "invalid_signature", "Assinatura X-Hub-Signature-256 ausente ou inválida.".into(), none()),
+            ApiError::Unauthorized => (
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "Token ausente ou inválido. Envie Authorization: Bearer svc_….".into(),
+                none(),
+            ),
+            ApiError::InvalidSignature => (
+                StatusCode::UNAUTHORIZED,
+                "invalid_signature",
+                "Assinatura X-Hub-Signature-256 ausente ou inválida.".into(),
+                none(),
+            ),
             ApiError::Forbidden(m) => (StatusCode::FORBIDDEN, "forbidden", m.clone(), none()),
-            ApiError::NotFound => (StatusCode::NOT_FOUND, "not_found", "Registro não encontrado nesta conta.".into(), none()),
-            ApiError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "Método não permitido neste endereço.".into(), none()),
+            ApiError::NotFound => (
+                StatusCode::NOT_FOUND,
+                "not_found",
+                "Registro não encontrado nesta conta.".into(),
+                none(),
+            ),
+            ApiError::MethodNotAllowed => (
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "Método não permitido neste endereço.".into(),
+                none(),
+            ),
             ApiError::Malformed(d) => {
                 let mut m = Map::new();
                 m.insert("detail".into(), json!(d));
-                (StatusCode::BAD_REQUEST, "invalid_json", "O corpo da requisição não é um JSON válido.".into(), m)
+                (
+                    StatusCode::BAD_REQUEST,
+                    "invalid_json",
+                    "O corpo da requisição não é um JSON válido.".into(),
+                    m,
+                )
             }
-            ApiError::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", "O corpo da requisição é grande demais.".into(), none()),
-            ApiError::UnsupportedMediaType => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", "Envie o corpo como JSON (Content-Type: application/json).".into(), none()),
-            ApiError::Unprocessable { code, message, details } => (StatusCode::UNPROCESSABLE_ENTITY, code, message.clone(), details.clone()),
-            ApiError::LimitExhausted(m) => (StatusCode::TOO_MANY_REQUESTS, "limite_24h_esgotado", m.clone(), none()),
-            ApiError::ProviderRefused { reason, provider_code } => {
+            ApiError::PayloadTooLarge => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                "O corpo da requisição é grande demais.".into(),
+                none(),
+            ),
+            ApiError::UnsupportedMediaType => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "Envie o corpo como JSON (Content-Type: application/json).".into(),
+                none(),
+            ),
+            ApiError::Unprocessable {
+                code,
+                message,
+                details,
+            } => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                code,
+                message.clone(),
+                details.clone(),
+            ),
+            ApiError::LimitExhausted(m) => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "limite_24h_esgotado",
+                m.clone(),
+                none(),
+            ),
+            ApiError::ProviderRefused {
+                reason,
+                provider_code,
+            } => {
                 let mut m = Map::new();
                 m.insert("provider_code".into(), json!(provider_code));
-                (StatusCode::BAD_GATEWAY, "provider_refused", format!("O provedor recusou a operação: {reason}"), m)
+                (
+                    StatusCode::BAD_GATEWAY,
+                    "provider_refused",
+                    format!("O provedor recusou a operação: {reason}"),
+                    m,
+                )
             }
-            ApiError::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable", "Serviço ocupado no momento; tente novamente em instantes.".into(), none()),
-            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal", "Erro interno. A equipe foi avisada pelo log.".into(), none()),
+            ApiError::Unavailable => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "Serviço ocupado no momento; tente novamente em instantes.".into(),
+                none(),
+            ),
+            ApiError::Internal(_) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "Erro interno. A equipe foi avisada pelo log.".into(),
+                none(),
+            ),
         }
     }
 }

@@ -32,7 +32,9 @@ fn json_rejection(r: JsonRejection) -> ApiError {
     match r {
         JsonRejection::JsonDataError(e) => {
             // serde's message names the field and the expectation, e.g. "missing field `to`".
-            let detail = std::error::Error::source(&e).map(|s| s.to_string()).unwrap_or_else(|| e.body_text());
+            let detail = std::error::Error::source(&e)
+                .map(|s| s.to_string())
+                .unwrap_or_else(|| e.body_text());
             ApiError::Unprocessable {
                 code: "invalid_field",
                 message: format!("Campo inválido ou ausente no corpo: {detail}"),
@@ -56,7 +58,9 @@ impl<S: Send + Sync> FromRequestParts<S> for IdPath {
         let Path(raw) = Path::<String>::from_request_parts(parts, state)
             .await
             .map_err(|_| ApiError::NotFound)?;
-        raw.parse::<i64>().map(IdPath).map_err(|_| ApiError::NotFound)
+        raw.parse::<i64>()
+            .map(IdPath)
+            .map_err(|_| ApiError::NotFound)
     }
 }
 

@@ -62,7 +62,10 @@ pub fn install_metrics() -> PrometheusHandle {
             let handle = PrometheusBuilder::new()
                 .set_buckets_for_metric(
                     Matcher::Full("disparo_http_request_duration_seconds".into()),
-                    &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0],
+                    &[
+                        0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                        10.0,
+                    ],
                 )
                 .expect("static buckets are valid")
                 .install_recorder()
@@ -85,9 +88,13 @@ pub fn router(state: AppState) -> Router {
         .merge(routes::channels::routes())
         .merge(routes::messages::routes())
         .merge(routes::webhooks::routes())
-        .route_layer(axum::middleware::from_fn_with_state(state.clone(), middleware::authenticate))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            middleware::authenticate,
+        ))
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes));
-    let provider = routes::provider::routes().layer(DefaultBodyLimit::max(state.config.max_webhook_bytes));
+    let provider =
+        routes::provider::routes().layer(DefaultBodyLimit::max(state.config.max_webhook_bytes));
     Router::new()
         .nest("/api/v1", api)
         .merge(provider)
@@ -95,16 +102,14 @@ pub fn router(state: AppState) -> Router {
         .fallback(|| async { error::ApiError::NotFound })
         .method_not_allowed_fallback(|| async { error::ApiError::MethodNotAllowed.into_response() })
         .layer(axum::middleware::from_fn(middleware::track_metrics))
-        .layer(
-            TraceLayer::new_for_http().make_span_with(|req: &Request| {
-                let route = req
-                    .extensions()
-                    .get::<MatchedPath>()
-                    .map(|m| m.as_str().to_string())
-                    .unwrap_or_default();
-                tracing::info_span!("request", method = %req.method(), route)
-            }),
-        )
+        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
+            let route = req
+                .extensions()
+                .get::<MatchedPath>()
+                .map(|m| m.as_str().to_string())
+                .unwrap_or_default();
+            tracing::info_span!("request", method = %req.method(), route)
+        }))
         .layer(CatchPanicLayer::custom(|_| {
             error::ApiError::Internal("a handler panicked".into()).into_response()
         }))

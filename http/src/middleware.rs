@@ -3,7 +3,7 @@
 
 use crate::error::ApiError;
 use crate::AppState;
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{MatchedPath, OriginalUri, Request, State};
 use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -18,7 +18,10 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
         .headers()
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
         .map(str::trim)
         .filter(|t| looks_like_token(t))
         .map(str::to_string);
@@ -36,7 +39,12 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
         .get::<MatchedPath>()
         .map(|m| m.as_str().to_string())
         .unwrap_or_default();
-    let target = req.uri().path().to_string();
+    // Nested routers see a stripped path; the original URI has the whole one.
+    let target = req
+        .extensions()
+        .get::<OriginalUri>()
+        .map(|u| u.path().to_string())
+        .unwrap_or_else(|| req.uri().path().to_string());
     req.extensions_mut().insert(owner.clone());
     let resp = next.run(req).await;
     let write = !matches!(method, Method::GET | Method::HEAD | Method::OPTIONS);
@@ -45,7 +53,13 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
         if let Err(e) = state
             .runtime
             .store()
-            .append_audit(owner.account_id, &owner.token_name, &action, &target, resp.status().as_u16())
+            .append_audit(
+                owner.account_id,
+                &owner.token_name,
+                &action,
+                &target,
+                resp.status().as_u16(),
+            )
             .await
         {
             tracing::error!(error = %e, "could not append to the audit log");

@@ -110,7 +110,8 @@ impl GraphClient {
             .and_then(|v| v.trim().parse::<u64>().ok());
         let bytes = resp.bytes().await.map_err(map_transport)?;
         if status.is_success() {
-            return serde_json::from_slice(&bytes).map_err(|e| ProviderError::Decode(e.to_string()));
+            return serde_json::from_slice(&bytes)
+                .map_err(|e| ProviderError::Decode(e.to_string()));
         }
         match serde_json::from_slice::<GraphErrorEnvelope>(&bytes) {
             Ok(env) => Err(ProviderError::Graph {

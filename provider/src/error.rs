@@ -149,7 +149,9 @@ impl ErrorKind {
         match self {
             ErrorKind::RateLimited => NextStep::RetryAfter((1000u64 << exp).min(60_000)),
             ErrorKind::PairRateLimited => NextStep::RetryAfter(
-                4u64.saturating_pow(exp.min(6)).saturating_mul(1000).min(3_600_000),
+                4u64.saturating_pow(exp.min(6))
+                    .saturating_mul(1000)
+                    .min(3_600_000),
             ),
             ErrorKind::Transient => NextStep::RetryAfter((2000u64 << exp).min(60_000)),
             ErrorKind::InvalidCredential => NextStep::Reauthenticate,
@@ -206,9 +208,13 @@ impl ProviderError {
     /// The next step after `attempt` tries, honouring a `Retry-After` header when present.
     pub fn next_step(&self, attempt: u32) -> NextStep {
         match (self.kind().next_step(attempt), self) {
-            (NextStep::RetryAfter(ms), ProviderError::Graph { retry_after_s: Some(s), .. }) => {
-                NextStep::RetryAfter(ms.max(s * 1000))
-            }
+            (
+                NextStep::RetryAfter(ms),
+                ProviderError::Graph {
+                    retry_after_s: Some(s),
+                    ..
+                },
+            ) => NextStep::RetryAfter(ms.max(s * 1000)),
             (step, _) => step,
         }
     }
@@ -257,7 +263,10 @@ mod tests {
     }
 
     fn sample(name: &str) -> GraphErrorEnvelope {
-        let path = format!("{}/../../shared/provider-samples/{name}", env!("CARGO_MANIFEST_DIR"));
+        let path = format!(
+            "{}/../../shared/provider-samples/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
         serde_json::from_str(&text).unwrap()
     }
@@ -277,27 +286,64 @@ mod tests {
     fn every_code_in_the_reference_table_has_its_kind() {
         use ErrorKind as K;
         let table: &[(i64, ErrorKind)] = &[
-            (0, K::InvalidCredential), (1, K::Transient), (2, K::Transient),
-            (3, K::PermissionDenied), (4, K::RateLimited), (10, K::PermissionDenied),
-            (17, K::RateLimited), (33, K::InvalidRequest), (100, K::InvalidRequest),
-            (190, K::InvalidCredential), (200, K::PermissionDenied), (299, K::PermissionDenied),
-            (368, K::AccountLocked), (80007, K::RateLimited), (80008, K::RateLimited),
-            (130429, K::RateLimited), (130472, K::InvalidRecipient), (130497, K::InvalidRecipient),
-            (131000, K::Transient), (131005, K::AccountLocked), (131008, K::InvalidRequest),
-            (131009, K::InvalidRequest), (131016, K::Transient), (131021, K::InvalidRecipient),
-            (131026, K::InvalidRecipient), (131030, K::InvalidRecipient), (131031, K::AccountLocked),
-            (131042, K::Payment), (131045, K::Registration), (131047, K::ReEngagement),
-            (131048, K::SpamLimited), (131049, K::MarketingLimited), (131050, K::MarketingLimited),
-            (131051, K::Other), (131052, K::Media), (131053, K::Media),
-            (131056, K::PairRateLimited), (131057, K::Transient), (131064, K::Other),
-            (132000, K::TemplateParameters), (132001, K::TemplateMissing),
-            (132005, K::TemplateParameters), (132007, K::TemplateParameters),
-            (132008, K::TemplateParameters), (132012, K::TemplateParameters),
-            (132015, K::TemplatePaused), (132016, K::TemplateDisabled),
-            (132018, K::TemplateParameters), (133000, K::Registration), (133004, K::Transient),
-            (133005, K::Registration), (133006, K::Registration), (133008, K::Registration),
-            (133009, K::Registration), (133010, K::NotRegistered), (133015, K::Registration),
-            (133016, K::Registration), (135000, K::InvalidRequest),
+            (0, K::InvalidCredential),
+            (1, K::Transient),
+            (2, K::Transient),
+            (3, K::PermissionDenied),
+            (4, K::RateLimited),
+            (10, K::PermissionDenied),
+            (17, K::RateLimited),
+            (33, K::InvalidRequest),
+            (100, K::InvalidRequest),
+            (190, K::InvalidCredential),
+            (200, K::PermissionDenied),
+            (299, K::PermissionDenied),
+            (368, K::AccountLocked),
+            (80007, K::RateLimited),
+            (80008, K::RateLimited),
+            (130429, K::RateLimited),
+            (130472, K::InvalidRecipient),
+            (130497, K::InvalidRecipient),
+            (131000, K::Transient),
+            (131005, K::AccountLocked),
+            (131008, K::InvalidRequest),
+            (131009, K::InvalidRequest),
+            (131016, K::Transient),
+            (131021, K::InvalidRecipient),
+            (131026, K::InvalidRecipient),
+            (131030, K::InvalidRecipient),
+            (131031, K::AccountLocked),
+            (131042, K::Payment),
+            (131045, K::Registration),
+            (131047, K::ReEngagement),
+            (131048, K::SpamLimited),
+            (131049, K::MarketingLimited),
+            (131050, K::MarketingLimited),
+            (131051, K::Other),
+            (131052, K::Media),
+            (131053, K::Media),
+            (131056, K::PairRateLimited),
+            (131057, K::Transient),
+            (131064, K::Other),
+            (132000, K::TemplateParameters),
+            (132001, K::TemplateMissing),
+            (132005, K::TemplateParameters),
+            (132007, K::TemplateParameters),
+            (132008, K::TemplateParameters),
+            (132012, K::TemplateParameters),
+            (132015, K::TemplatePaused),
+            (132016, K::TemplateDisabled),
+            (132018, K::TemplateParameters),
+            (133000, K::Registration),
+            (133004, K::Transient),
+            (133005, K::Registration),
+            (133006, K::Registration),
+            (133008, K::Registration),
+            (133009, K::Registration),
+            (133010, K::NotRegistered),
+            (133015, K::Registration),
+            (133016, K::Registration),
+            (135000, K::InvalidRequest),
         ];
         for (code, kind) in table {
             assert_eq!(ErrorKind::from_code(*code), *kind, "code {code}");
@@ -314,8 +360,14 @@ mod tests {
         assert_eq!(graph(131000).next_step(1), NextStep::RetryAfter(2000));
         assert_eq!(graph(190).next_step(1), NextStep::Reauthenticate);
         assert_eq!(graph(131047).next_step(1), NextStep::Refuse);
-        assert_eq!(ProviderError::Timeout.next_step(2), NextStep::RetryAfter(4000));
-        let http503 = ProviderError::Http { status: 503, body: String::new() };
+        assert_eq!(
+            ProviderError::Timeout.next_step(2),
+            NextStep::RetryAfter(4000)
+        );
+        let http503 = ProviderError::Http {
+            status: 503,
+            body: String::new(),
+        };
         assert!(matches!(http503.next_step(1), NextStep::RetryAfter(_)));
     }
 

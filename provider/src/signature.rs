@@ -88,16 +88,34 @@ mod tests {
     fn the_public_vector_verifies_through_escaping() {
         let v = vector();
         // The raw UTF-8 bytes do not match: the provider signed the escaped form.
-        assert_ne!(sign(&v.app_secret, v.raw_body.as_bytes()), v.x_hub_signature_256);
-        assert_eq!(sign(&v.app_secret, escape_unicode(&v.raw_body).as_bytes()), v.x_hub_signature_256);
-        assert!(verify(&v.app_secret, v.raw_body.as_bytes(), &v.x_hub_signature_256));
-        assert!(verify(&v.app_secret, escape_unicode(&v.raw_body).as_bytes(), &v.x_hub_signature_256));
+        assert_ne!(
+            sign(&v.app_secret, v.raw_body.as_bytes()),
+            v.x_hub_signature_256
+        );
+        assert_eq!(
+            sign(&v.app_secret, escape_unicode(&v.raw_body).as_bytes()),
+            v.x_hub_signature_256
+        );
+        assert!(verify(
+            &v.app_secret,
+            v.raw_body.as_bytes(),
+            &v.x_hub_signature_256
+        ));
+        assert!(verify(
+            &v.app_secret,
+            escape_unicode(&v.raw_body).as_bytes(),
+            &v.x_hub_signature_256
+        ));
     }
 
     #[test]
     fn forgeries_fail() {
         let v = vector();
-        assert!(!verify("other", v.raw_body.as_bytes(), &v.x_hub_signature_256));
+        assert!(!verify(
+            "other",
+            v.raw_body.as_bytes(),
+            &v.x_hub_signature_256
+        ));
         assert!(!verify(&v.app_secret, b"tampered", &v.x_hub_signature_256));
         assert!(!verify(&v.app_secret, v.raw_body.as_bytes(), "sha256=00"));
         assert!(!verify(&v.app_secret, v.raw_body.as_bytes(), "md5=abc"));

@@ -781,7 +781,10 @@ mod tests {
     use super::*;
 
     fn sample<T: serde::de::DeserializeOwned>(name: &str) -> T {
-        let path = format!("{}/../../shared/provider-samples/{name}", env!("CARGO_MANIFEST_DIR"));
+        let path = format!(
+            "{}/../../shared/provider-samples/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
     }
 
@@ -798,8 +801,14 @@ mod tests {
         let m = messages(&p);
         assert_eq!(m.metadata.phone_number_id, "106540352242922");
         assert_eq!(m.messages[0].from.as_deref(), Some("16505551234"));
-        assert_eq!(m.messages[0].display_text().as_deref(), Some("Does it come in another color?"));
-        assert_eq!(m.contacts[0].profile.as_ref().unwrap().name, "Sheena Nelson");
+        assert_eq!(
+            m.messages[0].display_text().as_deref(),
+            Some("Does it come in another color?")
+        );
+        assert_eq!(
+            m.contacts[0].profile.as_ref().unwrap().name,
+            "Sheena Nelson"
+        );
         let p: WebhookPayload = sample("webhook_messages_image.json");
         let m = messages(&p);
         assert_eq!(m.messages[0].kind, "image");
@@ -810,7 +819,10 @@ mod tests {
     fn statuses_parse_with_callback_data_and_errors() {
         let p: WebhookPayload = sample("webhook_status_delivered.json");
         let s = &messages(&p).statuses[0];
-        assert_eq!((s.id.as_str(), s.status.as_str()), ("wamid.xyzxyz", "delivered"));
+        assert_eq!(
+            (s.id.as_str(), s.status.as_str()),
+            ("wamid.xyzxyz", "delivered")
+        );
         assert_eq!(s.timestamp_ms(), Some(1_698_266_945_000));
         let p: WebhookPayload = sample("webhook_status_sent_biz_opaque_callback_data.json");
         assert!(messages(&p).statuses[0].biz_opaque_callback_data.is_some());
@@ -824,7 +836,8 @@ mod tests {
 
     #[test]
     fn management_fields_parse() {
-        let p: WebhookPayload = sample("webhook_phone_number_quality_update_throughput_upgrade.json");
+        let p: WebhookPayload =
+            sample("webhook_phone_number_quality_update_throughput_upgrade.json");
         match p.entry[0].changes[0].parse().unwrap() {
             ChangeValue::QualityUpdate(q) => {
                 assert_eq!(q.event, "THROUGHPUT_UPGRADE");
@@ -833,9 +846,14 @@ mod tests {
             other => panic!("{other:?}"),
         }
         let p: WebhookPayload = sample("webhook_message_template_status_update_approved.json");
-        assert!(matches!(p.entry[0].changes[0].parse().unwrap(), ChangeValue::TemplateStatus(t) if t.event == "APPROVED"));
-        let p: WebhookPayload = sample("webhook_message_template_status_update_rejected_invalid_format.json");
-        assert!(matches!(p.entry[0].changes[0].parse().unwrap(), ChangeValue::TemplateStatus(t) if t.event == "REJECTED"));
+        assert!(
+            matches!(p.entry[0].changes[0].parse().unwrap(), ChangeValue::TemplateStatus(t) if t.event == "APPROVED")
+        );
+        let p: WebhookPayload =
+            sample("webhook_message_template_status_update_rejected_invalid_format.json");
+        assert!(
+            matches!(p.entry[0].changes[0].parse().unwrap(), ChangeValue::TemplateStatus(t) if t.event == "REJECTED")
+        );
         let p: WebhookPayload = sample("webhook_account_update_disabled_update_ban.json");
         match p.entry[0].changes[0].parse().unwrap() {
             ChangeValue::AccountUpdate(a) => assert_eq!(a.event, "DISABLED_UPDATE"),
@@ -846,14 +864,20 @@ mod tests {
     #[test]
     fn send_bodies_and_responses_match_the_samples() {
         let r: SendMessageResponse = sample("send_message_response.json");
-        assert_eq!(r.message_id(), Some("wamid.HBgLMTY1MDM4Nzk0MzkVAgARGBJCOTY3NDc0NDFDRUI3NTA0Q0UA"));
+        assert_eq!(
+            r.message_id(),
+            Some("wamid.HBgLMTY1MDM4Nzk0MzkVAgARGBJCOTY3NDc0NDFDRUI3NTA0Q0UA")
+        );
         let r: SendMessageResponse = sample("send_message_response_template_accepted.json");
         assert_eq!(r.messages[0].message_status.as_deref(), Some("accepted"));
         let req: SendMessageRequest = sample("request_send_template_quick_reply_buttons.json");
         assert_eq!(req.kind(), "template");
         let req: SendMessageRequest = sample("request_send_auth_template_url_button.json");
         let t = req.template.unwrap();
-        assert!(t.components.iter().any(|c| c.sub_type.as_deref() == Some("url")));
+        assert!(t
+            .components
+            .iter()
+            .any(|c| c.sub_type.as_deref() == Some("url")));
         let p: PhoneNumber = sample("phone_number_get_response.json");
         assert_eq!(p.quality_rating.as_deref(), Some("GREEN"));
     }
@@ -864,7 +888,10 @@ mod tests {
         let v = serde_json::to_value(SendMessageRequest::template("5511999998888", t)).unwrap();
         assert_eq!(v["type"], "template");
         assert_eq!(v["template"]["language"]["code"], "pt_BR");
-        assert_eq!(v["template"]["components"][0]["parameters"][0], serde_json::json!({"type":"text","text":"Ana"}));
+        assert_eq!(
+            v["template"]["components"][0]["parameters"][0],
+            serde_json::json!({"type":"text","text":"Ana"})
+        );
         assert_eq!(v["template"]["components"][1]["sub_type"], "url");
         assert_eq!(v["template"]["components"][1]["index"], "0");
     }

@@ -108,7 +108,12 @@ impl Store {
 
     /// Creates a token for an account: `svc_` + 40 random URL-safe characters. Only its hash
     /// and display prefix are stored.
-    pub async fn create_token(&self, account_id: i64, name: &str, level: &str) -> Result<CreatedToken> {
+    pub async fn create_token(
+        &self,
+        account_id: i64,
+        name: &str,
+        level: &str,
+    ) -> Result<CreatedToken> {
         const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
         let value: String = {
             let mut rng = rand::thread_rng();

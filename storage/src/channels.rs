@@ -148,21 +148,33 @@ impl Store {
             .bind(account_id)
             .fetch_optional(&self.pool)
             .await?;
-        row.as_ref().map(read).transpose()?.ok_or(StorageError::NotFound)
+        row.as_ref()
+            .map(read)
+            .transpose()?
+            .ok_or(StorageError::NotFound)
     }
 
     /// Any channel by id, whatever its account: for the channel's own actor and for the
     /// provider-facing receiver, which are not account-scoped.
     pub async fn channel_unscoped(&self, id: i64) -> Result<ChannelRecord> {
         let sql = format!("SELECT {COLUMNS} FROM channels WHERE id = $1");
-        let row = sqlx::query(&sql).bind(id).fetch_optional(&self.pool).await?;
-        row.as_ref().map(read).transpose()?.ok_or(StorageError::NotFound)
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref()
+            .map(read)
+            .transpose()?
+            .ok_or(StorageError::NotFound)
     }
 
     /// The account's channels, oldest first.
     pub async fn list_channels(&self, account_id: i64) -> Result<Vec<ChannelRecord>> {
         let sql = format!("SELECT {COLUMNS} FROM channels WHERE account_id = $1 ORDER BY id");
-        let rows = sqlx::query(&sql).bind(account_id).fetch_all(&self.pool).await?;
+        let rows = sqlx::query(&sql)
+            .bind(account_id)
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter().map(read).collect()
     }
 
@@ -183,16 +195,20 @@ impl Store {
             .bind(account_id)
             .fetch_optional(&self.pool)
             .await?;
-        row.as_ref().map(read).transpose()?.ok_or(StorageError::NotFound)
+        row.as_ref()
+            .map(read)
+            .transpose()?
+            .ok_or(StorageError::NotFound)
     }
 
     /// The decrypted credentials of a channel.
     pub async fn channel_secrets(&self, id: i64) -> Result<ChannelSecrets> {
-        let row = sqlx::query("SELECT access_token_enc, app_secret_enc FROM channels WHERE id = $1")
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?
-            .ok_or(StorageError::NotFound)?;
+        let row =
+            sqlx::query("SELECT access_token_enc, app_secret_enc FROM channels WHERE id = $1")
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?
+                .ok_or(StorageError::NotFound)?;
         let token: String = row.try_get("access_token_enc")?;
         let secret: Option<String> = row.try_get("app_secret_enc")?;
         Ok(ChannelSecrets {
@@ -202,7 +218,12 @@ impl Store {
     }
 
     /// Records a quality / tier reading of a channel.
-    pub async fn update_channel_quality(&self, id: i64, quality: &str, tier: Option<&str>) -> Result<()> {
+    pub async fn update_channel_quality(
+        &self,
+        id: i64,
+        quality: &str,
+        tier: Option<&str>,
+    ) -> Result<()> {
         sqlx::query(
             "UPDATE channels SET quality = $2, tier = COALESCE($3, tier), updated_at = $4 WHERE id = $1",
         )

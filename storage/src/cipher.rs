@@ -34,7 +34,9 @@ pub enum CipherError {
 impl Cipher {
     /// From the base64 text of a 32-byte key.
     pub fn from_base64(key_b64: &str) -> Result<Self, CipherError> {
-        let key = B64.decode(key_b64.trim()).map_err(|_| CipherError::BadKey)?;
+        let key = B64
+            .decode(key_b64.trim())
+            .map_err(|_| CipherError::BadKey)?;
         Self::from_bytes(&key)
     }
 

@@ -112,9 +112,15 @@ impl Store {
         if backend == Backend::Sqlite {
             opts = opts.after_connect(|conn, _| {
                 Box::pin(async move {
-                    sqlx::query("PRAGMA journal_mode = WAL").execute(&mut *conn).await?;
-                    sqlx::query("PRAGMA busy_timeout = 10000").execute(&mut *conn).await?;
-                    sqlx::query("PRAGMA foreign_keys = ON").execute(&mut *conn).await?;
+                    sqlx::query("PRAGMA journal_mode = WAL")
+                        .execute(&mut *conn)
+                        .await?;
+                    sqlx::query("PRAGMA busy_timeout = 10000")
+                        .execute(&mut *conn)
+                        .await?;
+                    sqlx::query("PRAGMA foreign_keys = ON")
+                        .execute(&mut *conn)
+                        .await?;
                     Ok(())
                 })
             });
@@ -131,8 +137,16 @@ impl Store {
     /// `migrations/postgres`). Applied migrations are never edited.
     pub async fn migrate(&self) -> Result<()> {
         match self.backend {
-            Backend::Sqlite => sqlx::migrate!("../migrations/sqlite").run(&self.pool).await?,
-            Backend::Postgres => sqlx::migrate!("../migrations/postgres").run(&self.pool).await?,
+            Backend::Sqlite => {
+                sqlx::migrate!("../migrations/sqlite")
+                    .run(&self.pool)
+                    .await?
+            }
+            Backend::Postgres => {
+                sqlx::migrate!("../migrations/postgres")
+                    .run(&self.pool)
+                    .await?
+            }
         }
         Ok(())
     }
@@ -142,6 +156,17 @@ impl Store {
         let start = Instant::now();
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(start.elapsed())
+    }
+
+    /// Begins a write transaction. On SQLite it is `BEGIN IMMEDIATE`: a deferred transaction
+    /// that reads first and writes later fails at once with `SQLITE_BUSY_SNAPSHOT` when another
+    /// writer committed in between (WAL mode), whereas an immediate one waits its turn under
+    /// the busy timeout.
+    pub(crate) async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>> {
+        Ok(match self.backend {
+            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
+            Backend::Postgres => self.pool.begin().await?,
+        })
     }
 
     /// The backend.

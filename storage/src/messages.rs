@@ -72,7 +72,11 @@ fn read(row: &AnyRow) -> Result<MessageRecord> {
         account_id: row.try_get("account_id")?,
         channel_id: row.try_get("channel_id")?,
         conversation_id: row.try_get("conversation_id")?,
-        direction: if direction == "in" { Direction::In } else { Direction::Out },
+        direction: if direction == "in" {
+            Direction::In
+        } else {
+            Direction::Out
+        },
         kind: MessageKind::parse(&kind),
         contact_phone: row.try_get("contact_phone")?,
         body: row.try_get("body")?,
@@ -221,9 +225,16 @@ async fn upsert_conversation(
 impl Store {
     /// Stores an outbound message as `queued` (creating its conversation when new).
     pub async fn insert_outbound(&self, m: &NewOutbound) -> Result<MessageRecord> {
-        let mut tx = self.pool.begin().await?;
-        let conversation_id =
-            upsert_conversation(&mut tx, m.account_id, m.channel_id, &m.contact_phone, None, None).await?;
+        let mut tx = self.begin_write().await?;
+        let conversation_id = upsert_conversation(
+            &mut tx,
+            m.account_id,
+            m.channel_id,
+            &m.contact_phone,
+            None,
+            None,
+        )
+        .await?;
         let sql = format!(
             "INSERT INTO messages (account_id, channel_id, conversation_id, direction, kind, contact_phone, body, template_name, template_language, params, preview_text, media, status, source, created_at) \
              VALUES ($1, $2, $3, 'out', $4, $5, $6, $7, $8, $9, $10, $11, 'queued', $12, $13) RETURNING {COLUMNS}"
@@ -257,7 +268,10 @@ impl Store {
             .bind(account_id)
             .fetch_optional(&self.pool)
             .await?;
-        row.as_ref().map(read).transpose()?.ok_or(StorageError::NotFound)
+        row.as_ref()
+            .map(read)
+            .transpose()?
+            .ok_or(StorageError::NotFound)
     }
 
     /// When the contact last wrote to this channel (ms), which opens the 24-hour window.
@@ -284,27 +298,26 @@ impl Store {
         Ok(())
     }
 
-    /// Records the provider's acceptance (`wamid`) and, in the same transaction, the events
-    /// `make_events` builds from the updated message. A status webhook that arrived first
-    /// (and already moved the message further) is kept. Returns the message and how many
-    /// deliveries were enqueued.
+    /// Records the provider's acceptance (`wamid`, status `sent`) and, in the same
+    /// transaction, the events `make_events` builds from the updated message. `sent_at` is
+    /// left to the provider's `sent` status, so that status is reported exactly once whichever
+    /// arrives first; a status webhook that already moved the message further is kept.
+    /// Returns the message and how many deliveries were enqueued.
     pub async fn mark_message_sent(
         &self,
         id: i64,
         provider_message_id: &str,
-        at: i64,
         make_events: impl FnOnce(&MessageRecord) -> Vec<NewEvent>,
     ) -> Result<(MessageRecord, u64)> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin_write().await?;
         let sql = format!(
-            "UPDATE messages SET provider_message_id = $2, sent_at = COALESCE(sent_at, $3), \
+            "UPDATE messages SET provider_message_id = $2, \
              status = CASE WHEN status IN ('queued', 'sending') THEN 'sent' ELSE status END \
              WHERE id = $1 RETURNING {COLUMNS}"
         );
         let row = sqlx::query(&sql)
             .bind(id)
             .bind(provider_message_id)
-            .bind(at)
             .fetch_optional(&mut *tx)
             .await?
             .ok_or(StorageError::NotFound)?;
@@ -347,7 +360,7 @@ impl Store {
         m: &NewInbound,
         make_events: impl FnOnce(&MessageRecord) -> Vec<NewEvent>,
     ) -> Result<Option<(MessageRecord, u64)>> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin_write().await?;
         let conversation_id = upsert_conversation(
             &mut tx,
             m.account_id,
@@ -399,7 +412,7 @@ impl Store {
         if reports.is_empty() {
             return Ok(out);
         }
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin_write().await?;
         // Load the messages: by wamid, then by our id for those not found.
         let mut by_wamid: HashMap<String, MessageRecord> = HashMap::new();
         let mut by_id: HashMap<i64, MessageRecord> = HashMap::new();
@@ -442,7 +455,13 @@ impl Store {
             let current = match by_wamid.get(&r.provider_message_id) {
                 Some(m) => m.clone(),
                 None => match r.callback_message_id.and_then(|id| by_id.get(&id)) {
-                    Some(m) if m.provider_message_id.is_none() || m.provider_message_id.as_deref() == Some(r.provider_message_id.as_str()) => m.clone(),
+                    Some(m)
+                        if m.provider_message_id.is_none()
+                            || m.provider_message_id.as_deref()
+                                == Some(r.provider_message_id.as_str()) =>
+                    {
+                        m.clone()
+                    }
                     _ => {
                         out.unknown += 1;
                         continue;
@@ -518,7 +537,11 @@ impl Store {
     /// Recipients of business-initiated (template) sends on a channel since `since` (ms) that
     /// did not fail, with the time of the latest send to each: what a channel rebuilds its
     /// rolling 24 h counter from.
-    pub async fn business_initiated_recipients_since(&self, channel_id: i64, since: i64) -> Result<Vec<(String, i64)>> {
+    pub async fn business_initiated_recipients_since(
+        &self,
+        channel_id: i64,
+        since: i64,
+    ) -> Result<Vec<(String, i64)>> {
         let rows = sqlx::query(
             "SELECT contact_phone, MAX(created_at) AS last_at FROM messages \
              WHERE channel_id = $1 AND direction = 'out' AND kind = 'template' AND status <> 'failed' AND created_at >= $2 \

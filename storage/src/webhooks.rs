@@ -148,7 +148,10 @@ fn read_delivery(row: &AnyRow) -> Result<DeliveryRecord> {
 }
 
 /// Writes events to the outbox inside `tx`; returns how many deliveries were created.
-pub(crate) async fn enqueue_events_tx(tx: &mut Transaction<'_, Any>, events: &[NewEvent]) -> Result<u64> {
+pub(crate) async fn enqueue_events_tx(
+    tx: &mut Transaction<'_, Any>,
+    events: &[NewEvent],
+) -> Result<u64> {
     let mut n = 0;
     for e in events {
         // Events are stored as a JSON array of wire names; the quotes make the match exact.
@@ -177,7 +180,9 @@ pub fn new_signing_secret() -> Secret {
     use rand::Rng;
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
     let mut rng = rand::thread_rng();
-    let body: String = (0..32).map(|_| char::from(ALPHABET[rng.gen_range(0..ALPHABET.len())])).collect();
+    let body: String = (0..32)
+        .map(|_| char::from(ALPHABET[rng.gen_range(0..ALPHABET.len())]))
+        .collect();
     Secret::new(format!("whsec_{body}"))
 }
 
@@ -212,7 +217,11 @@ impl Store {
     }
 
     /// The channel's subscriptions (account-scoped).
-    pub async fn list_subscriptions(&self, account_id: i64, channel_id: i64) -> Result<Vec<SubscriptionRecord>> {
+    pub async fn list_subscriptions(
+        &self,
+        account_id: i64,
+        channel_id: i64,
+    ) -> Result<Vec<SubscriptionRecord>> {
         let rows = sqlx::query(
             "SELECT id, account_id, channel_id, url, events, active, created_at FROM webhook_subscriptions WHERE account_id = $1 AND channel_id = $2 ORDER BY id",
         )
@@ -232,12 +241,15 @@ impl Store {
         .bind(id)
         .fetch_optional(&self.pool)
         .await?;
-        row.as_ref().map(read_subscription).transpose()?.ok_or(StorageError::NotFound)
+        row.as_ref()
+            .map(read_subscription)
+            .transpose()?
+            .ok_or(StorageError::NotFound)
     }
 
     /// Writes events to the outbox in a transaction of their own.
     pub async fn enqueue_events(&self, events: &[NewEvent]) -> Result<u64> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin_write().await?;
         let n = enqueue_events_tx(&mut tx, events).await?;
         tx.commit().await?;
         Ok(n)
@@ -245,7 +257,12 @@ impl Store {
 
     /// Pending deliveries due at `now` (oldest first), skipping `in_flight` ids, at most
     /// `limit`.
-    pub async fn due_deliveries(&self, now: i64, limit: i64, in_flight: &[i64]) -> Result<Vec<DueDelivery>> {
+    pub async fn due_deliveries(
+        &self,
+        now: i64,
+        limit: i64,
+        in_flight: &[i64],
+    ) -> Result<Vec<DueDelivery>> {
         let rows = sqlx::query(
             "SELECT d.id, d.subscription_id, s.url, s.secret_enc, d.event, d.channel, d.data, d.created_at, d.attempts \
              FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id \
@@ -270,8 +287,10 @@ impl Store {
                 url: r.try_get("url")?,
                 secret: self.cipher.open(&secret)?,
                 event: r.try_get("event")?,
-                channel: serde_json::from_str(&channel).map_err(|e| StorageError::Corrupt(e.to_string()))?,
-                data: serde_json::from_str(&data).map_err(|e| StorageError::Corrupt(e.to_string()))?,
+                channel: serde_json::from_str(&channel)
+                    .map_err(|e| StorageError::Corrupt(e.to_string()))?,
+                data: serde_json::from_str(&data)
+                    .map_err(|e| StorageError::Corrupt(e.to_string()))?,
                 created_at: r.try_get("created_at")?,
                 attempts: r.try_get("attempts")?,
             });
@@ -284,23 +303,49 @@ impl Store {
 
     /// When the earliest pending delivery is due, ms.
     pub async fn next_delivery_due_at(&self) -> Result<Option<i64>> {
-        let row = sqlx::query("SELECT MIN(next_attempt_at) AS t FROM webhook_deliveries WHERE status = 'pending'")
-            .fetch_one(&self.pool)
-            .await?;
+        let row = sqlx::query(
+            "SELECT MIN(next_attempt_at) AS t FROM webhook_deliveries WHERE status = 'pending'",
+        )
+        .fetch_one(&self.pool)
+        .await?;
         Ok(row.try_get("t")?)
     }
 
     /// Records the result of one attempt.
     pub async fn record_attempt(&self, id: i64, outcome: &AttemptOutcome) -> Result<()> {
         let now = now_ms();
-        let (status, code, error, next, delivered): (&str, Option<i64>, Option<&str>, Option<i64>, Option<i64>) = match outcome {
-            AttemptOutcome::Delivered { status_code } => ("delivered", Some(*status_code as i64), None, None, Some(now)),
-            AttemptOutcome::Retry { status_code, error, next_at } => {
-                ("pending", status_code.map(i64::from), Some(error.as_str()), Some(*next_at), None)
-            }
-            AttemptOutcome::GiveUp { status_code, error } => {
-                ("failed", status_code.map(i64::from), Some(error.as_str()), None, None)
-            }
+        let (status, code, error, next, delivered): (
+            &str,
+            Option<i64>,
+            Option<&str>,
+            Option<i64>,
+            Option<i64>,
+        ) = match outcome {
+            AttemptOutcome::Delivered { status_code } => (
+                "delivered",
+                Some(*status_code as i64),
+                None,
+                None,
+                Some(now),
+            ),
+            AttemptOutcome::Retry {
+                status_code,
+                error,
+                next_at,
+            } => (
+                "pending",
+                status_code.map(i64::from),
+                Some(error.as_str()),
+                Some(*next_at),
+                None,
+            ),
+            AttemptOutcome::GiveUp { status_code, error } => (
+                "failed",
+                status_code.map(i64::from),
+                Some(error.as_str()),
+                None,
+                None,
+            ),
         };
         sqlx::query(
             "UPDATE webhook_deliveries SET status = $2, attempts = attempts + 1, last_status_code = $3, last_error = $4, next_attempt_at = $5, delivered_at = $6 WHERE id = $1",

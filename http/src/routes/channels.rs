@@ -49,7 +49,9 @@ pub fn channel_json(s: &ChannelSnapshot) -> Value {
 
 async fn list(State(state): State<AppState>, auth: Auth) -> Result<Json<Value>, ApiError> {
     let channels = state.runtime.list_channels(auth.account_id()).await?;
-    Ok(Json(json!({"data": channels.iter().map(channel_json).collect::<Vec<_>>()})))
+    Ok(Json(
+        json!({"data": channels.iter().map(channel_json).collect::<Vec<_>>()}),
+    ))
 }
 
 /// `POST /channels/official` body ("Official channel configuration"). `phone_number_id`,
@@ -67,7 +69,11 @@ struct ConnectIn {
 
 fn required(field: &str, value: &str) -> Result<(), ApiError> {
     if value.trim().is_empty() {
-        return Err(ApiError::invalid(field, "required", format!("O campo `{field}` é obrigatório.")));
+        return Err(ApiError::invalid(
+            field,
+            "required",
+            format!("O campo `{field}` é obrigatório."),
+        ));
     }
     Ok(())
 }
@@ -75,12 +81,20 @@ fn required(field: &str, value: &str) -> Result<(), ApiError> {
 fn digits_id(field: &str, value: &str) -> Result<(), ApiError> {
     required(field, value)?;
     if !value.chars().all(|c| c.is_ascii_digit()) || value.len() > 32 {
-        return Err(ApiError::invalid(field, "invalid_id", format!("`{field}` deve conter só dígitos (o id do provedor).")));
+        return Err(ApiError::invalid(
+            field,
+            "invalid_id",
+            format!("`{field}` deve conter só dígitos (o id do provedor)."),
+        ));
     }
     Ok(())
 }
 
-async fn connect(State(state): State<AppState>, auth: Auth, ApiJson(body): ApiJson<ConnectIn>) -> Result<(StatusCode, Json<Value>), ApiError> {
+async fn connect(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiJson(body): ApiJson<ConnectIn>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
     digits_id("phone_number_id", &body.phone_number_id)?;
     digits_id("waba_id", &body.waba_id)?;
     required("access_token", &body.access_token)?;
@@ -89,10 +103,16 @@ async fn connect(State(state): State<AppState>, auth: Auth, ApiJson(body): ApiJs
         phone_number_id: body.phone_number_id,
         waba_id: body.waba_id,
         access_token: Secret::new(body.access_token.trim()),
-        app_secret: body.app_secret.filter(|s| !s.trim().is_empty()).map(|s| Secret::new(s.trim())),
+        app_secret: body
+            .app_secret
+            .filter(|s| !s.trim().is_empty())
+            .map(|s| Secret::new(s.trim())),
         verify_token: body.verify_token,
     };
-    let (record, verification) = state.runtime.connect_official(auth.account_id(), req).await?;
+    let (record, verification) = state
+        .runtime
+        .connect_official(auth.account_id(), req)
+        .await?;
     let snapshot = state.runtime.snapshot(auth.account_id(), record.id).await?;
     Ok((
         StatusCode::CREATED,
@@ -107,7 +127,11 @@ async fn connect(State(state): State<AppState>, auth: Auth, ApiJson(body): ApiJs
     ))
 }
 
-async fn official(State(state): State<AppState>, auth: Auth, IdPath(id): IdPath) -> Result<Json<Value>, ApiError> {
+async fn official(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
     let snapshot = state.runtime.snapshot(auth.account_id(), id).await?;
     let r = &snapshot.record;
     let mut data = channel_json(&snapshot);
@@ -123,7 +147,11 @@ async fn official(State(state): State<AppState>, auth: Auth, IdPath(id): IdPath)
     Ok(Json(json!({ "data": data })))
 }
 
-async fn health(State(state): State<AppState>, auth: Auth, IdPath(id): IdPath) -> Result<Json<Value>, ApiError> {
+async fn health(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
     let snapshot = state.runtime.snapshot(auth.account_id(), id).await?;
     Ok(Json(json!({ "data": snapshot.health })))
 }

@@ -51,8 +51,20 @@ fn parse(body: SendIn) -> Result<(Option<i64>, SendCommand), ApiError> {
     let to = match (&body.to, &body.chat_id) {
         (Some(to), None) => Phone::parse("to", to)?,
         (None, Some(chat)) => Phone::parse("chat_id", chat)?,
-        (Some(_), Some(_)) => return Err(ApiError::invalid("to", "ambiguous_recipient", "Informe `to` ou `chat_id`, não os dois.")),
-        (None, None) => return Err(ApiError::invalid("to", "required", "Informe o destinatário em `to` (ou `chat_id`).")),
+        (Some(_), Some(_)) => {
+            return Err(ApiError::invalid(
+                "to",
+                "ambiguous_recipient",
+                "Informe `to` ou `chat_id`, não os dois.",
+            ))
+        }
+        (None, None) => {
+            return Err(ApiError::invalid(
+                "to",
+                "required",
+                "Informe o destinatário em `to` (ou `chat_id`).",
+            ))
+        }
     };
     if body.media.is_some() || body.caption.is_some() {
         return Err(ApiError::invalid(
@@ -65,20 +77,50 @@ fn parse(body: SendIn) -> Result<(Option<i64>, SendCommand), ApiError> {
         (Some(text), None) => {
             let n = text.chars().count();
             if n == 0 || n > MAX_TEXT {
-                return Err(ApiError::invalid("text", "invalid_text", format!("`text` deve ter de 1 a {MAX_TEXT} caracteres.")));
+                return Err(ApiError::invalid(
+                    "text",
+                    "invalid_text",
+                    format!("`text` deve ter de 1 a {MAX_TEXT} caracteres."),
+                ));
             }
             SendContent::Text { body: text }
         }
         (None, Some(t)) => {
-            if t.name.is_empty() || !t.name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_') {
-                return Err(ApiError::invalid("template.name", "invalid_template_name", "`template.name` deve seguir ^[a-z0-9_]+$ (o nome do template no provedor)."));
+            if t.name.is_empty()
+                || !t
+                    .name
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+            {
+                return Err(ApiError::invalid(
+                    "template.name",
+                    "invalid_template_name",
+                    "`template.name` deve seguir ^[a-z0-9_]+$ (o nome do template no provedor).",
+                ));
             }
             let language = t.language.unwrap_or_else(|| "pt_BR".into());
-            if language.is_empty() || language.len() > 16 || !language.bytes().all(|b| b.is_ascii_alphabetic() || b == b'_' || b == b'-') {
-                return Err(ApiError::invalid("template.language", "invalid_language", "`template.language` deve ser um código como pt_BR ou en_US."));
+            if language.is_empty()
+                || language.len() > 16
+                || !language
+                    .bytes()
+                    .all(|b| b.is_ascii_alphabetic() || b == b'_' || b == b'-')
+            {
+                return Err(ApiError::invalid(
+                    "template.language",
+                    "invalid_language",
+                    "`template.language` deve ser um código como pt_BR ou en_US.",
+                ));
             }
-            if let Some(i) = t.params.iter().position(|p| p.trim().is_empty() || p.chars().count() > 1024) {
-                return Err(ApiError::invalid("template.params", "invalid_param", format!("`template.params[{i}]` deve ter de 1 a 1024 caracteres.")));
+            if let Some(i) = t
+                .params
+                .iter()
+                .position(|p| p.trim().is_empty() || p.chars().count() > 1024)
+            {
+                return Err(ApiError::invalid(
+                    "template.params",
+                    "invalid_param",
+                    format!("`template.params[{i}]` deve ter de 1 a 1024 caracteres."),
+                ));
             }
             SendContent::Template {
                 name: t.name,
@@ -87,8 +129,20 @@ fn parse(body: SendIn) -> Result<(Option<i64>, SendCommand), ApiError> {
                 button_param: t.button_param.filter(|b| !b.is_empty()),
             }
         }
-        (Some(_), Some(_)) => return Err(ApiError::invalid("text", "ambiguous_content", "Informe `text` ou `template`, não os dois.")),
-        (None, None) => return Err(ApiError::invalid("text", "required", "Informe o conteúdo em `text` ou `template`.")),
+        (Some(_), Some(_)) => {
+            return Err(ApiError::invalid(
+                "text",
+                "ambiguous_content",
+                "Informe `text` ou `template`, não os dois.",
+            ))
+        }
+        (None, None) => {
+            return Err(ApiError::invalid(
+                "text",
+                "required",
+                "Informe o conteúdo em `text` ou `template`.",
+            ))
+        }
     };
     Ok((
         body.channel_id,
@@ -133,13 +187,27 @@ pub fn message_json(m: &MessageRecord) -> Value {
     v
 }
 
-async fn read(State(state): State<AppState>, auth: Auth, IdPath(id): IdPath) -> Result<Json<Value>, ApiError> {
+async fn read(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
     let m = state.runtime.store().message(auth.account_id(), id).await?;
     Ok(Json(json!({ "data": message_json(&m) })))
 }
 
-async fn send(State(state): State<AppState>, auth: Auth, ApiJson(body): ApiJson<SendIn>) -> Result<(StatusCode, Json<Value>), ApiError> {
+async fn send(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiJson(body): ApiJson<SendIn>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
     let (channel_id, cmd) = parse(body)?;
-    let message = state.runtime.send(auth.account_id(), channel_id, cmd).await?;
-    Ok((StatusCode::CREATED, Json(json!({ "data": send_result(&message) }))))
+    let message = state
+        .runtime
+        .send(auth.account_id(), channel_id, cmd)
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({ "data": send_result(&message) })),
+    ))
 }

@@ -32,7 +32,11 @@ async fn health(State(state): State<AppState>) -> Response {
         "version": env!("CARGO_PKG_VERSION"),
         "database": {"ok": ok, "backend": store.backend().as_str(), "latency_ms": latency_ms, "error": error},
     }}));
-    let status = if ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    let status = if ok {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
     (status, body).into_response()
 }
 

@@ -16,7 +16,10 @@ use serde_json::json;
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/webhooks/messaging", get(handshake_app).post(receive_app))
-        .route("/webhooks/messaging/{channel_id}", get(handshake_channel).post(receive_channel))
+        .route(
+            "/webhooks/messaging/{channel_id}",
+            get(handshake_channel).post(receive_channel),
+        )
 }
 
 /// The verification handshake query (PROVIDER.md §8.1).
@@ -31,8 +34,15 @@ struct Handshake {
 }
 
 fn answer(h: Handshake, expected: Option<&str>) -> Response {
-    match (h.mode.as_deref(), h.verify_token.as_deref(), expected, h.challenge) {
-        (Some("subscribe"), Some(given), Some(want), Some(challenge)) if given == want && !want.is_empty() => {
+    match (
+        h.mode.as_deref(),
+        h.verify_token.as_deref(),
+        expected,
+        h.challenge,
+    ) {
+        (Some("subscribe"), Some(given), Some(want), Some(challenge))
+            if given == want && !want.is_empty() =>
+        {
             (StatusCode::OK, challenge).into_response()
         }
         _ => ApiError::Forbidden("hub.verify_token não confere.".into()).into_response(),
@@ -43,14 +53,27 @@ async fn handshake_app(State(state): State<AppState>, Query(h): Query<Handshake>
     answer(h, state.config.provider_verify_token.as_deref())
 }
 
-async fn handshake_channel(State(state): State<AppState>, Path(channel_id): Path<String>, Query(h): Query<Handshake>) -> Response {
-    let expected = channel_id.parse().ok().and_then(|id| state.runtime.channel_verify_token(id));
+async fn handshake_channel(
+    State(state): State<AppState>,
+    Path(channel_id): Path<String>,
+    Query(h): Query<Handshake>,
+) -> Response {
+    let expected = channel_id
+        .parse()
+        .ok()
+        .and_then(|id| state.runtime.channel_verify_token(id));
     answer(h, expected.as_deref())
 }
 
 async fn receive(state: AppState, route: Option<i64>, headers: HeaderMap, body: Bytes) -> Response {
-    let signature = headers.get("x-hub-signature-256").and_then(|v| v.to_str().ok());
-    match state.runtime.ingest_provider_webhook(route, &body, signature).await {
+    let signature = headers
+        .get("x-hub-signature-256")
+        .and_then(|v| v.to_str().ok());
+    match state
+        .runtime
+        .ingest_provider_webhook(route, &body, signature)
+        .await
+    {
         Ok(report) => {
             metrics::counter!("disparo_provider_webhooks_total", "result" => "ok").increment(1);
             Json(json!({"data": {
@@ -78,7 +101,12 @@ async fn receive_app(State(state): State<AppState>, headers: HeaderMap, body: By
     receive(state, None, headers, body).await
 }
 
-async fn receive_channel(State(state): State<AppState>, Path(channel_id): Path<String>, headers: HeaderMap, body: Bytes) -> Response {
+async fn receive_channel(
+    State(state): State<AppState>,
+    Path(channel_id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     match channel_id.parse::<i64>() {
         Ok(id) => receive(state, Some(id), headers, body).await,
         Err(_) => ApiError::NotFound.into_response(),

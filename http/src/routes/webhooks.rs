@@ -39,9 +39,18 @@ fn subscription_json(s: &SubscriptionRecord) -> Value {
 }
 
 fn validate_url(raw: &str) -> Result<(), ApiError> {
-    let bad = || ApiError::invalid("url", "invalid_url", "`url` deve ser um endereço http(s) completo, por exemplo https://exemplo.com/webhook.");
+    let bad = || {
+        ApiError::invalid(
+            "url",
+            "invalid_url",
+            "`url` deve ser um endereço http(s) completo, por exemplo https://exemplo.com/webhook.",
+        )
+    };
     let parsed = url::Url::parse(raw).map_err(|_| bad())?;
-    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() || raw.len() > 2048 {
+    if !matches!(parsed.scheme(), "http" | "https")
+        || parsed.host_str().is_none()
+        || raw.len() > 2048
+    {
         return Err(bad());
     }
     Ok(())
@@ -57,7 +66,11 @@ async fn create(
     store.channel(auth.account_id(), channel_id).await?;
     validate_url(&body.url)?;
     if body.events.is_empty() {
-        return Err(ApiError::invalid("events", "required", "Informe ao menos um evento em `events`."));
+        return Err(ApiError::invalid(
+            "events",
+            "required",
+            "Informe ao menos um evento em `events`.",
+        ));
     }
     let mut events = Vec::new();
     for name in &body.events {
@@ -66,21 +79,38 @@ async fn create(
             Some(_) => {}
             None => {
                 let known: Vec<&str> = EventKind::SUBSCRIBABLE.iter().map(|k| k.as_str()).collect();
-                return Err(ApiError::invalid("events", "unknown_event", format!("Evento desconhecido `{name}`. Eventos: {}.", known.join(", "))));
+                return Err(ApiError::invalid(
+                    "events",
+                    "unknown_event",
+                    format!(
+                        "Evento desconhecido `{name}`. Eventos: {}.",
+                        known.join(", ")
+                    ),
+                ));
             }
         }
     }
-    let (sub, secret) = store.create_subscription(auth.account_id(), channel_id, &body.url, &events).await?;
+    let (sub, secret) = store
+        .create_subscription(auth.account_id(), channel_id, &body.url, &events)
+        .await?;
     let mut data = subscription_json(&sub);
     data["secret"] = json!(secret.expose());
     Ok((StatusCode::CREATED, Json(json!({ "data": data }))))
 }
 
-async fn list(State(state): State<AppState>, auth: Auth, IdPath(channel_id): IdPath) -> Result<Json<Value>, ApiError> {
+async fn list(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(channel_id): IdPath,
+) -> Result<Json<Value>, ApiError> {
     let store = state.runtime.store();
     store.channel(auth.account_id(), channel_id).await?;
-    let subs = store.list_subscriptions(auth.account_id(), channel_id).await?;
-    Ok(Json(json!({ "data": subs.iter().map(subscription_json).collect::<Vec<_>>() })))
+    let subs = store
+        .list_subscriptions(auth.account_id(), channel_id)
+        .await?;
+    Ok(Json(
+        json!({ "data": subs.iter().map(subscription_json).collect::<Vec<_>>() }),
+    ))
 }
 
 /// Cursor pagination of the delivery log: newest first, `limit` (1–200, default 50), and
@@ -115,9 +145,15 @@ async fn deliveries(
     store.subscription(auth.account_id(), id).await?;
     let limit = page.limit.unwrap_or(50);
     if !(1..=200).contains(&limit) {
-        return Err(ApiError::invalid("limit", "invalid_limit", "`limit` deve estar entre 1 e 200."));
+        return Err(ApiError::invalid(
+            "limit",
+            "invalid_limit",
+            "`limit` deve estar entre 1 e 200.",
+        ));
     }
-    let mut rows = store.list_deliveries(auth.account_id(), id, limit + 1, page.before).await?;
+    let mut rows = store
+        .list_deliveries(auth.account_id(), id, limit + 1, page.before)
+        .await?;
     let has_more = rows.len() as i64 > limit;
     rows.truncate(limit as usize);
     Ok(Json(json!({

@@ -27,11 +27,19 @@ pub(crate) fn routes() -> Router<Arc<Inner>> {
 }
 
 fn bad_request(message: impl Into<String>) -> Response {
-    (StatusCode::BAD_REQUEST, Json(json!({"message": message.into()}))).into_response()
+    (
+        StatusCode::BAD_REQUEST,
+        Json(json!({"message": message.into()})),
+    )
+        .into_response()
 }
 
 fn not_found(what: &str) -> Response {
-    (StatusCode::NOT_FOUND, Json(json!({"message": format!("{what} not found")}))).into_response()
+    (
+        StatusCode::NOT_FOUND,
+        Json(json!({"message": format!("{what} not found")})),
+    )
+        .into_response()
 }
 
 /// `POST /_sim/numbers` body. Every field is optional.
@@ -102,8 +110,15 @@ pub(crate) fn create_number(inner: &Inner, req: CreateNumber) -> Result<CreatedN
     const ALNUM: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
     if let Some(id) = &req.phone_number_id {
         if let Some(n) = inner.numbers.get(id) {
-            let b = inner.businesses.get(&n.business_id).ok_or("business vanished")?;
-            if req.access_token.as_deref().is_some_and(|t| t != b.access_token) {
+            let b = inner
+                .businesses
+                .get(&n.business_id)
+                .ok_or("business vanished")?;
+            if req
+                .access_token
+                .as_deref()
+                .is_some_and(|t| t != b.access_token)
+            {
                 return Err(format!("phone_number_id {id} exists with another token"));
             }
             return Ok(CreatedNumber {
@@ -117,15 +132,28 @@ pub(crate) fn create_number(inner: &Inner, req: CreateNumber) -> Result<CreatedN
             });
         }
     }
-    let quality = req.quality.unwrap_or_else(|| "GREEN".into()).to_ascii_uppercase();
+    let quality = req
+        .quality
+        .unwrap_or_else(|| "GREEN".into())
+        .to_ascii_uppercase();
     if !["GREEN", "YELLOW", "RED", "UNKNOWN"].contains(&quality.as_str()) {
-        return Err(format!("quality must be GREEN, YELLOW, RED or UNKNOWN, not {quality}"));
+        return Err(format!(
+            "quality must be GREEN, YELLOW, RED or UNKNOWN, not {quality}"
+        ));
     }
-    let tier = req.tier.unwrap_or_else(|| "TIER_250".into()).to_ascii_uppercase();
+    let tier = req
+        .tier
+        .unwrap_or_else(|| "TIER_250".into())
+        .to_ascii_uppercase();
     if engine::channel::Tier::parse(&tier).is_none() {
         return Err(format!("unknown tier {tier}"));
     }
-    let known_waba = req.waba_id.as_ref().and_then(|w| inner.wabas.get(w).map(|x| (x.id.clone(), x.business_id.clone())));
+    let known_waba = req.waba_id.as_ref().and_then(|w| {
+        inner
+            .wabas
+            .get(w)
+            .map(|x| (x.id.clone(), x.business_id.clone()))
+    });
     let (waba_id, business_id) = match (&req.waba_id, known_waba) {
         (Some(_), Some(ids)) => ids,
         (Some(w), None) if req.access_token.is_none() => return Err(format!("waba {w} not found")),
@@ -145,10 +173,15 @@ pub(crate) fn create_number(inner: &Inner, req: CreateNumber) -> Result<CreatedN
                 // Adoption (a known token with a known WABA id) keeps the WABA's id.
                 id: req.waba_id.clone().unwrap_or_else(|| inner.digits(15)),
                 business_id: business.id.clone(),
-                name: req.verified_name.clone().unwrap_or_else(|| "Disparo Sim".into()),
+                name: req
+                    .verified_name
+                    .clone()
+                    .unwrap_or_else(|| "Disparo Sim".into()),
                 templates: vec![hello_world(inner)],
             };
-            inner.tokens.insert(business.access_token.clone(), business.id.clone());
+            inner
+                .tokens
+                .insert(business.access_token.clone(), business.id.clone());
             let ids = (waba.id.clone(), business.id.clone());
             inner.businesses.insert(business.id.clone(), business);
             inner.wabas.insert(waba.id.clone(), waba);
@@ -166,7 +199,10 @@ pub(crate) fn create_number(inner: &Inner, req: CreateNumber) -> Result<CreatedN
         None => format!("55119{}", inner.digits(8)),
     };
     let id = req.phone_number_id.unwrap_or_else(|| inner.digits(15));
-    let mps = req.throughput_mps.unwrap_or(inner.cfg.default_throughput_mps).max(1);
+    let mps = req
+        .throughput_mps
+        .unwrap_or(inner.cfg.default_throughput_mps)
+        .max(1);
     let now = now_ms();
     let number = Number {
         id: id.clone(),
@@ -183,7 +219,10 @@ pub(crate) fn create_number(inner: &Inner, req: CreateNumber) -> Result<CreatedN
     };
     let verified_name = number.verified_name.clone();
     inner.numbers.insert(id.clone(), number);
-    let b = inner.businesses.get(&business_id).ok_or("business vanished")?;
+    let b = inner
+        .businesses
+        .get(&business_id)
+        .ok_or("business vanished")?;
     Ok(CreatedNumber {
         phone_number_id: id,
         waba_id,
@@ -195,7 +234,10 @@ pub(crate) fn create_number(inner: &Inner, req: CreateNumber) -> Result<CreatedN
     })
 }
 
-async fn post_number(State(inner): State<Arc<Inner>>, body: Option<Json<CreateNumber>>) -> Response {
+async fn post_number(
+    State(inner): State<Arc<Inner>>,
+    body: Option<Json<CreateNumber>>,
+) -> Response {
     let req = body.map(|Json(b)| b).unwrap_or_default();
     match create_number(&inner, req) {
         Ok(n) => (StatusCode::CREATED, Json(json!({ "data": n }))).into_response(),
@@ -257,9 +299,17 @@ async fn post_inbound(State(inner): State<Arc<Inner>>, Json(req): Json<Inbound>)
     let Some(n) = inner.numbers.get(&req.phone_number_id) else {
         return not_found("number");
     };
-    let (waba, display, business) = (n.waba_id.clone(), n.display_phone_number.clone(), n.business_id.clone());
+    let (waba, display, business) = (
+        n.waba_id.clone(),
+        n.display_phone_number.clone(),
+        n.business_id.clone(),
+    );
     drop(n);
-    let Some(secret) = inner.businesses.get(&business).map(|b| b.app_secret.clone()) else {
+    let Some(secret) = inner
+        .businesses
+        .get(&business)
+        .map(|b| b.app_secret.clone())
+    else {
         return not_found("business");
     };
     let from: String = req.from.chars().filter(char::is_ascii_digit).collect();
@@ -268,7 +318,8 @@ async fn post_inbound(State(inner): State<Arc<Inner>>, Json(req): Json<Inbound>)
     }
     let now = now_ms();
     let id = inner.wamid();
-    let mut message = json!({"from": from, "id": id, "timestamp": (now / 1000).to_string(), "type": req.kind});
+    let mut message =
+        json!({"from": from, "id": id, "timestamp": (now / 1000).to_string(), "type": req.kind});
     match req.kind.as_str() {
         "text" => message["text"] = json!({"body": req.text.unwrap_or_default()}),
         "image" | "video" | "audio" | "document" | "sticker" => {
@@ -292,7 +343,9 @@ async fn post_inbound(State(inner): State<Arc<Inner>>, Json(req): Json<Inbound>)
         }
         other => return bad_request(format!("unsupported inbound type {other}")),
     }
-    inner.windows.insert((req.phone_number_id.clone(), from.clone()), now);
+    inner
+        .windows
+        .insert((req.phone_number_id.clone(), from.clone()), now);
     inner.outbox.emit_after(
         std::time::Duration::ZERO,
         Emission {
@@ -356,7 +409,11 @@ async fn post_quality(
     }
     let (waba, business) = (n.waba_id.clone(), n.business_id.clone());
     drop(n);
-    let Some(secret) = inner.businesses.get(&business).map(|b| b.app_secret.clone()) else {
+    let Some(secret) = inner
+        .businesses
+        .get(&business)
+        .map(|b| b.app_secret.clone())
+    else {
         return not_found("business");
     };
     inner.outbox.emit_after(

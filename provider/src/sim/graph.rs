@@ -1,6 +1,10 @@
 //! The Graph API surface of the simulator: same paths, shapes and error envelopes as the
 //! provider (PROVIDER.md §1–§7).
 
+// Helpers here return ready `Response`s as errors (the Graph envelope); they run once per
+// request, so the size of the error variant does not matter.
+#![allow(clippy::result_large_err)]
+
 use super::state::{Bucket, SentRecord};
 use super::webhooks::{Emission, EmissionKind};
 use super::{ms, now_ms, Inner};
@@ -30,15 +34,28 @@ pub(crate) fn graph_error(
 ) -> Response {
     let mut err = Map::new();
     err.insert("message".into(), json!(message));
-    err.insert("type".into(), json!(if code == 100 && subcode == Some(33) { "GraphMethodException" } else { "OAuthException" }));
+    err.insert(
+        "type".into(),
+        json!(if code == 100 && subcode == Some(33) {
+            "GraphMethodException"
+        } else {
+            "OAuthException"
+        }),
+    );
     err.insert("code".into(), json!(code));
     if let Some(s) = subcode {
         err.insert("error_subcode".into(), json!(s));
     }
     if let Some(d) = details {
-        err.insert("error_data".into(), json!({"messaging_product": "whatsapp", "details": d}));
+        err.insert(
+            "error_data".into(),
+            json!({"messaging_product": "whatsapp", "details": d}),
+        );
     }
-    err.insert("fbtrace_id".into(), json!(format!("Sim{}", now_ms() % 1_000_000_007)));
+    err.insert(
+        "fbtrace_id".into(),
+        json!(format!("Sim{}", now_ms() % 1_000_000_007)),
+    );
     (status, Json(json!({ "error": Value::Object(err) }))).into_response()
 }
 
@@ -78,7 +95,10 @@ pub(crate) fn authenticate(
     let token = headers
         .get("authorization")
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
         .map(str::trim)
         .map(str::to_string)
         .or_else(|| query.get("access_token").cloned());
@@ -116,7 +136,11 @@ async fn get_node(
         Ok(b) => b,
         Err(r) => return r,
     };
-    let Some(n) = inner.numbers.get(&node).filter(|n| n.business_id == business) else {
+    let Some(n) = inner
+        .numbers
+        .get(&node)
+        .filter(|n| n.business_id == business)
+    else {
         return unknown_node(&node);
     };
     let mut all = Map::new();
@@ -125,19 +149,42 @@ async fn get_node(
     all.insert("verified_name".into(), json!(n.verified_name));
     all.insert("quality_rating".into(), json!(n.quality));
     all.insert("messaging_limit_tier".into(), json!(n.tier));
-    all.insert("whatsapp_business_manager_messaging_limit".into(), json!(n.tier));
-    let level = if n.throughput_mps >= 1000 { "HIGH" } else { "STANDARD" };
+    all.insert(
+        "whatsapp_business_manager_messaging_limit".into(),
+        json!(n.tier),
+    );
+    let level = if n.throughput_mps >= 1000 {
+        "HIGH"
+    } else {
+        "STANDARD"
+    };
     all.insert("throughput".into(), json!({ "level": level }));
-    all.insert("status".into(), json!(if n.registered { "CONNECTED" } else { "PENDING" }));
+    all.insert(
+        "status".into(),
+        json!(if n.registered { "CONNECTED" } else { "PENDING" }),
+    );
     all.insert("name_status".into(), json!("APPROVED"));
-    all.insert("code_verification_status".into(), json!(if n.registered { "VERIFIED" } else { "NOT_VERIFIED" }));
+    all.insert(
+        "code_verification_status".into(),
+        json!(if n.registered {
+            "VERIFIED"
+        } else {
+            "NOT_VERIFIED"
+        }),
+    );
     all.insert("platform_type".into(), json!("CLOUD_API"));
     all.insert("account_mode".into(), json!("LIVE"));
     all.insert("is_pin_enabled".into(), json!(n.registered));
     drop(n);
     let wanted: Vec<String> = match query.get("fields") {
-        Some(f) => f.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect(),
-        None => ["display_phone_number", "verified_name", "quality_rating"].map(String::from).to_vec(),
+        Some(f) => f
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect(),
+        None => ["display_phone_number", "verified_name", "quality_rating"]
+            .map(String::from)
+            .to_vec(),
     };
     if let Some(bad) = wanted.iter().find(|f| !all.contains_key(f.as_str())) {
         return graph_error(
@@ -159,7 +206,13 @@ async fn get_node(
 }
 
 fn invalid_parameter(details: &str) -> Response {
-    graph_error(StatusCode::BAD_REQUEST, 100, "(#100) Invalid parameter", Some(details), None)
+    graph_error(
+        StatusCode::BAD_REQUEST,
+        100,
+        "(#100) Invalid parameter",
+        Some(details),
+        None,
+    )
 }
 
 /// What a send needs from the number, read under its lock.
@@ -195,7 +248,14 @@ async fn send_message(
         return invalid_parameter("messaging_product must be \"whatsapp\".");
     }
     let to: String = req.to.chars().filter(char::is_ascii_digit).collect();
-    if to.len() < 8 || to.len() > 15 || !req.to.trim_start_matches('+').chars().all(|c| c.is_ascii_digit()) {
+    if to.len() < 8
+        || to.len() > 15
+        || !req
+            .to
+            .trim_start_matches('+')
+            .chars()
+            .all(|c| c.is_ascii_digit())
+    {
         return graph_error(
             StatusCode::BAD_REQUEST,
             131009,
@@ -208,7 +268,11 @@ async fn send_message(
 
     // The number: ownership, registration, throughput, pair rate.
     let sender = {
-        let Some(n) = inner.numbers.get(&node).filter(|n| n.business_id == business) else {
+        let Some(n) = inner
+            .numbers
+            .get(&node)
+            .filter(|n| n.business_id == business)
+        else {
             return unknown_node(&node);
         };
         if !n.registered {
@@ -221,7 +285,11 @@ async fn send_message(
             );
         }
         // The rate limits are taken below, only for a request that would otherwise be accepted.
-        let Some(b) = inner.businesses.get(&n.business_id).map(|b| b.app_secret.clone()) else {
+        let Some(b) = inner
+            .businesses
+            .get(&n.business_id)
+            .map(|b| b.app_secret.clone())
+        else {
             return unknown_node(&node);
         };
         let sender = Sender {
@@ -250,7 +318,13 @@ async fn send_message(
         },
         "template" => {
             let Some(t) = &req.template else {
-                return graph_error(StatusCode::BAD_REQUEST, 131008, "(#131008) Required parameter is missing", Some("The parameter template is required."), None);
+                return graph_error(
+                    StatusCode::BAD_REQUEST,
+                    131008,
+                    "(#131008) Required parameter is missing",
+                    Some("The parameter template is required."),
+                    None,
+                );
             };
             let waba = inner.wabas.get(&sender.waba_id);
             let found = waba.as_ref().and_then(|w| {
@@ -275,17 +349,35 @@ async fn send_message(
                     template_category = Some(x.category.to_ascii_lowercase());
                 }
                 Some(x) if x.status == "PAUSED" => {
-                    return graph_error(StatusCode::BAD_REQUEST, 132015, "(#132015) Template is Paused", Some(&format!("Template {} is paused due to low quality.", x.name)), None)
+                    return graph_error(
+                        StatusCode::BAD_REQUEST,
+                        132015,
+                        "(#132015) Template is Paused",
+                        Some(&format!(
+                            "Template {} is paused due to low quality.",
+                            x.name
+                        )),
+                        None,
+                    )
                 }
                 Some(x) if x.status == "DISABLED" => {
-                    return graph_error(StatusCode::BAD_REQUEST, 132016, "(#132016) Template is disabled", Some(&format!("Template {} has been disabled.", x.name)), None)
+                    return graph_error(
+                        StatusCode::BAD_REQUEST,
+                        132016,
+                        "(#132016) Template is disabled",
+                        Some(&format!("Template {} has been disabled.", x.name)),
+                        None,
+                    )
                 }
                 _ => {
                     return graph_error(
                         StatusCode::NOT_FOUND,
                         132001,
                         "(#132001) Template name does not exist in the translation",
-                        Some(&format!("template name ({}) does not exist in {}", t.name, t.language.code)),
+                        Some(&format!(
+                            "template name ({}) does not exist in {}",
+                            t.name, t.language.code
+                        )),
                         None,
                     )
                 }
@@ -352,7 +444,18 @@ async fn send_message(
             at: now,
         },
     );
-    schedule_statuses(&inner, &sender, &node, &wamid, &to, &req, template_category, window_open, major, now);
+    schedule_statuses(
+        &inner,
+        &sender,
+        &node,
+        &wamid,
+        &to,
+        &req,
+        template_category,
+        window_open,
+        major,
+        now,
+    );
 
     let resp = SendMessageResponse {
         messaging_product: "whatsapp".into(),
@@ -397,7 +500,10 @@ fn schedule_statuses(
         let mut s = Map::new();
         s.insert("id".into(), json!(wamid));
         s.insert("status".into(), json!(status));
-        s.insert("timestamp".into(), json!(((now + at_ms as i64) / 1000).to_string()));
+        s.insert(
+            "timestamp".into(),
+            json!(((now + at_ms as i64) / 1000).to_string()),
+        );
         s.insert("recipient_id".into(), json!(to));
         if let Some(cb) = &req.biz_opaque_callback_data {
             s.insert("biz_opaque_callback_data".into(), json!(cb));

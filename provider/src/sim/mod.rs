@@ -199,7 +199,10 @@ impl Simulator {
     }
 
     /// Creates a number (as `POST /_sim/numbers` does) and returns its credentials.
-    pub fn create_number(&self, req: control::CreateNumber) -> Result<control::CreatedNumber, String> {
+    pub fn create_number(
+        &self,
+        req: control::CreateNumber,
+    ) -> Result<control::CreatedNumber, String> {
         control::create_number(&self.inner, req)
     }
 

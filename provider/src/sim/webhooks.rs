@@ -181,9 +181,12 @@ async fn emitter(
             continue;
         };
         for (secret, body) in build_posts(std::mem::take(&mut batch), cfg.escape_unicode) {
-            stats.posts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            stats
+                .posts
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let permit = permits.clone().acquire_owned().await.expect("never closed");
-            let (http, target, cfg, stats) = (http.clone(), target.clone(), cfg.clone(), stats.clone());
+            let (http, target, cfg, stats) =
+                (http.clone(), target.clone(), cfg.clone(), stats.clone());
             tokio::spawn(async move {
                 let _permit = permit;
                 deliver(&http, &target, &secret, body, &cfg, &stats).await;
@@ -216,11 +219,15 @@ async fn deliver(
         match cfg.retry_ms.get(attempt) {
             Some(ms) => {
                 attempt += 1;
-                stats.retries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                stats
+                    .retries
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 tokio::time::sleep(Duration::from_millis(*ms)).await;
             }
             None => {
-                stats.dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                stats
+                    .dropped
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 tracing::debug!(target, "simulator dropped a webhook after its retries");
                 return;
             }
@@ -236,7 +243,11 @@ fn build_posts(batch: Vec<Emission>, escape: bool) -> Vec<(Arc<str>, String)> {
         .map(|(secret, emissions)| {
             let payload = envelope(emissions);
             let text = serde_json::to_string(&payload).expect("JSON values serialise");
-            let text = if escape { signature::escape_unicode(&text) } else { text };
+            let text = if escape {
+                signature::escape_unicode(&text)
+            } else {
+                text
+            };
             (secret, text)
         })
         .collect()
@@ -275,12 +286,33 @@ fn envelope(emissions: Vec<Emission>) -> Value {
                 }
                 entries[idx].1.push(json!({"value": value, "field": field}));
             }
-            EmissionKind::Status { phone_number_id, display, status } => {
-                let change = messages_change(&mut entries[idx].1, &mut message_changes, &e.waba_id, &phone_number_id, &display);
+            EmissionKind::Status {
+                phone_number_id,
+                display,
+                status,
+            } => {
+                let change = messages_change(
+                    &mut entries[idx].1,
+                    &mut message_changes,
+                    &e.waba_id,
+                    &phone_number_id,
+                    &display,
+                );
                 push_array(change, "statuses", status);
             }
-            EmissionKind::Inbound { phone_number_id, display, contact, message } => {
-                let change = messages_change(&mut entries[idx].1, &mut message_changes, &e.waba_id, &phone_number_id, &display);
+            EmissionKind::Inbound {
+                phone_number_id,
+                display,
+                contact,
+                message,
+            } => {
+                let change = messages_change(
+                    &mut entries[idx].1,
+                    &mut message_changes,
+                    &e.waba_id,
+                    &phone_number_id,
+                    &display,
+                );
                 push_array(change, "contacts", contact);
                 push_array(change, "messages", message);
             }
@@ -322,11 +354,17 @@ fn messages_change<'a>(
                 },
                 "field": "messages"
             }));
-            index.push((waba.to_string(), phone_number_id.to_string(), changes.len() - 1));
+            index.push((
+                waba.to_string(),
+                phone_number_id.to_string(),
+                changes.len() - 1,
+            ));
             changes.len() - 1
         }
     };
-    changes[i]["value"].as_object_mut().expect("built as an object")
+    changes[i]["value"]
+        .as_object_mut()
+        .expect("built as an object")
 }
 
 fn push_array(obj: &mut Map<String, Value>, key: &str, item: Value) {
@@ -357,7 +395,10 @@ mod tests {
 
     #[test]
     fn a_batch_groups_statuses_per_number_and_parses_as_a_provider_payload() {
-        let posts = build_posts(vec![status("p1", "a"), status("p1", "b"), status("p2", "c")], true);
+        let posts = build_posts(
+            vec![status("p1", "a"), status("p1", "b"), status("p2", "c")],
+            true,
+        );
         assert_eq!(posts.len(), 1);
         let p: WebhookPayload = serde_json::from_str(&posts[0].1).unwrap();
         assert_eq!(p.entry.len(), 1);

@@ -1,0 +1,380 @@
+//! Test harness: the real gateway on 127.0.0.1:0 against the provider simulator, on SQLite
+//! (a temporary file) or PostgreSQL (a fresh database per test when
+//! `DISPARO_TEST_POSTGRES_URL` is set), and a receiver that captures our outbound webhooks.
+
+#![allow(dead_code)]
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::post;
+use axum::Router;
+use disparo::{Application, Settings};
+use provider::sim::{CreateNumber, CreatedNumber, SimConfig, Simulator, StatusDelays};
+use serde_json::{json, Value};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::net::TcpListener;
+
+/// Runs `scenario` on SQLite, then on PostgreSQL when `DISPARO_TEST_POSTGRES_URL` is set.
+#[macro_export]
+macro_rules! on_both_backends {
+    ($($name:ident => $scenario:ident;)+) => {
+        $(
+            mod $name {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn on_sqlite() {
+                    super::$scenario($crate::common::Backend::Sqlite).await;
+                }
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn on_postgres() {
+                    match $crate::common::Backend::postgres() {
+                        Some(b) => super::$scenario(b).await,
+                        None => eprintln!("DISPARO_TEST_POSTGRES_URL unset: PostgreSQL run skipped"),
+                    }
+                }
+            }
+        )+
+    };
+}
+
+/// Which database a test runs on.
+#[derive(Debug, Clone)]
+pub enum Backend {
+    Sqlite,
+    Postgres(String),
+}
+
+impl Backend {
+    pub fn postgres() -> Option<Backend> {
+        std::env::var("DISPARO_TEST_POSTGRES_URL")
+            .ok()
+            .filter(|u| !u.is_empty())
+            .map(Backend::Postgres)
+    }
+}
+
+/// A database for one test; the SQLite directory lives as long as this value.
+pub struct TestDb {
+    pub url: String,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl TestDb {
+    pub async fn create(backend: &Backend) -> TestDb {
+        match backend {
+            Backend::Sqlite => {
+                let dir = tempfile::tempdir().expect("temp dir");
+                let url = format!("sqlite://{}/test.db?mode=rwc", dir.path().display());
+                TestDb {
+                    url,
+                    _dir: Some(dir),
+                }
+            }
+            Backend::Postgres(admin) => {
+                use sqlx::Connection;
+                let name = format!("disparo_test_{}", rand::random::<u64>());
+                let mut conn = sqlx::PgConnection::connect(admin)
+                    .await
+                    .expect("PostgreSQL reachable");
+                sqlx::query(&format!("CREATE DATABASE {name}"))
+                    .execute(&mut conn)
+                    .await
+                    .expect("create database");
+                conn.close().await.ok();
+                let mut url = url::Url::parse(admin).expect("postgres url");
+                url.set_path(&format!("/{name}"));
+                TestDb {
+                    url: url.to_string(),
+                    _dir: None,
+                }
+            }
+        }
+    }
+}
+
+/// One captured outbound webhook.
+#[derive(Debug, Clone)]
+pub struct Captured {
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Captured {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).expect("webhook body is JSON")
+    }
+    pub fn event(&self) -> String {
+        self.json()["event"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+}
+
+/// A local webhook receiver: records every POST, and answers 500 to the first `fail_first`.
+#[derive(Clone)]
+pub struct Receiver {
+    pub addr: SocketAddr,
+    pub captured: Arc<Mutex<Vec<Captured>>>,
+    pub fail_first: Arc<AtomicUsize>,
+    pub hits: Arc<AtomicUsize>,
+}
+
+impl Receiver {
+    pub async fn start() -> Receiver {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let r = Receiver {
+            addr: listener.local_addr().unwrap(),
+            captured: Arc::default(),
+            fail_first: Arc::default(),
+            hits: Arc::default(),
+        };
+        let app = Router::new()
+            .route("/hook", post(receive))
+            .with_state(r.clone());
+        tokio::spawn(async move { axum::serve(listener, app).await.ok() });
+        r
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}/hook", self.addr)
+    }
+
+    pub fn events(&self) -> Vec<Captured> {
+        self.captured.lock().unwrap().clone()
+    }
+}
+
+async fn receive(State(r): State<Receiver>, headers: HeaderMap, body: Bytes) -> StatusCode {
+    r.hits.fetch_add(1, Ordering::SeqCst);
+    let failing = r
+        .fail_first
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+        .is_ok();
+    if failing {
+        return StatusCode::INTERNAL_SERVER_ERROR;
+    }
+    r.captured.lock().unwrap().push(Captured { headers, body });
+    StatusCode::OK
+}
+
+/// The gateway, the simulator and a token, running for one test.
+pub struct TestApp {
+    pub addr: SocketAddr,
+    pub sim: Simulator,
+    pub sim_addr: SocketAddr,
+    pub token: String,
+    pub account_id: i64,
+    pub http: reqwest::Client,
+    pub app_secret_fallback: String,
+    pub db: TestDb,
+    pub runtime: actors::Runtime,
+}
+
+/// Polls `check` every 20 ms until it returns `Some`, for at most `secs` seconds.
+pub async fn eventually<T, F, Fut>(secs: u64, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!("timed out waiting for: {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+impl TestApp {
+    pub async fn spawn(backend: Backend) -> TestApp {
+        Self::spawn_with(backend, |_| {}).await
+    }
+
+    pub async fn spawn_with(backend: Backend, tweak: impl FnOnce(&mut Settings)) -> TestApp {
+        init_logs();
+        let db = TestDb::create(&backend).await;
+        let gateway = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = gateway.local_addr().unwrap();
+        let sim = Simulator::new(SimConfig {
+            seed: Some(7),
+            webhook_url: Some(format!("http://{addr}/webhooks/messaging")),
+            status_delays: StatusDelays {
+                sent_ms: 0,
+                delivered_ms: 30,
+                read_ms: 60,
+            },
+            webhook_retry_ms: vec![50, 100, 200],
+            ..SimConfig::default()
+        });
+        let sim_addr = sim.clone().spawn("127.0.0.1:0").await.unwrap();
+        let mut settings = Settings::defaults();
+        settings.database_url = db.url.clone();
+        settings.master_key = Some(engine::Secret::new(storage::Cipher::generate_key_base64()));
+        settings.provider_base_url = format!("http://{sim_addr}");
+        settings.provider_app_secret = Some(engine::Secret::new("app-level-secret"));
+        settings.provider_verify_token = Some("app-verify-token".into());
+        settings.webhook_retry_ms = Some(vec![100, 200, 400, 800]);
+        settings.webhook_timeout_ms = 2000;
+        tweak(&mut settings);
+        let app = Application::build(settings, Some(gateway))
+            .await
+            .expect("app builds");
+        let runtime = app.runtime().clone();
+        let store = runtime.store().clone();
+        let account = store.ensure_account("acme").await.unwrap();
+        let token = store
+            .create_token(account.id, "ci-token", "admin")
+            .await
+            .unwrap();
+        tokio::spawn(app.run_until(std::future::pending()));
+        TestApp {
+            addr,
+            sim,
+            sim_addr,
+            token: token.value.expose().to_string(),
+            account_id: account.id,
+            http: reqwest::Client::new(),
+            app_secret_fallback: "app-level-secret".into(),
+            db,
+            runtime,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    /// A token of another account.
+    pub async fn other_account_token(&self) -> String {
+        let store = self.runtime.store();
+        let other = store.ensure_account("other").await.unwrap();
+        store
+            .create_token(other.id, "intruder", "admin")
+            .await
+            .unwrap()
+            .value
+            .expose()
+            .to_string()
+    }
+
+    pub async fn get_as(&self, token: &str, path: &str) -> (StatusCode, Value) {
+        let r = self
+            .http
+            .get(self.url(path))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn get(&self, path: &str) -> (StatusCode, Value) {
+        self.get_as(&self.token, path).await
+    }
+
+    pub async fn post_as(&self, token: &str, path: &str, body: Value) -> (StatusCode, Value) {
+        let r = self
+            .http
+            .post(self.url(path))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.post_as(&self.token, path, body).await
+    }
+
+    /// Creates a number in the simulator and connects it through the API.
+    pub async fn connect_channel(&self) -> (i64, CreatedNumber) {
+        let number = self
+            .sim
+            .create_number(CreateNumber {
+                verified_name: Some("Loja Teste".into()),
+                ..CreateNumber::default()
+            })
+            .unwrap();
+        let (status, body) = self
+            .post(
+                "/api/v1/channels/official",
+                json!({
+                    "name": "Principal",
+                    "phone_number_id": number.phone_number_id,
+                    "waba_id": number.waba_id,
+                    "access_token": number.access_token,
+                    "app_secret": number.app_secret,
+                }),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        (body["data"]["id"].as_i64().unwrap(), number)
+    }
+
+    /// Subscribes a receiver to a channel's events; returns (subscription id, secret).
+    pub async fn subscribe(
+        &self,
+        channel_id: i64,
+        receiver: &Receiver,
+        events: &[&str],
+    ) -> (i64, String) {
+        let (status, body) = self
+            .post(
+                &format!("/api/v1/channels/{channel_id}/webhooks"),
+                json!({"url": receiver.url(), "events": events}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        (
+            body["data"]["id"].as_i64().unwrap(),
+            body["data"]["secret"].as_str().unwrap().to_string(),
+        )
+    }
+
+    /// Posts a raw provider webhook body to the app-level receiver with a signature.
+    pub async fn provider_post(&self, body: &str, signature: &str) -> StatusCode {
+        self.http
+            .post(self.url("/webhooks/messaging"))
+            .header("content-type", "application/json")
+            .header("x-hub-signature-256", signature)
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap()
+            .status()
+    }
+
+    /// Makes the simulator deliver an inbound message from `from` (opens the 24-hour window).
+    pub async fn inbound(&self, phone_number_id: &str, from: &str, text: &str) {
+        let r = self
+            .http
+            .post(format!("http://{}/_sim/inbound", self.sim_addr))
+            .json(&json!({"phone_number_id": phone_number_id, "from": from, "text": text, "name": "Ana"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+    }
+}
+
+/// Sends the server's logs to the test output when `DISPARO_TEST_LOG` is set.
+pub fn init_logs() {
+    if let Ok(filter) = std::env::var("DISPARO_TEST_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_test_writer()
+            .try_init();
+    }
+}

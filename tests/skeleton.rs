@@ -1,0 +1,626 @@
+//! The walking skeleton end to end: integrator → disparo → simulator → status webhooks →
+//! signed events to the integrator; and the edges around it (auth, tenancy, validation,
+//! forged provider signatures, webhook retries).
+
+mod common;
+
+use common::{eventually, Backend, Receiver, TestApp};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+async fn a_template_message_travels_to_read_and_the_integrator_gets_signed_events(
+    backend: Backend,
+) {
+    let app = TestApp::spawn(backend).await;
+    let (channel_id, _) = app.connect_channel().await;
+    let receiver = Receiver::start().await;
+    let (subscription_id, secret) = app
+        .subscribe(channel_id, &receiver, &["message.sent", "message.ack"])
+        .await;
+    assert!(secret.starts_with("whsec_"));
+
+    let (status, body) = app
+        .post("/api/v1/messages", json!({"to": "5511988887777", "channel_id": channel_id, "template": {"name": "hello_world", "language": "en_US"}}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let sent = &body["data"];
+    assert_eq!(sent["to"], "5511988887777");
+    assert_eq!(sent["type"], "template");
+    assert_eq!(sent["channel_id"], channel_id);
+    assert!(sent["conversation_id"].as_i64().is_some());
+    let wamid = sent["provider_message_id"]
+        .as_str()
+        .expect("provider id")
+        .to_string();
+    assert!(wamid.starts_with("wamid."));
+    let message_id = sent["id"].as_i64().unwrap();
+
+    // The stored message reaches `read` through the simulator's status webhooks.
+    let read = eventually(10, "message read", || async {
+        let (_, m) = app.get(&format!("/api/v1/messages/{message_id}")).await;
+        (m["data"]["status"] == "read").then_some(m)
+    })
+    .await;
+    for field in ["sent_at", "delivered_at", "read_at"] {
+        assert!(read["data"][field].is_string(), "{field} set: {read}");
+    }
+
+    // The receiver gets message.sent and the acks, each signed over its raw body.
+    // Acks only move forward: sent, delivered, read (a `delivered` that arrives after `read`
+    // is stale and reported by read already).
+    eventually(10, "message.sent and the read ack", || async {
+        let e = receiver.events();
+        let read = e
+            .iter()
+            .any(|c| c.event() == "message.ack" && c.json()["data"]["ack_label"] == "read");
+        (e.iter().any(|c| c.event() == "message.sent") && read).then_some(())
+    })
+    .await;
+    // Attempts run concurrently: wait until the log has nothing pending, then read them all.
+    eventually(10, "every delivery delivered", || async {
+        let (_, log) = app
+            .get(&format!("/api/v1/webhooks/{subscription_id}/deliveries"))
+            .await;
+        let rows = log["data"].as_array().cloned().unwrap_or_default();
+        rows.iter()
+            .all(|d| d["status"] == "delivered")
+            .then_some(())
+    })
+    .await;
+    let events = receiver.events();
+    for captured in &events {
+        let header = captured
+            .headers
+            .get("x-svc-signature")
+            .unwrap()
+            .to_str()
+            .unwrap();
+        assert!(
+            engine::webhook::verify_signature(&secret, &captured.body, header),
+            "signature verifies"
+        );
+        assert!(!engine::webhook::verify_signature(
+            "whsec_wrong",
+            &captured.body,
+            header
+        ));
+        let env = captured.json();
+        assert_eq!(env["channel"]["id"], channel_id);
+        assert!(env["delivery_id"].as_i64().is_some());
+        assert!(env["created_at"].as_str().unwrap().ends_with("+00:00"));
+    }
+    let sent_event = events
+        .iter()
+        .find(|c| c.event() == "message.sent")
+        .unwrap()
+        .json();
+    assert_eq!(
+        sent_event["data"]["message"]["provider_message_id"],
+        wamid.as_str()
+    );
+    // In the order disparo recorded them (delivery ids); arrival order is not guaranteed.
+    let mut acks: Vec<Value> = events
+        .iter()
+        .map(Captured::json)
+        .filter(|e| e["event"] == "message.ack")
+        .collect();
+    acks.sort_by_key(|e| e["delivery_id"].as_i64());
+    let labels: Vec<String> = acks
+        .iter()
+        .map(|e| e["data"]["ack_label"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        labels.first().map(String::as_str),
+        Some("sent"),
+        "{labels:?}"
+    );
+    assert_eq!(
+        labels.last().map(String::as_str),
+        Some("read"),
+        "{labels:?}"
+    );
+    assert!(
+        labels.len() <= 3 && labels.iter().filter(|l| *l == "read").count() == 1,
+        "{labels:?}"
+    );
+    let read_ack = events
+        .iter()
+        .map(Captured::json)
+        .find(|e| e["data"]["ack_label"] == "read")
+        .unwrap();
+    assert_eq!(read_ack["data"]["engine_message_id"], wamid.as_str());
+    assert_eq!(read_ack["data"]["message_id"], message_id);
+    assert_eq!(read_ack["data"]["ack"], 3);
+
+    // The delivery log lists them, delivered on the first attempt.
+    let (status, log) = app
+        .get(&format!("/api/v1/webhooks/{subscription_id}/deliveries"))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let rows = log["data"].as_array().unwrap();
+    assert!(rows.len() >= 4, "{log}");
+    assert!(
+        rows.iter()
+            .all(|r| r["status"] == "delivered" && r["attempts"] == 1),
+        "{log}"
+    );
+
+    // Every write went to the audit log under the token's name.
+    let audit = app
+        .runtime
+        .store()
+        .list_audit(app.account_id, 50)
+        .await
+        .unwrap();
+    let actions: Vec<(&str, &str)> = audit
+        .iter()
+        .map(|a| (a.action.as_str(), a.target.as_str()))
+        .collect();
+    assert!(
+        actions.contains(&("POST /api/v1/messages", "/api/v1/messages")),
+        "{actions:?}"
+    );
+    assert!(actions.contains(&(
+        "POST /api/v1/channels/official",
+        "/api/v1/channels/official"
+    )));
+    assert!(audit.iter().all(|a| a.token_name == "ci-token"));
+}
+
+use common::Captured;
+
+async fn requests_without_a_valid_token_get_401(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let r = app
+        .http
+        .get(app.url("/api/v1/channels"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let body: Value = r.json().await.unwrap();
+    assert!(body["message"].as_str().unwrap().contains("Token"));
+    let (status, _) = app
+        .get_as("svc_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "/api/v1/channels")
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _) = app.get_as("not-a-token", "/api/v1/channels").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _) = app
+        .post_as(
+            "nope",
+            "/api/v1/messages",
+            json!({"to": "5511988887777", "text": "x"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    // Health needs no token.
+    let r = app.http.get(app.url("/health")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["data"]["database"]["ok"], true);
+}
+
+async fn another_accounts_records_answer_404(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (channel_id, _) = app.connect_channel().await;
+    let receiver = Receiver::start().await;
+    let (subscription_id, _) = app.subscribe(channel_id, &receiver, &["message.ack"]).await;
+    let (status, body) = app.post("/api/v1/messages", json!({"to": "5511988887777", "template": {"name": "hello_world", "language": "en_US"}})).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let message_id = body["data"]["id"].as_i64().unwrap();
+
+    let intruder = app.other_account_token().await;
+    for path in [
+        format!("/api/v1/channels/{channel_id}/official"),
+        format!("/api/v1/channels/{channel_id}/health"),
+        format!("/api/v1/channels/{channel_id}/webhooks"),
+        format!("/api/v1/webhooks/{subscription_id}/deliveries"),
+        format!("/api/v1/messages/{message_id}"),
+    ] {
+        let (status, body) = app.get_as(&intruder, &path).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}: {body}");
+        assert!(body.get("data").is_none());
+    }
+    let (status, _) = app
+        .post_as(
+            &intruder,
+            &format!("/api/v1/channels/{channel_id}/webhooks"),
+            json!({"url": "http://127.0.0.1:9/x", "events": ["message.ack"]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = app
+        .post_as(&intruder, "/api/v1/messages", json!({"to": "5511988887777", "channel_id": channel_id, "template": {"name": "hello_world", "language": "en_US"}}))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, list) = app.get_as(&intruder, "/api/v1/channels").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(list["data"], json!([]));
+    // Ids that are not numbers are unknown records too.
+    let (status, _) = app.get("/api/v1/channels/abc/official").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+async fn bad_input_gets_a_clear_4xx_in_the_envelope(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (channel_id, _) = app.connect_channel().await;
+    let cases = [
+        (json!({"to": "123", "text": "oi"}), "invalid_phone"),
+        (
+            json!({"to": "55 11 9abc-8888", "text": "oi"}),
+            "invalid_phone",
+        ),
+        (
+            json!({"to": "+5511999998888123456", "text": "oi"}),
+            "invalid_phone",
+        ),
+        (json!({"text": "oi"}), "required"),
+        (json!({"to": "5511999998888"}), "required"),
+        (json!({"to": "5511999998888", "text": ""}), "invalid_text"),
+        (
+            json!({"to": "5511999998888", "text": "oi", "template": {"name": "x"}}),
+            "ambiguous_content",
+        ),
+        (
+            json!({"to": "5511999998888", "template": {"name": "Hello World"}}),
+            "invalid_template_name",
+        ),
+        (
+            json!({"to": 5511999998888i64, "text": "oi"}),
+            "invalid_field",
+        ),
+        (
+            json!({"to": "5511999998888", "text": "oi", "surprise": 1}),
+            "invalid_field",
+        ),
+        (
+            json!({"to": "5511999998888", "template": {"language": "pt_BR"}}),
+            "invalid_field",
+        ),
+    ];
+    for (body, code) in cases {
+        let (status, err) = app.post("/api/v1/messages", body.clone()).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body} → {err}");
+        assert_eq!(err["code"], code, "{body} → {err}");
+        assert!(!err["message"].as_str().unwrap().is_empty());
+    }
+    // Malformed JSON: 400. Not JSON: 415. Too large: 413.
+    let r = app
+        .http
+        .post(app.url("/api/v1/messages"))
+        .bearer_auth(&app.token)
+        .header("content-type", "application/json")
+        .body("{\"to\": ")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(r.json::<Value>().await.unwrap()["code"], "invalid_json");
+    let r = app
+        .http
+        .post(app.url("/api/v1/messages"))
+        .bearer_auth(&app.token)
+        .body("to=1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let huge = format!(
+        "{{\"to\": \"5511999998888\", \"text\": \"{}\"}}",
+        "a".repeat(2 * 1024 * 1024)
+    );
+    // (On a client of its own: the server answers before reading the whole body and closes.)
+    let r = reqwest::Client::new()
+        .post(app.url("/api/v1/messages"))
+        .bearer_auth(&app.token)
+        .header("content-type", "application/json")
+        .body(huge)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    // Missing fields on connect; a bad subscription.
+    let (status, err) = app
+        .post("/api/v1/channels/official", json!({"phone_number_id": "1"}))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+    let (status, err) = app
+        .post(
+            &format!("/api/v1/channels/{channel_id}/webhooks"),
+            json!({"url": "ftp://x", "events": ["message.ack"]}),
+        )
+        .await;
+    assert_eq!(
+        (status, err["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_url"))
+    );
+    let (status, err) = app
+        .post(
+            &format!("/api/v1/channels/{channel_id}/webhooks"),
+            json!({"url": "http://127.0.0.1:1/x", "events": ["message.bogus"]}),
+        )
+        .await;
+    assert_eq!(
+        (status, err["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("unknown_event"))
+    );
+    // Unknown routes and methods answer in the envelope too.
+    let (status, err) = app.get("/api/v1/nothing-here").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(err["code"], "not_found");
+}
+
+async fn a_credential_the_provider_refuses_is_422_and_nothing_is_stored(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let number = app.sim.create_number(Default::default()).unwrap();
+    let (status, err) = app
+        .post("/api/v1/channels/official", json!({"phone_number_id": number.phone_number_id, "waba_id": number.waba_id, "access_token": "EAAGwrong"}))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+    assert_eq!(err["code"], "credencial_invalida");
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("Invalid OAuth access token"),
+        "{err}"
+    );
+    let (_, list) = app.get("/api/v1/channels").await;
+    assert_eq!(list["data"], json!([]));
+    // The right token connects; the same number twice is refused.
+    let ok = json!({"phone_number_id": number.phone_number_id, "waba_id": number.waba_id, "access_token": number.access_token});
+    let (status, body) = app.post("/api/v1/channels/official", ok.clone()).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(body["data"]["official"], true);
+    assert_eq!(body["data"]["status"], "WORKING");
+    assert_eq!(body["verification"]["ok"], true);
+    assert_eq!(
+        body["verification"]["verified_name"],
+        number.verified_name.as_str()
+    );
+    let (status, _) = app.post("/api/v1/channels/official", ok).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    // The official config shows this channel's own receiver and never the secrets.
+    let id = body["data"]["id"].as_i64().unwrap();
+    let (_, cfg) = app.get(&format!("/api/v1/channels/{id}/official")).await;
+    assert_eq!(
+        cfg["data"]["webhook"]["url"],
+        app.url(&format!("/webhooks/messaging/{id}"))
+    );
+    assert_eq!(cfg["data"]["webhook"]["fields"], json!(["messages"]));
+    let text = cfg.to_string();
+    assert!(!text.contains(&number.access_token) && !text.contains(&number.app_secret));
+}
+
+async fn a_forged_provider_signature_is_refused_and_nothing_is_recorded(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (channel_id, number) = app.connect_channel().await;
+    let (_, body) = app.post("/api/v1/messages", json!({"to": "5511988887777", "template": {"name": "hello_world", "language": "en_US"}})).await;
+    let message_id = body["data"]["id"].as_i64().unwrap();
+    let wamid = body["data"]["provider_message_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    eventually(10, "read", || async {
+        let (_, m) = app.get(&format!("/api/v1/messages/{message_id}")).await;
+        (m["data"]["status"] == "read").then_some(())
+    })
+    .await;
+
+    // A forged `failed` status and a forged inbound message, signed with the wrong secret.
+    let forged = json!({"object": "whatsapp_business_account", "entry": [{"id": number.waba_id, "changes": [{"field": "messages", "value": {
+        "messaging_product": "whatsapp",
+        "metadata": {"display_phone_number": number.display_phone_number, "phone_number_id": number.phone_number_id},
+        "contacts": [{"profile": {"name": "Mallory"}, "wa_id": "5511977776666"}],
+        "messages": [{"from": "5511977776666", "id": "wamid.forged1", "timestamp": "1700000000", "type": "text", "text": {"body": "forged"}}],
+        "statuses": [{"id": wamid, "status": "failed", "timestamp": "1700000000", "recipient_id": "5511988887777",
+                      "errors": [{"code": 131026, "title": "Message undeliverable"}]}]
+    }}]}]})
+    .to_string();
+    let wrong = provider::signature::sign("not-the-app-secret", forged.as_bytes());
+    assert_eq!(
+        app.provider_post(&forged, &wrong).await,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        app.provider_post(&forged, "sha256=").await,
+        StatusCode::UNAUTHORIZED
+    );
+    let r = app
+        .http
+        .post(app.url("/webhooks/messaging"))
+        .body(forged.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "no signature at all");
+    // The per-channel receiver checks the channel's secret too.
+    let r = app
+        .http
+        .post(app.url(&format!("/webhooks/messaging/{channel_id}")))
+        .header("x-hub-signature-256", &wrong)
+        .body(forged.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    // The app-level secret cannot speak for a channel that has its own.
+    let app_signed = provider::signature::sign(&app.app_secret_fallback, forged.as_bytes());
+    assert_eq!(
+        app.provider_post(&forged, &app_signed).await,
+        StatusCode::UNAUTHORIZED
+    );
+
+    let (_, m) = app.get(&format!("/api/v1/messages/{message_id}")).await;
+    assert_eq!(
+        m["data"]["status"], "read",
+        "the forged failure changed nothing"
+    );
+    assert_eq!(
+        app.runtime
+            .store()
+            .last_inbound_at(channel_id, "5511977776666")
+            .await
+            .unwrap(),
+        None
+    );
+
+    // Signed with the number's own secret, the same body is accepted (the inbound message is
+    // recorded; the failure after read is not credible and changes nothing).
+    let right = provider::signature::sign(&number.app_secret, forged.as_bytes());
+    assert_eq!(app.provider_post(&forged, &right).await, StatusCode::OK);
+    assert!(app
+        .runtime
+        .store()
+        .last_inbound_at(channel_id, "5511977776666")
+        .await
+        .unwrap()
+        .is_some());
+}
+
+async fn a_receiver_that_fails_first_gets_the_event_on_retry(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (channel_id, _) = app.connect_channel().await;
+    let receiver = Receiver::start().await;
+    receiver
+        .fail_first
+        .store(1, std::sync::atomic::Ordering::SeqCst);
+    let (subscription_id, secret) = app
+        .subscribe(channel_id, &receiver, &["message.sent"])
+        .await;
+    let (status, _) = app.post("/api/v1/messages", json!({"to": "5511988887777", "template": {"name": "hello_world", "language": "en_US"}})).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let got = eventually(10, "message.sent after a retry", || async {
+        receiver
+            .events()
+            .into_iter()
+            .find(|c| c.event() == "message.sent")
+    })
+    .await;
+    assert_eq!(
+        receiver.hits.load(std::sync::atomic::Ordering::SeqCst),
+        2,
+        "one 500, then 200"
+    );
+    let header = got
+        .headers
+        .get("x-svc-signature")
+        .unwrap()
+        .to_str()
+        .unwrap();
+    assert!(engine::webhook::verify_signature(
+        &secret, &got.body, header
+    ));
+    let log = eventually(5, "attempt recorded", || async {
+        let (_, log) = app
+            .get(&format!("/api/v1/webhooks/{subscription_id}/deliveries"))
+            .await;
+        (log["data"][0]["status"] == "delivered").then_some(log)
+    })
+    .await;
+    assert_eq!(log["data"][0]["attempts"], 2, "{log}");
+    assert_eq!(log["data"][0]["event"], "message.sent");
+    assert_eq!(log["data"].as_array().unwrap().len(), 1, "delivered once");
+}
+
+async fn free_text_needs_the_24_hour_window_opened_by_the_contact(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (channel_id, number) = app.connect_channel().await;
+    let receiver = Receiver::start().await;
+    app.subscribe(channel_id, &receiver, &["message.received"])
+        .await;
+    let (status, err) = app
+        .post(
+            "/api/v1/messages",
+            json!({"to": "5511955554444", "text": "Olá!"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(err["code"], "janela_24h_fechada");
+
+    app.inbound(
+        &number.phone_number_id,
+        "5511955554444",
+        "Oi, tudo bem? Ação ✓",
+    )
+    .await;
+    let got = eventually(10, "message.received", || async {
+        receiver.events().into_iter().next()
+    })
+    .await;
+    let env = got.json();
+    assert_eq!(env["event"], "message.received");
+    assert_eq!(env["data"]["contact"]["phone"], "5511955554444");
+    assert_eq!(env["data"]["contact"]["name"], "Ana");
+    assert_eq!(
+        env["data"]["message"]["text"], "Oi, tudo bem? Ação ✓",
+        "non-ASCII survives the provider's \\u escaping"
+    );
+
+    let (status, body) = app
+        .post(
+            "/api/v1/messages",
+            json!({"to": "5511955554444", "text": "Olá! Como posso ajudar?"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(body["data"]["type"], "text");
+}
+
+async fn the_provider_handshake_answers_the_challenge_only_to_the_right_token(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (channel_id, _) = app.connect_channel().await;
+    let q = |t: &str| format!("?hub.mode=subscribe&hub.verify_token={t}&hub.challenge=1158201444");
+    let r = app
+        .http
+        .get(app.url(&format!("/webhooks/messaging{}", q("app-verify-token"))))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(r.text().await.unwrap(), "1158201444");
+    let r = app
+        .http
+        .get(app.url(&format!("/webhooks/messaging{}", q("wrong"))))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    let (_, cfg) = app
+        .get(&format!("/api/v1/channels/{channel_id}/official"))
+        .await;
+    let token = cfg["data"]["webhook"]["verify_token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = app
+        .http
+        .get(app.url(&format!("/webhooks/messaging/{channel_id}{}", q(&token))))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = app
+        .http
+        .get(app.url(&format!(
+            "/webhooks/messaging/{channel_id}{}",
+            q("app-verify-token")
+        )))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+}
+
+on_both_backends! {
+    template_message_end_to_end => a_template_message_travels_to_read_and_the_integrator_gets_signed_events;
+    unauthenticated => requests_without_a_valid_token_get_401;
+    tenancy => another_accounts_records_answer_404;
+    validation => bad_input_gets_a_clear_4xx_in_the_envelope;
+    refused_credential => a_credential_the_provider_refuses_is_422_and_nothing_is_stored;
+    forged_signature => a_forged_provider_signature_is_refused_and_nothing_is_recorded;
+    webhook_retry => a_receiver_that_fails_first_gets_the_event_on_retry;
+    window => free_text_needs_the_24_hour_window_opened_by_the_contact;
+    handshake => the_provider_handshake_answers_the_challenge_only_to_the_right_token;
+}
