@@ -264,7 +264,7 @@ mod tests {
 
     fn sample(name: &str) -> GraphErrorEnvelope {
         let path = format!(
-            "{}/../../shared/provider-samples/{name}",
+            "{}/testdata/{name}",
             env!("CARGO_MANIFEST_DIR")
         );
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));

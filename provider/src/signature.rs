@@ -78,7 +78,7 @@ mod tests {
 
     fn vector() -> Vector {
         let path = format!(
-            "{}/../../shared/provider-samples/webhook_signature_vector_unicode_escaped.json",
+            "{}/testdata/webhook_signature_vector_unicode_escaped.json",
             env!("CARGO_MANIFEST_DIR")
         );
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()

@@ -782,7 +782,7 @@ mod tests {
 
     fn sample<T: serde::de::DeserializeOwned>(name: &str) -> T {
         let path = format!(
-            "{}/../../shared/provider-samples/{name}",
+            "{}/testdata/{name}",
             env!("CARGO_MANIFEST_DIR")
         );
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
