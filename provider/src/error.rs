@@ -263,10 +263,7 @@ mod tests {
     }
 
     fn sample(name: &str) -> GraphErrorEnvelope {
-        let path = format!(
-            "{}/testdata/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        );
+        let path = format!("{}/testdata/{name}", env!("CARGO_MANIFEST_DIR"));
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
         serde_json::from_str(&text).unwrap()
     }

@@ -781,10 +781,7 @@ mod tests {
     use super::*;
 
     fn sample<T: serde::de::DeserializeOwned>(name: &str) -> T {
-        let path = format!(
-            "{}/testdata/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        );
+        let path = format!("{}/testdata/{name}", env!("CARGO_MANIFEST_DIR"));
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
     }
 
