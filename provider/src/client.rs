@@ -2,7 +2,11 @@
 //! access token is a per-call argument, never client state.
 
 use crate::error::{GraphErrorEnvelope, ProviderError};
-use crate::wire::{PhoneNumber, SendMessageRequest, SendMessageResponse, PHONE_NUMBER_FIELDS};
+use crate::wire::{
+    AccessToken, CreateTemplate, DebugToken, DebugTokenData, IdResponse, MediaInfo, Page,
+    PhoneNumber, SendMessageRequest, SendMessageResponse, Success, TemplateCreated, TemplateInfo,
+    Waba, PHONE_NUMBER_FIELDS,
+};
 use serde::de::DeserializeOwned;
 use std::time::Duration;
 
@@ -93,6 +97,347 @@ impl GraphClient {
             .post(self.url(&format!("{phone_number_id}/messages")))
             .bearer_auth(token)
             .json(body);
+        self.execute(req).await
+    }
+
+    async fn get_json<T: DeserializeOwned>(
+        &self,
+        token: &str,
+        path: &str,
+        query: &[(&str, &str)],
+    ) -> Result<T, ProviderError> {
+        self.execute(
+            self.http
+                .get(self.url(path))
+                .query(query)
+                .bearer_auth(token),
+        )
+        .await
+    }
+
+    async fn post_json<T: DeserializeOwned>(
+        &self,
+        token: &str,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> Result<T, ProviderError> {
+        self.execute(self.http.post(self.url(path)).bearer_auth(token).json(body))
+            .await
+    }
+
+    /// Follows `paging.next` (by the `after` cursor) until the last page; at most `max_pages`.
+    async fn all_pages<T: DeserializeOwned>(
+        &self,
+        token: &str,
+        path: &str,
+        max_pages: usize,
+    ) -> Result<Vec<T>, ProviderError> {
+        let mut out = Vec::new();
+        let mut after: Option<String> = None;
+        for _ in 0..max_pages {
+            let mut query = vec![("limit", "100".to_string())];
+            if let Some(a) = &after {
+                query.push(("after", a.clone()));
+            }
+            let q: Vec<(&str, &str)> = query.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            let page: Page<T> = self.get_json(token, path, &q).await?;
+            out.extend(page.data);
+            match page
+                .paging
+                .filter(|p| p.next.is_some())
+                .and_then(|p| p.cursors)
+                .and_then(|c| c.after)
+            {
+                Some(a) => after = Some(a),
+                None => break,
+            }
+        }
+        Ok(out)
+    }
+
+    /// Adds a number to a WABA (§4.2 step 1): `cc` is the country calling code, `phone_number`
+    /// the number with or without it. Returns the new (unverified) phone number id.
+    pub async fn add_phone_number(
+        &self,
+        token: &str,
+        waba_id: &str,
+        cc: &str,
+        phone_number: &str,
+        verified_name: &str,
+    ) -> Result<String, ProviderError> {
+        let body = serde_json::json!({"cc": cc, "phone_number": phone_number, "verified_name": verified_name});
+        let r: IdResponse = self
+            .post_json(token, &format!("{waba_id}/phone_numbers"), &body)
+            .await?;
+        Ok(r.id)
+    }
+
+    /// Asks the provider to send a verification code by `SMS` or `VOICE` (§4.2 step 2).
+    pub async fn request_code(
+        &self,
+        token: &str,
+        phone_number_id: &str,
+        method: &str,
+        language: &str,
+    ) -> Result<Success, ProviderError> {
+        let body = serde_json::json!({"code_method": method, "language": language});
+        self.post_json(token, &format!("{phone_number_id}/request_code"), &body)
+            .await
+    }
+
+    /// Verifies the received code (digits, hyphen optional) (§4.2 step 3).
+    pub async fn verify_code(
+        &self,
+        token: &str,
+        phone_number_id: &str,
+        code: &str,
+    ) -> Result<Success, ProviderError> {
+        let body = serde_json::json!({"code": code.replace('-', "")});
+        self.post_json(token, &format!("{phone_number_id}/verify_code"), &body)
+            .await
+    }
+
+    /// Registers the number for Cloud API messaging with its 6-digit PIN (§4.2 step 4).
+    /// Errors: 133005 when two-step verification is on and the PIN differs.
+    pub async fn register(
+        &self,
+        token: &str,
+        phone_number_id: &str,
+        pin: &str,
+    ) -> Result<Success, ProviderError> {
+        let body = serde_json::json!({"messaging_product": "whatsapp", "pin": pin});
+        self.post_json(token, &format!("{phone_number_id}/register"), &body)
+            .await
+    }
+
+    /// Deregisters the number.
+    pub async fn deregister(
+        &self,
+        token: &str,
+        phone_number_id: &str,
+    ) -> Result<Success, ProviderError> {
+        self.post_json(
+            token,
+            &format!("{phone_number_id}/deregister"),
+            &serde_json::json!({}),
+        )
+        .await
+    }
+
+    /// Sets or changes the two-step verification PIN.
+    pub async fn set_pin(
+        &self,
+        token: &str,
+        phone_number_id: &str,
+        pin: &str,
+    ) -> Result<Success, ProviderError> {
+        self.post_json(token, phone_number_id, &serde_json::json!({"pin": pin}))
+            .await
+    }
+
+    /// Every number of a WABA (§5.2), following the pages.
+    pub async fn waba_phone_numbers(
+        &self,
+        token: &str,
+        waba_id: &str,
+    ) -> Result<Vec<PhoneNumber>, ProviderError> {
+        self.all_pages(token, &format!("{waba_id}/phone_numbers"), 50)
+            .await
+    }
+
+    /// Reads a WABA (§5.1).
+    pub async fn waba(&self, token: &str, waba_id: &str) -> Result<Waba, ProviderError> {
+        let fields = "id,name,timezone_id,message_template_namespace,account_review_status,business_verification_status,health_status,whatsapp_business_manager_messaging_limit";
+        self.get_json(token, waba_id, &[("fields", fields)]).await
+    }
+
+    /// Subscribes this app to the WABA's webhooks (§5.3).
+    pub async fn subscribe_app(
+        &self,
+        token: &str,
+        waba_id: &str,
+    ) -> Result<Success, ProviderError> {
+        self.post_json(
+            token,
+            &format!("{waba_id}/subscribed_apps"),
+            &serde_json::json!({}),
+        )
+        .await
+    }
+
+    /// Every WABA the business owns (§5.4), following the pages.
+    pub async fn owned_wabas(
+        &self,
+        token: &str,
+        business_id: &str,
+    ) -> Result<Vec<Waba>, ProviderError> {
+        self.all_pages(
+            token,
+            &format!("{business_id}/owned_whatsapp_business_accounts"),
+            50,
+        )
+        .await
+    }
+
+    /// Describes `input_token` (validity, scopes, the WABAs it reaches) (§5.5); `caller` is a
+    /// valid token or the app token `<app_id>|<app_secret>`.
+    pub async fn debug_token(
+        &self,
+        caller: &str,
+        input_token: &str,
+    ) -> Result<DebugTokenData, ProviderError> {
+        let r: DebugToken = self
+            .get_json(caller, "debug_token", &[("input_token", input_token)])
+            .await?;
+        Ok(r.data)
+    }
+
+    /// Exchanges an Embedded Signup code for a business token (§5.6).
+    pub async fn exchange_code(
+        &self,
+        app_id: &str,
+        app_secret: &str,
+        code: &str,
+    ) -> Result<AccessToken, ProviderError> {
+        let req = self.http.get(self.url("oauth/access_token")).query(&[
+            ("client_id", app_id),
+            ("client_secret", app_secret),
+            ("code", code),
+        ]);
+        self.execute(req).await
+    }
+
+    /// Uploads a file (§3); returns the media id (valid 30 days).
+    pub async fn upload_media(
+        &self,
+        token: &str,
+        phone_number_id: &str,
+        bytes: Vec<u8>,
+        mime_type: &str,
+        file_name: &str,
+    ) -> Result<String, ProviderError> {
+        let part = reqwest::multipart::Part::bytes(bytes)
+            .file_name(file_name.to_string())
+            .mime_str(mime_type)
+            .map_err(|e| ProviderError::Decode(format!("invalid MIME type: {e}")))?;
+        let form = reqwest::multipart::Form::new()
+            .text("messaging_product", "whatsapp")
+            .text("type", mime_type.to_string())
+            .part("file", part);
+        let req = self
+            .http
+            .post(self.url(&format!("{phone_number_id}/media")))
+            .bearer_auth(token)
+            .multipart(form);
+        let r: IdResponse = self.execute(req).await?;
+        Ok(r.id)
+    }
+
+    /// Looks up a media id's download URL (valid 5 minutes), type, hash and size (§3).
+    pub async fn media_info(
+        &self,
+        token: &str,
+        media_id: &str,
+    ) -> Result<MediaInfo, ProviderError> {
+        self.get_json(token, media_id, &[]).await
+    }
+
+    /// Downloads media from a URL returned by [`GraphClient::media_info`], with the same
+    /// bearer token (§3); returns the bytes and their MIME type. At most `max_bytes` are read.
+    pub async fn download_media(
+        &self,
+        token: &str,
+        url: &str,
+        max_bytes: usize,
+    ) -> Result<(bytes::Bytes, String), ProviderError> {
+        let resp = self
+            .http
+            .get(url)
+            .bearer_auth(token)
+            .send()
+            .await
+            .map_err(map_transport)?;
+        let status = resp.status();
+        if !status.is_success() {
+            return Err(ProviderError::Http {
+                status: status.as_u16(),
+                body: String::new(),
+            });
+        }
+        if resp
+            .content_length()
+            .is_some_and(|n| n as usize > max_bytes)
+        {
+            return Err(ProviderError::Decode(format!(
+                "media larger than {max_bytes} bytes"
+            )));
+        }
+        let mime = resp
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("application/octet-stream")
+            .to_string();
+        let bytes = resp.bytes().await.map_err(map_transport)?;
+        if bytes.len() > max_bytes {
+            return Err(ProviderError::Decode(format!(
+                "media larger than {max_bytes} bytes"
+            )));
+        }
+        Ok((bytes, mime))
+    }
+
+    /// Deletes an uploaded media id.
+    pub async fn delete_media(
+        &self,
+        token: &str,
+        media_id: &str,
+    ) -> Result<Success, ProviderError> {
+        self.execute(self.http.delete(self.url(media_id)).bearer_auth(token))
+            .await
+    }
+
+    /// Creates a template in a WABA (§6.2); it starts `PENDING` until reviewed.
+    pub async fn create_template(
+        &self,
+        token: &str,
+        waba_id: &str,
+        template: &CreateTemplate,
+    ) -> Result<TemplateCreated, ProviderError> {
+        let body =
+            serde_json::to_value(template).map_err(|e| ProviderError::Decode(e.to_string()))?;
+        self.post_json(token, &format!("{waba_id}/message_templates"), &body)
+            .await
+    }
+
+    /// Every template of a WABA with its status (§6.1), following the pages.
+    pub async fn list_templates(
+        &self,
+        token: &str,
+        waba_id: &str,
+    ) -> Result<Vec<TemplateInfo>, ProviderError> {
+        self.all_pages(token, &format!("{waba_id}/message_templates"), 100)
+            .await
+    }
+
+    /// Deletes a template by name (every language), or one language version with `hsm_id`
+    /// (§6.3).
+    pub async fn delete_template(
+        &self,
+        token: &str,
+        waba_id: &str,
+        name: &str,
+        hsm_id: Option<&str>,
+    ) -> Result<Success, ProviderError> {
+        let mut query = vec![("name", name)];
+        if let Some(id) = hsm_id {
+            query.push(("hsm_id", id));
+        }
+        let req = self
+            .http
+            .delete(self.url(&format!("{waba_id}/message_templates")))
+            .query(&query)
+            .bearer_auth(token);
         self.execute(req).await
     }
 

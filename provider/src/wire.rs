@@ -893,3 +893,216 @@ mod tests {
         assert_eq!(v["template"]["components"][1]["index"], "0");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Management edges (§4.2, §5, §6)
+// ---------------------------------------------------------------------------------------------
+
+/// `{"id": "…"}` answers (number created, media uploaded).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdResponse {
+    /// The new id.
+    pub id: String,
+}
+
+/// A page of an edge list: `{"data": [...], "paging": {...}}` (§1.4).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Page<T> {
+    /// Items.
+    pub data: Vec<T>,
+    /// Cursors and the next page's URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paging: Option<Paging>,
+}
+
+/// `paging` of an edge list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Paging {
+    /// `{before, after}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursors: Option<Cursors>,
+    /// URL of the next page, absent on the last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
+}
+
+/// Cursors of a page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cursors {
+    /// Before the first item.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<String>,
+    /// After the last item.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+}
+
+/// A WABA as `owned_whatsapp_business_accounts` and `GET /{waba_id}` return it (§5.1, §5.4).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Waba {
+    /// WABA id.
+    pub id: String,
+    /// Name.
+    #[serde(default)]
+    pub name: String,
+    /// Template namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_template_namespace: Option<String>,
+    /// Timezone id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone_id: Option<String>,
+    /// `PENDING`, `APPROVED`, `REJECTED`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account_review_status: Option<String>,
+    /// Business verification status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub business_verification_status: Option<String>,
+    /// `{can_send_message, …}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_status: Option<serde_json::Value>,
+    /// Portfolio messaging limit (`TIER_250`…).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub whatsapp_business_manager_messaging_limit: Option<String>,
+}
+
+/// `GET /debug_token` answer (§5.5).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DebugToken {
+    /// The token's description.
+    pub data: DebugTokenData,
+}
+
+/// The token's description.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct DebugTokenData {
+    /// App the token belongs to.
+    #[serde(default)]
+    pub app_id: String,
+    /// Whether the token works.
+    #[serde(default)]
+    pub is_valid: bool,
+    /// Expiry, Unix seconds; 0 = never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<i64>,
+    /// Granted permissions.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// Permissions per asset: `target_ids` lists the WABAs (newest first).
+    #[serde(default)]
+    pub granular_scopes: Vec<GranularScope>,
+}
+
+/// A permission and the assets it covers.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct GranularScope {
+    /// Permission.
+    pub scope: String,
+    /// Asset ids.
+    #[serde(default)]
+    pub target_ids: Vec<String>,
+}
+
+/// `GET /oauth/access_token` answer (§5.6).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccessToken {
+    /// The business token.
+    pub access_token: String,
+    /// `bearer`.
+    #[serde(default)]
+    pub token_type: String,
+    /// Seconds until expiry, for expiring tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_in: Option<i64>,
+}
+
+/// `GET /{media_id}` answer (§3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MediaInfo {
+    /// `whatsapp`.
+    #[serde(default)]
+    pub messaging_product: String,
+    /// Download URL, valid 5 minutes, needs the bearer token.
+    pub url: String,
+    /// MIME type.
+    pub mime_type: String,
+    /// SHA-256 of the file.
+    #[serde(default)]
+    pub sha256: String,
+    /// Size in bytes (a string on the wire).
+    #[serde(deserialize_with = "string_or_number")]
+    pub file_size: String,
+    /// Media id.
+    pub id: String,
+}
+
+/// `POST /{waba_id}/message_templates` body (§6.2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CreateTemplate {
+    /// `^[a-z0-9_]+$`, ≤ 512.
+    pub name: String,
+    /// Locale, e.g. `pt_BR`.
+    pub language: String,
+    /// `MARKETING`, `UTILITY`, `AUTHENTICATION`.
+    pub category: String,
+    /// `POSITIONAL` (default) or `NAMED`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameter_format: Option<String>,
+    /// `HEADER`, `BODY`, `FOOTER`, `BUTTONS` components with examples.
+    pub components: Vec<serde_json::Value>,
+}
+
+/// `POST /{waba_id}/message_templates` answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TemplateCreated {
+    /// Template id.
+    pub id: String,
+    /// `PENDING` (or `APPROVED` / `REJECTED` at once).
+    pub status: String,
+    /// Category as accepted.
+    #[serde(default)]
+    pub category: String,
+}
+
+/// A template as the list returns it (§6.1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TemplateInfo {
+    /// Template id.
+    pub id: String,
+    /// Name.
+    pub name: String,
+    /// Locale.
+    pub language: String,
+    /// `APPROVED`, `PENDING`, `REJECTED`, `PAUSED`, `DISABLED`…
+    pub status: String,
+    /// `MARKETING`, `UTILITY`, `AUTHENTICATION`.
+    pub category: String,
+    /// `POSITIONAL` or `NAMED`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameter_format: Option<String>,
+    /// Components as created.
+    #[serde(default)]
+    pub components: serde_json::Value,
+}
+
+impl TemplatePayload {
+    /// Adds a media header parameter (`image`, `video` or `document`) to a template send.
+    /// Other kinds are ignored.
+    pub fn with_header_media(mut self, kind: &str, media: MediaObject) -> Self {
+        let parameter = match kind {
+            "image" => Parameter::Image { image: media },
+            "video" => Parameter::Video { video: media },
+            "document" => Parameter::Document { document: media },
+            _ => return self,
+        };
+        self.components.insert(
+            0,
+            TemplateComponent {
+                kind: "header".into(),
+                sub_type: None,
+                index: None,
+                parameters: vec![parameter],
+            },
+        );
+        self
+    }
+}

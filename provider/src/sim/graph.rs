@@ -1,10 +1,6 @@
 //! The Graph API surface of the simulator: same paths, shapes and error envelopes as the
 //! provider (PROVIDER.md §1–§7).
 
-// Helpers here return ready `Response`s as errors (the Graph envelope); they run once per
-// request, so the size of the error variant does not matter.
-#![allow(clippy::result_large_err)]
-
 use super::state::{Bucket, SentRecord};
 use super::webhooks::{Emission, EmissionKind};
 use super::{ms, now_ms, Inner};
@@ -18,10 +14,124 @@ use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-pub(crate) fn routes() -> Router<Arc<Inner>> {
+pub(crate) fn routes(inner: Arc<Inner>) -> Router<Arc<Inner>> {
     Router::new()
-        .route("/{version}/{node}", get(get_node))
+        .route(
+            "/{version}/{node}",
+            get(get_node)
+                .post(super::phone::post_node)
+                .delete(super::media::delete_media),
+        )
         .route("/{version}/{node}/messages", post(send_message))
+        .route("/{version}/{node}/media", post(super::media::upload))
+        .route(
+            "/{version}/{node}/request_code",
+            post(super::phone::request_code),
+        )
+        .route(
+            "/{version}/{node}/verify_code",
+            post(super::phone::verify_code),
+        )
+        .route("/{version}/{node}/register", post(super::phone::register))
+        .route(
+            "/{version}/{node}/deregister",
+            post(super::phone::deregister),
+        )
+        .route(
+            "/{version}/{node}/phone_numbers",
+            get(super::phone::list_numbers).post(super::phone::add_number),
+        )
+        .route(
+            "/{version}/{node}/message_templates",
+            get(super::templates::list)
+                .post(super::templates::create)
+                .delete(super::templates::delete),
+        )
+        .route(
+            "/{version}/{node}/subscribed_apps",
+            get(super::business::get_subscribed)
+                .post(super::business::subscribe)
+                .delete(super::business::unsubscribe),
+        )
+        .route(
+            "/{version}/{node}/owned_whatsapp_business_accounts",
+            get(super::business::owned_wabas),
+        )
+        .route("/{version}/debug_token", get(super::business::debug_token))
+        .route(
+            "/{version}/oauth/access_token",
+            get(super::business::exchange_code),
+        )
+        .layer(axum::middleware::from_fn_with_state(
+            inner,
+            super::faults::inject,
+        ))
+}
+
+/// Request parameters from the query string, a JSON object body or a form body, merged
+/// (PROVIDER.md §1.4: Graph accepts all three; docs disagree on which one each call uses).
+pub(crate) fn params(query: &HashMap<String, String>, body: &[u8]) -> Map<String, Value> {
+    let mut out: Map<String, Value> = query.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+    if let Ok(Value::Object(m)) = serde_json::from_slice::<Value>(body) {
+        out.extend(m);
+    } else if !body.is_empty() {
+        for (k, v) in url::form_urlencoded::parse(body) {
+            out.insert(k.into_owned(), json!(v.into_owned()));
+        }
+    }
+    out
+}
+
+/// A string parameter.
+pub(crate) fn param_str<'a>(p: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
+    p.get(key).and_then(Value::as_str)
+}
+
+/// What a Graph node id is in the simulator.
+pub(crate) enum Node {
+    Number,
+    Waba,
+    Business,
+    Media,
+    Template(String),
+}
+
+/// Finds what `id` is, among the assets `business` may read.
+pub(crate) fn resolve(inner: &Inner, business: &str, id: &str) -> Option<Node> {
+    if inner
+        .numbers
+        .get(id)
+        .is_some_and(|n| n.business_id == business)
+    {
+        return Some(Node::Number);
+    }
+    if inner
+        .wabas
+        .get(id)
+        .is_some_and(|w| w.business_id == business)
+    {
+        return Some(Node::Waba);
+    }
+    if id == business {
+        return Some(Node::Business);
+    }
+    if inner
+        .media
+        .get(id)
+        .is_some_and(|m| m.business_id == business)
+    {
+        return Some(Node::Media);
+    }
+    inner
+        .wabas
+        .iter()
+        .filter(|w| w.business_id == business)
+        .find_map(|w| {
+            w.templates
+                .iter()
+                .any(|t| t.id == id)
+                .then(|| Node::Template(w.id.clone()))
+        })
 }
 
 /// A Graph error response (§7). `type` is `OAuthException` as in most real bodies.
@@ -59,7 +169,7 @@ pub(crate) fn graph_error(
     (status, Json(json!({ "error": Value::Object(err) }))).into_response()
 }
 
-fn unknown_node(id: &str) -> Response {
+pub(crate) fn unknown_node(id: &str) -> Response {
     graph_error(
         StatusCode::BAD_REQUEST,
         100,
@@ -136,11 +246,18 @@ async fn get_node(
         Ok(b) => b,
         Err(r) => return r,
     };
-    let Some(n) = inner
-        .numbers
-        .get(&node)
-        .filter(|n| n.business_id == business)
-    else {
+    match resolve(&inner, &business, &node) {
+        Some(Node::Number) => {}
+        Some(Node::Waba) => return super::business::get_waba(&inner, &node),
+        Some(Node::Business) => return Json(
+            json!({"id": node, "name": "Disparo Sim Business", "verification_status": "verified"}),
+        )
+        .into_response(),
+        Some(Node::Media) => return super::media::describe(&inner, &node, &headers, &query),
+        Some(Node::Template(waba)) => return super::templates::get_one(&inner, &waba, &node),
+        None => return unknown_node(&node),
+    }
+    let Some(n) = inner.numbers.get(&node) else {
         return unknown_node(&node);
     };
     let mut all = Map::new();
@@ -159,22 +276,39 @@ async fn get_node(
         "STANDARD"
     };
     all.insert("throughput".into(), json!({ "level": level }));
-    all.insert(
-        "status".into(),
-        json!(if n.registered { "CONNECTED" } else { "PENDING" }),
-    );
+    let banned = inner
+        .wabas
+        .get(&n.waba_id)
+        .is_some_and(|w| w.ban_state.as_deref() == Some("DISABLE"));
+    let status = match (banned, n.registered) {
+        (true, _) => "BANNED",
+        (false, true) => "CONNECTED",
+        (false, false) => "PENDING",
+    };
+    all.insert("status".into(), json!(status));
     all.insert("name_status".into(), json!("APPROVED"));
     all.insert(
         "code_verification_status".into(),
-        json!(if n.registered {
+        json!(if n.code_verified || n.registered {
             "VERIFIED"
         } else {
             "NOT_VERIFIED"
         }),
     );
+    let can_send = if banned {
+        "BLOCKED"
+    } else if n.registered {
+        "AVAILABLE"
+    } else {
+        "LIMITED"
+    };
+    all.insert(
+        "health_status".into(),
+        json!({"can_send_message": can_send, "entities": []}),
+    );
     all.insert("platform_type".into(), json!("CLOUD_API"));
     all.insert("account_mode".into(), json!("LIVE"));
-    all.insert("is_pin_enabled".into(), json!(n.registered));
+    all.insert("is_pin_enabled".into(), json!(n.pin.is_some()));
     drop(n);
     let wanted: Vec<String> = match query.get("fields") {
         Some(f) => f
@@ -217,6 +351,7 @@ fn invalid_parameter(details: &str) -> Response {
 
 /// What a send needs from the number, read under its lock.
 struct Sender {
+    business_id: String,
     waba_id: String,
     display: String,
     app_secret: Arc<str>,
@@ -292,7 +427,16 @@ async fn send_message(
         else {
             return unknown_node(&node);
         };
+        if inner
+            .wabas
+            .get(&n.waba_id)
+            .is_some_and(|w| w.ban_state.as_deref() == Some("DISABLE"))
+        {
+            let (status, message, details) = super::errors::canned(131031);
+            return graph_error(status, 131031, &message, details, None);
+        }
         let sender = Sender {
+            business_id: n.business_id.clone(),
             waba_id: n.waba_id.clone(),
             display: n.display_phone_number.clone(),
             app_secret: Arc::from(b.as_str()),
@@ -391,7 +535,18 @@ async fn send_message(
                 _ => req.audio.as_ref(),
             };
             match media {
-                Some(m) if m.id.is_some() != m.link.is_some() => {}
+                Some(m) if m.id.is_some() != m.link.is_some() => {
+                    if let Some(id) = &m.id {
+                        if inner
+                            .media
+                            .get(id)
+                            .is_none_or(|x| x.business_id != sender.business_id)
+                        {
+                            let (status, message, _) = super::errors::canned(131053);
+                            return graph_error(status, 131053, &message, Some("The media id does not exist or does not belong to this business."), None);
+                        }
+                    }
+                }
                 _ => return invalid_parameter("A media object needs exactly one of id or link."),
             }
         }
@@ -433,6 +588,11 @@ async fn send_message(
         .windows
         .get(&(node.clone(), to.clone()))
         .is_some_and(|t| now - *t < engine::DAY_MS);
+    // Business-initiated sends count against the portfolio's rolling 24 h limit of unique
+    // users (§10.2); beyond it, sends to new users fail asynchronously.
+    let over_limit = template_category.is_some()
+        && !window_open
+        && !inner.admit_business_initiated(&sender.business_id, &to, now);
     inner.ledger.lock().expect("ledger lock").record(
         &node,
         req.template.as_ref().map(|t| t.name.as_str()),
@@ -453,6 +613,7 @@ async fn send_message(
         &req,
         template_category,
         window_open,
+        over_limit,
         major,
         now,
     );
@@ -492,6 +653,7 @@ fn schedule_statuses(
     req: &SendMessageRequest,
     template_category: Option<String>,
     window_open: bool,
+    over_limit: bool,
     api_major: u32,
     now: i64,
 ) {
@@ -533,6 +695,21 @@ fn schedule_statuses(
             "Re-engagement message",
             "Message failed to send because more than 24 hours have passed since the customer last replied to this number."
         )]));
+        emit(d.sent_ms, f);
+        return;
+    }
+
+    if over_limit {
+        let code = inner.cfg.tier_limit_code;
+        let (_, title, details) = super::errors::canned(code);
+        let title = title.trim_start_matches(&format!("(#{code}) ")).to_string();
+        let mut f = base("failed", d.sent_ms);
+        let details = details
+            .unwrap_or("The business has reached its messaging limit of unique users in 24 hours.");
+        f.insert(
+            "errors".into(),
+            json!([webhook_error(code, &title, details)]),
+        );
         emit(d.sent_ms, f);
         return;
     }

@@ -8,9 +8,19 @@
 //!   `Authorization: Bearer <access_token>` exactly like the provider;
 //! - a control API under `/_sim/…` for tests, demos and load tests (see the crate README).
 
+// Handler helpers return ready `Response`s (the Graph error envelope) as their error; they run
+// once per request, so the size of that error variant does not matter.
+#![allow(clippy::result_large_err)]
+
+mod business;
 mod control;
+mod errors;
+mod faults;
 mod graph;
+mod media;
+mod phone;
 pub mod state;
+mod templates;
 mod webhooks;
 
 use axum::Router;
@@ -77,6 +87,9 @@ pub struct SimConfig {
     pub batch_max: usize,
     /// Escape non-ASCII as `\uXXXX` in webhook bodies, like the provider (§8.2).
     pub escape_unicode: bool,
+    /// The error code of a business-initiated send beyond the portfolio's 24 h limit of unique
+    /// users; it fails asynchronously (PROVIDER.md §10.2 leaves the code open; default 131048).
+    pub tier_limit_code: i64,
 }
 
 impl Default for SimConfig {
@@ -92,6 +105,7 @@ impl Default for SimConfig {
             webhook_retry_ms: vec![100, 500, 2000, 5000, 15_000],
             batch_max: 100,
             escape_unicode: true,
+            tier_limit_code: 131048,
         }
     }
 }
@@ -107,6 +121,12 @@ pub(crate) struct Inner {
     /// (phone_number_id, user) → last inbound message, ms
     pub windows: DashMap<(String, String), i64>,
     pub ledger: Mutex<Ledger>,
+    pub media: DashMap<String, state::Media>,
+    /// Embedded Signup code → business id.
+    pub signup_codes: DashMap<String, String>,
+    /// Business id → unique business-initiated recipients in the rolling 24 h.
+    pub portfolio: DashMap<String, engine::limits::RollingUnique>,
+    pub faults: Mutex<state::Faults>,
     pub rng: Mutex<StdRng>,
     pub outbox: webhooks::Outbox,
     pub emitter_stats: Arc<webhooks::EmitterStats>,
@@ -135,6 +155,43 @@ impl Inner {
     /// A draw in `[0, 1)`.
     pub fn draw(&self) -> f64 {
         self.rng.lock().expect("rng lock").gen()
+    }
+
+    /// The portfolio's messaging tier: the highest tier among the business's numbers (since
+    /// 2025-10-07 the limit is per portfolio and existing portfolios inherited their highest
+    /// number's tier, §10.2). `None` when the business has no number.
+    pub fn portfolio_tier(&self, business: &str) -> Option<String> {
+        self.numbers
+            .iter()
+            .filter(|n| n.business_id == business)
+            .map(|n| n.tier.clone())
+            .max_by_key(|t| {
+                engine::channel::Tier::parse(t)
+                    .map(|t| t.limit_24h().unwrap_or(i64::MAX))
+                    .unwrap_or(0)
+            })
+    }
+
+    /// Counts a business-initiated send to `to` against the portfolio limit; false when the
+    /// limit is reached and `to` is a new user.
+    pub fn admit_business_initiated(&self, business: &str, to: &str, now: i64) -> bool {
+        let limit = self
+            .portfolio_tier(business)
+            .and_then(|t| engine::channel::Tier::parse(&t))
+            .and_then(|t| t.limit_24h());
+        let mut counter = self
+            .portfolio
+            .entry(business.to_string())
+            .or_insert_with(|| engine::limits::RollingUnique::new(engine::DAY_MS));
+        if counter.contains(to, now) {
+            counter.record(to, now);
+            return true;
+        }
+        if limit.is_some_and(|l| counter.count(now) >= l) {
+            return false;
+        }
+        counter.record(to, now);
+        true
     }
 
     /// A `wamid.`-prefixed message id (§11.2).
@@ -179,6 +236,10 @@ impl Simulator {
                 numbers: DashMap::new(),
                 windows: DashMap::new(),
                 ledger: Mutex::new(Ledger::default()),
+                media: DashMap::new(),
+                signup_codes: DashMap::new(),
+                portfolio: DashMap::new(),
+                faults: Mutex::new(state::Faults::default()),
                 rng: Mutex::new(rng),
                 outbox,
                 emitter_stats: stats,
@@ -189,7 +250,7 @@ impl Simulator {
     /// The router: Graph API paths plus `/_sim/…`.
     pub fn router(&self) -> Router {
         control::routes()
-            .merge(graph::routes())
+            .merge(graph::routes(self.inner.clone()))
             .with_state(self.inner.clone())
     }
 

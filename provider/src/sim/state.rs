@@ -25,6 +25,13 @@ pub struct Waba {
     pub name: String,
     /// Message templates, one per (name, language).
     pub templates: Vec<Template>,
+    /// Apps subscribed to the WABA's webhooks (`/subscribed_apps`).
+    pub subscribed_apps: Vec<serde_json::Value>,
+    /// `DISABLE` / `SCHEDULE_FOR_DISABLE` after an account update; `None` when in good
+    /// standing.
+    pub ban_state: Option<String>,
+    /// Active restriction types (`RESTRICTED_BIZ_INITIATED_MESSAGING`…).
+    pub restrictions: Vec<String>,
 }
 
 /// A message template in a WABA.
@@ -102,10 +109,89 @@ pub struct Number {
     pub throughput_mps: u32,
     /// Whether `/register` completed; sends need it (133010 otherwise).
     pub registered: bool,
+    /// Country calling code given at creation.
+    pub cc: String,
+    /// The last verification code sent by `/request_code` (read it with
+    /// `GET /_sim/numbers/{id}/code`, as the SMS would).
+    pub verification_code: Option<String>,
+    /// Whether `/verify_code` succeeded.
+    pub code_verified: bool,
+    /// The two-step verification PIN, when set (then `/register` must give it).
+    pub pin: Option<String>,
     /// Throughput bucket (capacity = one second of throughput).
     pub bucket: Bucket,
     /// Pair-rate buckets per recipient: 45-message burst, 1 per 6 s (§10.3).
     pub pairs: HashMap<String, Bucket>,
+}
+
+/// An uploaded (or inbound) media file.
+#[derive(Debug, Clone)]
+pub struct Media {
+    /// Media id.
+    pub id: String,
+    /// Business that may read it.
+    pub business_id: String,
+    /// Number it was uploaded to / received on.
+    pub phone_number_id: String,
+    /// MIME type.
+    pub mime_type: String,
+    /// The bytes.
+    pub bytes: bytes::Bytes,
+    /// Lowercase hex SHA-256 of the bytes.
+    pub sha256: String,
+}
+
+/// Faults injected through `PUT /_sim/faults`.
+#[derive(Debug, Clone, Default, serde::Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Faults {
+    /// Share of Graph requests answered HTTP 500 (code 2, transient), 0 to 1.
+    #[serde(default)]
+    pub share_5xx: f64,
+    /// Share of Graph requests that hang for `timeout_ms` before answering 504, 0 to 1.
+    #[serde(default)]
+    pub share_timeout: f64,
+    /// How long a "timeout" hangs, ms (default 30000: longer than the usual client timeout).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// Added latency: p50 and p99 in ms (piecewise-linear between them).
+    #[serde(default)]
+    pub latency_ms: Option<Latency>,
+    /// The next Graph requests to fail with these codes.
+    #[serde(default)]
+    pub next_errors: Vec<NextError>,
+}
+
+/// Latency percentiles, ms.
+#[derive(Debug, Clone, Copy, Default, serde::Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Latency {
+    /// Median.
+    pub p50: u64,
+    /// 99th percentile.
+    pub p99: u64,
+}
+
+/// A queued error: the next `count` requests to the node (a number or a WABA, or any node when
+/// neither is given) answer Graph error `code`.
+#[derive(Debug, Clone, serde::Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct NextError {
+    /// Only requests to this number (its node and edges).
+    #[serde(default)]
+    pub phone_number_id: Option<String>,
+    /// Only requests to this WABA (its node and edges).
+    #[serde(default)]
+    pub waba_id: Option<String>,
+    /// Graph error code (see PROVIDER.md §7.1).
+    pub code: i64,
+    /// How many requests (default 1).
+    #[serde(default = "one")]
+    pub count: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// One accepted send, as the ledger keeps it.
