@@ -349,6 +349,14 @@ fn invalid_parameter(details: &str) -> Response {
     )
 }
 
+/// The template facts a send is checked against.
+struct Found {
+    name: String,
+    status: String,
+    category: String,
+    body_params: usize,
+}
+
 /// What a send needs from the number, read under its lock.
 struct Sender {
     business_id: String,
@@ -372,11 +380,11 @@ async fn send_message(
         Ok(b) => b,
         Err(r) => return r,
     };
-    let Ok(raw) = serde_json::from_slice::<Value>(&body) else {
-        return invalid_parameter("The request body is not valid JSON.");
-    };
-    let req: SendMessageRequest = match serde_json::from_value(raw.clone()) {
+    let req: SendMessageRequest = match serde_json::from_slice(&body) {
         Ok(r) => r,
+        Err(e) if e.is_syntax() || e.is_eof() => {
+            return invalid_parameter("The request body is not valid JSON.")
+        }
         Err(e) => return invalid_parameter(&format!("Invalid request body: {e}")),
     };
     if req.messaging_product != "whatsapp" {
@@ -471,11 +479,17 @@ async fn send_message(
                 );
             };
             let waba = inner.wabas.get(&sender.waba_id);
+            // Only what the checks need, read under the WABA's guard (no clone of components).
             let found = waba.as_ref().and_then(|w| {
                 w.templates
                     .iter()
                     .find(|x| x.name == t.name && x.language == t.language.code)
-                    .cloned()
+                    .map(|x| Found {
+                        name: x.name.clone(),
+                        status: x.status.clone(),
+                        category: x.category.clone(),
+                        body_params: x.body_params,
+                    })
             });
             drop(waba);
             match found {
@@ -600,7 +614,7 @@ async fn send_message(
             id: wamid.clone(),
             to: to.clone(),
             kind: req.kind().to_string(),
-            payload: raw,
+            payload: bytes::Bytes::copy_from_slice(&body),
             at: now,
         },
     );

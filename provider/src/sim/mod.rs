@@ -85,6 +85,12 @@ pub struct SimConfig {
     pub webhook_retry_ms: Vec<u64>,
     /// Most events in one webhook POST (the provider batches up to 1000, §8.2).
     pub batch_max: usize,
+    /// How long the emitter waits for more events before posting a partial batch, ms. Under
+    /// load this is what makes batches large; at rest it delays a webhook by at most this.
+    pub batch_window_ms: u64,
+    /// How many recent sends the ledger keeps per number (`GET /_sim/numbers/{id}/sent`);
+    /// totals and per-recipient counts are kept for every send.
+    pub ledger_recent_per_number: usize,
     /// Escape non-ASCII as `\uXXXX` in webhook bodies, like the provider (§8.2).
     pub escape_unicode: bool,
     /// The error code of a business-initiated send beyond the portfolio's 24 h limit of unique
@@ -103,7 +109,9 @@ impl Default for SimConfig {
             default_throughput_mps: 80,
             template_review_ms: 1000,
             webhook_retry_ms: vec![100, 500, 2000, 5000, 15_000],
-            batch_max: 100,
+            batch_max: 200,
+            batch_window_ms: 5,
+            ledger_recent_per_number: 20_000,
             escape_unicode: true,
             tier_limit_code: 131048,
         }
@@ -210,12 +218,14 @@ pub struct Simulator {
 impl Simulator {
     /// Creates a simulator and starts its webhook tasks (must run inside a tokio runtime).
     pub fn new(cfg: SimConfig) -> Self {
+        let recent_cap = cfg.ledger_recent_per_number;
         let url = Arc::new(RwLock::new(cfg.webhook_url.clone()));
         let stats = Arc::new(webhooks::EmitterStats::default());
         let outbox = webhooks::start(
             url.clone(),
             webhooks::EmitterConfig {
                 batch_max: cfg.batch_max.max(1),
+                batch_window: ms(cfg.batch_window_ms),
                 retry_ms: cfg.webhook_retry_ms.clone(),
                 escape_unicode: cfg.escape_unicode,
                 max_in_flight: 64,
@@ -235,7 +245,10 @@ impl Simulator {
                 wabas: DashMap::new(),
                 numbers: DashMap::new(),
                 windows: DashMap::new(),
-                ledger: Mutex::new(Ledger::default()),
+                ledger: Mutex::new(Ledger {
+                    recent_cap,
+                    ..Ledger::default()
+                }),
                 media: DashMap::new(),
                 signup_codes: DashMap::new(),
                 portfolio: DashMap::new(),

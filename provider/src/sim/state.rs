@@ -204,10 +204,16 @@ pub struct SentRecord {
     /// Message type.
     #[serde(rename = "type")]
     pub kind: String,
-    /// The request body as received.
-    pub payload: serde_json::Value,
+    /// The request body as received (bytes; rendered as JSON by the control API).
+    #[serde(serialize_with = "as_json")]
+    pub payload: bytes::Bytes,
     /// Acceptance time (ms since epoch).
     pub at: i64,
+}
+
+fn as_json<S: serde::Serializer>(b: &bytes::Bytes, s: S) -> Result<S::Ok, S::Error> {
+    let v: serde_json::Value = serde_json::from_slice(b).unwrap_or(serde_json::Value::Null);
+    v.serialize(s)
 }
 
 /// Every accepted send: totals, a bounded recent list per number, and per-recipient template
@@ -222,10 +228,9 @@ pub struct Ledger {
     pub recent: HashMap<String, VecDeque<SentRecord>>,
     /// recipient → template name → sends.
     pub per_recipient: HashMap<String, HashMap<String, u64>>,
+    /// How many recent sends are kept per number.
+    pub recent_cap: usize,
 }
-
-/// How many recent sends the ledger keeps per number.
-pub const LEDGER_RECENT_PER_NUMBER: usize = 200_000;
 
 impl Ledger {
     /// Records an accepted send.
@@ -241,7 +246,7 @@ impl Ledger {
                 .or_default() += 1;
         }
         let q = self.recent.entry(number_id.to_string()).or_default();
-        if q.len() == LEDGER_RECENT_PER_NUMBER {
+        if q.len() >= self.recent_cap.max(1) {
             q.pop_front();
         }
         q.push_back(rec);

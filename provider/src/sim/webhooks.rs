@@ -87,6 +87,7 @@ impl Outbox {
 #[derive(Debug, Clone)]
 pub(crate) struct EmitterConfig {
     pub batch_max: usize,
+    pub batch_window: Duration,
     pub retry_ms: Vec<u64>,
     pub escape_unicode: bool,
     pub max_in_flight: usize,
@@ -163,10 +164,15 @@ async fn emitter(
     let mut batch = Vec::with_capacity(cfg.batch_max);
     while let Some(first) = rx.recv().await {
         batch.push(first);
+        // Collect what is already queued, then wait up to the window for more.
+        let deadline = Instant::now() + cfg.batch_window;
         while batch.len() < cfg.batch_max {
             match rx.try_recv() {
                 Ok(e) => batch.push(e),
-                Err(_) => break,
+                Err(_) => match tokio::time::timeout_at(deadline, rx.recv()).await {
+                    Ok(Some(e)) => batch.push(e),
+                    _ => break,
+                },
             }
         }
         stats
