@@ -1106,3 +1106,47 @@ impl TemplatePayload {
         self
     }
 }
+
+#[cfg(test)]
+mod management_tests {
+    use super::*;
+
+    fn sample<T: serde::de::DeserializeOwned>(name: &str) -> T {
+        let path = format!("{}/testdata/{name}", env!("CARGO_MANIFEST_DIR"));
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn management_answers_parse_from_the_samples() {
+        let m: MediaInfo = sample("media_get_response.json");
+        assert_eq!((m.file_size.as_str(), m.mime_type.as_str()), ("303833", "image/jpeg"));
+        let t: TemplateCreated = sample("message_template_create_response.json");
+        assert_eq!((t.status.as_str(), t.category.as_str()), ("PENDING", "UTILITY"));
+        let w: Page<Waba> = sample("owned_whatsapp_business_accounts_response.json");
+        assert_eq!(w.data.len(), 2);
+        assert!(w.paging.unwrap().cursors.unwrap().after.is_some());
+        let n: Page<PhoneNumber> = sample("waba_phone_numbers_list_response.json");
+        assert_eq!(n.data[1].quality_rating.as_deref(), Some("NA"));
+        assert_eq!(engine::channel::Quality::parse(n.data[1].quality_rating.as_deref().unwrap()), engine::channel::Quality::Unknown);
+        let l: Page<TemplateInfo> = sample("message_templates_list_response.json");
+        assert!(!l.data.is_empty() && l.data.iter().all(|t| !t.status.is_empty()));
+        let c: CreateTemplate = sample("request_create_template_url_button_with_variable.json");
+        assert!(c.components.iter().any(|x| x["type"] == "BUTTONS"));
+        let a: serde_json::Value = sample("request_add_phone_number.json");
+        assert_eq!(a["cc"], "1");
+    }
+
+    #[test]
+    fn a_debug_token_answer_lists_the_wabas_granted() {
+        let v = serde_json::json!({"data": {"app_id": "670843887433847", "application": "JaspersMarket", "data_access_expires_at": 1672092840,
+            "expires_at": 1665090000, "is_valid": true, "type": "USER", "user_id": "10222270944537964",
+            "scopes": ["whatsapp_business_management", "whatsapp_business_messaging", "public_profile"],
+            "granular_scopes": [{"scope": "whatsapp_business_management", "target_ids": ["102289599326934", "101569239400667"]},
+                                {"scope": "whatsapp_business_messaging", "target_ids": ["102289599326934", "101569239400667"]}]}});
+        let d: DebugToken = serde_json::from_value(v).unwrap();
+        assert!(d.data.is_valid);
+        assert_eq!(d.data.granular_scopes[0].target_ids[0], "102289599326934");
+        let t: AccessToken = serde_json::from_value(serde_json::json!({"access_token": "EAAA", "token_type": "bearer"})).unwrap();
+        assert_eq!(t.access_token, "EAAA");
+    }
+}
