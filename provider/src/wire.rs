@@ -1119,15 +1119,24 @@ mod management_tests {
     #[test]
     fn management_answers_parse_from_the_samples() {
         let m: MediaInfo = sample("media_get_response.json");
-        assert_eq!((m.file_size.as_str(), m.mime_type.as_str()), ("303833", "image/jpeg"));
+        assert_eq!(
+            (m.file_size.as_str(), m.mime_type.as_str()),
+            ("303833", "image/jpeg")
+        );
         let t: TemplateCreated = sample("message_template_create_response.json");
-        assert_eq!((t.status.as_str(), t.category.as_str()), ("PENDING", "UTILITY"));
+        assert_eq!(
+            (t.status.as_str(), t.category.as_str()),
+            ("PENDING", "UTILITY")
+        );
         let w: Page<Waba> = sample("owned_whatsapp_business_accounts_response.json");
         assert_eq!(w.data.len(), 2);
         assert!(w.paging.unwrap().cursors.unwrap().after.is_some());
         let n: Page<PhoneNumber> = sample("waba_phone_numbers_list_response.json");
         assert_eq!(n.data[1].quality_rating.as_deref(), Some("NA"));
-        assert_eq!(engine::channel::Quality::parse(n.data[1].quality_rating.as_deref().unwrap()), engine::channel::Quality::Unknown);
+        assert_eq!(
+            engine::channel::Quality::parse(n.data[1].quality_rating.as_deref().unwrap()),
+            engine::channel::Quality::Unknown
+        );
         let l: Page<TemplateInfo> = sample("message_templates_list_response.json");
         assert!(!l.data.is_empty() && l.data.iter().all(|t| !t.status.is_empty()));
         let c: CreateTemplate = sample("request_create_template_url_button_with_variable.json");
@@ -1146,7 +1155,10 @@ mod management_tests {
         let d: DebugToken = serde_json::from_value(v).unwrap();
         assert!(d.data.is_valid);
         assert_eq!(d.data.granular_scopes[0].target_ids[0], "102289599326934");
-        let t: AccessToken = serde_json::from_value(serde_json::json!({"access_token": "EAAA", "token_type": "bearer"})).unwrap();
+        let t: AccessToken = serde_json::from_value(
+            serde_json::json!({"access_token": "EAAA", "token_type": "bearer"}),
+        )
+        .unwrap();
         assert_eq!(t.access_token, "EAAA");
     }
 }
