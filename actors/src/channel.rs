@@ -100,6 +100,20 @@ pub enum ChannelMsg {
     Snapshot(RpcReplyPort<ChannelSnapshot>),
     /// A send task's result.
     Outcome(SendOutcome),
+    /// The WABA's standing changed (`account_update`).
+    WabaStanding(WabaStanding),
+    /// Re-read the number at the provider (quality, tier, status, name); replies with the
+    /// new state, or the provider's refusal. `None`: no one waits for the answer.
+    Sync(Option<RpcReplyPort<Result<ChannelSnapshot, ActorError>>>),
+    /// The result of the provider read a `Sync` started.
+    SyncDone(
+        Box<Result<provider::wire::PhoneNumber, provider::ProviderError>>,
+        Option<RpcReplyPort<Result<ChannelSnapshot, ActorError>>>,
+    ),
+    /// The BM's payment works again: release the payment lock.
+    PaymentReleased,
+    /// Re-read the channel's record and credentials from storage (after an update).
+    Reload(RpcReplyPort<Result<ChannelSnapshot, ActorError>>),
 }
 
 /// Start arguments.
@@ -114,25 +128,80 @@ pub struct ChannelArgs {
 pub struct ChannelState {
     record: Arc<ChannelRecord>,
     secrets: ChannelSecrets,
+    status: ChannelStatus,
     quality: Quality,
     tier: Option<Tier>,
     credential_valid: bool,
+    payment_locked_until: Option<i64>,
+    waba: WabaStanding,
     recipients: RollingUnique,
+    bm: Option<Arc<std::sync::Mutex<crate::bm::BmCounter>>>,
     in_flight: Arc<Semaphore>,
     shared: Arc<Shared>,
 }
 
+/// How long a payment problem (131042) locks business-initiated sends when nobody checks
+/// (decision D-021); `POST /bms/{id}/payment-check` releases it at once.
+pub const PAYMENT_LOCK_MS: i64 = engine::HOUR_MS;
+
+fn waba_standing(s: &str) -> WabaStanding {
+    match s {
+        "banned" => WabaStanding::Banned,
+        "restricted" => WabaStanding::Restricted,
+        _ => WabaStanding::Ok,
+    }
+}
+
+type Loaded = (
+    ChannelRecord,
+    ChannelSecrets,
+    RollingUnique,
+    WabaStanding,
+    Option<Arc<std::sync::Mutex<crate::bm::BmCounter>>>,
+);
+
+/// Loads what a channel actor holds from storage.
+async fn load(shared: &Arc<Shared>, channel_id: i64) -> Result<Loaded, ActorError> {
+    let store = &shared.store;
+    let record = store.channel_unscoped(channel_id).await?;
+    let secrets = store.channel_secrets(channel_id).await?;
+    let mut recipients = RollingUnique::new(DAY_MS);
+    for (phone, at) in store
+        .business_initiated_recipients_since(record.id, now_ms() - DAY_MS)
+        .await?
+    {
+        recipients.record(&phone, at);
+    }
+    let waba = match store
+        .waba_by_provider_id(record.account_id, &record.waba_id)
+        .await
+    {
+        Ok(w) => waba_standing(&w.standing),
+        Err(storage::StorageError::NotFound) => WabaStanding::Ok,
+        Err(e) => return Err(e.into()),
+    };
+    let bm = match record.bm_id {
+        Some(id) => Some(shared.bm_counter(id).await?),
+        None => None,
+    };
+    Ok((record, secrets, recipients, waba, bm))
+}
+
 impl ChannelState {
     fn health_input(&mut self, now: i64) -> HealthInput {
+        let bm_available = self
+            .bm
+            .as_ref()
+            .and_then(|b| b.lock().expect("bm counter lock").available(now));
         HealthInput {
-            status: ChannelStatus::parse(&self.record.status),
+            status: self.status,
             quality: self.quality,
             credential_valid: self.credential_valid,
-            payment_locked: false,
-            waba: WabaStanding::Ok,
+            payment_locked: self.payment_locked_until.is_some_and(|t| t > now),
+            waba: self.waba,
             limit_24h: self.tier.as_ref().and_then(Tier::limit_24h),
             sent_24h: self.recipients.count(now),
-            external_available: None,
+            external_available: bm_available,
             template_missing: false,
             warming_up: false,
             group: String::new(),
@@ -142,13 +211,69 @@ impl ChannelState {
     fn snapshot(&mut self) -> ChannelSnapshot {
         let input = self.health_input(now_ms());
         let mut record = (*self.record).clone();
+        record.status = self.status.as_str().to_string();
         record.quality = self.quality.as_str().to_string();
         record.tier = self.tier.as_ref().map(|t| t.as_str().to_string());
         record.credential_valid = self.credential_valid;
+        record.payment_locked_until = self.payment_locked_until;
         ChannelSnapshot {
             record,
             health: health(&input),
         }
+    }
+}
+
+fn register(
+    shared: &Shared,
+    record: &ChannelRecord,
+    secrets: &ChannelSecrets,
+    myself: &ActorRef<ChannelMsg>,
+) {
+    shared.registry.insert(ChannelEntry {
+        channel_id: record.id,
+        account_id: record.account_id,
+        phone_number_id: record.phone_number_id.clone(),
+        waba_id: record.waba_id.clone(),
+        phone: record.phone.clone(),
+        app_secret: secrets.app_secret.clone(),
+        verify_token: record.verify_token.clone(),
+        actor: myself.clone(),
+    });
+}
+
+impl ChannelState {
+    /// Per-channel gauges for Grafana: quality (2 green, 1 yellow, 0 red, -1 unknown), the
+    /// 24 h limit (-1 unlimited), sent in 24 h and available now (-1 unlimited).
+    fn publish_gauges(&mut self) {
+        let id = self.record.id.to_string();
+        let h = health(&self.health_input(now_ms()));
+        let q = match self.quality {
+            Quality::Green => 2.0,
+            Quality::Yellow => 1.0,
+            Quality::Red => 0.0,
+            Quality::Unknown => -1.0,
+        };
+        metrics::gauge!("disparo_channel_quality", "channel_id" => id.clone()).set(q);
+        metrics::gauge!("disparo_channel_limit_24h", "channel_id" => id.clone())
+            .set(h.limit_24h as f64);
+        metrics::gauge!("disparo_channel_sent_24h", "channel_id" => id.clone())
+            .set(h.sent_24h as f64);
+        metrics::gauge!("disparo_channel_available", "channel_id" => id).set(h.available as f64);
+    }
+
+    /// `session.status` when the connection status changes.
+    async fn set_status(&mut self, status: ChannelStatus) {
+        if status == self.status {
+            return;
+        }
+        let previous = std::mem::replace(&mut self.status, status);
+        let event = crate::events::session_status(&self.record, status, previous, now_ms());
+        self.shared.emit(&[event]).await;
+        tracing::info!(
+            status = status.as_str(),
+            previous = previous.as_str(),
+            "channel status changed"
+        );
     }
 }
 
@@ -165,38 +290,27 @@ impl Actor for ChannelActor {
         myself: ActorRef<ChannelMsg>,
         args: ChannelArgs,
     ) -> Result<ChannelState, ActorProcessingErr> {
-        let store = &args.shared.store;
-        let record = store.channel_unscoped(args.channel_id).await?;
-        let secrets = store.channel_secrets(args.channel_id).await?;
-        let now = now_ms();
-        let mut recipients = RollingUnique::new(DAY_MS);
-        for (phone, at) in store
-            .business_initiated_recipients_since(record.id, now - DAY_MS)
-            .await?
-        {
-            recipients.record(&phone, at);
-        }
-        args.shared.registry.insert(ChannelEntry {
-            channel_id: record.id,
-            account_id: record.account_id,
-            phone_number_id: record.phone_number_id.clone(),
-            waba_id: record.waba_id.clone(),
-            phone: record.phone.clone(),
-            app_secret: secrets.app_secret.clone(),
-            verify_token: record.verify_token.clone(),
-            actor: myself.clone(),
-        });
+        let (record, secrets, recipients, waba, bm) = load(&args.shared, args.channel_id)
+            .await
+            .map_err(|e| ActorProcessingErr::from(e.to_string()))?;
+        register(&args.shared, &record, &secrets, &myself);
         tracing::info!(channel_id = record.id, "channel actor started");
-        Ok(ChannelState {
+        let mut st = ChannelState {
+            status: ChannelStatus::parse(&record.status),
             quality: Quality::parse(&record.quality),
             tier: record.tier.as_deref().and_then(Tier::parse),
             credential_valid: record.credential_valid,
+            payment_locked_until: record.payment_locked_until,
+            waba,
             record: Arc::new(record),
             secrets,
             recipients,
+            bm,
             in_flight: Arc::new(Semaphore::new(args.shared.config.channel_max_in_flight)),
             shared: args.shared,
-        })
+        };
+        st.publish_gauges();
+        Ok(st)
     }
 
     async fn handle(
@@ -207,6 +321,7 @@ impl Actor for ChannelActor {
     ) -> Result<(), ActorProcessingErr> {
         let span = tracing::info_span!("channel", channel_id = st.record.id);
         handle_msg(myself, msg, st).instrument(span).await;
+        st.publish_gauges();
         Ok(())
     }
 }
@@ -276,8 +391,12 @@ async fn handle_msg(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut Chan
             let _ = reply.send(result.map(|_| stored));
         }
         ChannelMsg::QualityUpdate { quality, tier } => {
-            if let Some(q) = quality {
-                st.quality = q;
+            match quality {
+                Some(q) => st.quality = q,
+                // The current webhook carries no rating: read it at the provider.
+                None => {
+                    let _ = myself.cast(ChannelMsg::Sync(None));
+                }
             }
             if let Some(t) = tier.as_deref().and_then(Tier::parse) {
                 st.tier = Some(t);
@@ -305,6 +424,68 @@ async fn handle_msg(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut Chan
                     .set_channel_credential_valid(st.record.id, true)
                     .await;
             }
+        }
+        ChannelMsg::WabaStanding(standing) => {
+            tracing::warn!(?standing, "WABA standing changed");
+            st.waba = standing;
+        }
+        ChannelMsg::Sync(reply) => {
+            let (graph, token, pnid, me) = (
+                st.shared.graph.clone(),
+                st.secrets.access_token.clone(),
+                st.record.phone_number_id.clone(),
+                myself.clone(),
+            );
+            tokio::spawn(async move {
+                let res = graph.phone_number(token.expose(), &pnid).await;
+                let _ = me.cast(ChannelMsg::SyncDone(Box::new(res), reply));
+            });
+        }
+        ChannelMsg::SyncDone(res, reply) => {
+            let out = apply_sync(st, *res).await;
+            if let Some(reply) = reply {
+                let _ = reply.send(out);
+            }
+        }
+        ChannelMsg::PaymentReleased => {
+            st.payment_locked_until = None;
+            tracing::info!("payment lock released");
+        }
+        ChannelMsg::Reload(reply) => {
+            let out = match load(&st.shared, st.record.id).await {
+                Ok((record, secrets, recipients, waba, bm)) => {
+                    register(&st.shared, &record, &secrets, &myself);
+                    st.quality = Quality::parse(&record.quality);
+                    st.tier = record.tier.as_deref().and_then(Tier::parse);
+                    st.credential_valid = record.credential_valid;
+                    st.payment_locked_until = record.payment_locked_until;
+                    st.waba = waba;
+                    st.recipients = recipients;
+                    st.bm = bm;
+                    st.secrets = secrets;
+                    let status = ChannelStatus::parse(&record.status);
+                    st.record = Arc::new(record);
+                    st.set_status(status).await;
+                    Ok(st.snapshot())
+                }
+                Err(e) => Err(e),
+            };
+            let _ = reply.send(out);
+        }
+        ChannelMsg::Outcome(SendOutcome::Refused(ErrorKind::Payment)) => {
+            let until = now_ms() + PAYMENT_LOCK_MS;
+            st.payment_locked_until = Some(until);
+            if let Err(e) = st
+                .shared
+                .store
+                .set_channel_payment_lock(st.record.id, Some(until))
+                .await
+            {
+                tracing::error!(error = %e, "could not store a payment lock");
+            }
+            tracing::warn!(
+                "the provider reported a payment problem; business-initiated sends locked"
+            );
         }
         ChannelMsg::Outcome(SendOutcome::Refused(kind)) => {
             if kind == ErrorKind::InvalidCredential && st.credential_valid {
@@ -350,18 +531,28 @@ async fn admit_and_send(
             if let Err(code) = business_initiated_allowed(&input) {
                 return refuse(reply, ActorError::BusinessInitiatedRefused(code));
             }
-            let headroom = engine::channel::available(
-                input.limit_24h,
-                input.sent_24h,
-                input.external_available,
-            );
-            if headroom == Some(0) && !st.recipients.contains(&to, now) {
+            // The own 24 h limit and the BM's shared one: a recipient already reached costs
+            // nothing; a new one needs headroom in both (PROVIDER.md §10.2).
+            let own_full = input
+                .limit_24h
+                .is_some_and(|l| input.sent_24h >= l && !st.recipients.contains(&to, now));
+            let bm_full = st.bm.as_ref().is_some_and(|b| {
+                let mut b = b.lock().expect("bm counter lock");
+                !b.recipients.contains(&to, now) && b.available(now) == Some(0)
+            });
+            if own_full || bm_full {
                 return refuse(
                     reply,
                     ActorError::BusinessInitiatedRefused(HealthCode::LimitExhausted),
                 );
             }
             st.recipients.record(&to, now);
+            if let Some(b) = &st.bm {
+                b.lock()
+                    .expect("bm counter lock")
+                    .recipients
+                    .record(&to, now);
+            }
         }
     }
 
@@ -517,6 +708,57 @@ impl SendTask {
                 }
                 let _ = reply.send(Err(e.into()));
             }
+        }
+    }
+}
+
+/// Applies a provider read of the number: status, quality, tier, name; a refused credential
+/// marks the channel `credencial_invalida`.
+async fn apply_sync(
+    st: &mut ChannelState,
+    res: Result<provider::wire::PhoneNumber, provider::ProviderError>,
+) -> Result<ChannelSnapshot, ActorError> {
+    match res {
+        Ok(pn) => {
+            let status = match pn.status.as_deref() {
+                None | Some("CONNECTED") => ChannelStatus::Working,
+                Some("PENDING") | Some("UNVERIFIED") => ChannelStatus::Pending,
+                Some(_) => ChannelStatus::Disconnected,
+            };
+            if pn.status.as_deref() == Some("BANNED") {
+                st.waba = WabaStanding::Banned;
+            }
+            if let Some(q) = pn.quality_rating.as_deref() {
+                st.quality = Quality::parse(q);
+            }
+            if let Some(t) = pn.tier().and_then(Tier::parse) {
+                st.tier = Some(t);
+            }
+            st.credential_valid = true;
+            let tier = st.tier.as_ref().map(|t| t.as_str().to_string());
+            st.shared
+                .store
+                .record_channel_sync(
+                    st.record.id,
+                    status.as_str(),
+                    st.quality.as_str(),
+                    tier.as_deref(),
+                    pn.verified_name.as_deref(),
+                )
+                .await?;
+            st.set_status(status).await;
+            Ok(st.snapshot())
+        }
+        Err(e) => {
+            if e.kind() == ErrorKind::InvalidCredential && st.credential_valid {
+                st.credential_valid = false;
+                let _ = st
+                    .shared
+                    .store
+                    .set_channel_credential_valid(st.record.id, false)
+                    .await;
+            }
+            Err(e.into())
         }
     }
 }

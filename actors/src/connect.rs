@@ -1,6 +1,7 @@
 //! Connecting an official (Cloud API) channel: the credential is validated at the provider
 //! before anything is stored.
 
+use crate::channel::{ChannelMsg, ChannelSnapshot};
 use crate::error::ActorError;
 use crate::supervisor::SupervisorMsg;
 use crate::Runtime;
@@ -83,6 +84,9 @@ impl Runtime {
             .tier()
             .and_then(Tier::parse)
             .map(|t| t.as_str().to_string());
+        let bm_id = self
+            .learn_waba(account_id, req.access_token.expose(), &req.waba_id)
+            .await;
         let new = NewChannel {
             account_id,
             name: req
@@ -104,6 +108,7 @@ impl Runtime {
                 .verify_token
                 .filter(|v| !v.is_empty())
                 .unwrap_or_else(random_verify_token),
+            bm_id,
         };
         let record = shared.store.insert_channel(&new).await?;
         self.start_channel(record.id).await?;
@@ -134,5 +139,128 @@ impl Runtime {
                 Err(ActorError::Unavailable)
             }
         }
+    }
+}
+
+/// `PATCH /channels/{id}/official`: the fields to change; `None` (or a blank secret) keeps the
+/// stored value.
+#[derive(Debug, Clone, Default)]
+pub struct UpdateOfficial {
+    /// New display name.
+    pub name: Option<String>,
+    /// New access token (re-validated at the provider before it is stored).
+    pub access_token: Option<Secret>,
+    /// New app secret.
+    pub app_secret: Option<Secret>,
+    /// New verify token.
+    pub verify_token: Option<String>,
+}
+
+impl Runtime {
+    /// Reads a WABA at the provider and records it and its BM (owner business) in the
+    /// account; returns the BM id. Failures are logged and give `None`: a channel can run
+    /// without knowing its BM (decision D-020).
+    pub(crate) async fn learn_waba(
+        &self,
+        account_id: i64,
+        token: &str,
+        waba_id: &str,
+    ) -> Option<i64> {
+        let shared = &self.shared;
+        let waba = match shared.graph.waba(token, waba_id).await {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::warn!(waba_id, error = %e, "could not read the WABA; its BM stays unknown");
+                return None;
+            }
+        };
+        let bm = match &waba.owner_business_info {
+            Some(owner) => shared
+                .store
+                .upsert_bm(
+                    account_id,
+                    &owner.id,
+                    &owner.name,
+                    waba.whatsapp_business_manager_messaging_limit.as_deref(),
+                )
+                .await
+                .ok(),
+            None => None,
+        };
+        let bm_id = bm.map(|b| b.id);
+        if let Err(e) = shared
+            .store
+            .upsert_waba(account_id, bm_id, waba_id, &waba.name)
+            .await
+        {
+            tracing::error!(waba_id, error = %e, "could not record the WABA");
+        }
+        bm_id
+    }
+
+    /// Updates a channel's credentials: a new access token is validated at the provider
+    /// first (nothing changes when it is refused); blank secrets keep the stored ones.
+    pub async fn update_official(
+        &self,
+        account_id: i64,
+        channel_id: i64,
+        req: UpdateOfficial,
+    ) -> Result<ChannelSnapshot, ActorError> {
+        let record = self.shared.store.channel(account_id, channel_id).await?;
+        if let Some(token) = &req.access_token {
+            self.shared
+                .graph
+                .phone_number(token.expose(), &record.phone_number_id)
+                .await
+                .map_err(|e| match e.kind() {
+                    ErrorKind::InvalidCredential
+                    | ErrorKind::PermissionDenied
+                    | ErrorKind::InvalidRequest => ActorError::CredentialRefused(e.reason()),
+                    _ => ActorError::from(e),
+                })?;
+        }
+        self.shared
+            .store
+            .update_channel_credentials(
+                channel_id,
+                req.name.as_deref().filter(|n| !n.trim().is_empty()),
+                req.access_token.as_ref(),
+                req.app_secret.as_ref(),
+                req.verify_token.as_deref().filter(|v| !v.is_empty()),
+            )
+            .await?;
+        if record.bm_id.is_none() {
+            if let Some(token) = &req.access_token {
+                if let Some(bm) = self
+                    .learn_waba(account_id, token.expose(), &record.waba_id)
+                    .await
+                {
+                    self.shared.store.set_channel_bm(channel_id, bm).await?;
+                }
+            }
+        }
+        let actor = self.channel_actor(account_id, channel_id)?;
+        let res = actor
+            .call(ChannelMsg::Reload, Some(self.shared.config.call_timeout))
+            .await
+            .map_err(|_| ActorError::Unavailable)?;
+        crate::call_result(res)?
+    }
+
+    /// Re-reads the number at the provider (`POST /channels/{id}/sync` and `/verify`).
+    pub async fn sync_channel(
+        &self,
+        account_id: i64,
+        channel_id: i64,
+    ) -> Result<ChannelSnapshot, ActorError> {
+        let actor = self.channel_actor(account_id, channel_id)?;
+        let res = actor
+            .call(
+                |r| ChannelMsg::Sync(Some(r)),
+                Some(self.shared.config.call_timeout),
+            )
+            .await
+            .map_err(|_| ActorError::Unavailable)?;
+        crate::call_result(res)?
     }
 }

@@ -105,3 +105,14 @@ pub fn message_ack(channel: &ChannelRecord, a: &AppliedStatus) -> NewEvent {
     }
     event(EventKind::MessageAck, channel, data, at)
 }
+
+/// `session.status`: the number connected or disconnected.
+pub fn session_status(
+    channel: &ChannelRecord,
+    status: engine::channel::ChannelStatus,
+    previous: engine::channel::ChannelStatus,
+    at: i64,
+) -> NewEvent {
+    let data = json!({"status": status.as_str(), "previous_status": previous.as_str(), "phone": channel.phone});
+    event(EventKind::SessionStatus, channel, data, at)
+}

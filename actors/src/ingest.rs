@@ -6,7 +6,7 @@ use crate::channel::{ChannelMsg, CALLBACK_PREFIX};
 use crate::error::ActorError;
 use crate::registry::ChannelEntry;
 use crate::Runtime;
-use engine::channel::Quality;
+use engine::channel::{Quality, WabaStanding};
 use engine::message::{MessageKind, ProviderStatus};
 use engine::phone::Phone;
 use engine::Secret;
@@ -26,6 +26,8 @@ pub struct IngestReport {
     pub inbound: usize,
     /// Quality updates applied.
     pub quality_updates: usize,
+    /// WABA standing changes applied (`account_update`).
+    pub account_updates: usize,
     /// Changes not acted on (unknown numbers, fields disparo does not use yet).
     pub ignored: usize,
 }
@@ -165,6 +167,8 @@ impl Runtime {
         let mut statuses: HashMap<i64, (Arc<ChannelEntry>, Vec<StatusReport>)> = HashMap::new();
         let mut inbound: HashMap<i64, (Arc<ChannelEntry>, Vec<NewInbound>)> = HashMap::new();
         let mut quality: Vec<(Arc<ChannelEntry>, Option<Quality>, Option<String>)> = Vec::new();
+        type Standing = (String, WabaStanding, Option<String>, Vec<Arc<ChannelEntry>>);
+        let mut standings: Vec<Standing> = Vec::new();
         let mut report = IngestReport::default();
         let mut any_verified = false;
         let mut any_unverified = false;
@@ -235,9 +239,47 @@ impl Runtime {
                             quality.push((t, new_quality, q.current_limit.clone()));
                         }
                     }
-                    ChangeValue::TemplateStatus(_)
-                    | ChangeValue::AccountUpdate(_)
-                    | ChangeValue::Other(_) => {
+                    ChangeValue::AccountUpdate(a) => {
+                        let standing = match (
+                            a.event.as_str(),
+                            a.ban_info.as_ref().map(|b| b.waba_ban_state.as_str()),
+                        ) {
+                            ("DISABLED_UPDATE", Some("DISABLE"))
+                            | ("DISABLED_UPDATE", Some("SCHEDULE_FOR_DISABLE")) => {
+                                Some(WabaStanding::Banned)
+                            }
+                            ("DISABLED_UPDATE", Some("REINSTATE")) => Some(WabaStanding::Ok),
+                            ("ACCOUNT_RESTRICTION", _) => Some(WabaStanding::Restricted),
+                            _ => None,
+                        };
+                        let targets: Vec<Arc<ChannelEntry>> = shared
+                            .registry
+                            .all()
+                            .into_iter()
+                            .filter(|e| e.waba_id == entry.id)
+                            .collect();
+                        let verified: Vec<Arc<ChannelEntry>> = targets
+                            .into_iter()
+                            .filter(|t| verifier.verifies_for(t))
+                            .collect();
+                        match (standing, verified.is_empty()) {
+                            (Some(st), false) => {
+                                any_verified = true;
+                                let detail = a
+                                    .ban_info
+                                    .as_ref()
+                                    .map(|b| b.waba_ban_state.clone())
+                                    .or_else(|| {
+                                        a.restriction_info.as_ref().map(|r| {
+                                            serde_json::Value::Array(r.clone()).to_string()
+                                        })
+                                    });
+                                standings.push((entry.id.clone(), st, detail, verified));
+                            }
+                            _ => report.ignored += 1,
+                        }
+                    }
+                    ChangeValue::TemplateStatus(_) | ChangeValue::Other(_) => {
                         report.ignored += 1;
                     }
                 }
@@ -272,6 +314,25 @@ impl Runtime {
                 .await
                 .map_err(|_| ActorError::Unavailable)?;
             report.inbound += crate::call_result(n)??;
+        }
+        for (waba_id, standing, detail, channels) in standings {
+            let label = match standing {
+                WabaStanding::Ok => "ok",
+                WabaStanding::Restricted => "restricted",
+                WabaStanding::Banned => "banned",
+            };
+            for w in shared.store.wabas_by_provider_id(&waba_id).await? {
+                shared
+                    .store
+                    .set_waba_standing(w.id, label, detail.as_deref())
+                    .await?;
+            }
+            for c in channels {
+                c.actor
+                    .cast(ChannelMsg::WabaStanding(standing))
+                    .map_err(|_| ActorError::Unavailable)?;
+            }
+            report.account_updates += 1;
         }
         for (entry, q, tier) in quality {
             entry

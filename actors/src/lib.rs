@@ -9,6 +9,8 @@
 //! Calls point one way: the HTTP layer asks the runtime, the runtime asks actors, actors use
 //! storage and the provider client. Only this crate talks to the provider.
 
+pub mod accounts;
+pub mod bm;
 pub mod channel;
 pub mod connect;
 pub mod dispatcher;
@@ -80,6 +82,9 @@ pub struct Shared {
     pub registry: Arc<Registry>,
     /// Settings.
     pub config: RuntimeConfig,
+    /// Rolling 24 h unique business-initiated recipients per BM, shared by its channels
+    /// (PROVIDER.md §10.2: the limit is per business portfolio since 2025-10-07).
+    pub bm_counters: dashmap::DashMap<i64, Arc<std::sync::Mutex<bm::BmCounter>>>,
     dispatcher: OnceLock<ActorRef<DispatcherMsg>>,
     shutting_down: AtomicBool,
 }
@@ -89,6 +94,31 @@ impl Shared {
     pub fn wake_dispatcher(&self) {
         if let Some(d) = self.dispatcher.get() {
             let _ = d.cast(DispatcherMsg::Wake);
+        }
+    }
+
+    /// The shared counter of a BM, built from storage the first time it is needed.
+    pub async fn bm_counter(
+        &self,
+        bm_id: i64,
+    ) -> Result<Arc<std::sync::Mutex<bm::BmCounter>>, storage::StorageError> {
+        if let Some(c) = self.bm_counters.get(&bm_id) {
+            return Ok(c.clone());
+        }
+        let built = bm::BmCounter::load(&self.store, bm_id).await?;
+        Ok(self
+            .bm_counters
+            .entry(bm_id)
+            .or_insert_with(|| Arc::new(std::sync::Mutex::new(built)))
+            .clone())
+    }
+
+    /// Writes events to the outbox and wakes the dispatcher.
+    pub async fn emit(&self, events: &[storage::webhooks::NewEvent]) {
+        match self.store.enqueue_events(events).await {
+            Ok(n) if n > 0 => self.wake_dispatcher(),
+            Ok(_) => {}
+            Err(e) => tracing::error!(error = %e, "could not write events to the outbox"),
         }
     }
 
@@ -144,6 +174,7 @@ impl Runtime {
             graph,
             registry: Arc::new(Registry::default()),
             config,
+            bm_counters: dashmap::DashMap::new(),
             dispatcher: OnceLock::new(),
             shutting_down: AtomicBool::new(false),
         });

@@ -247,7 +247,7 @@ impl GraphClient {
 
     /// Reads a WABA (§5.1).
     pub async fn waba(&self, token: &str, waba_id: &str) -> Result<Waba, ProviderError> {
-        let fields = "id,name,timezone_id,message_template_namespace,account_review_status,business_verification_status,health_status,whatsapp_business_manager_messaging_limit";
+        let fields = "id,name,timezone_id,message_template_namespace,account_review_status,business_verification_status,health_status,whatsapp_business_manager_messaging_limit,owner_business_info";
         self.get_json(token, waba_id, &[("fields", fields)]).await
     }
 

@@ -963,6 +963,43 @@ pub struct Waba {
     /// Portfolio messaging limit (`TIER_250`…).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub whatsapp_business_manager_messaging_limit: Option<String>,
+    /// The business portfolio (BM) that owns the WABA: `{id, name}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_business_info: Option<OwnerBusiness>,
+}
+
+/// `owner_business_info` of a WABA.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct OwnerBusiness {
+    /// Business id.
+    pub id: String,
+    /// Business name.
+    #[serde(default)]
+    pub name: String,
+}
+
+impl Waba {
+    /// The provider's error codes in `health_status.entities[].errors` (e.g. 141006 for a
+    /// payment method problem).
+    pub fn health_error_codes(&self) -> Vec<i64> {
+        self.health_status
+            .as_ref()
+            .and_then(|h| h.get("entities"))
+            .and_then(|e| e.as_array())
+            .map(|entities| {
+                entities
+                    .iter()
+                    .flat_map(|e| {
+                        e.get("errors")
+                            .and_then(|x| x.as_array())
+                            .cloned()
+                            .unwrap_or_default()
+                    })
+                    .filter_map(|err| err.get("error_code").and_then(|c| c.as_i64()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
 }
 
 /// `GET /debug_token` answer (§5.5).

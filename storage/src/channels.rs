@@ -42,6 +42,10 @@ pub struct ChannelRecord {
     pub updated_at: i64,
     /// Last read of the number at the provider, ms.
     pub last_sync_at: Option<i64>,
+    /// The BM (business portfolio) of its WABA, when known.
+    pub bm_id: Option<i64>,
+    /// Business-initiated sends are locked by a payment problem until this time, ms.
+    pub payment_locked_until: Option<i64>,
 }
 
 /// A channel's decrypted credentials.
@@ -80,9 +84,11 @@ pub struct NewChannel {
     pub app_secret: Option<Secret>,
     /// Verify token for the channel's receiver.
     pub verify_token: String,
+    /// The BM of its WABA, when known.
+    pub bm_id: Option<i64>,
 }
 
-const COLUMNS: &str = "id, account_id, name, phone, official, engine, status, quality, tier, phone_number_id, waba_id, verified_name, verify_token, credential_valid, created_at, updated_at, last_sync_at";
+const COLUMNS: &str = "id, account_id, name, phone, official, engine, status, quality, tier, phone_number_id, waba_id, verified_name, verify_token, credential_valid, created_at, updated_at, last_sync_at, bm_id, payment_locked_until";
 
 fn read(row: &AnyRow) -> Result<ChannelRecord> {
     Ok(ChannelRecord {
@@ -103,6 +109,8 @@ fn read(row: &AnyRow) -> Result<ChannelRecord> {
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
         last_sync_at: row.try_get("last_sync_at")?,
+        bm_id: row.try_get("bm_id")?,
+        payment_locked_until: row.try_get("payment_locked_until")?,
     })
 }
 
@@ -112,8 +120,8 @@ impl Store {
     pub async fn insert_channel(&self, c: &NewChannel) -> Result<ChannelRecord> {
         let now = now_ms();
         let sql = format!(
-            "INSERT INTO channels (account_id, name, phone, official, engine, status, quality, tier, phone_number_id, waba_id, verified_name, access_token_enc, app_secret_enc, verify_token, credential_valid, created_at, updated_at, last_sync_at) \
-             VALUES ($1, $2, $3, 1, 'cloud_api', $4, $5, $6, $7, $8, $9, $10, $11, $12, 1, $13, $13, $13) RETURNING {COLUMNS}"
+                        "INSERT INTO channels (account_id, name, phone, official, engine, status, quality, tier, phone_number_id, waba_id, verified_name, access_token_enc, app_secret_enc, verify_token, credential_valid, created_at, updated_at, last_sync_at, bm_id) \
+             VALUES ($1, $2, $3, 1, 'cloud_api', $4, $5, $6, $7, $8, $9, $10, $11, $12, 1, $13, $13, $13, $14) RETURNING {COLUMNS}"
         );
         let res = sqlx::query(&sql)
             .bind(c.account_id)
@@ -129,6 +137,7 @@ impl Store {
             .bind(c.app_secret.as_ref().map(|s| self.cipher.seal(s)))
             .bind(&c.verify_token)
             .bind(now)
+            .bind(c.bm_id)
             .fetch_one(&self.pool)
             .await;
         match res {
@@ -242,6 +251,123 @@ impl Store {
             .bind(id)
             .bind(valid as i64)
             .bind(now_ms())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+}
+
+impl Store {
+    /// The account's channels of one WABA (provider id).
+    pub async fn channels_of_waba(
+        &self,
+        account_id: i64,
+        waba_id: &str,
+    ) -> Result<Vec<ChannelRecord>> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM channels WHERE account_id = $1 AND waba_id = $2 ORDER BY id"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(account_id)
+            .bind(waba_id)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(read).collect()
+    }
+
+    /// Every channel of a BM.
+    pub async fn channels_of_bm(&self, bm_id: i64) -> Result<Vec<ChannelRecord>> {
+        let sql = format!("SELECT {COLUMNS} FROM channels WHERE bm_id = $1 ORDER BY id");
+        let rows = sqlx::query(&sql).bind(bm_id).fetch_all(&self.pool).await?;
+        rows.iter().map(read).collect()
+    }
+
+    /// Links a channel to its BM.
+    pub async fn set_channel_bm(&self, id: i64, bm_id: i64) -> Result<()> {
+        sqlx::query("UPDATE channels SET bm_id = $2 WHERE id = $1")
+            .bind(id)
+            .bind(bm_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Records a channel's connection status and its reading of the provider.
+    pub async fn set_channel_status(&self, id: i64, status: &str) -> Result<()> {
+        sqlx::query(
+            "UPDATE channels SET status = $2, updated_at = $3, last_sync_at = $3 WHERE id = $1",
+        )
+        .bind(id)
+        .bind(status)
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Records a full reading of the number at the provider.
+    pub async fn record_channel_sync(
+        &self,
+        id: i64,
+        status: &str,
+        quality: &str,
+        tier: Option<&str>,
+        verified_name: Option<&str>,
+    ) -> Result<()> {
+        sqlx::query(
+            "UPDATE channels SET status = $2, quality = $3, tier = COALESCE($4, tier), verified_name = COALESCE($5, verified_name), credential_valid = 1, updated_at = $6, last_sync_at = $6 WHERE id = $1",
+        )
+        .bind(id)
+        .bind(status)
+        .bind(quality)
+        .bind(tier)
+        .bind(verified_name)
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Locks (until `until`, ms) or releases (`None`) a channel's business-initiated sends for a
+    /// payment problem.
+    pub async fn set_channel_payment_lock(&self, id: i64, until: Option<i64>) -> Result<()> {
+        sqlx::query("UPDATE channels SET payment_locked_until = $2, updated_at = $3 WHERE id = $1")
+            .bind(id)
+            .bind(until)
+            .bind(now_ms())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Replaces a channel's credentials (sealed); `None` keeps the stored value.
+    pub async fn update_channel_credentials(
+        &self,
+        id: i64,
+        name: Option<&str>,
+        access_token: Option<&Secret>,
+        app_secret: Option<&Secret>,
+        verify_token: Option<&str>,
+    ) -> Result<()> {
+        sqlx::query(
+            "UPDATE channels SET name = COALESCE($2, name), access_token_enc = COALESCE($3, access_token_enc), app_secret_enc = COALESCE($4, app_secret_enc), verify_token = COALESCE($5, verify_token), credential_valid = 1, updated_at = $6 WHERE id = $1",
+        )
+        .bind(id)
+        .bind(name)
+        .bind(access_token.map(|t| self.cipher.seal(t)))
+        .bind(app_secret.map(|t| self.cipher.seal(t)))
+        .bind(verify_token)
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Stores the registration PIN of a channel (sealed).
+    pub async fn set_channel_pin(&self, id: i64, pin: &Secret) -> Result<()> {
+        sqlx::query("UPDATE channels SET pin_enc = $2 WHERE id = $1")
+            .bind(id)
+            .bind(self.cipher.seal(pin))
             .execute(&self.pool)
             .await?;
         Ok(())

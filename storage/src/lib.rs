@@ -6,6 +6,7 @@
 //! they are written; hot paths write in batches, one transaction per batch.
 
 pub mod accounts;
+pub mod bms;
 pub mod channels;
 mod cipher;
 pub mod messages;

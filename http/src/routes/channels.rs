@@ -19,8 +19,15 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/channels", get(list))
         .route("/channels/official", post(connect))
-        .route("/channels/{id}/official", get(official))
+        .route("/channels/{id}/official", get(official).patch(update))
         .route("/channels/{id}/health", get(health))
+        .route("/channels/{id}/verify", post(verify))
+        .route("/channels/{id}/sync", post(sync))
+        .route("/channels/{id}/templates", get(templates))
+        .route("/channels/{id}/request-code", post(request_code))
+        .route("/channels/{id}/verify-code", post(verify_code))
+        .route("/channels/{id}/register", post(register))
+        .route("/channels/{id}/payment-check", post(payment_check))
 }
 
 /// The channel object of the spec ("Channel").
@@ -47,11 +54,61 @@ pub fn channel_json(s: &ChannelSnapshot) -> Value {
     })
 }
 
-async fn list(State(state): State<AppState>, auth: Auth) -> Result<Json<Value>, ApiError> {
+/// Filters of `GET /channels` (decision D-022): `status` (WORKING, PENDING, DISCONNECTED),
+/// `quality` (GREEN, YELLOW, RED, UNKNOWN), `tone` (ok, attention, bad).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    status: Option<String>,
+    quality: Option<String>,
+    tone: Option<String>,
+}
+
+async fn list(
+    State(state): State<AppState>,
+    auth: Auth,
+    query: Result<axum::extract::Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let axum::extract::Query(q) = query.map_err(|e| {
+        ApiError::invalid(
+            "query",
+            "invalid_query",
+            format!("Parâmetro de consulta inválido: {}", e.body_text()),
+        )
+    })?;
+    if let Some(t) = &q.tone {
+        if !["ok", "attention", "bad"].contains(&t.as_str()) {
+            return Err(ApiError::invalid(
+                "tone",
+                "invalid_filter",
+                "`tone` deve ser ok, attention ou bad.",
+            ));
+        }
+    }
     let channels = state.runtime.list_channels(auth.account_id()).await?;
-    Ok(Json(
-        json!({"data": channels.iter().map(channel_json).collect::<Vec<_>>()}),
-    ))
+    let data: Vec<Value> = channels
+        .iter()
+        .filter(|c| {
+            q.status
+                .as_deref()
+                .is_none_or(|s| c.record.status.eq_ignore_ascii_case(s))
+        })
+        .filter(|c| {
+            q.quality
+                .as_deref()
+                .is_none_or(|s| c.record.quality.eq_ignore_ascii_case(s))
+        })
+        .filter(|c| {
+            q.tone.as_deref().is_none_or(|t| {
+                serde_json::to_value(c.health.tone)
+                    .ok()
+                    .and_then(|v| v.as_str().map(|x| x == t))
+                    .unwrap_or(false)
+            })
+        })
+        .map(channel_json)
+        .collect();
+    Ok(Json(json!({ "data": data })))
 }
 
 /// `POST /channels/official` body ("Official channel configuration"). `phone_number_id`,
@@ -154,4 +211,200 @@ async fn health(
 ) -> Result<Json<Value>, ApiError> {
     let snapshot = state.runtime.snapshot(auth.account_id(), id).await?;
     Ok(Json(json!({ "data": snapshot.health })))
+}
+
+/// `PATCH /channels/{id}/official` body (decision D-002): any of these; blank secrets keep the
+/// stored ones.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpdateIn {
+    name: Option<String>,
+    access_token: Option<String>,
+    app_secret: Option<String>,
+    verify_token: Option<String>,
+}
+
+fn non_blank(v: Option<String>) -> Option<Secret> {
+    v.map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .map(Secret::new)
+}
+
+async fn update(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+    ApiJson(body): ApiJson<UpdateIn>,
+) -> Result<Json<Value>, ApiError> {
+    let req = actors::connect::UpdateOfficial {
+        name: body.name,
+        access_token: non_blank(body.access_token),
+        app_secret: non_blank(body.app_secret),
+        verify_token: body.verify_token,
+    };
+    let snapshot = state
+        .runtime
+        .update_official(auth.account_id(), id, req)
+        .await?;
+    Ok(Json(json!({ "data": channel_json(&snapshot) })))
+}
+
+async fn verify(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    let snapshot = state.runtime.sync_channel(auth.account_id(), id).await?;
+    Ok(Json(json!({"data": {
+        "ok": true,
+        "display_phone_number": snapshot.record.phone,
+        "verified_name": snapshot.record.verified_name,
+        "channel": channel_json(&snapshot),
+    }})))
+}
+
+async fn sync(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    let snapshot = state.runtime.sync_channel(auth.account_id(), id).await?;
+    Ok(Json(
+        json!({"data": {"message": "Número relido no provedor.", "channel": channel_json(&snapshot)}}),
+    ))
+}
+
+/// Approved templates at the provider: name, language, category, body, params (count of
+/// variables), header (nullable), buttons.
+async fn templates(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    let list = state
+        .runtime
+        .provider_templates(auth.account_id(), id)
+        .await?;
+    let data: Vec<Value> = list
+        .iter()
+        .map(|t| {
+            let comps = t.components.as_array().cloned().unwrap_or_default();
+            let find = |kind: &str| {
+                comps
+                    .iter()
+                    .find(|c| {
+                        c["type"]
+                            .as_str()
+                            .is_some_and(|x| x.eq_ignore_ascii_case(kind))
+                    })
+                    .cloned()
+            };
+            let body = find("BODY")
+                .and_then(|b| b["text"].as_str().map(str::to_string))
+                .unwrap_or_default();
+            json!({
+                "name": t.name,
+                "language": t.language,
+                "category": t.category,
+                "body": body,
+                "params": engine::template::parameter_count(&body),
+                "header": find("HEADER"),
+                "buttons": find("BUTTONS").map(|b| b["buttons"].clone()).unwrap_or(json!([])),
+            })
+        })
+        .collect();
+    Ok(Json(json!({ "data": data })))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MethodIn {
+    #[serde(default = "sms")]
+    method: String,
+}
+
+fn sms() -> String {
+    "SMS".into()
+}
+
+async fn request_code(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+    body: axum::body::Bytes,
+) -> Result<Json<Value>, ApiError> {
+    // The body is optional: no body means SMS.
+    let method = if body.iter().all(u8::is_ascii_whitespace) {
+        sms()
+    } else {
+        serde_json::from_slice::<MethodIn>(&body)
+            .map_err(|e| {
+                ApiError::invalid("method", "invalid_field", format!("Corpo inválido: {e}"))
+            })?
+            .method
+    };
+    let message = state
+        .runtime
+        .request_code(auth.account_id(), id, &method)
+        .await?;
+    Ok(Json(
+        json!({"data": {"message": message, "code_requested": true}}),
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CodeIn {
+    code: String,
+}
+
+async fn verify_code(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+    ApiJson(body): ApiJson<CodeIn>,
+) -> Result<Json<Value>, ApiError> {
+    let out = state
+        .runtime
+        .verify_code(auth.account_id(), id, &body.code)
+        .await?;
+    Ok(Json(json!({ "data": out })))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PinIn {
+    pin: String,
+}
+
+async fn register(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+    ApiJson(body): ApiJson<PinIn>,
+) -> Result<Json<Value>, ApiError> {
+    let snapshot = state
+        .runtime
+        .register(auth.account_id(), id, &body.pin)
+        .await?;
+    Ok(Json(
+        json!({"data": {"message": "Número registrado.", "active": snapshot.record.status == "WORKING", "channel": channel_json(&snapshot)}}),
+    ))
+}
+
+async fn payment_check(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    let paid = state
+        .runtime
+        .payment_check_channel(auth.account_id(), id)
+        .await?;
+    let message = if paid {
+        "Pagamento em dia; envios liberados."
+    } else {
+        "O provedor ainda aponta problema de pagamento."
+    };
+    Ok(Json(json!({"data": {"message": message, "paid": paid}})))
 }

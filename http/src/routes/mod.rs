@@ -1,5 +1,6 @@
 //! Routers per spec section.
 
+pub mod accounts;
 pub mod channels;
 pub mod messages;
 pub mod ops;

@@ -18,7 +18,25 @@ pub(crate) fn get_waba(inner: &Inner, id: &str) -> Response {
     let Some(w) = inner.wabas.get(id) else {
         return unknown_node(id);
     };
+    let payment_ok = inner
+        .businesses
+        .get(&w.business_id)
+        .is_none_or(|b| b.payment_ok);
+    let can_send = if w.ban_state.is_some() || !payment_ok {
+        "BLOCKED"
+    } else if w.restrictions.is_empty() {
+        "AVAILABLE"
+    } else {
+        "LIMITED"
+    };
+    let mut entities =
+        vec![json!({"entity_type": "WABA", "id": w.id, "can_send_message": can_send})];
+    if !payment_ok {
+        entities.push(json!({"entity_type": "BUSINESS", "id": w.business_id, "can_send_message": "BLOCKED",
+            "errors": [{"error_code": 141006, "error_description": "There is an error with the payment method.", "possible_solution": "Update the payment method in the business settings."}]}));
+    }
     Json(json!({
+        "owner_business_info": {"id": w.business_id, "name": "Disparo Sim Business"},
         "id": w.id,
         "name": w.name,
         "timezone_id": "1",
@@ -28,7 +46,7 @@ pub(crate) fn get_waba(inner: &Inner, id: &str) -> Response {
         "ownership_type": "SELF",
         "currency": "BRL",
         "country": "BR",
-        "health_status": {"can_send_message": if w.ban_state.is_some() { "BLOCKED" } else if w.restrictions.is_empty() { "AVAILABLE" } else { "LIMITED" }},
+        "health_status": {"can_send_message": can_send, "entities": entities},
         "whatsapp_business_manager_messaging_limit": inner.portfolio_tier(&w.business_id),
     }))
     .into_response()

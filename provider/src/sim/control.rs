@@ -26,6 +26,8 @@ pub(crate) fn routes() -> Router<Arc<Inner>> {
         .route("/_sim/config", put(put_config))
         .route("/_sim/stats", get(get_stats))
         .route("/_sim/numbers/{id}/code", get(get_code))
+        .route("/_sim/numbers/{id}", axum::routing::delete(delete_number))
+        .route("/_sim/businesses/{id}/payment", post(post_payment))
         .route("/_sim/templates/{id}/status", post(post_template_status))
         .route("/_sim/wabas/{id}/account-update", post(post_account_update))
         .route("/_sim/faults", put(put_faults).get(get_faults))
@@ -177,6 +179,7 @@ pub(crate) fn create_number(inner: &Inner, req: CreateNumber) -> Result<CreatedN
                     .app_secret
                     .clone()
                     .unwrap_or_else(|| inner.random_from(b"0123456789abcdef", 32)),
+                payment_ok: true,
             };
             let waba = Waba {
                 // Adoption (a known token with a known WABA id) keeps the WABA's id.
@@ -653,4 +656,35 @@ async fn post_signup(State(inner): State<Arc<Inner>>, Json(req): Json<Signup>) -
         Json(json!({"data": {"code": code, "app_id": super::business::SIM_APP_ID}})),
     )
         .into_response()
+}
+
+/// `DELETE /_sim/numbers/{phone_number_id}`: the number disappears at the provider (deleted
+/// from its WABA).
+async fn delete_number(State(inner): State<Arc<Inner>>, Path(id): Path<String>) -> Response {
+    match inner.numbers.remove(&id) {
+        Some(_) => Json(json!({"data": {"deleted": id}})).into_response(),
+        None => not_found("number"),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Payment {
+    ok: bool,
+}
+
+/// `POST /_sim/businesses/{business_id}/payment` `{ok}`: breaks or fixes the business's payment
+/// method.
+async fn post_payment(
+    State(inner): State<Arc<Inner>>,
+    Path(id): Path<String>,
+    Json(req): Json<Payment>,
+) -> Response {
+    match inner.businesses.get_mut(&id) {
+        Some(mut b) => {
+            b.payment_ok = req.ok;
+            Json(json!({"data": {"business_id": id, "payment_ok": req.ok}})).into_response()
+        }
+        None => not_found("business"),
+    }
 }

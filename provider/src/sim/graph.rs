@@ -443,6 +443,14 @@ async fn send_message(
             let (status, message, details) = super::errors::canned(131031);
             return graph_error(status, 131031, &message, details, None);
         }
+        let payment_ok = inner
+            .businesses
+            .get(&n.business_id)
+            .is_none_or(|b| b.payment_ok);
+        if !payment_ok && req.kind() == "template" {
+            let (status, message, details) = super::errors::canned(131042);
+            return graph_error(status, 131042, &message, details, None);
+        }
         let sender = Sender {
             business_id: n.business_id.clone(),
             waba_id: n.waba_id.clone(),

@@ -12,6 +12,9 @@ pub struct Business {
     pub access_token: String,
     /// The app secret that signs this business's webhooks.
     pub app_secret: String,
+    /// Whether the business's payment method works; when not, business-initiated sends fail
+    /// with 131042 and WABAs report it in `health_status` (error 141006).
+    pub payment_ok: bool,
 }
 
 /// A WhatsApp Business Account.

@@ -1,0 +1,821 @@
+//! Account-level operations: registering numbers on a WABA, BM payment checks and syncs,
+//! approved templates at the provider, and the overview / WABA / BM views (spec "WABAs, BMs,
+//! overview, linking numbers").
+
+use crate::channel::{ChannelMsg, ChannelSnapshot};
+use crate::error::ActorError;
+use crate::Runtime;
+use engine::channel::{ChannelStatus, HealthCode, Tone};
+use engine::phone::Phone;
+use engine::{Secret, ValidationError};
+use provider::ErrorKind;
+use rand::Rng;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use storage::bms::{BmRecord, WabaRecord};
+use storage::channels::{ChannelRecord, NewChannel};
+
+/// `POST /wabas/{waba}/numbers` input.
+#[derive(Debug, Clone)]
+pub struct AddNumber {
+    /// National number: area code + 8 or 9 digits, without the country code.
+    pub phone: String,
+    /// Display name, at least 3 characters.
+    pub verified_name: String,
+    /// Country calling code (default `55`).
+    pub cc: String,
+    /// `SMS` (default), `VOICE` or `NONE` (ask for the code later).
+    pub method: String,
+    /// Join the sending group of the number that lent the credential (groups land with
+    /// issue 7; recorded, not yet applied).
+    pub same_group: bool,
+}
+
+/// `POST /wabas/{waba}/numbers` result.
+#[derive(Debug, Clone, Serialize)]
+pub struct AddedNumber {
+    /// pt-BR summary.
+    pub message: String,
+    /// The new channel (status PENDING until registered).
+    pub channel_id: i64,
+    /// Digits with country code.
+    pub phone: String,
+    /// Whether a code was requested now.
+    pub code_requested: bool,
+    /// The WABA's BM, when known.
+    pub bm_id: Option<i64>,
+}
+
+/// `POST /channels/{id}/verify-code` result.
+#[derive(Debug, Clone, Serialize)]
+pub struct CodeVerified {
+    /// True when the number is registered and sending.
+    pub active: bool,
+    /// True when the number has two-step verification: finish with `POST /register` and
+    /// its 6-digit PIN.
+    pub pin_required: bool,
+    /// pt-BR summary.
+    pub message: String,
+}
+
+/// Validates a Brazilian national number (spec: area code plus 8 or 9 digits, no 55).
+pub fn parse_national(cc: &str, phone: &str) -> Result<String, ValidationError> {
+    let digits: String = phone.chars().filter(char::is_ascii_digit).collect();
+    if phone
+        .chars()
+        .any(|c| !(c.is_ascii_digit() || " -().".contains(c)))
+    {
+        return Err(ValidationError::new(
+            "invalid_phone",
+            "phone",
+            "`phone` deve ter só dígitos: DDD e número, sem o 55.",
+        ));
+    }
+    if cc == "55" {
+        let area_ok = digits.len() >= 2
+            && digits[..2]
+                .parse::<u32>()
+                .is_ok_and(|a| (11..=99).contains(&a) && a % 10 != 0);
+        if !(10..=11).contains(&digits.len()) || !area_ok {
+            return Err(ValidationError::new(
+                "invalid_phone",
+                "phone",
+                "`phone` deve ser DDD + número de 8 ou 9 dígitos, sem o 55 (por exemplo 11988887777).",
+            ));
+        }
+    } else if !(6..=13).contains(&digits.len()) {
+        return Err(ValidationError::new(
+            "invalid_phone",
+            "phone",
+            "`phone` deve ter de 6 a 13 dígitos, sem o código do país.",
+        ));
+    }
+    Ok(digits)
+}
+
+fn random_pin() -> Secret {
+    let mut rng = rand::thread_rng();
+    Secret::new(
+        (0..6)
+            .map(|_| char::from(b'0' + rng.gen_range(0..10u8)))
+            .collect::<String>(),
+    )
+}
+
+/// A WABA as `GET /wabas` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct WabaView {
+    /// The provider's WABA id.
+    pub id: String,
+    /// Name.
+    pub name: String,
+    /// Its BM `{id, name}`.
+    pub bm: Option<serde_json::Value>,
+    /// A number of the account in this WABA has a working credential (it can add numbers).
+    pub has_credential: bool,
+    /// `ok`, `restricted`, `banned`.
+    pub standing: String,
+    /// `good`, `attention` or `bad`: the worst of its numbers and its standing.
+    pub health: String,
+    /// Templates at the provider by status (from the last read; empty until templates land).
+    pub layouts_by_status: BTreeMap<String, i64>,
+    /// The provider's reason the last time adding a number failed.
+    pub last_upload_failure: Option<String>,
+    /// Its numbers with their health.
+    pub numbers: Vec<serde_json::Value>,
+}
+
+/// Numbers summary of the overview.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct NumbersSummary {
+    /// All numbers.
+    pub total: i64,
+    /// Tone ok.
+    pub good: i64,
+    /// Tone attention.
+    pub attention: i64,
+    /// Tone bad.
+    pub bad: i64,
+    /// Count per health code.
+    pub by_code: BTreeMap<String, i64>,
+}
+
+/// One item of `needs_action`.
+#[derive(Debug, Clone, Serialize)]
+pub struct NeedsAction {
+    /// `number`, `waba` or `bm`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// Id of the record (channel id, provider WABA id, BM id).
+    pub id: String,
+    /// Its name.
+    pub name: String,
+    /// pt-BR label.
+    pub label: String,
+    /// Stable code.
+    pub code: String,
+    /// What to do.
+    pub next_action: Option<String>,
+    #[serde(skip)]
+    rank: HealthCode,
+}
+
+/// The account overview.
+#[derive(Debug, Clone, Serialize)]
+pub struct Overview {
+    /// Numbers by health.
+    pub numbers: NumbersSummary,
+    /// BMs by situation: `{total, good, payment_problem}`.
+    pub bms: BTreeMap<String, i64>,
+    /// WABAs with no number in the account.
+    pub wabas_without_number: Vec<String>,
+    /// WABAs with no working credential.
+    pub wabas_without_credential: Vec<String>,
+    /// What needs action, worst first.
+    pub needs_action: Vec<NeedsAction>,
+}
+
+impl Runtime {
+    fn lending_channel(&self, channels: &[ChannelRecord]) -> Option<ChannelRecord> {
+        channels.iter().find(|c| c.credential_valid).cloned()
+    }
+
+    /// Adds a number to a WABA of the account with the credential of a number already in it,
+    /// requests the code (unless `method` is `NONE`) and records the channel as PENDING.
+    pub async fn add_number(
+        &self,
+        account_id: i64,
+        waba_id: &str,
+        req: AddNumber,
+    ) -> Result<AddedNumber, ActorError> {
+        let store = &self.shared.store;
+        let channels = store.channels_of_waba(account_id, waba_id).await?;
+        if channels.is_empty()
+            && store
+                .waba_by_provider_id(account_id, waba_id)
+                .await
+                .is_err()
+        {
+            return Err(ActorError::NotFound);
+        }
+        let method = req.method.to_ascii_uppercase();
+        if !["SMS", "VOICE", "NONE"].contains(&method.as_str()) {
+            return Err(ValidationError::new(
+                "invalid_method",
+                "method",
+                "`method` deve ser SMS, VOICE ou NONE.",
+            )
+            .into());
+        }
+        if req.verified_name.trim().chars().count() < 3 {
+            return Err(ValidationError::new(
+                "invalid_verified_name",
+                "verified_name",
+                "`verified_name` deve ter ao menos 3 caracteres.",
+            )
+            .into());
+        }
+        let national = parse_national(&req.cc, &req.phone)?;
+        let Some(lender) = self.lending_channel(&channels) else {
+            return Err(ValidationError::new(
+                "no_credential",
+                "waba",
+                "Nenhum número desta WABA tem uma credencial válida para criar números (has_credential false).",
+            )
+            .into());
+        };
+        let secrets = store.channel_secrets(lender.id).await?;
+        let token = secrets.access_token.expose();
+        let waba = store.waba_by_provider_id(account_id, waba_id).await.ok();
+        let phone_number_id = match self
+            .shared
+            .graph
+            .add_phone_number(token, waba_id, &req.cc, &national, req.verified_name.trim())
+            .await
+        {
+            Ok(id) => id,
+            Err(e) => {
+                if let Some(w) = &waba {
+                    let _ = store.set_waba_upload_failure(w.id, Some(&e.reason())).await;
+                }
+                return Err(e.into());
+            }
+        };
+        if let Some(w) = &waba {
+            let _ = store.set_waba_upload_failure(w.id, None).await;
+        }
+        let phone = format!("{}{}", req.cc, national);
+        let record = store
+            .insert_channel(&NewChannel {
+                account_id,
+                name: req.verified_name.trim().to_string(),
+                phone: phone.clone(),
+                phone_number_id: phone_number_id.clone(),
+                waba_id: waba_id.to_string(),
+                verified_name: req.verified_name.trim().to_string(),
+                status: ChannelStatus::Pending.as_str().to_string(),
+                quality: "UNKNOWN".into(),
+                tier: lender.tier.clone(),
+                access_token: secrets.access_token.clone(),
+                app_secret: secrets.app_secret.clone(),
+                verify_token: crate::connect::random_verify_token(),
+                bm_id: lender.bm_id,
+            })
+            .await?;
+        self.start_channel(record.id).await?;
+        let code_requested = method != "NONE";
+        if code_requested {
+            self.shared
+                .graph
+                .request_code(token, &phone_number_id, &method, "pt_BR")
+                .await?;
+        }
+        Ok(AddedNumber {
+            message: if code_requested {
+                format!("Número criado; código enviado por {method}. Confirme com POST /channels/{}/verify-code.", record.id)
+            } else {
+                format!(
+                    "Número criado; peça o código com POST /channels/{}/request-code.",
+                    record.id
+                )
+            },
+            channel_id: record.id,
+            phone,
+            code_requested,
+            bm_id: lender.bm_id,
+        })
+    }
+
+    /// Asks the provider to send the verification code (`SMS` or `VOICE`).
+    pub async fn request_code(
+        &self,
+        account_id: i64,
+        channel_id: i64,
+        method: &str,
+    ) -> Result<String, ActorError> {
+        let method = method.to_ascii_uppercase();
+        if !["SMS", "VOICE"].contains(&method.as_str()) {
+            return Err(ValidationError::new(
+                "invalid_method",
+                "method",
+                "`method` deve ser SMS ou VOICE.",
+            )
+            .into());
+        }
+        let record = self.shared.store.channel(account_id, channel_id).await?;
+        let token = self
+            .shared
+            .store
+            .channel_secrets(channel_id)
+            .await?
+            .access_token;
+        self.shared
+            .graph
+            .request_code(token.expose(), &record.phone_number_id, &method, "pt_BR")
+            .await?;
+        Ok(format!("Código solicitado por {method}."))
+    }
+
+    /// Verifies the code; when the number has no two-step PIN, registers it at once with a
+    /// generated PIN (stored sealed) and activates it.
+    pub async fn verify_code(
+        &self,
+        account_id: i64,
+        channel_id: i64,
+        code: &str,
+    ) -> Result<CodeVerified, ActorError> {
+        let digits: String = code.chars().filter(char::is_ascii_digit).collect();
+        if digits.len() != 6 {
+            return Err(
+                ValidationError::new("invalid_code", "code", "`code` deve ter 6 dígitos.").into(),
+            );
+        }
+        let record = self.shared.store.channel(account_id, channel_id).await?;
+        let token = self
+            .shared
+            .store
+            .channel_secrets(channel_id)
+            .await?
+            .access_token;
+        let graph = &self.shared.graph;
+        graph
+            .verify_code(token.expose(), &record.phone_number_id, &digits)
+            .await?;
+        let number = graph
+            .phone_number(token.expose(), &record.phone_number_id)
+            .await?;
+        if number.is_pin_enabled == Some(true) {
+            return Ok(CodeVerified {
+                active: false,
+                pin_required: true,
+                message: "Código confirmado. Este número tem verificação em duas etapas: conclua com POST /register e o PIN de 6 dígitos.".into(),
+            });
+        }
+        let pin = random_pin();
+        graph
+            .register(token.expose(), &record.phone_number_id, pin.expose())
+            .await?;
+        self.shared.store.set_channel_pin(channel_id, &pin).await?;
+        self.activate(account_id, channel_id).await?;
+        Ok(CodeVerified {
+            active: true,
+            pin_required: false,
+            message: "Código confirmado e número registrado.".into(),
+        })
+    }
+
+    /// Registers the number with its 6-digit PIN and activates it.
+    pub async fn register(
+        &self,
+        account_id: i64,
+        channel_id: i64,
+        pin: &str,
+    ) -> Result<ChannelSnapshot, ActorError> {
+        if pin.len() != 6 || !pin.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(ValidationError::new(
+                "invalid_pin",
+                "pin",
+                "O PIN deve ter exatamente 6 dígitos.",
+            )
+            .into());
+        }
+        let record = self.shared.store.channel(account_id, channel_id).await?;
+        let token = self
+            .shared
+            .store
+            .channel_secrets(channel_id)
+            .await?
+            .access_token;
+        self.shared
+            .graph
+            .register(token.expose(), &record.phone_number_id, pin)
+            .await?;
+        self.shared
+            .store
+            .set_channel_pin(channel_id, &Secret::new(pin))
+            .await?;
+        self.activate(account_id, channel_id).await
+    }
+
+    async fn activate(
+        &self,
+        account_id: i64,
+        channel_id: i64,
+    ) -> Result<ChannelSnapshot, ActorError> {
+        self.sync_channel(account_id, channel_id).await
+    }
+
+    /// Approved templates of the number at the provider (`GET /channels/{id}/templates`).
+    pub async fn provider_templates(
+        &self,
+        account_id: i64,
+        channel_id: i64,
+    ) -> Result<Vec<provider::wire::TemplateInfo>, ActorError> {
+        let record = self.shared.store.channel(account_id, channel_id).await?;
+        let token = self
+            .shared
+            .store
+            .channel_secrets(channel_id)
+            .await?
+            .access_token;
+        let all = self
+            .shared
+            .graph
+            .list_templates(token.expose(), &record.waba_id)
+            .await?;
+        Ok(all.into_iter().filter(|t| t.status == "APPROVED").collect())
+    }
+
+    /// Checks the BM's payment at the provider (the WABA's `health_status` reports payment
+    /// problems as error 141006); when paid, the BM's numbers locked by payment are released at
+    /// once. Returns the BM and whether it is paid.
+    pub async fn payment_check_bm(
+        &self,
+        account_id: i64,
+        bm_id: i64,
+    ) -> Result<(BmRecord, bool), ActorError> {
+        let store = &self.shared.store;
+        store.bm(account_id, bm_id).await?;
+        let channels = store.channels_of_bm(bm_id).await?;
+        let lender = self
+            .lending_channel(&channels)
+            .ok_or(ActorError::CredentialRefused(
+                "nenhum número deste BM tem credencial válida".into(),
+            ))?;
+        let token = store.channel_secrets(lender.id).await?.access_token;
+        let mut paid = true;
+        let wabas: Vec<String> = {
+            let mut w: Vec<String> = channels.iter().map(|c| c.waba_id.clone()).collect();
+            w.sort();
+            w.dedup();
+            w
+        };
+        for waba_id in wabas {
+            let waba = self.shared.graph.waba(token.expose(), &waba_id).await?;
+            if waba.health_error_codes().contains(&141006) {
+                paid = false;
+            }
+        }
+        store.set_bm_payment(bm_id, paid).await?;
+        if paid {
+            for c in &channels {
+                store.set_channel_payment_lock(c.id, None).await?;
+                if let Some(e) = self.shared.registry.get(c.id) {
+                    let _ = e.actor.cast(ChannelMsg::PaymentReleased);
+                }
+            }
+        }
+        Ok((store.bm(account_id, bm_id).await?, paid))
+    }
+
+    /// `POST /channels/{id}/payment-check`: the payment check of the channel's BM.
+    pub async fn payment_check_channel(
+        &self,
+        account_id: i64,
+        channel_id: i64,
+    ) -> Result<bool, ActorError> {
+        let record = self.shared.store.channel(account_id, channel_id).await?;
+        let bm_id = match record.bm_id {
+            Some(b) => b,
+            None => {
+                let token = self
+                    .shared
+                    .store
+                    .channel_secrets(channel_id)
+                    .await?
+                    .access_token;
+                let bm = self
+                    .learn_waba(account_id, token.expose(), &record.waba_id)
+                    .await
+                    .ok_or(ActorError::NotFound)?;
+                self.shared.store.set_channel_bm(channel_id, bm).await?;
+                bm
+            }
+        };
+        Ok(self.payment_check_bm(account_id, bm_id).await?.1)
+    }
+
+    /// Re-reads a BM at the provider: its WABAs and their numbers. Numbers new at the
+    /// provider become channels (with the BM's credential); channels whose number vanished
+    /// are listed and marked DISCONNECTED. Also refreshes payment and tier.
+    pub async fn sync_bm(&self, account_id: i64, bm_id: i64) -> Result<BmSyncResult, ActorError> {
+        let store = &self.shared.store;
+        let bm = store.bm(account_id, bm_id).await?;
+        let channels = store.channels_of_bm(bm_id).await?;
+        let lender = self
+            .lending_channel(&channels)
+            .ok_or(ActorError::CredentialRefused(
+                "nenhum número deste BM tem credencial válida".into(),
+            ))?;
+        let secrets = store.channel_secrets(lender.id).await?;
+        let token = secrets.access_token.expose().to_string();
+        let graph = &self.shared.graph;
+        let wabas = graph.owned_wabas(&token, &bm.provider_business_id).await?;
+        let mut seen = std::collections::HashSet::new();
+        let mut created = Vec::new();
+        let mut tier = None;
+        for w in &wabas {
+            let detail = graph.waba(&token, &w.id).await?;
+            tier = tier.or(detail.whatsapp_business_manager_messaging_limit.clone());
+            store
+                .upsert_waba(account_id, Some(bm_id), &w.id, &w.name)
+                .await?;
+            for n in graph.waba_phone_numbers(&token, &w.id).await? {
+                seen.insert(n.id.clone());
+                if channels.iter().any(|c| c.phone_number_id == n.id) {
+                    continue;
+                }
+                let display = n.display_phone_number.clone().unwrap_or_default();
+                let status = match n.status.as_deref() {
+                    None | Some("CONNECTED") => ChannelStatus::Working,
+                    Some("PENDING") | Some("UNVERIFIED") => ChannelStatus::Pending,
+                    Some(_) => ChannelStatus::Disconnected,
+                };
+                let rec = match store
+                    .insert_channel(&NewChannel {
+                        account_id,
+                        name: n.verified_name.clone().unwrap_or_default(),
+                        phone: Phone::from_provider_display(&display).as_str().to_string(),
+                        phone_number_id: n.id.clone(),
+                        waba_id: w.id.clone(),
+                        verified_name: n.verified_name.clone().unwrap_or_default(),
+                        status: status.as_str().to_string(),
+                        quality: engine::channel::Quality::parse(
+                            n.quality_rating.as_deref().unwrap_or("UNKNOWN"),
+                        )
+                        .as_str()
+                        .to_string(),
+                        tier: n.tier().map(str::to_string),
+                        access_token: secrets.access_token.clone(),
+                        app_secret: secrets.app_secret.clone(),
+                        verify_token: crate::connect::random_verify_token(),
+                        bm_id: Some(bm_id),
+                    })
+                    .await
+                {
+                    Ok(r) => r,
+                    Err(storage::StorageError::Conflict(_)) => continue, // connected in another account
+                    Err(e) => return Err(e.into()),
+                };
+                self.start_channel(rec.id).await?;
+                created.push(serde_json::json!({"channel_id": rec.id, "phone": rec.phone, "phone_number_id": rec.phone_number_id}));
+            }
+        }
+        let mut missing = Vec::new();
+        for c in &channels {
+            if !seen.contains(&c.phone_number_id) {
+                missing.push(serde_json::json!({"channel_id": c.id, "phone": c.phone, "phone_number_id": c.phone_number_id}));
+                store
+                    .set_channel_status(c.id, ChannelStatus::Disconnected.as_str())
+                    .await?;
+                if let Some(e) = self.shared.registry.get(c.id) {
+                    let res = e
+                        .actor
+                        .call(ChannelMsg::Reload, Some(self.shared.config.call_timeout))
+                        .await;
+                    if res.is_err() {
+                        tracing::warn!(channel_id = c.id, "could not reload a vanished channel");
+                    }
+                }
+            }
+        }
+        store.set_bm_synced(bm_id, tier.as_deref(), None).await?;
+        let (bm, paid) = self.payment_check_bm(account_id, bm_id).await?;
+        if let Some(limit) = bm.tier.as_deref().and_then(engine::channel::Tier::parse) {
+            if let Some(counter) = self.shared.bm_counters.get(&bm_id) {
+                counter.lock().expect("bm counter lock").limit = limit.limit_24h();
+            }
+        }
+        Ok(BmSyncResult {
+            created_numbers: created,
+            missing_numbers: missing,
+            bm_id,
+            good: paid,
+        })
+    }
+
+    /// The account overview: numbers by health, BMs, WABAs without number or credential, and
+    /// what needs action, worst first.
+    pub async fn overview(&self, account_id: i64) -> Result<Overview, ActorError> {
+        let snapshots = self.list_channels(account_id).await?;
+        let bms = self.shared.store.list_bms(account_id).await?;
+        let wabas = self.shared.store.list_wabas(account_id).await?;
+        let mut numbers = NumbersSummary::default();
+        let mut needs = Vec::new();
+        for s in &snapshots {
+            numbers.total += 1;
+            match s.health.tone {
+                Tone::Ok => numbers.good += 1,
+                Tone::Attention => numbers.attention += 1,
+                Tone::Bad => numbers.bad += 1,
+            }
+            *numbers.by_code.entry(s.health.code.clone()).or_default() += 1;
+            if s.health.tone != Tone::Ok {
+                let rank = HealthCode::ALL
+                    .into_iter()
+                    .find(|c| c.as_str() == s.health.code)
+                    .unwrap_or(HealthCode::Ok);
+                needs.push(NeedsAction {
+                    kind: "number",
+                    id: s.record.id.to_string(),
+                    name: format!("{} ({})", s.record.name, s.record.phone),
+                    label: s.health.label.clone(),
+                    code: s.health.code.clone(),
+                    next_action: s.health.next_action.clone(),
+                    rank,
+                });
+            }
+        }
+        for w in &wabas {
+            let code = match w.standing.as_str() {
+                "banned" => HealthCode::WabaBanned,
+                "restricted" => HealthCode::WabaRestricted,
+                _ => continue,
+            };
+            needs.push(NeedsAction {
+                kind: "waba",
+                id: w.provider_waba_id.clone(),
+                name: w.name.clone(),
+                label: code.label().into(),
+                code: code.as_str().into(),
+                next_action: code.next_action().map(str::to_string),
+                rank: code,
+            });
+        }
+        for b in bms.iter().filter(|b| !b.payment_ok) {
+            let code = HealthCode::PaymentLocked;
+            needs.push(NeedsAction {
+                kind: "bm",
+                id: b.id.to_string(),
+                name: b.name.clone(),
+                label: code.label().into(),
+                code: code.as_str().into(),
+                next_action: code.next_action().map(str::to_string),
+                rank: code,
+            });
+        }
+        // Worst first; a WABA before its numbers for the same code.
+        needs.sort_by_key(|n| (n.rank, n.kind != "waba", n.kind != "bm"));
+        let mut by_waba: HashMap<&str, Vec<&ChannelSnapshot>> = HashMap::new();
+        for s in &snapshots {
+            by_waba
+                .entry(s.record.waba_id.as_str())
+                .or_default()
+                .push(s);
+        }
+        let mut bm_summary = BTreeMap::new();
+        bm_summary.insert("total".to_string(), bms.len() as i64);
+        bm_summary.insert(
+            "good".to_string(),
+            bms.iter().filter(|b| b.payment_ok).count() as i64,
+        );
+        bm_summary.insert(
+            "payment_problem".to_string(),
+            bms.iter().filter(|b| !b.payment_ok).count() as i64,
+        );
+        Ok(Overview {
+            numbers,
+            bms: bm_summary,
+            wabas_without_number: wabas
+                .iter()
+                .filter(|w| !by_waba.contains_key(w.provider_waba_id.as_str()))
+                .map(|w| w.provider_waba_id.clone())
+                .collect(),
+            wabas_without_credential: wabas
+                .iter()
+                .filter(|w| {
+                    !by_waba
+                        .get(w.provider_waba_id.as_str())
+                        .is_some_and(|cs| cs.iter().any(|c| c.record.credential_valid))
+                })
+                .map(|w| w.provider_waba_id.clone())
+                .collect(),
+            needs_action: needs,
+        })
+    }
+
+    /// The account's WABAs with their BM, credential, standing and numbers' health;
+    /// `health` filters by `good`, `attention` or `bad`.
+    pub async fn wabas(
+        &self,
+        account_id: i64,
+        health: Option<&str>,
+    ) -> Result<Vec<WabaView>, ActorError> {
+        let snapshots = self.list_channels(account_id).await?;
+        let bms: HashMap<i64, BmRecord> = self
+            .shared
+            .store
+            .list_bms(account_id)
+            .await?
+            .into_iter()
+            .map(|b| (b.id, b))
+            .collect();
+        let wabas = self.shared.store.list_wabas(account_id).await?;
+        let mut out = Vec::new();
+        for w in wabas {
+            let mine: Vec<&ChannelSnapshot> = snapshots
+                .iter()
+                .filter(|s| s.record.waba_id == w.provider_waba_id)
+                .collect();
+            let view = waba_view(&w, w.bm_id.and_then(|id| bms.get(&id)), &mine);
+            if health.is_none_or(|h| h == view.health) {
+                out.push(view);
+            }
+        }
+        Ok(out)
+    }
+
+    /// A BM with its payment, sending headroom and numbers.
+    pub async fn bm_view(
+        &self,
+        account_id: i64,
+        bm_id: i64,
+    ) -> Result<serde_json::Value, ActorError> {
+        let bm = self.shared.store.bm(account_id, bm_id).await?;
+        let snapshots: Vec<ChannelSnapshot> = self
+            .list_channels(account_id)
+            .await?
+            .into_iter()
+            .filter(|s| s.record.bm_id == Some(bm_id))
+            .collect();
+        let counter = self.shared.bm_counter(bm_id).await?;
+        let (sent, available, limit) = {
+            let mut c = counter.lock().expect("bm counter lock");
+            let now = storage::now_ms();
+            (c.recipients.count(now), c.available(now), c.limit)
+        };
+        let banned = self
+            .shared
+            .store
+            .list_wabas(account_id)
+            .await?
+            .iter()
+            .any(|w| w.bm_id == Some(bm_id) && w.standing == "banned");
+        Ok(serde_json::json!({
+            "id": bm.id,
+            "name": bm.name,
+            "provider_business_id": bm.provider_business_id,
+            "good": bm.payment_ok && !banned,
+            "verification": bm.verification_status.clone().unwrap_or_else(|| "unknown".into()),
+            "payment": if bm.payment_ok { "ok" } else { "pending" },
+            "tier": bm.tier,
+            "sending": {"limit_24h": limit.unwrap_or(-1), "sent_24h": sent, "available": available.unwrap_or(-1)},
+            "numbers": snapshots.iter().map(|s| number_json(&s)).collect::<Vec<_>>(),
+            "last_sync_at": bm.last_sync_at.map(crate::time::iso),
+        }))
+    }
+}
+
+/// What `POST /bms/{id}/sync` found.
+#[derive(Debug, Clone, Serialize)]
+pub struct BmSyncResult {
+    /// Numbers at the provider that became channels.
+    pub created_numbers: Vec<serde_json::Value>,
+    /// Channels whose number is gone at the provider.
+    pub missing_numbers: Vec<serde_json::Value>,
+    /// The BM.
+    pub bm_id: i64,
+    /// Payment ok and nothing banned.
+    pub good: bool,
+}
+
+fn number_json(s: &&ChannelSnapshot) -> serde_json::Value {
+    serde_json::json!({"channel_id": s.record.id, "phone": s.record.phone, "name": s.record.name, "status": s.record.status, "health": s.health})
+}
+
+fn waba_view(w: &WabaRecord, bm: Option<&BmRecord>, numbers: &[&ChannelSnapshot]) -> WabaView {
+    let worst = numbers
+        .iter()
+        .map(|s| s.health.tone)
+        .max_by_key(|t| match t {
+            Tone::Ok => 0,
+            Tone::Attention => 1,
+            Tone::Bad => 2,
+        });
+    let health = match (w.standing.as_str(), worst) {
+        ("banned", _) | (_, Some(Tone::Bad)) => "bad",
+        ("restricted", _) | (_, Some(Tone::Attention)) | (_, None) => "attention",
+        _ => "good",
+    };
+    WabaView {
+        id: w.provider_waba_id.clone(),
+        name: w.name.clone(),
+        bm: bm.map(|b| serde_json::json!({"id": b.id, "name": b.name})),
+        has_credential: numbers.iter().any(|s| s.record.credential_valid),
+        standing: w.standing.clone(),
+        health: health.to_string(),
+        layouts_by_status: BTreeMap::new(),
+        last_upload_failure: w.last_upload_failure.clone(),
+        numbers: numbers.iter().map(number_json).collect(),
+    }
+}
+
+impl From<ErrorKind> for ActorError {
+    fn from(kind: ErrorKind) -> Self {
+        ActorError::ProviderRefused {
+            kind,
+            code: None,
+            reason: format!("{kind:?}"),
+        }
+    }
+}

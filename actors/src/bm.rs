@@ -1,0 +1,44 @@
+//! Business portfolios (BMs): the 24 h limit their numbers share, payment checks and syncs
+//! with the provider.
+
+use engine::channel::Tier;
+use engine::limits::RollingUnique;
+use engine::DAY_MS;
+use storage::{now_ms, Store};
+
+/// A BM's rolling 24 h count of unique business-initiated recipients and its limit.
+#[derive(Debug, Clone)]
+pub struct BmCounter {
+    /// Recipients in the window.
+    pub recipients: RollingUnique,
+    /// The portfolio limit; `None` = unlimited or unknown.
+    pub limit: Option<i64>,
+}
+
+impl BmCounter {
+    /// Rebuilds the counter from the messages of every channel of the BM.
+    pub async fn load(store: &Store, bm_id: i64) -> Result<Self, storage::StorageError> {
+        let bm = store.bm_unscoped(bm_id).await?;
+        let mut recipients = RollingUnique::new(DAY_MS);
+        for (phone, at) in store
+            .bm_business_initiated_recipients_since(bm_id, now_ms() - DAY_MS)
+            .await?
+        {
+            recipients.record(&phone, at);
+        }
+        Ok(Self {
+            recipients,
+            limit: bm
+                .tier
+                .as_deref()
+                .and_then(Tier::parse)
+                .and_then(|t| t.limit_24h()),
+        })
+    }
+
+    /// Headroom left now; `None` = unlimited.
+    pub fn available(&mut self, now: i64) -> Option<i64> {
+        let used = self.recipients.count(now);
+        self.limit.map(|l| (l - used).max(0))
+    }
+}
