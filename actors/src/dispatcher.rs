@@ -22,7 +22,7 @@ pub enum DispatcherMsg {
     Wake,
     /// Look now (timer, or after a wake).
     Poll,
-    /// An attempt finished.
+    /// An attempt of this subscription finished.
     Done(i64),
 }
 
@@ -55,9 +55,9 @@ pub struct DispatcherState {
     store: Store,
     config: Arc<DispatcherConfig>,
     http: reqwest::Client,
+    /// Subscription ids with an attempt in flight (one per subscription keeps order).
     in_flight: HashSet<i64>,
     poll_scheduled: bool,
-    more_due: bool,
 }
 
 /// The body of a delivery: the spec's envelope. Rendered from stored fields only, with sorted
@@ -96,7 +96,6 @@ impl Actor for WebhookDispatcher {
             http,
             in_flight: HashSet::new(),
             poll_scheduled: false,
-            more_due: false,
         })
     }
 
@@ -118,9 +117,10 @@ impl Actor for WebhookDispatcher {
                 st.poll_scheduled = false;
                 poll(&myself, st).await;
             }
-            DispatcherMsg::Done(id) => {
-                st.in_flight.remove(&id);
-                if st.more_due && !st.poll_scheduled {
+            DispatcherMsg::Done(subscription_id) => {
+                st.in_flight.remove(&subscription_id);
+                // The subscription's next delivery may be waiting behind the one just done.
+                if !st.poll_scheduled {
                     st.poll_scheduled = true;
                     let _ = myself.cast(DispatcherMsg::Poll);
                 }
@@ -133,7 +133,6 @@ impl Actor for WebhookDispatcher {
 async fn poll(myself: &ActorRef<DispatcherMsg>, st: &mut DispatcherState) {
     let free = st.config.max_in_flight.saturating_sub(st.in_flight.len());
     if free == 0 {
-        st.more_due = true;
         return;
     }
     let in_flight: Vec<i64> = st.in_flight.iter().copied().collect();
@@ -148,9 +147,8 @@ async fn poll(myself: &ActorRef<DispatcherMsg>, st: &mut DispatcherState) {
             return;
         }
     };
-    st.more_due = due.len() == free;
     for d in due {
-        st.in_flight.insert(d.id);
+        st.in_flight.insert(d.subscription_id);
         let (store, http, config, me) = (
             st.store.clone(),
             st.http.clone(),
@@ -158,9 +156,9 @@ async fn poll(myself: &ActorRef<DispatcherMsg>, st: &mut DispatcherState) {
             myself.clone(),
         );
         tokio::spawn(async move {
-            let id = d.id;
+            let subscription_id = d.subscription_id;
             attempt(&store, &http, &config, d).await;
-            let _ = me.cast(DispatcherMsg::Done(id));
+            let _ = me.cast(DispatcherMsg::Done(subscription_id));
         });
     }
 }

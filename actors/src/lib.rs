@@ -276,6 +276,30 @@ impl Runtime {
             .map(|e| e.verify_token.clone())
     }
 
+    /// `POST /webhooks/{id}/test`: queues a `ping` for that subscription alone; returns the
+    /// delivery id.
+    pub async fn test_webhook(
+        &self,
+        account_id: i64,
+        subscription_id: i64,
+    ) -> Result<i64, ActorError> {
+        let store = &self.shared.store;
+        let sub = store.subscription(account_id, subscription_id).await?;
+        let channel = store.channel(account_id, sub.channel_id).await?;
+        let data = serde_json::json!({"message": "ping", "subscription_id": sub.id, "test": true});
+        let id = store
+            .enqueue_for_subscription(
+                account_id,
+                sub.id,
+                engine::webhook::EventKind::Ping,
+                &events::channel_object(&channel),
+                &data,
+            )
+            .await?;
+        self.wake_dispatcher();
+        Ok(id)
+    }
+
     /// Nudges the webhook dispatcher.
     pub fn wake_dispatcher(&self) {
         let _ = self.dispatcher.cast(DispatcherMsg::Wake);

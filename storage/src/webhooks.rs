@@ -255,35 +255,39 @@ impl Store {
         Ok(n)
     }
 
-    /// Pending deliveries due at `now` (oldest first), skipping `in_flight` ids, at most
-    /// `limit`.
+    /// The next delivery of each subscription's queue, when it is due at `now`: a
+    /// subscription's deliveries are attempted strictly in order (a later one waits while the
+    /// head is retried), so integrators receive each channel's events in order. Subscriptions
+    /// in `busy` (an attempt in flight) are skipped. At most `limit`.
     pub async fn due_deliveries(
         &self,
         now: i64,
         limit: i64,
-        in_flight: &[i64],
+        busy: &[i64],
     ) -> Result<Vec<DueDelivery>> {
         let rows = sqlx::query(
             "SELECT d.id, d.subscription_id, s.url, s.secret_enc, d.event, d.channel, d.data, d.created_at, d.attempts \
              FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id \
-             WHERE d.status = 'pending' AND d.next_attempt_at <= $1 ORDER BY d.next_attempt_at, d.id LIMIT $2",
+             WHERE d.status = 'pending' AND d.next_attempt_at <= $1 \
+               AND d.id = (SELECT MIN(h.id) FROM webhook_deliveries h WHERE h.subscription_id = d.subscription_id AND h.status = 'pending') \
+             ORDER BY d.next_attempt_at, d.id LIMIT $2",
         )
         .bind(now)
-        .bind(limit + in_flight.len() as i64)
+        .bind(limit + busy.len() as i64)
         .fetch_all(&self.pool)
         .await?;
         let mut out = Vec::with_capacity(rows.len());
         for r in rows {
-            let id: i64 = r.try_get("id")?;
-            if in_flight.contains(&id) {
+            let subscription_id: i64 = r.try_get("subscription_id")?;
+            if busy.contains(&subscription_id) {
                 continue;
             }
             let secret: String = r.try_get("secret_enc")?;
             let channel: String = r.try_get("channel")?;
             let data: String = r.try_get("data")?;
             out.push(DueDelivery {
-                id,
-                subscription_id: r.try_get("subscription_id")?,
+                id: r.try_get("id")?,
+                subscription_id,
                 url: r.try_get("url")?,
                 secret: self.cipher.open(&secret)?,
                 event: r.try_get("event")?,
@@ -299,6 +303,31 @@ impl Store {
             }
         }
         Ok(out)
+    }
+
+    /// Queues one event for one subscription only (`POST /webhooks/{id}/test` sends `ping`).
+    pub async fn enqueue_for_subscription(
+        &self,
+        account_id: i64,
+        subscription_id: i64,
+        kind: EventKind,
+        channel: &serde_json::Value,
+        data: &serde_json::Value,
+    ) -> Result<i64> {
+        let now = now_ms();
+        let row = sqlx::query(
+            "INSERT INTO webhook_deliveries (account_id, subscription_id, event, channel, data, status, attempts, next_attempt_at, created_at) \
+             VALUES ($1, $2, $3, $4, $5, 'pending', 0, $6, $6) RETURNING id",
+        )
+        .bind(account_id)
+        .bind(subscription_id)
+        .bind(kind.as_str())
+        .bind(channel.to_string())
+        .bind(data.to_string())
+        .bind(now)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(row.try_get("id")?)
     }
 
     /// When the earliest pending delivery is due, ms.

@@ -173,6 +173,9 @@ pub struct TestApp {
     pub app_secret_fallback: String,
     pub db: TestDb,
     pub runtime: actors::Runtime,
+    settings: Settings,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    server: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
 }
 
 /// Polls `check` every 20 ms until it returns `Some`, for at most `secs` seconds.
@@ -224,7 +227,7 @@ impl TestApp {
         settings.webhook_retry_ms = Some(vec![100, 200, 400, 800]);
         settings.webhook_timeout_ms = 2000;
         tweak(&mut settings);
-        let app = Application::build(settings, Some(gateway))
+        let app = Application::build(settings.clone(), Some(gateway))
             .await
             .expect("app builds");
         let runtime = app.runtime().clone();
@@ -234,8 +237,14 @@ impl TestApp {
             .create_token(account.id, "ci-token", "admin")
             .await
             .unwrap();
-        tokio::spawn(app.run_until(std::future::pending()));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(app.run_until(async move {
+            let _ = stopped.await;
+        }));
         TestApp {
+            settings,
+            stop: Some(stop),
+            server: Some(server),
             addr,
             sim,
             sim_addr,
@@ -246,6 +255,30 @@ impl TestApp {
             db,
             runtime,
         }
+    }
+
+    /// Stops the server (gracefully, actors included) and starts a new one on the same
+    /// address and database, as after a process restart.
+    pub async fn restart(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(server) = self.server.take() {
+            server
+                .await
+                .expect("server task")
+                .expect("server stopped cleanly");
+        }
+        let listener = TcpListener::bind(self.addr).await.expect("same port again");
+        let app = Application::build(self.settings.clone(), Some(listener))
+            .await
+            .expect("app builds again");
+        self.runtime = app.runtime().clone();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        self.stop = Some(stop);
+        self.server = Some(tokio::spawn(app.run_until(async move {
+            let _ = stopped.await;
+        })));
     }
 
     pub fn url(&self, path: &str) -> String {

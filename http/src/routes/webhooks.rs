@@ -18,6 +18,7 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/channels/{id}/webhooks", get(list).post(create))
         .route("/webhooks/{id}/deliveries", get(deliveries))
+        .route("/webhooks/{id}/test", axum::routing::post(test))
 }
 
 #[derive(Debug, Deserialize)]
@@ -161,4 +162,16 @@ async fn deliveries(
         "has_more": has_more,
         "next_before": if has_more { rows.last().map(|d| d.id) } else { None },
     })))
+}
+
+async fn test(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let delivery_id = state.runtime.test_webhook(auth.account_id(), id).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({"data": {"delivery_id": delivery_id, "event": "ping"}})),
+    ))
 }
