@@ -119,3 +119,69 @@ on_both_backends! {
     outage_and_restart => a_receiver_down_for_a_while_gets_every_event_once_in_order_after_a_restart;
     ping => a_ping_reaches_only_the_subscription_tested;
 }
+
+async fn a_repeated_idempotency_key_returns_the_first_result_and_never_sends_twice(
+    backend: Backend,
+) {
+    let app = TestApp::spawn(backend).await;
+    let (_, number) = app.connect_channel().await;
+    let body =
+        json!({"to": "5511987654321", "template": {"name": "hello_world", "language": "en_US"}});
+    let post = |key: &'static str, body: serde_json::Value| {
+        let req = app
+            .http
+            .post(app.url("/api/v1/messages"))
+            .bearer_auth(&app.token)
+            .header("idempotency-key", key)
+            .json(&body);
+        async move { req.send().await.unwrap() }
+    };
+    let first = post("pedido-123", body.clone()).await;
+    assert_eq!(first.status(), StatusCode::CREATED);
+    let first: serde_json::Value = first.json().await.unwrap();
+    let again = post("pedido-123", body.clone()).await;
+    assert_eq!(again.status(), StatusCode::CREATED);
+    assert_eq!(again.headers().get("idempotent-replayed").unwrap(), "true");
+    let again: serde_json::Value = again.json().await.unwrap();
+    assert_eq!(again, first, "the first result, byte for byte");
+    // Concurrent repeats of a new key: one send.
+    let results = futures::future::join_all((0..5).map(|_| post("pedido-456", body.clone()))).await;
+    let created = results
+        .iter()
+        .filter(|r| r.status() == StatusCode::CREATED)
+        .count();
+    assert!(
+        created >= 1
+            && results
+                .iter()
+                .all(|r| r.status() == StatusCode::CREATED || r.status() == StatusCode::CONFLICT)
+    );
+    // The same key with another body is refused.
+    let other = post(
+        "pedido-123",
+        json!({"to": "5511900000000", "template": {"name": "hello_world", "language": "en_US"}}),
+    )
+    .await;
+    assert_eq!(other.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    // A validation error is also remembered (and sends nothing).
+    let bad = post("pedido-789", json!({"to": "1"})).await;
+    assert_eq!(bad.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let summary: serde_json::Value = app
+        .http
+        .get(format!("http://{}/_sim/sent/summary", app.sim_addr))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        summary["data"]["per_recipient"]["5511987654321"]["hello_world"], 2,
+        "one send per key: {summary}"
+    );
+    assert_eq!(summary["data"]["per_number"][&number.phone_number_id], 2);
+}
+
+on_both_backends! {
+    idempotency => a_repeated_idempotency_key_returns_the_first_result_and_never_sends_twice;
+}

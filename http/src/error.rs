@@ -32,6 +32,9 @@ pub enum ApiError {
     /// 413.
     #[error("payload too large")]
     PayloadTooLarge,
+    /// 409: a request with the same idempotency key is still running.
+    #[error("idempotency key in progress")]
+    IdempotencyInProgress,
     /// 415.
     #[error("unsupported media type")]
     UnsupportedMediaType,
@@ -114,8 +117,8 @@ impl ApiError {
                     m,
                 )
             }
-            ApiError::PayloadTooLarge => (
-                StatusCode::PAYLOAD_TOO_LARGE,
+                        ApiError::IdempotencyInProgress => (StatusCode::CONFLICT, "idempotency_in_progress", "Uma requisição com esta Idempotency-Key ainda está em andamento; repita em instantes.".into(), none()),
+            ApiError::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE,
                 "payload_too_large",
                 "O corpo da requisição é grande demais.".into(),
                 none(),
@@ -171,17 +174,25 @@ impl ApiError {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        if let ApiError::Internal(cause) = &self {
-            tracing::error!(cause, "internal error");
-        }
+impl ApiError {
+    /// The status and the body this error answers with.
+    pub fn status_and_body(&self) -> (StatusCode, Value) {
         let (status, code, message, details) = self.parts();
         let mut body = Map::new();
         body.insert("message".into(), json!(message));
         body.insert("code".into(), json!(code));
         body.extend(details);
-        (status, Json(Value::Object(body))).into_response()
+        (status, Value::Object(body))
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if let ApiError::Internal(cause) = &self {
+            tracing::error!(cause, "internal error");
+        }
+        let (status, body) = self.status_and_body();
+        (status, Json(body)).into_response()
     }
 }
 

@@ -28,6 +28,38 @@ where
     }
 }
 
+/// Parses a JSON body already read (same errors as [`ApiJson`]).
+pub fn parse_json<T: DeserializeOwned>(
+    headers: &axum::http::HeaderMap,
+    body: &[u8],
+) -> Result<T, ApiError> {
+    let is_json = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
+        });
+    if !is_json {
+        return Err(ApiError::UnsupportedMediaType);
+    }
+    let de = &mut serde_json::Deserializer::from_slice(body);
+    match serde_path_to_error::deserialize(de) {
+        Ok(v) => Ok(v),
+        Err(e) if e.inner().is_data() => Err(ApiError::Unprocessable {
+            code: "invalid_field",
+            message: format!(
+                "Campo inválido ou ausente no corpo: {}: {}",
+                e.path(),
+                e.inner()
+            ),
+            details: serde_json::Map::new(),
+        }),
+        Err(e) => Err(ApiError::Malformed(e.inner().to_string())),
+    }
+}
+
 fn json_rejection(r: JsonRejection) -> ApiError {
     match r {
         JsonRejection::JsonDataError(e) => {
@@ -45,6 +77,22 @@ fn json_rejection(r: JsonRejection) -> ApiError {
         JsonRejection::MissingJsonContentType(_) => ApiError::UnsupportedMediaType,
         other if other.status() == StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge,
         other => ApiError::Malformed(other.body_text()),
+    }
+}
+
+/// The raw request body (for handlers that hash it, like idempotent sends); a body over the
+/// limit is 413 in our envelope.
+pub struct RawBody(pub bytes::Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for RawBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        match bytes::Bytes::from_request(req, state).await {
+            Ok(b) => Ok(RawBody(b)),
+            Err(r) if r.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(ApiError::PayloadTooLarge),
+            Err(r) => Err(ApiError::Malformed(r.body_text())),
+        }
     }
 }
 

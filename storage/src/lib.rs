@@ -9,6 +9,7 @@ pub mod accounts;
 pub mod bms;
 pub mod channels;
 mod cipher;
+pub mod idempotency;
 pub mod messages;
 pub mod webhooks;
 

@@ -1,16 +1,19 @@
 //! Spec section "Messages": `POST /messages`.
 
 use crate::error::ApiError;
-use crate::extract::{ApiJson, Auth, IdPath};
+use crate::extract::{Auth, IdPath, RawBody};
 use crate::AppState;
 use actors::channel::{SendCommand, SendContent};
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use engine::phone::Phone;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use storage::idempotency::IdempotencyBegin;
 use storage::messages::MessageRecord;
 
 /// Routes of this section (under `/api/v1`).
@@ -196,18 +199,99 @@ async fn read(
     Ok(Json(json!({ "data": message_json(&m) })))
 }
 
-async fn send(
-    State(state): State<AppState>,
-    auth: Auth,
-    ApiJson(body): ApiJson<SendIn>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let (channel_id, cmd) = parse(body)?;
+async fn send_once(
+    state: &AppState,
+    auth: &Auth,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(StatusCode, Value), ApiError> {
+    let input: SendIn = crate::extract::parse_json(headers, body)?;
+    let (channel_id, cmd) = parse(input)?;
     let message = state
         .runtime
         .send(auth.account_id(), channel_id, cmd)
         .await?;
     Ok((
         StatusCode::CREATED,
-        Json(json!({ "data": send_result(&message) })),
+        json!({ "data": send_result(&message) }),
     ))
+}
+
+/// `POST /messages`. With an `Idempotency-Key` header (1 to 255 printable ASCII characters),
+/// the first answer for that key is replayed for 24 hours (`Idempotent-Replayed: true`) and the
+/// message is never sent twice (decision D-024).
+async fn send(
+    State(state): State<AppState>,
+    auth: Auth,
+    headers: HeaderMap,
+    RawBody(body): RawBody,
+) -> Response {
+    let key = match headers
+        .get("idempotency-key")
+        .map(|v| v.to_str().map(str::to_string))
+    {
+        None => None,
+        Some(Ok(k)) if (1..=255).contains(&k.len()) && k.bytes().all(|b| b.is_ascii_graphic()) => {
+            Some(k)
+        }
+        Some(_) => {
+            return ApiError::invalid(
+                "Idempotency-Key",
+                "invalid_idempotency_key",
+                "Idempotency-Key deve ter de 1 a 255 caracteres ASCII visíveis.",
+            )
+            .into_response()
+        }
+    };
+    let Some(key) = key else {
+        return match send_once(&state, &auth, &headers, &body).await {
+            Ok((status, v)) => (status, Json(v)).into_response(),
+            Err(e) => e.into_response(),
+        };
+    };
+    let store = state.runtime.store();
+    let hash = engine::token::hash_token(&String::from_utf8_lossy(&body));
+    match store
+        .idempotency_begin(auth.account_id(), &key, &hash)
+        .await
+    {
+        Err(e) => return ApiError::from(e).into_response(),
+        Ok(IdempotencyBegin::Replay { status, body }) => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+            return (
+                status,
+                [
+                    ("content-type", "application/json"),
+                    ("idempotent-replayed", "true"),
+                ],
+                body,
+            )
+                .into_response();
+        }
+        Ok(IdempotencyBegin::InProgress) => return ApiError::IdempotencyInProgress.into_response(),
+        Ok(IdempotencyBegin::Mismatch) => {
+            return ApiError::invalid(
+                "Idempotency-Key",
+                "idempotency_key_reused",
+                "Esta Idempotency-Key já foi usada com outro corpo de requisição.",
+            )
+            .into_response()
+        }
+        Ok(IdempotencyBegin::New) => {}
+    }
+    let (status, value) = match send_once(&state, &auth, &headers, &body).await {
+        Ok(ok) => ok,
+        Err(e) => e.status_and_body(),
+    };
+    let stored = if status.is_server_error() {
+        store.idempotency_abandon(auth.account_id(), &key).await
+    } else {
+        store
+            .idempotency_finish(auth.account_id(), &key, status.as_u16(), &value.to_string())
+            .await
+    };
+    if let Err(e) = stored {
+        tracing::error!(error = %e, "could not record an idempotency key");
+    }
+    (status, Json(value)).into_response()
 }
