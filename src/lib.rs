@@ -87,6 +87,8 @@ impl Application {
                     None => RetrySchedule::default(),
                 },
                 webhook_timeout: Duration::from_millis(settings.webhook_timeout_ms),
+                allow_private_urls: settings.allow_private_urls,
+                media_timeout: Duration::from_millis(settings.media_timeout_ms),
                 ..RuntimeConfig::default()
             },
         )

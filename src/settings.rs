@@ -73,6 +73,13 @@ pub struct Settings {
     /// Timeout of one outbound webhook attempt, ms.
     #[arg(long, env = "DISPARO_WEBHOOK_TIMEOUT_MS", default_value_t = 10_000)]
     pub webhook_timeout_ms: u64,
+    /// Let media URLs of sends point to private and loopback addresses (off: only public
+    /// addresses are fetched).
+    #[arg(long, env = "DISPARO_ALLOW_PRIVATE_URLS", default_value_t = false, action = clap::ArgAction::Set)]
+    pub allow_private_urls: bool,
+    /// Timeout of a media download (sends with `media.url`), ms.
+    #[arg(long, env = "DISPARO_MEDIA_TIMEOUT_MS", default_value_t = 20_000)]
+    pub media_timeout_ms: u64,
     /// Where the built-in simulator listens in `serve --simulator`.
     #[arg(long, env = "DISPARO_SIM_LISTEN", default_value = "127.0.0.1:0")]
     pub sim_listen: String,

@@ -49,6 +49,34 @@ pub enum SendContent {
         /// Suffix of a dynamic URL button (button 0).
         button_param: Option<String>,
     },
+    /// Media at a public URL (only inside the 24-hour window); the runtime downloads it into
+    /// [`SendContent::MediaFile`] before the channel sees it.
+    Media {
+        /// Image, document, video or audio.
+        kind: engine::media::MediaKind,
+        /// Public URL.
+        url: String,
+        /// Caption (not for audio).
+        caption: Option<String>,
+    },
+    /// A downloaded, checked file: uploaded to the provider, then sent by media id.
+    MediaFile {
+        /// The file.
+        file: crate::media::FetchedMedia,
+        /// Caption.
+        caption: Option<String>,
+    },
+}
+
+/// What the send task sends: a ready request, or a file to upload first.
+enum Prepared {
+    Ready(SendMessageRequest),
+    Upload {
+        file: crate::media::FetchedMedia,
+        caption: Option<String>,
+        to: String,
+        callback: String,
+    },
 }
 
 /// A send request, validated by the HTTP layer.
@@ -517,7 +545,17 @@ async fn admit_and_send(
     };
     let to = cmd.to.as_str().to_string();
     match &cmd.content {
-        SendContent::Text { .. } => {
+        SendContent::Media { .. } => {
+            return refuse(
+                reply,
+                ActorError::Validation(engine::ValidationError::new(
+                    "media_not_fetched",
+                    "media",
+                    "A mídia deve ser baixada antes do envio.",
+                )),
+            );
+        }
+        SendContent::Text { .. } | SendContent::MediaFile { .. } => {
             let last = match st.shared.store.last_inbound_at(st.record.id, &to).await {
                 Ok(t) => t,
                 Err(e) => return refuse(reply, e.into()),
@@ -588,24 +626,52 @@ async fn admit_and_send(
             media: None,
             source: "api",
         },
+        SendContent::MediaFile { file, caption } => NewOutbound {
+            account_id: st.record.account_id,
+            channel_id: st.record.id,
+            contact_phone: to.clone(),
+            kind: MessageKind::parse(file.kind.as_str()),
+            body: caption.clone(),
+            template_name: None,
+            template_language: None,
+            params: None,
+            preview_text: cmd.preview_text.clone(),
+            media: Some(
+                serde_json::json!({"url": file.url, "mime_type": file.mime, "size": file.bytes.len(), "filename": file.filename}),
+            ),
+            source: "api",
+        },
+        SendContent::Media { .. } => unreachable!("refused above"),
     };
     let queued = match st.shared.store.insert_outbound(&new).await {
         Ok(m) => m,
         Err(e) => return refuse(reply, e.into()),
     };
-    let request = match cmd.content {
-        SendContent::Text { body } => SendMessageRequest::text(&to, &body),
+    let callback = format!("{CALLBACK_PREFIX}{}", queued.id);
+    let prepared = match cmd.content {
+        SendContent::Text { body } => {
+            Prepared::Ready(SendMessageRequest::text(&to, &body).with_callback_data(callback))
+        }
         SendContent::Template {
             name,
             language,
             params,
             button_param,
-        } => SendMessageRequest::template(
-            &to,
-            TemplatePayload::positional(&name, &language, &params, button_param.as_deref()),
+        } => Prepared::Ready(
+            SendMessageRequest::template(
+                &to,
+                TemplatePayload::positional(&name, &language, &params, button_param.as_deref()),
+            )
+            .with_callback_data(callback),
         ),
-    }
-    .with_callback_data(format!("{CALLBACK_PREFIX}{}", queued.id));
+        SendContent::MediaFile { file, caption } => Prepared::Upload {
+            file,
+            caption,
+            to: to.clone(),
+            callback,
+        },
+        SendContent::Media { .. } => unreachable!("refused above"),
+    };
 
     let task = SendTask {
         shared: st.shared.clone(),
@@ -614,7 +680,7 @@ async fn admit_and_send(
         in_flight: st.in_flight.clone(),
         myself,
     };
-    tokio::spawn(task.run(queued, request, reply).in_current_span());
+    tokio::spawn(task.run(queued, prepared, reply).in_current_span());
     Ok(())
 }
 
@@ -631,7 +697,7 @@ impl SendTask {
     async fn run(
         self,
         queued: MessageRecord,
-        request: SendMessageRequest,
+        prepared: Prepared,
         reply: RpcReplyPort<Result<MessageRecord, ActorError>>,
     ) {
         let Ok(_permit) = self.in_flight.clone().acquire_owned().await else {
@@ -644,11 +710,52 @@ impl SendTask {
             return;
         }
         let channel_label = self.record.id.to_string();
-        let res = self
-            .shared
-            .graph
-            .send_message(self.token.expose(), &self.record.phone_number_id, &request)
-            .await;
+        let graph = &self.shared.graph;
+        let res = match prepared {
+            Prepared::Ready(request) => {
+                graph
+                    .send_message(self.token.expose(), &self.record.phone_number_id, &request)
+                    .await
+            }
+            Prepared::Upload {
+                file,
+                caption,
+                to,
+                callback,
+            } => {
+                match graph
+                    .upload_media(
+                        self.token.expose(),
+                        &self.record.phone_number_id,
+                        file.bytes.to_vec(),
+                        &file.mime,
+                        &file.filename,
+                    )
+                    .await
+                {
+                    Ok(media_id) => {
+                        let object = provider::wire::MediaObject {
+                            id: Some(media_id),
+                            link: None,
+                            caption: caption.filter(|_| file.kind.takes_caption()),
+                            filename: (file.kind == engine::media::MediaKind::Document)
+                                .then(|| file.filename.clone()),
+                        };
+                        let request = SendMessageRequest::media(&to, file.kind.as_str(), object)
+                            .expect("the four media kinds have payload objects")
+                            .with_callback_data(callback);
+                        graph
+                            .send_message(
+                                self.token.expose(),
+                                &self.record.phone_number_id,
+                                &request,
+                            )
+                            .await
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+        };
         match res {
             Ok(resp) => {
                 let Some(wamid) = resp.message_id().map(str::to_string) else {

@@ -17,6 +17,7 @@ pub mod dispatcher;
 pub mod error;
 pub mod events;
 pub mod ingest;
+pub mod media;
 pub mod registry;
 pub mod supervisor;
 pub mod time;
@@ -56,6 +57,10 @@ pub struct RuntimeConfig {
     pub webhook_max_in_flight: usize,
     /// How often the outbox is polled for due retries.
     pub webhook_poll_interval: Duration,
+    /// Let media URLs point to private and loopback addresses (`DISPARO_ALLOW_PRIVATE_URLS`).
+    pub allow_private_urls: bool,
+    /// Timeout of a media download, DNS included.
+    pub media_timeout: Duration,
 }
 
 impl Default for RuntimeConfig {
@@ -68,6 +73,8 @@ impl Default for RuntimeConfig {
             webhook_timeout: Duration::from_secs(10),
             webhook_max_in_flight: 64,
             webhook_poll_interval: Duration::from_millis(250),
+            allow_private_urls: false,
+            media_timeout: Duration::from_secs(20),
         }
     }
 }
@@ -222,7 +229,7 @@ impl Runtime {
         &self,
         account_id: i64,
         channel_id: Option<i64>,
-        cmd: SendCommand,
+        mut cmd: SendCommand,
     ) -> Result<MessageRecord, ActorError> {
         let channel_id = match channel_id {
             Some(id) => id,
@@ -235,6 +242,11 @@ impl Runtime {
             }
         };
         let actor = self.channel_actor(account_id, channel_id)?;
+        if let channel::SendContent::Media { kind, url, caption } = cmd.content {
+            let cfg = &self.shared.config;
+            let file = media::fetch(&url, kind, cfg.allow_private_urls, cfg.media_timeout).await?;
+            cmd.content = channel::SendContent::MediaFile { file, caption };
+        }
         let res = actor
             .call(
                 |r| ChannelMsg::Send(cmd, r),
@@ -298,6 +310,46 @@ impl Runtime {
             .await?;
         self.wake_dispatcher();
         Ok(id)
+    }
+
+    /// `GET /messages/{id}/media`: the file of an inbound message, streamed from the provider
+    /// with the channel's token. Returns the MIME type, the length when known, and the body.
+    #[allow(clippy::type_complexity)]
+    pub async fn message_media(
+        &self,
+        account_id: i64,
+        message_id: i64,
+    ) -> Result<
+        (
+            String,
+            Option<u64>,
+            futures::stream::BoxStream<'static, Result<bytes::Bytes, std::io::Error>>,
+        ),
+        ActorError,
+    > {
+        let store = &self.shared.store;
+        let message = store.message(account_id, message_id).await?;
+        let media_id = message
+            .media
+            .as_ref()
+            .and_then(|m| m.get("provider_media_id"))
+            .and_then(|v| v.as_str())
+            .ok_or(ActorError::NotFound)?
+            .to_string();
+        let token = store
+            .channel_secrets(message.channel_id)
+            .await?
+            .access_token;
+        let info = self
+            .shared
+            .graph
+            .media_info(token.expose(), &media_id)
+            .await?;
+        Ok(self
+            .shared
+            .graph
+            .download_media_stream(token.expose(), &info.url)
+            .await?)
     }
 
     /// Nudges the webhook dispatcher.

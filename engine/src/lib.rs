@@ -7,6 +7,7 @@
 pub mod channel;
 pub mod error;
 pub mod limits;
+pub mod media;
 pub mod message;
 pub mod phone;
 pub mod secret;

@@ -387,6 +387,49 @@ impl GraphClient {
         Ok((bytes, mime))
     }
 
+    /// Downloads media as a stream (for files up to 100 MB that should not sit in memory):
+    /// returns the MIME type, the length when known, and the body chunks.
+    pub async fn download_media_stream(
+        &self,
+        token: &str,
+        url: &str,
+    ) -> Result<
+        (
+            String,
+            Option<u64>,
+            futures::stream::BoxStream<'static, Result<bytes::Bytes, std::io::Error>>,
+        ),
+        ProviderError,
+    > {
+        use futures::StreamExt;
+        let resp = self
+            .http
+            .get(url)
+            .bearer_auth(token)
+            .send()
+            .await
+            .map_err(map_transport)?;
+        let status = resp.status();
+        if !status.is_success() {
+            return Err(ProviderError::Http {
+                status: status.as_u16(),
+                body: String::new(),
+            });
+        }
+        let mime = resp
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("application/octet-stream")
+            .to_string();
+        let len = resp.content_length();
+        let stream = resp
+            .bytes_stream()
+            .map(|r| r.map_err(std::io::Error::other))
+            .boxed();
+        Ok((mime, len, stream))
+    }
+
     /// Deletes an uploaded media id.
     pub async fn delete_media(
         &self,

@@ -21,6 +21,7 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/messages", post(send))
         .route("/messages/{id}", get(read))
+        .route("/messages/{id}/media", get(media))
 }
 
 /// The send request ("Message" › send request fields).
@@ -33,8 +34,17 @@ struct SendIn {
     text: Option<String>,
     template: Option<TemplateIn>,
     preview_text: Option<String>,
-    media: Option<Value>,
+    media: Option<MediaIn>,
     caption: Option<String>,
+}
+
+/// `media` of a send: `{type, url}` (type image, document, video or audio).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MediaIn {
+    #[serde(rename = "type")]
+    kind: String,
+    url: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -69,11 +79,43 @@ fn parse(body: SendIn) -> Result<(Option<i64>, SendCommand), ApiError> {
             ))
         }
     };
-    if body.media.is_some() || body.caption.is_some() {
-        return Err(ApiError::invalid(
-            "media",
-            "media_not_supported",
-            "Envio de mídia ainda não está disponível nesta versão; envie texto ou template.",
+    if let Some(c) = &body.caption {
+        if body.media.is_none() || c.chars().count() > 1024 {
+            return Err(ApiError::invalid(
+                "caption",
+                "invalid_caption",
+                "`caption` acompanha `media` e tem até 1024 caracteres.",
+            ));
+        }
+    }
+    if let Some(m) = body.media {
+        if body.text.is_some() || body.template.is_some() {
+            return Err(ApiError::invalid(
+                "media",
+                "ambiguous_content",
+                "Informe `media`, `text` ou `template`, só um deles.",
+            ));
+        }
+        let kind = engine::media::MediaKind::parse("media.type", &m.kind)?;
+        if !m.url.starts_with("http://") && !m.url.starts_with("https://") {
+            return Err(ApiError::invalid(
+                "media.url",
+                "invalid_media_url",
+                "`media.url` deve ser uma URL pública http(s).",
+            ));
+        }
+        let content = SendContent::Media {
+            kind,
+            url: m.url,
+            caption: body.caption,
+        };
+        return Ok((
+            body.channel_id,
+            SendCommand {
+                to,
+                content,
+                preview_text: body.preview_text,
+            },
         ));
     }
     let content = match (body.text, body.template) {
@@ -294,4 +336,25 @@ async fn send(
         tracing::error!(error = %e, "could not record an idempotency key");
     }
     (status, Json(value)).into_response()
+}
+
+/// `GET /messages/{id}/media`: the file a contact sent, streamed from the provider.
+async fn media(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+) -> Result<Response, ApiError> {
+    let (mime, len, stream) = state.runtime.message_media(auth.account_id(), id).await?;
+    let mut resp = axum::body::Body::from_stream(stream).into_response();
+    let headers = resp.headers_mut();
+    if let Ok(v) = axum::http::HeaderValue::from_str(&mime) {
+        headers.insert(axum::http::header::CONTENT_TYPE, v);
+    }
+    if let Some(n) = len {
+        headers.insert(
+            axum::http::header::CONTENT_LENGTH,
+            axum::http::HeaderValue::from(n),
+        );
+    }
+    Ok(resp)
 }

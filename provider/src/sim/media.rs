@@ -13,25 +13,23 @@ use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// Largest upload per MIME type, bytes (§3 "Supported types and max sizes").
+/// Largest upload per MIME type, bytes (§3 "Supported types and max sizes"; the rules live in
+/// `engine::media`, plus stickers).
 pub(crate) fn max_size(mime: &str) -> Option<usize> {
-    const MB: usize = 1024 * 1024;
-    let base = mime.split(';').next().unwrap_or(mime).trim();
-    Some(match base {
-        "audio/aac" | "audio/amr" | "audio/mpeg" | "audio/mp4" | "audio/ogg" => 16 * MB,
-        "text/plain"
-        | "application/pdf"
-        | "application/msword"
-        | "application/vnd.ms-excel"
-        | "application/vnd.ms-powerpoint"
-        | "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
-        | "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
-        | "application/vnd.openxmlformats-officedocument.presentationml.presentation" => 100 * MB,
-        "image/jpeg" | "image/png" => 5 * MB,
-        "image/webp" => 500 * 1024,
-        "video/mp4" | "video/3gpp" => 16 * MB,
-        _ => return None,
-    })
+    use engine::media::{bare_mime, MediaKind};
+    let base = bare_mime(mime);
+    if base == "image/webp" {
+        return Some(500 * 1024);
+    }
+    [
+        MediaKind::Image,
+        MediaKind::Document,
+        MediaKind::Video,
+        MediaKind::Audio,
+    ]
+    .into_iter()
+    .find(|k| k.mime_types().contains(&base.as_str()))
+    .map(|k| k.max_bytes() as usize)
 }
 
 fn upload_error(details: &str) -> Response {
