@@ -70,7 +70,7 @@ pub enum SendContent {
 
 /// What the send task sends: a ready request, or a file to upload first.
 enum Prepared {
-    Ready(SendMessageRequest),
+    Ready(Box<SendMessageRequest>),
     Upload {
         file: crate::media::FetchedMedia,
         caption: Option<String>,
@@ -649,21 +649,21 @@ async fn admit_and_send(
     };
     let callback = format!("{CALLBACK_PREFIX}{}", queued.id);
     let prepared = match cmd.content {
-        SendContent::Text { body } => {
-            Prepared::Ready(SendMessageRequest::text(&to, &body).with_callback_data(callback))
-        }
+        SendContent::Text { body } => Prepared::Ready(Box::new(
+            SendMessageRequest::text(&to, &body).with_callback_data(callback),
+        )),
         SendContent::Template {
             name,
             language,
             params,
             button_param,
-        } => Prepared::Ready(
+        } => Prepared::Ready(Box::new(
             SendMessageRequest::template(
                 &to,
                 TemplatePayload::positional(&name, &language, &params, button_param.as_deref()),
             )
             .with_callback_data(callback),
-        ),
+        )),
         SendContent::MediaFile { file, caption } => Prepared::Upload {
             file,
             caption,
