@@ -276,7 +276,7 @@ async fn bad_input_gets_a_clear_4xx_in_the_envelope(backend: Backend) {
         ),
         (
             json!({"to": "5511999998888", "template": {"language": "pt_BR"}}),
-            "invalid_field",
+            "required",
         ),
     ];
     for (body, code) in cases {

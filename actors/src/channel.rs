@@ -59,6 +59,14 @@ pub enum SendContent {
         /// Caption (not for audio).
         caption: Option<String>,
     },
+    /// A library template by id with the audience columns of the recipient; the runtime
+    /// renders it into [`SendContent::Template`] through its var_map.
+    Library {
+        /// Library template id.
+        id: i64,
+        /// Audience columns (column → value).
+        vars: std::collections::BTreeMap<String, String>,
+    },
     /// A downloaded, checked file: uploaded to the provider, then sent by media id.
     MediaFile {
         /// The file.
@@ -545,13 +553,13 @@ async fn admit_and_send(
     };
     let to = cmd.to.as_str().to_string();
     match &cmd.content {
-        SendContent::Media { .. } => {
+        SendContent::Media { .. } | SendContent::Library { .. } => {
             return refuse(
                 reply,
                 ActorError::Validation(engine::ValidationError::new(
-                    "media_not_fetched",
-                    "media",
-                    "A mídia deve ser baixada antes do envio.",
+                    "not_prepared",
+                    "content",
+                    "O conteúdo deve ser preparado antes do envio.",
                 )),
             );
         }
@@ -641,7 +649,7 @@ async fn admit_and_send(
             ),
             source: "api",
         },
-        SendContent::Media { .. } => unreachable!("refused above"),
+        SendContent::Media { .. } | SendContent::Library { .. } => unreachable!("refused above"),
     };
     let queued = match st.shared.store.insert_outbound(&new).await {
         Ok(m) => m,
@@ -670,7 +678,7 @@ async fn admit_and_send(
             to: to.clone(),
             callback,
         },
-        SendContent::Media { .. } => unreachable!("refused above"),
+        SendContent::Media { .. } | SendContent::Library { .. } => unreachable!("refused above"),
     };
 
     let task = SendTask {

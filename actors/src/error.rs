@@ -41,6 +41,19 @@ pub enum ActorError {
     /// A provider webhook body that is not a provider payload.
     #[error("invalid provider payload: {0}")]
     BadPayload(String),
+    /// A template with problems cannot be submitted.
+    #[error("the template has problems")]
+    TemplateHasProblems(serde_json::Value),
+    /// The provider refused to delete a template in a WABA; the ones before were deleted.
+    #[error("template deletion refused in WABA {failed_waba}: {reason}")]
+    TemplateDeleteRefused {
+        /// The provider's reason.
+        reason: String,
+        /// The WABA that refused.
+        failed_waba: String,
+        /// WABAs where it was already deleted.
+        deleted_wabas: Vec<String>,
+    },
     /// The actor did not answer in time or is gone.
     #[error("the service is busy, try again")]
     Unavailable,

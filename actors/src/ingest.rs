@@ -28,6 +28,8 @@ pub struct IngestReport {
     pub quality_updates: usize,
     /// WABA standing changes applied (`account_update`).
     pub account_updates: usize,
+    /// Template states changed (`message_template_status_update`).
+    pub template_updates: usize,
     /// Changes not acted on (unknown numbers, fields disparo does not use yet).
     pub ignored: usize,
 }
@@ -169,6 +171,7 @@ impl Runtime {
         let mut quality: Vec<(Arc<ChannelEntry>, Option<Quality>, Option<String>)> = Vec::new();
         type Standing = (String, WabaStanding, Option<String>, Vec<Arc<ChannelEntry>>);
         let mut standings: Vec<Standing> = Vec::new();
+        let mut template_updates: Vec<(String, provider::wire::TemplateStatusValue)> = Vec::new();
         let mut report = IngestReport::default();
         let mut any_verified = false;
         let mut any_unverified = false;
@@ -279,7 +282,24 @@ impl Runtime {
                             _ => report.ignored += 1,
                         }
                     }
-                    ChangeValue::TemplateStatus(_) | ChangeValue::Other(_) => {
+                    ChangeValue::TemplateStatus(t) => {
+                        // Templates belong to the WABA: any of its channels' secrets verifies.
+                        let of_waba: Vec<Arc<ChannelEntry>> = shared
+                            .registry
+                            .all()
+                            .into_iter()
+                            .filter(|e| e.waba_id == entry.id)
+                            .collect();
+                        if of_waba.iter().any(|e| verifier.verifies_for(e)) {
+                            any_verified = true;
+                            template_updates.push((entry.id.clone(), t));
+                        } else if of_waba.is_empty() {
+                            report.ignored += 1;
+                        } else {
+                            any_unverified = true;
+                        }
+                    }
+                    ChangeValue::Other(_) => {
                         report.ignored += 1;
                     }
                 }
@@ -333,6 +353,9 @@ impl Runtime {
                     .map_err(|_| ActorError::Unavailable)?;
             }
             report.account_updates += 1;
+        }
+        for (waba_id, t) in template_updates {
+            report.template_updates += self.apply_template_status(&waba_id, &t).await?;
         }
         for (entry, q, tier) in quality {
             entry

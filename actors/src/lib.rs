@@ -20,6 +20,7 @@ pub mod ingest;
 pub mod media;
 pub mod registry;
 pub mod supervisor;
+pub mod templates;
 pub mod time;
 
 pub use error::ActorError;
@@ -242,11 +243,50 @@ impl Runtime {
             }
         };
         let actor = self.channel_actor(account_id, channel_id)?;
-        if let channel::SendContent::Media { kind, url, caption } = cmd.content {
-            let cfg = &self.shared.config;
-            let file = media::fetch(&url, kind, cfg.allow_private_urls, cfg.media_timeout).await?;
-            cmd.content = channel::SendContent::MediaFile { file, caption };
-        }
+        cmd.content = match cmd.content {
+            channel::SendContent::Media { kind, url, caption } => {
+                let cfg = &self.shared.config;
+                let file =
+                    media::fetch(&url, kind, cfg.allow_private_urls, cfg.media_timeout).await?;
+                channel::SendContent::MediaFile { file, caption }
+            }
+            channel::SendContent::Library { id, vars } => {
+                let (t, params, button_param) = self.render_library(account_id, id, &vars).await?;
+                if cmd.preview_text.is_none() {
+                    let mut text = t.body.clone();
+                    for (i, p) in params.iter().enumerate() {
+                        text = text.replace(&format!("{{{{{}}}}}", i + 1), p);
+                    }
+                    cmd.preview_text = Some(text);
+                }
+                let name = self
+                    .versioned_name(account_id, channel_id, &t.provider_name, &t.language)
+                    .await?;
+                channel::SendContent::Template {
+                    name,
+                    language: t.language,
+                    params,
+                    button_param,
+                }
+            }
+            channel::SendContent::Template {
+                name,
+                language,
+                params,
+                button_param,
+            } => {
+                let name = self
+                    .versioned_name(account_id, channel_id, &name, &language)
+                    .await?;
+                channel::SendContent::Template {
+                    name,
+                    language,
+                    params,
+                    button_param,
+                }
+            }
+            other => other,
+        };
         let res = actor
             .call(
                 |r| ChannelMsg::Send(cmd, r),

@@ -6,6 +6,7 @@
 
 pub mod channel;
 pub mod error;
+pub mod library;
 pub mod limits;
 pub mod media;
 pub mod message;

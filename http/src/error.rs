@@ -59,6 +59,14 @@ pub enum ApiError {
         /// The provider's error code.
         provider_code: Option<i64>,
     },
+    /// 502 with details (e.g. which WABAs were already changed).
+    #[error("provider refused: {reason}")]
+    ProviderRefusedWith {
+        /// The provider's reason.
+        reason: String,
+        /// Extra members.
+        details: Value,
+    },
     /// 503: busy or unavailable.
     #[error("unavailable")]
     Unavailable,
@@ -158,8 +166,11 @@ impl ApiError {
                     m,
                 )
             }
-            ApiError::Unavailable => (
-                StatusCode::SERVICE_UNAVAILABLE,
+                        ApiError::ProviderRefusedWith { reason, details } => {
+                let m = details.as_object().cloned().unwrap_or_default();
+                (StatusCode::BAD_GATEWAY, "provider_refused", format!("O provedor recusou a operação: {reason}"), m)
+            }
+            ApiError::Unavailable => (StatusCode::SERVICE_UNAVAILABLE,
                 "unavailable",
                 "Serviço ocupado no momento; tente novamente em instantes.".into(),
                 none(),
@@ -240,7 +251,20 @@ impl From<ActorError> for ApiError {
                 message: format!("Conflito com um registro existente: {what}"),
                 details: Map::new(),
             },
-            ActorError::InvalidSignature => ApiError::InvalidSignature,
+                        ActorError::InvalidSignature => ApiError::InvalidSignature,
+            ActorError::TemplateHasProblems(problems) => {
+                let mut details = Map::new();
+                details.insert("problems".into(), problems);
+                ApiError::Unprocessable {
+                    code: "template_has_problems",
+                    message: "O template tem problemas a corrigir antes de ser enviado ao provedor.".into(),
+                    details,
+                }
+            }
+            ActorError::TemplateDeleteRefused { reason, failed_waba, deleted_wabas } => ApiError::ProviderRefusedWith {
+                reason,
+                details: serde_json::json!({"failed_waba": failed_waba, "deleted_wabas": deleted_wabas}),
+            },
             ActorError::BadPayload(d) => ApiError::Malformed(d),
             ActorError::Unavailable => ApiError::Unavailable,
             ActorError::Storage(e) => ApiError::Internal(e.to_string()),

@@ -87,6 +87,7 @@ pub fn router(state: AppState) -> Router {
     let api = Router::new()
         .merge(routes::channels::routes())
         .merge(routes::accounts::routes())
+        .merge(routes::templates::routes())
         .merge(routes::messages::routes())
         .merge(routes::webhooks::routes())
         .route_layer(axum::middleware::from_fn_with_state(

@@ -11,6 +11,7 @@ pub mod channels;
 mod cipher;
 pub mod idempotency;
 pub mod messages;
+pub mod templates;
 pub mod webhooks;
 
 pub use cipher::{Cipher, CipherError};

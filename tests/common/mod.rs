@@ -215,6 +215,7 @@ impl TestApp {
                 read_ms: 60,
             },
             webhook_retry_ms: vec![50, 100, 200],
+            template_review_ms: 50,
             ..SimConfig::default()
         });
         let sim_addr = sim.clone().spawn("127.0.0.1:0").await.unwrap();

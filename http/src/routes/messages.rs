@@ -50,7 +50,12 @@ struct MediaIn {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TemplateIn {
-    name: String,
+    /// A library template (rendered from `vars` through its var_map)…
+    id: Option<i64>,
+    #[serde(default)]
+    vars: std::collections::BTreeMap<String, String>,
+    /// …or a template by name at the provider.
+    name: Option<String>,
     language: Option<String>,
     #[serde(default)]
     params: Vec<String>,
@@ -130,10 +135,29 @@ fn parse(body: SendIn) -> Result<(Option<i64>, SendCommand), ApiError> {
             }
             SendContent::Text { body: text }
         }
+        (None, Some(t)) if t.id.is_some() => {
+            if t.name.is_some() || !t.params.is_empty() {
+                return Err(ApiError::invalid(
+                    "template",
+                    "ambiguous_template",
+                    "Com `template.id`, informe `vars` em vez de `name` e `params`.",
+                ));
+            }
+            SendContent::Library {
+                id: t.id.unwrap_or_default(),
+                vars: t.vars,
+            }
+        }
         (None, Some(t)) => {
-            if t.name.is_empty()
-                || !t
-                    .name
+            let Some(name) = t.name.clone() else {
+                return Err(ApiError::invalid(
+                    "template.name",
+                    "required",
+                    "Informe `template.name` (ou `template.id` de um template da biblioteca).",
+                ));
+            };
+            if name.is_empty()
+                || !name
                     .bytes()
                     .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
             {
@@ -168,7 +192,7 @@ fn parse(body: SendIn) -> Result<(Option<i64>, SendCommand), ApiError> {
                 ));
             }
             SendContent::Template {
-                name: t.name,
+                name,
                 language,
                 params: t.params,
                 button_param: t.button_param.filter(|b| !b.is_empty()),

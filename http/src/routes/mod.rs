@@ -5,6 +5,7 @@ pub mod channels;
 pub mod messages;
 pub mod ops;
 pub mod provider;
+pub mod templates;
 pub mod webhooks;
 
 use actors::time::iso;

@@ -56,26 +56,11 @@ pub(crate) fn check_components(category: &str, components: &Value) -> Result<usi
     }
     let body = of_type("BODY").next().expect("counted");
     let text = body["text"].as_str().unwrap_or_default();
-    if text.trim().is_empty() {
-        return Err("BODY text is required".into());
+    if let Some(p) = engine::template::body_problems(text).first() {
+        return Err(p.provider_text().into());
     }
-    if text.chars().count() > 1024 {
-        return Err("BODY text is longer than 1024 characters".into());
-    }
-    let vars = engine::template::positional_variables(text);
-    let mut sorted = vars.clone();
-    sorted.sort_unstable();
-    sorted.dedup();
-    if sorted.iter().enumerate().any(|(i, v)| *v as usize != i + 1) {
-        return Err("Variables must be numbered {{1}}, {{2}}… in order, without gaps".into());
-    }
-    let trimmed = text.trim();
-    if !vars.is_empty() && (trimmed.starts_with("{{") || trimmed.ends_with("}}")) {
-        return Err("Variables can't be at the start or end of the template body".into());
-    }
-    if has_adjacent_variables(text) {
-        return Err("A variable can't be next to another variable".into());
-    }
+    let sorted_len = engine::template::parameter_count(text);
+    let sorted: Vec<u32> = (1..=sorted_len as u32).collect();
     if !sorted.is_empty() {
         let examples = body["example"]["body_text"][0]
             .as_array()
@@ -173,28 +158,6 @@ pub(crate) fn check_components(category: &str, components: &Value) -> Result<usi
         return Err("AUTHENTICATION templates need an OTP button".into());
     }
     Ok(sorted.len())
-}
-
-/// Whether two variables stand next to each other with only spaces between them.
-fn has_adjacent_variables(text: &str) -> bool {
-    let mut rest = text;
-    let mut last_end: Option<usize> = None;
-    let mut offset = 0;
-    while let Some(start) = rest.find("{{") {
-        let Some(end) = rest[start..].find("}}") else {
-            break;
-        };
-        let abs_start = offset + start;
-        if let Some(prev) = last_end {
-            if text[prev..abs_start].trim().is_empty() {
-                return true;
-            }
-        }
-        last_end = Some(abs_start + end + 2);
-        offset = abs_start + end + 2;
-        rest = &text[offset..];
-    }
-    false
 }
 
 fn valid_language(l: &str) -> bool {

@@ -1,0 +1,662 @@
+//! The template library (spec "Template (library)", "Templates"): drafts validated by the
+//! provider's rules, submitted once per WABA, kept in step with the provider's status webhooks
+//! and syncs, reactivated as `_v2`, `_v3`… when paused or disabled, deleted at the provider
+//! first.
+
+use crate::error::ActorError;
+use crate::Runtime;
+use engine::library::{problems, provider_name_from, valid_provider_name, Button, Draft, VarMap};
+use engine::webhook::EventKind;
+use provider::wire::{CreateTemplate, TemplateStatusValue};
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap};
+use storage::templates::{NewTemplate, TemplateChannel, TemplateRecord};
+use storage::webhooks::NewEvent;
+
+/// `POST /templates` input.
+#[derive(Debug, Clone)]
+pub struct TemplateInput {
+    /// Library name.
+    pub name: String,
+    /// Provider name (derived from `name` when absent).
+    pub provider_name: Option<String>,
+    /// Category (marketing by default).
+    pub category: String,
+    /// Locale (pt_BR by default).
+    pub language: String,
+    /// Body.
+    pub body: String,
+    /// Text header.
+    pub header_text: Option<String>,
+    /// Footer.
+    pub footer_text: Option<String>,
+    /// Buttons.
+    pub buttons: Vec<Button>,
+    /// Variable bindings.
+    pub var_map: VarMap,
+    /// Channels to submit to at once.
+    pub submit_channels: Vec<i64>,
+}
+
+/// A template as the API shows it, with its state on each number.
+#[derive(Debug, Clone, Serialize)]
+pub struct TemplateView {
+    /// Id.
+    pub id: i64,
+    /// Library name.
+    pub name: String,
+    /// Provider name.
+    pub provider_name: String,
+    /// `official`.
+    pub kind: String,
+    /// Category.
+    pub category: String,
+    /// Locale.
+    pub language: String,
+    /// Body.
+    pub body: String,
+    /// `text` or null.
+    pub header_type: Option<String>,
+    /// Header text.
+    pub header_text: Option<String>,
+    /// Footer.
+    pub footer_text: Option<String>,
+    /// Media header.
+    pub has_media_header: bool,
+    /// Buttons.
+    pub buttons: Value,
+    /// var_map.
+    pub var_map: Value,
+    /// Problems (empty when the provider would accept it).
+    pub problems: Value,
+    /// Per number: `{channel_id, status, rejection_reason, provider_name}`.
+    pub channels: Vec<Value>,
+    /// Count of numbers per status.
+    pub channels_by_status: BTreeMap<String, i64>,
+    /// Submitted to new numbers of its WABAs automatically (not yet: false).
+    pub auto_replicate: bool,
+    /// Created (ISO 8601).
+    pub created_at: String,
+}
+
+fn view(t: &TemplateRecord, rows: &[TemplateChannel]) -> TemplateView {
+    let mut by_status = BTreeMap::new();
+    for r in rows {
+        *by_status.entry(r.status.clone()).or_insert(0) += 1;
+    }
+    TemplateView {
+        id: t.id,
+        name: t.name.clone(),
+        provider_name: t.provider_name.clone(),
+        kind: t.kind.clone(),
+        category: t.category.clone(),
+        language: t.language.clone(),
+        body: t.body.clone(),
+        header_type: t.header_type.clone(),
+        header_text: t.header_text.clone(),
+        footer_text: t.footer_text.clone(),
+        has_media_header: t.has_media_header,
+        buttons: t.buttons.clone(),
+        var_map: t.var_map.clone(),
+        problems: t.problems.clone(),
+        channels: rows
+            .iter()
+            .map(|r| json!({"channel_id": r.channel_id, "status": r.status, "rejection_reason": r.rejection_reason, "provider_name": r.provider_name, "provider_template_id": r.provider_template_id}))
+            .collect(),
+        channels_by_status: by_status,
+        auto_replicate: false,
+        created_at: crate::time::iso(t.created_at),
+    }
+}
+
+/// The library status for a provider status / event (decision D-026).
+pub fn library_status(provider: &str) -> Option<&'static str> {
+    Some(match provider.to_ascii_uppercase().as_str() {
+        "APPROVED" | "REINSTATED" | "UNPAUSED" => "approved",
+        "PENDING" | "IN_APPEAL" => "pending",
+        "REJECTED" => "rejected",
+        "PAUSED" => "paused",
+        "DISABLED" => "disabled",
+        "DELETED" | "PENDING_DELETION" => "deleted",
+        _ => return None,
+    })
+}
+
+fn draft_of(t: &TemplateRecord) -> Draft {
+    Draft {
+        provider_name: t.provider_name.clone(),
+        category: t.category.clone(),
+        language: t.language.clone(),
+        body: t.body.clone(),
+        header_text: t.header_text.clone(),
+        footer_text: t.footer_text.clone(),
+        buttons: serde_json::from_value(t.buttons.clone()).unwrap_or_default(),
+        var_map: serde_json::from_value(t.var_map.clone()).unwrap_or_default(),
+    }
+}
+
+/// The provider's create body for a library template under `provider_name`, with examples
+/// taken from the var_map's defaults (or placeholders).
+fn provider_body(t: &TemplateRecord, provider_name: &str) -> CreateTemplate {
+    let d = draft_of(t);
+    let n = engine::template::parameter_count(&d.body);
+    let examples: Vec<String> = (1..=n)
+        .map(|i| {
+            d.var_map
+                .get(&i.to_string())
+                .and_then(|b| b.default.clone())
+                .unwrap_or_else(|| format!("exemplo{i}"))
+        })
+        .collect();
+    let mut components = Vec::new();
+    if let Some(h) = &d.header_text {
+        let mut c = json!({"type": "HEADER", "format": "TEXT", "text": h});
+        if engine::template::parameter_count(h) == 1 {
+            c["example"] = json!({"header_text": ["exemplo"]});
+        }
+        components.push(c);
+    }
+    let mut body = json!({"type": "BODY", "text": d.body});
+    if n > 0 {
+        body["example"] = json!({"body_text": [examples]});
+    }
+    components.push(body);
+    if let Some(f) = &d.footer_text {
+        components.push(json!({"type": "FOOTER", "text": f}));
+    }
+    if !d.buttons.is_empty() {
+        let buttons: Vec<Value> = d
+            .buttons
+            .iter()
+            .map(|b| match b.kind.to_ascii_lowercase().as_str() {
+                "url" => {
+                    let mut v = json!({"type": "URL", "text": b.text, "url": b.url});
+                    if let Some(e) = &b.example {
+                        v["example"] = json!([e]);
+                    }
+                    v
+                }
+                "phone_number" => {
+                    json!({"type": "PHONE_NUMBER", "text": b.text, "phone_number": b.phone_number})
+                }
+                _ => json!({"type": "QUICK_REPLY", "text": b.text}),
+            })
+            .collect();
+        components.push(json!({"type": "BUTTONS", "buttons": buttons}));
+    }
+    CreateTemplate {
+        name: provider_name.to_string(),
+        language: t.language.clone(),
+        category: t.category.to_ascii_uppercase(),
+        parameter_format: Some("POSITIONAL".into()),
+        components,
+    }
+}
+
+impl Runtime {
+    /// Stores a library template with its problems; submits it to `submit_channels` when it
+    /// has none.
+    pub async fn create_template(
+        &self,
+        account_id: i64,
+        input: TemplateInput,
+    ) -> Result<TemplateView, ActorError> {
+        let provider_name = match input.provider_name.filter(|p| !p.is_empty()) {
+            Some(p) => {
+                if !valid_provider_name(&p) {
+                    return Err(engine::ValidationError::new(
+                        "invalid_provider_name",
+                        "provider_name",
+                        "`provider_name` deve seguir ^[a-z0-9_]+$.",
+                    )
+                    .into());
+                }
+                p
+            }
+            None => provider_name_from(&input.name),
+        };
+        let draft = Draft {
+            provider_name: provider_name.clone(),
+            category: input.category.clone(),
+            language: input.language.clone(),
+            body: input.body.clone(),
+            header_text: input.header_text.clone(),
+            footer_text: input.footer_text.clone(),
+            buttons: input.buttons.clone(),
+            var_map: input.var_map.clone(),
+        };
+        let found = problems(&draft);
+        let record = self
+            .shared
+            .store
+            .insert_template(&NewTemplate {
+                account_id,
+                name: input.name,
+                provider_name,
+                category: input.category,
+                language: input.language,
+                body: input.body,
+                header_text: input.header_text,
+                footer_text: input.footer_text,
+                buttons: serde_json::to_value(&input.buttons).unwrap_or(Value::Array(vec![])),
+                var_map: serde_json::to_value(&input.var_map).unwrap_or(json!({})),
+                problems: serde_json::to_value(&found).unwrap_or(Value::Array(vec![])),
+            })
+            .await?;
+        if found.is_empty() && !input.submit_channels.is_empty() {
+            return self
+                .submit_template(account_id, record.id, Some(input.submit_channels))
+                .await;
+        }
+        self.template_view(account_id, record.id).await
+    }
+
+    /// The view of one template.
+    pub async fn template_view(
+        &self,
+        account_id: i64,
+        id: i64,
+    ) -> Result<TemplateView, ActorError> {
+        let t = self.shared.store.template(account_id, id).await?;
+        let rows = self.shared.store.template_channels(id).await?;
+        Ok(view(&t, &rows))
+    }
+
+    /// The account's library with per-number status.
+    pub async fn list_library(&self, account_id: i64) -> Result<Vec<TemplateView>, ActorError> {
+        let store = &self.shared.store;
+        let mut rows: HashMap<i64, Vec<TemplateChannel>> = HashMap::new();
+        for r in store.account_template_channels(account_id).await? {
+            rows.entry(r.template_id).or_default().push(r);
+        }
+        Ok(store
+            .list_templates(account_id)
+            .await?
+            .iter()
+            .map(|t| view(t, rows.get(&t.id).map(Vec::as_slice).unwrap_or_default()))
+            .collect())
+    }
+
+    /// Submits a template to numbers (default: every official number of the account with a
+    /// WABA): one provider template per WABA; numbers of a WABA where it already exists are
+    /// linked to it. Refused when the template has problems.
+    pub async fn submit_template(
+        &self,
+        account_id: i64,
+        id: i64,
+        channels: Option<Vec<i64>>,
+    ) -> Result<TemplateView, ActorError> {
+        let store = &self.shared.store;
+        let t = store.template(account_id, id).await?;
+        if t.problems.as_array().is_some_and(|p| !p.is_empty()) {
+            return Err(ActorError::TemplateHasProblems(t.problems.clone()));
+        }
+        let targets = match channels {
+            Some(ids) => {
+                let mut v = Vec::new();
+                for c in ids {
+                    v.push(store.channel(account_id, c).await?);
+                }
+                v
+            }
+            None => store
+                .list_channels(account_id)
+                .await?
+                .into_iter()
+                .filter(|c| c.official)
+                .collect(),
+        };
+        let existing = store.template_channels(id).await?;
+        let mut by_waba: BTreeMap<String, Vec<storage::channels::ChannelRecord>> = BTreeMap::new();
+        for c in targets {
+            by_waba.entry(c.waba_id.clone()).or_default().push(c);
+        }
+        for (waba_id, chans) in by_waba {
+            // Already at the provider for this WABA (through another number): link.
+            if let Some(r) = existing
+                .iter()
+                .find(|r| r.waba_id == waba_id && r.provider_template_id.is_some())
+            {
+                for c in &chans {
+                    store
+                        .upsert_template_channel(
+                            account_id,
+                            id,
+                            c.id,
+                            &waba_id,
+                            &r.provider_name,
+                            r.provider_template_id.as_deref(),
+                            r.version,
+                            &r.status,
+                            r.rejection_reason.as_deref(),
+                        )
+                        .await?;
+                }
+                continue;
+            }
+            let token = store.channel_secrets(chans[0].id).await?.access_token;
+            let (status, reason, provider_id) = match self
+                .shared
+                .graph
+                .create_template(
+                    token.expose(),
+                    &waba_id,
+                    &provider_body(&t, &t.provider_name),
+                )
+                .await
+            {
+                Ok(created) => (
+                    library_status(&created.status).unwrap_or("pending"),
+                    None,
+                    Some(created.id),
+                ),
+                Err(e) if matches!(&e, provider::ProviderError::Graph { error, .. } if error.error_subcode == Some(2388024)) =>
+                {
+                    // It exists at the provider already (created elsewhere): adopt its state.
+                    let listed = self
+                        .shared
+                        .graph
+                        .list_templates(token.expose(), &waba_id)
+                        .await?;
+                    match listed
+                        .into_iter()
+                        .find(|x| x.name == t.provider_name && x.language == t.language)
+                    {
+                        Some(x) => (
+                            library_status(&x.status).unwrap_or("pending"),
+                            None,
+                            Some(x.id),
+                        ),
+                        None => ("failed", Some(e.reason()), None),
+                    }
+                }
+                Err(e) => ("failed", Some(e.reason()), None),
+            };
+            for c in &chans {
+                store
+                    .upsert_template_channel(
+                        account_id,
+                        id,
+                        c.id,
+                        &waba_id,
+                        &t.provider_name,
+                        provider_id.as_deref(),
+                        1,
+                        status,
+                        reason.as_deref(),
+                    )
+                    .await?;
+            }
+        }
+        self.template_view(account_id, id).await
+    }
+
+    /// Applies a `message_template_status_update` of a WABA: updates every per-number state of
+    /// that provider template and emits `template.status` to each number's subscribers.
+    pub(crate) async fn apply_template_status(
+        &self,
+        waba_id: &str,
+        v: &TemplateStatusValue,
+    ) -> Result<usize, ActorError> {
+        let Some(status) = library_status(&v.event) else {
+            return Ok(0);
+        };
+        let store = &self.shared.store;
+        let rows = store
+            .template_channels_for_provider(
+                &v.message_template_id,
+                waba_id,
+                &v.message_template_name,
+            )
+            .await?;
+        let mut events = Vec::new();
+        let reason = match status {
+            "rejected" => v.reason.clone().filter(|r| r != "NONE"),
+            "paused" | "disabled" => v
+                .other_info
+                .as_ref()
+                .and_then(|o| o.get("title"))
+                .and_then(|t| t.as_str())
+                .map(str::to_string),
+            _ => None,
+        };
+        let mut n = 0;
+        for r in rows.iter().filter(|r| r.waba_id == waba_id) {
+            if r.status == status && r.rejection_reason == reason {
+                continue;
+            }
+            store
+                .set_template_channel_status(r.id, status, reason.as_deref())
+                .await?;
+            n += 1;
+            events.push(
+                self.template_event(r, &v.event, status, reason.as_deref())
+                    .await?,
+            );
+        }
+        self.shared.emit(&events).await;
+        Ok(n)
+    }
+
+    async fn template_event(
+        &self,
+        r: &TemplateChannel,
+        event: &str,
+        status: &str,
+        reason: Option<&str>,
+    ) -> Result<NewEvent, ActorError> {
+        let store = &self.shared.store;
+        let channel = store.channel_unscoped(r.channel_id).await?;
+        let t = store.template(channel.account_id, r.template_id).await?;
+        Ok(NewEvent {
+            account_id: channel.account_id,
+            channel_id: channel.id,
+            kind: EventKind::TemplateStatus,
+            channel: crate::events::channel_object(&channel),
+            data: json!({"template_id": t.id, "name": t.name, "provider_name": r.provider_name, "language": t.language, "event": event, "status": status, "reason": reason}),
+            created_at: storage::now_ms(),
+        })
+    }
+
+    /// Re-reads the template's state in each of its WABAs at the provider; returns how many
+    /// numbers were read.
+    pub async fn sync_template(&self, account_id: i64, id: i64) -> Result<usize, ActorError> {
+        let store = &self.shared.store;
+        store.template(account_id, id).await?;
+        let rows = store.template_channels(id).await?;
+        let mut by_waba: BTreeMap<&str, Vec<&TemplateChannel>> = BTreeMap::new();
+        for r in &rows {
+            by_waba.entry(r.waba_id.as_str()).or_default().push(r);
+        }
+        let mut events = Vec::new();
+        let mut synced = 0;
+        for (waba, rs) in by_waba {
+            let token = store.channel_secrets(rs[0].channel_id).await?.access_token;
+            let listed = self
+                .shared
+                .graph
+                .list_templates(token.expose(), waba)
+                .await?;
+            for r in rs {
+                synced += 1;
+                let found = listed.iter().find(|x| {
+                    Some(&x.id) == r.provider_template_id.as_ref() || x.name == r.provider_name
+                });
+                let status = found
+                    .and_then(|x| library_status(&x.status))
+                    .unwrap_or("deleted");
+                if status != r.status {
+                    store
+                        .set_template_channel_status(r.id, status, r.rejection_reason.as_deref())
+                        .await?;
+                    let event = found
+                        .map(|x| x.status.clone())
+                        .unwrap_or_else(|| "DELETED".into());
+                    events.push(
+                        self.template_event(r, &event, status, r.rejection_reason.as_deref())
+                            .await?,
+                    );
+                }
+            }
+        }
+        self.shared.emit(&events).await;
+        Ok(synced)
+    }
+
+    /// Submits the next version (`<provider_name>_v2`, `_v3`…) of a template paused or
+    /// disabled on a number, with the current text; once approved, sends on that WABA use it.
+    pub async fn reactivate_template(
+        &self,
+        account_id: i64,
+        id: i64,
+        channel_id: i64,
+    ) -> Result<String, ActorError> {
+        let store = &self.shared.store;
+        let t = store.template(account_id, id).await?;
+        store.channel(account_id, channel_id).await?;
+        let rows = store.template_channels(id).await?;
+        let row = rows
+            .iter()
+            .find(|r| r.channel_id == channel_id)
+            .ok_or(ActorError::NotFound)?;
+        if !["paused", "disabled"].contains(&row.status.as_str()) {
+            return Err(engine::ValidationError::new(
+                "not_paused",
+                "channel",
+                format!(
+                    "O template está {} neste número; só pausado ou desativado pode ser reativado.",
+                    row.status
+                ),
+            )
+            .into());
+        }
+        let version = rows
+            .iter()
+            .filter(|r| r.waba_id == row.waba_id)
+            .map(|r| r.version)
+            .max()
+            .unwrap_or(1)
+            + 1;
+        let name = format!("{}_v{version}", t.provider_name);
+        let token = store.channel_secrets(channel_id).await?.access_token;
+        let created = self
+            .shared
+            .graph
+            .create_template(token.expose(), &row.waba_id, &provider_body(&t, &name))
+            .await?;
+        let status = library_status(&created.status).unwrap_or("pending");
+        for r in rows.iter().filter(|r| r.waba_id == row.waba_id) {
+            store
+                .upsert_template_channel(
+                    account_id,
+                    id,
+                    r.channel_id,
+                    &r.waba_id,
+                    &name,
+                    Some(&created.id),
+                    version,
+                    status,
+                    None,
+                )
+                .await?;
+        }
+        Ok(name)
+    }
+
+    /// Deletes a template at the provider in every WABA, then from the library. When a WABA
+    /// refuses, nothing more is deleted, the library keeps the template, and the error names
+    /// the WABAs already deleted (their numbers are marked `deleted`).
+    pub async fn delete_template(&self, account_id: i64, id: i64) -> Result<(), ActorError> {
+        let store = &self.shared.store;
+        let t = store.template(account_id, id).await?;
+        let rows = store.template_channels(id).await?;
+        let mut wabas: BTreeMap<&str, Vec<&TemplateChannel>> = BTreeMap::new();
+        for r in rows
+            .iter()
+            .filter(|r| r.provider_template_id.is_some() && r.status != "deleted")
+        {
+            wabas.entry(r.waba_id.as_str()).or_default().push(r);
+        }
+        let mut deleted = Vec::new();
+        for (waba, rs) in &wabas {
+            let token = store.channel_secrets(rs[0].channel_id).await?.access_token;
+            // Every version that may exist in this WABA: the base name and `_v2`…`_vN`.
+            let max_version = rs.iter().map(|r| r.version).max().unwrap_or(1);
+            let mut names = vec![t.provider_name.clone()];
+            names.extend((2..=max_version).map(|v| format!("{}_v{v}", t.provider_name)));
+            for name in &names {
+                match self
+                    .shared
+                    .graph
+                    .delete_template(token.expose(), waba, name, None)
+                    .await
+                {
+                    Ok(_) => {}
+                    // Already gone at the provider.
+                    Err(provider::ProviderError::Graph { error, .. })
+                        if error.code == 100 && error.error_subcode == Some(2593002) => {}
+                    Err(e) => {
+                        for r in rows.iter().filter(|r| deleted.contains(&r.waba_id)) {
+                            store
+                                .set_template_channel_status(r.id, "deleted", None)
+                                .await?;
+                        }
+                        return Err(ActorError::TemplateDeleteRefused {
+                            reason: e.reason(),
+                            failed_waba: waba.to_string(),
+                            deleted_wabas: deleted,
+                        });
+                    }
+                }
+            }
+            deleted.push(waba.to_string());
+        }
+        store.delete_template(account_id, t.id).await?;
+        Ok(())
+    }
+
+    /// The name to send for `name`/`language` on a channel: when it is a library template
+    /// whose current version on the channel's WABA was renamed (`_v2`…) and approved, that
+    /// version.
+    pub(crate) async fn versioned_name(
+        &self,
+        account_id: i64,
+        channel_id: i64,
+        name: &str,
+        language: &str,
+    ) -> Result<String, ActorError> {
+        let store = &self.shared.store;
+        let Some(t) = store
+            .template_by_provider_name(account_id, name, language)
+            .await?
+        else {
+            return Ok(name.to_string());
+        };
+        let rows = store.template_channels(t.id).await?;
+        Ok(match rows.iter().find(|r| r.channel_id == channel_id) {
+            Some(r) if r.status == "approved" => r.provider_name.clone(),
+            _ => name.to_string(),
+        })
+    }
+
+    /// The send parameters of a library template for an audience row, by its var_map.
+    pub async fn render_library(
+        &self,
+        account_id: i64,
+        id: i64,
+        row: &BTreeMap<String, String>,
+    ) -> Result<(TemplateRecord, Vec<String>, Option<String>), ActorError> {
+        let t = self.shared.store.template(account_id, id).await?;
+        let var_map: VarMap = serde_json::from_value(t.var_map.clone()).unwrap_or_default();
+        match engine::library::render(&t.body, &var_map, row) {
+            Ok((params, button)) => Ok((t, params, button)),
+            Err(missing) => Err(engine::ValidationError::new(
+                "missing_vars",
+                "template.vars",
+                format!("Faltam valores para: {}.", missing.join(", ")),
+            )
+            .into()),
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! Spec sections "Template (library)" and "Templates".
+
+use crate::error::ApiError;
+use crate::extract::{ApiJson, Auth, IdPath};
+use crate::AppState;
+use actors::templates::TemplateInput;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use engine::library::{Button, VarMap};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+/// Routes of this section (under `/api/v1`).
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/templates", get(list).post(create))
+        .route("/templates/{id}", axum::routing::delete(delete))
+        .route("/templates/{id}/sync", post(sync))
+        .route("/templates/{id}/submit", post(submit))
+        .route("/templates/{id}/channels", post(link))
+        .route(
+            "/templates/{id}/channels/{channel_id}/reactivate",
+            post(reactivate),
+        )
+}
+
+/// `POST /templates` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateIn {
+    name: String,
+    body: String,
+    category: Option<String>,
+    language: Option<String>,
+    provider_name: Option<String>,
+    header_text: Option<String>,
+    footer_text: Option<String>,
+    #[serde(default)]
+    buttons: Vec<Button>,
+    #[serde(default)]
+    var_map: VarMap,
+    #[serde(default)]
+    submit_channels: Vec<i64>,
+    kind: Option<String>,
+}
+
+async fn create(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiJson(b): ApiJson<CreateIn>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    if b.name.trim().is_empty() {
+        return Err(ApiError::invalid(
+            "name",
+            "required",
+            "O campo `name` é obrigatório.",
+        ));
+    }
+    if b.kind.as_deref().is_some_and(|k| k != "official") {
+        return Err(ApiError::invalid(
+            "kind",
+            "invalid_kind",
+            "`kind` deve ser official.",
+        ));
+    }
+    let input = TemplateInput {
+        name: b.name.trim().to_string(),
+        provider_name: b.provider_name,
+        category: b
+            .category
+            .unwrap_or_else(|| "marketing".into())
+            .to_ascii_lowercase(),
+        language: b.language.unwrap_or_else(|| "pt_BR".into()),
+        body: b.body,
+        header_text: b.header_text.filter(|h| !h.is_empty()),
+        footer_text: b.footer_text.filter(|f| !f.is_empty()),
+        buttons: b.buttons,
+        var_map: b.var_map,
+        submit_channels: b.submit_channels,
+    };
+    let view = state
+        .runtime
+        .create_template(auth.account_id(), input)
+        .await?;
+    Ok((StatusCode::CREATED, Json(json!({ "data": view }))))
+}
+
+async fn list(State(state): State<AppState>, auth: Auth) -> Result<Json<Value>, ApiError> {
+    Ok(Json(
+        json!({ "data": state.runtime.list_library(auth.account_id()).await? }),
+    ))
+}
+
+/// `{channels: [ids]}`; without channels, every official number of the account.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ChannelsIn {
+    channels: Option<Vec<i64>>,
+}
+
+async fn submit(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+    body: Option<Json<Value>>,
+) -> Result<Json<Value>, ApiError> {
+    let channels = match body {
+        Some(Json(v)) => {
+            serde_json::from_value::<ChannelsIn>(v)
+                .map_err(|e| {
+                    ApiError::invalid("channels", "invalid_field", format!("Corpo inválido: {e}"))
+                })?
+                .channels
+        }
+        None => None,
+    };
+    let view = state
+        .runtime
+        .submit_template(auth.account_id(), id, channels)
+        .await?;
+    Ok(Json(json!({ "data": view })))
+}
+
+async fn link(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+    ApiJson(b): ApiJson<ChannelsIn>,
+) -> Result<Json<Value>, ApiError> {
+    let Some(channels) = b.channels.filter(|c| !c.is_empty()) else {
+        return Err(ApiError::invalid(
+            "channels",
+            "required",
+            "Informe os números em `channels`.",
+        ));
+    };
+    let view = state
+        .runtime
+        .submit_template(auth.account_id(), id, Some(channels))
+        .await?;
+    Ok(Json(json!({ "data": view })))
+}
+
+async fn sync(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    let n = state.runtime.sync_template(auth.account_id(), id).await?;
+    Ok(Json(json!({"data": {"synced_channels": n}})))
+}
+
+async fn reactivate(
+    State(state): State<AppState>,
+    auth: Auth,
+    Path((id, channel_id)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let (Ok(id), Ok(channel_id)) = (id.parse::<i64>(), channel_id.parse::<i64>()) else {
+        return Err(ApiError::NotFound);
+    };
+    let name = state
+        .runtime
+        .reactivate_template(auth.account_id(), id, channel_id)
+        .await?;
+    Ok(Json(
+        json!({"data": {"nome": name, "message": format!("Nova versão {name} enviada para aprovação.")}}),
+    ))
+}
+
+async fn delete(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    state.runtime.delete_template(auth.account_id(), id).await?;
+    Ok(Json(json!({"data": {"deleted": true, "id": id}})))
+}

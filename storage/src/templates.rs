@@ -1,0 +1,332 @@
+//! The template library and each template's state on each number.
+
+use crate::{now_ms, Result, StorageError, Store};
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+/// A library template.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TemplateRecord {
+    /// Id.
+    pub id: i64,
+    /// Owning account.
+    pub account_id: i64,
+    /// Library name.
+    pub name: String,
+    /// Name at the provider (base; versions add `_v2`…).
+    pub provider_name: String,
+    /// `official`.
+    pub kind: String,
+    /// `marketing`, `utility`, `authentication`.
+    pub category: String,
+    /// Locale.
+    pub language: String,
+    /// Body.
+    pub body: String,
+    /// `text` when there is a text header.
+    pub header_type: Option<String>,
+    /// Header text.
+    pub header_text: Option<String>,
+    /// Footer.
+    pub footer_text: Option<String>,
+    /// Media header.
+    pub has_media_header: bool,
+    /// Buttons (JSON array).
+    pub buttons: serde_json::Value,
+    /// var_map (JSON object).
+    pub var_map: serde_json::Value,
+    /// Problems (JSON array).
+    pub problems: serde_json::Value,
+    /// Created, ms.
+    pub created_at: i64,
+    /// Updated, ms.
+    pub updated_at: i64,
+}
+
+/// A template's state on one number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TemplateChannel {
+    /// Id.
+    pub id: i64,
+    /// Template.
+    pub template_id: i64,
+    /// Channel.
+    pub channel_id: i64,
+    /// The channel's WABA (one provider template per WABA).
+    pub waba_id: String,
+    /// Name at the provider of the version in use.
+    pub provider_name: String,
+    /// Provider template id.
+    pub provider_template_id: Option<String>,
+    /// Version (1, then 2 for `_v2`…).
+    pub version: i64,
+    /// `pending`, `approved`, `rejected`, `paused`, `disabled`, `failed`, `deleted`.
+    pub status: String,
+    /// The provider's reason, on rejection or failure.
+    pub rejection_reason: Option<String>,
+    /// Updated, ms.
+    pub updated_at: i64,
+}
+
+/// A new library template.
+#[derive(Debug, Clone)]
+pub struct NewTemplate {
+    /// Owning account.
+    pub account_id: i64,
+    /// Library name.
+    pub name: String,
+    /// Provider name.
+    pub provider_name: String,
+    /// Category.
+    pub category: String,
+    /// Locale.
+    pub language: String,
+    /// Body.
+    pub body: String,
+    /// Header text.
+    pub header_text: Option<String>,
+    /// Footer.
+    pub footer_text: Option<String>,
+    /// Buttons JSON.
+    pub buttons: serde_json::Value,
+    /// var_map JSON.
+    pub var_map: serde_json::Value,
+    /// Problems JSON.
+    pub problems: serde_json::Value,
+}
+
+const T_COLUMNS: &str = "id, account_id, name, provider_name, kind, category, language, body, header_type, header_text, footer_text, has_media_header, buttons, var_map, problems, created_at, updated_at";
+const C_COLUMNS: &str = "id, template_id, channel_id, waba_id, provider_name, provider_template_id, version, status, rejection_reason, updated_at";
+
+fn json(r: &AnyRow, col: &str) -> Result<serde_json::Value> {
+    let t: String = r.try_get(col)?;
+    serde_json::from_str(&t).map_err(|e| StorageError::Corrupt(format!("{col}: {e}")))
+}
+
+fn read_t(r: &AnyRow) -> Result<TemplateRecord> {
+    Ok(TemplateRecord {
+        id: r.try_get("id")?,
+        account_id: r.try_get("account_id")?,
+        name: r.try_get("name")?,
+        provider_name: r.try_get("provider_name")?,
+        kind: r.try_get("kind")?,
+        category: r.try_get("category")?,
+        language: r.try_get("language")?,
+        body: r.try_get("body")?,
+        header_type: r.try_get("header_type")?,
+        header_text: r.try_get("header_text")?,
+        footer_text: r.try_get("footer_text")?,
+        has_media_header: r.try_get::<i64, _>("has_media_header")? != 0,
+        buttons: json(r, "buttons")?,
+        var_map: json(r, "var_map")?,
+        problems: json(r, "problems")?,
+        created_at: r.try_get("created_at")?,
+        updated_at: r.try_get("updated_at")?,
+    })
+}
+
+fn read_c(r: &AnyRow) -> Result<TemplateChannel> {
+    Ok(TemplateChannel {
+        id: r.try_get("id")?,
+        template_id: r.try_get("template_id")?,
+        channel_id: r.try_get("channel_id")?,
+        waba_id: r.try_get("waba_id")?,
+        provider_name: r.try_get("provider_name")?,
+        provider_template_id: r.try_get("provider_template_id")?,
+        version: r.try_get("version")?,
+        status: r.try_get("status")?,
+        rejection_reason: r.try_get("rejection_reason")?,
+        updated_at: r.try_get("updated_at")?,
+    })
+}
+
+impl Store {
+    /// Stores a library template. Errors: [`StorageError::Conflict`] when the provider name
+    /// and language exist in the account.
+    pub async fn insert_template(&self, t: &NewTemplate) -> Result<TemplateRecord> {
+        let now = now_ms();
+        let sql = format!(
+            "INSERT INTO templates (account_id, name, provider_name, kind, category, language, body, header_type, header_text, footer_text, has_media_header, buttons, var_map, problems, created_at, updated_at) \
+             VALUES ($1, $2, $3, 'official', $4, $5, $6, $7, $8, $9, 0, $10, $11, $12, $13, $13) RETURNING {T_COLUMNS}"
+        );
+        let res = sqlx::query(&sql)
+            .bind(t.account_id)
+            .bind(&t.name)
+            .bind(&t.provider_name)
+            .bind(&t.category)
+            .bind(&t.language)
+            .bind(&t.body)
+            .bind(t.header_text.as_ref().map(|_| "text"))
+            .bind(&t.header_text)
+            .bind(&t.footer_text)
+            .bind(t.buttons.to_string())
+            .bind(t.var_map.to_string())
+            .bind(t.problems.to_string())
+            .bind(now)
+            .fetch_one(&self.pool)
+            .await;
+        match res {
+            Ok(r) => read_t(&r),
+            Err(e) if StorageError::is_unique_violation(&e) => {
+                Err(StorageError::Conflict(format!(
+                    "template {} ({}) already exists",
+                    t.provider_name, t.language
+                )))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// A library template of this account.
+    pub async fn template(&self, account_id: i64, id: i64) -> Result<TemplateRecord> {
+        let sql = format!("SELECT {T_COLUMNS} FROM templates WHERE id = $1 AND account_id = $2");
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .bind(account_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref()
+            .map(read_t)
+            .transpose()?
+            .ok_or(StorageError::NotFound)
+    }
+
+    /// The account's library template with this provider (base) name and language.
+    pub async fn template_by_provider_name(
+        &self,
+        account_id: i64,
+        provider_name: &str,
+        language: &str,
+    ) -> Result<Option<TemplateRecord>> {
+        let sql = format!("SELECT {T_COLUMNS} FROM templates WHERE account_id = $1 AND provider_name = $2 AND language = $3");
+        let row = sqlx::query(&sql)
+            .bind(account_id)
+            .bind(provider_name)
+            .bind(language)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(read_t).transpose()
+    }
+
+    /// The account's library, oldest first.
+    pub async fn list_templates(&self, account_id: i64) -> Result<Vec<TemplateRecord>> {
+        let sql = format!("SELECT {T_COLUMNS} FROM templates WHERE account_id = $1 ORDER BY id");
+        let rows = sqlx::query(&sql)
+            .bind(account_id)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(read_t).collect()
+    }
+
+    /// The per-number states of a template.
+    pub async fn template_channels(&self, template_id: i64) -> Result<Vec<TemplateChannel>> {
+        let sql = format!(
+            "SELECT {C_COLUMNS} FROM template_channels WHERE template_id = $1 ORDER BY channel_id"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(template_id)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(read_c).collect()
+    }
+
+    /// Every per-number state of the account's templates (for listings).
+    pub async fn account_template_channels(&self, account_id: i64) -> Result<Vec<TemplateChannel>> {
+        let sql = format!("SELECT {C_COLUMNS} FROM template_channels WHERE account_id = $1 ORDER BY template_id, channel_id");
+        let rows = sqlx::query(&sql)
+            .bind(account_id)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(read_c).collect()
+    }
+
+    /// Records (insert or replace) a template's state on a number.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn upsert_template_channel(
+        &self,
+        account_id: i64,
+        template_id: i64,
+        channel_id: i64,
+        waba_id: &str,
+        provider_name: &str,
+        provider_template_id: Option<&str>,
+        version: i64,
+        status: &str,
+        reason: Option<&str>,
+    ) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO template_channels (account_id, template_id, channel_id, waba_id, provider_name, provider_template_id, version, status, rejection_reason, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+             ON CONFLICT (template_id, channel_id) DO UPDATE SET waba_id = excluded.waba_id, provider_name = excluded.provider_name, \
+               provider_template_id = excluded.provider_template_id, version = excluded.version, status = excluded.status, \
+               rejection_reason = excluded.rejection_reason, updated_at = excluded.updated_at",
+        )
+        .bind(account_id)
+        .bind(template_id)
+        .bind(channel_id)
+        .bind(waba_id)
+        .bind(provider_name)
+        .bind(provider_template_id)
+        .bind(version)
+        .bind(status)
+        .bind(reason)
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// The states, across accounts, of the provider template with this id or, when the id is
+    /// unknown, with this WABA, name and language (provider webhooks name templates so).
+    pub async fn template_channels_for_provider(
+        &self,
+        provider_template_id: &str,
+        waba_id: &str,
+        provider_name: &str,
+    ) -> Result<Vec<TemplateChannel>> {
+        let sql = format!(
+            "SELECT {C_COLUMNS} FROM template_channels WHERE provider_template_id = $1 OR (waba_id = $2 AND provider_name = $3) ORDER BY id"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(provider_template_id)
+            .bind(waba_id)
+            .bind(provider_name)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(read_c).collect()
+    }
+
+    /// Sets the status of a per-number state.
+    pub async fn set_template_channel_status(
+        &self,
+        id: i64,
+        status: &str,
+        reason: Option<&str>,
+    ) -> Result<()> {
+        sqlx::query("UPDATE template_channels SET status = $2, rejection_reason = $3, updated_at = $4 WHERE id = $1")
+            .bind(id)
+            .bind(status)
+            .bind(reason)
+            .bind(now_ms())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Removes a template and its per-number states.
+    pub async fn delete_template(&self, account_id: i64, id: i64) -> Result<()> {
+        let mut tx = self.begin_write().await?;
+        sqlx::query("DELETE FROM template_channels WHERE template_id = $1 AND account_id = $2")
+            .bind(id)
+            .bind(account_id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM templates WHERE id = $1 AND account_id = $2")
+            .bind(id)
+            .bind(account_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,413 @@
+//! The template library end to end: problems, one provider template per WABA, status
+//! webhooks, sends rendered from the var_map, rejection, reactivation as `_v2`, sync, and a
+//! deletion the provider refuses.
+
+mod common;
+
+use common::{eventually, Backend, Receiver, TestApp};
+use provider::sim::CreateNumber;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+async fn connect(app: &TestApp, n: &provider::sim::CreatedNumber) -> i64 {
+    let (status, body) = app
+        .post("/api/v1/channels/official", json!({"phone_number_id": n.phone_number_id, "waba_id": n.waba_id, "access_token": n.access_token, "app_secret": n.app_secret}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    body["data"]["id"].as_i64().unwrap()
+}
+
+async fn sim_templates(
+    app: &TestApp,
+    n: &provider::sim::CreatedNumber,
+) -> Vec<provider::wire::TemplateInfo> {
+    let client = provider::GraphClient::new(provider::GraphConfig {
+        base_url: format!("http://{}", app.sim_addr),
+        ..Default::default()
+    });
+    client
+        .list_templates(&n.access_token, &n.waba_id)
+        .await
+        .unwrap()
+}
+
+async fn template_of(app: &TestApp, id: i64) -> Value {
+    let (_, list) = app.get("/api/v1/templates").await;
+    list["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == id)
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+async fn ledger_last(app: &TestApp, n: &provider::sim::CreatedNumber) -> Value {
+    let v: Value = app
+        .http
+        .get(format!(
+            "http://{}/_sim/numbers/{}/sent?limit=1",
+            app.sim_addr, n.phone_number_id
+        ))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    v["data"]["messages"][0]["payload"].clone()
+}
+
+async fn the_library_follows_the_provider_from_submission_to_deletion(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let a1 = app
+        .sim
+        .create_number(CreateNumber {
+            throughput_mps: Some(1000),
+            ..Default::default()
+        })
+        .unwrap();
+    let a2 = app
+        .sim
+        .create_number(CreateNumber {
+            waba_id: Some(a1.waba_id.clone()),
+            ..Default::default()
+        })
+        .unwrap();
+    let b1 = app.sim.create_number(CreateNumber::default()).unwrap();
+    let (c1, c2, c3) = (
+        connect(&app, &a1).await,
+        connect(&app, &a2).await,
+        connect(&app, &b1).await,
+    );
+    let receiver = Receiver::start().await;
+    app.subscribe(c1, &receiver, &["template.status"]).await;
+    app.subscribe(c3, &receiver, &["template.status"]).await;
+
+    // A template with problems is stored, listed with them, and not submitted.
+    let (status, bad) = app
+        .post("/api/v1/templates", json!({"name": "Ruim", "body": "{{1}} {{2}}", "var_map": {"3": {"field": "x"}}, "submit_channels": [c1]}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{bad}");
+    let codes: Vec<&str> = bad["data"]["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["code"].as_str().unwrap())
+        .collect();
+    for c in [
+        "variable_at_edge",
+        "adjacent_variables",
+        "var_map_unknown_variable",
+    ] {
+        assert!(codes.contains(&c), "{c} in {codes:?}");
+    }
+    assert_eq!(bad["data"]["channels"], json!([]));
+    let (status, err) = app
+        .post(
+            &format!("/api/v1/templates/{}/submit", bad["data"]["id"]),
+            json!({}),
+        )
+        .await;
+    assert_eq!(
+        (status, err["code"].as_str()),
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some("template_has_problems")
+        )
+    );
+    assert!(err["problems"].as_array().is_some_and(|p| !p.is_empty()));
+
+    // A good one, submitted to three numbers in two WABAs.
+    let (status, created) = app
+        .post(
+            "/api/v1/templates",
+            json!({
+                "name": "Promoção de Natal",
+                "body": "Olá {{1}}, seu cupom é {{2}}. Aproveite!",
+                "footer_text": "Loja Teste",
+                "buttons": [{"type": "url", "text": "Ver oferta", "url": "https://loja.example/o/{{1}}", "example": "abc"}],
+                "var_map": {"1": {"field": "nome"}, "2": {"field": "cupom", "default": "NATAL10"}, "btn:0": {"field": "pedido"}},
+                "submit_channels": [c1, c2, c3],
+            }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let t = &created["data"];
+    let id = t["id"].as_i64().unwrap();
+    assert_eq!(
+        (
+            t["provider_name"].as_str(),
+            t["category"].as_str(),
+            t["language"].as_str()
+        ),
+        (Some("promocao_de_natal"), Some("marketing"), Some("pt_BR"))
+    );
+    assert_eq!(t["problems"], json!([]));
+    assert_eq!(t["channels"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        sim_templates(&app, &a1)
+            .await
+            .iter()
+            .filter(|x| x.name == "promocao_de_natal")
+            .count(),
+        1,
+        "one provider template per WABA"
+    );
+    assert_eq!(
+        sim_templates(&app, &b1)
+            .await
+            .iter()
+            .filter(|x| x.name == "promocao_de_natal")
+            .count(),
+        1
+    );
+
+    let t = eventually(10, "approved everywhere", || async {
+        let t = template_of(&app, id).await;
+        (t["channels_by_status"] == json!({"approved": 3})).then_some(t)
+    })
+    .await;
+    let events = eventually(10, "template.status for c1 and c3", || async {
+        let e: Vec<Value> = receiver
+            .events()
+            .iter()
+            .map(|c| c.json())
+            .filter(|e| e["data"]["status"] == "approved")
+            .collect();
+        (e.len() >= 2).then_some(e)
+    })
+    .await;
+    assert!(events
+        .iter()
+        .all(|e| e["event"] == "template.status" && e["data"]["name"] == "Promoção de Natal"));
+
+    // Sends render the var_map; a missing column without default is refused.
+    let (status, sent) = app
+        .post("/api/v1/messages", json!({"to": "5511911110000", "channel_id": c1, "template": {"id": id, "vars": {"nome": "Ana", "pedido": "A-77"}}}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{sent}");
+    assert_eq!(
+        sent["data"]["preview_text"],
+        "Olá Ana, seu cupom é NATAL10. Aproveite!"
+    );
+    let payload = ledger_last(&app, &a1).await;
+    assert_eq!(payload["template"]["name"], "promocao_de_natal");
+    assert_eq!(
+        payload["template"]["components"][0]["parameters"],
+        json!([{"type": "text", "text": "Ana"}, {"type": "text", "text": "NATAL10"}])
+    );
+    assert_eq!(
+        payload["template"]["components"][1]["parameters"][0]["text"],
+        "A-77"
+    );
+    let (status, err) = app.post("/api/v1/messages", json!({"to": "5511911110000", "channel_id": c1, "template": {"id": id, "vars": {"pedido": "A-1"}}})).await;
+    assert_eq!(
+        (status, err["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("missing_vars")),
+        "{err}"
+    );
+
+    // Paused on WABA B: sends there fail at the provider; reactivation submits _v2, used once approved.
+    let b_row = t["channels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["channel_id"] == c3)
+        .unwrap()
+        .clone();
+    let provider_id = b_row["provider_template_id"].as_str().unwrap().to_string();
+    let r = app
+        .http
+        .post(format!(
+            "http://{}/_sim/templates/{provider_id}/status",
+            app.sim_addr
+        ))
+        .json(&json!({"status": "PAUSED"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    eventually(10, "paused on c3", || async {
+        let t = template_of(&app, id).await;
+        t["channels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["channel_id"] == c3 && c["status"] == "paused")
+            .then_some(())
+    })
+    .await;
+    let vars = json!({"nome": "Bia", "pedido": "B-1"});
+    let (status, err) = app
+        .post(
+            "/api/v1/messages",
+            json!({"to": "5511922220000", "channel_id": c3, "template": {"id": id, "vars": vars}}),
+        )
+        .await;
+    assert_eq!(
+        (status, err["provider_code"].as_i64()),
+        (StatusCode::BAD_GATEWAY, Some(132015)),
+        "{err}"
+    );
+    let (status, err) = app
+        .post(
+            &format!("/api/v1/templates/{id}/channels/{c1}/reactivate"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(
+        (status, err["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("not_paused"))
+    );
+    let (status, re) = app
+        .post(
+            &format!("/api/v1/templates/{id}/channels/{c3}/reactivate"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{re}");
+    assert_eq!(re["data"]["nome"], "promocao_de_natal_v2");
+    eventually(10, "v2 approved", || async {
+        let t = template_of(&app, id).await;
+        t["channels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| {
+                c["channel_id"] == c3
+                    && c["status"] == "approved"
+                    && c["provider_name"] == "promocao_de_natal_v2"
+            })
+            .then_some(())
+    })
+    .await;
+    let (status, sent) = app
+        .post(
+            "/api/v1/messages",
+            json!({"to": "5511922220000", "channel_id": c3, "template": {"id": id, "vars": vars}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{sent}");
+    assert_eq!(
+        ledger_last(&app, &b1).await["template"]["name"],
+        "promocao_de_natal_v2"
+    );
+    let (status, _) = app
+        .post("/api/v1/messages", json!({"to": "5511922220001", "channel_id": c3, "template": {"name": "promocao_de_natal", "language": "pt_BR", "params": ["Caio", "X"], "button_param": "C-1"}}))
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::CREATED,
+        "sending by the base name uses the approved version"
+    );
+    assert_eq!(
+        ledger_last(&app, &b1).await["template"]["name"],
+        "promocao_de_natal_v2"
+    );
+
+    // Sync reads a change made at the provider without a webhook.
+    app.http
+        .put(format!("http://{}/_sim/config", app.sim_addr))
+        .json(&json!({"webhook_url": null}))
+        .send()
+        .await
+        .unwrap();
+    let a_id = t["channels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["channel_id"] == c1)
+        .unwrap()["provider_template_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    app.http
+        .post(format!(
+            "http://{}/_sim/templates/{a_id}/status",
+            app.sim_addr
+        ))
+        .json(&json!({"status": "REJECTED", "reason": "INCORRECT_CATEGORY"}))
+        .send()
+        .await
+        .unwrap();
+    let (_, synced) = app
+        .post(&format!("/api/v1/templates/{id}/sync"), json!({}))
+        .await;
+    assert_eq!(synced["data"]["synced_channels"], 3);
+    let t = template_of(&app, id).await;
+    assert_eq!(
+        t["channels_by_status"],
+        json!({"approved": 1, "rejected": 2}),
+        "{t}"
+    );
+
+    // A deletion refused in one WABA removes nothing from the library.
+    let (first, second) = if a1.waba_id < b1.waba_id {
+        (&a1, &b1)
+    } else {
+        (&b1, &a1)
+    };
+    let r = app
+        .http
+        .put(format!("http://{}/_sim/faults", app.sim_addr))
+        .json(&json!({"next_errors": [{"waba_id": second.waba_id, "code": 200, "count": 1}]}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    let (status, err) = app
+        .http
+        .delete(app.url(&format!("/api/v1/templates/{id}")))
+        .bearer_auth(&app.token)
+        .send()
+        .await
+        .map(|r| (r.status(), r))
+        .unwrap();
+    assert_eq!(status, StatusCode::BAD_GATEWAY);
+    let err: Value = err.json().await.unwrap();
+    assert_eq!(err["failed_waba"], second.waba_id.as_str(), "{err}");
+    assert_eq!(err["deleted_wabas"], json!([first.waba_id]));
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("Permissions error"),
+        "{err}"
+    );
+    assert!(
+        !template_of(&app, id).await.is_null(),
+        "the library keeps it"
+    );
+    let r = app
+        .http
+        .delete(app.url(&format!("/api/v1/templates/{id}")))
+        .bearer_auth(&app.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(template_of(&app, id).await.is_null());
+    for n in [&a1, &b1] {
+        assert!(
+            !sim_templates(&app, n)
+                .await
+                .iter()
+                .any(|x| x.name.starts_with("promocao_de_natal")),
+            "every version deleted in every WABA"
+        );
+    }
+    let other = app.other_account_token().await;
+    let (status, _) = app
+        .post_as(
+            &other,
+            &format!("/api/v1/templates/{}/sync", bad["data"]["id"]),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+on_both_backends! {
+    library => the_library_follows_the_provider_from_submission_to_deletion;
+}
