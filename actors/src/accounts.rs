@@ -180,6 +180,32 @@ impl Runtime {
         channels.iter().find(|c| c.credential_valid).cloned()
     }
 
+    /// A BM of the account, its channels, and the credentials of one whose token works (the
+    /// BM's numbers share the business token).
+    async fn bm_credential(
+        &self,
+        account_id: i64,
+        bm_id: i64,
+    ) -> Result<
+        (
+            BmRecord,
+            Vec<ChannelRecord>,
+            storage::channels::ChannelSecrets,
+        ),
+        ActorError,
+    > {
+        let store = &self.shared.store;
+        let bm = store.bm(account_id, bm_id).await?;
+        let channels = store.channels_of_bm(bm_id).await?;
+        let lender = self
+            .lending_channel(&channels)
+            .ok_or(ActorError::CredentialRefused(
+                "nenhum número deste BM tem credencial válida".into(),
+            ))?;
+        let secrets = store.channel_secrets(lender.id).await?;
+        Ok((bm, channels, secrets))
+    }
+
     /// Adds a number to a WABA of the account with the credential of a number already in it,
     /// requests the code (unless `method` is `NONE`) and records the channel as PENDING.
     pub async fn add_number(
@@ -435,14 +461,8 @@ impl Runtime {
         bm_id: i64,
     ) -> Result<(BmRecord, bool), ActorError> {
         let store = &self.shared.store;
-        store.bm(account_id, bm_id).await?;
-        let channels = store.channels_of_bm(bm_id).await?;
-        let lender = self
-            .lending_channel(&channels)
-            .ok_or(ActorError::CredentialRefused(
-                "nenhum número deste BM tem credencial válida".into(),
-            ))?;
-        let token = store.channel_secrets(lender.id).await?.access_token;
+        let (_, channels, secrets) = self.bm_credential(account_id, bm_id).await?;
+        let token = secrets.access_token;
         let mut paid = true;
         let wabas: Vec<String> = {
             let mut w: Vec<String> = channels.iter().map(|c| c.waba_id.clone()).collect();
@@ -500,14 +520,7 @@ impl Runtime {
     /// are listed and marked DISCONNECTED. Also refreshes payment and tier.
     pub async fn sync_bm(&self, account_id: i64, bm_id: i64) -> Result<BmSyncResult, ActorError> {
         let store = &self.shared.store;
-        let bm = store.bm(account_id, bm_id).await?;
-        let channels = store.channels_of_bm(bm_id).await?;
-        let lender = self
-            .lending_channel(&channels)
-            .ok_or(ActorError::CredentialRefused(
-                "nenhum número deste BM tem credencial válida".into(),
-            ))?;
-        let secrets = store.channel_secrets(lender.id).await?;
+        let (bm, channels, secrets) = self.bm_credential(account_id, bm_id).await?;
         let token = secrets.access_token.expose().to_string();
         let graph = &self.shared.graph;
         let wabas = graph.owned_wabas(&token, &bm.provider_business_id).await?;

@@ -2,7 +2,7 @@
 //! provider events, read the ledger of accepted sends. Answers use `{"data": …}`.
 
 use super::state::{Bucket, Business, Number, Template, Waba};
-use super::webhooks::{Emission, EmissionKind};
+use super::webhooks::EmissionKind;
 use super::{now_ms, Inner};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -324,13 +324,9 @@ async fn post_inbound(State(inner): State<Arc<Inner>>, Json(req): Json<Inbound>)
         n.business_id.clone(),
     );
     drop(n);
-    let Some(secret) = inner
-        .businesses
-        .get(&business)
-        .map(|b| b.app_secret.clone())
-    else {
+    if !inner.businesses.contains_key(&business) {
         return not_found("business");
-    };
+    }
     let from: String = req.from.chars().filter(char::is_ascii_digit).collect();
     if from.len() < 8 {
         return bad_request("from needs at least 8 digits");
@@ -389,17 +385,16 @@ async fn post_inbound(State(inner): State<Arc<Inner>>, Json(req): Json<Inbound>)
     inner
         .windows
         .insert((req.phone_number_id.clone(), from.clone()), now);
-    inner.outbox.emit_after(
-        std::time::Duration::ZERO,
-        Emission {
-            app_secret: Arc::from(secret.as_str()),
-            waba_id: waba,
-            kind: EmissionKind::Inbound {
-                phone_number_id: req.phone_number_id,
-                display,
-                contact: json!({"profile": {"name": req.name.unwrap_or_else(|| "Contato".into())}, "wa_id": from}),
-                message,
-            },
+    let contact =
+        json!({"profile": {"name": req.name.unwrap_or_else(|| "Contato".into())}, "wa_id": from});
+    inner.emit_now(
+        &business,
+        waba,
+        EmissionKind::Inbound {
+            phone_number_id: req.phone_number_id,
+            display,
+            contact,
+            message,
         },
     );
     (StatusCode::CREATED, Json(json!({"data": {"id": id}}))).into_response()
@@ -452,24 +447,13 @@ async fn post_quality(
     }
     let (waba, business) = (n.waba_id.clone(), n.business_id.clone());
     drop(n);
-    let Some(secret) = inner
-        .businesses
-        .get(&business)
-        .map(|b| b.app_secret.clone())
-    else {
-        return not_found("business");
+    let kind = EmissionKind::Change {
+        field: "phone_number_quality_update",
+        value: value.clone(),
     };
-    inner.outbox.emit_after(
-        std::time::Duration::ZERO,
-        Emission {
-            app_secret: Arc::from(secret.as_str()),
-            waba_id: waba,
-            kind: EmissionKind::Change {
-                field: "phone_number_quality_update",
-                value: value.clone(),
-            },
-        },
-    );
+    if !inner.emit_now(&business, waba, kind) {
+        return not_found("business");
+    }
     Json(json!({"data": value})).into_response()
 }
 
@@ -593,24 +577,13 @@ async fn post_account_update(
     };
     let business = w.business_id.clone();
     drop(w);
-    let Some(secret) = inner
-        .businesses
-        .get(&business)
-        .map(|b| b.app_secret.clone())
-    else {
-        return not_found("business");
+    let kind = EmissionKind::Change {
+        field: "account_update",
+        value: value.clone(),
     };
-    inner.outbox.emit_after(
-        std::time::Duration::ZERO,
-        Emission {
-            app_secret: Arc::from(secret.as_str()),
-            waba_id: id,
-            kind: EmissionKind::Change {
-                field: "account_update",
-                value: value.clone(),
-            },
-        },
-    );
+    if !inner.emit_now(&business, id, kind) {
+        return not_found("business");
+    }
     Json(json!({"data": value})).into_response()
 }
 

@@ -202,6 +202,32 @@ impl Inner {
         true
     }
 
+    /// Emits a webhook now, signed with the app secret of `business_id`'s app; false when
+    /// the business is unknown.
+    pub(crate) fn emit_now(
+        &self,
+        business_id: &str,
+        waba_id: String,
+        kind: webhooks::EmissionKind,
+    ) -> bool {
+        let Some(secret) = self
+            .businesses
+            .get(business_id)
+            .map(|b| b.app_secret.clone())
+        else {
+            return false;
+        };
+        self.outbox.emit_after(
+            Duration::ZERO,
+            webhooks::Emission {
+                app_secret: Arc::from(secret.as_str()),
+                waba_id,
+                kind,
+            },
+        );
+        true
+    }
+
     /// A `wamid.`-prefixed message id (§11.2).
     pub fn wamid(&self) -> String {
         const B64: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";

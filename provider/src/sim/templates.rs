@@ -4,7 +4,7 @@
 
 use super::graph::{authenticate, graph_error, resolve, unknown_node, Node};
 use super::state::Template;
-use super::webhooks::{Emission, EmissionKind};
+use super::webhooks::EmissionKind;
 use super::Inner;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -307,23 +307,14 @@ pub(crate) fn set_status(
         "DISABLED" => value["disable_info"] = json!({"disable_date": "today"}),
         _ => {}
     }
-    if let Some(secret) = inner
-        .businesses
-        .get(&business)
-        .map(|b| b.app_secret.clone())
-    {
-        inner.outbox.emit_after(
-            std::time::Duration::ZERO,
-            Emission {
-                app_secret: Arc::from(secret.as_str()),
-                waba_id,
-                kind: EmissionKind::Change {
-                    field: "message_template_status_update",
-                    value,
-                },
-            },
-        );
-    }
+    inner.emit_now(
+        &business,
+        waba_id,
+        EmissionKind::Change {
+            field: "message_template_status_update",
+            value,
+        },
+    );
     true
 }
 
