@@ -75,6 +75,9 @@ enum TokenCommand {
         /// Token name, recorded in the audit log of every write made with it.
         #[arg(long)]
         name: String,
+        /// Access level: read, write or admin.
+        #[arg(long, default_value = "admin", value_parser = ["read", "write", "admin"])]
+        level: String,
         #[command(flatten)]
         settings: Settings,
     },
@@ -150,6 +153,7 @@ async fn main() -> anyhow::Result<()> {
                 TokenCommand::Create {
                     account,
                     name,
+                    level,
                     settings,
                 },
         } => {
@@ -158,7 +162,7 @@ async fn main() -> anyhow::Result<()> {
             }
             let store = open_store(&settings).await?;
             let account = store.ensure_account(&account).await?;
-            let token = store.create_token(account.id, name.trim(), "admin").await?;
+            let token = store.create_token(account.id, name.trim(), &level).await?;
             println!("{}", token.value.expose());
             store.close().await;
             Ok(())

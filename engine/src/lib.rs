@@ -4,6 +4,7 @@
 //! argument (milliseconds since the Unix epoch, UTC) when a rule depends on it, so every rule is
 //! a table-testable function.
 
+pub mod access;
 pub mod channel;
 pub mod error;
 pub mod library;

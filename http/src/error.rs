@@ -20,6 +20,14 @@ pub enum ApiError {
     /// 403 with a pt-BR reason.
     #[error("forbidden")]
     Forbidden(String),
+    /// 403: the token's access level is below what the action needs.
+    #[error("insufficient level")]
+    InsufficientLevel {
+        /// Level the action needs.
+        needed: engine::access::Level,
+        /// Level the token has.
+        held: engine::access::Level,
+    },
     /// 404: not in this account (or does not exist).
     #[error("not found")]
     NotFound,
@@ -102,7 +110,18 @@ impl ApiError {
                 "Assinatura X-Hub-Signature-256 ausente ou inválida.".into(),
                 none(),
             ),
-            ApiError::Forbidden(m) => (StatusCode::FORBIDDEN, "forbidden", m.clone(), none()),
+                        ApiError::Forbidden(m) => (StatusCode::FORBIDDEN, "forbidden", m.clone(), none()),
+            ApiError::InsufficientLevel { needed, held } => {
+                let mut m = Map::new();
+                m.insert("required_level".into(), json!(needed.as_str()));
+                m.insert("token_level".into(), json!(held.as_str()));
+                (
+                    StatusCode::FORBIDDEN,
+                    "insufficient_level",
+                    format!("Esta ação exige um token de nível {}; este token é de nível {}.", needed.as_str(), held.as_str()),
+                    m,
+                )
+            }
             ApiError::NotFound => (
                 StatusCode::NOT_FOUND,
                 "not_found",

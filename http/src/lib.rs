@@ -2,6 +2,7 @@
 //! the error mapping, metrics and tracing. Handlers extract, ask the runtime (actors) or read
 //! the store once, and render; no SQL, no rule and no provider call lives here.
 
+pub mod access;
 pub mod error;
 pub mod extract;
 pub mod middleware;
@@ -88,6 +89,7 @@ pub fn router(state: AppState) -> Router {
         .merge(routes::channels::routes())
         .merge(routes::accounts::routes())
         .merge(routes::templates::routes())
+        .merge(routes::tokens::routes())
         .merge(routes::messages::routes())
         .merge(routes::webhooks::routes())
         .route_layer(axum::middleware::from_fn_with_state(

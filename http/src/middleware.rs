@@ -10,7 +10,8 @@ use axum::response::{IntoResponse, Response};
 use engine::token::looks_like_token;
 use std::time::Instant;
 
-/// Resolves `Authorization: Bearer svc_…` to its account (401 otherwise) and, after a
+/// Resolves `Authorization: Bearer svc_…` to its account (401 otherwise), refuses an action
+/// above the token's access level (403, [`crate::access`]) and, after a
 /// successful write (any method but GET/HEAD/OPTIONS answered 2xx), appends the audit line:
 /// token name, `METHOD /route/{template}`, the concrete path, the status and the time.
 pub async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
@@ -45,6 +46,15 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
         .get::<OriginalUri>()
         .map(|u| u.path().to_string())
         .unwrap_or_else(|| req.uri().path().to_string());
+    let needed = crate::access::required(&method, &route);
+    let level = engine::access::Level::parse(&owner.level).unwrap_or(engine::access::Level::Read);
+    if level < needed {
+        return ApiError::InsufficientLevel {
+            needed,
+            held: level,
+        }
+        .into_response();
+    }
     req.extensions_mut().insert(owner.clone());
     let resp = next.run(req).await;
     let write = !matches!(method, Method::GET | Method::HEAD | Method::OPTIONS);

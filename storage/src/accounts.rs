@@ -207,3 +207,57 @@ impl Store {
             .collect()
     }
 }
+
+/// A token as listings show it (never the value).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TokenRecord {
+    /// Id.
+    pub id: i64,
+    /// Name.
+    pub name: String,
+    /// Display prefix.
+    pub prefix: String,
+    /// Access level.
+    pub level: String,
+    /// Created, ms.
+    pub created_at: i64,
+    /// Revoked, ms.
+    pub revoked_at: Option<i64>,
+}
+
+impl Store {
+    /// The account's tokens, newest first.
+    pub async fn list_tokens(&self, account_id: i64) -> Result<Vec<TokenRecord>> {
+        let rows = sqlx::query("SELECT id, name, prefix, level, created_at, revoked_at FROM api_tokens WHERE account_id = $1 ORDER BY id DESC")
+            .bind(account_id)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(TokenRecord {
+                    id: r.try_get("id")?,
+                    name: r.try_get("name")?,
+                    prefix: r.try_get("prefix")?,
+                    level: r.try_get("level")?,
+                    created_at: r.try_get("created_at")?,
+                    revoked_at: r.try_get("revoked_at")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Revokes a token of the account; it stops working at once.
+    pub async fn revoke_token(&self, account_id: i64, id: i64) -> Result<()> {
+        let n = sqlx::query("UPDATE api_tokens SET revoked_at = $3 WHERE id = $1 AND account_id = $2 AND revoked_at IS NULL")
+            .bind(id)
+            .bind(account_id)
+            .bind(now_ms())
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        if n == 0 {
+            return Err(StorageError::NotFound);
+        }
+        Ok(())
+    }
+}

@@ -6,6 +6,7 @@ pub mod messages;
 pub mod ops;
 pub mod provider;
 pub mod templates;
+pub mod tokens;
 pub mod webhooks;
 
 use actors::time::iso;

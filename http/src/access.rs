@@ -1,0 +1,67 @@
+//! Which access level each route of `/api/v1` needs (decision D-027). One table: the auth
+//! middleware enforces it and the tests walk it. A route missing from the table needs `admin`,
+//! so a route added without a decision is closed, not open.
+
+use axum::http::Method;
+use engine::access::Level;
+
+/// `(method, route as matched, level)` for every route of `/api/v1`.
+pub const ROUTES: &[(&str, &str, Level)] = &[
+    // Channels
+    ("GET", "/api/v1/channels", Level::Read),
+    ("POST", "/api/v1/channels/official", Level::Write),
+    ("GET", "/api/v1/channels/{id}/official", Level::Read),
+    ("PATCH", "/api/v1/channels/{id}/official", Level::Write),
+    ("GET", "/api/v1/channels/{id}/health", Level::Read),
+    ("POST", "/api/v1/channels/{id}/verify", Level::Write),
+    ("POST", "/api/v1/channels/{id}/sync", Level::Write),
+    ("GET", "/api/v1/channels/{id}/templates", Level::Read),
+    ("POST", "/api/v1/channels/{id}/request-code", Level::Write),
+    ("POST", "/api/v1/channels/{id}/verify-code", Level::Write),
+    ("POST", "/api/v1/channels/{id}/register", Level::Write),
+    ("POST", "/api/v1/channels/{id}/payment-check", Level::Write),
+    // WABAs, BMs, overview
+    ("GET", "/api/v1/overview", Level::Read),
+    ("GET", "/api/v1/wabas", Level::Read),
+    ("POST", "/api/v1/wabas/{waba}/numbers", Level::Write),
+    ("GET", "/api/v1/bms/{id}", Level::Read),
+    ("POST", "/api/v1/bms/{id}/sync", Level::Write),
+    ("POST", "/api/v1/bms/{id}/payment-check", Level::Write),
+    // Messages
+    ("POST", "/api/v1/messages", Level::Write),
+    ("GET", "/api/v1/messages/{id}", Level::Read),
+    ("GET", "/api/v1/messages/{id}/media", Level::Read),
+    // Outbound webhooks
+    ("GET", "/api/v1/channels/{id}/webhooks", Level::Read),
+    ("POST", "/api/v1/channels/{id}/webhooks", Level::Write),
+    ("GET", "/api/v1/webhooks/{id}/deliveries", Level::Read),
+    ("POST", "/api/v1/webhooks/{id}/test", Level::Write),
+    // Templates
+    ("GET", "/api/v1/templates", Level::Read),
+    ("POST", "/api/v1/templates", Level::Write),
+    ("DELETE", "/api/v1/templates/{id}", Level::Admin),
+    ("POST", "/api/v1/templates/{id}/sync", Level::Write),
+    ("POST", "/api/v1/templates/{id}/submit", Level::Write),
+    ("POST", "/api/v1/templates/{id}/channels", Level::Write),
+    (
+        "POST",
+        "/api/v1/templates/{id}/channels/{channel_id}/reactivate",
+        Level::Write,
+    ),
+    // Tokens
+    ("GET", "/api/v1/tokens", Level::Admin),
+    ("POST", "/api/v1/tokens", Level::Admin),
+    ("DELETE", "/api/v1/tokens/{id}", Level::Admin),
+];
+
+/// The level a request needs; `admin` for a route missing from [`ROUTES`].
+pub fn required(method: &Method, route: &str) -> Level {
+    ROUTES
+        .iter()
+        .find(|(m, r, _)| *m == method.as_str() && *r == route)
+        .map(|(_, _, l)| *l)
+        .unwrap_or_else(|| {
+            tracing::warn!(%method, route, "route without an access level: admin only");
+            Level::Admin
+        })
+}

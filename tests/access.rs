@@ -1,0 +1,218 @@
+//! Access levels and tenancy across every route of `/api/v1`.
+
+mod common;
+
+use common::{eventually, Backend, TestApp};
+use engine::access::Level;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+async fn call(
+    app: &TestApp,
+    token: Option<&str>,
+    method: &str,
+    path: &str,
+    body: Value,
+) -> (StatusCode, Value) {
+    let mut req = app.http.request(method.parse().unwrap(), app.url(path));
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    if method != "GET" && method != "DELETE" {
+        req = req.json(&body);
+    }
+    let r = req.send().await.unwrap();
+    let status = r.status();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+async fn every_route_answers_by_the_tokens_level(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let store = app.runtime.store();
+    let account = store.ensure_account("acme").await.unwrap();
+    let mut tokens = Vec::new();
+    for level in Level::ALL {
+        tokens.push((
+            level,
+            store
+                .create_token(account.id, level.as_str(), level.as_str())
+                .await
+                .unwrap()
+                .value
+                .expose()
+                .to_string(),
+        ));
+    }
+    for (method, route, needed) in http::access::ROUTES {
+        let path = route
+            .replace("{id}", "999999")
+            .replace("{waba}", "999999")
+            .replace("{channel_id}", "999999");
+        let (status, _) = call(&app, None, method, &path, json!({})).await;
+        assert_eq!(
+            status,
+            StatusCode::UNAUTHORIZED,
+            "{method} {route} exists and needs a token"
+        );
+        for (level, token) in &tokens {
+            let (status, body) = call(&app, Some(token), method, &path, json!({})).await;
+            if level < needed {
+                assert_eq!(
+                    status,
+                    StatusCode::FORBIDDEN,
+                    "{method} {route} with {level:?}: {body}"
+                );
+                assert_eq!(body["code"], "insufficient_level");
+                assert_eq!(body["required_level"], needed.as_str());
+                assert!(body["message"].as_str().unwrap().contains(needed.as_str()));
+            } else {
+                assert!(
+                    status != StatusCode::FORBIDDEN && status != StatusCode::UNAUTHORIZED,
+                    "{method} {route} with {level:?}: {status} {body}"
+                );
+            }
+        }
+    }
+}
+
+async fn every_route_with_an_id_answers_404_to_another_account(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (channel, number) = app.connect_channel().await;
+    let receiver = common::Receiver::start().await;
+    let (subscription, _) = app.subscribe(channel, &receiver, &["message.ack"]).await;
+    let (_, m) = app.post("/api/v1/messages", json!({"to": "5511900001111", "template": {"name": "hello_world", "language": "en_US"}})).await;
+    let message = m["data"]["id"].as_i64().unwrap();
+    let (_, t) = app
+        .post(
+            "/api/v1/templates",
+            json!({"name": "Aviso", "body": "Olá {{1}}, tudo bem?", "submit_channels": [channel]}),
+        )
+        .await;
+    let template = t["data"]["id"].as_i64().unwrap();
+    let (_, wabas) = app.get("/api/v1/wabas").await;
+    let bm = wabas["data"][0]["bm"]["id"].as_i64().unwrap();
+    let (_, tk) = app
+        .post("/api/v1/tokens", json!({"name": "outro", "level": "read"}))
+        .await;
+    let token_id = tk["data"]["id"].as_i64().unwrap();
+    let intruder = app.other_account_token().await;
+    let body_for = |method: &str, route: &str| -> Value {
+        match (method, route) {
+            ("PATCH", _) => json!({"name": "x"}),
+            (_, r) if r.ends_with("/request-code") => json!({"method": "SMS"}),
+            (_, r) if r.ends_with("/verify-code") => json!({"code": "123456"}),
+            (_, r) if r.ends_with("/register") => json!({"pin": "123456"}),
+            (_, r) if r.ends_with("/numbers") => {
+                json!({"phone": "11988887777", "verified_name": "Loja"})
+            }
+            ("POST", "/api/v1/channels/{id}/webhooks") => {
+                json!({"url": "http://127.0.0.1:9/x", "events": ["message.ack"]})
+            }
+            (_, r) if r.ends_with("/templates/{id}/channels") => json!({"channels": [channel]}),
+            _ => json!({}),
+        }
+    };
+    let mut checked = 0;
+    for (method, route, _) in http::access::ROUTES
+        .iter()
+        .filter(|(_, r, _)| r.contains('{'))
+    {
+        let id = match route {
+            r if r.starts_with("/api/v1/channels/") => channel,
+            r if r.starts_with("/api/v1/webhooks/") => subscription,
+            r if r.starts_with("/api/v1/messages/") => message,
+            r if r.starts_with("/api/v1/templates/") => template,
+            r if r.starts_with("/api/v1/bms/") => bm,
+            r if r.starts_with("/api/v1/tokens/") => token_id,
+            _ => 0,
+        };
+        let path = route
+            .replace("{id}", &id.to_string())
+            .replace("{waba}", &number.waba_id)
+            .replace("{channel_id}", &channel.to_string());
+        let (status, body) = call(
+            &app,
+            Some(&intruder),
+            method,
+            &path,
+            body_for(method, route),
+        )
+        .await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{method} {path}: {body}");
+        assert!(body.get("data").is_none());
+        checked += 1;
+    }
+    assert!(checked >= 25, "{checked}");
+    // And the records are all still there for their owner.
+    let (status, _) = app.get(&format!("/api/v1/messages/{message}")).await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+async fn tokens_are_created_with_a_level_and_revoked(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (status, created) = app
+        .post("/api/v1/tokens", json!({"name": "painel", "level": "read"}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let read_token = created["data"]["token"].as_str().unwrap().to_string();
+    assert!(read_token.starts_with("svc_"));
+    let (status, _) = app.get_as(&read_token, "/api/v1/channels").await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, err) = app
+        .post_as(
+            &read_token,
+            "/api/v1/messages",
+            json!({"to": "5511900001111", "text": "x"}),
+        )
+        .await;
+    assert_eq!(
+        (
+            status,
+            err["required_level"].as_str(),
+            err["token_level"].as_str()
+        ),
+        (StatusCode::FORBIDDEN, Some("write"), Some("read"))
+    );
+    let (_, list) = app.get("/api/v1/tokens").await;
+    assert!(list["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|t| t.get("token").is_none() && t["prefix"].as_str().unwrap().starts_with("svc_")));
+    let (status, err) = app
+        .post("/api/v1/tokens", json!({"name": "x", "level": "root"}))
+        .await;
+    assert_eq!(
+        (status, err["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_level"))
+    );
+    let r = app
+        .http
+        .delete(app.url(&format!("/api/v1/tokens/{}", created["data"]["id"])))
+        .bearer_auth(&app.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let status = eventually(5, "revoked", || async {
+        let (s, _) = app.get_as(&read_token, "/api/v1/channels").await;
+        (s == StatusCode::UNAUTHORIZED).then_some(s)
+    })
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let audit = app
+        .runtime
+        .store()
+        .list_audit(app.account_id, 10)
+        .await
+        .unwrap();
+    assert!(audit
+        .iter()
+        .any(|a| a.action == "DELETE /api/v1/tokens/{id}"));
+}
+
+on_both_backends! {
+    levels => every_route_answers_by_the_tokens_level;
+    tenancy => every_route_with_an_id_answers_404_to_another_account;
+    tokens => tokens_are_created_with_a_level_and_revoked;
+}
