@@ -95,10 +95,18 @@ async fn every_route_with_an_id_answers_404_to_another_account(backend: Backend)
         .post("/api/v1/tokens", json!({"name": "outro", "level": "read"}))
         .await;
     let token_id = tk["data"]["id"].as_i64().unwrap();
+    let (_, page) = app.post("/api/v1/wiki", json!({"title": "Página"})).await;
+    let wiki_page = page["data"]["id"].as_i64().unwrap();
+    let (_, cat) = app
+        .post("/api/v1/wiki/categories", json!({"name": "Geral"}))
+        .await;
+    let wiki_category = cat["data"]["id"].as_i64().unwrap();
     let intruder = app.other_account_token().await;
     let body_for = |method: &str, route: &str| -> Value {
         match (method, route) {
             ("PATCH", _) => json!({"name": "x"}),
+            ("PUT", r) if r.starts_with("/api/v1/wiki/categories") => json!({"name": "Outra"}),
+            ("PUT", _) => json!({"title": "Outro"}),
             (_, r) if r.ends_with("/request-code") => json!({"method": "SMS"}),
             (_, r) if r.ends_with("/verify-code") => json!({"code": "123456"}),
             (_, r) if r.ends_with("/register") => json!({"pin": "123456"}),
@@ -124,6 +132,8 @@ async fn every_route_with_an_id_answers_404_to_another_account(backend: Backend)
             r if r.starts_with("/api/v1/templates/") => template,
             r if r.starts_with("/api/v1/bms/") => bm,
             r if r.starts_with("/api/v1/tokens/") => token_id,
+            r if r.starts_with("/api/v1/wiki/categories/") => wiki_category,
+            r if r.starts_with("/api/v1/wiki/") => wiki_page,
             _ => 0,
         };
         let path = route

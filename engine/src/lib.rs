@@ -16,6 +16,7 @@ pub mod secret;
 pub mod template;
 pub mod token;
 pub mod webhook;
+pub mod wiki;
 
 pub use error::ValidationError;
 pub use secret::Secret;

@@ -48,6 +48,16 @@ pub const ROUTES: &[(&str, &str, Level)] = &[
         "/api/v1/templates/{id}/channels/{channel_id}/reactivate",
         Level::Write,
     ),
+    // Wiki
+    ("GET", "/api/v1/wiki", Level::Read),
+    ("POST", "/api/v1/wiki", Level::Write),
+    ("GET", "/api/v1/wiki/{id}", Level::Read),
+    ("PUT", "/api/v1/wiki/{id}", Level::Write),
+    ("DELETE", "/api/v1/wiki/{id}", Level::Write),
+    ("GET", "/api/v1/wiki/categories", Level::Read),
+    ("POST", "/api/v1/wiki/categories", Level::Write),
+    ("PUT", "/api/v1/wiki/categories/{id}", Level::Write),
+    ("DELETE", "/api/v1/wiki/categories/{id}", Level::Write),
     // Tokens
     ("GET", "/api/v1/tokens", Level::Admin),
     ("POST", "/api/v1/tokens", Level::Admin),

@@ -90,6 +90,7 @@ pub fn router(state: AppState) -> Router {
         .merge(routes::accounts::routes())
         .merge(routes::templates::routes())
         .merge(routes::tokens::routes())
+        .merge(routes::wiki::routes())
         .merge(routes::messages::routes())
         .merge(routes::webhooks::routes())
         .route_layer(axum::middleware::from_fn_with_state(
@@ -103,6 +104,7 @@ pub fn router(state: AppState) -> Router {
         .nest("/api/v1", api)
         .merge(provider)
         .merge(routes::ops::routes())
+        .merge(routes::wiki::public_routes())
         .fallback(|| async { error::ApiError::NotFound })
         .method_not_allowed_fallback(|| async { error::ApiError::MethodNotAllowed.into_response() })
         .layer(axum::middleware::from_fn(middleware::track_metrics))

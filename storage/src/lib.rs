@@ -13,6 +13,7 @@ pub mod idempotency;
 pub mod messages;
 pub mod templates;
 pub mod webhooks;
+pub mod wiki;
 
 pub use cipher::{Cipher, CipherError};
 

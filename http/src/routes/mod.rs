@@ -8,6 +8,7 @@ pub mod provider;
 pub mod templates;
 pub mod tokens;
 pub mod webhooks;
+pub mod wiki;
 
 use actors::time::iso;
 use serde_json::Value;

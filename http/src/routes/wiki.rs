@@ -1,0 +1,420 @@
+//! Spec sections "Wiki page" and "Wiki", and the public pages at `/w/{account}/{page}`
+//! (decision D-028).
+
+use crate::error::ApiError;
+use crate::extract::{ApiJson, Auth, IdPath};
+use crate::AppState;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use chrono::{TimeZone, Utc};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use storage::wiki::{CategoryRecord, PageFilter, PageRecord};
+
+/// Routes under `/api/v1`.
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/wiki", get(list).post(create))
+        .route("/wiki/categories", get(categories).post(create_category))
+        .route(
+            "/wiki/categories/{id}",
+            axum::routing::put(rename_category).delete(delete_category),
+        )
+        .route("/wiki/{id}", get(read).put(update).delete(remove))
+}
+
+/// The public page route (no token).
+pub fn public_routes() -> Router<AppState> {
+    Router::new().route("/w/{account}/{page}", get(public_page))
+}
+
+/// `YYYY-MM-DD HH:MM:SS` in UTC (spec "Wiki page").
+fn stamp(ms: i64) -> String {
+    Utc.timestamp_millis_opt(ms)
+        .single()
+        .unwrap_or_default()
+        .format("%Y-%m-%d %H:%M:%S")
+        .to_string()
+}
+
+fn page_json(p: &PageRecord, account_slug: &str, with_content: bool) -> Value {
+    let mut v = json!({
+        "id": p.id,
+        "title": p.title,
+        "slug": p.slug,
+        "category_id": p.category_id,
+        "visibility": p.visibility,
+        "bot_knowledge": p.bot_knowledge,
+        "excerpt": p.excerpt,
+        "public_url": (p.visibility == "public").then(|| format!("/w/{account_slug}/{}", p.slug)),
+        "created_at": stamp(p.created_at),
+        "updated_at": stamp(p.updated_at),
+    });
+    if with_content {
+        v["content"] = json!(p.content);
+    }
+    v
+}
+
+fn category_json(c: &CategoryRecord) -> Value {
+    json!({"id": c.id, "name": c.name, "created_at": stamp(c.created_at)})
+}
+
+fn check_visibility(v: &str) -> Result<(), ApiError> {
+    if v == "private" || v == "public" {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(
+            "visibility",
+            "invalid_visibility",
+            "`visibility` deve ser private ou public.",
+        ))
+    }
+}
+
+async fn check_category(
+    state: &AppState,
+    account_id: i64,
+    id: Option<i64>,
+) -> Result<(), ApiError> {
+    if let Some(id) = id {
+        let cats = state
+            .runtime
+            .store()
+            .list_wiki_categories(account_id)
+            .await?;
+        if !cats.iter().any(|c| c.id == id) {
+            return Err(ApiError::invalid(
+                "category_id",
+                "unknown_category",
+                "`category_id` não é uma categoria desta conta.",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Filters of `GET /wiki`: `category_id`, `visibility`, `bot_knowledge=true` (what a bot
+/// reads as knowledge).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    category_id: Option<i64>,
+    visibility: Option<String>,
+    bot_knowledge: Option<bool>,
+}
+
+async fn list(
+    State(state): State<AppState>,
+    auth: Auth,
+    q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(q) = q.map_err(|e| {
+        ApiError::invalid(
+            "query",
+            "invalid_query",
+            format!("Parâmetro de consulta inválido: {}", e.body_text()),
+        )
+    })?;
+    if let Some(v) = &q.visibility {
+        check_visibility(v)?;
+    }
+    let filter = PageFilter {
+        category_id: q.category_id,
+        visibility: q.visibility,
+        bot_knowledge: q.bot_knowledge,
+    };
+    let pages = state
+        .runtime
+        .store()
+        .list_wiki_pages(auth.account_id(), &filter)
+        .await?;
+    let slug = &auth.0.account_slug;
+    Ok(Json(
+        json!({"data": pages.iter().map(|p| page_json(p, slug, false)).collect::<Vec<_>>()}),
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateIn {
+    title: String,
+    #[serde(default)]
+    content: String,
+    category_id: Option<i64>,
+    visibility: Option<String>,
+    #[serde(default)]
+    bot_knowledge: bool,
+}
+
+async fn unique_slug(
+    state: &AppState,
+    account_id: i64,
+    title: &str,
+    except: Option<&str>,
+) -> Result<String, ApiError> {
+    let base = engine::wiki::slugify(title);
+    let mut taken = state
+        .runtime
+        .store()
+        .wiki_slugs_like(account_id, &base)
+        .await?;
+    taken.retain(|s| Some(s.as_str()) != except);
+    Ok(engine::wiki::unique_slug(&base, &taken))
+}
+
+async fn create(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiJson(b): ApiJson<CreateIn>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let title = b.title.trim();
+    if title.is_empty() || title.chars().count() > 200 {
+        return Err(ApiError::invalid(
+            "title",
+            "required",
+            "`title` é obrigatório (até 200 caracteres).",
+        ));
+    }
+    let visibility = b.visibility.unwrap_or_else(|| "private".into());
+    check_visibility(&visibility)?;
+    check_category(&state, auth.account_id(), b.category_id).await?;
+    let slug = unique_slug(&state, auth.account_id(), title, None).await?;
+    let page = state
+        .runtime
+        .store()
+        .insert_wiki_page(
+            auth.account_id(),
+            title,
+            &slug,
+            b.category_id,
+            &visibility,
+            b.bot_knowledge,
+            &engine::wiki::excerpt(&b.content),
+            &b.content,
+        )
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({"data": page_json(&page, &auth.0.account_slug, true)})),
+    ))
+}
+
+async fn read(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    let page = state
+        .runtime
+        .store()
+        .wiki_page(auth.account_id(), id)
+        .await?;
+    Ok(Json(
+        json!({"data": page_json(&page, &auth.0.account_slug, true)}),
+    ))
+}
+
+/// `PUT /wiki/{id}`: only the fields sent change (`title` renames the slug too; `category_id:
+/// null` removes the category).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpdateIn {
+    title: Option<String>,
+    content: Option<String>,
+    #[serde(default, deserialize_with = "some_null")]
+    category_id: Option<Option<i64>>,
+    visibility: Option<String>,
+    bot_knowledge: Option<bool>,
+}
+
+/// Tells an absent field (`None`) from an explicit `null` (`Some(None)`).
+fn some_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<i64>>, D::Error> {
+    Ok(Some(Option::<i64>::deserialize(d)?))
+}
+
+async fn update(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+    ApiJson(b): ApiJson<UpdateIn>,
+) -> Result<Json<Value>, ApiError> {
+    let mut page = state
+        .runtime
+        .store()
+        .wiki_page(auth.account_id(), id)
+        .await?;
+    if let Some(t) = b.title.as_deref().map(str::trim) {
+        if t.is_empty() || t.chars().count() > 200 {
+            return Err(ApiError::invalid(
+                "title",
+                "required",
+                "`title` não pode ficar vazio (até 200 caracteres).",
+            ));
+        }
+        if t != page.title {
+            page.slug = unique_slug(&state, auth.account_id(), t, Some(&page.slug)).await?;
+            page.title = t.to_string();
+        }
+    }
+    if let Some(c) = b.content {
+        page.excerpt = engine::wiki::excerpt(&c);
+        page.content = c;
+    }
+    if let Some(cat) = b.category_id {
+        check_category(&state, auth.account_id(), cat).await?;
+        page.category_id = cat;
+    }
+    if let Some(v) = b.visibility {
+        check_visibility(&v)?;
+        page.visibility = v;
+    }
+    if let Some(k) = b.bot_knowledge {
+        page.bot_knowledge = k;
+    }
+    let page = state.runtime.store().update_wiki_page(&page).await?;
+    Ok(Json(
+        json!({"data": page_json(&page, &auth.0.account_slug, true)}),
+    ))
+}
+
+async fn remove(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    state
+        .runtime
+        .store()
+        .delete_wiki_page(auth.account_id(), id)
+        .await?;
+    Ok(Json(json!({"data": {"id": id, "deleted": true}})))
+}
+
+async fn categories(State(state): State<AppState>, auth: Auth) -> Result<Json<Value>, ApiError> {
+    let cats = state
+        .runtime
+        .store()
+        .list_wiki_categories(auth.account_id())
+        .await?;
+    Ok(Json(
+        json!({"data": cats.iter().map(category_json).collect::<Vec<_>>()}),
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CategoryIn {
+    name: String,
+}
+
+fn category_name(n: &str) -> Result<&str, ApiError> {
+    let n = n.trim();
+    if n.is_empty() || n.chars().count() > 100 {
+        return Err(ApiError::invalid(
+            "name",
+            "required",
+            "`name` deve ter de 1 a 100 caracteres.",
+        ));
+    }
+    Ok(n)
+}
+
+async fn create_category(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiJson(b): ApiJson<CategoryIn>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let c = state
+        .runtime
+        .store()
+        .insert_wiki_category(auth.account_id(), category_name(&b.name)?)
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({"data": category_json(&c)})),
+    ))
+}
+
+async fn rename_category(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+    ApiJson(b): ApiJson<CategoryIn>,
+) -> Result<Json<Value>, ApiError> {
+    let c = state
+        .runtime
+        .store()
+        .rename_wiki_category(auth.account_id(), id, category_name(&b.name)?)
+        .await?;
+    Ok(Json(json!({"data": category_json(&c)})))
+}
+
+async fn delete_category(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    state
+        .runtime
+        .store()
+        .delete_wiki_category(auth.account_id(), id)
+        .await?;
+    Ok(Json(json!({"data": {"id": id, "deleted": true}})))
+}
+
+/// Escapes text for HTML (`& < > " '`).
+fn escape_html(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A public page as HTML: Markdown rendered (pulldown-cmark) and sanitized (ammonia). Private
+/// and missing pages are 404.
+async fn public_page(
+    State(state): State<AppState>,
+    Path((account, page)): Path<(String, String)>,
+) -> Response {
+    let not_found = || {
+        (StatusCode::NOT_FOUND, Html("<!doctype html><meta charset=\"utf-8\"><title>Página não encontrada</title><p>Página não encontrada.</p>".to_string())).into_response()
+    };
+    let p = match state
+        .runtime
+        .store()
+        .public_wiki_page(&account, &page)
+        .await
+    {
+        Ok(p) => p,
+        Err(storage::StorageError::NotFound) => return not_found(),
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    let mut html = String::new();
+    pulldown_cmark::html::push_html(
+        &mut html,
+        pulldown_cmark::Parser::new_ext(&p.content, pulldown_cmark::Options::all()),
+    );
+    let body = ammonia::clean(&html);
+    let title = escape_html(&p.title);
+    Html(format!(
+        "<!doctype html>\n<html lang=\"pt-BR\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>{title}</title><style>body{{font-family:system-ui,sans-serif;max-width:46rem;margin:2rem auto;padding:0 1rem;line-height:1.6;color:#222}}\
+         h1{{line-height:1.2}}pre,code{{background:#f4f4f4;border-radius:4px}}pre{{padding:.75rem;overflow:auto}}img{{max-width:100%}}\
+         footer{{margin-top:3rem;color:#777;font-size:.85rem}}</style></head>\
+         <body><article><h1>{title}</h1>\n{body}</article><footer>Atualizado em {}</footer></body></html>",
+        stamp(p.updated_at)
+    ))
+    .into_response()
+}
