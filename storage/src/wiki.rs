@@ -172,11 +172,9 @@ impl Store {
 
     /// A public page by account slug and page slug (for `/w/{account}/{page}`).
     pub async fn public_wiki_page(&self, account_slug: &str, slug: &str) -> Result<PageRecord> {
-        let sql = format!(
-            "SELECT p.id, p.account_id, p.title, p.slug, p.category_id, p.visibility, p.bot_knowledge, p.excerpt, p.content, p.created_at, p.updated_at \
-             FROM wiki_pages p JOIN accounts a ON a.id = p.account_id WHERE a.slug = $1 AND p.slug = $2 AND p.visibility = 'public'"
-        );
-        let row = sqlx::query(&sql)
+        let sql = "SELECT p.id, p.account_id, p.title, p.slug, p.category_id, p.visibility, p.bot_knowledge, p.excerpt, p.content, p.created_at, p.updated_at \
+             FROM wiki_pages p JOIN accounts a ON a.id = p.account_id WHERE a.slug = $1 AND p.slug = $2 AND p.visibility = 'public'";
+        let row = sqlx::query(sql)
             .bind(account_slug)
             .bind(slug)
             .fetch_optional(&self.pool)
