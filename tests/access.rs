@@ -101,6 +101,12 @@ async fn every_route_with_an_id_answers_404_to_another_account(backend: Backend)
         .post("/api/v1/wiki/categories", json!({"name": "Geral"}))
         .await;
     let wiki_category = cat["data"]["id"].as_i64().unwrap();
+    let (status, camp) = app.post("/api/v1/campaigns", json!({"name": "C", "template_id": template, "channels": [{"channel_id": channel, "weight": 1}]})).await;
+    let campaign = if status == StatusCode::CREATED {
+        camp["data"]["id"].as_i64().unwrap()
+    } else {
+        0
+    };
     let intruder = app.other_account_token().await;
     let body_for = |method: &str, route: &str| -> Value {
         match (method, route) {
@@ -117,6 +123,9 @@ async fn every_route_with_an_id_answers_404_to_another_account(backend: Backend)
                 json!({"url": "http://127.0.0.1:9/x", "events": ["message.ack"]})
             }
             (_, r) if r.ends_with("/templates/{id}/channels") => json!({"channels": [channel]}),
+            (_, r) if r.ends_with("/recipients") => {
+                json!({"recipients": [{"phone": "5511900002222", "vars": {}}]})
+            }
             _ => json!({}),
         }
     };
@@ -132,6 +141,7 @@ async fn every_route_with_an_id_answers_404_to_another_account(backend: Backend)
             r if r.starts_with("/api/v1/templates/") => template,
             r if r.starts_with("/api/v1/bms/") => bm,
             r if r.starts_with("/api/v1/tokens/") => token_id,
+            r if r.starts_with("/api/v1/campaigns/") => campaign,
             r if r.starts_with("/api/v1/wiki/categories/") => wiki_category,
             r if r.starts_with("/api/v1/wiki/") => wiki_page,
             _ => 0,

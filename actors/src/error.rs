@@ -41,6 +41,17 @@ pub enum ActorError {
     /// A provider webhook body that is not a provider payload.
     #[error("invalid provider payload: {0}")]
     BadPayload(String),
+    /// A business rule refused the request; `details` go into the 422 body (`missing`,
+    /// `invalid_channels`, `problems`…).
+    #[error("{message}")]
+    Rejected {
+        /// Stable code.
+        code: &'static str,
+        /// pt-BR text.
+        message: String,
+        /// Extra members of the body.
+        details: serde_json::Value,
+    },
     /// A template with problems cannot be submitted.
     #[error("the template has problems")]
     TemplateHasProblems(serde_json::Value),

@@ -11,6 +11,7 @@
 
 pub mod accounts;
 pub mod bm;
+pub mod campaigns;
 pub mod channel;
 pub mod connect;
 pub mod dispatcher;

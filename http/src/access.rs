@@ -48,6 +48,10 @@ pub const ROUTES: &[(&str, &str, Level)] = &[
         "/api/v1/templates/{id}/channels/{channel_id}/reactivate",
         Level::Write,
     ),
+    // Campaigns
+    ("POST", "/api/v1/campaigns", Level::Write),
+    ("GET", "/api/v1/campaigns/{id}", Level::Read),
+    ("POST", "/api/v1/campaigns/{id}/recipients", Level::Write),
     // Wiki
     ("GET", "/api/v1/wiki", Level::Read),
     ("POST", "/api/v1/wiki", Level::Write),

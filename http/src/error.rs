@@ -271,6 +271,11 @@ impl From<ActorError> for ApiError {
                 details: Map::new(),
             },
                         ActorError::InvalidSignature => ApiError::InvalidSignature,
+                        ActorError::Rejected { code, message, details } => ApiError::Unprocessable {
+                code,
+                message,
+                details: details.as_object().cloned().unwrap_or_default(),
+            },
             ActorError::TemplateHasProblems(problems) => {
                 let mut details = Map::new();
                 details.insert("problems".into(), problems);

@@ -90,6 +90,7 @@ pub fn router(state: AppState) -> Router {
         .merge(routes::accounts::routes())
         .merge(routes::templates::routes())
         .merge(routes::tokens::routes())
+        .merge(routes::campaigns::routes())
         .merge(routes::wiki::routes())
         .merge(routes::messages::routes())
         .merge(routes::webhooks::routes())

@@ -7,6 +7,7 @@
 
 pub mod accounts;
 pub mod bms;
+pub mod campaigns;
 pub mod channels;
 mod cipher;
 pub mod idempotency;

@@ -1,0 +1,314 @@
+//! Campaigns (spec "Campaign, recipient, group", "Campaigns"): creation with the checks of
+//! its numbers and template, the audience added in batches, and progress.
+
+use crate::error::ActorError;
+use crate::Runtime;
+use engine::campaign::CampaignState;
+use engine::library::{problems, Draft, VarMap};
+use engine::phone::Phone;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashSet};
+use storage::campaigns::{CampaignStats, NewCampaign};
+
+/// Most recipients in one `POST /campaigns/{id}/recipients`.
+pub const MAX_RECIPIENTS_PER_CALL: usize = 10_000;
+
+/// `POST /campaigns` input.
+#[derive(Debug, Clone)]
+pub struct CampaignInput {
+    /// Name.
+    pub name: String,
+    /// Category; default the template's.
+    pub category: Option<String>,
+    /// Library template id.
+    pub template_id: i64,
+    /// var_map; default the template's.
+    pub var_map: Option<VarMap>,
+    /// `(channel_id, weight)`.
+    pub channels: Vec<(i64, i64)>,
+}
+
+/// A recipient of `POST /campaigns/{id}/recipients`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecipientInput {
+    /// Phone with country code (formatting allowed).
+    pub phone: String,
+    /// Audience columns.
+    #[serde(default)]
+    pub vars: BTreeMap<String, String>,
+}
+
+/// What an audience batch did.
+#[derive(Debug, Clone, Serialize)]
+pub struct RecipientsAdded {
+    /// Rows added.
+    pub added: u64,
+    /// Rows dropped because the phone was already in the campaign (or repeated in the batch).
+    pub duplicates: u64,
+    /// Rows refused: `{index, phone, reason}`.
+    pub invalid: Vec<Value>,
+    /// Recipients in the campaign now.
+    pub total: i64,
+}
+
+/// A campaign as `GET /campaigns/{id}` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct CampaignView {
+    /// Id.
+    pub id: i64,
+    /// Name.
+    pub name: String,
+    /// Category.
+    pub category: String,
+    /// Library template.
+    pub template_id: i64,
+    /// State (D-029).
+    pub state: String,
+    /// Why it is paused.
+    pub pause_reason: Option<String>,
+    /// var_map in use.
+    pub var_map: Value,
+    /// `[{channel_id, weight}]`.
+    pub channels: Vec<Value>,
+    /// Counters.
+    pub stats: CampaignStats,
+    /// Created (ISO 8601).
+    pub created_at: String,
+    /// Started.
+    pub started_at: Option<String>,
+    /// Finished.
+    pub finished_at: Option<String>,
+}
+
+fn rejected(code: &'static str, message: impl Into<String>, details: Value) -> ActorError {
+    ActorError::Rejected {
+        code,
+        message: message.into(),
+        details,
+    }
+}
+
+impl Runtime {
+    /// Creates a campaign (`draft`). Every number must be an official number of the account
+    /// (else 422 `invalid_channels`) with the template approved (else 422 `missing`), and the
+    /// var_map must fit the template's body (else 422 `problems`).
+    pub async fn create_campaign(
+        &self,
+        account_id: i64,
+        input: CampaignInput,
+    ) -> Result<CampaignView, ActorError> {
+        let store = &self.shared.store;
+        if input.name.trim().is_empty() {
+            return Err(engine::ValidationError::new(
+                "required",
+                "name",
+                "O campo `name` é obrigatório.",
+            )
+            .into());
+        }
+        if input.channels.is_empty() {
+            return Err(engine::ValidationError::new(
+                "required",
+                "channels",
+                "Informe ao menos um número em `channels`.",
+            )
+            .into());
+        }
+        let mut seen = HashSet::new();
+        for (id, weight) in &input.channels {
+            if !(1..=100).contains(weight) {
+                return Err(engine::ValidationError::new(
+                    "invalid_weight",
+                    "channels",
+                    "`weight` deve estar entre 1 e 100.",
+                )
+                .into());
+            }
+            if !seen.insert(*id) {
+                return Err(engine::ValidationError::new(
+                    "duplicate_channel",
+                    "channels",
+                    format!("O número {id} aparece duas vezes."),
+                )
+                .into());
+            }
+        }
+        let template = match store.template(account_id, input.template_id).await {
+            Ok(t) => t,
+            Err(storage::StorageError::NotFound) => {
+                return Err(engine::ValidationError::new(
+                    "unknown_template",
+                    "template_id",
+                    "`template_id` não é um template da biblioteca desta conta.",
+                )
+                .into())
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if template.problems.as_array().is_some_and(|p| !p.is_empty()) {
+            return Err(ActorError::TemplateHasProblems(template.problems.clone()));
+        }
+        let var_map: VarMap = match input.var_map {
+            Some(v) => v,
+            None => serde_json::from_value(template.var_map.clone()).unwrap_or_default(),
+        };
+        let draft = Draft {
+            provider_name: template.provider_name.clone(),
+            category: template.category.clone(),
+            language: template.language.clone(),
+            body: template.body.clone(),
+            header_text: template.header_text.clone(),
+            footer_text: template.footer_text.clone(),
+            buttons: serde_json::from_value(template.buttons.clone()).unwrap_or_default(),
+            var_map: var_map.clone(),
+        };
+        let var_problems: Vec<_> = problems(&draft)
+            .into_iter()
+            .filter(|p| p.code.starts_with("var_map"))
+            .collect();
+        if !var_problems.is_empty() {
+            return Err(rejected(
+                "invalid_var_map",
+                "O var_map não corresponde às variáveis do template.",
+                json!({"problems": var_problems}),
+            ));
+        }
+        let states = store.template_channels(template.id).await?;
+        let (mut invalid, mut missing) = (Vec::new(), Vec::new());
+        for (id, _) in &input.channels {
+            match store.channel(account_id, *id).await {
+                Ok(c) if c.official => {
+                    let state = states.iter().find(|s| s.channel_id == c.id);
+                    if state.is_none_or(|s| s.status != "approved") {
+                        missing.push(json!({"channel_id": c.id, "status": state.map(|s| s.status.clone()).unwrap_or_else(|| "not_submitted".into())}));
+                    }
+                }
+                Ok(_) | Err(storage::StorageError::NotFound) => invalid.push(*id),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if !invalid.is_empty() {
+            return Err(rejected(
+                "invalid_channels",
+                "Há números que não são números oficiais desta conta.",
+                json!({"invalid_channels": invalid}),
+            ));
+        }
+        if !missing.is_empty() {
+            return Err(rejected(
+                "template_missing",
+                "O template não está aprovado em todos os números da campanha; envie-o com POST /templates/{id}/channels.",
+                json!({"missing": missing}),
+            ));
+        }
+        let rec = store
+            .insert_campaign(&NewCampaign {
+                account_id,
+                name: input.name.trim().to_string(),
+                category: input.category.unwrap_or_else(|| template.category.clone()),
+                template_id: template.id,
+                var_map: serde_json::to_value(&var_map).unwrap_or(json!({})),
+                channels: input.channels,
+            })
+            .await?;
+        self.campaign_view(account_id, rec.id).await
+    }
+
+    /// Adds a batch of recipients (at most 10,000): phones normalised, duplicates (in the batch
+    /// or the campaign) dropped, rows whose phone is invalid or whose vars miss a column
+    /// without default reported with their index.
+    pub async fn add_recipients(
+        &self,
+        account_id: i64,
+        campaign_id: i64,
+        rows: Vec<RecipientInput>,
+    ) -> Result<RecipientsAdded, ActorError> {
+        let store = &self.shared.store;
+        let campaign = store.campaign(account_id, campaign_id).await?;
+        let state = CampaignState::parse(&campaign.state).unwrap_or(CampaignState::Cancelled);
+        if !state.accepts_recipients() {
+            return Err(rejected(
+                "campaign_closed",
+                format!(
+                    "A campanha está {}; não recebe mais destinatários.",
+                    state.as_str()
+                ),
+                json!({}),
+            ));
+        }
+        if rows.is_empty() || rows.len() > MAX_RECIPIENTS_PER_CALL {
+            return Err(engine::ValidationError::new(
+                "invalid_batch",
+                "recipients",
+                format!("Envie de 1 a {MAX_RECIPIENTS_PER_CALL} destinatários por chamada."),
+            )
+            .into());
+        }
+        let template = store.template(account_id, campaign.template_id).await?;
+        let var_map: VarMap = serde_json::from_value(campaign.var_map.clone()).unwrap_or_default();
+        let mut invalid = Vec::new();
+        let mut batch_dupes = 0u64;
+        let mut seen = HashSet::new();
+        let mut valid = Vec::with_capacity(rows.len());
+        for (index, row) in rows.into_iter().enumerate() {
+            let phone = match Phone::parse("phone", &row.phone) {
+                Ok(p) => p,
+                Err(e) => {
+                    invalid.push(json!({"index": index, "phone": row.phone, "reason": e.message}));
+                    continue;
+                }
+            };
+            if let Err(missing) = engine::library::render(&template.body, &var_map, &row.vars) {
+                invalid.push(json!({"index": index, "phone": row.phone, "reason": format!("Faltam valores para: {}.", missing.join(", "))}));
+                continue;
+            }
+            if !seen.insert(phone.as_str().to_string()) {
+                batch_dupes += 1;
+                continue;
+            }
+            valid.push((
+                phone.as_str().to_string(),
+                serde_json::to_string(&row.vars).unwrap_or_else(|_| "{}".into()),
+            ));
+        }
+        let added = store.add_campaign_recipients(campaign_id, &valid).await?;
+        let total = store.campaign_stats(campaign_id).await?.total;
+        Ok(RecipientsAdded {
+            added,
+            duplicates: batch_dupes + (valid.len() as u64 - added),
+            invalid,
+            total,
+        })
+    }
+
+    /// A campaign with its counters.
+    pub async fn campaign_view(
+        &self,
+        account_id: i64,
+        id: i64,
+    ) -> Result<CampaignView, ActorError> {
+        let store = &self.shared.store;
+        let c = store.campaign(account_id, id).await?;
+        let stats = store.campaign_stats(id).await?;
+        Ok(CampaignView {
+            id: c.id,
+            name: c.name,
+            category: c.category,
+            template_id: c.template_id,
+            state: c.state,
+            pause_reason: c.pause_reason,
+            var_map: c.var_map,
+            channels: c
+                .channels
+                .iter()
+                .map(|(id, w)| json!({"channel_id": id, "weight": w}))
+                .collect(),
+            stats,
+            created_at: crate::time::iso(c.created_at),
+            started_at: c.started_at.map(crate::time::iso),
+            finished_at: c.finished_at.map(crate::time::iso),
+        })
+    }
+}

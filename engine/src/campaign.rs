@@ -1,0 +1,117 @@
+//! Campaigns: their states and the moves between them (decision D-029), and the recipient
+//! states that make each send happen at most once.
+
+use serde::{Deserialize, Serialize};
+
+/// A campaign's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CampaignState {
+    /// Created; recipients may be added; nothing is sent.
+    Draft,
+    /// Dispatching through its numbers.
+    Running,
+    /// Stopped with a reason (no number left, or paused by an operator); resumable.
+    Paused,
+    /// Every recipient was sent, failed or skipped.
+    Completed,
+    /// Stopped for good.
+    Cancelled,
+}
+
+impl CampaignState {
+    /// The stored and wire form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CampaignState::Draft => "draft",
+            CampaignState::Running => "running",
+            CampaignState::Paused => "paused",
+            CampaignState::Completed => "completed",
+            CampaignState::Cancelled => "cancelled",
+        }
+    }
+
+    /// Parses the stored form.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "draft" => CampaignState::Draft,
+            "running" => CampaignState::Running,
+            "paused" => CampaignState::Paused,
+            "completed" => CampaignState::Completed,
+            "cancelled" => CampaignState::Cancelled,
+            _ => return None,
+        })
+    }
+
+    /// Whether recipients may still be added (draft, running and paused campaigns take more).
+    pub fn accepts_recipients(self) -> bool {
+        matches!(
+            self,
+            CampaignState::Draft | CampaignState::Running | CampaignState::Paused
+        )
+    }
+
+    /// Whether the campaign may move to `next`.
+    pub fn can_move_to(self, next: CampaignState) -> bool {
+        use CampaignState::*;
+        matches!(
+            (self, next),
+            (Draft, Running)
+                | (Draft, Cancelled)
+                | (Running, Paused)
+                | (Running, Completed)
+                | (Running, Cancelled)
+                | (Paused, Running)
+                | (Paused, Cancelled)
+        )
+    }
+}
+
+/// A recipient's state: `planned → claimed → sent`, or `failed` / `skipped`. A row is claimed
+/// (with its message id) before the provider is called, so it is sent at most once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RecipientState {
+    /// Waiting for a number.
+    Planned,
+    /// Taken by a number; its message is stored, the provider call may be under way.
+    Claimed,
+    /// Accepted by the provider.
+    Sent,
+    /// Refused by the provider or a rule.
+    Failed,
+    /// Deliberately not sent.
+    Skipped,
+}
+
+impl RecipientState {
+    /// The stored form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecipientState::Planned => "planned",
+            RecipientState::Claimed => "claimed",
+            RecipientState::Sent => "sent",
+            RecipientState::Failed => "failed",
+            RecipientState::Skipped => "skipped",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use CampaignState::*;
+
+    #[test]
+    fn campaign_moves() {
+        assert!(Draft.can_move_to(Running));
+        assert!(Running.can_move_to(Paused) && Paused.can_move_to(Running));
+        assert!(!Completed.can_move_to(Running));
+        assert!(!Cancelled.can_move_to(Running));
+        assert!(!Draft.can_move_to(Completed));
+        for s in [Draft, Running, Paused, Completed, Cancelled] {
+            assert_eq!(CampaignState::parse(s.as_str()), Some(s));
+        }
+        assert!(Draft.accepts_recipients() && !Completed.accepts_recipients());
+    }
+}

@@ -1,0 +1,109 @@
+//! Spec section "Campaigns" (first slice: create, audience, progress; dispatch lands with
+//! the campaign engine).
+
+use crate::error::ApiError;
+use crate::extract::{ApiJson, Auth, IdPath};
+use crate::AppState;
+use actors::campaigns::{CampaignInput, RecipientInput};
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use engine::library::VarMap;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+/// Routes (under `/api/v1`).
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/campaigns", post(create))
+        .route("/campaigns/{id}", get(read))
+        // 10,000 rows with their columns do not fit the default 1 MiB.
+        .route(
+            "/campaigns/{id}/recipients",
+            post(recipients).layer(axum::extract::DefaultBodyLimit::max(16 * 1024 * 1024)),
+        )
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChannelWeight {
+    channel_id: i64,
+    #[serde(default = "one")]
+    weight: i64,
+}
+
+fn one() -> i64 {
+    1
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateIn {
+    name: String,
+    category: Option<String>,
+    template_id: i64,
+    var_map: Option<VarMap>,
+    channels: Vec<ChannelWeight>,
+}
+
+async fn create(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiJson(b): ApiJson<CreateIn>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    if let Some(c) = &b.category {
+        if !["marketing", "utility", "authentication"].contains(&c.as_str()) {
+            return Err(ApiError::invalid(
+                "category",
+                "invalid_category",
+                "`category` deve ser marketing, utility ou authentication.",
+            ));
+        }
+    }
+    let input = CampaignInput {
+        name: b.name,
+        category: b.category,
+        template_id: b.template_id,
+        var_map: b.var_map,
+        channels: b
+            .channels
+            .iter()
+            .map(|c| (c.channel_id, c.weight))
+            .collect(),
+    };
+    let view = state
+        .runtime
+        .create_campaign(auth.account_id(), input)
+        .await?;
+    Ok((StatusCode::CREATED, Json(json!({ "data": view }))))
+}
+
+async fn read(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    Ok(Json(
+        json!({ "data": state.runtime.campaign_view(auth.account_id(), id).await? }),
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecipientsIn {
+    recipients: Vec<RecipientInput>,
+}
+
+async fn recipients(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+    ApiJson(b): ApiJson<RecipientsIn>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let out = state
+        .runtime
+        .add_recipients(auth.account_id(), id, b.recipients)
+        .await?;
+    Ok((StatusCode::CREATED, Json(json!({ "data": out }))))
+}

@@ -1,0 +1,216 @@
+//! Campaigns, their numbers and their audience.
+
+use crate::{now_ms, Result, StorageError, Store};
+use serde::Serialize;
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+/// A campaign.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CampaignRecord {
+    /// Id.
+    pub id: i64,
+    /// Owning account.
+    pub account_id: i64,
+    /// Name.
+    pub name: String,
+    /// `marketing`, `utility`…
+    pub category: String,
+    /// Library template.
+    pub template_id: i64,
+    /// var_map used to fill the template (JSON object).
+    pub var_map: serde_json::Value,
+    /// State (see `engine::campaign::CampaignState`).
+    pub state: String,
+    /// Why it is paused.
+    pub pause_reason: Option<String>,
+    /// Numbers and weights.
+    pub channels: Vec<(i64, i64)>,
+    /// Created, ms.
+    pub created_at: i64,
+    /// Started, ms.
+    pub started_at: Option<i64>,
+    /// Finished, ms.
+    pub finished_at: Option<i64>,
+}
+
+/// A new campaign.
+#[derive(Debug, Clone)]
+pub struct NewCampaign {
+    /// Owning account.
+    pub account_id: i64,
+    /// Name.
+    pub name: String,
+    /// Category.
+    pub category: String,
+    /// Library template.
+    pub template_id: i64,
+    /// var_map (JSON object).
+    pub var_map: serde_json::Value,
+    /// `(channel_id, weight)`.
+    pub channels: Vec<(i64, i64)>,
+}
+
+/// The counters of `GET /campaigns/{id}` (`stats`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CampaignStats {
+    /// Recipients in all.
+    pub total: i64,
+    /// Waiting for a number.
+    pub queued: i64,
+    /// Taken by a number, provider answer pending.
+    pub sending: i64,
+    /// Accepted by the provider.
+    pub sent: i64,
+    /// Delivered (a timestamp: read ones count too).
+    pub delivered: i64,
+    /// Read.
+    pub read: i64,
+    /// Failed.
+    pub failed: i64,
+    /// Skipped.
+    pub skipped: i64,
+}
+
+const COLUMNS: &str = "id, account_id, name, category, template_id, var_map, state, pause_reason, created_at, started_at, finished_at";
+
+fn read(r: &AnyRow) -> Result<CampaignRecord> {
+    let var_map: String = r.try_get("var_map")?;
+    Ok(CampaignRecord {
+        id: r.try_get("id")?,
+        account_id: r.try_get("account_id")?,
+        name: r.try_get("name")?,
+        category: r.try_get("category")?,
+        template_id: r.try_get("template_id")?,
+        var_map: serde_json::from_str(&var_map)
+            .map_err(|e| StorageError::Corrupt(e.to_string()))?,
+        state: r.try_get("state")?,
+        pause_reason: r.try_get("pause_reason")?,
+        channels: Vec::new(),
+        created_at: r.try_get("created_at")?,
+        started_at: r.try_get("started_at")?,
+        finished_at: r.try_get("finished_at")?,
+    })
+}
+
+/// Rows of one multi-row insert (3 parameters each; well under both dialects' limits).
+const INSERT_CHUNK: usize = 1000;
+
+impl Store {
+    /// Stores a campaign (state `draft`) with its numbers.
+    pub async fn insert_campaign(&self, c: &NewCampaign) -> Result<CampaignRecord> {
+        let now = now_ms();
+        let mut tx = self.begin_write().await?;
+        let sql = format!(
+            "INSERT INTO campaigns (account_id, name, category, template_id, var_map, state, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, 'draft', $6, $6) RETURNING {COLUMNS}"
+        );
+        let row = sqlx::query(&sql)
+            .bind(c.account_id)
+            .bind(&c.name)
+            .bind(&c.category)
+            .bind(c.template_id)
+            .bind(c.var_map.to_string())
+            .bind(now)
+            .fetch_one(&mut *tx)
+            .await?;
+        let mut rec = read(&row)?;
+        for (channel_id, weight) in &c.channels {
+            sqlx::query("INSERT INTO campaign_channels (campaign_id, channel_id, weight) VALUES ($1, $2, $3)")
+                .bind(rec.id)
+                .bind(channel_id)
+                .bind(weight)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        rec.channels = c.channels.clone();
+        Ok(rec)
+    }
+
+    /// A campaign of this account, with its numbers.
+    pub async fn campaign(&self, account_id: i64, id: i64) -> Result<CampaignRecord> {
+        let sql = format!("SELECT {COLUMNS} FROM campaigns WHERE id = $1 AND account_id = $2");
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .bind(account_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        let mut rec = row
+            .as_ref()
+            .map(read)
+            .transpose()?
+            .ok_or(StorageError::NotFound)?;
+        let rows = sqlx::query("SELECT channel_id, weight FROM campaign_channels WHERE campaign_id = $1 ORDER BY channel_id")
+            .bind(id)
+            .fetch_all(&self.pool)
+            .await?;
+        rec.channels = rows
+            .iter()
+            .map(|r| Ok((r.try_get("channel_id")?, r.try_get("weight")?)))
+            .collect::<Result<_>>()?;
+        Ok(rec)
+    }
+
+    /// Adds recipients `(phone, vars JSON)` as `planned`; a phone already in the campaign is
+    /// skipped. One transaction; returns how many were added.
+    pub async fn add_campaign_recipients(
+        &self,
+        campaign_id: i64,
+        rows: &[(String, String)],
+    ) -> Result<u64> {
+        let now = now_ms();
+        let mut tx = self.begin_write().await?;
+        let mut added = 0;
+        for chunk in rows.chunks(INSERT_CHUNK) {
+            let mut sql = String::from("INSERT INTO campaign_recipients (campaign_id, phone, vars, state, updated_at) VALUES ");
+            for i in 0..chunk.len() {
+                if i > 0 {
+                    sql.push_str(", ");
+                }
+                let base = i * 2 + 3;
+                sql.push_str(&format!("($1, ${base}, ${}, 'planned', $2)", base + 1));
+            }
+            sql.push_str(" ON CONFLICT (campaign_id, phone) DO NOTHING");
+            let mut q = sqlx::query(&sql).bind(campaign_id).bind(now);
+            for (phone, vars) in chunk {
+                q = q.bind(phone).bind(vars);
+            }
+            added += q.execute(&mut *tx).await?.rows_affected();
+        }
+        tx.commit().await?;
+        Ok(added)
+    }
+
+    /// The campaign's counters, from its recipients and messages.
+    pub async fn campaign_stats(&self, campaign_id: i64) -> Result<CampaignStats> {
+        let r = sqlx::query(
+            "SELECT COUNT(*) AS total, \
+               COUNT(CASE WHEN state = 'planned' THEN 1 END) AS queued, \
+               COUNT(CASE WHEN state = 'claimed' THEN 1 END) AS sending, \
+               COUNT(CASE WHEN state = 'failed' THEN 1 END) AS failed, \
+               COUNT(CASE WHEN state = 'skipped' THEN 1 END) AS skipped \
+             FROM campaign_recipients WHERE campaign_id = $1",
+        )
+        .bind(campaign_id)
+        .fetch_one(&self.pool)
+        .await?;
+        let m = sqlx::query(
+            "SELECT COUNT(CASE WHEN provider_message_id IS NOT NULL AND status <> 'failed' THEN 1 END) AS sent, \
+               COUNT(delivered_at) AS delivered, COUNT(read_at) AS read_count \
+             FROM messages WHERE campaign_id = $1",
+        )
+        .bind(campaign_id)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(CampaignStats {
+            total: r.try_get("total")?,
+            queued: r.try_get("queued")?,
+            sending: r.try_get("sending")?,
+            sent: m.try_get("sent")?,
+            delivered: m.try_get("delivered")?,
+            read: m.try_get("read_count")?,
+            failed: r.try_get("failed")?,
+            skipped: r.try_get("skipped")?,
+        })
+    }
+}
