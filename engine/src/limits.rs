@@ -2,14 +2,20 @@
 //! messaging limit counts unique users reached outside a customer-service window in a moving
 //! 24-hour period).
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 
 /// Unique recipients in a rolling window: each recipient counts once while its latest
 /// business-initiated send is younger than the window.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+///
+/// Expiry is amortised: every send is also queued by time in a min-heap, and counting pops only
+/// what has expired, so a count costs O(expired · log n), not O(recipients) (this runs on every
+/// message of a channel actor).
+#[derive(Debug, Clone, Default)]
 pub struct RollingUnique {
     window_ms: i64,
     last_send: HashMap<String, i64>,
+    by_time: BinaryHeap<Reverse<(i64, String)>>,
 }
 
 impl RollingUnique {
@@ -18,6 +24,7 @@ impl RollingUnique {
         Self {
             window_ms,
             last_send: HashMap::new(),
+            by_time: BinaryHeap::new(),
         }
     }
 
@@ -28,17 +35,28 @@ impl RollingUnique {
             .is_some_and(|t| now - *t < self.window_ms)
     }
 
-    /// Records a send to `recipient` at `at`.
+    /// Records a send to `recipient` at `at` (in any order of times).
     pub fn record(&mut self, recipient: &str, at: i64) {
-        let e = self.last_send.entry(recipient.to_string()).or_insert(at);
-        *e = (*e).max(at);
+        let latest = self.last_send.entry(recipient.to_string()).or_insert(at);
+        if at >= *latest {
+            *latest = at;
+            self.by_time.push(Reverse((at, recipient.to_string())));
+        }
     }
 
     /// Unique recipients counting at `now`. Drops expired entries, so memory follows the
     /// window, not history.
     pub fn count(&mut self, now: i64) -> i64 {
-        let w = self.window_ms;
-        self.last_send.retain(|_, t| now - *t < w);
+        while let Some(Reverse((t, _))) = self.by_time.peek() {
+            if now - *t < self.window_ms {
+                break;
+            }
+            let Reverse((t, r)) = self.by_time.pop().expect("peeked");
+            // Only the recipient's latest send expires it; older heap entries are stale.
+            if self.last_send.get(&r) == Some(&t) {
+                self.last_send.remove(&r);
+            }
+        }
         self.last_send.len() as i64
     }
 }
@@ -59,5 +77,23 @@ mod tests {
         assert_eq!(r.count(1010), 1);
         assert!(!r.contains("a", 1010));
         assert_eq!(r.count(1500), 0);
+    }
+
+    #[test]
+    fn out_of_order_records_and_resends_expire_by_the_latest_send() {
+        let mut r = RollingUnique::new(1000);
+        r.record("b", 900);
+        r.record("a", 100);
+        r.record("a", 50);
+        assert_eq!(
+            r.count(1050),
+            2,
+            "a's latest send (100) is still inside the window"
+        );
+        assert_eq!(r.count(1100), 1, "a expires 1000 ms after its latest send");
+        r.record("b", 1000);
+        assert_eq!(r.count(1950), 1, "b's older entry at 900 is stale");
+        assert!(r.contains("b", 1950));
+        assert_eq!(r.count(2000), 0);
     }
 }
