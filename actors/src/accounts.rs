@@ -328,13 +328,7 @@ impl Runtime {
             )
             .into());
         }
-        let record = self.shared.store.channel(account_id, channel_id).await?;
-        let token = self
-            .shared
-            .store
-            .channel_secrets(channel_id)
-            .await?
-            .access_token;
+        let (record, token) = self.channel_with_token(account_id, channel_id).await?;
         self.shared
             .graph
             .request_code(token.expose(), &record.phone_number_id, &method, "pt_BR")
@@ -356,13 +350,7 @@ impl Runtime {
                 ValidationError::new("invalid_code", "code", "`code` deve ter 6 dígitos.").into(),
             );
         }
-        let record = self.shared.store.channel(account_id, channel_id).await?;
-        let token = self
-            .shared
-            .store
-            .channel_secrets(channel_id)
-            .await?
-            .access_token;
+        let (record, token) = self.channel_with_token(account_id, channel_id).await?;
         let graph = &self.shared.graph;
         graph
             .verify_code(token.expose(), &record.phone_number_id, &digits)
@@ -405,13 +393,7 @@ impl Runtime {
             )
             .into());
         }
-        let record = self.shared.store.channel(account_id, channel_id).await?;
-        let token = self
-            .shared
-            .store
-            .channel_secrets(channel_id)
-            .await?
-            .access_token;
+        let (record, token) = self.channel_with_token(account_id, channel_id).await?;
         self.shared
             .graph
             .register(token.expose(), &record.phone_number_id, pin)
@@ -437,13 +419,7 @@ impl Runtime {
         account_id: i64,
         channel_id: i64,
     ) -> Result<Vec<provider::wire::TemplateInfo>, ActorError> {
-        let record = self.shared.store.channel(account_id, channel_id).await?;
-        let token = self
-            .shared
-            .store
-            .channel_secrets(channel_id)
-            .await?
-            .access_token;
+        let (record, token) = self.channel_with_token(account_id, channel_id).await?;
         let all = self
             .shared
             .graph

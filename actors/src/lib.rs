@@ -321,6 +321,23 @@ impl Runtime {
         snapshots.into_iter().collect()
     }
 
+    /// A channel of the account and its decrypted access token (for provider calls made on
+    /// the account's behalf outside the channel's actor).
+    pub(crate) async fn channel_with_token(
+        &self,
+        account_id: i64,
+        channel_id: i64,
+    ) -> Result<(storage::channels::ChannelRecord, Secret), ActorError> {
+        let record = self.shared.store.channel(account_id, channel_id).await?;
+        let token = self
+            .shared
+            .store
+            .channel_secrets(channel_id)
+            .await?
+            .access_token;
+        Ok((record, token))
+    }
+
     /// The verify token of a channel's own receiver, when it runs.
     pub fn channel_verify_token(&self, channel_id: i64) -> Option<String> {
         self.shared

@@ -514,7 +514,7 @@ impl Runtime {
     ) -> Result<String, ActorError> {
         let store = &self.shared.store;
         let t = store.template(account_id, id).await?;
-        store.channel(account_id, channel_id).await?;
+        let (_, token) = self.channel_with_token(account_id, channel_id).await?;
         let rows = store.template_channels(id).await?;
         let row = rows
             .iter()
@@ -539,7 +539,6 @@ impl Runtime {
             .unwrap_or(1)
             + 1;
         let name = format!("{}_v{version}", t.provider_name);
-        let token = store.channel_secrets(channel_id).await?.access_token;
         let created = self
             .shared
             .graph
