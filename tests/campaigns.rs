@@ -192,3 +192,223 @@ async fn campaigns_check_their_numbers_and_take_their_audience_in_batches(backen
 on_both_backends! {
     campaigns => campaigns_check_their_numbers_and_take_their_audience_in_batches;
 }
+
+async fn fast_channel(app: &TestApp) -> (i64, provider::sim::CreatedNumber) {
+    let n = app
+        .sim
+        .create_number(provider::sim::CreateNumber {
+            tier: Some("TIER_10K".into()),
+            throughput_mps: Some(1000),
+            ..Default::default()
+        })
+        .unwrap();
+    let (status, body) = app
+        .post("/api/v1/channels/official", json!({"phone_number_id": n.phone_number_id, "waba_id": n.waba_id, "access_token": n.access_token, "app_secret": n.app_secret}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    (body["data"]["id"].as_i64().unwrap(), n)
+}
+
+async fn campaign_with_audience(
+    app: &TestApp,
+    channels: &[(i64, i64)],
+    n: usize,
+    prefix: &str,
+) -> i64 {
+    let ids: Vec<i64> = channels.iter().map(|(c, _)| *c).collect();
+    let template = approved_template(app, &ids).await;
+    let chans: Vec<Value> = channels
+        .iter()
+        .map(|(c, w)| json!({"channel_id": c, "weight": w}))
+        .collect();
+    let (status, c) = app
+        .post(
+            "/api/v1/campaigns",
+            json!({"name": "Lote", "template_id": template, "channels": chans}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{c}");
+    let id = c["data"]["id"].as_i64().unwrap();
+    let rows: Vec<Value> = (0..n)
+        .map(|i| json!({"phone": format!("{prefix}{i:06}"), "vars": {"nome": format!("P{i}")}}))
+        .collect();
+    let (status, _) = app
+        .post(
+            &format!("/api/v1/campaigns/{id}/recipients"),
+            json!({"recipients": rows}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    id
+}
+
+async fn summary(app: &TestApp) -> Value {
+    app.http
+        .get(format!("http://{}/_sim/sent/summary", app.sim_addr))
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap()["data"]
+        .clone()
+}
+
+async fn wait_state(app: &TestApp, id: i64, state: &str) -> Value {
+    eventually(30, state, || async {
+        let (_, c) = app.get(&format!("/api/v1/campaigns/{id}")).await;
+        (c["data"]["state"] == state).then_some(c["data"].clone())
+    })
+    .await
+}
+
+async fn a_campaign_spreads_by_weight_and_reaches_everyone_once(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (a, na) = fast_channel(&app).await;
+    let (b, nb) = fast_channel(&app).await;
+    let id = campaign_with_audience(&app, &[(a, 3), (b, 1)], 400, "5511970").await;
+    let (status, started) = app
+        .post(&format!("/api/v1/campaigns/{id}/start"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{started}");
+    let done = wait_state(&app, id, "completed").await;
+    assert_eq!(done["stats"]["total"], 400);
+    assert_eq!(done["stats"]["queued"], 0);
+    assert_eq!(done["stats"]["sending"], 0);
+    assert_eq!(done["stats"]["sent"], 400, "{done}");
+    let s = summary(&app).await;
+    let (sa, sb) = (
+        s["per_number"][&na.phone_number_id].as_f64().unwrap(),
+        s["per_number"][&nb.phone_number_id].as_f64().unwrap(),
+    );
+    assert_eq!(sa + sb, 400.0);
+    assert!(
+        (2.4..=3.6).contains(&(sa / sb)),
+        "3:1 weights gave {sa}:{sb}"
+    );
+    let per_recipient = s["per_recipient"].as_object().unwrap();
+    assert_eq!(per_recipient.len(), 400);
+    assert!(
+        per_recipient.values().all(|t| t["oferta"] == 1),
+        "everyone exactly once"
+    );
+    // Statuses reach the campaign's counters.
+    eventually(10, "read counted", || async {
+        let (_, c) = app.get(&format!("/api/v1/campaigns/{id}")).await;
+        (c["data"]["stats"]["read"] == 400).then_some(())
+    })
+    .await;
+    let (status, err) = app
+        .post(&format!("/api/v1/campaigns/{id}/start"), json!({}))
+        .await;
+    assert_eq!(
+        (status, err["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_state"))
+    );
+}
+
+async fn red_stops_a_number_at_once_and_the_others_finish(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (a, na) = fast_channel(&app).await;
+    let (b, nb) = fast_channel(&app).await;
+    // Slow A and B down so the campaign is still running when B turns RED.
+    for n in [&na, &nb] {
+        let r = app
+            .http
+            .put(format!("http://{}/_sim/faults", app.sim_addr))
+            .json(&json!({"latency_ms": {"p50": 20, "p99": 30}}))
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{}", n.phone_number_id);
+    }
+    let id = campaign_with_audience(&app, &[(a, 1), (b, 1)], 600, "5511960").await;
+    app.post(&format!("/api/v1/campaigns/{id}/start"), json!({}))
+        .await;
+    eventually(10, "some sends", || async {
+        let s = summary(&app).await;
+        (s["per_number"][&nb.phone_number_id].as_u64() >= Some(20)).then_some(())
+    })
+    .await;
+    app.http
+        .post(format!(
+            "http://{}/_sim/numbers/{}/quality",
+            app.sim_addr, nb.phone_number_id
+        ))
+        .json(&json!({"quality": "RED"}))
+        .send()
+        .await
+        .unwrap();
+    eventually(10, "RED seen", || async {
+        let (_, h) = app.get(&format!("/api/v1/channels/{b}/health")).await;
+        (h["data"]["code"] == "qualidade_red").then_some(())
+    })
+    .await;
+    // In-flight sends admitted before the event may still land; nothing new after them.
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    let frozen = summary(&app).await["per_number"][&nb.phone_number_id]
+        .as_u64()
+        .unwrap();
+    let done = wait_state(&app, id, "completed").await;
+    let s = summary(&app).await;
+    assert_eq!(
+        s["per_number"][&nb.phone_number_id].as_u64().unwrap(),
+        frozen,
+        "no send from the RED number after the event"
+    );
+    assert_eq!(done["stats"]["sent"], 600);
+    assert_eq!(s["per_recipient"].as_object().unwrap().len(), 600);
+    assert!(s["per_recipient"]
+        .as_object()
+        .unwrap()
+        .values()
+        .all(|t| t["oferta"] == 1));
+}
+
+async fn with_no_number_left_a_campaign_pauses_and_resumes_on_recovery(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (a, na) = fast_channel(&app).await;
+    let id = campaign_with_audience(&app, &[(a, 1)], 50, "5511950").await;
+    app.http
+        .post(format!(
+            "http://{}/_sim/numbers/{}/quality",
+            app.sim_addr, na.phone_number_id
+        ))
+        .json(&json!({"quality": "RED"}))
+        .send()
+        .await
+        .unwrap();
+    eventually(10, "RED seen", || async {
+        let (_, h) = app.get(&format!("/api/v1/channels/{a}/health")).await;
+        (h["data"]["code"] == "qualidade_red").then_some(())
+    })
+    .await;
+    app.post(&format!("/api/v1/campaigns/{id}/start"), json!({}))
+        .await;
+    let paused = wait_state(&app, id, "paused").await;
+    assert!(
+        paused["pause_reason"]
+            .as_str()
+            .unwrap()
+            .contains("qualidade_red"),
+        "{paused}"
+    );
+    assert_eq!(paused["stats"]["sent"], 0);
+    app.http
+        .post(format!(
+            "http://{}/_sim/numbers/{}/quality",
+            app.sim_addr, na.phone_number_id
+        ))
+        .json(&json!({"quality": "GREEN"}))
+        .send()
+        .await
+        .unwrap();
+    let done = wait_state(&app, id, "completed").await;
+    assert_eq!(done["stats"]["sent"], 50);
+}
+
+on_both_backends! {
+    weighted => a_campaign_spreads_by_weight_and_reaches_everyone_once;
+    red_breaker => red_stops_a_number_at_once_and_the_others_finish;
+    pause_resume => with_no_number_left_a_campaign_pauses_and_resumes_on_recovery;
+}

@@ -150,7 +150,42 @@ pub enum ChannelMsg {
     PaymentReleased,
     /// Re-read the channel's record and credentials from storage (after an update).
     Reload(RpcReplyPort<Result<ChannelSnapshot, ActorError>>),
+    /// How many campaign sends the channel takes now, or why it takes none.
+    CampaignCredits(RpcReplyPort<(usize, Option<HealthCode>)>),
+    /// Campaign sends (already claimed, each with its stored message).
+    Dispatch(Box<Dispatch>),
+    /// A campaign send finished (frees a credit).
+    CampaignSettled,
 }
+
+/// A batch of claimed campaign recipients for this channel.
+#[derive(Debug)]
+pub struct Dispatch {
+    /// Template name to send (the version approved on this channel's WABA).
+    pub template_name: String,
+    /// Locale.
+    pub language: String,
+    /// The recipients.
+    pub items: Vec<DispatchItem>,
+}
+
+/// One claimed recipient.
+#[derive(Debug)]
+pub struct DispatchItem {
+    /// Recipient row.
+    pub recipient_id: i64,
+    /// Message row.
+    pub message_id: i64,
+    /// Phone digits.
+    pub phone: String,
+    /// Body parameters.
+    pub params: Vec<String>,
+    /// URL button suffix.
+    pub button: Option<String>,
+}
+
+/// Campaign sends a channel keeps in flight at most (its share of the in-flight window).
+pub const CAMPAIGN_WINDOW: usize = 32;
 
 /// Start arguments.
 pub struct ChannelArgs {
@@ -173,6 +208,11 @@ pub struct ChannelState {
     recipients: RollingUnique,
     bm: Option<Arc<std::sync::Mutex<crate::bm::BmCounter>>>,
     in_flight: Arc<Semaphore>,
+    campaign_in_flight: usize,
+    /// Whether business-initiated sends are refused now (RED, ban, payment, credential,
+    /// disconnected); read by send tasks right before the provider call, so a RED event stops
+    /// even sends admitted before it.
+    blocked: Arc<std::sync::atomic::AtomicBool>,
     shared: Arc<Shared>,
 }
 
@@ -282,7 +322,12 @@ impl ChannelState {
     /// 24 h limit (-1 unlimited), sent in 24 h and available now (-1 unlimited).
     fn publish_gauges(&mut self) {
         let id = self.record.id.to_string();
-        let h = health(&self.health_input(now_ms()));
+        let input = self.health_input(now_ms());
+        self.blocked.store(
+            business_initiated_allowed(&input).is_err(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        let h = health(&input);
         let q = match self.quality {
             Quality::Green => 2.0,
             Quality::Yellow => 1.0,
@@ -343,6 +388,8 @@ impl Actor for ChannelActor {
             recipients,
             bm,
             in_flight: Arc::new(Semaphore::new(args.shared.config.channel_max_in_flight)),
+            campaign_in_flight: 0,
+            blocked: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             shared: args.shared,
         };
         st.publish_gauges();
@@ -482,6 +529,30 @@ async fn handle_msg(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut Chan
             if let Some(reply) = reply {
                 let _ = reply.send(out);
             }
+        }
+        ChannelMsg::CampaignCredits(reply) => {
+            let now = now_ms();
+            let input = st.health_input(now);
+            let blocked = match business_initiated_allowed(&input) {
+                Err(code) => Some(code),
+                Ok(()) => {
+                    let own_full = input.limit_24h.is_some_and(|l| input.sent_24h >= l);
+                    let bm_full = st.bm.as_ref().is_some_and(|b| {
+                        b.lock().expect("bm counter lock").available(now) == Some(0)
+                    });
+                    (own_full || bm_full).then_some(HealthCode::LimitExhausted)
+                }
+            };
+            let credits = if blocked.is_some() {
+                0
+            } else {
+                CAMPAIGN_WINDOW.saturating_sub(st.campaign_in_flight)
+            };
+            let _ = reply.send((credits, blocked));
+        }
+        ChannelMsg::Dispatch(batch) => dispatch(myself, *batch, st).await,
+        ChannelMsg::CampaignSettled => {
+            st.campaign_in_flight = st.campaign_in_flight.saturating_sub(1);
         }
         ChannelMsg::PaymentReleased => {
             st.payment_locked_until = None;
@@ -875,5 +946,153 @@ async fn apply_sync(
             }
             Err(e.into())
         }
+    }
+}
+
+/// Admits each claimed recipient by the channel's rules at this moment (a RED event processed
+/// before this batch stops it) and spawns its send; a refused one goes back to `planned`.
+async fn dispatch(myself: ActorRef<ChannelMsg>, batch: Dispatch, st: &mut ChannelState) {
+    let now = now_ms();
+    for item in batch.items {
+        let input = st.health_input(now);
+        let own_full = input
+            .limit_24h
+            .is_some_and(|l| input.sent_24h >= l && !st.recipients.contains(&item.phone, now));
+        let bm_full = st.bm.as_ref().is_some_and(|b| {
+            let mut b = b.lock().expect("bm counter lock");
+            !b.recipients.contains(&item.phone, now) && b.available(now) == Some(0)
+        });
+        if business_initiated_allowed(&input).is_err() || own_full || bm_full {
+            if let Err(e) = st
+                .shared
+                .store
+                .settle_recipient(item.recipient_id, item.message_id, "planned", None)
+                .await
+            {
+                tracing::error!(error = %e, "could not return a recipient to the campaign");
+            }
+            continue;
+        }
+        st.recipients.record(&item.phone, now);
+        if let Some(b) = &st.bm {
+            b.lock()
+                .expect("bm counter lock")
+                .recipients
+                .record(&item.phone, now);
+        }
+        st.campaign_in_flight += 1;
+        let request = SendMessageRequest::template(
+            &item.phone,
+            TemplatePayload::positional(
+                &batch.template_name,
+                &batch.language,
+                &item.params,
+                item.button.as_deref(),
+            ),
+        )
+        .with_callback_data(format!("{CALLBACK_PREFIX}{}", item.message_id));
+        let task = CampaignSend {
+            shared: st.shared.clone(),
+            record: st.record.clone(),
+            token: st.secrets.access_token.clone(),
+            in_flight: st.in_flight.clone(),
+            blocked: st.blocked.clone(),
+            myself: myself.clone(),
+        };
+        tokio::spawn(
+            task.run(item.recipient_id, item.message_id, request)
+                .in_current_span(),
+        );
+    }
+}
+
+/// One campaign send, outside the actor's handler.
+struct CampaignSend {
+    shared: Arc<Shared>,
+    record: Arc<ChannelRecord>,
+    token: Secret,
+    in_flight: Arc<Semaphore>,
+    blocked: Arc<std::sync::atomic::AtomicBool>,
+    myself: ActorRef<ChannelMsg>,
+}
+
+impl CampaignSend {
+    async fn run(self, recipient_id: i64, message_id: i64, request: SendMessageRequest) {
+        let store = &self.shared.store;
+        let outcome = match self.in_flight.clone().acquire_owned().await {
+            Err(_) => Err(None),
+            // The channel turned RED (or was blocked) since this send was admitted: not sent.
+            Ok(_) if self.blocked.load(std::sync::atomic::Ordering::Relaxed) => Err(None),
+            Ok(_permit) => {
+                let _ = store.mark_message_sending(message_id).await;
+                if self.blocked.load(std::sync::atomic::Ordering::Relaxed) {
+                    Err(None)
+                } else {
+                    match self
+                        .shared
+                        .graph
+                        .send_message(self.token.expose(), &self.record.phone_number_id, &request)
+                        .await
+                    {
+                        Ok(resp) => Ok(resp.message_id().map(str::to_string)),
+                        Err(e) => Err(Some(e)),
+                    }
+                }
+            }
+        };
+        let settled = match outcome {
+            Ok(Some(wamid)) => {
+                metrics::counter!("disparo_messages_sent_total", "channel_id" => self.record.id.to_string()).increment(1);
+                let record = self.record.clone();
+                let sent = store
+                    .mark_message_sent(message_id, &wamid, |m| {
+                        vec![events::message_sent(&record, m, now_ms())]
+                    })
+                    .await;
+                if let Ok((_, n)) = &sent {
+                    if *n > 0 {
+                        self.shared.wake_dispatcher();
+                    }
+                }
+                let _ = self.myself.cast(ChannelMsg::Outcome(SendOutcome::Accepted));
+                store
+                    .settle_recipient(recipient_id, message_id, "sent", None)
+                    .await
+            }
+            Ok(None) | Err(None) => {
+                store
+                    .settle_recipient(recipient_id, message_id, "planned", None)
+                    .await
+            }
+            Err(Some(e)) => {
+                let kind = e.kind();
+                let _ = self
+                    .myself
+                    .cast(ChannelMsg::Outcome(SendOutcome::Refused(kind)));
+                match kind {
+                    // Throttled: back to the campaign, another number or a later tick takes it.
+                    ErrorKind::RateLimited | ErrorKind::PairRateLimited => {
+                        store
+                            .settle_recipient(recipient_id, message_id, "planned", None)
+                            .await
+                    }
+                    // In doubt: the status webhook (with our id) settles the message.
+                    _ if matches!(e, provider::ProviderError::Timeout) => Ok(()),
+                    _ => {
+                        let reason = e.reason();
+                        let _ = store
+                            .mark_message_failed(message_id, e.code(), &reason, None, now_ms())
+                            .await;
+                        store
+                            .settle_recipient(recipient_id, message_id, "failed", Some(&reason))
+                            .await
+                    }
+                }
+            }
+        };
+        if let Err(e) = settled {
+            tracing::error!(error = %e, recipient_id, "could not settle a campaign recipient");
+        }
+        let _ = self.myself.cast(ChannelMsg::CampaignSettled);
     }
 }

@@ -11,6 +11,7 @@
 
 pub mod accounts;
 pub mod bm;
+pub mod campaign;
 pub mod campaigns;
 pub mod channel;
 pub mod connect;
@@ -94,6 +95,8 @@ pub struct Shared {
     /// Rolling 24 h unique business-initiated recipients per BM, shared by its channels
     /// (PROVIDER.md §10.2: the limit is per business portfolio since 2025-10-07).
     pub bm_counters: dashmap::DashMap<i64, Arc<std::sync::Mutex<bm::BmCounter>>>,
+    /// Running campaigns.
+    pub campaigns: dashmap::DashMap<i64, ActorRef<campaign::CampaignMsg>>,
     dispatcher: OnceLock<ActorRef<DispatcherMsg>>,
     shutting_down: AtomicBool,
 }
@@ -184,6 +187,7 @@ impl Runtime {
             registry: Arc::new(Registry::default()),
             config,
             bm_counters: dashmap::DashMap::new(),
+            campaigns: dashmap::DashMap::new(),
             dispatcher: OnceLock::new(),
             shutting_down: AtomicBool::new(false),
         });
@@ -199,6 +203,11 @@ impl Runtime {
         for id in store.all_channel_ids().await? {
             if let Err(e) = rt.start_channel(id).await {
                 tracing::error!(channel_id = id, error = %e, "channel not started at boot");
+            }
+        }
+        for (id, account_id) in store.running_campaigns().await? {
+            if let Err(e) = rt.spawn_campaign(id, account_id).await {
+                tracing::error!(campaign_id = id, error = %e, "campaign not resumed at boot");
             }
         }
         Ok(rt)
@@ -418,6 +427,9 @@ impl Runtime {
     /// Stops every actor (channels are not restarted).
     pub async fn shutdown(&self) {
         self.shared.shutting_down.store(true, Ordering::Relaxed);
+        for c in self.shared.campaigns.iter() {
+            c.stop(None);
+        }
         self.supervisor.stop_children(None);
         self.supervisor.stop(None);
         self.dispatcher.stop(None);

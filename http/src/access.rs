@@ -52,6 +52,7 @@ pub const ROUTES: &[(&str, &str, Level)] = &[
     ("POST", "/api/v1/campaigns", Level::Write),
     ("GET", "/api/v1/campaigns/{id}", Level::Read),
     ("POST", "/api/v1/campaigns/{id}/recipients", Level::Write),
+    ("POST", "/api/v1/campaigns/{id}/start", Level::Write),
     // Wiki
     ("GET", "/api/v1/wiki", Level::Read),
     ("POST", "/api/v1/wiki", Level::Write),

@@ -214,3 +214,155 @@ impl Store {
         })
     }
 }
+
+/// A recipient claimed for a channel, with the message stored for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claimed {
+    /// Recipient row.
+    pub recipient_id: i64,
+    /// Message row (its id goes in `biz_opaque_callback_data`).
+    pub message_id: i64,
+    /// Phone digits.
+    pub phone: String,
+    /// Audience columns (JSON object).
+    pub vars: String,
+}
+
+impl Store {
+    /// Campaigns in state `running` (restarted at boot).
+    pub async fn running_campaigns(&self) -> Result<Vec<(i64, i64)>> {
+        let rows =
+            sqlx::query("SELECT id, account_id FROM campaigns WHERE state = 'running' ORDER BY id")
+                .fetch_all(&self.pool)
+                .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("id")?, r.try_get("account_id")?)))
+            .collect()
+    }
+
+    /// Moves a campaign to `state` (with a pause reason, or none), stamping start and finish.
+    pub async fn set_campaign_state(
+        &self,
+        id: i64,
+        state: &str,
+        reason: Option<&str>,
+    ) -> Result<()> {
+        let now = now_ms();
+        sqlx::query(
+            "UPDATE campaigns SET state = $2, pause_reason = $3, updated_at = $4, \
+             started_at = CASE WHEN $2 = 'running' AND started_at IS NULL THEN $4 ELSE started_at END, \
+             finished_at = CASE WHEN $2 IN ('completed', 'cancelled') THEN $4 ELSE finished_at END WHERE id = $1",
+        )
+        .bind(id)
+        .bind(state)
+        .bind(reason)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Claims up to `limit` planned recipients of a campaign for a channel: each gets a
+    /// `queued` template message (`campaign_id` set) and moves to `claimed` with its message id,
+    /// in one transaction, before any provider call — so each is sent at most once.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn claim_recipients(
+        &self,
+        account_id: i64,
+        campaign_id: i64,
+        channel_id: i64,
+        limit: i64,
+        template_name: &str,
+        template_language: &str,
+    ) -> Result<Vec<Claimed>> {
+        let now = now_ms();
+        let mut tx = self.begin_write().await?;
+        let rows = sqlx::query("SELECT id, phone, vars FROM campaign_recipients WHERE campaign_id = $1 AND state = 'planned' ORDER BY id LIMIT $2")
+            .bind(campaign_id)
+            .bind(limit)
+            .fetch_all(&mut *tx)
+            .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in rows {
+            let recipient_id: i64 = r.try_get("id")?;
+            let phone: String = r.try_get("phone")?;
+            let vars: String = r.try_get("vars")?;
+            let conv = sqlx::query(
+                "INSERT INTO conversations (account_id, channel_id, contact_phone, created_at) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (channel_id, contact_phone) DO UPDATE SET contact_phone = excluded.contact_phone RETURNING id",
+            )
+            .bind(account_id)
+            .bind(channel_id)
+            .bind(&phone)
+            .bind(now)
+            .fetch_one(&mut *tx)
+            .await?;
+            let conversation_id: i64 = conv.try_get("id")?;
+            let msg = sqlx::query(
+                "INSERT INTO messages (account_id, channel_id, conversation_id, direction, kind, contact_phone, template_name, template_language, status, source, created_at, campaign_id) \
+                 VALUES ($1, $2, $3, 'out', 'template', $4, $5, $6, 'queued', 'campaign', $7, $8) RETURNING id",
+            )
+            .bind(account_id)
+            .bind(channel_id)
+            .bind(conversation_id)
+            .bind(&phone)
+            .bind(template_name)
+            .bind(template_language)
+            .bind(now)
+            .bind(campaign_id)
+            .fetch_one(&mut *tx)
+            .await?;
+            let message_id: i64 = msg.try_get("id")?;
+            sqlx::query("UPDATE campaign_recipients SET state = 'claimed', channel_id = $2, message_id = $3, updated_at = $4 WHERE id = $1")
+                .bind(recipient_id)
+                .bind(channel_id)
+                .bind(message_id)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            out.push(Claimed {
+                recipient_id,
+                message_id,
+                phone,
+                vars,
+            });
+        }
+        tx.commit().await?;
+        Ok(out)
+    }
+
+    /// Settles a claimed recipient: `sent`, `failed` (with the error), or back to `planned`
+    /// (the provider throttled it or the channel refused it before calling the provider: its
+    /// unsent message is removed so it can be claimed again).
+    pub async fn settle_recipient(
+        &self,
+        recipient_id: i64,
+        message_id: i64,
+        outcome: &str,
+        error: Option<&str>,
+    ) -> Result<()> {
+        let now = now_ms();
+        let mut tx = self.begin_write().await?;
+        if outcome == "planned" {
+            sqlx::query("UPDATE campaign_recipients SET state = 'planned', channel_id = NULL, message_id = NULL, updated_at = $2 WHERE id = $1")
+                .bind(recipient_id)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query("DELETE FROM messages WHERE id = $1 AND provider_message_id IS NULL")
+                .bind(message_id)
+                .execute(&mut *tx)
+                .await?;
+        } else {
+            sqlx::query("UPDATE campaign_recipients SET state = $2, error = $3, updated_at = $4 WHERE id = $1")
+                .bind(recipient_id)
+                .bind(outcome)
+                .bind(error)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+}

@@ -18,6 +18,7 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/campaigns", post(create))
         .route("/campaigns/{id}", get(read))
+        .route("/campaigns/{id}/start", post(start))
         // 10,000 rows with their columns do not fit the default 1 MiB.
         .route(
             "/campaigns/{id}/recipients",
@@ -106,4 +107,14 @@ async fn recipients(
         .add_recipients(auth.account_id(), id, b.recipients)
         .await?;
     Ok((StatusCode::CREATED, Json(json!({ "data": out }))))
+}
+
+async fn start(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    Ok(Json(
+        json!({ "data": state.runtime.start_campaign(auth.account_id(), id).await? }),
+    ))
 }
