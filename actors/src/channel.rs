@@ -342,6 +342,35 @@ impl ChannelState {
         metrics::gauge!("disparo_channel_available", "channel_id" => id).set(h.available as f64);
     }
 
+    /// Why a business-initiated send to `to` (or, with `None`, to a new recipient) is refused
+    /// now: a blocking health code, or `limite_24h_esgotado` when the number's own 24 h limit or
+    /// its BM's is used up and the recipient is not already counted (PROVIDER.md §10.2).
+    fn business_initiated_refusal(&mut self, to: Option<&str>, now: i64) -> Option<HealthCode> {
+        let input = self.health_input(now);
+        if let Err(code) = business_initiated_allowed(&input) {
+            return Some(code);
+        }
+        let counted = |r: &RollingUnique| to.is_some_and(|t| r.contains(t, now));
+        let own_full =
+            input.limit_24h.is_some_and(|l| input.sent_24h >= l) && !counted(&self.recipients);
+        let bm_full = self.bm.as_ref().is_some_and(|b| {
+            let mut b = b.lock().expect("bm counter lock");
+            !counted(&b.recipients) && b.available(now) == Some(0)
+        });
+        (own_full || bm_full).then_some(HealthCode::LimitExhausted)
+    }
+
+    /// Counts a business-initiated send to `to` in the number's and its BM's 24 h counters.
+    fn count_business_initiated(&mut self, to: &str, now: i64) {
+        self.recipients.record(to, now);
+        if let Some(b) = &self.bm {
+            b.lock()
+                .expect("bm counter lock")
+                .recipients
+                .record(to, now);
+        }
+    }
+
     /// `session.status` when the connection status changes.
     async fn set_status(&mut self, status: ChannelStatus) {
         if status == self.status {
@@ -531,18 +560,7 @@ async fn handle_msg(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut Chan
             }
         }
         ChannelMsg::CampaignCredits(reply) => {
-            let now = now_ms();
-            let input = st.health_input(now);
-            let blocked = match business_initiated_allowed(&input) {
-                Err(code) => Some(code),
-                Ok(()) => {
-                    let own_full = input.limit_24h.is_some_and(|l| input.sent_24h >= l);
-                    let bm_full = st.bm.as_ref().is_some_and(|b| {
-                        b.lock().expect("bm counter lock").available(now) == Some(0)
-                    });
-                    (own_full || bm_full).then_some(HealthCode::LimitExhausted)
-                }
-            };
+            let blocked = st.business_initiated_refusal(None, now_ms());
             let credits = if blocked.is_some() {
                 0
             } else {
@@ -644,32 +662,10 @@ async fn admit_and_send(
             }
         }
         SendContent::Template { .. } => {
-            let input = st.health_input(now);
-            if let Err(code) = business_initiated_allowed(&input) {
+            if let Some(code) = st.business_initiated_refusal(Some(&to), now) {
                 return refuse(reply, ActorError::BusinessInitiatedRefused(code));
             }
-            // The own 24 h limit and the BM's shared one: a recipient already reached costs
-            // nothing; a new one needs headroom in both (PROVIDER.md §10.2).
-            let own_full = input
-                .limit_24h
-                .is_some_and(|l| input.sent_24h >= l && !st.recipients.contains(&to, now));
-            let bm_full = st.bm.as_ref().is_some_and(|b| {
-                let mut b = b.lock().expect("bm counter lock");
-                !b.recipients.contains(&to, now) && b.available(now) == Some(0)
-            });
-            if own_full || bm_full {
-                return refuse(
-                    reply,
-                    ActorError::BusinessInitiatedRefused(HealthCode::LimitExhausted),
-                );
-            }
-            st.recipients.record(&to, now);
-            if let Some(b) = &st.bm {
-                b.lock()
-                    .expect("bm counter lock")
-                    .recipients
-                    .record(&to, now);
-            }
+            st.count_business_initiated(&to, now);
         }
     }
 
@@ -954,15 +950,10 @@ async fn apply_sync(
 async fn dispatch(myself: ActorRef<ChannelMsg>, batch: Dispatch, st: &mut ChannelState) {
     let now = now_ms();
     for item in batch.items {
-        let input = st.health_input(now);
-        let own_full = input
-            .limit_24h
-            .is_some_and(|l| input.sent_24h >= l && !st.recipients.contains(&item.phone, now));
-        let bm_full = st.bm.as_ref().is_some_and(|b| {
-            let mut b = b.lock().expect("bm counter lock");
-            !b.recipients.contains(&item.phone, now) && b.available(now) == Some(0)
-        });
-        if business_initiated_allowed(&input).is_err() || own_full || bm_full {
+        if st
+            .business_initiated_refusal(Some(&item.phone), now)
+            .is_some()
+        {
             if let Err(e) = st
                 .shared
                 .store
@@ -973,13 +964,7 @@ async fn dispatch(myself: ActorRef<ChannelMsg>, batch: Dispatch, st: &mut Channe
             }
             continue;
         }
-        st.recipients.record(&item.phone, now);
-        if let Some(b) = &st.bm {
-            b.lock()
-                .expect("bm counter lock")
-                .recipients
-                .record(&item.phone, now);
-        }
+        st.count_business_initiated(&item.phone, now);
         st.campaign_in_flight += 1;
         let request = SendMessageRequest::template(
             &item.phone,
