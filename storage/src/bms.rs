@@ -1,7 +1,7 @@
 //! Business portfolios (BMs) and WABAs of an account, as learnt from the provider when a
 //! channel is connected and when a BM is synced (decision D-020).
 
-use crate::{now_ms, Result, StorageError, Store};
+use crate::{found, now_ms, Result, Store};
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
@@ -146,10 +146,7 @@ impl Store {
             .bind(account_id)
             .fetch_optional(&self.pool)
             .await?;
-        row.as_ref()
-            .map(read_bm)
-            .transpose()?
-            .ok_or(StorageError::NotFound)
+        found(row, read_bm)
     }
 
     /// A BM by id, whatever its account (for actors).
@@ -159,10 +156,7 @@ impl Store {
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;
-        row.as_ref()
-            .map(read_bm)
-            .transpose()?
-            .ok_or(StorageError::NotFound)
+        found(row, read_bm)
     }
 
     /// The account's BMs.
@@ -199,10 +193,7 @@ impl Store {
             .bind(provider_waba_id)
             .fetch_optional(&self.pool)
             .await?;
-        row.as_ref()
-            .map(read_waba)
-            .transpose()?
-            .ok_or(StorageError::NotFound)
+        found(row, read_waba)
     }
 
     /// Every account's WABA with this provider id (provider events name WABAs, not accounts).

@@ -1,6 +1,6 @@
 //! Campaigns, their numbers and their audience.
 
-use crate::{now_ms, Result, StorageError, Store};
+use crate::{found, now_ms, Result, StorageError, Store};
 use serde::Serialize;
 use sqlx::any::AnyRow;
 use sqlx::Row;
@@ -135,11 +135,7 @@ impl Store {
             .bind(account_id)
             .fetch_optional(&self.pool)
             .await?;
-        let mut rec = row
-            .as_ref()
-            .map(read)
-            .transpose()?
-            .ok_or(StorageError::NotFound)?;
+        let mut rec = found(row, read)?;
         let rows = sqlx::query("SELECT channel_id, weight FROM campaign_channels WHERE campaign_id = $1 ORDER BY channel_id")
             .bind(id)
             .fetch_all(&self.pool)

@@ -1,6 +1,6 @@
 //! Channels: connected numbers, their provider ids and sealed credentials.
 
-use crate::{now_ms, Result, StorageError, Store};
+use crate::{found, now_ms, Result, StorageError, Store};
 use engine::Secret;
 use sqlx::any::AnyRow;
 use sqlx::Row;
@@ -157,10 +157,7 @@ impl Store {
             .bind(account_id)
             .fetch_optional(&self.pool)
             .await?;
-        row.as_ref()
-            .map(read)
-            .transpose()?
-            .ok_or(StorageError::NotFound)
+        found(row, read)
     }
 
     /// Any channel by id, whatever its account: for the channel's own actor and for the
@@ -171,10 +168,7 @@ impl Store {
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;
-        row.as_ref()
-            .map(read)
-            .transpose()?
-            .ok_or(StorageError::NotFound)
+        found(row, read)
     }
 
     /// The account's channels, oldest first.
@@ -204,10 +198,7 @@ impl Store {
             .bind(account_id)
             .fetch_optional(&self.pool)
             .await?;
-        row.as_ref()
-            .map(read)
-            .transpose()?
-            .ok_or(StorageError::NotFound)
+        found(row, read)
     }
 
     /// The decrypted credentials of a channel.

@@ -196,3 +196,12 @@ fn json_col(row: &AnyRow, col: &str) -> Result<Option<serde_json::Value>> {
     text.map(|t| serde_json::from_str(&t).map_err(|e| StorageError::Corrupt(format!("{col}: {e}"))))
         .transpose()
 }
+
+/// The record a single-row lookup found, read with `read`; [`StorageError::NotFound`] when
+/// the lookup found no row.
+fn found<T>(row: Option<AnyRow>, read: impl FnOnce(&AnyRow) -> Result<T>) -> Result<T> {
+    row.as_ref()
+        .map(read)
+        .transpose()?
+        .ok_or(StorageError::NotFound)
+}

@@ -2,7 +2,7 @@
 //! batches, each batch with its outbound webhook events in the same transaction (an outbox).
 
 use crate::webhooks::NewEvent;
-use crate::{json_col, now_ms, Result, StorageError, Store};
+use crate::{found, json_col, now_ms, Result, StorageError, Store};
 use engine::message::{next_status, Direction, MessageKind, MessageStatus, ProviderStatus};
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
@@ -268,10 +268,7 @@ impl Store {
             .bind(account_id)
             .fetch_optional(&self.pool)
             .await?;
-        row.as_ref()
-            .map(read)
-            .transpose()?
-            .ok_or(StorageError::NotFound)
+        found(row, read)
     }
 
     /// When the contact last wrote to this channel (ms), which opens the 24-hour window.

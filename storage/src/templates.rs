@@ -1,6 +1,6 @@
 //! The template library and each template's state on each number.
 
-use crate::{now_ms, Result, StorageError, Store};
+use crate::{found, now_ms, Result, StorageError, Store};
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
@@ -185,10 +185,7 @@ impl Store {
             .bind(account_id)
             .fetch_optional(&self.pool)
             .await?;
-        row.as_ref()
-            .map(read_t)
-            .transpose()?
-            .ok_or(StorageError::NotFound)
+        found(row, read_t)
     }
 
     /// The account's library template with this provider (base) name and language.

@@ -4,7 +4,7 @@
 //! attempt (DESIGN.md §3: an outbox), so a crash between the change and the POST loses
 //! nothing; the dispatcher reads due rows, attempts them and records each attempt.
 
-use crate::{now_ms, Result, StorageError, Store};
+use crate::{found, now_ms, Result, StorageError, Store};
 use engine::webhook::EventKind;
 use engine::Secret;
 use serde::Serialize;
@@ -241,10 +241,7 @@ impl Store {
         .bind(id)
         .fetch_optional(&self.pool)
         .await?;
-        row.as_ref()
-            .map(read_subscription)
-            .transpose()?
-            .ok_or(StorageError::NotFound)
+        found(row, read_subscription)
     }
 
     /// Writes events to the outbox in a transaction of their own.

@@ -1,6 +1,6 @@
 //! Wiki categories and pages.
 
-use crate::{now_ms, Result, StorageError, Store};
+use crate::{found, now_ms, Result, StorageError, Store};
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
@@ -150,10 +150,7 @@ impl Store {
             .bind(now_ms())
             .fetch_optional(&self.pool)
             .await?;
-        row.as_ref()
-            .map(read_page)
-            .transpose()?
-            .ok_or(StorageError::NotFound)
+        found(row, read_page)
     }
 
     /// A page of this account.
@@ -164,10 +161,7 @@ impl Store {
             .bind(account_id)
             .fetch_optional(&self.pool)
             .await?;
-        row.as_ref()
-            .map(read_page)
-            .transpose()?
-            .ok_or(StorageError::NotFound)
+        found(row, read_page)
     }
 
     /// A public page by account slug and page slug (for `/w/{account}/{page}`).
@@ -179,10 +173,7 @@ impl Store {
             .bind(slug)
             .fetch_optional(&self.pool)
             .await?;
-        row.as_ref()
-            .map(read_page)
-            .transpose()?
-            .ok_or(StorageError::NotFound)
+        found(row, read_page)
     }
 
     /// The account's pages, newest first, filtered.
