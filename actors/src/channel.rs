@@ -371,6 +371,27 @@ impl ChannelState {
         }
     }
 
+    /// Records whether the provider accepts the channel's access token, in memory and in
+    /// storage, when it changes (a refused token stops business-initiated sends: health
+    /// code `credencial_invalida`).
+    async fn set_credential_valid(&mut self, valid: bool) {
+        if valid == self.credential_valid {
+            return;
+        }
+        self.credential_valid = valid;
+        if let Err(e) = self
+            .shared
+            .store
+            .set_channel_credential_valid(self.record.id, valid)
+            .await
+        {
+            tracing::error!(error = %e, "could not store the credential state");
+        }
+        if !valid {
+            tracing::warn!("the provider refused the channel's access token");
+        }
+    }
+
     /// `session.status` when the connection status changes.
     async fn set_status(&mut self, status: ChannelStatus) {
         if status == self.status {
@@ -528,14 +549,7 @@ async fn handle_msg(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut Chan
             let _ = reply.send(st.snapshot());
         }
         ChannelMsg::Outcome(SendOutcome::Accepted) => {
-            if !st.credential_valid {
-                st.credential_valid = true;
-                let _ = st
-                    .shared
-                    .store
-                    .set_channel_credential_valid(st.record.id, true)
-                    .await;
-            }
+            st.set_credential_valid(true).await;
         }
         ChannelMsg::WabaStanding(standing) => {
             tracing::warn!(?standing, "WABA standing changed");
@@ -613,14 +627,8 @@ async fn handle_msg(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut Chan
             );
         }
         ChannelMsg::Outcome(SendOutcome::Refused(kind)) => {
-            if kind == ErrorKind::InvalidCredential && st.credential_valid {
-                st.credential_valid = false;
-                let _ = st
-                    .shared
-                    .store
-                    .set_channel_credential_valid(st.record.id, false)
-                    .await;
-                tracing::warn!("the provider refused the channel's access token");
+            if kind == ErrorKind::InvalidCredential {
+                st.set_credential_valid(false).await;
             }
         }
     }
@@ -932,13 +940,8 @@ async fn apply_sync(
             Ok(st.snapshot())
         }
         Err(e) => {
-            if e.kind() == ErrorKind::InvalidCredential && st.credential_valid {
-                st.credential_valid = false;
-                let _ = st
-                    .shared
-                    .store
-                    .set_channel_credential_valid(st.record.id, false)
-                    .await;
+            if e.kind() == ErrorKind::InvalidCredential {
+                st.set_credential_valid(false).await;
             }
             Err(e.into())
         }
