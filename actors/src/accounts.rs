@@ -558,10 +558,12 @@ impl Runtime {
                     .set_channel_status(c.id, ChannelStatus::Disconnected.as_str())
                     .await?;
                 if let Some(e) = self.shared.registry.get(c.id) {
-                    let res = e
-                        .actor
-                        .call(ChannelMsg::Reload, Some(self.shared.config.call_timeout))
-                        .await;
+                    let res = crate::ask(
+                        &e.actor,
+                        ChannelMsg::Reload,
+                        self.shared.config.call_timeout,
+                    )
+                    .await;
                     if res.is_err() {
                         tracing::warn!(channel_id = c.id, "could not reload a vanished channel");
                     }

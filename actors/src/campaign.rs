@@ -159,12 +159,13 @@ async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<()
     let mut wait_for_busy = false;
     for slot in st.slots.iter_mut() {
         let answer = match st.shared.registry.get(slot.channel_id) {
-            Some(e) => e
-                .actor
-                .call(ChannelMsg::CampaignCredits, Some(Duration::from_secs(2)))
-                .await
-                .ok()
-                .and_then(|r| crate::call_result(r).ok()),
+            Some(e) => crate::ask(
+                &e.actor,
+                ChannelMsg::CampaignCredits,
+                Duration::from_secs(2),
+            )
+            .await
+            .ok(),
             None => None,
         };
         match answer {

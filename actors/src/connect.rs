@@ -8,7 +8,7 @@ use crate::Runtime;
 use engine::channel::{ChannelStatus, Quality, Tier};
 use engine::phone::Phone;
 use engine::Secret;
-use provider::ErrorKind;
+use provider::{ErrorKind, ProviderError};
 use rand::Rng;
 use storage::channels::{ChannelRecord, NewChannel};
 
@@ -67,12 +67,7 @@ impl Runtime {
             .graph
             .phone_number(req.access_token.expose(), &req.phone_number_id)
             .await
-            .map_err(|e| match e.kind() {
-                ErrorKind::InvalidCredential
-                | ErrorKind::PermissionDenied
-                | ErrorKind::InvalidRequest => ActorError::CredentialRefused(e.reason()),
-                _ => ActorError::from(e),
-            })?;
+            .map_err(token_check_error)?;
         let display = number.display_phone_number.clone().unwrap_or_default();
         let verified_name = number.verified_name.clone().unwrap_or_default();
         let status = match number.status.as_deref() {
@@ -124,15 +119,13 @@ impl Runtime {
 
     /// Starts (or confirms running) the actor of a stored channel.
     pub async fn start_channel(&self, channel_id: i64) -> Result<(), ActorError> {
-        let res = self
-            .supervisor
-            .call(
-                |r| SupervisorMsg::Start(channel_id, r),
-                Some(self.shared.config.call_timeout),
-            )
-            .await
-            .map_err(|_| ActorError::Unavailable)?;
-        match crate::call_result(res)? {
+        let started = crate::ask(
+            &self.supervisor,
+            |r| SupervisorMsg::Start(channel_id, r),
+            self.shared.config.call_timeout,
+        )
+        .await?;
+        match started {
             Ok(()) => Ok(()),
             Err(e) => {
                 tracing::error!(channel_id, error = e, "channel actor did not start");
@@ -212,12 +205,7 @@ impl Runtime {
                 .graph
                 .phone_number(token.expose(), &record.phone_number_id)
                 .await
-                .map_err(|e| match e.kind() {
-                    ErrorKind::InvalidCredential
-                    | ErrorKind::PermissionDenied
-                    | ErrorKind::InvalidRequest => ActorError::CredentialRefused(e.reason()),
-                    _ => ActorError::from(e),
-                })?;
+                .map_err(token_check_error)?;
         }
         self.shared
             .store
@@ -240,11 +228,7 @@ impl Runtime {
             }
         }
         let actor = self.channel_actor(account_id, channel_id)?;
-        let res = actor
-            .call(ChannelMsg::Reload, Some(self.shared.config.call_timeout))
-            .await
-            .map_err(|_| ActorError::Unavailable)?;
-        crate::call_result(res)?
+        crate::ask(&actor, ChannelMsg::Reload, self.shared.config.call_timeout).await?
     }
 
     /// Re-reads the number at the provider (`POST /channels/{id}/sync` and `/verify`).
@@ -254,13 +238,23 @@ impl Runtime {
         channel_id: i64,
     ) -> Result<ChannelSnapshot, ActorError> {
         let actor = self.channel_actor(account_id, channel_id)?;
-        let res = actor
-            .call(
-                |r| ChannelMsg::Sync(Some(r)),
-                Some(self.shared.config.call_timeout),
-            )
-            .await
-            .map_err(|_| ActorError::Unavailable)?;
-        crate::call_result(res)?
+        crate::ask(
+            &actor,
+            |r| ChannelMsg::Sync(Some(r)),
+            self.shared.config.call_timeout,
+        )
+        .await?
+    }
+}
+
+/// The error of a provider call that checks a token an operator just gave: a token the
+/// provider refuses, or one without access to the number, is the operator's to fix
+/// ([`ActorError::CredentialRefused`], 422); anything else is the provider's.
+fn token_check_error(e: ProviderError) -> ActorError {
+    match e.kind() {
+        ErrorKind::InvalidCredential | ErrorKind::PermissionDenied | ErrorKind::InvalidRequest => {
+            ActorError::CredentialRefused(e.reason())
+        }
+        _ => ActorError::from(e),
     }
 }

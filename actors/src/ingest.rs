@@ -320,20 +320,12 @@ impl Runtime {
 
         let timeout = shared.config.call_timeout;
         for (_, (entry, reports)) in statuses {
-            let n = entry
-                .actor
-                .call(|r| ChannelMsg::Statuses(reports, r), Some(timeout))
-                .await
-                .map_err(|_| ActorError::Unavailable)?;
-            report.statuses += crate::call_result(n)??;
+            report.statuses +=
+                crate::ask(&entry.actor, |r| ChannelMsg::Statuses(reports, r), timeout).await??;
         }
         for (_, (entry, items)) in inbound {
-            let n = entry
-                .actor
-                .call(|r| ChannelMsg::Inbound(items, r), Some(timeout))
-                .await
-                .map_err(|_| ActorError::Unavailable)?;
-            report.inbound += crate::call_result(n)??;
+            report.inbound +=
+                crate::ask(&entry.actor, |r| ChannelMsg::Inbound(items, r), timeout).await??;
         }
         for (waba_id, standing, detail, channels) in standings {
             let label = match standing {

@@ -33,7 +33,7 @@ use engine::webhook::RetrySchedule;
 use engine::Secret;
 use provider::GraphClient;
 use ractor::rpc::CallResult;
-use ractor::{Actor, ActorRef};
+use ractor::{Actor, ActorRef, RpcReplyPort};
 use registry::Registry;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -140,11 +140,20 @@ impl Shared {
     }
 }
 
-/// Unwraps a ractor call result: a timeout or a dropped reply is [`ActorError::Unavailable`].
-pub(crate) fn call_result<T>(r: CallResult<T>) -> Result<T, ActorError> {
-    match r {
-        CallResult::Success(v) => Ok(v),
-        CallResult::Timeout | CallResult::SenderError => Err(ActorError::Unavailable),
+/// Asks an actor and waits for its answer at most `timeout`: a stopped actor, a timeout or a
+/// dropped reply is [`ActorError::Unavailable`].
+pub(crate) async fn ask<M, T>(
+    actor: &ActorRef<M>,
+    msg: impl FnOnce(RpcReplyPort<T>) -> M,
+    timeout: Duration,
+) -> Result<T, ActorError>
+where
+    M: ractor::Message,
+    T: Send + 'static,
+{
+    match actor.call(msg, Some(timeout)).await {
+        Ok(CallResult::Success(v)) => Ok(v),
+        Ok(CallResult::Timeout | CallResult::SenderError) | Err(_) => Err(ActorError::Unavailable),
     }
 }
 
@@ -297,14 +306,12 @@ impl Runtime {
             }
             other => other,
         };
-        let res = actor
-            .call(
-                |r| ChannelMsg::Send(cmd, r),
-                Some(self.shared.config.call_timeout),
-            )
-            .await
-            .map_err(|_| ActorError::Unavailable)?;
-        call_result(res)?
+        ask(
+            &actor,
+            |r| ChannelMsg::Send(cmd, r),
+            self.shared.config.call_timeout,
+        )
+        .await?
     }
 
     /// The live state of a channel of the account.
@@ -314,11 +321,12 @@ impl Runtime {
         channel_id: i64,
     ) -> Result<ChannelSnapshot, ActorError> {
         let actor = self.channel_actor(account_id, channel_id)?;
-        let res = actor
-            .call(ChannelMsg::Snapshot, Some(self.shared.config.call_timeout))
-            .await
-            .map_err(|_| ActorError::Unavailable)?;
-        call_result(res)
+        ask(
+            &actor,
+            ChannelMsg::Snapshot,
+            self.shared.config.call_timeout,
+        )
+        .await
     }
 
     /// The live state of every channel of the account, oldest first.
