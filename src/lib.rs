@@ -89,6 +89,7 @@ impl Application {
                 webhook_timeout: Duration::from_millis(settings.webhook_timeout_ms),
                 allow_private_urls: settings.allow_private_urls,
                 media_timeout: Duration::from_millis(settings.media_timeout_ms),
+                in_doubt_grace: Duration::from_millis(settings.in_doubt_grace_ms),
                 ..RuntimeConfig::default()
             },
         )

@@ -80,6 +80,11 @@ pub struct Settings {
     /// Timeout of a media download (sends with `media.url`), ms.
     #[arg(long, env = "DISPARO_MEDIA_TIMEOUT_MS", default_value_t = 20_000)]
     pub media_timeout_ms: u64,
+
+    /// How long an in-doubt campaign send (provider answer lost: timeout or crash) waits for
+    /// a status webhook before it is sent again, in ms (D-032).
+    #[arg(long, env = "DISPARO_IN_DOUBT_GRACE_MS", default_value_t = 120_000)]
+    pub in_doubt_grace_ms: u64,
     /// Where the built-in simulator listens in `serve --simulator`.
     #[arg(long, env = "DISPARO_SIM_LISTEN", default_value = "127.0.0.1:0")]
     pub sim_listen: String,

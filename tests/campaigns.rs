@@ -206,7 +206,17 @@ async fn fast_channel(app: &TestApp) -> (i64, provider::sim::CreatedNumber) {
         .post("/api/v1/channels/official", json!({"phone_number_id": n.phone_number_id, "waba_id": n.waba_id, "access_token": n.access_token, "app_secret": n.app_secret}))
         .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
-    (body["data"]["id"].as_i64().unwrap(), n)
+    let id = body["data"]["id"].as_i64().unwrap();
+    // A number already warmed up, without a daily cap or cadence: only the provider bounds it.
+    let (status, g) = app
+        .patch(
+            &format!("/api/v1/channels/{id}/guardrails"),
+            json!({"daily_cap": null, "cadence_ms": 0, "warmup": false}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{g}");
+    assert_eq!(g["data"]["today"]["cap"], Value::Null);
+    (id, n)
 }
 
 async fn campaign_with_audience(

@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use storage::templates::TemplateRecord;
+use tracing::Instrument;
 
 /// How often a running campaign hands out work.
 pub const TICK: Duration = Duration::from_millis(50);
@@ -28,7 +29,12 @@ pub const PAGE: usize = 500;
 pub enum CampaignMsg {
     /// Hand out work.
     Tick,
+    /// Re-read the campaign's numbers and the recipients pinned to them (after a resend).
+    Refresh,
 }
+
+/// Ticks between two sweeps of in-doubt recipients (20 × 50 ms = 1 s).
+pub const SWEEP_EVERY_TICKS: u64 = 20;
 
 /// Start arguments.
 pub struct CampaignArgs {
@@ -59,8 +65,24 @@ pub struct CampaignRun {
     template: TemplateRecord,
     var_map: VarMap,
     slots: Vec<Slot>,
+    /// Channels with recipients a resend pinned to them, still to be claimed.
+    pinned: std::collections::HashSet<i64>,
     paused_by_rules: bool,
+    ticks: u64,
     shared: Arc<Shared>,
+}
+
+fn slots_of(campaign: &storage::campaigns::CampaignRecord) -> Vec<Slot> {
+    campaign
+        .channels
+        .iter()
+        .map(|(c, w)| Slot {
+            channel_id: *c,
+            weight: *w,
+            dispatched: 0,
+            busy_ticks: 0,
+        })
+        .collect()
 }
 
 /// The actor.
@@ -81,23 +103,26 @@ impl Actor for CampaignActor {
         let template = store
             .template(args.account_id, campaign.template_id)
             .await?;
+        // Recipients still `claimed` were taken by a process that stopped: in doubt (D-032).
+        let in_doubt = store.mark_claimed_in_doubt(campaign.id).await?;
+        if in_doubt > 0 {
+            tracing::warn!(
+                campaign_id = campaign.id,
+                in_doubt,
+                "claimed recipients of a stopped process are in doubt"
+            );
+        }
+        let pinned = store.pinned_channels(campaign.id).await?;
         myself.send_interval(TICK, || CampaignMsg::Tick);
         Ok(CampaignRun {
             campaign_id: campaign.id,
             account_id: campaign.account_id,
             var_map: serde_json::from_value(campaign.var_map.clone()).unwrap_or_default(),
             template,
-            slots: campaign
-                .channels
-                .iter()
-                .map(|(c, w)| Slot {
-                    channel_id: *c,
-                    weight: *w,
-                    dispatched: 0,
-                    busy_ticks: 0,
-                })
-                .collect(),
+            slots: slots_of(&campaign),
+            pinned,
             paused_by_rules: campaign.state == "paused",
+            ticks: 0,
             shared: args.shared,
         })
     }
@@ -108,13 +133,27 @@ impl Actor for CampaignActor {
         msg: CampaignMsg,
         st: &mut CampaignRun,
     ) -> Result<(), ActorProcessingErr> {
+        let span = tracing::info_span!("campaign", campaign_id = st.campaign_id);
         match msg {
             CampaignMsg::Tick => {
-                let span = tracing::info_span!("campaign", campaign_id = st.campaign_id);
-                let _g = span.enter();
-                if let Err(e) = tick(&myself, st).await {
+                if let Err(e) = tick(&myself, st).instrument(span).await {
                     tracing::error!(error = %e, "campaign tick failed");
                 }
+            }
+            CampaignMsg::Refresh => {
+                let store = &st.shared.store;
+                let c = store.campaign(st.account_id, st.campaign_id).await?;
+                for fresh in slots_of(&c) {
+                    match st
+                        .slots
+                        .iter_mut()
+                        .find(|s| s.channel_id == fresh.channel_id)
+                    {
+                        Some(s) => s.weight = fresh.weight,
+                        None => st.slots.push(fresh),
+                    }
+                }
+                st.pinned = store.pinned_channels(st.campaign_id).await?;
             }
         }
         Ok(())
@@ -126,8 +165,14 @@ impl Actor for CampaignActor {
 /// and units go to the slot whose share (dispatched / weight) is lowest: a 3:1 weight gives
 /// 3:1 sends. A slot without credit (blocked, or its window still full because it is slow) is
 /// left out of the tick, so the others carry on without it.
+/// Slots of weight 0 (numbers that joined through a resend) take no share.
 fn allocate(slots: &[Slot], credits: &[usize], page: usize) -> Vec<usize> {
     let mut alloc = vec![0usize; slots.len()];
+    let credits: Vec<usize> = credits
+        .iter()
+        .zip(slots)
+        .map(|(c, s)| if s.weight > 0 { *c } else { 0 })
+        .collect();
     let active: Vec<usize> = (0..slots.len()).filter(|i| credits[*i] > 0).collect();
     let total_weight: i64 = active.iter().map(|i| slots[*i].weight).sum();
     let total = active
@@ -153,7 +198,22 @@ fn allocate(slots: &[Slot], credits: &[usize], page: usize) -> Vec<usize> {
 }
 
 async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<(), ActorError> {
+    st.ticks += 1;
     let store = &st.shared.store;
+    if st.ticks % SWEEP_EVERY_TICKS == 1 {
+        let grace = st.shared.config.in_doubt_grace.as_millis() as i64;
+        let swept = store
+            .sweep_in_doubt(st.campaign_id, storage::now_ms() - grace)
+            .await?;
+        if swept != storage::campaigns::SweepOutcome::default() {
+            tracing::info!(
+                sent = swept.sent,
+                failed = swept.failed,
+                replanned = swept.replanned,
+                "in-doubt recipients resolved"
+            );
+        }
+    }
     let mut credits = Vec::with_capacity(st.slots.len());
     let mut reasons = Vec::new();
     let mut wait_for_busy = false;
@@ -170,9 +230,10 @@ async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<()
         };
         match answer {
             Some((0, None)) => {
-                // Busy (its window is full): wait for it a few ticks before calling it slow.
+                // Busy (its window is full, its cadence or a back-off holds it): wait for it a
+                // few ticks before calling it slow.
                 slot.busy_ticks += 1;
-                wait_for_busy |= slot.busy_ticks < SLOW_AFTER_TICKS;
+                wait_for_busy |= slot.busy_ticks < SLOW_AFTER_TICKS && slot.weight > 0;
                 credits.push(0);
             }
             Some((n, None)) => {
@@ -189,9 +250,9 @@ async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<()
             }
         }
     }
-    let stats = store.campaign_stats(st.campaign_id).await?;
-    if stats.queued == 0 {
-        if stats.sending == 0 {
+    let (planned, open) = store.campaign_open_work(st.campaign_id).await?;
+    if !planned {
+        if !open {
             store
                 .set_campaign_state(st.campaign_id, CampaignState::Completed.as_str(), None)
                 .await?;
@@ -227,58 +288,110 @@ async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<()
     if wait_for_busy {
         return Ok(());
     }
-    let alloc = allocate(&st.slots, &credits, PAGE);
     let versions = store.template_channels(st.template.id).await?;
+    let template_name = |channel_id: i64| {
+        versions
+            .iter()
+            .find(|v| v.channel_id == channel_id && v.status == "approved")
+            .map(|v| v.provider_name.clone())
+            .unwrap_or_else(|| st.template.provider_name.clone())
+    };
+    // Recipients a resend pinned to a number go first, through that number only.
+    let channel_ids: Vec<i64> = st.slots.iter().map(|s| s.channel_id).collect();
+    for (credit, channel_id) in credits.iter_mut().zip(channel_ids) {
+        if *credit == 0 || !st.pinned.contains(&channel_id) {
+            continue;
+        }
+        let name = template_name(channel_id);
+        let n = hand_out(st, channel_id, *credit, true, name).await?;
+        if n < *credit {
+            st.pinned.remove(&channel_id);
+        }
+        *credit -= n;
+    }
+    let alloc = allocate(&st.slots, &credits, PAGE);
     for (i, n) in alloc.into_iter().enumerate() {
         if n == 0 {
             continue;
         }
         let channel_id = st.slots[i].channel_id;
-        let name = versions
-            .iter()
-            .find(|v| v.channel_id == channel_id && v.status == "approved")
-            .map(|v| v.provider_name.clone())
-            .unwrap_or_else(|| st.template.provider_name.clone());
-        let claimed = store
-            .claim_recipients(
-                st.account_id,
-                st.campaign_id,
-                channel_id,
-                n as i64,
-                &name,
-                &st.template.language,
-            )
-            .await?;
-        if claimed.is_empty() {
+        let name = template_name(channel_id);
+        let claimed = hand_out(st, channel_id, n, false, name).await?;
+        st.slots[i].dispatched += claimed as u64;
+        if claimed == 0 {
             break;
         }
-        st.slots[i].dispatched += claimed.len() as u64;
-        let items = claimed
-            .into_iter()
-            .map(|c| {
-                let vars: BTreeMap<String, String> =
-                    serde_json::from_str(&c.vars).unwrap_or_default();
-                let (params, button) =
-                    engine::library::render(&st.template.body, &st.var_map, &vars)
-                        .unwrap_or_default();
-                DispatchItem {
-                    recipient_id: c.recipient_id,
-                    message_id: c.message_id,
-                    phone: c.phone,
-                    params,
-                    button,
-                }
-            })
-            .collect();
-        if let Some(e) = st.shared.registry.get(channel_id) {
+    }
+    Ok(())
+}
+
+/// Claims up to `n` planned recipients for a number (only those pinned to it, with `pinned`)
+/// and hands them to it with their rendered parameters; returns how many.
+async fn hand_out(
+    st: &CampaignRun,
+    channel_id: i64,
+    n: usize,
+    pinned: bool,
+    template_name: String,
+) -> Result<usize, ActorError> {
+    let claimed = st
+        .shared
+        .store
+        .claim_recipients(
+            st.account_id,
+            st.campaign_id,
+            channel_id,
+            n as i64,
+            pinned,
+            &template_name,
+            &st.template.language,
+        )
+        .await?;
+    let count = claimed.len();
+    if count == 0 {
+        return Ok(0);
+    }
+    let items: Vec<DispatchItem> = claimed
+        .into_iter()
+        .map(|c| {
+            let vars: BTreeMap<String, String> = serde_json::from_str(&c.vars).unwrap_or_default();
+            let (params, button) =
+                engine::library::render(&st.template.body, &st.var_map, &vars).unwrap_or_default();
+            DispatchItem {
+                recipient_id: c.recipient_id,
+                message_id: c.message_id,
+                phone: c.phone,
+                params,
+                button,
+            }
+        })
+        .collect();
+    match st.shared.registry.get(channel_id) {
+        Some(e) => {
             let _ = e.actor.cast(ChannelMsg::Dispatch(Box::new(Dispatch {
-                template_name: name,
+                template_name,
                 language: st.template.language.clone(),
                 items,
             })));
         }
+        // The number stopped between the credit and the claim: its recipients are in doubt
+        // for nobody; give them back at once.
+        None => {
+            let back: Vec<_> = items
+                .iter()
+                .map(|i: &DispatchItem| storage::campaigns::Settlement {
+                    recipient_id: i.recipient_id,
+                    message_id: i.message_id,
+                    result: storage::campaigns::SendResult::Replan,
+                })
+                .collect();
+            st.shared
+                .store
+                .settle_campaign_sends(&back, |_, _| Vec::new())
+                .await?;
+        }
     }
-    Ok(())
+    Ok(count)
 }
 
 impl Runtime {
@@ -307,6 +420,72 @@ impl Runtime {
             .await?;
         self.spawn_campaign(id, account_id).await?;
         self.campaign_view(account_id, id).await
+    }
+
+    /// `POST /campaigns/{id}/resend`: the campaign's failed recipients are sent again through
+    /// `target_channel_id` only (an official number of the account with the template
+    /// approved, else 422 `invalid_channels` / `template_missing` with `missing`). A completed
+    /// campaign runs again; returns how many were planned again and the campaign.
+    pub async fn resend_campaign(
+        &self,
+        account_id: i64,
+        id: i64,
+        target_channel_id: i64,
+    ) -> Result<(u64, crate::campaigns::CampaignView), ActorError> {
+        let store = &self.shared.store;
+        let c = store.campaign(account_id, id).await?;
+        let state = CampaignState::parse(&c.state).unwrap_or(CampaignState::Cancelled);
+        if !state.can_resend() {
+            return Err(ActorError::Rejected {
+                code: "invalid_state",
+                message: format!(
+                    "A campanha está {}; só campanhas iniciadas podem reenviar falhas.",
+                    state.as_str()
+                ),
+                details: serde_json::json!({"state": state.as_str()}),
+            });
+        }
+        match store.channel(account_id, target_channel_id).await {
+            Ok(ch) if ch.official => {}
+            Ok(_) | Err(storage::StorageError::NotFound) => {
+                return Err(ActorError::Rejected {
+                    code: "invalid_channels",
+                    message: "O número de destino não é um número oficial desta conta.".into(),
+                    details: serde_json::json!({"invalid_channels": [target_channel_id]}),
+                })
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let versions = store.template_channels(c.template_id).await?;
+        let version = versions.iter().find(|v| v.channel_id == target_channel_id);
+        if version.is_none_or(|v| v.status != "approved") {
+            return Err(ActorError::Rejected {
+                code: "template_missing",
+                message: "O template da campanha não está aprovado no número de destino; envie-o com POST /templates/{id}/channels.".into(),
+                details: serde_json::json!({"missing": [{"channel_id": target_channel_id, "status": version.map(|v| v.status.clone()).unwrap_or_else(|| "not_submitted".into())}]}),
+            });
+        }
+        let resent = store.resend_failed(id, target_channel_id).await?;
+        if resent > 0 {
+            match self.shared.campaigns.get(&id).map(|a| a.clone()) {
+                Some(actor) => {
+                    let _ = actor.cast(CampaignMsg::Refresh);
+                }
+                None => {
+                    store
+                        .set_campaign_state(id, CampaignState::Running.as_str(), None)
+                        .await?;
+                    self.spawn_campaign(id, account_id).await?;
+                }
+            }
+            tracing::info!(
+                campaign_id = id,
+                resent,
+                target_channel_id,
+                "failed recipients resent"
+            );
+        }
+        Ok((resent, self.campaign_view(account_id, id).await?))
     }
 
     /// Starts the actor of a running campaign (also at boot).

@@ -13,6 +13,7 @@ use engine::channel::{
     business_initiated_allowed, health, ChannelStatus, Health, HealthCode, HealthInput, Quality,
     Tier, WabaStanding,
 };
+use engine::guardrail::{self, Cadence, CapToday, Guardrails};
 use engine::limits::RollingUnique;
 use engine::message::{window_open, MessageKind};
 use engine::phone::Phone;
@@ -21,6 +22,7 @@ use provider::wire::{SendMessageRequest, TemplatePayload};
 use provider::ErrorKind;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use std::sync::Arc;
+use storage::campaigns::{SendResult, Settlement};
 use storage::channels::{ChannelRecord, ChannelSecrets};
 use storage::messages::{MessageRecord, NewInbound, NewOutbound, StatusReport};
 use storage::now_ms;
@@ -154,8 +156,36 @@ pub enum ChannelMsg {
     CampaignCredits(RpcReplyPort<(usize, Option<HealthCode>)>),
     /// Campaign sends (already claimed, each with its stored message).
     Dispatch(Box<Dispatch>),
-    /// A campaign send finished (frees a credit).
-    CampaignSettled,
+    /// A campaign send finished (frees a credit); `sent: false` when the provider did not take
+    /// it (it went back to the campaign), so it does not count against today's cap.
+    CampaignSettled {
+        /// Whether the provider took (or may have taken) the send.
+        sent: bool,
+    },
+    /// Read the guardrails: settings and today's cap.
+    Guardrails(RpcReplyPort<GuardrailView>),
+    /// Replace the guardrail settings (already stored).
+    SetGuardrails(Guardrails, RpcReplyPort<GuardrailView>),
+    /// An owner or admin authorized `extra` more campaign sends today (already stored; the
+    /// day's total authorized is given).
+    Authorized(i64, RpcReplyPort<GuardrailView>),
+}
+
+/// A number's guardrails as `GET /channels/{id}/guardrails` shows them.
+#[derive(Debug, Clone)]
+pub struct GuardrailView {
+    /// The settings.
+    pub settings: Guardrails,
+    /// Today's cap.
+    pub today: CapToday,
+    /// The local day (days since the epoch, UTC−03:00).
+    pub day: i64,
+    /// Campaign sends today.
+    pub sent_today: i64,
+    /// When the day ends and the count starts again (ms).
+    pub resets_at: i64,
+    /// Until when the number backs off after the provider's rate limit (ms), if it does.
+    pub backoff_until: Option<i64>,
 }
 
 /// A batch of claimed campaign recipients for this channel.
@@ -170,7 +200,7 @@ pub struct Dispatch {
 }
 
 /// One claimed recipient.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct DispatchItem {
     /// Recipient row.
     pub recipient_id: i64,
@@ -186,6 +216,14 @@ pub struct DispatchItem {
 
 /// Campaign sends a channel keeps in flight at most (its share of the in-flight window).
 pub const CAMPAIGN_WINDOW: usize = 32;
+
+/// How far ahead a channel books cadence slots when it grants credits (ms): a campaign tick
+/// hands it at most what its cadence lets it send in this time.
+pub const CADENCE_HORIZON_MS: i64 = 250;
+
+/// Attempts of a campaign send the provider answered with a transient error (5xx, 131000…),
+/// the first included; then the recipient fails with the provider's error.
+pub const TRANSIENT_ATTEMPTS: u32 = 3;
 
 /// Start arguments.
 pub struct ChannelArgs {
@@ -209,6 +247,18 @@ pub struct ChannelState {
     bm: Option<Arc<std::sync::Mutex<crate::bm::BmCounter>>>,
     in_flight: Arc<Semaphore>,
     campaign_in_flight: usize,
+    guardrails: Guardrails,
+    /// The local day `cap_sent` and `cap_authorized` count.
+    cap_day: i64,
+    /// Campaign sends today (admitted, not given back).
+    cap_sent: i64,
+    /// Extra campaign sends authorized today.
+    cap_authorized: i64,
+    cadence: Cadence,
+    /// No campaign work until then (ms): the provider rate-limited the number.
+    backoff_until: i64,
+    /// Consecutive rate-limit answers (sets the back-off's length).
+    backoff_attempt: u32,
     /// Whether business-initiated sends are refused now (RED, ban, payment, credential,
     /// disconnected); read by send tasks right before the provider call, so a RED event stops
     /// even sends admitted before it.
@@ -235,6 +285,23 @@ type Loaded = (
     WabaStanding,
     Option<Arc<std::sync::Mutex<crate::bm::BmCounter>>>,
 );
+
+/// Today's guardrail state from storage: settings, local day, campaign sends and extra
+/// authorized today.
+async fn load_guardrails(
+    shared: &Shared,
+    channel_id: i64,
+    now: i64,
+) -> Result<(Guardrails, i64, i64, i64), ActorError> {
+    let store = &shared.store;
+    let g = store.channel_guardrails(channel_id).await?;
+    let day = guardrail::local_day(now);
+    let sent = store
+        .campaign_sends_since(channel_id, guardrail::day_start(day))
+        .await?;
+    let authorized = store.cap_authorized(channel_id, day).await?;
+    Ok((g, day, sent, authorized))
+}
 
 /// Loads what a channel actor holds from storage.
 async fn load(shared: &Arc<Shared>, channel_id: i64) -> Result<Loaded, ActorError> {
@@ -279,9 +346,71 @@ impl ChannelState {
             sent_24h: self.recipients.count(now),
             external_available: bm_available,
             template_missing: false,
-            warming_up: false,
+            warming_up: guardrail::warmup(&self.guardrails, self.tier_limit(), now).is_some(),
+            daily_cap_reached: self.cap(now).reached(self.cap_sent),
             group: String::new(),
         }
+    }
+
+    fn tier_limit(&self) -> Option<i64> {
+        self.tier.as_ref().and_then(Tier::limit_24h)
+    }
+
+    /// Today's campaign cap (starts a new day's count when the local day changed).
+    fn cap(&mut self, now: i64) -> CapToday {
+        let day = guardrail::local_day(now);
+        if day != self.cap_day {
+            self.cap_day = day;
+            self.cap_sent = 0;
+            self.cap_authorized = 0;
+        }
+        guardrail::cap_today(
+            &self.guardrails,
+            self.tier_limit(),
+            self.cap_authorized,
+            now,
+        )
+    }
+
+    fn guardrail_view(&mut self) -> GuardrailView {
+        let now = now_ms();
+        let today = self.cap(now);
+        GuardrailView {
+            settings: self.guardrails.clone(),
+            today,
+            day: self.cap_day,
+            sent_today: self.cap_sent,
+            resets_at: guardrail::day_start(self.cap_day + 1),
+            backoff_until: (self.backoff_until > now).then_some(self.backoff_until),
+        }
+    }
+
+    /// Why the number takes no campaign work now: what refuses a business-initiated send
+    /// (to `to`, or a new recipient), or its daily cap.
+    fn campaign_refusal(&mut self, to: Option<&str>, now: i64) -> Option<HealthCode> {
+        self.business_initiated_refusal(to, now).or_else(|| {
+            self.cap(now)
+                .reached(self.cap_sent)
+                .then_some(HealthCode::DailyCapReached)
+        })
+    }
+
+    /// How many campaign sends the number takes now: its free window, bounded by today's cap,
+    /// its 24 h headroom and the sends its cadence fits in the next [`CADENCE_HORIZON_MS`].
+    fn campaign_credits(&mut self, now: i64) -> usize {
+        let input = self.health_input(now);
+        let window = CAMPAIGN_WINDOW.saturating_sub(self.campaign_in_flight);
+        let cap = self
+            .cap(now)
+            .remaining(self.cap_sent)
+            .map_or(usize::MAX, |r| r as usize);
+        let headroom =
+            engine::channel::available(input.limit_24h, input.sent_24h, input.external_available)
+                .map_or(usize::MAX, |a| a as usize);
+        let cadence =
+            self.cadence
+                .slots_within(self.guardrails.cadence_ms, now, CADENCE_HORIZON_MS);
+        window.min(cap).min(headroom).min(cadence)
     }
 
     fn snapshot(&mut self) -> ChannelSnapshot {
@@ -339,7 +468,18 @@ impl ChannelState {
             .set(h.limit_24h as f64);
         metrics::gauge!("disparo_channel_sent_24h", "channel_id" => id.clone())
             .set(h.sent_24h as f64);
-        metrics::gauge!("disparo_channel_available", "channel_id" => id).set(h.available as f64);
+        metrics::gauge!("disparo_channel_available", "channel_id" => id.clone())
+            .set(h.available as f64);
+        let now = now_ms();
+        let cap = self.cap(now);
+        metrics::gauge!("disparo_channel_campaign_cap", "channel_id" => id.clone())
+            .set(cap.cap.map_or(-1.0, |c| c as f64));
+        metrics::gauge!("disparo_channel_campaign_sent_today", "channel_id" => id.clone())
+            .set(self.cap_sent as f64);
+        metrics::gauge!("disparo_channel_warmup_day", "channel_id" => id.clone())
+            .set(f64::from(cap.warmup_day.unwrap_or(0)));
+        metrics::gauge!("disparo_channel_backoff", "channel_id" => id)
+            .set(if self.backoff_until > now { 1.0 } else { 0.0 });
     }
 
     /// Why a business-initiated send to `to` (or, with `None`, to a new recipient) is refused
@@ -424,6 +564,10 @@ impl Actor for ChannelActor {
         let (record, secrets, recipients, waba, bm) = load(&args.shared, args.channel_id)
             .await
             .map_err(|e| ActorProcessingErr::from(e.to_string()))?;
+        let (guardrails, cap_day, cap_sent, cap_authorized) =
+            load_guardrails(&args.shared, args.channel_id, now_ms())
+                .await
+                .map_err(|e| ActorProcessingErr::from(e.to_string()))?;
         register(&args.shared, &record, &secrets, &myself);
         tracing::info!(channel_id = record.id, "channel actor started");
         let mut st = ChannelState {
@@ -439,6 +583,13 @@ impl Actor for ChannelActor {
             bm,
             in_flight: Arc::new(Semaphore::new(args.shared.config.channel_max_in_flight)),
             campaign_in_flight: 0,
+            guardrails,
+            cap_day,
+            cap_sent,
+            cap_authorized,
+            cadence: Cadence::default(),
+            backoff_until: 0,
+            backoff_attempt: 0,
             blocked: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             shared: args.shared,
         };
@@ -549,7 +700,23 @@ async fn handle_msg(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut Chan
             let _ = reply.send(st.snapshot());
         }
         ChannelMsg::Outcome(SendOutcome::Accepted) => {
+            st.backoff_attempt = 0;
             st.set_credential_valid(true).await;
+        }
+        ChannelMsg::Outcome(SendOutcome::Refused(ErrorKind::RateLimited)) => {
+            // The number's throughput was exceeded: no campaign work for a while, longer at
+            // each consecutive refusal (1 s, 2 s, 4 s… up to 60 s; PROVIDER.md §7.1).
+            st.backoff_attempt += 1;
+            if let provider::NextStep::RetryAfter(ms) =
+                ErrorKind::RateLimited.next_step(st.backoff_attempt)
+            {
+                st.backoff_until = now_ms() + ms as i64;
+                metrics::counter!("disparo_channel_backoffs_total", "channel_id" => st.record.id.to_string()).increment(1);
+                tracing::warn!(
+                    backoff_ms = ms,
+                    "the provider rate-limited the number; backing off"
+                );
+            }
         }
         ChannelMsg::WabaStanding(standing) => {
             tracing::warn!(?standing, "WABA standing changed");
@@ -574,17 +741,36 @@ async fn handle_msg(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut Chan
             }
         }
         ChannelMsg::CampaignCredits(reply) => {
-            let blocked = st.business_initiated_refusal(None, now_ms());
-            let credits = if blocked.is_some() {
-                0
-            } else {
-                CAMPAIGN_WINDOW.saturating_sub(st.campaign_in_flight)
+            let now = now_ms();
+            let answer = match st.campaign_refusal(None, now) {
+                Some(code) => (0, Some(code)),
+                // Backing off after a rate limit: busy, not blocked.
+                None if st.backoff_until > now => (0, None),
+                None => (st.campaign_credits(now), None),
             };
-            let _ = reply.send((credits, blocked));
+            let _ = reply.send(answer);
         }
         ChannelMsg::Dispatch(batch) => dispatch(myself, *batch, st).await,
-        ChannelMsg::CampaignSettled => {
+        ChannelMsg::CampaignSettled { sent } => {
             st.campaign_in_flight = st.campaign_in_flight.saturating_sub(1);
+            if !sent {
+                st.cap_sent = (st.cap_sent - 1).max(0);
+            }
+        }
+        ChannelMsg::Guardrails(reply) => {
+            let _ = reply.send(st.guardrail_view());
+        }
+        ChannelMsg::SetGuardrails(g, reply) => {
+            tracing::info!(?g, "guardrails changed");
+            st.guardrails = g;
+            let _ = reply.send(st.guardrail_view());
+        }
+        ChannelMsg::Authorized(total, reply) => {
+            let now = now_ms();
+            st.cap(now);
+            st.cap_authorized = total;
+            tracing::info!(authorized = total, "more campaign sends authorized today");
+            let _ = reply.send(st.guardrail_view());
         }
         ChannelMsg::PaymentReleased => {
             st.payment_locked_until = None;
@@ -949,26 +1135,26 @@ async fn apply_sync(
 }
 
 /// Admits each claimed recipient by the channel's rules at this moment (a RED event processed
-/// before this batch stops it) and spawns its send; a refused one goes back to `planned`.
+/// before this batch stops it, as do the 24 h limit and today's cap), books it a cadence slot
+/// and spawns its send; a refused one goes back to `planned`.
 async fn dispatch(myself: ActorRef<ChannelMsg>, batch: Dispatch, st: &mut ChannelState) {
     let now = now_ms();
     for item in batch.items {
-        if st
-            .business_initiated_refusal(Some(&item.phone), now)
-            .is_some()
-        {
-            if let Err(e) = st
-                .shared
-                .store
-                .settle_recipient(item.recipient_id, item.message_id, "planned", None)
-                .await
-            {
-                tracing::error!(error = %e, "could not return a recipient to the campaign");
-            }
+        if st.campaign_refusal(Some(&item.phone), now).is_some() {
+            settle(
+                &st.shared,
+                &st.record,
+                item.recipient_id,
+                item.message_id,
+                SendResult::Replan,
+            )
+            .await;
             continue;
         }
         st.count_business_initiated(&item.phone, now);
+        st.cap_sent += 1;
         st.campaign_in_flight += 1;
+        let send_at = st.cadence.take(st.guardrails.cadence_ms, now);
         let request = SendMessageRequest::template(
             &item.phone,
             TemplatePayload::positional(
@@ -988,8 +1174,32 @@ async fn dispatch(myself: ActorRef<ChannelMsg>, batch: Dispatch, st: &mut Channe
             myself: myself.clone(),
         };
         tokio::spawn(
-            task.run(item.recipient_id, item.message_id, request)
+            task.run(item.recipient_id, item.message_id, request, send_at)
                 .in_current_span(),
+        );
+    }
+}
+
+/// Hands a campaign send's outcome to the batched writer (waits when its queue is full).
+async fn settle(
+    shared: &Shared,
+    record: &Arc<ChannelRecord>,
+    recipient_id: i64,
+    message_id: i64,
+    result: SendResult,
+) {
+    let item = crate::settle::SettleItem {
+        settlement: Settlement {
+            recipient_id,
+            message_id,
+            result,
+        },
+        record: record.clone(),
+    };
+    if shared.settle.send(item).await.is_err() {
+        tracing::error!(
+            recipient_id,
+            "the campaign writer is gone; the send stays in doubt"
         );
     }
 }
@@ -1005,82 +1215,104 @@ struct CampaignSend {
 }
 
 impl CampaignSend {
-    async fn run(self, recipient_id: i64, message_id: i64, request: SendMessageRequest) {
-        let store = &self.shared.store;
-        let outcome = match self.in_flight.clone().acquire_owned().await {
-            Err(_) => Err(None),
-            // The channel turned RED (or was blocked) since this send was admitted: not sent.
-            Ok(_) if self.blocked.load(std::sync::atomic::Ordering::Relaxed) => Err(None),
-            Ok(_permit) => {
-                let _ = store.mark_message_sending(message_id).await;
-                if self.blocked.load(std::sync::atomic::Ordering::Relaxed) {
-                    Err(None)
-                } else {
-                    match self
-                        .shared
-                        .graph
-                        .send_message(self.token.expose(), &self.record.phone_number_id, &request)
-                        .await
-                    {
-                        Ok(resp) => Ok(resp.message_id().map(str::to_string)),
-                        Err(e) => Err(Some(e)),
-                    }
-                }
-            }
-        };
-        let settled = match outcome {
-            Ok(Some(wamid)) => {
-                metrics::counter!("disparo_messages_sent_total", "channel_id" => self.record.id.to_string()).increment(1);
-                let record = self.record.clone();
-                let sent = store
-                    .mark_message_sent(message_id, &wamid, |m| {
-                        vec![events::message_sent(&record, m, now_ms())]
-                    })
-                    .await;
-                if let Ok((_, n)) = &sent {
-                    if *n > 0 {
-                        self.shared.wake_dispatcher();
-                    }
-                }
-                let _ = self.myself.cast(ChannelMsg::Outcome(SendOutcome::Accepted));
-                store
-                    .settle_recipient(recipient_id, message_id, "sent", None)
-                    .await
-            }
-            Ok(None) | Err(None) => {
-                store
-                    .settle_recipient(recipient_id, message_id, "planned", None)
-                    .await
-            }
-            Err(Some(e)) => {
-                let kind = e.kind();
-                let _ = self
-                    .myself
-                    .cast(ChannelMsg::Outcome(SendOutcome::Refused(kind)));
-                match kind {
-                    // Throttled: back to the campaign, another number or a later tick takes it.
-                    ErrorKind::RateLimited | ErrorKind::PairRateLimited => {
-                        store
-                            .settle_recipient(recipient_id, message_id, "planned", None)
-                            .await
-                    }
-                    // In doubt: the status webhook (with our id) settles the message.
-                    _ if matches!(e, provider::ProviderError::Timeout) => Ok(()),
-                    _ => {
-                        let reason = e.reason();
-                        let _ = store
-                            .mark_message_failed(message_id, e.code(), &reason, None, now_ms())
-                            .await;
-                        store
-                            .settle_recipient(recipient_id, message_id, "failed", Some(&reason))
-                            .await
-                    }
-                }
-            }
-        };
-        if let Err(e) = settled {
-            tracing::error!(error = %e, recipient_id, "could not settle a campaign recipient");
+    fn blocked(&self) -> bool {
+        self.blocked.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Waits for its cadence slot and a place in the in-flight window, makes the call (again
+    /// after a transient error, up to [`TRANSIENT_ATTEMPTS`] in all) and records the outcome by
+    /// the error's kind (decision D-032).
+    async fn run(
+        self,
+        recipient_id: i64,
+        message_id: i64,
+        request: SendMessageRequest,
+        send_at: i64,
+    ) {
+        let wait = send_at - now_ms();
+        if wait > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(wait as u64)).await;
         }
-        let _ = self.myself.cast(ChannelMsg::CampaignSettled);
+        let result = self.attempt(&request).await;
+        // Counts against today's cap when the provider took it or may have (as rebuilt from
+        // storage at start: refusals without a provider id do not count).
+        let sent = matches!(result, SendResult::Sent { .. } | SendResult::InDoubt);
+        settle(&self.shared, &self.record, recipient_id, message_id, result).await;
+        let _ = self.myself.cast(ChannelMsg::CampaignSettled { sent });
+    }
+
+    async fn attempt(&self, request: &SendMessageRequest) -> SendResult {
+        let Ok(_permit) = self.in_flight.clone().acquire_owned().await else {
+            return SendResult::Replan;
+        };
+        let channel_label = self.record.id.to_string();
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            // The channel turned RED (or was blocked) since this send was admitted: not sent.
+            if self.blocked() {
+                return SendResult::Replan;
+            }
+            let res = self
+                .shared
+                .graph
+                .send_message(self.token.expose(), &self.record.phone_number_id, request)
+                .await;
+            let e = match res {
+                Ok(resp) => {
+                    let _ = self.myself.cast(ChannelMsg::Outcome(SendOutcome::Accepted));
+                    return match resp.message_id() {
+                        Some(wamid) => {
+                            metrics::counter!("disparo_messages_sent_total", "channel_id" => channel_label).increment(1);
+                            SendResult::Sent {
+                                provider_message_id: wamid.to_string(),
+                            }
+                        }
+                        // Accepted without an id: only a status webhook can settle it.
+                        None => SendResult::InDoubt,
+                    };
+                }
+                Err(e) => e,
+            };
+            let kind = e.kind();
+            metrics::counter!("disparo_messages_failed_total", "channel_id" => channel_label.clone(), "kind" => format!("{kind:?}")).increment(1);
+            let _ = self
+                .myself
+                .cast(ChannelMsg::Outcome(SendOutcome::Refused(kind)));
+            return match kind {
+                // No answer: the provider may have taken it. A status webhook (carrying our id)
+                // settles it, or the grace period sends it again (D-032).
+                _ if matches!(e, provider::ProviderError::Timeout) => SendResult::InDoubt,
+                ErrorKind::Transient if attempt < TRANSIENT_ATTEMPTS => {
+                    if let provider::NextStep::RetryAfter(ms) = kind.next_step(attempt) {
+                        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+                    }
+                    continue;
+                }
+                // Throttled (the number backs off) or stopped by the number's state (credential,
+                // payment, account): back to the campaign, another number or a later tick
+                // takes it.
+                ErrorKind::RateLimited
+                | ErrorKind::PairRateLimited
+                | ErrorKind::InvalidCredential
+                | ErrorKind::Payment
+                | ErrorKind::AccountLocked
+                | ErrorKind::NotRegistered => SendResult::Replan,
+                // The recipient cannot receive messages: skipped, never retried.
+                ErrorKind::InvalidRecipient => SendResult::Failed {
+                    code: e.code(),
+                    reason: e.reason(),
+                    skip: true,
+                },
+                // Re-engagement, the per-user marketing limit, template problems, transient
+                // errors past their attempts…: failed with the provider's error, no retry
+                // (a resend can try again).
+                _ => SendResult::Failed {
+                    code: e.code(),
+                    reason: e.reason(),
+                    skip: false,
+                },
+            };
+        }
     }
 }

@@ -18,9 +18,11 @@ pub mod connect;
 pub mod dispatcher;
 pub mod error;
 pub mod events;
+pub mod guardrails;
 pub mod ingest;
 pub mod media;
 pub mod registry;
+pub mod settle;
 pub mod supervisor;
 pub mod templates;
 pub mod time;
@@ -64,6 +66,9 @@ pub struct RuntimeConfig {
     pub allow_private_urls: bool,
     /// Timeout of a media download, DNS included.
     pub media_timeout: Duration,
+    /// How long an in-doubt campaign send waits for a status webhook before it is sent again
+    /// (`DISPARO_IN_DOUBT_GRACE_MS`, D-032).
+    pub in_doubt_grace: Duration,
 }
 
 impl Default for RuntimeConfig {
@@ -78,6 +83,7 @@ impl Default for RuntimeConfig {
             webhook_poll_interval: Duration::from_millis(250),
             allow_private_urls: false,
             media_timeout: Duration::from_secs(20),
+            in_doubt_grace: Duration::from_secs(120),
         }
     }
 }
@@ -98,6 +104,8 @@ pub struct Shared {
     /// Running campaigns.
     pub campaigns: dashmap::DashMap<i64, ActorRef<campaign::CampaignMsg>>,
     dispatcher: OnceLock<ActorRef<DispatcherMsg>>,
+    /// The campaign send path's batched writer.
+    pub(crate) settle: tokio::sync::mpsc::Sender<settle::SettleItem>,
     shutting_down: AtomicBool,
 }
 
@@ -190,6 +198,7 @@ impl Runtime {
             tracing::error!(error = %e, "webhook dispatcher did not start");
             ActorError::Unavailable
         })?;
+        let (settle_tx, settle_rx) = tokio::sync::mpsc::channel(settle::QUEUE);
         let shared = Arc::new(Shared {
             store: store.clone(),
             graph,
@@ -198,8 +207,10 @@ impl Runtime {
             bm_counters: dashmap::DashMap::new(),
             campaigns: dashmap::DashMap::new(),
             dispatcher: OnceLock::new(),
+            settle: settle_tx,
             shutting_down: AtomicBool::new(false),
         });
+        settle::spawn(Arc::downgrade(&shared), settle_rx);
         let _ = shared.dispatcher.set(dispatcher.clone());
         let (supervisor, _) = Actor::spawn(None, ChannelSupervisor, shared.clone())
             .await

@@ -10,6 +10,18 @@ pub fn iso(ms: i64) -> String {
         .to_rfc3339_opts(SecondsFormat::Millis, false)
 }
 
+/// The local date (`YYYY-MM-DD`, America/Sao_Paulo, UTC−03:00) of an instant in ms: the day
+/// the campaign guardrails count (D-031).
+pub fn local_date(ms: i64) -> String {
+    let offset = chrono::FixedOffset::west_opt(3 * 3600).expect("a valid offset");
+    Utc.timestamp_millis_opt(ms)
+        .single()
+        .unwrap_or_default()
+        .with_timezone(&offset)
+        .format("%Y-%m-%d")
+        .to_string()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

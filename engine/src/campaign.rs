@@ -51,6 +51,15 @@ impl CampaignState {
         )
     }
 
+    /// Whether `POST /campaigns/{id}/resend` may send its failed messages again: once it has
+    /// started (running, paused or completed; a completed campaign runs again).
+    pub fn can_resend(self) -> bool {
+        matches!(
+            self,
+            CampaignState::Running | CampaignState::Paused | CampaignState::Completed
+        )
+    }
+
     /// Whether the campaign may move to `next`.
     pub fn can_move_to(self, next: CampaignState) -> bool {
         use CampaignState::*;
@@ -70,12 +79,15 @@ impl CampaignState {
 /// A recipient's state: `planned → claimed → sent`, or `failed` / `skipped`. A row is claimed
 /// (with its message id) before the provider is called, so it is sent at most once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum RecipientState {
     /// Waiting for a number.
     Planned,
     /// Taken by a number; its message is stored, the provider call may be under way.
     Claimed,
+    /// The provider's answer was lost (timeout, or a process stopped mid-send): settled by a
+    /// status webhook, or planned again after a grace period (D-032).
+    InDoubt,
     /// Accepted by the provider.
     Sent,
     /// Refused by the provider or a rule.
@@ -90,6 +102,7 @@ impl RecipientState {
         match self {
             RecipientState::Planned => "planned",
             RecipientState::Claimed => "claimed",
+            RecipientState::InDoubt => "in_doubt",
             RecipientState::Sent => "sent",
             RecipientState::Failed => "failed",
             RecipientState::Skipped => "skipped",
@@ -107,6 +120,7 @@ mod tests {
         assert!(Draft.can_move_to(Running));
         assert!(Running.can_move_to(Paused) && Paused.can_move_to(Running));
         assert!(!Completed.can_move_to(Running));
+        assert!(Completed.can_resend() && !Draft.can_resend() && !Cancelled.can_resend());
         assert!(!Cancelled.can_move_to(Running));
         assert!(!Draft.can_move_to(Completed));
         for s in [Draft, Running, Paused, Completed, Cancelled] {

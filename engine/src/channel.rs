@@ -168,6 +168,10 @@ pub enum HealthCode {
     WabaRestricted,
     /// `limite_24h_esgotado`: no headroom left in the rolling 24 h.
     LimitExhausted,
+    /// `limite_diario_atingido`: the number's daily campaign cap (or warm-up cap) is reached;
+    /// it takes no campaign work until the next local day unless an owner or admin authorizes
+    /// more (spec "States and transitions"; API sends go on).
+    DailyCapReached,
     /// `qualidade_yellow`: quality YELLOW.
     QualityYellow,
     /// `template_ausente`: a library template is not approved on this number.
@@ -180,7 +184,7 @@ pub enum HealthCode {
 
 impl HealthCode {
     /// Every code, worst first.
-    pub const ALL: [HealthCode; 11] = [
+    pub const ALL: [HealthCode; 12] = [
         HealthCode::WabaBanned,
         HealthCode::CredentialInvalid,
         HealthCode::Disconnected,
@@ -188,6 +192,7 @@ impl HealthCode {
         HealthCode::PaymentLocked,
         HealthCode::WabaRestricted,
         HealthCode::LimitExhausted,
+        HealthCode::DailyCapReached,
         HealthCode::QualityYellow,
         HealthCode::TemplateMissing,
         HealthCode::WarmingUp,
@@ -204,6 +209,7 @@ impl HealthCode {
             HealthCode::PaymentLocked => "pagamento_bloqueado",
             HealthCode::WabaRestricted => "waba_restrita",
             HealthCode::LimitExhausted => "limite_24h_esgotado",
+            HealthCode::DailyCapReached => "limite_diario_atingido",
             HealthCode::QualityYellow => "qualidade_yellow",
             HealthCode::TemplateMissing => "template_ausente",
             HealthCode::WarmingUp => "aquecimento",
@@ -221,6 +227,7 @@ impl HealthCode {
             | HealthCode::PaymentLocked => Tone::Bad,
             HealthCode::WabaRestricted
             | HealthCode::LimitExhausted
+            | HealthCode::DailyCapReached
             | HealthCode::QualityYellow
             | HealthCode::TemplateMissing
             | HealthCode::WarmingUp => Tone::Attention,
@@ -238,6 +245,7 @@ impl HealthCode {
             HealthCode::PaymentLocked => "Pagamento pendente",
             HealthCode::WabaRestricted => "WABA restrita",
             HealthCode::LimitExhausted => "Limite de 24 h esgotado",
+            HealthCode::DailyCapReached => "Limite diário de campanha atingido",
             HealthCode::QualityYellow => "Qualidade média",
             HealthCode::TemplateMissing => "Template ausente",
             HealthCode::WarmingUp => "Em aquecimento",
@@ -255,6 +263,7 @@ impl HealthCode {
             HealthCode::PaymentLocked => "Regularize o pagamento e chame POST /bms/{id}/payment-check.",
             HealthCode::WabaRestricted => "Veja a restrição no gerenciador do WhatsApp; envios podem ser recusados.",
             HealthCode::LimitExhausted => "Aguarde a janela de 24 h liberar ou use outro número.",
+            HealthCode::DailyCapReached => "O número volta às campanhas amanhã (00:00, horário de Brasília); um admin pode liberar mais envios hoje em POST /channels/{id}/guardrails/authorize.",
             HealthCode::QualityYellow => "Reduza o volume e revise os templates antes que a qualidade caia.",
             HealthCode::TemplateMissing => "Envie o template ao número com POST /templates/{id}/channels.",
             HealthCode::WarmingUp => "Número em aquecimento: o limite diário sobe a cada dia.",
@@ -287,6 +296,8 @@ pub struct HealthInput {
     pub template_missing: bool,
     /// The number is in warm-up.
     pub warming_up: bool,
+    /// The daily campaign cap (or warm-up cap) is reached for today.
+    pub daily_cap_reached: bool,
     /// The name of the sending group the channel belongs to, empty when none.
     pub group: String,
 }
@@ -344,6 +355,7 @@ impl HealthCode {
                 HealthCode::WabaRestricted,
             ),
             (avail == Some(0), HealthCode::LimitExhausted),
+            (input.daily_cap_reached, HealthCode::DailyCapReached),
             (input.quality == Quality::Yellow, HealthCode::QualityYellow),
             (input.template_missing, HealthCode::TemplateMissing),
             (input.warming_up, HealthCode::WarmingUp),
@@ -417,6 +429,7 @@ mod tests {
             external_available: None,
             template_missing: false,
             warming_up: false,
+            daily_cap_reached: false,
             group: String::new(),
         }
     }
@@ -452,6 +465,15 @@ mod tests {
         let mut input = working();
         input.quality = Quality::Yellow;
         assert_eq!(health(&input).code, "qualidade_yellow");
+        input.warming_up = true;
+        assert_eq!(health(&input).code, "qualidade_yellow");
+        input.daily_cap_reached = true;
+        assert_eq!(health(&input).code, "limite_diario_atingido");
+        assert_eq!(health(&input).tone, Tone::Attention);
+        assert!(
+            business_initiated_allowed(&input).is_ok(),
+            "the campaign cap does not stop API sends"
+        );
         input.sent_24h = 250;
         assert_eq!(health(&input).code, "limite_24h_esgotado");
         input.quality = Quality::Red;

@@ -20,6 +20,13 @@ pub const ROUTES: &[(&str, &str, Level)] = &[
     ("POST", "/api/v1/channels/{id}/verify-code", Level::Write),
     ("POST", "/api/v1/channels/{id}/register", Level::Write),
     ("POST", "/api/v1/channels/{id}/payment-check", Level::Write),
+    ("GET", "/api/v1/channels/{id}/guardrails", Level::Read),
+    ("PATCH", "/api/v1/channels/{id}/guardrails", Level::Write),
+    (
+        "POST",
+        "/api/v1/channels/{id}/guardrails/authorize",
+        Level::Admin,
+    ),
     // WABAs, BMs, overview
     ("GET", "/api/v1/overview", Level::Read),
     ("GET", "/api/v1/wabas", Level::Read),
@@ -53,6 +60,7 @@ pub const ROUTES: &[(&str, &str, Level)] = &[
     ("GET", "/api/v1/campaigns/{id}", Level::Read),
     ("POST", "/api/v1/campaigns/{id}/recipients", Level::Write),
     ("POST", "/api/v1/campaigns/{id}/start", Level::Write),
+    ("POST", "/api/v1/campaigns/{id}/resend", Level::Write),
     // Wiki
     ("GET", "/api/v1/wiki", Level::Read),
     ("POST", "/api/v1/wiki", Level::Write),

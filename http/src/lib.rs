@@ -87,6 +87,7 @@ pub fn install_metrics() -> PrometheusHandle {
 pub fn router(state: AppState) -> Router {
     let api = Router::new()
         .merge(routes::channels::routes())
+        .merge(routes::guardrails::routes())
         .merge(routes::accounts::routes())
         .merge(routes::templates::routes())
         .merge(routes::tokens::routes())

@@ -58,7 +58,7 @@ pub struct CampaignStats {
     pub total: i64,
     /// Waiting for a number.
     pub queued: i64,
-    /// Taken by a number, provider answer pending.
+    /// Taken by a number, provider answer pending (or in doubt, D-032).
     pub sending: i64,
     /// Accepted by the provider.
     pub sent: i64,
@@ -182,7 +182,7 @@ impl Store {
         let r = sqlx::query(
             "SELECT COUNT(*) AS total, \
                COUNT(CASE WHEN state = 'planned' THEN 1 END) AS queued, \
-               COUNT(CASE WHEN state = 'claimed' THEN 1 END) AS sending, \
+               COUNT(CASE WHEN state IN ('claimed', 'in_doubt') THEN 1 END) AS sending, \
                COUNT(CASE WHEN state = 'failed' THEN 1 END) AS failed, \
                COUNT(CASE WHEN state = 'skipped' THEN 1 END) AS skipped \
              FROM campaign_recipients WHERE campaign_id = $1",
@@ -261,6 +261,8 @@ impl Store {
     /// Claims up to `limit` planned recipients of a campaign for a channel: each gets a
     /// `queued` template message (`campaign_id` set) and moves to `claimed` with its message id,
     /// in one transaction, before any provider call — so each is sent at most once.
+    /// With `pinned`, only recipients a resend pinned to this channel are claimed; without,
+    /// only recipients pinned to no channel.
     #[allow(clippy::too_many_arguments)]
     pub async fn claim_recipients(
         &self,
@@ -268,14 +270,21 @@ impl Store {
         campaign_id: i64,
         channel_id: i64,
         limit: i64,
+        pinned: bool,
         template_name: &str,
         template_language: &str,
     ) -> Result<Vec<Claimed>> {
         let now = now_ms();
         let mut tx = self.begin_write().await?;
-        let rows = sqlx::query("SELECT id, phone, vars FROM campaign_recipients WHERE campaign_id = $1 AND state = 'planned' ORDER BY id LIMIT $2")
+        let sql = if pinned {
+            "SELECT id, phone, vars FROM campaign_recipients WHERE campaign_id = $1 AND state = 'planned' AND pinned_channel_id = $3 ORDER BY id LIMIT $2"
+        } else {
+            "SELECT id, phone, vars FROM campaign_recipients WHERE campaign_id = $1 AND state = 'planned' AND pinned_channel_id IS NULL AND $3 > 0 ORDER BY id LIMIT $2"
+        };
+        let rows = sqlx::query(sql)
             .bind(campaign_id)
             .bind(limit)
+            .bind(channel_id)
             .fetch_all(&mut *tx)
             .await?;
         let mut out = Vec::with_capacity(rows.len());
@@ -326,39 +335,275 @@ impl Store {
         tx.commit().await?;
         Ok(out)
     }
+}
 
-    /// Settles a claimed recipient: `sent`, `failed` (with the error), or back to `planned`
-    /// (the provider throttled it or the channel refused it before calling the provider: its
-    /// unsent message is removed so it can be claimed again).
-    pub async fn settle_recipient(
+/// The outcome of one campaign send, as recorded by [`Store::settle_campaign_sends`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SendResult {
+    /// Accepted by the provider with this id: the recipient is `sent`.
+    Sent {
+        /// The provider's message id (`wamid`).
+        provider_message_id: String,
+    },
+    /// Not sent (throttled, or refused by the number before the provider call): the recipient
+    /// goes back to `planned` and its unsent message is removed.
+    Replan,
+    /// Refused by the provider, not to be retried: the message is `failed` with the provider's
+    /// error and the recipient `failed`, or `skipped` when the recipient cannot receive messages.
+    Failed {
+        /// The provider's error code.
+        code: Option<i64>,
+        /// The provider's reason (pt-BR).
+        reason: String,
+        /// Record the recipient as `skipped` instead of `failed`.
+        skip: bool,
+    },
+    /// No answer (timeout): the provider may have accepted it. The recipient is `in_doubt`
+    /// until a status webhook settles its message or the grace period ends (D-032).
+    InDoubt,
+}
+
+/// One campaign send's outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settlement {
+    /// Recipient row.
+    pub recipient_id: i64,
+    /// Message row.
+    pub message_id: i64,
+    /// What happened.
+    pub result: SendResult,
+}
+
+/// What a sweep of in-doubt recipients did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SweepOutcome {
+    /// Settled as sent (a status webhook gave their message a provider id).
+    pub sent: u64,
+    /// Settled as failed (a status webhook reported a failure).
+    pub failed: u64,
+    /// Back to planned: no sign of the provider within the grace period.
+    pub replanned: u64,
+}
+
+impl Store {
+    /// Records many campaign send outcomes in one transaction (the send path batches its
+    /// durable commits instead of committing each send); the `message.sent` events that
+    /// `make_events` builds for each accepted message (given the settlement's index) are
+    /// written in the same transaction. Returns how many webhook deliveries were enqueued.
+    pub async fn settle_campaign_sends(
         &self,
-        recipient_id: i64,
-        message_id: i64,
-        outcome: &str,
-        error: Option<&str>,
-    ) -> Result<()> {
+        settlements: &[Settlement],
+        make_events: impl Fn(usize, &crate::messages::MessageRecord) -> Vec<crate::webhooks::NewEvent>,
+    ) -> Result<u64> {
         let now = now_ms();
+        let mut enqueued = 0;
         let mut tx = self.begin_write().await?;
-        if outcome == "planned" {
-            sqlx::query("UPDATE campaign_recipients SET state = 'planned', channel_id = NULL, message_id = NULL, updated_at = $2 WHERE id = $1")
-                .bind(recipient_id)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-            sqlx::query("DELETE FROM messages WHERE id = $1 AND provider_message_id IS NULL")
-                .bind(message_id)
-                .execute(&mut *tx)
-                .await?;
-        } else {
-            sqlx::query("UPDATE campaign_recipients SET state = $2, error = $3, updated_at = $4 WHERE id = $1")
-                .bind(recipient_id)
-                .bind(outcome)
-                .bind(error)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
+        for (i, s) in settlements.iter().enumerate() {
+            match &s.result {
+                SendResult::Sent {
+                    provider_message_id,
+                } => {
+                    let sql = format!(
+                        "UPDATE messages SET provider_message_id = $2, \
+                         status = CASE WHEN status IN ('queued', 'sending') THEN 'sent' ELSE status END \
+                         WHERE id = $1 RETURNING {}",
+                        crate::messages::COLUMNS
+                    );
+                    let row = sqlx::query(&sql)
+                        .bind(s.message_id)
+                        .bind(provider_message_id)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                    if let Some(row) = row {
+                        let rec = crate::messages::read(&row)?;
+                        enqueued +=
+                            crate::webhooks::enqueue_events_tx(&mut tx, &make_events(i, &rec))
+                                .await?;
+                    }
+                    sqlx::query("UPDATE campaign_recipients SET state = 'sent', updated_at = $2 WHERE id = $1")
+                        .bind(s.recipient_id)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                SendResult::Replan => {
+                    replan(&mut tx, s.recipient_id, s.message_id, now).await?;
+                }
+                SendResult::Failed { code, reason, skip } => {
+                    sqlx::query(
+                        "UPDATE messages SET status = 'failed', failed_at = $2, error_code = $3, error_title = $4 WHERE id = $1",
+                    )
+                    .bind(s.message_id)
+                    .bind(now)
+                    .bind(*code)
+                    .bind(reason)
+                    .execute(&mut *tx)
+                    .await?;
+                    sqlx::query("UPDATE campaign_recipients SET state = $2, error = $3, updated_at = $4 WHERE id = $1")
+                        .bind(s.recipient_id)
+                        .bind(if *skip { "skipped" } else { "failed" })
+                        .bind(reason)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                SendResult::InDoubt => {
+                    sqlx::query("UPDATE campaign_recipients SET state = 'in_doubt', updated_at = $2 WHERE id = $1 AND state = 'claimed'")
+                        .bind(s.recipient_id)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+            }
         }
         tx.commit().await?;
-        Ok(())
+        Ok(enqueued)
     }
+
+    /// Whether the campaign still has recipients waiting (`planned`) and recipients taken but
+    /// not settled (`claimed` or `in_doubt`). Two indexed lookups, cheap on every tick.
+    pub async fn campaign_open_work(&self, campaign_id: i64) -> Result<(bool, bool)> {
+        let planned = sqlx::query(
+            "SELECT id FROM campaign_recipients WHERE campaign_id = $1 AND state = 'planned' LIMIT 1",
+        )
+        .bind(campaign_id)
+        .fetch_optional(&self.pool)
+        .await?
+        .is_some();
+        let open = sqlx::query(
+            "SELECT id FROM campaign_recipients WHERE campaign_id = $1 AND state IN ('claimed', 'in_doubt') LIMIT 1",
+        )
+        .bind(campaign_id)
+        .fetch_optional(&self.pool)
+        .await?
+        .is_some();
+        Ok((planned, open))
+    }
+
+    /// At a campaign actor's start, recipients still `claimed` were taken by a process that
+    /// stopped (a crash): the provider may or may not have received them, so they become
+    /// `in_doubt` (D-032). Returns how many.
+    pub async fn mark_claimed_in_doubt(&self, campaign_id: i64) -> Result<u64> {
+        let r = sqlx::query("UPDATE campaign_recipients SET state = 'in_doubt', updated_at = $2 WHERE campaign_id = $1 AND state = 'claimed'")
+            .bind(campaign_id)
+            .bind(now_ms())
+            .execute(&self.pool)
+            .await?;
+        Ok(r.rows_affected())
+    }
+
+    /// Resolves in-doubt recipients (D-032): one whose message a status webhook settled (it
+    /// has a provider id, or failed at the provider) is `sent` or `failed` at once; one with no
+    /// sign of the provider since before `grace_before` (ms) goes back to `planned`, its unsent
+    /// message removed, to be sent again.
+    pub async fn sweep_in_doubt(
+        &self,
+        campaign_id: i64,
+        grace_before: i64,
+    ) -> Result<SweepOutcome> {
+        let mut out = SweepOutcome::default();
+        let rows = sqlx::query(
+            "SELECT r.id AS rid, r.message_id AS mid, r.updated_at AS since, m.provider_message_id AS wamid, \
+             m.status AS status, m.error_title AS error FROM campaign_recipients r LEFT JOIN messages m ON m.id = r.message_id \
+             WHERE r.campaign_id = $1 AND r.state = 'in_doubt' ORDER BY r.id LIMIT 1000",
+        )
+        .bind(campaign_id)
+        .fetch_all(&self.pool)
+        .await?;
+        if rows.is_empty() {
+            return Ok(out);
+        }
+        let now = now_ms();
+        let mut tx = self.begin_write().await?;
+        for r in rows {
+            let rid: i64 = r.try_get("rid")?;
+            let mid: Option<i64> = r.try_get("mid")?;
+            let since: i64 = r.try_get("since")?;
+            let wamid: Option<String> = r.try_get("wamid")?;
+            let status: Option<String> = r.try_get("status")?;
+            let error: Option<String> = r.try_get("error")?;
+            let (state, n) = match (wamid.is_some(), status.as_deref()) {
+                (true, Some("failed")) => ("failed", &mut out.failed),
+                (true, _) => ("sent", &mut out.sent),
+                (false, _) if since < grace_before => {
+                    replan(&mut tx, rid, mid.unwrap_or(0), now).await?;
+                    out.replanned += 1;
+                    continue;
+                }
+                (false, _) => continue,
+            };
+            sqlx::query("UPDATE campaign_recipients SET state = $2, error = $3, updated_at = $4 WHERE id = $1 AND state = 'in_doubt'")
+                .bind(rid)
+                .bind(state)
+                .bind(error.filter(|_| state == "failed"))
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            *n += 1;
+        }
+        tx.commit().await?;
+        Ok(out)
+    }
+
+    /// The numbers with recipients a resend pinned to them still `planned`.
+    pub async fn pinned_channels(
+        &self,
+        campaign_id: i64,
+    ) -> Result<std::collections::HashSet<i64>> {
+        let rows = sqlx::query(
+            "SELECT DISTINCT pinned_channel_id AS c FROM campaign_recipients \
+             WHERE campaign_id = $1 AND state = 'planned' AND pinned_channel_id IS NOT NULL",
+        )
+        .bind(campaign_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(|r| Ok(r.try_get("c")?)).collect()
+    }
+
+    /// `POST /campaigns/{id}/resend`: every `failed` recipient goes back to `planned`, pinned
+    /// to `channel_id` (only that number sends it); the number joins the campaign (weight 0:
+    /// it takes only what is pinned to it) when it is not in it. Returns how many.
+    pub async fn resend_failed(&self, campaign_id: i64, channel_id: i64) -> Result<u64> {
+        let now = now_ms();
+        let mut tx = self.begin_write().await?;
+        let r = sqlx::query(
+            "UPDATE campaign_recipients SET state = 'planned', pinned_channel_id = $2, channel_id = NULL, \
+             message_id = NULL, error = NULL, attempts = attempts + 1, updated_at = $3 \
+             WHERE campaign_id = $1 AND state = 'failed'",
+        )
+        .bind(campaign_id)
+        .bind(channel_id)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "INSERT INTO campaign_channels (campaign_id, channel_id, weight) VALUES ($1, $2, 0) \
+             ON CONFLICT (campaign_id, channel_id) DO NOTHING",
+        )
+        .bind(campaign_id)
+        .bind(channel_id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(r.rows_affected())
+    }
+}
+
+/// A recipient back to `planned`; its message, if the provider never saw it, removed.
+async fn replan(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    recipient_id: i64,
+    message_id: i64,
+    now: i64,
+) -> Result<()> {
+    sqlx::query("UPDATE campaign_recipients SET state = 'planned', channel_id = NULL, message_id = NULL, updated_at = $2 WHERE id = $1")
+        .bind(recipient_id)
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+    sqlx::query("DELETE FROM messages WHERE id = $1 AND provider_message_id IS NULL")
+        .bind(message_id)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
 }

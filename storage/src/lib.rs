@@ -10,6 +10,7 @@ pub mod bms;
 pub mod campaigns;
 pub mod channels;
 mod cipher;
+pub mod guardrails;
 pub mod idempotency;
 pub mod messages;
 pub mod templates;

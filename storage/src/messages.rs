@@ -61,9 +61,9 @@ pub struct MessageRecord {
     pub failed_at: Option<i64>,
 }
 
-const COLUMNS: &str = "id, account_id, channel_id, conversation_id, direction, kind, contact_phone, body, template_name, template_language, params, preview_text, media, status, provider_message_id, error_code, error_title, error_detail, source, created_at, sent_at, delivered_at, read_at, failed_at";
+pub(crate) const COLUMNS: &str = "id, account_id, channel_id, conversation_id, direction, kind, contact_phone, body, template_name, template_language, params, preview_text, media, status, provider_message_id, error_code, error_title, error_detail, source, created_at, sent_at, delivered_at, read_at, failed_at";
 
-fn read(row: &AnyRow) -> Result<MessageRecord> {
+pub(crate) fn read(row: &AnyRow) -> Result<MessageRecord> {
     let status: String = row.try_get("status")?;
     let direction: String = row.try_get("direction")?;
     let kind: String = row.try_get("kind")?;

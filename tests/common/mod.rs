@@ -328,6 +328,19 @@ impl TestApp {
         (status, r.json().await.unwrap_or(Value::Null))
     }
 
+    pub async fn patch(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        let r = self
+            .http
+            .patch(self.url(path))
+            .bearer_auth(&self.token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
     pub async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
         self.post_as(&self.token, path, body).await
     }

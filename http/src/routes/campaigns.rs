@@ -19,6 +19,7 @@ pub fn routes() -> Router<AppState> {
         .route("/campaigns", post(create))
         .route("/campaigns/{id}", get(read))
         .route("/campaigns/{id}/start", post(start))
+        .route("/campaigns/{id}/resend", post(resend))
         // 10,000 rows with their columns do not fit the default 1 MiB.
         .route(
             "/campaigns/{id}/recipients",
@@ -116,5 +117,27 @@ async fn start(
 ) -> Result<Json<Value>, ApiError> {
     Ok(Json(
         json!({ "data": state.runtime.start_campaign(auth.account_id(), id).await? }),
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResendIn {
+    target_channel_id: i64,
+}
+
+/// `POST /campaigns/{id}/resend` {target_channel_id}: `{data: {resent, campaign}}`.
+async fn resend(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+    ApiJson(b): ApiJson<ResendIn>,
+) -> Result<Json<Value>, ApiError> {
+    let (resent, campaign) = state
+        .runtime
+        .resend_campaign(auth.account_id(), id, b.target_channel_id)
+        .await?;
+    Ok(Json(
+        json!({ "data": {"resent": resent, "campaign": campaign} }),
     ))
 }

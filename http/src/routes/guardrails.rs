@@ -1,0 +1,170 @@
+//! Per-number campaign guardrails (spec "Limits": daily cap, cadence, warm-up; D-031):
+//! `GET`/`PATCH /channels/{id}/guardrails` and `POST /channels/{id}/guardrails/authorize`.
+
+use crate::error::ApiError;
+use crate::extract::{ApiJson, Auth, IdPath};
+use crate::AppState;
+use actors::channel::GuardrailView;
+use actors::guardrails::GuardrailsPatch;
+use axum::extract::State;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use engine::guardrail::{self, MAX_CADENCE_MS, MAX_CAP};
+use serde::{Deserialize, Deserializer};
+use serde_json::{json, Value};
+
+/// Routes (under `/api/v1`).
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/channels/{id}/guardrails", get(read).patch(update))
+        .route("/channels/{id}/guardrails/authorize", post(authorize))
+}
+
+/// The guardrails object: settings and `today` (local day in America/Sao_Paulo).
+fn view_json(v: &GuardrailView) -> Value {
+    let day_start = guardrail::day_start(v.day);
+    json!({
+        "daily_cap": v.settings.daily_cap,
+        "cadence_ms": v.settings.cadence_ms,
+        "warmup": v.settings.warmup,
+        "warmup_started_at": actors::time::iso(v.settings.warmup_started_at),
+        "warmup_initial_cap": v.settings.warmup_initial_cap,
+        "today": {
+            "date": actors::time::local_date(day_start),
+            "cap": v.today.cap,
+            "cap_source": v.today.source,
+            "warmup_day": v.today.warmup_day,
+            "authorized": v.today.authorized,
+            "sent": v.sent_today,
+            "remaining": v.today.remaining(v.sent_today),
+            "resets_at": actors::time::iso(v.resets_at),
+        },
+        "backoff_until": v.backoff_until.map(actors::time::iso),
+    })
+}
+
+async fn read(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    let v = state.runtime.guardrails(auth.account_id(), id).await?;
+    Ok(Json(json!({ "data": view_json(&v) })))
+}
+
+/// A field that may be absent (keep), `null` (remove) or a value.
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PatchIn {
+    #[serde(default, deserialize_with = "present")]
+    daily_cap: Option<Option<i64>>,
+    cadence_ms: Option<i64>,
+    warmup: Option<bool>,
+    warmup_started_at: Option<String>,
+    warmup_initial_cap: Option<i64>,
+}
+
+/// An instant from RFC 3339 (`2026-11-20T09:00:00-03:00`) or a date (`2026-11-20`, its
+/// start in America/Sao_Paulo).
+fn parse_instant(s: &str) -> Option<i64> {
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
+        return Some(t.timestamp_millis());
+    }
+    let d = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").ok()?;
+    let utc_midnight = d.and_hms_opt(0, 0, 0)?.and_utc().timestamp_millis();
+    Some(guardrail::day_start(guardrail::local_day(
+        utc_midnight - guardrail::LOCAL_OFFSET_MS,
+    )))
+}
+
+async fn update(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+    ApiJson(b): ApiJson<PatchIn>,
+) -> Result<Json<Value>, ApiError> {
+    let in_range = |field: &str, v: Option<i64>, lo: i64, hi: i64| match v {
+        Some(n) if !(lo..=hi).contains(&n) => Err(ApiError::invalid(
+            field,
+            "out_of_range",
+            format!("`{field}` deve estar entre {lo} e {hi}."),
+        )),
+        _ => Ok(()),
+    };
+    in_range("daily_cap", b.daily_cap.flatten(), 1, MAX_CAP)?;
+    in_range("cadence_ms", b.cadence_ms, 0, MAX_CADENCE_MS)?;
+    in_range("warmup_initial_cap", b.warmup_initial_cap, 1, MAX_CAP)?;
+    let warmup_started_at = match b.warmup_started_at.as_deref() {
+        None => None,
+        Some(s) => Some(parse_instant(s).ok_or_else(|| {
+            ApiError::invalid(
+                "warmup_started_at",
+                "invalid_date",
+                "`warmup_started_at` deve ser uma data (AAAA-MM-DD) ou data e hora RFC 3339.",
+            )
+        })?),
+    };
+    let patch = GuardrailsPatch {
+        daily_cap: b.daily_cap,
+        cadence_ms: b.cadence_ms,
+        warmup: b.warmup,
+        warmup_started_at,
+        warmup_initial_cap: b.warmup_initial_cap,
+    };
+    let v = state
+        .runtime
+        .set_guardrails(auth.account_id(), id, patch)
+        .await?;
+    Ok(Json(json!({ "data": view_json(&v) })))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AuthorizeIn {
+    extra: i64,
+}
+
+/// Owner/admin only (the access table): `extra` more campaign sends today.
+async fn authorize(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+    ApiJson(b): ApiJson<AuthorizeIn>,
+) -> Result<Json<Value>, ApiError> {
+    if !(1..=MAX_CAP).contains(&b.extra) {
+        return Err(ApiError::invalid(
+            "extra",
+            "out_of_range",
+            format!("`extra` deve estar entre 1 e {MAX_CAP}."),
+        ));
+    }
+    let v = state
+        .runtime
+        .authorize_cap(auth.account_id(), id, b.extra, &auth.0.token_name)
+        .await?;
+    Ok(Json(json!({ "data": view_json(&v) })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instants_parse_from_rfc3339_or_a_local_date() {
+        assert_eq!(
+            parse_instant("2026-11-20"),
+            parse_instant("2026-11-20T00:00:00-03:00")
+        );
+        assert_eq!(
+            parse_instant("2026-11-20T03:00:00Z"),
+            parse_instant("2026-11-20")
+        );
+        assert_eq!(parse_instant("20/11/2026"), None);
+    }
+}
