@@ -9,16 +9,6 @@ fn secret(s: &str) -> Result<Secret, String> {
     Ok(Secret::new(s))
 }
 
-fn ms_list(s: &str) -> Result<Vec<u64>, String> {
-    s.split(',')
-        .map(|p| {
-            p.trim()
-                .parse::<u64>()
-                .map_err(|_| format!("`{p}` is not a number of ms"))
-        })
-        .collect()
-}
-
 /// Settings of `disparo serve` and `disparo migrate`. Every field can be set by the named
 /// environment variable or flag.
 #[derive(Debug, Clone, Args)]
@@ -68,7 +58,7 @@ pub struct Settings {
     pub call_timeout_ms: u64,
     /// Delays between outbound webhook attempts, comma-separated ms (default: 5 s, 30 s,
     /// 2 min, 10 min, 30 min, 1 h, 2 h, 4 h, 6 h, 8 h — 11 attempts over about a day).
-    #[arg(long, env = "DISPARO_WEBHOOK_RETRY_MS", value_parser = ms_list)]
+    #[arg(long, env = "DISPARO_WEBHOOK_RETRY_MS", value_delimiter = ',')]
     pub webhook_retry_ms: Option<Vec<u64>>,
     /// Timeout of one outbound webhook attempt, ms.
     #[arg(long, env = "DISPARO_WEBHOOK_TIMEOUT_MS", default_value_t = 10_000)]
@@ -126,6 +116,20 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_webhook_retry_list_parses_from_one_comma_separated_value() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Wrap {
+            #[command(flatten)]
+            s: Settings,
+        }
+        let w = Wrap::try_parse_from(["disparo", "--webhook-retry-ms", "100,200,400"]).unwrap();
+        assert_eq!(w.s.webhook_retry_ms, Some(vec![100, 200, 400]));
+        assert!(Wrap::try_parse_from(["disparo", "--webhook-retry-ms", "100,x"]).is_err());
+        assert_eq!(Settings::defaults().webhook_retry_ms, None);
+    }
 
     #[test]
     fn the_key_file_sits_beside_the_sqlite_database() {

@@ -110,7 +110,10 @@ async fn every_route_with_an_id_answers_404_to_another_account(backend: Backend)
     let intruder = app.other_account_token().await;
     let body_for = |method: &str, route: &str| -> Value {
         match (method, route) {
+            ("PATCH", r) if r.ends_with("/guardrails") => json!({"cadence_ms": 10}),
             ("PATCH", _) => json!({"name": "x"}),
+            (_, r) if r.ends_with("/guardrails/authorize") => json!({"extra": 1}),
+            (_, r) if r.ends_with("/resend") => json!({"target_channel_id": channel}),
             ("PUT", r) if r.starts_with("/api/v1/wiki/categories") => json!({"name": "Outra"}),
             ("PUT", _) => json!({"title": "Outro"}),
             (_, r) if r.ends_with("/request-code") => json!({"method": "SMS"}),

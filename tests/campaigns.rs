@@ -264,6 +264,16 @@ async fn summary(app: &TestApp) -> Value {
         .clone()
 }
 
+/// Waits for `state` with nothing left in flight (`sending` 0).
+async fn wait_settled(app: &TestApp, id: i64, state: &str) -> Value {
+    eventually(30, state, || async {
+        let (_, c) = app.get(&format!("/api/v1/campaigns/{id}")).await;
+        (c["data"]["state"] == state && c["data"]["stats"]["sending"] == 0)
+            .then_some(c["data"].clone())
+    })
+    .await
+}
+
 async fn wait_state(app: &TestApp, id: i64, state: &str) -> Value {
     eventually(30, state, || async {
         let (_, c) = app.get(&format!("/api/v1/campaigns/{id}")).await;
@@ -421,4 +431,455 @@ on_both_backends! {
     weighted => a_campaign_spreads_by_weight_and_reaches_everyone_once;
     red_breaker => red_stops_a_number_at_once_and_the_others_finish;
     pause_resume => with_no_number_left_a_campaign_pauses_and_resumes_on_recovery;
+}
+
+/// A campaign on `channels` with an existing template and `n` recipients `prefix000000…`.
+async fn new_campaign(
+    app: &TestApp,
+    template: i64,
+    channels: &[(i64, i64)],
+    n: usize,
+    prefix: &str,
+) -> i64 {
+    let chans: Vec<Value> = channels
+        .iter()
+        .map(|(c, w)| json!({"channel_id": c, "weight": w}))
+        .collect();
+    let (status, c) = app
+        .post(
+            "/api/v1/campaigns",
+            json!({"name": "Lote", "template_id": template, "channels": chans}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{c}");
+    let id = c["data"]["id"].as_i64().unwrap();
+    let rows: Vec<Value> = (0..n)
+        .map(|i| json!({"phone": format!("{prefix}{i:06}"), "vars": {"nome": format!("P{i}")}}))
+        .collect();
+    let (status, _) = app
+        .post(
+            &format!("/api/v1/campaigns/{id}/recipients"),
+            json!({"recipients": rows}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    id
+}
+
+async fn guardrails(app: &TestApp, channel: i64) -> Value {
+    let (status, g) = app
+        .get(&format!("/api/v1/channels/{channel}/guardrails"))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{g}");
+    g["data"].clone()
+}
+
+async fn sim_errors(app: &TestApp, errors: Value) {
+    let r = app
+        .http
+        .put(format!("http://{}/_sim/faults", app.sim_addr))
+        .json(&json!({ "next_errors": errors }))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+}
+
+async fn daily_cap_stops_a_number_until_an_admin_authorizes_more(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (a, na) = fast_channel(&app).await;
+    let (status, g) = app
+        .patch(
+            &format!("/api/v1/channels/{a}/guardrails"),
+            json!({"daily_cap": 30}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{g}");
+    assert_eq!(g["data"]["today"]["cap"], 30);
+    assert_eq!(g["data"]["today"]["cap_source"], "daily_cap");
+    for (body, field) in [
+        (json!({"daily_cap": 0}), "daily_cap"),
+        (json!({"cadence_ms": -1}), "cadence_ms"),
+        (json!({"warmup_started_at": "ontem"}), "warmup_started_at"),
+    ] {
+        let (status, err) = app
+            .patch(&format!("/api/v1/channels/{a}/guardrails"), body)
+            .await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+        assert_eq!(err["field"], field, "{err}");
+        assert!(err["message"].is_string());
+    }
+
+    let id = campaign_with_audience(&app, &[(a, 1)], 50, "5511940").await;
+    app.post(&format!("/api/v1/campaigns/{id}/start"), json!({}))
+        .await;
+    let paused = wait_settled(&app, id, "paused").await;
+    assert!(
+        paused["pause_reason"]
+            .as_str()
+            .unwrap()
+            .contains("limite_diario_atingido"),
+        "{paused}"
+    );
+    assert_eq!(paused["stats"]["sent"], 30);
+    assert_eq!(paused["stats"]["queued"], 20);
+    let (_, h) = app.get(&format!("/api/v1/channels/{a}/health")).await;
+    assert_eq!(h["data"]["code"], "limite_diario_atingido", "{h}");
+    assert!(h["data"]["next_action"]
+        .as_str()
+        .unwrap()
+        .contains("guardrails/authorize"));
+    let g = guardrails(&app, a).await;
+    assert_eq!(
+        (g["today"]["sent"].clone(), g["today"]["remaining"].clone()),
+        (json!(30), json!(0))
+    );
+    // An API reply or template send is not a campaign send: the cap does not stop it.
+    let metrics = app
+        .http
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(&format!(
+            "disparo_channel_campaign_sent_today{{channel_id=\"{a}\"}} 30"
+        )),
+        "{metrics}"
+    );
+
+    // Authorizing needs an admin token.
+    let writer = app
+        .runtime
+        .store()
+        .create_token(app.account_id, "writer", "write")
+        .await
+        .unwrap();
+    let (status, err) = app
+        .post_as(
+            writer.value.expose(),
+            &format!("/api/v1/channels/{a}/guardrails/authorize"),
+            json!({"extra": 20}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{err}");
+    let (status, err) = app
+        .post(
+            &format!("/api/v1/channels/{a}/guardrails/authorize"),
+            json!({"extra": 0}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+    let (status, g) = app
+        .post(
+            &format!("/api/v1/channels/{a}/guardrails/authorize"),
+            json!({"extra": 20}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{g}");
+    assert_eq!(g["data"]["today"]["authorized"], 20);
+    assert_eq!(g["data"]["today"]["cap"], 50);
+    let done = wait_state(&app, id, "completed").await;
+    assert_eq!(done["stats"]["sent"], 50);
+    let s = summary(&app).await;
+    assert_eq!(s["per_number"][&na.phone_number_id], 50);
+    let (_, h) = app.get(&format!("/api/v1/channels/{a}/health")).await;
+    assert_eq!(
+        h["data"]["code"], "limite_diario_atingido",
+        "50 of 50 again"
+    );
+}
+
+async fn a_young_number_warms_up_day_by_day(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    // A new number (TIER_250, where every number starts).
+    let n = app
+        .sim
+        .create_number(provider::sim::CreateNumber {
+            throughput_mps: Some(1000),
+            ..Default::default()
+        })
+        .unwrap();
+    let (status, body) = app
+        .post("/api/v1/channels/official", json!({"phone_number_id": n.phone_number_id, "waba_id": n.waba_id, "access_token": n.access_token, "app_secret": n.app_secret}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let a = body["data"]["id"].as_i64().unwrap();
+    // The defaults (D-031): warm-up from today, 50 on day 1, a 1,000 daily cap, 25 ms cadence.
+    let g = guardrails(&app, a).await;
+    assert_eq!(g["warmup"], true);
+    assert_eq!(g["daily_cap"], 1000);
+    assert_eq!(g["cadence_ms"], 25);
+    assert_eq!(g["today"]["cap"], 50);
+    assert_eq!(g["today"]["cap_source"], "warmup");
+    assert_eq!(g["today"]["warmup_day"], 1);
+    let (_, h) = app.get(&format!("/api/v1/channels/{a}/health")).await;
+    assert_eq!(h["data"]["code"], "aquecimento", "{h}");
+    assert_eq!(h["data"]["tone"], "attention");
+
+    let id = campaign_with_audience(&app, &[(a, 1)], 120, "5511930").await;
+    app.post(&format!("/api/v1/campaigns/{id}/start"), json!({}))
+        .await;
+    let paused = wait_settled(&app, id, "paused").await;
+    assert_eq!(paused["stats"]["sent"], 50, "day 1 of the warm-up: 50");
+    assert!(paused["pause_reason"]
+        .as_str()
+        .unwrap()
+        .contains("limite_diario_atingido"));
+
+    // Two days later the ramp has doubled twice: day 3 allows 200.
+    let two_days_ago = actors::time::local_date(storage::now_ms() - 2 * engine::DAY_MS);
+    let (status, g) = app
+        .patch(
+            &format!("/api/v1/channels/{a}/guardrails"),
+            json!({"warmup_started_at": two_days_ago}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{g}");
+    assert_eq!(g["data"]["today"]["warmup_day"], 3);
+    assert_eq!(g["data"]["today"]["cap"], 200);
+    let done = wait_state(&app, id, "completed").await;
+    assert_eq!(done["stats"]["sent"], 120);
+
+    // Ten days in, the ramp (25,600) is past the tier's 250: the warm-up is over.
+    let ten_days_ago = actors::time::local_date(storage::now_ms() - 10 * engine::DAY_MS);
+    let (_, g) = app
+        .patch(
+            &format!("/api/v1/channels/{a}/guardrails"),
+            json!({"warmup_started_at": ten_days_ago}),
+        )
+        .await;
+    assert_eq!(g["data"]["today"]["warmup_day"], Value::Null);
+    assert_eq!(g["data"]["today"]["cap"], 1000);
+    assert_eq!(g["data"]["today"]["cap_source"], "daily_cap");
+    let (_, h) = app.get(&format!("/api/v1/channels/{a}/health")).await;
+    assert_eq!(h["data"]["code"], "ok", "{h}");
+    // A number connected on a higher tier has a history: no warm-up by default.
+    let (b, _) = fast_channel(&app).await;
+    let (status, body) = app.get(&format!("/api/v1/channels/{b}/health")).await;
+    assert_eq!(
+        (status, body["data"]["code"].as_str()),
+        (StatusCode::OK, Some("ok"))
+    );
+}
+
+async fn cadence_spaces_a_numbers_campaign_sends(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (a, na) = fast_channel(&app).await;
+    app.patch(
+        &format!("/api/v1/channels/{a}/guardrails"),
+        json!({"cadence_ms": 100}),
+    )
+    .await;
+    let id = campaign_with_audience(&app, &[(a, 1)], 8, "5511920").await;
+    app.post(&format!("/api/v1/campaigns/{id}/start"), json!({}))
+        .await;
+    wait_state(&app, id, "completed").await;
+    let r: Value = app
+        .http
+        .get(format!(
+            "http://{}/_sim/numbers/{}/sent",
+            app.sim_addr, na.phone_number_id
+        ))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut at: Vec<i64> = r["data"]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["at"].as_i64().unwrap())
+        .collect();
+    at.sort();
+    assert_eq!(at.len(), 8);
+    // Each send waits for its slot (100 ms apart); network jitter may shift one a little.
+    assert!(
+        at[7] - at[0] >= 600,
+        "8 sends 100 ms apart span at least 700 ms: {at:?}"
+    );
+    assert!(
+        at.windows(2).all(|w| w[1] - w[0] >= 50),
+        "no two sends together: {at:?}"
+    );
+}
+
+async fn provider_errors_are_handled_by_kind(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (a, na) = fast_channel(&app).await;
+    let template = approved_template(&app, &[a]).await;
+    let id = new_campaign(&app, template, &[(a, 1)], 20, "5511910").await;
+    let pnid = na.phone_number_id.clone();
+    sim_errors(
+        &app,
+        json!([
+            {"phone_number_id": pnid, "code": 131026, "count": 1},
+            {"phone_number_id": pnid, "code": 131049, "count": 1},
+            {"phone_number_id": pnid, "code": 131000, "count": 1},
+            {"phone_number_id": pnid, "code": 130429, "count": 2},
+        ]),
+    )
+    .await;
+    app.post(&format!("/api/v1/campaigns/{id}/start"), json!({}))
+        .await;
+    let done = wait_state(&app, id, "completed").await;
+    // Invalid recipient: skipped; marketing limit: failed with the provider's error, no retry;
+    // a 500 retried; the rate limit backed off and retried.
+    assert_eq!(done["stats"]["skipped"], 1, "{done}");
+    assert_eq!(done["stats"]["failed"], 1, "{done}");
+    assert_eq!(done["stats"]["sent"], 18, "{done}");
+    let s = summary(&app).await;
+    assert_eq!(s["per_number"][&pnid], 18);
+    assert!(s["per_recipient"]
+        .as_object()
+        .unwrap()
+        .values()
+        .all(|t| t["oferta"] == 1));
+    let metrics = app
+        .http
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(&format!(
+            "disparo_channel_backoffs_total{{channel_id=\"{a}\"}} 2"
+        )),
+        "two rate-limit back-offs"
+    );
+
+    // A token error: the number is credential-invalid and stops; the campaign pauses (it was
+    // its only number) and resumes once the token verifies again.
+    let id = new_campaign(&app, template, &[(a, 1)], 10, "5511911").await;
+    sim_errors(
+        &app,
+        json!([{"phone_number_id": pnid, "code": 190, "count": 10_000}]),
+    )
+    .await;
+    app.post(&format!("/api/v1/campaigns/{id}/start"), json!({}))
+        .await;
+    let paused = wait_state(&app, id, "paused").await;
+    assert!(
+        paused["pause_reason"]
+            .as_str()
+            .unwrap()
+            .contains("credencial_invalida"),
+        "{paused}"
+    );
+    let (_, h) = app.get(&format!("/api/v1/channels/{a}/health")).await;
+    assert_eq!(h["data"]["code"], "credencial_invalida");
+    sim_errors(&app, json!([])).await;
+    let (status, v) = app
+        .post(&format!("/api/v1/channels/{a}/verify"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let done = wait_state(&app, id, "completed").await;
+    assert_eq!(done["stats"]["sent"], 10, "{done}");
+    assert_eq!(done["stats"]["failed"], 0);
+}
+
+async fn failed_messages_are_resent_through_another_number(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (a, na) = fast_channel(&app).await;
+    let (b, nb) = fast_channel(&app).await;
+    let (c, _) = fast_channel(&app).await;
+    let template = approved_template(&app, &[a, b]).await;
+    let id = new_campaign(&app, template, &[(a, 1)], 10, "5511900").await;
+    let (status, err) = app
+        .post(
+            &format!("/api/v1/campaigns/{id}/resend"),
+            json!({"target_channel_id": b}),
+        )
+        .await;
+    assert_eq!(
+        (status, err["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_state")),
+        "a draft has nothing to resend"
+    );
+    sim_errors(
+        &app,
+        json!([{"phone_number_id": na.phone_number_id, "code": 131049, "count": 3}]),
+    )
+    .await;
+    app.post(&format!("/api/v1/campaigns/{id}/start"), json!({}))
+        .await;
+    let done = wait_state(&app, id, "completed").await;
+    assert_eq!(
+        (
+            done["stats"]["sent"].clone(),
+            done["stats"]["failed"].clone()
+        ),
+        (json!(7), json!(3))
+    );
+
+    let (status, err) = app
+        .post(
+            &format!("/api/v1/campaigns/{id}/resend"),
+            json!({"target_channel_id": c}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+    assert_eq!(err["code"], "template_missing");
+    assert_eq!(err["missing"][0]["channel_id"], c);
+    let (status, err) = app
+        .post(
+            &format!("/api/v1/campaigns/{id}/resend"),
+            json!({"target_channel_id": 999_999}),
+        )
+        .await;
+    assert_eq!(
+        (status, err["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_channels"))
+    );
+
+    let (status, r) = app
+        .post(
+            &format!("/api/v1/campaigns/{id}/resend"),
+            json!({"target_channel_id": b}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{r}");
+    assert_eq!(r["data"]["resent"], 3);
+    let done = eventually(10, "resend done", || async {
+        let (_, c) = app.get(&format!("/api/v1/campaigns/{id}")).await;
+        (c["data"]["state"] == "completed" && c["data"]["stats"]["sent"] == 10)
+            .then_some(c["data"].clone())
+    })
+    .await;
+    assert_eq!(done["stats"]["failed"], 0);
+    let s = summary(&app).await;
+    assert_eq!(s["per_number"][&na.phone_number_id], 7);
+    assert_eq!(
+        s["per_number"][&nb.phone_number_id], 3,
+        "the failed ones, through B"
+    );
+    let per_recipient = s["per_recipient"].as_object().unwrap();
+    assert_eq!(per_recipient.len(), 10);
+    assert!(per_recipient.values().all(|t| t["oferta"] == 1));
+    let (status, r) = app
+        .post(
+            &format!("/api/v1/campaigns/{id}/resend"),
+            json!({"target_channel_id": b}),
+        )
+        .await;
+    assert_eq!(
+        (status, r["data"]["resent"].clone()),
+        (StatusCode::OK, json!(0))
+    );
+}
+
+on_both_backends! {
+    daily_cap => daily_cap_stops_a_number_until_an_admin_authorizes_more;
+    warmup => a_young_number_warms_up_day_by_day;
+    cadence => cadence_spaces_a_numbers_campaign_sends;
+    error_kinds => provider_errors_are_handled_by_kind;
+    resend => failed_messages_are_resent_through_another_number;
 }

@@ -63,6 +63,17 @@ impl Guardrails {
     }
 }
 
+/// Whether a newly connected number starts in warm-up (D-031): yes when its messaging tier is
+/// 250 unique users per 24 h or lower, or not known — where every new number and portfolio
+/// starts (PROVIDER.md §10.2); no on a higher tier, which the provider granted for a sending
+/// history it already measured. Either can be changed with `PATCH /channels/{id}/guardrails`.
+pub fn warmup_by_default(tier: Option<&str>) -> bool {
+    match tier.and_then(crate::channel::Tier::parse) {
+        None => true,
+        Some(t) => t.limit_24h().is_some_and(|l| l <= 250),
+    }
+}
+
 /// The local day (days since 1970-01-01 in UTC−03:00) of an instant.
 pub fn local_day(now_ms: i64) -> i64 {
     (now_ms + LOCAL_OFFSET_MS).div_euclid(DAY_MS)
@@ -256,6 +267,16 @@ mod tests {
             (t.cap, t.source, t.remaining(1_000_000)),
             (None, CapSource::None, None)
         );
+    }
+
+    #[test]
+    fn young_tiers_start_in_warmup() {
+        assert!(warmup_by_default(None));
+        assert!(warmup_by_default(Some("TIER_NOT_SET")));
+        assert!(warmup_by_default(Some("TIER_250")));
+        assert!(warmup_by_default(Some("TIER_50")));
+        assert!(!warmup_by_default(Some("TIER_2K")));
+        assert!(!warmup_by_default(Some("TIER_UNLIMITED")));
     }
 
     #[test]

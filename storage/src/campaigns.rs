@@ -397,8 +397,12 @@ impl Store {
     ) -> Result<u64> {
         let now = now_ms();
         let mut enqueued = 0;
+        // Message rows in id order, as every writer of them does (no deadlock on PostgreSQL).
+        let mut order: Vec<usize> = (0..settlements.len()).collect();
+        order.sort_by_key(|i| settlements[*i].message_id);
         let mut tx = self.begin_write().await?;
-        for (i, s) in settlements.iter().enumerate() {
+        for i in order {
+            let s = &settlements[i];
             match &s.result {
                 SendResult::Sent {
                     provider_message_id,

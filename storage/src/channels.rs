@@ -120,8 +120,8 @@ impl Store {
     pub async fn insert_channel(&self, c: &NewChannel) -> Result<ChannelRecord> {
         let now = now_ms();
         let sql = format!(
-                        "INSERT INTO channels (account_id, name, phone, official, engine, status, quality, tier, phone_number_id, waba_id, verified_name, access_token_enc, app_secret_enc, verify_token, credential_valid, created_at, updated_at, last_sync_at, bm_id) \
-             VALUES ($1, $2, $3, 1, 'cloud_api', $4, $5, $6, $7, $8, $9, $10, $11, $12, 1, $13, $13, $13, $14) RETURNING {COLUMNS}"
+                        "INSERT INTO channels (account_id, name, phone, official, engine, status, quality, tier, phone_number_id, waba_id, verified_name, access_token_enc, app_secret_enc, verify_token, credential_valid, created_at, updated_at, last_sync_at, bm_id, warmup) \
+             VALUES ($1, $2, $3, 1, 'cloud_api', $4, $5, $6, $7, $8, $9, $10, $11, $12, 1, $13, $13, $13, $14, $15) RETURNING {COLUMNS}"
         );
         let res = sqlx::query(&sql)
             .bind(c.account_id)
@@ -138,6 +138,9 @@ impl Store {
             .bind(&c.verify_token)
             .bind(now)
             .bind(c.bm_id)
+            .bind(i64::from(engine::guardrail::warmup_by_default(
+                c.tier.as_deref(),
+            )))
             .fetch_one(&self.pool)
             .await;
         match res {

@@ -448,6 +448,10 @@ impl Store {
         }
 
         let mut events = Vec::new();
+        // Rows are written once each, in id order after the loop: every writer of message rows
+        // (this, the campaign writer) locks them in the same order, so PostgreSQL never finds
+        // two transactions waiting on each other.
+        let mut updates: std::collections::BTreeMap<i64, MessageRecord> = Default::default();
         for r in reports {
             let current = match by_wamid.get(&r.provider_message_id) {
                 Some(m) => m.clone(),
@@ -499,6 +503,18 @@ impl Store {
                 out.unchanged += 1;
                 continue;
             }
+            updates.insert(next.id, next.clone());
+            if let Some(w) = &next.provider_message_id {
+                by_wamid.insert(w.clone(), next.clone());
+            }
+            let applied = AppliedStatus {
+                message: next,
+                reported: r.status,
+            };
+            events.extend(make_events(&applied));
+            out.applied.push(applied);
+        }
+        for next in updates.values() {
             sqlx::query(
                 "UPDATE messages SET status = $2, provider_message_id = $3, sent_at = $4, delivered_at = $5, read_at = $6, failed_at = $7, error_code = $8, error_title = $9, error_detail = $10 WHERE id = $1",
             )
@@ -514,15 +530,6 @@ impl Store {
             .bind(&next.error_detail)
             .execute(&mut *tx)
             .await?;
-            if let Some(w) = &next.provider_message_id {
-                by_wamid.insert(w.clone(), next.clone());
-            }
-            let applied = AppliedStatus {
-                message: next,
-                reported: r.status,
-            };
-            events.extend(make_events(&applied));
-            out.applied.push(applied);
         }
         out.deliveries = crate::webhooks::enqueue_events_tx(&mut tx, &events).await?;
         tx.commit().await?;
