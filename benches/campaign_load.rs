@@ -1,0 +1,321 @@
+//! Load harness for the dispatch engine (issue 6): the gateway runs as its own process (the
+//! `disparo` binary, release build) against the provider simulator, which runs in this process
+//! on loopback with 10 numbers at 1,000 messages/s each, zero latency and every status webhook
+//! (sent, delivered, read) on.
+//!
+//! It adds the audience through the API in batches of 10,000 (timed), starts the campaign and
+//! polls `GET /campaigns/{id}` to print:
+//! - the dispatch rate: messages/s from the start to the last `sent` in the campaign's stats;
+//! - the end-to-end rate: messages/s from the start to the last `read` counted;
+//! - the gateway's peak RSS (VmHWM);
+//! - p50 / p99 of `POST /messages` latency, measured by template sends made during the run;
+//! - the throughput (130429) and pair-rate (131056) refusals the gateway saw (its metrics).
+//!
+//! Run: `cargo bench --bench campaign_load` (settings: `LOAD_RECIPIENTS`, default 100000;
+//! `LOAD_NUMBERS`, default 10; `LOAD_BACKEND` `sqlite` (default) or `postgres`, which
+//! creates a fresh database next to `DISPARO_TEST_POSTGRES_URL`).
+
+use serde_json::{json, Value};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn env_num(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn peak_rss_mb(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+struct Gateway {
+    child: Child,
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn gateway_command(env: &[(&str, String)]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_disparo"));
+    c.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c
+}
+
+/// A fresh database: a SQLite file in a temporary directory, or a new PostgreSQL database.
+async fn database(backend: &str, dir: &std::path::Path) -> String {
+    if backend == "postgres" {
+        use sqlx::Connection;
+        let admin = std::env::var("DISPARO_TEST_POSTGRES_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+        let name = format!("disparo_load_{}", std::process::id());
+        let mut conn = sqlx::PgConnection::connect(&admin)
+            .await
+            .expect("PostgreSQL");
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&mut conn)
+            .await
+            .expect("create database");
+        let mut url = url::Url::parse(&admin).unwrap();
+        url.set_path(&format!("/{name}"));
+        url.to_string()
+    } else {
+        format!("sqlite://{}?mode=rwc", dir.join("load.db").display())
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let n = env_num("LOAD_RECIPIENTS", 100_000) as usize;
+    let numbers = env_num("LOAD_NUMBERS", 10) as usize;
+    let backend = std::env::var("LOAD_BACKEND").unwrap_or_else(|_| "sqlite".into());
+    let dir = tempfile::tempdir().unwrap();
+    let db_url = database(&backend, dir.path()).await;
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let sim = provider::sim::Simulator::new(provider::sim::SimConfig {
+        seed: Some(3),
+        webhook_url: Some(format!("http://{addr}/webhooks/messaging")),
+        status_delays: provider::sim::StatusDelays {
+            sent_ms: 0,
+            delivered_ms: 0,
+            read_ms: 0,
+        },
+        template_review_ms: 50,
+        ..provider::sim::SimConfig::default()
+    });
+    let sim_addr = sim.clone().spawn("127.0.0.1:0").await.unwrap();
+    let env = vec![
+        ("DATABASE_URL", db_url.clone()),
+        ("DISPARO_LISTEN", addr.clone()),
+        ("DISPARO_MASTER_KEY", storage::Cipher::generate_key_base64()),
+        ("PROVIDER_BASE_URL", format!("http://{sim_addr}")),
+    ];
+    let gw = Gateway {
+        child: gateway_command(&env).arg("serve").spawn().expect("gateway"),
+    };
+    let http = reqwest::Client::new();
+    let health = format!("http://{addr}/health");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !http
+        .get(&health)
+        .send()
+        .await
+        .is_ok_and(|r| r.status().is_success())
+    {
+        assert!(Instant::now() < deadline, "gateway did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let out = gateway_command(&env)
+        .args(["token", "create", "--account", "load", "--name", "load"])
+        .stdout(Stdio::piped())
+        .output()
+        .unwrap();
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let api = |m: reqwest::Method, path: &str, body: Option<Value>| {
+        let mut r = http
+            .request(m, format!("http://{addr}/api/v1{path}"))
+            .bearer_auth(&token);
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        async move {
+            let r = r.send().await.expect("gateway answers");
+            let status = r.status();
+            let body: Value = r.json().await.unwrap_or(Value::Null);
+            assert!(status.is_success(), "{status}: {body}");
+            body
+        }
+    };
+
+    let mut channels = Vec::new();
+    for _ in 0..numbers {
+        let num = sim
+            .create_number(provider::sim::CreateNumber {
+                tier: Some("TIER_UNLIMITED".into()),
+                throughput_mps: Some(1000),
+                ..Default::default()
+            })
+            .unwrap();
+        let c = api(reqwest::Method::POST, "/channels/official", Some(json!({"phone_number_id": num.phone_number_id, "waba_id": num.waba_id, "access_token": num.access_token, "app_secret": num.app_secret}))).await;
+        let id = c["data"]["id"].as_i64().unwrap();
+        api(
+            reqwest::Method::PATCH,
+            &format!("/channels/{id}/guardrails"),
+            Some(json!({"daily_cap": null, "cadence_ms": 0, "warmup": false})),
+        )
+        .await;
+        channels.push(id);
+    }
+    let t = api(reqwest::Method::POST, "/templates", Some(json!({"name": "Carga", "body": "Olá {{1}}, seu código é {{2}}.", "var_map": {"1": {"field": "nome"}, "2": {"field": "codigo"}}, "submit_channels": channels}))).await;
+    let template = t["data"]["id"].as_i64().unwrap();
+    loop {
+        let list = api(reqwest::Method::GET, "/templates", None).await;
+        let approved = list["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["id"] == template)
+            .map(|t| t["channels_by_status"]["approved"] == numbers);
+        if approved == Some(true) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let chans: Vec<Value> = channels
+        .iter()
+        .map(|c| json!({"channel_id": c, "weight": 1}))
+        .collect();
+    let c = api(
+        reqwest::Method::POST,
+        "/campaigns",
+        Some(json!({"name": "Carga", "template_id": template, "channels": chans})),
+    )
+    .await;
+    let campaign = c["data"]["id"].as_i64().unwrap();
+
+    // The audience, 10,000 rows per call.
+    let add_start = Instant::now();
+    for chunk_start in (0..n).step_by(10_000) {
+        let rows: Vec<Value> = (chunk_start..(chunk_start + 10_000).min(n))
+            .map(|i| json!({"phone": format!("55119{i:08}"), "vars": {"nome": format!("Cliente {i}"), "codigo": format!("C{i}")}}))
+            .collect();
+        api(
+            reqwest::Method::POST,
+            &format!("/campaigns/{campaign}/recipients"),
+            Some(json!({ "recipients": rows })),
+        )
+        .await;
+    }
+    let add_secs = add_start.elapsed().as_secs_f64();
+
+    // POST /messages latency during the run: template sends to other recipients, 20 per second.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let probe = {
+        let (http, token, addr, stop) = (http.clone(), token.clone(), addr.clone(), stop.clone());
+        let channel = channels[0];
+        tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            let mut i = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                i += 1;
+                let started = Instant::now();
+                let r = http
+                    .post(format!("http://{addr}/api/v1/messages"))
+                    .bearer_auth(&token)
+                    .json(&json!({"channel_id": channel, "to": format!("55219{i:08}"), "template": {"id": template, "vars": {"nome": "Sonda", "codigo": "S1"}}}))
+                    .send()
+                    .await;
+                if let Ok(r) = r {
+                    if r.status().is_success() {
+                        latencies.push(started.elapsed().as_secs_f64() * 1000.0);
+                    } else if latencies.is_empty() && i == 1 {
+                        eprintln!("probe send refused: {}", r.text().await.unwrap_or_default());
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            latencies
+        })
+    };
+
+    let start = Instant::now();
+    api(
+        reqwest::Method::POST,
+        &format!("/campaigns/{campaign}/start"),
+        None,
+    )
+    .await;
+    let (mut sent_at, mut read_at) = (None, None);
+    while read_at.is_none() {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let c = api(
+            reqwest::Method::GET,
+            &format!("/campaigns/{campaign}"),
+            None,
+        )
+        .await;
+        let stats = &c["data"]["stats"];
+        if sent_at.is_none() && stats["sent"].as_u64() == Some(n as u64) {
+            sent_at = Some(start.elapsed().as_secs_f64());
+        }
+        if stats["read"].as_u64() == Some(n as u64) {
+            read_at = Some(start.elapsed().as_secs_f64());
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(1200),
+            "campaign did not finish: {stats}"
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut latencies = probe.await.unwrap();
+    latencies.sort_by(|a, b| a.total_cmp(b));
+    let metrics = http
+        .get(format!("http://{addr}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let throttled: f64 = metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("disparo_messages_failed_total")
+                && (l.contains("kind=\"RateLimited\"") || l.contains("kind=\"PairRateLimited\""))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    let rss = peak_rss_mb(gw.child.id()).unwrap_or(f64::NAN);
+    let sent_secs = sent_at.unwrap();
+    let read_secs = read_at.unwrap();
+    println!("campaign_load backend={backend} recipients={n} numbers={numbers}");
+    println!(
+        "  add recipients:   {add_secs:.2} s ({:.0} rows/s)",
+        n as f64 / add_secs
+    );
+    println!(
+        "  dispatch:         {:.0} messages/s (last sent at {sent_secs:.2} s)",
+        n as f64 / sent_secs
+    );
+    println!(
+        "  end to end:       {:.0} messages/s (last read at {read_secs:.2} s)",
+        n as f64 / read_secs
+    );
+    println!("  gateway peak RSS: {rss:.0} MB");
+    println!(
+        "  POST /messages:   p50 {:.1} ms, p99 {:.1} ms ({} sends)",
+        percentile(&latencies, 0.5),
+        percentile(&latencies, 0.99),
+        latencies.len()
+    );
+    println!("  throughput / pair-rate refusals: {throttled}");
+    drop(gw);
+}
