@@ -15,6 +15,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
+use storage::campaigns::ClaimShare;
 use storage::templates::TemplateRecord;
 use tracing::Instrument;
 
@@ -22,7 +23,7 @@ use tracing::Instrument;
 pub const TICK: Duration = Duration::from_millis(50);
 
 /// Most recipients claimed per tick.
-pub const PAGE: usize = 500;
+pub const PAGE: usize = 2000;
 
 /// Messages of a [`CampaignActor`].
 #[derive(Debug)]
@@ -302,54 +303,77 @@ async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<()
         if *credit == 0 || !st.pinned.contains(&channel_id) {
             continue;
         }
-        let name = template_name(channel_id);
-        let n = hand_out(st, channel_id, *credit, true, name).await?;
+        let share = ClaimShare {
+            channel_id,
+            count: *credit,
+            template_name: template_name(channel_id),
+        };
+        let claimed = claim(st, true, std::slice::from_ref(&share)).await?;
+        let n = claimed.first().map_or(0, Vec::len);
         if n < *credit {
             st.pinned.remove(&channel_id);
         }
         *credit -= n;
+        for (share, items) in [share].iter().zip(claimed) {
+            hand_out(st, share, items).await?;
+        }
     }
+    // Then the weighted shares, claimed together in one transaction.
     let alloc = allocate(&st.slots, &credits, PAGE);
-    for (i, n) in alloc.into_iter().enumerate() {
-        if n == 0 {
-            continue;
-        }
-        let channel_id = st.slots[i].channel_id;
-        let name = template_name(channel_id);
-        let claimed = hand_out(st, channel_id, n, false, name).await?;
-        st.slots[i].dispatched += claimed as u64;
-        if claimed == 0 {
-            break;
-        }
+    let shares: Vec<(usize, ClaimShare)> = alloc
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| **n > 0)
+        .map(|(i, n)| {
+            let channel_id = st.slots[i].channel_id;
+            (
+                i,
+                ClaimShare {
+                    channel_id,
+                    count: *n,
+                    template_name: template_name(channel_id),
+                },
+            )
+        })
+        .collect();
+    if shares.is_empty() {
+        return Ok(());
+    }
+    let only: Vec<ClaimShare> = shares.iter().map(|(_, s)| s.clone()).collect();
+    let claimed = claim(st, false, &only).await?;
+    for ((i, share), items) in shares.into_iter().zip(claimed) {
+        st.slots[i].dispatched += items.len() as u64;
+        hand_out(st, &share, items).await?;
     }
     Ok(())
 }
 
-/// Claims up to `n` planned recipients for a number (only those pinned to it, with `pinned`)
-/// and hands them to it with their rendered parameters; returns how many.
-async fn hand_out(
+async fn claim(
     st: &CampaignRun,
-    channel_id: i64,
-    n: usize,
     pinned: bool,
-    template_name: String,
-) -> Result<usize, ActorError> {
-    let claimed = st
+    shares: &[ClaimShare],
+) -> Result<Vec<Vec<storage::campaigns::Claimed>>, ActorError> {
+    Ok(st
         .shared
         .store
         .claim_recipients(
             st.account_id,
             st.campaign_id,
-            channel_id,
-            n as i64,
             pinned,
-            &template_name,
+            shares,
             &st.template.language,
         )
-        .await?;
-    let count = claimed.len();
-    if count == 0 {
-        return Ok(0);
+        .await?)
+}
+
+/// Hands claimed recipients to their number with their rendered parameters.
+async fn hand_out(
+    st: &CampaignRun,
+    share: &ClaimShare,
+    claimed: Vec<storage::campaigns::Claimed>,
+) -> Result<(), ActorError> {
+    if claimed.is_empty() {
+        return Ok(());
     }
     let items: Vec<DispatchItem> = claimed
         .into_iter()
@@ -366,20 +390,19 @@ async fn hand_out(
             }
         })
         .collect();
-    match st.shared.registry.get(channel_id) {
+    match st.shared.registry.get(share.channel_id) {
         Some(e) => {
             let _ = e.actor.cast(ChannelMsg::Dispatch(Box::new(Dispatch {
-                template_name,
+                template_name: share.template_name.clone(),
                 language: st.template.language.clone(),
                 items,
             })));
         }
-        // The number stopped between the credit and the claim: its recipients are in doubt
-        // for nobody; give them back at once.
+        // The number stopped between the credit and the claim: give them back at once.
         None => {
             let back: Vec<_> = items
                 .iter()
-                .map(|i: &DispatchItem| storage::campaigns::Settlement {
+                .map(|i| storage::campaigns::Settlement {
                     recipient_id: i.recipient_id,
                     message_id: i.message_id,
                     result: storage::campaigns::SendResult::Replan,
@@ -391,7 +414,7 @@ async fn hand_out(
                 .await?;
         }
     }
-    Ok(count)
+    Ok(())
 }
 
 impl Runtime {

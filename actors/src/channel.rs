@@ -215,7 +215,7 @@ pub struct DispatchItem {
 }
 
 /// Campaign sends a channel keeps in flight at most (its share of the in-flight window).
-pub const CAMPAIGN_WINDOW: usize = 32;
+pub const CAMPAIGN_WINDOW: usize = 128;
 
 /// How far ahead a channel books cadence slots when it grants credits (ms): a campaign tick
 /// hands it at most what its cadence lets it send in this time.
@@ -259,6 +259,8 @@ pub struct ChannelState {
     backoff_until: i64,
     /// Consecutive rate-limit answers (sets the back-off's length).
     backoff_attempt: u32,
+    /// The channel's status task (see [`spawn_status_task`]).
+    statuses: tokio::sync::mpsc::Sender<StatusJob>,
     /// Whether business-initiated sends are refused now (RED, ban, payment, credential,
     /// disconnected); read by send tasks right before the provider call, so a RED event stops
     /// even sends admitted before it.
@@ -570,6 +572,7 @@ impl Actor for ChannelActor {
                 .map_err(|e| ActorProcessingErr::from(e.to_string()))?;
         register(&args.shared, &record, &secrets, &myself);
         tracing::info!(channel_id = record.id, "channel actor started");
+        let record_arc = Arc::new(record.clone());
         let mut st = ChannelState {
             status: ChannelStatus::parse(&record.status),
             quality: Quality::parse(&record.quality),
@@ -577,7 +580,7 @@ impl Actor for ChannelActor {
             credential_valid: record.credential_valid,
             payment_locked_until: record.payment_locked_until,
             waba,
-            record: Arc::new(record),
+            record: record_arc.clone(),
             secrets,
             recipients,
             bm,
@@ -590,6 +593,7 @@ impl Actor for ChannelActor {
             cadence: Cadence::default(),
             backoff_until: 0,
             backoff_attempt: 0,
+            statuses: spawn_status_task(args.shared.clone(), record_arc.clone()),
             blocked: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             shared: args.shared,
         };
@@ -618,31 +622,12 @@ async fn handle_msg(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut Chan
             }
         }
         ChannelMsg::Statuses(reports, reply) => {
-            let record = st.record.clone();
-            let res = st
-                .shared
-                .store
-                .apply_status_reports(record.id, &reports, |a| {
-                    vec![events::message_ack(&record, a)]
-                })
-                .await
-                .map_err(ActorError::from);
-            if let Ok(out) = &res {
-                tracing::debug!(
-                    applied = out.applied.len(),
-                    unchanged = out.unchanged,
-                    unknown = out.unknown,
-                    deliveries = out.deliveries,
-                    "status reports"
-                );
-                if out.deliveries > 0 {
-                    st.shared.wake_dispatcher();
-                }
-                if out.unknown > 0 {
-                    tracing::debug!(unknown = out.unknown, "statuses for unknown messages");
-                }
+            // Applied by the channel's status task, in arrival order, so the actor stays free
+            // for sends and credits while the transaction runs.
+            if let Err(e) = st.statuses.send((reports, reply)).await {
+                let (_, reply) = e.0;
+                let _ = reply.send(Err(ActorError::Unavailable));
             }
-            let _ = reply.send(res.map(|o| o.applied.len()));
         }
         ChannelMsg::Inbound(items, reply) => {
             let record = st.record.clone();
@@ -790,6 +775,7 @@ async fn handle_msg(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut Chan
                     st.secrets = secrets;
                     let status = ChannelStatus::parse(&record.status);
                     st.record = Arc::new(record);
+                    st.statuses = spawn_status_task(st.shared.clone(), st.record.clone());
                     st.set_status(status).await;
                     Ok(st.snapshot())
                 }
@@ -818,6 +804,90 @@ async fn handle_msg(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut Chan
             }
         }
     }
+}
+
+/// Most webhook batches a channel's status task applies in one transaction.
+pub const STATUS_GROUP: usize = 8;
+
+/// Status reports of one provider webhook and who waits for them to be stored.
+type StatusJob = (Vec<StatusReport>, RpcReplyPort<Result<usize, ActorError>>);
+
+/// Starts a channel's status task: it applies the status reports of the channel's webhooks one
+/// batch after the other (so two batches never race on the same message) in one transaction
+/// each, with their `message.ack` events, and answers each webhook once stored. It ends with
+/// the actor's state (its sender dropped).
+fn spawn_status_task(
+    shared: Arc<Shared>,
+    record: Arc<ChannelRecord>,
+) -> tokio::sync::mpsc::Sender<StatusJob> {
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<StatusJob>(256);
+    let span = tracing::info_span!("channel_statuses", channel_id = record.id);
+    tokio::spawn(
+        async move {
+            let mut jobs: Vec<StatusJob> = Vec::with_capacity(STATUS_GROUP);
+            // Group commit: the batches that queued while the last transaction ran are applied
+            // together in the next one (still in arrival order).
+            while rx.recv_many(&mut jobs, STATUS_GROUP).await > 0 {
+                let reports: Vec<StatusReport> =
+                    jobs.iter().flat_map(|(r, _)| r.iter().cloned()).collect();
+                let res = shared
+                    .store
+                    .apply_status_reports(record.id, &reports, |a| {
+                        vec![events::message_ack(&record, a)]
+                    })
+                    .await;
+                match res {
+                    Ok(out) => {
+                        tracing::debug!(
+                            batches = jobs.len(),
+                            applied = out.applied.len(),
+                            unchanged = out.unchanged,
+                            unknown = out.unknown,
+                            deliveries = out.deliveries,
+                            "status reports"
+                        );
+                        if out.deliveries > 0 {
+                            shared.wake_dispatcher();
+                        }
+                        let mut applied: std::collections::HashMap<(String, String), usize> =
+                            Default::default();
+                        for a in &out.applied {
+                            let key = (
+                                a.message.provider_message_id.clone().unwrap_or_default(),
+                                format!("{:?}", a.reported),
+                            );
+                            *applied.entry(key).or_default() += 1;
+                        }
+                        for (reports, reply) in jobs.drain(..) {
+                            let n = reports
+                                .iter()
+                                .filter(|r| {
+                                    let key = (r.provider_message_id.clone(), format!("{:?}", r.status));
+                                    match applied.get_mut(&key) {
+                                        Some(c) if *c > 0 => {
+                                            *c -= 1;
+                                            true
+                                        }
+                                        _ => false,
+                                    }
+                                })
+                                .count();
+                            let _ = reply.send(Ok(n));
+                        }
+                    }
+                    Err(e) => {
+                        // Not stored: the webhooks are refused and the provider sends them again.
+                        tracing::error!(error = %e, batches = jobs.len(), "could not store status reports");
+                        for (_, reply) in jobs.drain(..) {
+                            let _ = reply.send(Err(ActorError::Unavailable));
+                        }
+                    }
+                }
+            }
+        }
+        .instrument(span),
+    );
+    tx
 }
 
 /// Checks the rules, stores the message `queued` and spawns the provider call. Errors here

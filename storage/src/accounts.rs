@@ -84,7 +84,7 @@ impl Store {
         .bind(slug)
         .bind(slug)
         .bind(now_ms())
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         let row = sqlx::query("SELECT id, slug, name, created_at FROM accounts WHERE slug = $1")
             .bind(slug)
@@ -132,7 +132,7 @@ impl Store {
         .bind(hash_token(&value))
         .bind(level)
         .bind(now_ms())
-        .fetch_one(&self.pool)
+        .fetch_one(&self.writer)
         .await?;
         Ok(CreatedToken {
             id: row.try_get("id")?,
@@ -179,7 +179,7 @@ impl Store {
         .bind(target)
         .bind(status as i64)
         .bind(now_ms())
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(())
     }
@@ -252,7 +252,7 @@ impl Store {
             .bind(id)
             .bind(account_id)
             .bind(now_ms())
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?
             .rows_affected();
         if n == 0 {

@@ -107,7 +107,7 @@ impl Store {
             .bind(name)
             .bind(tier)
             .bind(now_ms())
-            .fetch_one(&self.pool)
+            .fetch_one(&self.writer)
             .await?;
         read_bm(&row)
     }
@@ -133,7 +133,7 @@ impl Store {
             .bind(provider_waba_id)
             .bind(name)
             .bind(now_ms())
-            .fetch_one(&self.pool)
+            .fetch_one(&self.writer)
             .await?;
         read_waba(&row)
     }
@@ -217,7 +217,7 @@ impl Store {
             .bind(id)
             .bind(standing)
             .bind(detail)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(())
     }
@@ -227,7 +227,7 @@ impl Store {
         sqlx::query("UPDATE wabas SET last_upload_failure = $2 WHERE id = $1")
             .bind(id)
             .bind(failure)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(())
     }
@@ -238,7 +238,7 @@ impl Store {
             .bind(id)
             .bind(ok as i64)
             .bind(now_ms())
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(())
     }
@@ -255,7 +255,7 @@ impl Store {
             .bind(now_ms())
             .bind(tier)
             .bind(verification)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(())
     }

@@ -93,6 +93,12 @@ fn read(r: &AnyRow) -> Result<CampaignRecord> {
     })
 }
 
+/// Recipients claimed per multi-row statement (at most 2 parameters each, plus 6).
+const CLAIM_CHUNK: usize = 400;
+
+/// Accepted sends settled per multi-row statement (2 parameters each).
+const SETTLE_CHUNK: usize = 500;
+
 /// Rows of one multi-row insert (3 parameters each; well under both dialects' limits).
 const INSERT_CHUNK: usize = 1000;
 
@@ -253,28 +259,31 @@ impl Store {
         .bind(state)
         .bind(reason)
         .bind(now)
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(())
     }
 
-    /// Claims up to `limit` planned recipients of a campaign for a channel: each gets a
-    /// `queued` template message (`campaign_id` set) and moves to `claimed` with its message id,
-    /// in one transaction, before any provider call — so each is sent at most once.
-    /// With `pinned`, only recipients a resend pinned to this channel are claimed; without,
-    /// only recipients pinned to no channel.
-    #[allow(clippy::too_many_arguments)]
+    /// Claims planned recipients of a campaign for its numbers in one transaction, before any
+    /// provider call: `shares` gives each number's count and template name; the recipients
+    /// (oldest first) are split among them in that order. Each claimed recipient gets a
+    /// `queued` template message (`campaign_id` set) and moves to `claimed` with its message
+    /// id, so each is sent at most once. With `pinned`, only recipients a resend pinned to the
+    /// (single) number of `shares` are claimed; without, only recipients pinned to none.
+    /// Returns the claimed recipients per share, in the order of `shares`.
     pub async fn claim_recipients(
         &self,
         account_id: i64,
         campaign_id: i64,
-        channel_id: i64,
-        limit: i64,
         pinned: bool,
-        template_name: &str,
+        shares: &[ClaimShare],
         template_language: &str,
-    ) -> Result<Vec<Claimed>> {
+    ) -> Result<Vec<Vec<Claimed>>> {
         let now = now_ms();
+        let limit: usize = shares.iter().map(|s| s.count).sum();
+        if limit == 0 {
+            return Ok(shares.iter().map(|_| Vec::new()).collect());
+        }
         let mut tx = self.begin_write().await?;
         let sql = if pinned {
             "SELECT id, phone, vars FROM campaign_recipients WHERE campaign_id = $1 AND state = 'planned' AND pinned_channel_id = $3 ORDER BY id LIMIT $2"
@@ -283,59 +292,179 @@ impl Store {
         };
         let rows = sqlx::query(sql)
             .bind(campaign_id)
-            .bind(limit)
-            .bind(channel_id)
+            .bind(limit as i64)
+            .bind(shares[0].channel_id)
             .fetch_all(&mut *tx)
             .await?;
-        let mut out = Vec::with_capacity(rows.len());
+        let mut picked = Vec::with_capacity(rows.len());
         for r in rows {
-            let recipient_id: i64 = r.try_get("id")?;
+            let id: i64 = r.try_get("id")?;
             let phone: String = r.try_get("phone")?;
             let vars: String = r.try_get("vars")?;
-            let conv = sqlx::query(
-                "INSERT INTO conversations (account_id, channel_id, contact_phone, created_at) VALUES ($1, $2, $3, $4) \
-                 ON CONFLICT (channel_id, contact_phone) DO UPDATE SET contact_phone = excluded.contact_phone RETURNING id",
-            )
+            picked.push((id, phone, vars));
+        }
+        // Fewer recipients left than asked: each share shrinks in proportion (largest
+        // remainders first), so the weights hold to the end of the audience.
+        let counts = proportional(
+            &shares.iter().map(|s| s.count).collect::<Vec<_>>(),
+            picked.len(),
+        );
+        let mut result = Vec::with_capacity(shares.len());
+        let mut rest = &picked[..];
+        for (share, count) in shares.iter().zip(counts) {
+            let (mine, others) = rest.split_at(count.min(rest.len()));
+            rest = others;
+            result.push(
+                claim_for(
+                    &mut tx,
+                    account_id,
+                    campaign_id,
+                    share,
+                    template_language,
+                    mine,
+                    now,
+                )
+                .await?,
+            );
+        }
+        tx.commit().await?;
+        Ok(result)
+    }
+}
+
+/// Splits `available` units among `asked` counts in proportion when there are fewer than
+/// asked (largest remainders first); the counts as asked otherwise.
+fn proportional(asked: &[usize], available: usize) -> Vec<usize> {
+    let total: usize = asked.iter().sum();
+    if available >= total || total == 0 {
+        return asked.to_vec();
+    }
+    let mut counts: Vec<usize> = asked.iter().map(|a| a * available / total).collect();
+    let mut order: Vec<usize> = (0..asked.len()).collect();
+    order.sort_by_key(|i| std::cmp::Reverse((asked[*i] * available) % total));
+    let mut left = available - counts.iter().sum::<usize>();
+    for i in order {
+        if left == 0 {
+            break;
+        }
+        counts[i] += 1;
+        left -= 1;
+    }
+    counts
+}
+
+/// One number's part of a claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimShare {
+    /// The number.
+    pub channel_id: i64,
+    /// How many recipients it takes.
+    pub count: usize,
+    /// The template's name on its WABA.
+    pub template_name: String,
+}
+
+/// Claims `picked` recipients for one number inside the claim's transaction: three multi-row
+/// statements per chunk instead of three per recipient (the claim is on every campaign tick's
+/// path).
+async fn claim_for(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    account_id: i64,
+    campaign_id: i64,
+    share: &ClaimShare,
+    template_language: &str,
+    picked: &[(i64, String, String)],
+    now: i64,
+) -> Result<Vec<Claimed>> {
+    let channel_id = share.channel_id;
+    let template_name = share.template_name.as_str();
+    let mut out = Vec::with_capacity(picked.len());
+    for chunk in picked.chunks(CLAIM_CHUNK) {
+        // Conversations (one per recipient and number), created or found.
+        let values: Vec<String> = (0..chunk.len())
+            .map(|i| format!("($1, $2, ${}, $3)", i + 4))
+            .collect();
+        let sql = format!(
+                "INSERT INTO conversations (account_id, channel_id, contact_phone, created_at) VALUES {} \
+                 ON CONFLICT (channel_id, contact_phone) DO UPDATE SET contact_phone = excluded.contact_phone \
+                 RETURNING id, contact_phone",
+                values.join(", ")
+            );
+        let mut q = sqlx::query(&sql)
             .bind(account_id)
             .bind(channel_id)
-            .bind(&phone)
-            .bind(now)
-            .fetch_one(&mut *tx)
-            .await?;
-            let conversation_id: i64 = conv.try_get("id")?;
-            let msg = sqlx::query(
+            .bind(now);
+        for (_, phone, _) in chunk {
+            q = q.bind(phone);
+        }
+        let mut conversation: std::collections::HashMap<String, i64> = Default::default();
+        for row in q.fetch_all(&mut **tx).await? {
+            conversation.insert(row.try_get("contact_phone")?, row.try_get("id")?);
+        }
+        // Their queued messages.
+        let values: Vec<String> = (0..chunk.len())
+            .map(|i| {
+                format!(
+                    "($1, $2, ${}, 'out', 'template', ${}, $3, $4, 'queued', 'campaign', $5, $6)",
+                    7 + 2 * i,
+                    8 + 2 * i
+                )
+            })
+            .collect();
+        let sql = format!(
                 "INSERT INTO messages (account_id, channel_id, conversation_id, direction, kind, contact_phone, template_name, template_language, status, source, created_at, campaign_id) \
-                 VALUES ($1, $2, $3, 'out', 'template', $4, $5, $6, 'queued', 'campaign', $7, $8) RETURNING id",
-            )
+                 VALUES {} RETURNING id, contact_phone",
+                values.join(", ")
+            );
+        let mut q = sqlx::query(&sql)
             .bind(account_id)
             .bind(channel_id)
-            .bind(conversation_id)
-            .bind(&phone)
             .bind(template_name)
             .bind(template_language)
             .bind(now)
-            .bind(campaign_id)
-            .fetch_one(&mut *tx)
-            .await?;
-            let message_id: i64 = msg.try_get("id")?;
-            sqlx::query("UPDATE campaign_recipients SET state = 'claimed', channel_id = $2, message_id = $3, updated_at = $4 WHERE id = $1")
-                .bind(recipient_id)
-                .bind(channel_id)
-                .bind(message_id)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
+            .bind(campaign_id);
+        for (_, phone, _) in chunk {
+            let conv = conversation.get(phone).copied().ok_or_else(|| {
+                StorageError::Corrupt(format!("no conversation returned for {phone}"))
+            })?;
+            q = q.bind(conv).bind(phone);
+        }
+        let mut message: std::collections::HashMap<String, i64> = Default::default();
+        for row in q.fetch_all(&mut **tx).await? {
+            message.insert(row.try_get("contact_phone")?, row.try_get("id")?);
+        }
+        // The recipients, claimed with their message ids.
+        let mut cases = String::new();
+        let mut ids = Vec::with_capacity(chunk.len());
+        for i in 0..chunk.len() {
+            cases.push_str(&format!(" WHEN ${} THEN ${}", 4 + 2 * i, 5 + 2 * i));
+            ids.push(format!("${}", 4 + 2 * i));
+        }
+        let sql = format!(
+            "UPDATE campaign_recipients SET state = 'claimed', channel_id = $1, updated_at = $2, \
+                 message_id = CASE id{cases} END WHERE id IN ({}) AND $3 > 0",
+            ids.join(", ")
+        );
+        let mut q = sqlx::query(&sql).bind(channel_id).bind(now).bind(1i64);
+        for (recipient_id, phone, vars) in chunk {
+            let message_id = message
+                .get(phone)
+                .copied()
+                .ok_or_else(|| StorageError::Corrupt(format!("no message returned for {phone}")))?;
+            q = q.bind(*recipient_id).bind(message_id);
             out.push(Claimed {
-                recipient_id,
+                recipient_id: *recipient_id,
                 message_id,
-                phone,
-                vars,
+                phone: phone.clone(),
+                vars: vars.clone(),
             });
         }
-        tx.commit().await?;
-        Ok(out)
+        q.execute(&mut **tx).await?;
     }
+    Ok(out)
 }
+
+impl Store {}
 
 /// The outcome of one campaign send, as recorded by [`Store::settle_campaign_sends`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -400,36 +529,59 @@ impl Store {
         // Message rows in id order, as every writer of them does (no deadlock on PostgreSQL).
         let mut order: Vec<usize> = (0..settlements.len()).collect();
         order.sort_by_key(|i| settlements[*i].message_id);
+        let (sent, rest): (Vec<usize>, Vec<usize>) = order
+            .into_iter()
+            .partition(|i| matches!(settlements[*i].result, SendResult::Sent { .. }));
         let mut tx = self.begin_write().await?;
-        for i in order {
+        // Accepted sends, the bulk: two multi-row statements per chunk.
+        for chunk in sent.chunks(SETTLE_CHUNK) {
+            let mut cases = String::new();
+            let mut ids = Vec::with_capacity(chunk.len());
+            for j in 0..chunk.len() {
+                cases.push_str(&format!(" WHEN ${} THEN ${}", 2 + 2 * j, 3 + 2 * j));
+                ids.push(format!("${}", 2 + 2 * j));
+            }
+            let sql = format!(
+                "UPDATE messages SET provider_message_id = CASE id{cases} END, \
+                 status = CASE WHEN status IN ('queued', 'sending') THEN 'sent' ELSE status END \
+                 WHERE id IN ({}) AND $1 > 0 RETURNING {}",
+                ids.join(", "),
+                crate::messages::COLUMNS
+            );
+            let mut q = sqlx::query(&sql).bind(1i64);
+            let mut index_of = std::collections::HashMap::with_capacity(chunk.len());
+            for &i in chunk {
+                let s = &settlements[i];
+                if let SendResult::Sent {
+                    provider_message_id,
+                } = &s.result
+                {
+                    q = q.bind(s.message_id).bind(provider_message_id);
+                    index_of.insert(s.message_id, i);
+                }
+            }
+            let mut events = Vec::new();
+            for row in q.fetch_all(&mut *tx).await? {
+                let rec = crate::messages::read(&row)?;
+                if let Some(i) = index_of.get(&rec.id) {
+                    events.extend(make_events(*i, &rec));
+                }
+            }
+            enqueued += crate::webhooks::enqueue_events_tx(&mut tx, &events).await?;
+            let sql = format!(
+                "UPDATE campaign_recipients SET state = 'sent', updated_at = $1 WHERE id IN ({})",
+                crate::messages::placeholders(2, chunk.len())
+            );
+            let mut q = sqlx::query(&sql).bind(now);
+            for &i in chunk {
+                q = q.bind(settlements[i].recipient_id);
+            }
+            q.execute(&mut *tx).await?;
+        }
+        for i in rest {
             let s = &settlements[i];
             match &s.result {
-                SendResult::Sent {
-                    provider_message_id,
-                } => {
-                    let sql = format!(
-                        "UPDATE messages SET provider_message_id = $2, \
-                         status = CASE WHEN status IN ('queued', 'sending') THEN 'sent' ELSE status END \
-                         WHERE id = $1 RETURNING {}",
-                        crate::messages::COLUMNS
-                    );
-                    let row = sqlx::query(&sql)
-                        .bind(s.message_id)
-                        .bind(provider_message_id)
-                        .fetch_optional(&mut *tx)
-                        .await?;
-                    if let Some(row) = row {
-                        let rec = crate::messages::read(&row)?;
-                        enqueued +=
-                            crate::webhooks::enqueue_events_tx(&mut tx, &make_events(i, &rec))
-                                .await?;
-                    }
-                    sqlx::query("UPDATE campaign_recipients SET state = 'sent', updated_at = $2 WHERE id = $1")
-                        .bind(s.recipient_id)
-                        .bind(now)
-                        .execute(&mut *tx)
-                        .await?;
-                }
+                SendResult::Sent { .. } => {}
                 SendResult::Replan => {
                     replan(&mut tx, s.recipient_id, s.message_id, now).await?;
                 }
@@ -491,7 +643,7 @@ impl Store {
         let r = sqlx::query("UPDATE campaign_recipients SET state = 'in_doubt', updated_at = $2 WHERE campaign_id = $1 AND state = 'claimed'")
             .bind(campaign_id)
             .bind(now_ms())
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(r.rows_affected())
     }
@@ -610,4 +762,18 @@ async fn replan(
         .execute(&mut **tx)
         .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::proportional;
+
+    #[test]
+    fn a_short_claim_keeps_the_proportions() {
+        assert_eq!(proportional(&[30, 10], 100), vec![30, 10]);
+        assert_eq!(proportional(&[30, 10], 20), vec![15, 5]);
+        assert_eq!(proportional(&[128, 42], 10), vec![8, 2]);
+        assert_eq!(proportional(&[1, 1, 1], 2).iter().sum::<usize>(), 2);
+        assert_eq!(proportional(&[5], 0), vec![0]);
+    }
 }

@@ -141,7 +141,7 @@ impl Store {
             .bind(i64::from(engine::guardrail::warmup_by_default(
                 c.tier.as_deref(),
             )))
-            .fetch_one(&self.pool)
+            .fetch_one(&self.writer)
             .await;
         match res {
             Ok(row) => read(&row),
@@ -234,7 +234,7 @@ impl Store {
         .bind(quality)
         .bind(tier)
         .bind(now_ms())
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(())
     }
@@ -245,7 +245,7 @@ impl Store {
             .bind(id)
             .bind(valid as i64)
             .bind(now_ms())
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(())
     }
@@ -281,7 +281,7 @@ impl Store {
         sqlx::query("UPDATE channels SET bm_id = $2 WHERE id = $1")
             .bind(id)
             .bind(bm_id)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(())
     }
@@ -294,7 +294,7 @@ impl Store {
         .bind(id)
         .bind(status)
         .bind(now_ms())
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(())
     }
@@ -317,7 +317,7 @@ impl Store {
         .bind(tier)
         .bind(verified_name)
         .bind(now_ms())
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(())
     }
@@ -329,7 +329,7 @@ impl Store {
             .bind(id)
             .bind(until)
             .bind(now_ms())
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(())
     }
@@ -352,7 +352,7 @@ impl Store {
         .bind(app_secret.map(|t| self.cipher.seal(t)))
         .bind(verify_token)
         .bind(now_ms())
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(())
     }
@@ -362,7 +362,7 @@ impl Store {
         sqlx::query("UPDATE channels SET pin_enc = $2 WHERE id = $1")
             .bind(id)
             .bind(self.cipher.seal(pin))
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(())
     }

@@ -43,7 +43,7 @@ impl Store {
         .bind(g.warmup_started_at)
         .bind(g.warmup_initial_cap)
         .bind(now_ms())
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(())
     }

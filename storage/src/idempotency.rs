@@ -38,7 +38,7 @@ impl Store {
             .bind(account_id)
             .bind(key)
             .bind(now - IDEMPOTENCY_TTL_MS)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         let inserted = sqlx::query(
             "INSERT INTO idempotency_keys (account_id, idem_key, request_hash, state, created_at) VALUES ($1, $2, $3, 'pending', $4) \
@@ -48,7 +48,7 @@ impl Store {
         .bind(key)
         .bind(request_hash)
         .bind(now)
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?
         .rows_affected();
         if inserted == 1 {
@@ -92,7 +92,7 @@ impl Store {
             .bind(key)
             .bind(status as i64)
             .bind(body)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(())
     }
@@ -103,7 +103,7 @@ impl Store {
         sqlx::query("DELETE FROM idempotency_keys WHERE account_id = $1 AND idem_key = $2 AND state = 'pending'")
             .bind(account_id)
             .bind(key)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(())
     }

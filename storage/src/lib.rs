@@ -93,6 +93,10 @@ pub const DEFAULT_DATABASE_URL: &str = "sqlite://disparo.db?mode=rwc";
 #[derive(Debug, Clone)]
 pub struct Store {
     pool: AnyPool,
+    /// Where writes go. On SQLite a pool of one connection: writers wait their turn here, in
+    /// order, instead of polling SQLite's busy handler (which sleeps up to 100 ms between
+    /// tries). On PostgreSQL the same pool as reads.
+    writer: AnyPool,
     backend: Backend,
     cipher: Cipher,
 }
@@ -116,24 +120,24 @@ impl Store {
             })
             .acquire_timeout(Duration::from_secs(10));
         if backend == Backend::Sqlite {
-            opts = opts.after_connect(|conn, _| {
-                Box::pin(async move {
-                    sqlx::query("PRAGMA journal_mode = WAL")
-                        .execute(&mut *conn)
-                        .await?;
-                    sqlx::query("PRAGMA busy_timeout = 10000")
-                        .execute(&mut *conn)
-                        .await?;
-                    sqlx::query("PRAGMA foreign_keys = ON")
-                        .execute(&mut *conn)
-                        .await?;
-                    Ok(())
-                })
-            });
+            opts =
+                opts.after_connect(|conn, _| Box::pin(async move { sqlite_pragmas(conn).await }));
         }
         let pool = opts.connect(url).await?;
+        let writer = match backend {
+            Backend::Sqlite => {
+                AnyPoolOptions::new()
+                    .max_connections(1)
+                    .acquire_timeout(Duration::from_secs(60))
+                    .after_connect(|conn, _| Box::pin(async move { sqlite_pragmas(conn).await }))
+                    .connect(url)
+                    .await?
+            }
+            Backend::Postgres => pool.clone(),
+        };
         Ok(Self {
             pool,
+            writer,
             backend,
             cipher,
         })
@@ -170,8 +174,8 @@ impl Store {
     /// the busy timeout.
     pub(crate) async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>> {
         Ok(match self.backend {
-            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
-            Backend::Postgres => self.pool.begin().await?,
+            Backend::Sqlite => self.writer.begin_with("BEGIN IMMEDIATE").await?,
+            Backend::Postgres => self.writer.begin().await?,
         })
     }
 
@@ -185,10 +189,25 @@ impl Store {
         &self.cipher
     }
 
-    /// Closes the pool.
+    /// Closes the pools.
     pub async fn close(&self) {
+        self.writer.close().await;
         self.pool.close().await;
     }
+}
+
+/// Per-connection SQLite settings: WAL, a busy timeout, foreign keys.
+async fn sqlite_pragmas(conn: &mut sqlx::AnyConnection) -> std::result::Result<(), sqlx::Error> {
+    sqlx::query("PRAGMA journal_mode = WAL")
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query("PRAGMA busy_timeout = 10000")
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query("PRAGMA foreign_keys = ON")
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
 }
 
 /// Reads an optional TEXT column holding JSON.

@@ -187,7 +187,7 @@ pub struct StatusBatchOutcome {
     pub deliveries: u64,
 }
 
-fn placeholders(start: usize, n: usize) -> String {
+pub(crate) fn placeholders(start: usize, n: usize) -> String {
     (start..start + n)
         .map(|i| format!("${i}"))
         .collect::<Vec<_>>()
@@ -290,7 +290,7 @@ impl Store {
     pub async fn mark_message_sending(&self, id: i64) -> Result<()> {
         sqlx::query("UPDATE messages SET status = 'sending' WHERE id = $1 AND status = 'queued'")
             .bind(id)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(())
     }
@@ -343,7 +343,7 @@ impl Store {
             .bind(code)
             .bind(title)
             .bind(detail)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.writer)
             .await?
             .ok_or(StorageError::NotFound)?;
         read(&row)

@@ -163,7 +163,7 @@ impl Store {
             .bind(t.var_map.to_string())
             .bind(t.problems.to_string())
             .bind(now)
-            .fetch_one(&self.pool)
+            .fetch_one(&self.writer)
             .await;
         match res {
             Ok(r) => read_t(&r),
@@ -268,7 +268,7 @@ impl Store {
         .bind(status)
         .bind(reason)
         .bind(now_ms())
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(())
     }
@@ -305,7 +305,7 @@ impl Store {
             .bind(status)
             .bind(reason)
             .bind(now_ms())
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(())
     }

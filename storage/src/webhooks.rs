@@ -211,7 +211,7 @@ impl Store {
         .bind(serde_json::to_string(&names).expect("strings serialise"))
         .bind(self.cipher.seal(&secret))
         .bind(now_ms())
-        .fetch_one(&self.pool)
+        .fetch_one(&self.writer)
         .await?;
         Ok((read_subscription(&row)?, secret))
     }
@@ -322,7 +322,7 @@ impl Store {
         .bind(channel.to_string())
         .bind(data.to_string())
         .bind(now)
-        .fetch_one(&self.pool)
+        .fetch_one(&self.writer)
         .await?;
         Ok(row.try_get("id")?)
     }
@@ -382,7 +382,7 @@ impl Store {
         .bind(error)
         .bind(next)
         .bind(delivered)
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(())
     }

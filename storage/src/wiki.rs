@@ -120,7 +120,7 @@ impl Store {
             .bind(excerpt)
             .bind(content)
             .bind(now_ms())
-            .fetch_one(&self.pool)
+            .fetch_one(&self.writer)
             .await;
         match res {
             Ok(r) => read_page(&r),
@@ -148,7 +148,7 @@ impl Store {
             .bind(&p.excerpt)
             .bind(&p.content)
             .bind(now_ms())
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.writer)
             .await?;
         found(row, read_page)
     }
@@ -202,7 +202,7 @@ impl Store {
         let n = sqlx::query("DELETE FROM wiki_pages WHERE id = $1 AND account_id = $2")
             .bind(id)
             .bind(account_id)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?
             .rows_affected();
         if n == 0 {
@@ -221,7 +221,7 @@ impl Store {
             .bind(account_id)
             .bind(name)
             .bind(now_ms())
-            .fetch_one(&self.pool)
+            .fetch_one(&self.writer)
             .await;
         match res {
             Ok(r) => read_category(&r),
@@ -254,7 +254,7 @@ impl Store {
             .bind(id)
             .bind(account_id)
             .bind(name)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.writer)
             .await;
         match res {
             Ok(Some(r)) => read_category(&r),
