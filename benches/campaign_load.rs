@@ -48,7 +48,7 @@ fn gateway_command(env: &[(&str, String)]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_disparo"));
     c.env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("RUST_LOG", "warn")
+        .env("DISPARO_LOG", "warn")
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
     for (k, v) in env {

@@ -24,7 +24,7 @@ impl Gateway {
         let mut c = Command::new(env!("CARGO_BIN_EXE_disparo"));
         c.env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("RUST_LOG", "warn")
+            .env("DISPARO_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(match std::env::var("DISPARO_TEST_CHILD_LOG") {
                 Ok(p) => Stdio::from(

@@ -176,7 +176,8 @@ pub enum HealthCode {
     QualityYellow,
     /// `template_ausente`: a library template is not approved on this number.
     TemplateMissing,
-    /// `aquecimento`: a young number in warm-up, with a reduced daily cap.
+    /// `aquecimento`: a young number in warm-up, with a reduced daily campaign cap; tone `ok`
+    /// (nothing to do: the cap ramps up by itself).
     WarmingUp,
     /// `ok`: operating.
     Ok,
@@ -229,9 +230,9 @@ impl HealthCode {
             | HealthCode::LimitExhausted
             | HealthCode::DailyCapReached
             | HealthCode::QualityYellow
-            | HealthCode::TemplateMissing
-            | HealthCode::WarmingUp => Tone::Attention,
-            HealthCode::Ok => Tone::Ok,
+            | HealthCode::TemplateMissing => Tone::Attention,
+            // Informational: the number operates; its campaign cap ramps up by itself (D-031).
+            HealthCode::WarmingUp | HealthCode::Ok => Tone::Ok,
         }
     }
 

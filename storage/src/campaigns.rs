@@ -284,6 +284,7 @@ impl Store {
         if limit == 0 {
             return Ok(shares.iter().map(|_| Vec::new()).collect());
         }
+        let _lane = self.bulk_lane().await;
         let mut tx = self.begin_write().await?;
         let sql = if pinned {
             "SELECT id, phone, vars FROM campaign_recipients WHERE campaign_id = $1 AND state = 'planned' AND pinned_channel_id = $3 ORDER BY id LIMIT $2"
@@ -532,6 +533,7 @@ impl Store {
         let (sent, rest): (Vec<usize>, Vec<usize>) = order
             .into_iter()
             .partition(|i| matches!(settlements[*i].result, SendResult::Sent { .. }));
+        let _lane = self.bulk_lane().await;
         let mut tx = self.begin_write().await?;
         // Accepted sends, the bulk: two multi-row statements per chunk.
         for chunk in sent.chunks(SETTLE_CHUNK) {

@@ -21,6 +21,7 @@ pub use cipher::{Cipher, CipherError};
 
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Row};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Milliseconds since the Unix epoch (UTC), from the system clock.
@@ -97,6 +98,10 @@ pub struct Store {
     /// order, instead of polling SQLite's busy handler (which sleeps up to 100 ms between
     /// tries). On PostgreSQL the same pool as reads.
     writer: AnyPool,
+    /// The lane of bulk writers (campaign claims and settlements, status batches): on SQLite
+    /// one of them at a time waits for the write connection, so a request's own write (an
+    /// API send) queues behind at most one bulk transaction, not behind every one of them.
+    bulk_lane: Arc<tokio::sync::Semaphore>,
     backend: Backend,
     cipher: Cipher,
 }
@@ -138,6 +143,10 @@ impl Store {
         Ok(Self {
             pool,
             writer,
+            bulk_lane: Arc::new(tokio::sync::Semaphore::new(match backend {
+                Backend::Sqlite => 1,
+                Backend::Postgres => tokio::sync::Semaphore::MAX_PERMITS,
+            })),
             backend,
             cipher,
         })
@@ -177,6 +186,16 @@ impl Store {
             Backend::Sqlite => self.writer.begin_with("BEGIN IMMEDIATE").await?,
             Backend::Postgres => self.writer.begin().await?,
         })
+    }
+
+    /// Waits for the bulk writers' lane (see `bulk_lane`); hold the permit until the bulk
+    /// transaction committed.
+    pub(crate) async fn bulk_lane(&self) -> tokio::sync::OwnedSemaphorePermit {
+        self.bulk_lane
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the bulk lane is never closed")
     }
 
     /// The backend.

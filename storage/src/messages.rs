@@ -409,6 +409,7 @@ impl Store {
         if reports.is_empty() {
             return Ok(out);
         }
+        let _lane = self.bulk_lane().await;
         let mut tx = self.begin_write().await?;
         // Load the messages: by wamid, then by our id for those not found.
         let mut by_wamid: HashMap<String, MessageRecord> = HashMap::new();

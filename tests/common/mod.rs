@@ -328,6 +328,18 @@ impl TestApp {
         (status, r.json().await.unwrap_or(Value::Null))
     }
 
+    /// The Prometheus text of `GET /metrics`.
+    pub async fn metrics(&self) -> String {
+        self.http
+            .get(self.url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     pub async fn patch(&self, path: &str, body: Value) -> (StatusCode, Value) {
         let r = self
             .http
