@@ -286,6 +286,22 @@ async fn a_campaign_spreads_by_weight_and_reaches_everyone_once(backend: Backend
     );
     let per_recipient = s["per_recipient"].as_object().unwrap();
     assert_eq!(per_recipient.len(), 400);
+    // The recorder is per process (other tests' campaigns share ids): at least this one's 400.
+    let metrics = app.metrics().await;
+    let claimed: f64 = metrics
+        .lines()
+        .find(|l| {
+            l.starts_with(&format!(
+                "disparo_campaign_claimed_total{{campaign_id=\"{id}\"}}"
+            ))
+        })
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0.0);
+    assert!(
+        claimed >= 400.0,
+        "per-campaign claims in the metrics: {claimed}\n{metrics}"
+    );
+    assert!(metrics.contains("disparo_campaign_tick_seconds"));
     assert!(
         per_recipient.values().all(|t| t["oferta"] == 1),
         "everyone exactly once"

@@ -137,9 +137,14 @@ impl Actor for CampaignActor {
         let span = tracing::info_span!("campaign", campaign_id = st.campaign_id);
         match msg {
             CampaignMsg::Tick => {
+                let started = std::time::Instant::now();
                 if let Err(e) = tick(&myself, st).instrument(span).await {
                     tracing::error!(error = %e, "campaign tick failed");
                 }
+                // How long handing out work takes (s): above `TICK`, the tick is what bounds
+                // the dispatch rate.
+                metrics::histogram!("disparo_campaign_tick_seconds", "campaign_id" => st.campaign_id.to_string())
+                    .record(started.elapsed().as_secs_f64());
             }
             CampaignMsg::Refresh => {
                 let store = &st.shared.store;
@@ -348,12 +353,13 @@ async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<()
     Ok(())
 }
 
+/// Claims the shares; counts them in `disparo_campaign_claimed_total{campaign_id}`.
 async fn claim(
     st: &CampaignRun,
     pinned: bool,
     shares: &[ClaimShare],
 ) -> Result<Vec<Vec<storage::campaigns::Claimed>>, ActorError> {
-    Ok(st
+    let claimed = st
         .shared
         .store
         .claim_recipients(
@@ -363,7 +369,11 @@ async fn claim(
             shares,
             &st.template.language,
         )
-        .await?)
+        .await?;
+    let n: usize = claimed.iter().map(Vec::len).sum();
+    metrics::counter!("disparo_campaign_claimed_total", "campaign_id" => st.campaign_id.to_string())
+        .increment(n as u64);
+    Ok(claimed)
 }
 
 /// Hands claimed recipients to their number with their rendered parameters.
