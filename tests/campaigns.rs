@@ -370,7 +370,7 @@ async fn red_stops_a_number_at_once_and_the_others_finish(backend: Backend) {
         frozen,
         "no send from the RED number after the event"
     );
-    assert_eq!(done["stats"]["sent"], 600);
+    assert_eq!(done["stats"]["sent"], 600, "{done}");
     assert_eq!(s["per_recipient"].as_object().unwrap().len(), 600);
     assert!(s["per_recipient"]
         .as_object()
