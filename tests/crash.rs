@@ -95,7 +95,8 @@ async fn killed_mid_campaign_it_resumes_and_everyone_gets_it_once(backend: Backe
         .port();
     let addr = format!("127.0.0.1:{port}");
     // The provider keeps retrying webhooks the dead gateway did not take (as the real one does
-    // for days); the in-doubt grace is longer than those retries.
+    // for days); the in-doubt grace (10 s from the restart) is longer than the gap between two
+    // retries (≤ 5 s), so every status reaches the restarted gateway within it.
     let sim = Simulator::new(SimConfig {
         seed: Some(11),
         webhook_url: Some(format!("http://{addr}/webhooks/messaging")),
@@ -104,7 +105,9 @@ async fn killed_mid_campaign_it_resumes_and_everyone_gets_it_once(backend: Backe
             delivered_ms: 30,
             read_ms: 60,
         },
-        webhook_retry_ms: vec![200, 400, 800, 1600, 3200],
+        // Retries go on past a slow restart (a loaded CI machine, PostgreSQL): a status dropped
+        // before the gateway is back would make its send look unsent after the grace.
+        webhook_retry_ms: vec![200, 400, 800, 1600, 3200, 5000, 5000, 5000, 5000, 5000],
         template_review_ms: 50,
         ..SimConfig::default()
     });
@@ -115,7 +118,7 @@ async fn killed_mid_campaign_it_resumes_and_everyone_gets_it_once(backend: Backe
             ("DISPARO_LISTEN", addr.clone()),
             ("DISPARO_MASTER_KEY", storage::Cipher::generate_key_base64()),
             ("PROVIDER_BASE_URL", format!("http://{sim_addr}")),
-            ("DISPARO_IN_DOUBT_GRACE_MS", "5000".into()),
+            ("DISPARO_IN_DOUBT_GRACE_MS", "10000".into()),
             ("DISPARO_WEBHOOK_RETRY_MS", "100,200".into()),
         ],
         addr: addr.clone(),
