@@ -82,6 +82,91 @@ pub struct CampaignView {
     pub finished_at: Option<String>,
 }
 
+/// What the checks of a campaign found good.
+struct CheckedCampaign {
+    template: storage::templates::TemplateRecord,
+    var_map: VarMap,
+}
+
+/// The outcome of `POST /campaigns` with `dry_run: true`.
+#[derive(Debug, Clone, Serialize)]
+pub struct DryRun {
+    /// Always true: nothing was stored or sent.
+    pub dry_run: bool,
+    /// Audience rows that would be added.
+    pub valid: i64,
+    /// Rows dropped as repeated phones.
+    pub duplicates: u64,
+    /// Rows refused: `{index, phone, reason}`.
+    pub invalid: Vec<Value>,
+    /// Each number's headroom today.
+    pub channels: Vec<DryRunChannel>,
+    /// Sum of `can_take_today` over the numbers (messages).
+    pub headroom_today: i64,
+    /// Whether the valid audience fits today's headroom.
+    pub fits_today: bool,
+}
+
+/// A number in a [`DryRun`].
+#[derive(Debug, Clone, Serialize)]
+pub struct DryRunChannel {
+    /// Channel id.
+    pub channel_id: i64,
+    /// Weight in the campaign.
+    pub weight: i64,
+    /// Its health code now.
+    pub health_code: String,
+    /// Rolling 24 h headroom (messages).
+    pub available_24h: i64,
+    /// Campaign sends its daily cap leaves today; null: no cap.
+    pub cap_remaining_today: Option<i64>,
+    /// Campaign messages it can take today (0 when its health is bad).
+    pub can_take_today: i64,
+}
+
+/// Audience rows after their checks.
+struct Audience {
+    /// `(phone digits, vars as JSON)`.
+    valid: Vec<(String, String)>,
+    invalid: Vec<Value>,
+    duplicates: u64,
+}
+
+/// Checks audience rows: phone normalised, vars against the var_map's columns, repeated phones
+/// dropped.
+fn check_rows(body: &str, var_map: &VarMap, rows: Vec<RecipientInput>) -> Audience {
+    let mut invalid = Vec::new();
+    let mut duplicates = 0u64;
+    let mut seen = HashSet::new();
+    let mut valid = Vec::with_capacity(rows.len());
+    for (index, row) in rows.into_iter().enumerate() {
+        let phone = match Phone::parse("phone", &row.phone) {
+            Ok(p) => p,
+            Err(e) => {
+                invalid.push(json!({"index": index, "phone": row.phone, "reason": e.message}));
+                continue;
+            }
+        };
+        if let Err(missing) = engine::library::render(body, var_map, &row.vars) {
+            invalid.push(json!({"index": index, "phone": row.phone, "reason": format!("Faltam valores para: {}.", missing.join(", "))}));
+            continue;
+        }
+        if !seen.insert(phone.as_str().to_string()) {
+            duplicates += 1;
+            continue;
+        }
+        valid.push((
+            phone.as_str().to_string(),
+            serde_json::to_string(&row.vars).unwrap_or_else(|_| "{}".into()),
+        ));
+    }
+    Audience {
+        valid,
+        invalid,
+        duplicates,
+    }
+}
+
 fn rejected(code: &'static str, message: impl Into<String>, details: Value) -> ActorError {
     ActorError::Rejected {
         code,
@@ -99,6 +184,30 @@ impl Runtime {
         account_id: i64,
         input: CampaignInput,
     ) -> Result<CampaignView, ActorError> {
+        let checked = self.check_campaign(account_id, &input).await?;
+        let rec = self
+            .shared
+            .store
+            .insert_campaign(&NewCampaign {
+                account_id,
+                name: input.name.trim().to_string(),
+                category: input
+                    .category
+                    .unwrap_or_else(|| checked.template.category.clone()),
+                template_id: checked.template.id,
+                var_map: serde_json::to_value(&checked.var_map).unwrap_or(json!({})),
+                channels: input.channels,
+            })
+            .await?;
+        self.campaign_view(account_id, rec.id).await
+    }
+
+    /// The checks of [`Runtime::create_campaign`], storing nothing.
+    async fn check_campaign(
+        &self,
+        account_id: i64,
+        input: &CampaignInput,
+    ) -> Result<CheckedCampaign, ActorError> {
         let store = &self.shared.store;
         if input.name.trim().is_empty() {
             return Err(engine::ValidationError::new(
@@ -150,7 +259,7 @@ impl Runtime {
         if template.problems.as_array().is_some_and(|p| !p.is_empty()) {
             return Err(ActorError::TemplateHasProblems(template.problems.clone()));
         }
-        let var_map: VarMap = match input.var_map {
+        let var_map: VarMap = match input.var_map.clone() {
             Some(v) => v,
             None => serde_json::from_value(template.var_map.clone()).unwrap_or_default(),
         };
@@ -203,17 +312,64 @@ impl Runtime {
                 json!({"missing": missing}),
             ));
         }
-        let rec = store
-            .insert_campaign(&NewCampaign {
-                account_id,
-                name: input.name.trim().to_string(),
-                category: input.category.unwrap_or_else(|| template.category.clone()),
-                template_id: template.id,
-                var_map: serde_json::to_value(&var_map).unwrap_or(json!({})),
-                channels: input.channels,
-            })
-            .await?;
-        self.campaign_view(account_id, rec.id).await
+        Ok(CheckedCampaign { template, var_map })
+    }
+
+    /// `POST /campaigns` with `dry_run: true` (decision D-033): the campaign's checks (same
+    /// errors as [`Runtime::create_campaign`]), the audience's rows checked as
+    /// `POST /campaigns/{id}/recipients` would, and today's headroom of each number
+    /// (the smaller of its 24 h headroom and what its daily campaign cap leaves). Nothing is
+    /// stored and nothing is sent.
+    pub async fn dry_run_campaign(
+        &self,
+        account_id: i64,
+        input: CampaignInput,
+        rows: Vec<RecipientInput>,
+    ) -> Result<DryRun, ActorError> {
+        let checked = self.check_campaign(account_id, &input).await?;
+        if rows.len() > MAX_RECIPIENTS_PER_CALL {
+            return Err(engine::ValidationError::new(
+                "invalid_batch",
+                "recipients",
+                format!("Envie até {MAX_RECIPIENTS_PER_CALL} destinatários por simulação."),
+            )
+            .into());
+        }
+        let audience = check_rows(&checked.template.body, &checked.var_map, rows);
+        let mut channels = Vec::with_capacity(input.channels.len());
+        let mut headroom_today = 0i64;
+        for (channel_id, weight) in &input.channels {
+            let snapshot = self.snapshot(account_id, *channel_id).await?;
+            let guard = self.guardrails(account_id, *channel_id).await?;
+            let cap_left = guard.today.remaining(guard.sent_today);
+            let blocked = snapshot.health.tone == engine::channel::Tone::Bad;
+            let can_take = if blocked {
+                0
+            } else {
+                cap_left.map_or(snapshot.health.available, |c| {
+                    c.min(snapshot.health.available)
+                })
+            };
+            headroom_today += can_take;
+            channels.push(DryRunChannel {
+                channel_id: *channel_id,
+                weight: *weight,
+                health_code: snapshot.health.code.clone(),
+                available_24h: snapshot.health.available,
+                cap_remaining_today: cap_left,
+                can_take_today: can_take,
+            });
+        }
+        let valid = audience.valid.len() as i64;
+        Ok(DryRun {
+            dry_run: true,
+            valid,
+            duplicates: audience.duplicates,
+            invalid: audience.invalid,
+            channels,
+            headroom_today,
+            fits_today: valid <= headroom_today,
+        })
     }
 
     /// Adds a batch of recipients (at most 10,000): phones normalised, duplicates (in the batch
@@ -248,31 +404,11 @@ impl Runtime {
         }
         let template = store.template(account_id, campaign.template_id).await?;
         let var_map: VarMap = serde_json::from_value(campaign.var_map.clone()).unwrap_or_default();
-        let mut invalid = Vec::new();
-        let mut batch_dupes = 0u64;
-        let mut seen = HashSet::new();
-        let mut valid = Vec::with_capacity(rows.len());
-        for (index, row) in rows.into_iter().enumerate() {
-            let phone = match Phone::parse("phone", &row.phone) {
-                Ok(p) => p,
-                Err(e) => {
-                    invalid.push(json!({"index": index, "phone": row.phone, "reason": e.message}));
-                    continue;
-                }
-            };
-            if let Err(missing) = engine::library::render(&template.body, &var_map, &row.vars) {
-                invalid.push(json!({"index": index, "phone": row.phone, "reason": format!("Faltam valores para: {}.", missing.join(", "))}));
-                continue;
-            }
-            if !seen.insert(phone.as_str().to_string()) {
-                batch_dupes += 1;
-                continue;
-            }
-            valid.push((
-                phone.as_str().to_string(),
-                serde_json::to_string(&row.vars).unwrap_or_else(|_| "{}".into()),
-            ));
-        }
+        let Audience {
+            valid,
+            invalid,
+            duplicates: batch_dupes,
+        } = check_rows(&template.body, &var_map, rows);
         let added = store.add_campaign_recipients(campaign_id, &valid).await?;
         let total = store.campaign_stats(campaign_id).await?.total;
         Ok(RecipientsAdded {

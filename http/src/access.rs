@@ -71,6 +71,9 @@ pub const ROUTES: &[(&str, &str, Level)] = &[
     ("POST", "/api/v1/wiki/categories", Level::Write),
     ("PUT", "/api/v1/wiki/categories/{id}", Level::Write),
     ("DELETE", "/api/v1/wiki/categories/{id}", Level::Write),
+    // MCP tools: each tool calls its route with the caller's token, so the route's own level
+    // applies inside (D-033).
+    ("POST", "/api/v1/mcp", Level::Read),
     // Tokens
     ("GET", "/api/v1/tokens", Level::Admin),
     ("POST", "/api/v1/tokens", Level::Admin),

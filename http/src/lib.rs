@@ -95,6 +95,7 @@ pub fn router(state: AppState) -> Router {
         .merge(routes::wiki::routes())
         .merge(routes::messages::routes())
         .merge(routes::webhooks::routes())
+        .merge(routes::mcp::routes())
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             middleware::authenticate,

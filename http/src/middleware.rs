@@ -57,7 +57,10 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
     }
     req.extensions_mut().insert(owner.clone());
     let resp = next.run(req).await;
-    let write = !matches!(method, Method::GET | Method::HEAD | Method::OPTIONS);
+    // The MCP endpoint's tools call their routes in process; those calls write their own
+    // audit lines, so the JSON-RPC envelope does not.
+    let write =
+        !matches!(method, Method::GET | Method::HEAD | Method::OPTIONS) && route != "/api/v1/mcp";
     if write && resp.status().is_success() {
         let action = format!("{method} {route}");
         if let Err(e) = state

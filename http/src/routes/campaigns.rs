@@ -47,13 +47,29 @@ struct CreateIn {
     template_id: i64,
     var_map: Option<VarMap>,
     channels: Vec<ChannelWeight>,
+    /// With `true`: only check (decision D-033), answer 200, store nothing.
+    #[serde(default)]
+    dry_run: bool,
+    /// Audience to check in a dry run (refused otherwise: add it with
+    /// `POST /campaigns/{id}/recipients`).
+    recipients: Option<Vec<RecipientInput>>,
 }
 
+/// `POST /campaigns`: 201 with the campaign (`draft`); with `dry_run: true`, 200 with what a
+/// real run would find (`valid`, `invalid`, `duplicates`, each number's headroom today,
+/// `fits_today`).
 async fn create(
     State(state): State<AppState>,
     auth: Auth,
     ApiJson(b): ApiJson<CreateIn>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
+    if b.recipients.is_some() && !b.dry_run {
+        return Err(ApiError::invalid(
+            "recipients",
+            "recipients_need_dry_run",
+            "`recipients` só é aceito com `dry_run: true`; adicione o público com POST /campaigns/{id}/recipients.",
+        ));
+    }
     if let Some(c) = &b.category {
         if !["marketing", "utility", "authentication"].contains(&c.as_str()) {
             return Err(ApiError::invalid(
@@ -74,6 +90,13 @@ async fn create(
             .map(|c| (c.channel_id, c.weight))
             .collect(),
     };
+    if b.dry_run {
+        let report = state
+            .runtime
+            .dry_run_campaign(auth.account_id(), input, b.recipients.unwrap_or_default())
+            .await?;
+        return Ok((StatusCode::OK, Json(json!({ "data": report }))));
+    }
     let view = state
         .runtime
         .create_campaign(auth.account_id(), input)

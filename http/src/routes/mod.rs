@@ -4,6 +4,7 @@ pub mod accounts;
 pub mod campaigns;
 pub mod channels;
 pub mod guardrails;
+pub mod mcp;
 pub mod messages;
 pub mod ops;
 pub mod provider;
