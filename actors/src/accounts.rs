@@ -420,6 +420,9 @@ impl Runtime {
         channel_id: i64,
     ) -> Result<Vec<provider::wire::TemplateInfo>, ActorError> {
         let (record, token) = self.channel_with_token(account_id, channel_id).await?;
+        if !record.official {
+            return self.alternative_templates(&record).await;
+        }
         let all = self
             .shared
             .graph

@@ -200,6 +200,14 @@ impl Runtime {
         req: UpdateOfficial,
     ) -> Result<ChannelSnapshot, ActorError> {
         let record = self.shared.store.channel(account_id, channel_id).await?;
+        if !record.official {
+            return Err(ActorError::Rejected {
+                code: "not_official",
+                message: "Este número é de um provedor alternativo; não tem configuração oficial."
+                    .into(),
+                details: serde_json::json!({"engine": record.engine}),
+            });
+        }
         if let Some(token) = &req.access_token {
             self.shared
                 .graph
@@ -237,7 +245,15 @@ impl Runtime {
         account_id: i64,
         channel_id: i64,
     ) -> Result<ChannelSnapshot, ActorError> {
-        let actor = self.channel_actor(account_id, channel_id)?;
+        let actor = match self.channel_actor(account_id, channel_id) {
+            Ok(a) => a,
+            // A number of an alternative provider: its sender's templates are read again.
+            Err(ActorError::NotFound) => {
+                let record = self.alternative_record(account_id, channel_id).await?;
+                return self.sync_alternative(record).await;
+            }
+            Err(e) => return Err(e),
+        };
         crate::ask(
             &actor,
             |r| ChannelMsg::Sync(Some(r)),

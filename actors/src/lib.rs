@@ -10,6 +10,7 @@
 //! storage and the provider client. Only this crate talks to the provider.
 
 pub mod accounts;
+pub mod alternative;
 pub mod bm;
 pub mod campaign;
 pub mod campaigns;
@@ -272,7 +273,14 @@ impl Runtime {
                     .id
             }
         };
-        let actor = self.channel_actor(account_id, channel_id)?;
+        let actor = match self.channel_actor(account_id, channel_id) {
+            Ok(a) => a,
+            Err(ActorError::NotFound) => {
+                let record = self.alternative_record(account_id, channel_id).await?;
+                return Err(alternative::send_refused(&record));
+            }
+            Err(e) => return Err(e),
+        };
         cmd.content = match cmd.content {
             channel::SendContent::Media { kind, url, caption } => {
                 let cfg = &self.shared.config;
@@ -331,7 +339,14 @@ impl Runtime {
         account_id: i64,
         channel_id: i64,
     ) -> Result<ChannelSnapshot, ActorError> {
-        let actor = self.channel_actor(account_id, channel_id)?;
+        let actor = match self.channel_actor(account_id, channel_id) {
+            Ok(a) => a,
+            Err(ActorError::NotFound) => {
+                let record = self.alternative_record(account_id, channel_id).await?;
+                return Ok(alternative::snapshot(record));
+            }
+            Err(e) => return Err(e),
+        };
         ask(
             &actor,
             ChannelMsg::Snapshot,
@@ -343,9 +358,14 @@ impl Runtime {
     /// The live state of every channel of the account, oldest first.
     pub async fn list_channels(&self, account_id: i64) -> Result<Vec<ChannelSnapshot>, ActorError> {
         let records = self.shared.store.list_channels(account_id).await?;
-        let snapshots =
-            futures::future::join_all(records.iter().map(|r| self.snapshot(account_id, r.id)))
-                .await;
+        let snapshots = futures::future::join_all(records.into_iter().map(|r| async move {
+            if r.official {
+                self.snapshot(account_id, r.id).await
+            } else {
+                Ok(alternative::snapshot(r))
+            }
+        }))
+        .await;
         snapshots.into_iter().collect()
     }
 

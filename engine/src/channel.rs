@@ -179,13 +179,17 @@ pub enum HealthCode {
     /// `aquecimento`: a young number in warm-up, with a reduced daily campaign cap; tone `ok`
     /// (nothing to do: the cap ramps up by itself).
     WarmingUp,
+    /// `provedor_alternativo`: a number of an alternative provider, referenced only (spec
+    /// "What the service does" item 11, D-034); tone `ok`, no limits, disparo does not send
+    /// through it.
+    AlternativeProvider,
     /// `ok`: operating.
     Ok,
 }
 
 impl HealthCode {
     /// Every code, worst first.
-    pub const ALL: [HealthCode; 12] = [
+    pub const ALL: [HealthCode; 13] = [
         HealthCode::WabaBanned,
         HealthCode::CredentialInvalid,
         HealthCode::Disconnected,
@@ -197,6 +201,7 @@ impl HealthCode {
         HealthCode::QualityYellow,
         HealthCode::TemplateMissing,
         HealthCode::WarmingUp,
+        HealthCode::AlternativeProvider,
         HealthCode::Ok,
     ];
 
@@ -214,6 +219,7 @@ impl HealthCode {
             HealthCode::QualityYellow => "qualidade_yellow",
             HealthCode::TemplateMissing => "template_ausente",
             HealthCode::WarmingUp => "aquecimento",
+            HealthCode::AlternativeProvider => "provedor_alternativo",
             HealthCode::Ok => "ok",
         }
     }
@@ -232,7 +238,7 @@ impl HealthCode {
             | HealthCode::QualityYellow
             | HealthCode::TemplateMissing => Tone::Attention,
             // Informational: the number operates; its campaign cap ramps up by itself (D-031).
-            HealthCode::WarmingUp | HealthCode::Ok => Tone::Ok,
+            HealthCode::WarmingUp | HealthCode::AlternativeProvider | HealthCode::Ok => Tone::Ok,
         }
     }
 
@@ -250,6 +256,7 @@ impl HealthCode {
             HealthCode::QualityYellow => "Qualidade média",
             HealthCode::TemplateMissing => "Template ausente",
             HealthCode::WarmingUp => "Em aquecimento",
+            HealthCode::AlternativeProvider => "Provedor alternativo",
             HealthCode::Ok => "Operando",
         }
     }
@@ -268,6 +275,7 @@ impl HealthCode {
             HealthCode::QualityYellow => "Reduza o volume e revise os templates antes que a qualidade caia.",
             HealthCode::TemplateMissing => "Envie o template ao número com POST /templates/{id}/channels.",
             HealthCode::WarmingUp => "Número em aquecimento: o limite diário sobe a cada dia.",
+            HealthCode::AlternativeProvider => "Envios por este número são feitos no provedor alternativo; o disparo só relê os templates do remetente (POST /channels/{id}/sync).",
             HealthCode::Ok => return None,
         })
     }
@@ -324,6 +332,26 @@ pub struct Health {
     pub sent_24h: i64,
     /// Remaining headroom now; `-1` means unlimited.
     pub available: i64,
+}
+
+impl Health {
+    /// The health of a number of an alternative provider (D-034): `provedor_alternativo`,
+    /// tone `ok`, no limit known to disparo (`limit_24h` and `available` 0: disparo sends
+    /// nothing through it).
+    pub fn alternative_provider() -> Health {
+        let code = HealthCode::AlternativeProvider;
+        Health {
+            good: true,
+            tone: code.tone(),
+            label: code.label().into(),
+            code: code.as_str().into(),
+            next_action: code.next_action().map(str::to_string),
+            group: String::new(),
+            limit_24h: 0,
+            sent_24h: 0,
+            available: 0,
+        }
+    }
 }
 
 /// Headroom left: the smaller of the own limit minus use and the external bound; `None` means

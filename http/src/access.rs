@@ -10,6 +10,12 @@ pub const ROUTES: &[(&str, &str, Level)] = &[
     // Channels
     ("GET", "/api/v1/channels", Level::Read),
     ("POST", "/api/v1/channels/official", Level::Write),
+    ("POST", "/api/v1/channels/alternative", Level::Write),
+    (
+        "GET",
+        "/api/v1/channels/alternative/notify-url",
+        Level::Read,
+    ),
     ("GET", "/api/v1/channels/{id}/official", Level::Read),
     ("PATCH", "/api/v1/channels/{id}/official", Level::Write),
     ("GET", "/api/v1/channels/{id}/health", Level::Read),

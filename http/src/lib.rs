@@ -96,13 +96,15 @@ pub fn router(state: AppState) -> Router {
         .merge(routes::messages::routes())
         .merge(routes::webhooks::routes())
         .merge(routes::mcp::routes())
+        .merge(routes::alternative::routes())
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             middleware::authenticate,
         ))
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes));
-    let provider =
-        routes::provider::routes().layer(DefaultBodyLimit::max(state.config.max_webhook_bytes));
+    let provider = routes::provider::routes()
+        .merge(routes::alternative::public_routes())
+        .layer(DefaultBodyLimit::max(state.config.max_webhook_bytes));
     Router::new()
         .nest("/api/v1", api)
         .merge(provider)

@@ -6,10 +6,12 @@
 //! - [`error`]: the Graph error envelope parsed into one error that says what to do next.
 //! - [`signature`]: `X-Hub-Signature-256` signing and verification, including the provider's
 //!   `\uXXXX` escaping quirk (PROVIDER.md §8.2).
+//! - [`alternative`]: alternative providers, referenced only (their senders' templates).
 //! - [`sim`]: a provider simulator, a real HTTP server with the same paths, shapes and errors.
 //!
 //! Everything here follows `shared/PROVIDER.md`; section numbers in doc comments refer to it.
 
+pub mod alternative;
 pub mod client;
 pub mod error;
 pub mod signature;

@@ -46,6 +46,9 @@ pub struct ChannelRecord {
     pub bm_id: Option<i64>,
     /// Business-initiated sends are locked by a payment problem until this time, ms.
     pub payment_locked_until: Option<i64>,
+    /// Base URL of an alternative provider's API (D-034); `None` on Cloud API numbers and for
+    /// the provider's default.
+    pub provider_url: Option<String>,
 }
 
 /// A channel's decrypted credentials.
@@ -88,9 +91,9 @@ pub struct NewChannel {
     pub bm_id: Option<i64>,
 }
 
-const COLUMNS: &str = "id, account_id, name, phone, official, engine, status, quality, tier, phone_number_id, waba_id, verified_name, verify_token, credential_valid, created_at, updated_at, last_sync_at, bm_id, payment_locked_until";
+pub(crate) const COLUMNS: &str = "id, account_id, name, phone, official, engine, status, quality, tier, phone_number_id, waba_id, verified_name, verify_token, credential_valid, created_at, updated_at, last_sync_at, bm_id, payment_locked_until, provider_url";
 
-fn read(row: &AnyRow) -> Result<ChannelRecord> {
+pub(crate) fn read(row: &AnyRow) -> Result<ChannelRecord> {
     Ok(ChannelRecord {
         id: row.try_get("id")?,
         account_id: row.try_get("account_id")?,
@@ -111,6 +114,7 @@ fn read(row: &AnyRow) -> Result<ChannelRecord> {
         last_sync_at: row.try_get("last_sync_at")?,
         bm_id: row.try_get("bm_id")?,
         payment_locked_until: row.try_get("payment_locked_until")?,
+        provider_url: row.try_get("provider_url")?,
     })
 }
 
@@ -184,9 +188,10 @@ impl Store {
         rows.iter().map(read).collect()
     }
 
-    /// Every channel id (for starting actors at boot).
+    /// Every Cloud API channel id (for starting actors at boot; numbers of an alternative
+    /// provider have none, D-034).
     pub async fn all_channel_ids(&self) -> Result<Vec<i64>> {
-        let rows = sqlx::query("SELECT id FROM channels ORDER BY id")
+        let rows = sqlx::query("SELECT id FROM channels WHERE official = 1 ORDER BY id")
             .fetch_all(&self.pool)
             .await?;
         rows.iter().map(|r| Ok(r.try_get("id")?)).collect()
@@ -195,7 +200,7 @@ impl Store {
     /// The account's first connected channel (the default for sends without `channel_id`).
     pub async fn first_working_channel(&self, account_id: i64) -> Result<ChannelRecord> {
         let sql = format!(
-            "SELECT {COLUMNS} FROM channels WHERE account_id = $1 AND status = 'WORKING' ORDER BY id LIMIT 1"
+            "SELECT {COLUMNS} FROM channels WHERE account_id = $1 AND status = 'WORKING' AND official = 1 ORDER BY id LIMIT 1"
         );
         let row = sqlx::query(&sql)
             .bind(account_id)

@@ -6,6 +6,7 @@
 //! they are written; hot paths write in batches, one transaction per batch.
 
 pub mod accounts;
+pub mod alternative;
 pub mod bms;
 pub mod campaigns;
 pub mod channels;

@@ -1,6 +1,7 @@
 //! Routers per spec section.
 
 pub mod accounts;
+pub mod alternative;
 pub mod campaigns;
 pub mod channels;
 pub mod guardrails;

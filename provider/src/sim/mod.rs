@@ -14,6 +14,8 @@
 
 mod business;
 mod control;
+mod d360;
+pub use d360::D360TemplateSpec;
 mod errors;
 mod faults;
 mod graph;
@@ -138,6 +140,8 @@ pub(crate) struct Inner {
     pub rng: Mutex<StdRng>,
     pub outbox: webhooks::Outbox,
     pub emitter_stats: Arc<webhooks::EmitterStats>,
+    /// 360dialog senders: API key → templates.
+    pub d360: DashMap<String, Vec<d360::D360TemplateSpec>>,
 }
 
 impl Inner {
@@ -282,6 +286,7 @@ impl Simulator {
                 rng: Mutex::new(rng),
                 outbox,
                 emitter_stats: stats,
+                d360: DashMap::new(),
             }),
         }
     }
@@ -289,6 +294,7 @@ impl Simulator {
     /// The router: Graph API paths plus `/_sim/…`.
     pub fn router(&self) -> Router {
         control::routes()
+            .merge(d360::routes())
             .merge(graph::routes(self.inner.clone()))
             .with_state(self.inner.clone())
     }

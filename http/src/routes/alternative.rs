@@ -1,0 +1,116 @@
+//! Numbers of an alternative provider (spec "What the service does" item 11, "Other";
+//! decision D-034): registration, the notification URLs, and the receivers of those URLs.
+
+use crate::error::ApiError;
+use crate::extract::{ApiJson, Auth};
+use crate::routes::channels::channel_json;
+use crate::AppState;
+use actors::alternative::{ConnectAlternative, NotifyVia};
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use engine::Secret;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+/// Routes under `/api/v1`.
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/channels/alternative", post(connect))
+        .route("/channels/alternative/notify-url", get(notify_url))
+}
+
+/// The receivers (outside `/api/v1`, no token: the URL's key or the sender's phone names the
+/// account).
+pub fn public_routes() -> Router<AppState> {
+    Router::new()
+        .route("/webhooks/alternative", post(receive_fixed))
+        .route("/webhooks/alternative/{key}", post(receive_account))
+}
+
+/// `POST /channels/alternative` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConnectIn {
+    name: Option<String>,
+    phone: String,
+    engine: String,
+    api_key: String,
+    provider_url: Option<String>,
+}
+
+/// `POST /channels/alternative`: 201 `{data: channel, templates: <count read>}`; 422
+/// `unknown_engine`, `invalid_phone`, `credential_refused`; 409 when the phone is already
+/// registered with that provider.
+async fn connect(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiJson(b): ApiJson<ConnectIn>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    if let Some(u) = &b.provider_url {
+        let ok = url::Url::parse(u).is_ok_and(|u| matches!(u.scheme(), "http" | "https"));
+        if !ok {
+            return Err(ApiError::invalid(
+                "provider_url",
+                "invalid_url",
+                "`provider_url` deve ser uma URL http(s).",
+            ));
+        }
+    }
+    let (snapshot, templates) = state
+        .runtime
+        .connect_alternative(
+            auth.account_id(),
+            ConnectAlternative {
+                name: b.name,
+                phone: b.phone,
+                engine: b.engine,
+                provider_url: b.provider_url,
+                api_key: Secret::new(b.api_key),
+            },
+        )
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({"data": channel_json(&snapshot), "templates": templates})),
+    ))
+}
+
+/// `GET /channels/alternative/notify-url`: `{data: {notify_url, fixed_url, observacao}}`.
+async fn notify_url(State(state): State<AppState>, auth: Auth) -> Result<Json<Value>, ApiError> {
+    let key = state
+        .runtime
+        .alternative_notify_key(auth.account_id())
+        .await?;
+    let base = state.config.public_url.trim_end_matches('/');
+    Ok(Json(json!({"data": {
+        "notify_url": format!("{base}/webhooks/alternative/{key}"),
+        "fixed_url": format!("{base}/webhooks/alternative"),
+        "observacao": "Configure a notify_url como webhook do remetente no painel do provedor alternativo: ela é desta conta e a identifica (guarde-a como um segredo). A fixed_url é a mesma para todas as contas, para provedores que aceitam uma só URL; nela a conta é reconhecida pelo número do remetente (metadata.display_phone_number), que precisa estar cadastrado em POST /channels/alternative. O disparo registra as notificações recebidas; os envios destes números são feitos no provedor, não pelo disparo.",
+    }})))
+}
+
+async fn receive_account(
+    State(state): State<AppState>,
+    Path(key): Path<String>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let id = state
+        .runtime
+        .receive_alternative(NotifyVia::Account, Some(&key), &body)
+        .await?;
+    Ok(Json(json!({"data": {"received": true, "id": id}})))
+}
+
+async fn receive_fixed(
+    State(state): State<AppState>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let id = state
+        .runtime
+        .receive_alternative(NotifyVia::Fixed, None, &body)
+        .await?;
+    Ok(Json(json!({"data": {"received": true, "id": id}})))
+}
