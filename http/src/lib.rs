@@ -6,6 +6,7 @@ pub mod access;
 pub mod error;
 pub mod extract;
 pub mod middleware;
+pub mod openapi;
 pub mod routes;
 
 use actors::Runtime;
@@ -83,9 +84,11 @@ pub fn install_metrics() -> PrometheusHandle {
         .clone()
 }
 
-/// The whole application router.
-pub fn router(state: AppState) -> Router {
-    let api = Router::new()
+/// The authenticated routes of `/api/v1` (paths relative to it), with their part of the API
+/// document: the routers are built from the handlers' `#[utoipa::path]` annotations.
+pub fn api_routes() -> utoipa_axum::router::OpenApiRouter<AppState> {
+    use utoipa::OpenApi;
+    utoipa_axum::router::OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .merge(routes::channels::routes())
         .merge(routes::guardrails::routes())
         .merge(routes::accounts::routes())
@@ -97,10 +100,24 @@ pub fn router(state: AppState) -> Router {
         .merge(routes::webhooks::routes())
         .merge(routes::mcp::routes())
         .merge(routes::alternative::routes())
+}
+
+/// The routes of `/api/v1` that take no token (`GET /health`), with their part of the API
+/// document.
+pub fn public_api_routes() -> utoipa_axum::router::OpenApiRouter<AppState> {
+    routes::ops::api_routes()
+}
+
+/// The whole application router.
+pub fn router(state: AppState) -> Router {
+    let (api, _) = api_routes().split_for_parts();
+    let (public_api, _) = public_api_routes().split_for_parts();
+    let api = api
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             middleware::authenticate,
         ))
+        .merge(public_api)
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes));
     let provider = routes::provider::routes()
         .merge(routes::alternative::public_routes())
@@ -109,6 +126,7 @@ pub fn router(state: AppState) -> Router {
         .nest("/api/v1", api)
         .merge(provider)
         .merge(routes::ops::routes())
+        .merge(openapi::routes())
         .merge(routes::wiki::public_routes())
         .fallback(|| async { error::ApiError::NotFound })
         .method_not_allowed_fallback(|| async { error::ApiError::MethodNotAllowed.into_response() })

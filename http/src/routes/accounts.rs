@@ -5,32 +5,49 @@ use crate::extract::{ApiJson, Auth, IdPath};
 use crate::AppState;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// Routes of this section (under `/api/v1`).
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/overview", get(overview))
-        .route("/wabas", get(wabas))
-        .route("/wabas/{waba}/numbers", post(add_number))
-        .route("/bms/{id}", get(bm))
-        .route("/bms/{id}/sync", post(sync_bm))
-        .route("/bms/{id}/payment-check", post(payment_check))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(overview))
+        .routes(routes!(wabas))
+        .routes(routes!(add_number))
+        .routes(routes!(bm))
+        .routes(routes!(sync_bm))
+        .routes(routes!(payment_check))
 }
 
+#[utoipa::path(
+    get,
+    operation_id = "accounts_overview",
+    path = "/overview",
+    tag = "WABAs, BMs e visão geral",
+    responses((status = 200, description = "Visão geral da conta", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn overview(State(state): State<AppState>, auth: Auth) -> Result<Json<Value>, ApiError> {
     let o = state.runtime.overview(auth.account_id()).await?;
     Ok(Json(json!({ "data": o })))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct WabaQuery {
     health: Option<String>,
 }
 
+#[utoipa::path(
+    get,
+    operation_id = "accounts_wabas",
+    path = "/wabas",
+    tag = "WABAs, BMs e visão geral",
+    params(WabaQuery),
+    responses((status = 200, description = "WABAs com BM, credencial e saúde dos números", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn wabas(
     State(state): State<AppState>,
     auth: Auth,
@@ -53,7 +70,7 @@ async fn wabas(
 }
 
 /// `POST /wabas/{waba}/numbers` body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct AddNumberIn {
     phone: String,
@@ -64,6 +81,15 @@ struct AddNumberIn {
     same_group: bool,
 }
 
+#[utoipa::path(
+    post,
+    operation_id = "accounts_add_number",
+    path = "/wabas/{waba}/numbers",
+    tag = "WABAs, BMs e visão geral",
+    params(("waba" = String, Path, description = "WABA da conta com credencial")),
+    request_body = AddNumberIn,
+    responses((status = 201, description = "`data` {message, channel_id, phone, code_requested, bm_id}", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn add_number(
     State(state): State<AppState>,
     auth: Auth,
@@ -97,6 +123,14 @@ async fn add_number(
     Ok((StatusCode::CREATED, Json(json!({ "data": out }))))
 }
 
+#[utoipa::path(
+    get,
+    operation_id = "accounts_bm",
+    path = "/bms/{id}",
+    tag = "WABAs, BMs e visão geral",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    responses((status = 200, description = "BM com verificação, pagamento, envio e números", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn bm(
     State(state): State<AppState>,
     auth: Auth,
@@ -107,6 +141,14 @@ async fn bm(
     ))
 }
 
+#[utoipa::path(
+    post,
+    operation_id = "accounts_sync_bm",
+    path = "/bms/{id}/sync",
+    tag = "WABAs, BMs e visão geral",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    responses((status = 200, description = "`data` {message, created_numbers, missing_numbers, bm}", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn sync_bm(
     State(state): State<AppState>,
     auth: Auth,
@@ -121,6 +163,14 @@ async fn sync_bm(
     }})))
 }
 
+#[utoipa::path(
+    post,
+    operation_id = "accounts_payment_check",
+    path = "/bms/{id}/payment-check",
+    tag = "WABAs, BMs e visão geral",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    responses((status = 200, description = "`data` {message, bm}", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn payment_check(
     State(state): State<AppState>,
     auth: Auth,

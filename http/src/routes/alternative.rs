@@ -9,17 +9,19 @@ use actors::alternative::{ConnectAlternative, NotifyVia};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
+use axum::routing::post;
 use axum::{Json, Router};
 use engine::Secret;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// Routes under `/api/v1`.
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/channels/alternative", post(connect))
-        .route("/channels/alternative/notify-url", get(notify_url))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(connect))
+        .routes(routes!(notify_url))
 }
 
 /// The receivers (outside `/api/v1`, no token: the URL's key or the sender's phone names the
@@ -31,7 +33,7 @@ pub fn public_routes() -> Router<AppState> {
 }
 
 /// `POST /channels/alternative` body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct ConnectIn {
     name: Option<String>,
@@ -44,6 +46,14 @@ struct ConnectIn {
 /// `POST /channels/alternative`: 201 `{data: channel, templates: <count read>}`; 422
 /// `unknown_engine`, `invalid_phone`, `credential_refused`; 409 when the phone is already
 /// registered with that provider.
+#[utoipa::path(
+    post,
+    operation_id = "alternative_connect",
+    path = "/channels/alternative",
+    tag = "Provedor alternativo",
+    request_body = ConnectIn,
+    responses((status = 201, description = "`data`: número do provedor alternativo, `templates`: quantos foram lidos", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn connect(
     State(state): State<AppState>,
     auth: Auth,
@@ -79,6 +89,13 @@ async fn connect(
 }
 
 /// `GET /channels/alternative/notify-url`: `{data: {notify_url, fixed_url, observacao}}`.
+#[utoipa::path(
+    get,
+    operation_id = "alternative_notify_url",
+    path = "/channels/alternative/notify-url",
+    tag = "Provedor alternativo",
+    responses((status = 200, description = "`data` {notify_url, fixed_url, observacao}", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn notify_url(State(state): State<AppState>, auth: Auth) -> Result<Json<Value>, ApiError> {
     let key = state
         .runtime

@@ -7,27 +7,30 @@ use crate::AppState;
 use actors::campaigns::{CampaignInput, RecipientInput};
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use engine::library::VarMap;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// Routes (under `/api/v1`).
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/campaigns", post(create))
-        .route("/campaigns/{id}", get(read))
-        .route("/campaigns/{id}/start", post(start))
-        .route("/campaigns/{id}/resend", post(resend))
-        // 10,000 rows with their columns do not fit the default 1 MiB.
-        .route(
-            "/campaigns/{id}/recipients",
-            post(recipients).layer(axum::extract::DefaultBodyLimit::max(16 * 1024 * 1024)),
-        )
+pub fn routes() -> OpenApiRouter<AppState> {
+    // 10,000 rows with their columns do not fit the default 1 MiB.
+    let (schemas, paths, recipients_route) = routes!(recipients);
+    OpenApiRouter::new()
+        .routes(routes!(create))
+        .routes(routes!(read))
+        .routes(routes!(start))
+        .routes(routes!(resend))
+        .routes((
+            schemas,
+            paths,
+            recipients_route.layer(axum::extract::DefaultBodyLimit::max(16 * 1024 * 1024)),
+        ))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct ChannelWeight {
     channel_id: i64,
@@ -39,12 +42,15 @@ fn one() -> i64 {
     1
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct CreateIn {
     name: String,
     category: Option<String>,
     template_id: i64,
+    /// Template variable → audience column (`{"1": {"field": "nome", "default": "…"}}`);
+    /// default the template's.
+    #[schema(value_type = Option<Object>)]
     var_map: Option<VarMap>,
     channels: Vec<ChannelWeight>,
     /// With `true`: only check (decision D-033), answer 200, store nothing.
@@ -52,12 +58,30 @@ struct CreateIn {
     dry_run: bool,
     /// Audience to check in a dry run (refused otherwise: add it with
     /// `POST /campaigns/{id}/recipients`).
+    #[schema(value_type = Option<Vec<RecipientDoc>>)]
     recipients: Option<Vec<RecipientInput>>,
+}
+
+/// A recipient row (for the API document): `phone` with country code, `vars` the audience
+/// columns.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+struct RecipientDoc {
+    phone: String,
+    vars: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// `POST /campaigns`: 201 with the campaign (`draft`); with `dry_run: true`, 200 with what a
 /// real run would find (`valid`, `invalid`, `duplicates`, each number's headroom today,
 /// `fits_today`).
+#[utoipa::path(
+    post,
+    operation_id = "campaigns_create",
+    path = "/campaigns",
+    tag = "Campanhas",
+    request_body = CreateIn,
+    responses((status = 201, description = "Campanha criada (`draft`); com `dry_run`, 200 com a simulação", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn create(
     State(state): State<AppState>,
     auth: Auth,
@@ -104,6 +128,14 @@ async fn create(
     Ok((StatusCode::CREATED, Json(json!({ "data": view }))))
 }
 
+#[utoipa::path(
+    get,
+    operation_id = "campaigns_read",
+    path = "/campaigns/{id}",
+    tag = "Campanhas",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    responses((status = 200, description = "Campanha com `stats`", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn read(
     State(state): State<AppState>,
     auth: Auth,
@@ -114,12 +146,23 @@ async fn read(
     ))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct RecipientsIn {
+    /// Up to 10,000 rows per call.
+    #[schema(value_type = Vec<RecipientDoc>)]
     recipients: Vec<RecipientInput>,
 }
 
+#[utoipa::path(
+    post,
+    operation_id = "campaigns_recipients",
+    path = "/campaigns/{id}/recipients",
+    tag = "Campanhas",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    request_body = RecipientsIn,
+    responses((status = 201, description = "`data` {added, duplicates, invalid, total}", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn recipients(
     State(state): State<AppState>,
     auth: Auth,
@@ -133,6 +176,14 @@ async fn recipients(
     Ok((StatusCode::CREATED, Json(json!({ "data": out }))))
 }
 
+#[utoipa::path(
+    post,
+    operation_id = "campaigns_start",
+    path = "/campaigns/{id}/start",
+    tag = "Campanhas",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    responses((status = 200, description = "Campanha em andamento", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn start(
     State(state): State<AppState>,
     auth: Auth,
@@ -143,13 +194,22 @@ async fn start(
     ))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct ResendIn {
     target_channel_id: i64,
 }
 
 /// `POST /campaigns/{id}/resend` {target_channel_id}: `{data: {resent, campaign}}`.
+#[utoipa::path(
+    post,
+    operation_id = "campaigns_resend",
+    path = "/campaigns/{id}/resend",
+    tag = "Campanhas",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    request_body = ResendIn,
+    responses((status = 200, description = "`data` {resent, campaign}", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn resend(
     State(state): State<AppState>,
     auth: Auth,

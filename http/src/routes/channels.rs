@@ -7,27 +7,28 @@ use actors::channel::ChannelSnapshot;
 use actors::connect::ConnectOfficial;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use engine::channel::{Quality, Tone};
 use engine::Secret;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// Routes of this section (under `/api/v1`).
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/channels", get(list))
-        .route("/channels/official", post(connect))
-        .route("/channels/{id}/official", get(official).patch(update))
-        .route("/channels/{id}/health", get(health))
-        .route("/channels/{id}/verify", post(verify))
-        .route("/channels/{id}/sync", post(sync))
-        .route("/channels/{id}/templates", get(templates))
-        .route("/channels/{id}/request-code", post(request_code))
-        .route("/channels/{id}/verify-code", post(verify_code))
-        .route("/channels/{id}/register", post(register))
-        .route("/channels/{id}/payment-check", post(payment_check))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list))
+        .routes(routes!(connect))
+        .routes(routes!(official, update))
+        .routes(routes!(health))
+        .routes(routes!(verify))
+        .routes(routes!(sync))
+        .routes(routes!(templates))
+        .routes(routes!(request_code))
+        .routes(routes!(verify_code))
+        .routes(routes!(register))
+        .routes(routes!(payment_check))
 }
 
 /// The channel object of the spec ("Channel").
@@ -56,7 +57,8 @@ pub fn channel_json(s: &ChannelSnapshot) -> Value {
 
 /// Filters of `GET /channels` (decision D-022): `status` (WORKING, PENDING, DISCONNECTED),
 /// `quality` (GREEN, YELLOW, RED, UNKNOWN), `tone` (ok, attention, bad).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct ListQuery {
     status: Option<String>,
@@ -64,6 +66,14 @@ struct ListQuery {
     tone: Option<String>,
 }
 
+#[utoipa::path(
+    get,
+    operation_id = "channels_list",
+    path = "/channels",
+    tag = "Números",
+    params(ListQuery),
+    responses((status = 200, description = "`data`: array de números (Channel)", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn list(
     State(state): State<AppState>,
     auth: Auth,
@@ -113,7 +123,7 @@ async fn list(
 
 /// `POST /channels/official` body ("Official channel configuration"). `phone_number_id`,
 /// `waba_id` and `access_token` are required (decision D-002).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct ConnectIn {
     name: Option<String>,
@@ -147,6 +157,14 @@ fn digits_id(field: &str, value: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
+#[utoipa::path(
+    post,
+    operation_id = "channels_connect",
+    path = "/channels/official",
+    tag = "Números",
+    request_body = ConnectIn,
+    responses((status = 201, description = "`data`: número conectado, `verification`", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn connect(
     State(state): State<AppState>,
     auth: Auth,
@@ -184,6 +202,14 @@ async fn connect(
     ))
 }
 
+#[utoipa::path(
+    get,
+    operation_id = "channels_official",
+    path = "/channels/{id}/official",
+    tag = "Números",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    responses((status = 200, description = "Número com o bloco `webhook`", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn official(
     State(state): State<AppState>,
     auth: Auth,
@@ -204,6 +230,14 @@ async fn official(
     Ok(Json(json!({ "data": data })))
 }
 
+#[utoipa::path(
+    get,
+    operation_id = "channels_health",
+    path = "/channels/{id}/health",
+    tag = "Números",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    responses((status = 200, description = "`data`: objeto health", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn health(
     State(state): State<AppState>,
     auth: Auth,
@@ -215,7 +249,7 @@ async fn health(
 
 /// `PATCH /channels/{id}/official` body (decision D-002): any of these; blank secrets keep the
 /// stored ones.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct UpdateIn {
     name: Option<String>,
@@ -230,6 +264,15 @@ fn non_blank(v: Option<String>) -> Option<Secret> {
         .map(Secret::new)
 }
 
+#[utoipa::path(
+    patch,
+    operation_id = "channels_update",
+    path = "/channels/{id}/official",
+    tag = "Números",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    request_body = UpdateIn,
+    responses((status = 200, description = "Número atualizado", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn update(
     State(state): State<AppState>,
     auth: Auth,
@@ -249,6 +292,14 @@ async fn update(
     Ok(Json(json!({ "data": channel_json(&snapshot) })))
 }
 
+#[utoipa::path(
+    post,
+    operation_id = "channels_verify",
+    path = "/channels/{id}/verify",
+    tag = "Números",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    responses((status = 200, description = "Credencial testada de novo", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn verify(
     State(state): State<AppState>,
     auth: Auth,
@@ -263,6 +314,14 @@ async fn verify(
     }})))
 }
 
+#[utoipa::path(
+    post,
+    operation_id = "channels_sync",
+    path = "/channels/{id}/sync",
+    tag = "Números",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    responses((status = 200, description = "`data` {message, channel}", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn sync(
     State(state): State<AppState>,
     auth: Auth,
@@ -276,6 +335,14 @@ async fn sync(
 
 /// Approved templates at the provider: name, language, category, body, params (count of
 /// variables), header (nullable), buttons.
+#[utoipa::path(
+    get,
+    operation_id = "channels_templates",
+    path = "/channels/{id}/templates",
+    tag = "Números",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    responses((status = 200, description = "Templates aprovados do número no provedor", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn templates(
     State(state): State<AppState>,
     auth: Auth,
@@ -316,7 +383,7 @@ async fn templates(
     Ok(Json(json!({ "data": data })))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct MethodIn {
     #[serde(default = "sms")]
@@ -327,6 +394,15 @@ fn sms() -> String {
     "SMS".into()
 }
 
+#[utoipa::path(
+    post,
+    operation_id = "channels_request_code",
+    path = "/channels/{id}/request-code",
+    tag = "Números",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    request_body = MethodIn,
+    responses((status = 200, description = "Código pedido", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn request_code(
     State(state): State<AppState>,
     auth: Auth,
@@ -352,12 +428,21 @@ async fn request_code(
     ))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct CodeIn {
     code: String,
 }
 
+#[utoipa::path(
+    post,
+    operation_id = "channels_verify_code",
+    path = "/channels/{id}/verify-code",
+    tag = "Números",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    request_body = CodeIn,
+    responses((status = 200, description = "`data` {active, pin_required}", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn verify_code(
     State(state): State<AppState>,
     auth: Auth,
@@ -371,12 +456,21 @@ async fn verify_code(
     Ok(Json(json!({ "data": out })))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct PinIn {
     pin: String,
 }
 
+#[utoipa::path(
+    post,
+    operation_id = "channels_register",
+    path = "/channels/{id}/register",
+    tag = "Números",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    request_body = PinIn,
+    responses((status = 200, description = "Resultado do registro", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn register(
     State(state): State<AppState>,
     auth: Auth,
@@ -392,6 +486,14 @@ async fn register(
     ))
 }
 
+#[utoipa::path(
+    post,
+    operation_id = "channels_payment_check",
+    path = "/channels/{id}/payment-check",
+    tag = "Números",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    responses((status = 200, description = "`data` {message, paid}", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn payment_check(
     State(state): State<AppState>,
     auth: Auth,

@@ -7,17 +7,18 @@ use crate::AppState;
 use actors::channel::GuardrailView;
 use actors::guardrails::GuardrailsPatch;
 use axum::extract::State;
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use engine::guardrail::{self, MAX_CADENCE_MS, MAX_CAP};
 use serde::{Deserialize, Deserializer};
 use serde_json::{json, Value};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// Routes (under `/api/v1`).
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/channels/{id}/guardrails", get(read).patch(update))
-        .route("/channels/{id}/guardrails/authorize", post(authorize))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(read, update))
+        .routes(routes!(authorize))
 }
 
 /// The guardrails object: settings and `today` (local day in America/Sao_Paulo).
@@ -43,6 +44,14 @@ fn view_json(v: &GuardrailView) -> Value {
     })
 }
 
+#[utoipa::path(
+    get,
+    operation_id = "guardrails_read",
+    path = "/channels/{id}/guardrails",
+    tag = "Guardrails",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    responses((status = 200, description = "Guardrails e o limite de hoje", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn read(
     State(state): State<AppState>,
     auth: Auth,
@@ -59,7 +68,7 @@ fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     Option::<T>::deserialize(d).map(Some)
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct PatchIn {
     #[serde(default, deserialize_with = "present")]
@@ -83,6 +92,15 @@ fn parse_instant(s: &str) -> Option<i64> {
     )))
 }
 
+#[utoipa::path(
+    patch,
+    operation_id = "guardrails_update",
+    path = "/channels/{id}/guardrails",
+    tag = "Guardrails",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    request_body = PatchIn,
+    responses((status = 200, description = "Guardrails atualizados", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn update(
     State(state): State<AppState>,
     auth: Auth,
@@ -124,13 +142,22 @@ async fn update(
     Ok(Json(json!({ "data": view_json(&v) })))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct AuthorizeIn {
     extra: i64,
 }
 
 /// Owner/admin only (the access table): `extra` more campaign sends today.
+#[utoipa::path(
+    post,
+    operation_id = "guardrails_authorize",
+    path = "/channels/{id}/guardrails/authorize",
+    tag = "Guardrails",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    request_body = AuthorizeIn,
+    responses((status = 200, description = "Envios extras autorizados hoje (nível admin)", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn authorize(
     State(state): State<AppState>,
     auth: Auth,

@@ -14,18 +14,36 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, Method, Request, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
-use axum::{Json, Router};
+use axum::Json;
 use serde_json::{json, Map, Value};
 use tower::ServiceExt;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// Protocol revisions this server speaks, newest first. `initialize` answers the client's
 /// revision when it is one of these, else the newest.
 pub const PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
 /// Routes (under `/api/v1`).
-pub fn routes() -> Router<AppState> {
-    Router::new().route("/mcp", post(rpc))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(rpc))
+}
+
+/// A JSON-RPC 2.0 request of the MCP endpoint (for the API document; the handler reads the
+/// raw body so it can answer malformed requests in JSON-RPC terms).
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+struct McpRequest {
+    /// Always `"2.0"`.
+    jsonrpc: String,
+    /// Request id (string or integer); absent on notifications.
+    #[schema(value_type = Option<Object>)]
+    id: (),
+    /// `initialize`, `ping`, `tools/list`, `tools/call`, or a notification.
+    method: String,
+    /// Method parameters; `tools/call` takes `{name, arguments}`.
+    #[schema(value_type = Option<Object>)]
+    params: (),
 }
 
 /// JSON-RPC 2.0 error codes.
@@ -46,6 +64,14 @@ fn rpc_result(id: Value, result: Value) -> Response {
 }
 
 /// `POST /api/v1/mcp`: one JSON-RPC message per request.
+#[utoipa::path(
+    post,
+    operation_id = "mcp_rpc",
+    path = "/mcp",
+    tag = "MCP",
+    request_body = McpRequest,
+    responses((status = 200, description = "Resposta JSON-RPC 2.0 (202 sem corpo para notificações)", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn rpc(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
     let msg: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,

@@ -8,24 +8,25 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use engine::phone::Phone;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use storage::idempotency::IdempotencyBegin;
 use storage::messages::MessageRecord;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// Routes of this section (under `/api/v1`).
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/messages", post(send))
-        .route("/messages/{id}", get(read))
-        .route("/messages/{id}/media", get(media))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(send))
+        .routes(routes!(read))
+        .routes(routes!(media))
 }
 
 /// The send request ("Message" › send request fields).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct SendIn {
     to: Option<String>,
@@ -39,7 +40,7 @@ struct SendIn {
 }
 
 /// `media` of a send: `{type, url}` (type image, document, video or audio).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct MediaIn {
     #[serde(rename = "type")]
@@ -47,7 +48,7 @@ struct MediaIn {
     url: String,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct TemplateIn {
     /// A library template (rendered from `vars` through its var_map)…
@@ -256,6 +257,14 @@ pub fn message_json(m: &MessageRecord) -> Value {
     v
 }
 
+#[utoipa::path(
+    get,
+    operation_id = "messages_read",
+    path = "/messages/{id}",
+    tag = "Mensagens",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    responses((status = 200, description = "A mensagem e seu status", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn read(
     State(state): State<AppState>,
     auth: Auth,
@@ -286,6 +295,14 @@ async fn send_once(
 /// `POST /messages`. With an `Idempotency-Key` header (1 to 255 printable ASCII characters),
 /// the first answer for that key is replayed for 24 hours (`Idempotent-Replayed: true`) and the
 /// message is never sent twice (decision D-024).
+#[utoipa::path(
+    post,
+    operation_id = "messages_send",
+    path = "/messages",
+    tag = "Mensagens",
+    request_body = SendIn,
+    responses((status = 201, description = "Resultado do envio; com `Idempotency-Key`, a primeira resposta é repetida", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn send(
     State(state): State<AppState>,
     auth: Auth,
@@ -363,6 +380,14 @@ async fn send(
 }
 
 /// `GET /messages/{id}/media`: the file a contact sent, streamed from the provider.
+#[utoipa::path(
+    get,
+    operation_id = "messages_media",
+    path = "/messages/{id}/media",
+    tag = "Mensagens",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    responses((status = 200, description = "O arquivo de mídia recebido", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn media(
     State(state): State<AppState>,
     auth: Auth,

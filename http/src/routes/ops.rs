@@ -12,12 +12,27 @@ use serde_json::json;
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/health", get(health))
-        .route("/api/v1/health", get(health))
         .route("/metrics", get(metrics))
+}
+
+/// `GET /api/v1/health` (no token), described in the API document.
+pub fn api_routes() -> utoipa_axum::router::OpenApiRouter<AppState> {
+    utoipa_axum::router::OpenApiRouter::new().routes(utoipa_axum::routes!(health))
 }
 
 /// `{"data": {"status": "ok"|"degraded", "version", "database": {ok, backend, latency_ms}}}`;
 /// 503 when the database does not answer.
+#[utoipa::path(
+    get,
+    operation_id = "ops_health",
+    path = "/health",
+    tag = "Operação",
+    security(()),
+    responses(
+        (status = 200, description = "Serviço e banco de dados respondendo", body = crate::openapi::DataEnvelope),
+        (status = 503, description = "Banco de dados indisponível", body = crate::openapi::DataEnvelope)
+    )
+)]
 async fn health(State(state): State<AppState>) -> Response {
     let store = state.runtime.store();
     let (ok, latency_ms, error) = match store.ping().await {

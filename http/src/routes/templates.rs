@@ -6,28 +6,26 @@ use crate::AppState;
 use actors::templates::TemplateInput;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use engine::library::{Button, VarMap};
 use serde::Deserialize;
 use serde_json::{json, Value};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// Routes of this section (under `/api/v1`).
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/templates", get(list).post(create))
-        .route("/templates/{id}", axum::routing::delete(delete))
-        .route("/templates/{id}/sync", post(sync))
-        .route("/templates/{id}/submit", post(submit))
-        .route("/templates/{id}/channels", post(link))
-        .route(
-            "/templates/{id}/channels/{channel_id}/reactivate",
-            post(reactivate),
-        )
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list, create))
+        .routes(routes!(delete))
+        .routes(routes!(sync))
+        .routes(routes!(submit))
+        .routes(routes!(link))
+        .routes(routes!(reactivate))
 }
 
 /// `POST /templates` body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct CreateIn {
     name: String,
@@ -38,14 +36,24 @@ struct CreateIn {
     header_text: Option<String>,
     footer_text: Option<String>,
     #[serde(default)]
+    #[schema(value_type = Vec<Object>)]
     buttons: Vec<Button>,
     #[serde(default)]
+    #[schema(value_type = Object)]
     var_map: VarMap,
     #[serde(default)]
     submit_channels: Vec<i64>,
     kind: Option<String>,
 }
 
+#[utoipa::path(
+    post,
+    operation_id = "templates_create",
+    path = "/templates",
+    tag = "Templates",
+    request_body = CreateIn,
+    responses((status = 201, description = "`data`: template com problems e channels_by_status", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn create(
     State(state): State<AppState>,
     auth: Auth,
@@ -87,6 +95,13 @@ async fn create(
     Ok((StatusCode::CREATED, Json(json!({ "data": view }))))
 }
 
+#[utoipa::path(
+    get,
+    operation_id = "templates_list",
+    path = "/templates",
+    tag = "Templates",
+    responses((status = 200, description = "Templates da biblioteca com status por número", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn list(State(state): State<AppState>, auth: Auth) -> Result<Json<Value>, ApiError> {
     Ok(Json(
         json!({ "data": state.runtime.list_library(auth.account_id()).await? }),
@@ -94,12 +109,21 @@ async fn list(State(state): State<AppState>, auth: Auth) -> Result<Json<Value>, 
 }
 
 /// `{channels: [ids]}`; without channels, every official number of the account.
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, Default, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct ChannelsIn {
     channels: Option<Vec<i64>>,
 }
 
+#[utoipa::path(
+    post,
+    operation_id = "templates_submit",
+    path = "/templates/{id}/submit",
+    tag = "Templates",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    request_body = ChannelsIn,
+    responses((status = 200, description = "Resultado da submissão", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn submit(
     State(state): State<AppState>,
     auth: Auth,
@@ -123,6 +147,15 @@ async fn submit(
     Ok(Json(json!({ "data": view })))
 }
 
+#[utoipa::path(
+    post,
+    operation_id = "templates_link",
+    path = "/templates/{id}/channels",
+    tag = "Templates",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    request_body = ChannelsIn,
+    responses((status = 200, description = "Resultado do vínculo", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn link(
     State(state): State<AppState>,
     auth: Auth,
@@ -143,6 +176,14 @@ async fn link(
     Ok(Json(json!({ "data": view })))
 }
 
+#[utoipa::path(
+    post,
+    operation_id = "templates_sync",
+    path = "/templates/{id}/sync",
+    tag = "Templates",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    responses((status = 200, description = "`data` {synced_channels}", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn sync(
     State(state): State<AppState>,
     auth: Auth,
@@ -152,6 +193,14 @@ async fn sync(
     Ok(Json(json!({"data": {"synced_channels": n}})))
 }
 
+#[utoipa::path(
+    post,
+    operation_id = "templates_reactivate",
+    path = "/templates/{id}/channels/{channel_id}/reactivate",
+    tag = "Templates",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404"), ("channel_id" = i64, Path, description = "id do número")),
+    responses((status = 200, description = "`data` {nome, message}", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn reactivate(
     State(state): State<AppState>,
     auth: Auth,
@@ -169,6 +218,14 @@ async fn reactivate(
     ))
 }
 
+#[utoipa::path(
+    delete,
+    operation_id = "templates_delete",
+    path = "/templates/{id}",
+    tag = "Templates",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    responses((status = 200, description = "Removido da biblioteca e do provedor (nível admin); 502 se o provedor recusar", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn delete(
     State(state): State<AppState>,
     auth: Auth,

@@ -5,19 +5,27 @@ use crate::extract::{ApiJson, Auth, IdPath};
 use crate::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::routing::{delete, get};
-use axum::{Json, Router};
+use axum::Json;
 use engine::access::Level;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// Routes (under `/api/v1`).
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/tokens", get(list).post(create))
-        .route("/tokens/{id}", delete(revoke))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list, create))
+        .routes(routes!(revoke))
 }
 
+#[utoipa::path(
+    get,
+    operation_id = "tokens_list",
+    path = "/tokens",
+    tag = "Tokens",
+    responses((status = 200, description = "Tokens da conta (sem o valor)", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn list(State(state): State<AppState>, auth: Auth) -> Result<Json<Value>, ApiError> {
     let tokens = state.runtime.store().list_tokens(auth.account_id()).await?;
     let data: Vec<Value> = tokens
@@ -30,13 +38,21 @@ async fn list(State(state): State<AppState>, auth: Auth) -> Result<Json<Value>, 
     Ok(Json(json!({ "data": data })))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct CreateIn {
     name: String,
     level: String,
 }
 
+#[utoipa::path(
+    post,
+    operation_id = "tokens_create",
+    path = "/tokens",
+    tag = "Tokens",
+    request_body = CreateIn,
+    responses((status = 201, description = "`data`: token com o valor (mostrado uma vez)", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn create(
     State(state): State<AppState>,
     auth: Auth,
@@ -69,6 +85,14 @@ async fn create(
     ))
 }
 
+#[utoipa::path(
+    delete,
+    operation_id = "tokens_revoke",
+    path = "/tokens/{id}",
+    tag = "Tokens",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    responses((status = 200, description = "Token revogado", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn revoke(
     State(state): State<AppState>,
     auth: Auth,

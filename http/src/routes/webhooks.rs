@@ -6,22 +6,23 @@ use crate::extract::{ApiJson, Auth, IdPath};
 use crate::AppState;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
-use axum::routing::get;
-use axum::{Json, Router};
+use axum::Json;
 use engine::webhook::EventKind;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use storage::webhooks::{DeliveryRecord, SubscriptionRecord};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// Routes of this section (under `/api/v1`).
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/channels/{id}/webhooks", get(list).post(create))
-        .route("/webhooks/{id}/deliveries", get(deliveries))
-        .route("/webhooks/{id}/test", axum::routing::post(test))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list, create))
+        .routes(routes!(deliveries))
+        .routes(routes!(test))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct CreateIn {
     url: String,
@@ -57,6 +58,15 @@ fn validate_url(raw: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
+#[utoipa::path(
+    post,
+    operation_id = "webhooks_create",
+    path = "/channels/{id}/webhooks",
+    tag = "Webhooks de saída",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    request_body = CreateIn,
+    responses((status = 201, description = "`data`: assinatura com o segredo (mostrado uma vez)", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn create(
     State(state): State<AppState>,
     auth: Auth,
@@ -99,6 +109,14 @@ async fn create(
     Ok((StatusCode::CREATED, Json(json!({ "data": data }))))
 }
 
+#[utoipa::path(
+    get,
+    operation_id = "webhooks_list",
+    path = "/channels/{id}/webhooks",
+    tag = "Webhooks de saída",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    responses((status = 200, description = "Assinaturas do número", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn list(
     State(state): State<AppState>,
     auth: Auth,
@@ -116,7 +134,8 @@ async fn list(
 
 /// Cursor pagination of the delivery log: newest first, `limit` (1–200, default 50), and
 /// `before` = the last id of the previous page.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct Page {
     limit: Option<i64>,
     before: Option<i64>,
@@ -136,6 +155,14 @@ fn delivery_json(d: &DeliveryRecord) -> Value {
     })
 }
 
+#[utoipa::path(
+    get,
+    operation_id = "webhooks_deliveries",
+    path = "/webhooks/{id}/deliveries",
+    tag = "Webhooks de saída",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404"), Page),
+    responses((status = 200, description = "Histórico de entregas, mais recentes primeiro", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn deliveries(
     State(state): State<AppState>,
     auth: Auth,
@@ -164,6 +191,14 @@ async fn deliveries(
     })))
 }
 
+#[utoipa::path(
+    post,
+    operation_id = "webhooks_test",
+    path = "/webhooks/{id}/test",
+    tag = "Webhooks de saída",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    responses((status = 200, description = "Evento ping enviado", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn test(
     State(state): State<AppState>,
     auth: Auth,

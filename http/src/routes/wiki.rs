@@ -13,17 +13,16 @@ use chrono::{TimeZone, Utc};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use storage::wiki::{CategoryRecord, PageFilter, PageRecord};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 /// Routes under `/api/v1`.
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/wiki", get(list).post(create))
-        .route("/wiki/categories", get(categories).post(create_category))
-        .route(
-            "/wiki/categories/{id}",
-            axum::routing::put(rename_category).delete(delete_category),
-        )
-        .route("/wiki/{id}", get(read).put(update).delete(remove))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list, create))
+        .routes(routes!(categories, create_category))
+        .routes(routes!(rename_category, delete_category))
+        .routes(routes!(read, update, remove))
 }
 
 /// The public page route (no token).
@@ -99,7 +98,8 @@ async fn check_category(
 
 /// Filters of `GET /wiki`: `category_id`, `visibility`, `bot_knowledge=true` (what a bot
 /// reads as knowledge).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct ListQuery {
     category_id: Option<i64>,
@@ -107,6 +107,14 @@ struct ListQuery {
     bot_knowledge: Option<bool>,
 }
 
+#[utoipa::path(
+    get,
+    operation_id = "wiki_list",
+    path = "/wiki",
+    tag = "Wiki",
+    params(ListQuery),
+    responses((status = 200, description = "Páginas (sem conteúdo)", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn list(
     State(state): State<AppState>,
     auth: Auth,
@@ -138,7 +146,7 @@ async fn list(
     ))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct CreateIn {
     title: String,
@@ -166,6 +174,14 @@ async fn unique_slug(
     Ok(engine::wiki::unique_slug(&base, &taken))
 }
 
+#[utoipa::path(
+    post,
+    operation_id = "wiki_create",
+    path = "/wiki",
+    tag = "Wiki",
+    request_body = CreateIn,
+    responses((status = 201, description = "Página criada", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn create(
     State(state): State<AppState>,
     auth: Auth,
@@ -203,6 +219,14 @@ async fn create(
     ))
 }
 
+#[utoipa::path(
+    get,
+    operation_id = "wiki_read",
+    path = "/wiki/{id}",
+    tag = "Wiki",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    responses((status = 200, description = "Página com o conteúdo Markdown", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn read(
     State(state): State<AppState>,
     auth: Auth,
@@ -220,7 +244,7 @@ async fn read(
 
 /// `PUT /wiki/{id}`: only the fields sent change (`title` renames the slug too; `category_id:
 /// null` removes the category).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct UpdateIn {
     title: Option<String>,
@@ -236,6 +260,15 @@ fn some_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<i64
     Ok(Some(Option::<i64>::deserialize(d)?))
 }
 
+#[utoipa::path(
+    put,
+    operation_id = "wiki_update",
+    path = "/wiki/{id}",
+    tag = "Wiki",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    request_body = UpdateIn,
+    responses((status = 200, description = "Página atualizada (só os campos enviados)", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn update(
     State(state): State<AppState>,
     auth: Auth,
@@ -281,6 +314,14 @@ async fn update(
     ))
 }
 
+#[utoipa::path(
+    delete,
+    operation_id = "wiki_remove",
+    path = "/wiki/{id}",
+    tag = "Wiki",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    responses((status = 200, description = "Página removida", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn remove(
     State(state): State<AppState>,
     auth: Auth,
@@ -294,6 +335,13 @@ async fn remove(
     Ok(Json(json!({"data": {"id": id, "deleted": true}})))
 }
 
+#[utoipa::path(
+    get,
+    operation_id = "wiki_categories",
+    path = "/wiki/categories",
+    tag = "Wiki",
+    responses((status = 200, description = "Categorias", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn categories(State(state): State<AppState>, auth: Auth) -> Result<Json<Value>, ApiError> {
     let cats = state
         .runtime
@@ -305,7 +353,7 @@ async fn categories(State(state): State<AppState>, auth: Auth) -> Result<Json<Va
     ))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct CategoryIn {
     name: String,
@@ -323,6 +371,14 @@ fn category_name(n: &str) -> Result<&str, ApiError> {
     Ok(n)
 }
 
+#[utoipa::path(
+    post,
+    operation_id = "wiki_create_category",
+    path = "/wiki/categories",
+    tag = "Wiki",
+    request_body = CategoryIn,
+    responses((status = 201, description = "Categoria criada", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn create_category(
     State(state): State<AppState>,
     auth: Auth,
@@ -339,6 +395,15 @@ async fn create_category(
     ))
 }
 
+#[utoipa::path(
+    put,
+    operation_id = "wiki_rename_category",
+    path = "/wiki/categories/{id}",
+    tag = "Wiki",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    request_body = CategoryIn,
+    responses((status = 200, description = "Categoria renomeada", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn rename_category(
     State(state): State<AppState>,
     auth: Auth,
@@ -353,6 +418,14 @@ async fn rename_category(
     Ok(Json(json!({"data": category_json(&c)})))
 }
 
+#[utoipa::path(
+    delete,
+    operation_id = "wiki_delete_category",
+    path = "/wiki/categories/{id}",
+    tag = "Wiki",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    responses((status = 200, description = "Categoria removida", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
 async fn delete_category(
     State(state): State<AppState>,
     auth: Auth,
