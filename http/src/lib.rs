@@ -110,8 +110,17 @@ pub fn public_api_routes() -> utoipa_axum::router::OpenApiRouter<AppState> {
 
 /// The whole application router.
 pub fn router(state: AppState) -> Router {
-    let (api, _) = api_routes().split_for_parts();
-    let (public_api, _) = public_api_routes().split_for_parts();
+    // Building the routers also builds their part of the API document: do it once per
+    // process (the MCP endpoint builds a router per tool call).
+    static ROUTERS: OnceLock<(Router<AppState>, Router<AppState>)> = OnceLock::new();
+    let (api, public_api) = ROUTERS
+        .get_or_init(|| {
+            (
+                api_routes().split_for_parts().0,
+                public_api_routes().split_for_parts().0,
+            )
+        })
+        .clone();
     let api = api
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
