@@ -33,6 +33,24 @@ fn peak_rss_mb(pid: u32) -> Option<f64> {
     Some(kb / 1024.0)
 }
 
+/// CPU time (user + system, s) a process has used so far (`/proc/<pid>/stat`, 100 ticks/s).
+fn cpu_secs(pid: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the `(comm)`: state is field 3, utime 14, stime 15.
+    let rest = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
+}
+
+/// A metric's value summed over its label sets (Prometheus text).
+fn metric_sum(text: &str, name: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 struct Gateway {
     child: Child,
 }
@@ -246,6 +264,9 @@ async fn main() {
         })
     };
 
+    let gw_pid = gw.child.id().to_string();
+    let cpu_at_start = (cpu_secs(&gw_pid), cpu_secs("self"));
+    let mut cpu_at_sent = (None, None);
     let start = Instant::now();
     api(
         reqwest::Method::POST,
@@ -265,6 +286,7 @@ async fn main() {
         let stats = &c["data"]["stats"];
         if sent_at.is_none() && stats["sent"].as_u64() == Some(n as u64) {
             sent_at = Some(start.elapsed().as_secs_f64());
+            cpu_at_sent = (cpu_secs(&gw_pid), cpu_secs("self"));
         }
         if stats["read"].as_u64() == Some(n as u64) {
             read_at = Some(start.elapsed().as_secs_f64());
@@ -317,5 +339,23 @@ async fn main() {
         latencies.len()
     );
     println!("  throughput / pair-rate refusals: {throttled}");
+    // Where the time goes while dispatching: CPU of the gateway and of this process (the
+    // simulator and the probes), in cores busy on average; and the campaign's ticks.
+    if let ((Some(g0), Some(h0)), (Some(g1), Some(h1))) = (cpu_at_start, cpu_at_sent) {
+        println!(
+            "  CPU while dispatching: gateway {:.2} cores, simulator+harness {:.2} cores",
+            (g1 - g0) / sent_secs,
+            (h1 - h0) / sent_secs
+        );
+    }
+    let ticks = metric_sum(&metrics, "disparo_campaign_tick_seconds_count");
+    let tick_secs = metric_sum(&metrics, "disparo_campaign_tick_seconds_sum");
+    if ticks > 0.0 {
+        println!(
+            "  campaign ticks: {ticks:.0}, mean {:.1} ms, busy {:.0} % of the run",
+            tick_secs / ticks * 1000.0,
+            tick_secs / read_secs * 100.0
+        );
+    }
     drop(gw);
 }

@@ -214,8 +214,9 @@ pub struct DispatchItem {
     pub button: Option<String>,
 }
 
-/// Campaign sends a channel keeps in flight at most (its share of the in-flight window).
-pub const CAMPAIGN_WINDOW: usize = 128;
+/// Campaign sends a channel keeps in flight at most (its share of the in-flight window): 256
+/// (D-032; measured with `cargo bench --bench campaign_load`).
+pub const CAMPAIGN_WINDOW: usize = 256;
 
 /// How far ahead a channel books cadence slots when it grants credits (ms): a campaign tick
 /// hands it at most what its cadence lets it send in this time.
