@@ -67,6 +67,9 @@ pub const ROUTES: &[(&str, &str, Level)] = &[
     ("POST", "/api/v1/campaigns/{id}/recipients", Level::Write),
     ("POST", "/api/v1/campaigns/{id}/start", Level::Write),
     ("POST", "/api/v1/campaigns/{id}/resend", Level::Write),
+    // Reports
+    ("GET", "/api/v1/reports/campaigns", Level::Read),
+    ("GET", "/api/v1/reports/campaign-messages", Level::Read),
     // Wiki
     ("GET", "/api/v1/wiki", Level::Read),
     ("POST", "/api/v1/wiki", Level::Write),

@@ -14,6 +14,7 @@ mod cipher;
 pub mod guardrails;
 pub mod idempotency;
 pub mod messages;
+pub mod reports;
 pub mod templates;
 pub mod webhooks;
 pub mod wiki;

@@ -9,6 +9,7 @@ pub mod mcp;
 pub mod messages;
 pub mod ops;
 pub mod provider;
+pub mod reports;
 pub mod templates;
 pub mod tokens;
 pub mod webhooks;

@@ -1,0 +1,450 @@
+//! Spec section "Reports" (decision D-036): the campaign summary and the per-message detail,
+//! as JSON or as CSV (`;`, UTF-8 byte-order mark, header row). The detail CSV covers the whole
+//! filter and is streamed from the database, so an export of any size holds only a few
+//! hundred rows in memory.
+
+use crate::error::ApiError;
+use crate::extract::Auth;
+use crate::AppState;
+use actors::time::iso;
+use axum::body::{Body, Bytes};
+use axum::extract::{Query, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use storage::reports::{CampaignReportRow, MessageReportRow, ReportFilter, ReportStatus};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// Routes (under `/api/v1`).
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(campaigns))
+        .routes(routes!(campaign_messages))
+}
+
+/// Most rows of one detail page.
+pub const MAX_LIMIT: i64 = 1000;
+/// Rows of a detail page by default.
+pub const DEFAULT_LIMIT: i64 = 100;
+/// The UTF-8 byte-order mark that starts a CSV export (spreadsheets read the encoding from it).
+pub const BOM: &str = "\u{FEFF}";
+
+/// Filters of both reports (spec "Reports"): `de`, `ate` (YYYY-MM-DD, local days,
+/// America/Sao_Paulo, both included), `campanha` (campaign id), `canal` (channel id),
+/// `template` (library template id), `audiencia` (`coluna:valor`, an audience column's exact
+/// value), `status` (queued, sending, sent, delivered, read, failed, skipped), `q` (text in
+/// the phone, the audience columns or the campaign name); `limit` (1–1000, default 100) and
+/// `offset` for the detail page; `format` `json` (default) or `csv`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+struct ReportQuery {
+    de: Option<String>,
+    ate: Option<String>,
+    campanha: Option<String>,
+    canal: Option<String>,
+    template: Option<String>,
+    audiencia: Option<String>,
+    status: Option<String>,
+    q: Option<String>,
+    limit: Option<String>,
+    offset: Option<String>,
+    format: Option<String>,
+}
+
+fn int_param(name: &'static str, v: &Option<String>) -> Result<Option<i64>, ApiError> {
+    match v.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+        None => Ok(None),
+        Some(s) => s.parse::<i64>().map(Some).map_err(|_| {
+            ApiError::invalid(
+                name,
+                "invalid_filter",
+                format!("`{name}` deve ser um número inteiro."),
+            )
+        }),
+    }
+}
+
+fn day_param(name: &'static str, v: &Option<String>) -> Result<Option<i64>, ApiError> {
+    match v.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+        None => Ok(None),
+        Some(s) => {
+            let date = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").map_err(|_| {
+                ApiError::invalid(
+                    name,
+                    "invalid_filter",
+                    format!("`{name}` deve ser uma data AAAA-MM-DD."),
+                )
+            })?;
+            let epoch = chrono::NaiveDate::from_ymd_opt(1970, 1, 1).expect("valid date");
+            Ok(Some((date - epoch).num_days()))
+        }
+    }
+}
+
+/// Whether the answer is CSV.
+fn wants_csv(q: &ReportQuery) -> Result<bool, ApiError> {
+    match q.format.as_deref().unwrap_or("json") {
+        "json" => Ok(false),
+        "csv" => Ok(true),
+        _ => Err(ApiError::invalid(
+            "format",
+            "invalid_filter",
+            "`format` deve ser json ou csv.",
+        )),
+    }
+}
+
+fn filter(q: &ReportQuery) -> Result<ReportFilter, ApiError> {
+    let from_day = day_param("de", &q.de)?;
+    let to_day = day_param("ate", &q.ate)?;
+    if let (Some(a), Some(b)) = (from_day, to_day) {
+        if a > b {
+            return Err(ApiError::invalid(
+                "ate",
+                "invalid_filter",
+                "`ate` deve ser igual ou posterior a `de`.",
+            ));
+        }
+    }
+    let status = match q.status.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+        None => None,
+        Some(s) => Some(ReportStatus::parse(s).ok_or_else(|| {
+            ApiError::invalid(
+                "status",
+                "invalid_filter",
+                "`status` deve ser queued, sending, sent, delivered, read, failed ou skipped.",
+            )
+        })?),
+    };
+    let audience = match q.audiencia.as_deref().filter(|s| !s.trim().is_empty()) {
+        None => None,
+        Some(a) => {
+            let Some((col, val)) = a.split_once(':').filter(|(c, _)| !c.trim().is_empty()) else {
+                return Err(ApiError::invalid(
+                    "audiencia",
+                    "invalid_filter",
+                    "`audiencia` deve ter a forma coluna:valor.",
+                ));
+            };
+            Some((col.trim().to_string(), val.to_string()))
+        }
+    };
+    Ok(ReportFilter {
+        from_ms: from_day.map(engine::guardrail::day_start),
+        until_ms: to_day.map(|d| engine::guardrail::day_start(d + 1)),
+        campaign_id: int_param("campanha", &q.campanha)?,
+        channel_id: int_param("canal", &q.canal)?,
+        template_id: int_param("template", &q.template)?,
+        audience,
+        status,
+        q: q.q.clone(),
+    })
+}
+
+fn query(
+    q: Result<Query<ReportQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<ReportQuery, ApiError> {
+    q.map(|Query(q)| q).map_err(|e| {
+        ApiError::invalid(
+            "query",
+            "invalid_query",
+            format!("Parâmetro de consulta inválido: {}", e.body_text()),
+        )
+    })
+}
+
+fn opt_iso(ms: Option<i64>) -> Option<String> {
+    ms.map(iso)
+}
+
+/// A summary row as JSON.
+fn summary_json(r: &CampaignReportRow) -> Value {
+    json!({
+        "campaign_id": r.campaign_id, "name": r.name, "template": r.template_name,
+        "state": r.state, "created_at": iso(r.created_at), "total": r.total,
+        "queued": r.queued, "sending": r.sending, "sent": r.sent, "delivered": r.delivered,
+        "read": r.read, "failed": r.failed, "skipped": r.skipped,
+    })
+}
+
+fn totals(rows: &[CampaignReportRow]) -> CampaignReportRow {
+    rows.iter().fold(CampaignReportRow::default(), |mut t, r| {
+        t.total += r.total;
+        t.queued += r.queued;
+        t.sending += r.sending;
+        t.sent += r.sent;
+        t.delivered += r.delivered;
+        t.read += r.read;
+        t.failed += r.failed;
+        t.skipped += r.skipped;
+        t
+    })
+}
+
+/// A detail row as JSON.
+fn detail_json(r: &MessageReportRow) -> Value {
+    json!({
+        "id": r.id, "campaign_id": r.campaign_id, "campaign": r.campaign_name,
+        "template": r.template_name, "phone": r.phone,
+        "vars": serde_json::from_str::<Value>(&r.vars).unwrap_or(json!({})),
+        "status": r.status(), "channel_id": r.channel_id, "channel_phone": r.channel_phone,
+        "message_id": r.message_id, "engine_message_id": r.provider_message_id,
+        "sent_at": opt_iso(r.sent_at), "delivered_at": opt_iso(r.delivered_at),
+        "read_at": opt_iso(r.read_at), "error_code": r.error_code, "error": r.error,
+    })
+}
+
+/// Column names of the summary CSV (the JSON keys).
+const SUMMARY_HEADER: [&str; 13] = [
+    "campaign_id",
+    "name",
+    "template",
+    "state",
+    "created_at",
+    "total",
+    "queued",
+    "sending",
+    "sent",
+    "delivered",
+    "read",
+    "failed",
+    "skipped",
+];
+
+fn summary_record(r: &CampaignReportRow, totals_row: bool) -> Vec<String> {
+    let (id, created) = if totals_row {
+        ("TOTAL".to_string(), String::new())
+    } else {
+        (r.campaign_id.to_string(), iso(r.created_at))
+    };
+    vec![
+        id,
+        r.name.clone(),
+        r.template_name.clone(),
+        r.state.clone(),
+        created,
+        r.total.to_string(),
+        r.queued.to_string(),
+        r.sending.to_string(),
+        r.sent.to_string(),
+        r.delivered.to_string(),
+        r.read.to_string(),
+        r.failed.to_string(),
+        r.skipped.to_string(),
+    ]
+}
+
+/// Column names of the detail CSV (the JSON keys, without `vars`).
+const DETAIL_HEADER: [&str; 15] = [
+    "id",
+    "campaign_id",
+    "campaign",
+    "template",
+    "phone",
+    "status",
+    "channel_id",
+    "channel_phone",
+    "message_id",
+    "engine_message_id",
+    "sent_at",
+    "delivered_at",
+    "read_at",
+    "error_code",
+    "error",
+];
+
+fn detail_record(r: &MessageReportRow) -> [String; 15] {
+    let s = |v: &Option<String>| v.clone().unwrap_or_default();
+    let n = |v: Option<i64>| v.map(|x| x.to_string()).unwrap_or_default();
+    [
+        r.id.to_string(),
+        r.campaign_id.to_string(),
+        r.campaign_name.clone(),
+        r.template_name.clone(),
+        r.phone.clone(),
+        r.status().to_string(),
+        n(r.channel_id),
+        s(&r.channel_phone),
+        n(r.message_id),
+        s(&r.provider_message_id),
+        s(&opt_iso(r.sent_at)),
+        s(&opt_iso(r.delivered_at)),
+        s(&opt_iso(r.read_at)),
+        n(r.error_code),
+        s(&r.error),
+    ]
+}
+
+/// Encodes records as `;`-separated CSV (quoting fields that hold `;`, quotes or line
+/// breaks).
+fn csv_bytes<I, R>(records: I) -> Bytes
+where
+    I: IntoIterator<Item = R>,
+    R: IntoIterator,
+    R::Item: AsRef<[u8]>,
+{
+    let mut w = csv::WriterBuilder::new()
+        .delimiter(b';')
+        .from_writer(Vec::with_capacity(64 * 1024));
+    for r in records {
+        // Writing to a Vec cannot fail.
+        let _ = w.write_record(r);
+    }
+    Bytes::from(w.into_inner().unwrap_or_default())
+}
+
+fn csv_response(filename: &str, body: Body) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/csv; charset=utf-8".to_string()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"{filename}\""),
+            ),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// `GET /reports/campaigns`: one row per campaign with its counts over the filtered rows,
+/// newest first, plus `totals`; CSV with a final `TOTAL` row.
+#[utoipa::path(
+    get,
+    operation_id = "reports_campaigns",
+    path = "/reports/campaigns",
+    tag = "Relatórios",
+    params(ReportQuery),
+    responses((status = 200, description = "`data`: linhas por campanha, `totals`; ou o CSV (`;`, BOM)", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 422 filtro inválido)", body = crate::openapi::ErrorBody))
+)]
+async fn campaigns(
+    State(state): State<AppState>,
+    auth: Auth,
+    q: Result<Query<ReportQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
+    let q = query(q)?;
+    let csv = wants_csv(&q)?;
+    let f = filter(&q)?;
+    let rows = state
+        .runtime
+        .store()
+        .campaign_report(auth.account_id(), &f)
+        .await?;
+    let t = totals(&rows);
+    if csv {
+        let mut records: Vec<Vec<String>> =
+            vec![SUMMARY_HEADER.iter().map(|h| h.to_string()).collect()];
+        records.extend(rows.iter().map(|r| summary_record(r, false)));
+        records.push(summary_record(&t, true));
+        let mut bytes = BOM.as_bytes().to_vec();
+        bytes.extend_from_slice(&csv_bytes(records));
+        return Ok(csv_response("relatorio-campanhas.csv", Body::from(bytes)));
+    }
+    let data: Vec<Value> = rows.iter().map(summary_json).collect();
+    let mut totals_json = summary_json(&t);
+    if let Some(o) = totals_json.as_object_mut() {
+        for k in ["campaign_id", "name", "template", "state", "created_at"] {
+            o.remove(k);
+        }
+        o.insert("campaigns".into(), json!(rows.len()));
+    }
+    Ok(Json(json!({"data": data, "totals": totals_json})).into_response())
+}
+
+/// `GET /reports/campaign-messages`: one row per campaign recipient (its latest message) in
+/// row order: a page of `limit` rows after `offset` with `has_more`; with `format=csv`, every
+/// row of the filter, streamed.
+#[utoipa::path(
+    get,
+    operation_id = "reports_campaign_messages",
+    path = "/reports/campaign-messages",
+    tag = "Relatórios",
+    params(ReportQuery),
+    responses((status = 200, description = "`data`: linhas, `limit`, `offset`, `has_more`; ou o CSV de todo o filtro", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 422 filtro inválido)", body = crate::openapi::ErrorBody))
+)]
+async fn campaign_messages(
+    State(state): State<AppState>,
+    auth: Auth,
+    q: Result<Query<ReportQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
+    let q = query(q)?;
+    let csv = wants_csv(&q)?;
+    let f = filter(&q)?;
+    if csv {
+        return Ok(csv_response(
+            "relatorio-mensagens.csv",
+            stream_csv(state, auth.account_id(), f),
+        ));
+    }
+    let limit = int_param("limit", &q.limit)?.unwrap_or(DEFAULT_LIMIT);
+    if !(1..=MAX_LIMIT).contains(&limit) {
+        return Err(ApiError::invalid(
+            "limit",
+            "invalid_filter",
+            format!("`limit` deve estar entre 1 e {MAX_LIMIT}."),
+        ));
+    }
+    let offset = int_param("offset", &q.offset)?.unwrap_or(0);
+    if offset < 0 {
+        return Err(ApiError::invalid(
+            "offset",
+            "invalid_filter",
+            "`offset` não pode ser negativo.",
+        ));
+    }
+    let mut rows = state
+        .runtime
+        .store()
+        .campaign_messages_page(auth.account_id(), &f, limit, offset)
+        .await?;
+    let has_more = rows.len() as i64 > limit;
+    rows.truncate(limit as usize);
+    let data: Vec<Value> = rows.iter().map(detail_json).collect();
+    Ok(
+        Json(json!({"data": data, "limit": limit, "offset": offset, "has_more": has_more}))
+            .into_response(),
+    )
+}
+
+/// Rows per CSV chunk.
+const CHUNK_ROWS: usize = 500;
+
+/// The detail CSV as a streamed body: a task reads the rows in order into a bounded channel;
+/// the body encodes them in chunks. A database error mid-way ends the body with an error (the
+/// client sees a cut transfer, not a short file that looks whole).
+fn stream_csv(state: AppState, account_id: i64, f: ReportFilter) -> Body {
+    let (tx, rx) = tokio::sync::mpsc::channel(2 * CHUNK_ROWS);
+    tokio::spawn(async move {
+        state
+            .runtime
+            .store()
+            .stream_campaign_messages(account_id, &f, tx)
+            .await;
+    });
+    let mut head = BOM.as_bytes().to_vec();
+    head.extend_from_slice(&csv_bytes([DETAIL_HEADER]));
+    let first =
+        futures::stream::once(async move { Ok::<Bytes, std::io::Error>(Bytes::from(head)) });
+    let rows = futures::stream::unfold(rx, |mut rx| async move {
+        let mut batch = Vec::with_capacity(CHUNK_ROWS);
+        if rx.recv_many(&mut batch, CHUNK_ROWS).await == 0 {
+            return None;
+        }
+        let mut records = Vec::with_capacity(batch.len());
+        for item in batch {
+            match item {
+                Ok(r) => records.push(detail_record(&r)),
+                Err(e) => {
+                    tracing::error!(error = %e, "report export failed mid-way");
+                    return Some((Err(std::io::Error::other("report export failed")), rx));
+                }
+            }
+        }
+        Some((Ok(csv_bytes(records)), rx))
+    });
+    Body::from_stream(futures::StreamExt::chain(first, rows))
+}
