@@ -15,87 +15,12 @@
 //! `LOAD_NUMBERS`, default 10; `LOAD_BACKEND` `sqlite` (default) or `postgres`, which
 //! creates a fresh database next to `DISPARO_TEST_POSTGRES_URL`).
 
+mod support;
+
 use serde_json::{json, Value};
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
-
-fn env_num(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn peak_rss_mb(pid: u32) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb / 1024.0)
-}
-
-/// CPU time (user + system, s) a process has used so far (`/proc/<pid>/stat`, 100 ticks/s).
-fn cpu_secs(pid: &str) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the `(comm)`: state is field 3, utime 14, stime 15.
-    let rest = stat.rsplit_once(')')?.1;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
-    Some(ticks / 100.0)
-}
-
-/// A metric's value summed over its label sets (Prometheus text).
-fn metric_sum(text: &str, name: &str) -> f64 {
-    text.lines()
-        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
-struct Gateway {
-    child: Child,
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn gateway_command(env: &[(&str, String)]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_disparo"));
-    c.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("DISPARO_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit());
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c
-}
-
-/// A fresh database: a SQLite file in a temporary directory, or a new PostgreSQL database.
-async fn database(backend: &str, dir: &std::path::Path) -> String {
-    if backend == "postgres" {
-        use sqlx::Connection;
-        let admin = std::env::var("DISPARO_TEST_POSTGRES_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-        let name = format!("disparo_load_{}", std::process::id());
-        let mut conn = sqlx::PgConnection::connect(&admin)
-            .await
-            .expect("PostgreSQL");
-        sqlx::query(&format!("CREATE DATABASE {name}"))
-            .execute(&mut conn)
-            .await
-            .expect("create database");
-        let mut url = url::Url::parse(&admin).unwrap();
-        url.set_path(&format!("/{name}"));
-        url.to_string()
-    } else {
-        format!("sqlite://{}?mode=rwc", dir.join("load.db").display())
-    }
-}
+use support::{cpu_secs, database, env_num, gateway_command, metric_sum, peak_rss_mb, Gateway};
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {

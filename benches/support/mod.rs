@@ -1,0 +1,90 @@
+//! Helpers shared by the load harnesses: the gateway as a child process (the `disparo`
+//! binary, release build), a fresh database per run, and readings of a process's memory and
+//! CPU from `/proc`.
+
+#![allow(dead_code)]
+
+use std::process::{Child, Command, Stdio};
+
+/// A number from the environment, or `default`.
+pub fn env_num(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A process's peak resident memory (VmHWM), MB.
+pub fn peak_rss_mb(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+/// CPU time (user + system, s) a process has used so far (`/proc/<pid>/stat`, 100 ticks/s).
+pub fn cpu_secs(pid: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the `(comm)`: state is field 3, utime 14, stime 15.
+    let rest = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
+}
+
+/// A metric's value summed over its label sets (Prometheus text).
+pub fn metric_sum(text: &str, name: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// The gateway child process, killed when dropped.
+pub struct Gateway {
+    /// The child process.
+    pub child: Child,
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The `disparo` command with only `PATH`, warn-level logs and `env`.
+pub fn gateway_command(env: &[(&str, String)]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_disparo"));
+    c.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("DISPARO_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c
+}
+
+/// A fresh database: a SQLite file in a temporary directory, or a new PostgreSQL database.
+pub async fn database(backend: &str, dir: &std::path::Path) -> String {
+    if backend == "postgres" {
+        use sqlx::Connection;
+        let admin = std::env::var("DISPARO_TEST_POSTGRES_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+        let name = format!("disparo_load_{}", std::process::id());
+        let mut conn = sqlx::PgConnection::connect(&admin)
+            .await
+            .expect("PostgreSQL");
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&mut conn)
+            .await
+            .expect("create database");
+        let mut url = url::Url::parse(&admin).unwrap();
+        url.set_path(&format!("/{name}"));
+        url.to_string()
+    } else {
+        format!("sqlite://{}?mode=rwc", dir.join("load.db").display())
+    }
+}
