@@ -107,9 +107,17 @@ async fn every_route_with_an_id_answers_404_to_another_account(backend: Backend)
     } else {
         0
     };
+    let (_, grp) = app.post("/api/v1/groups", json!({"name": "Grupo"})).await;
+    let group = grp["data"]["id"].as_i64().unwrap();
     let intruder = app.other_account_token().await;
     let body_for = |method: &str, route: &str| -> Value {
         match (method, route) {
+            (_, r) if r.starts_with("/api/v1/groups/") && r.ends_with("/numbers") => {
+                json!({"channel_ids": [channel]})
+            }
+            (_, r) if r.starts_with("/api/v1/groups/") && r.ends_with("/messages") => {
+                json!({"to": "5511900003333", "template_id": template})
+            }
             ("PATCH", r) if r.ends_with("/guardrails") => json!({"cadence_ms": 10}),
             ("PATCH", _) => json!({"name": "x"}),
             (_, r) if r.ends_with("/guardrails/authorize") => json!({"extra": 1}),
@@ -147,6 +155,7 @@ async fn every_route_with_an_id_answers_404_to_another_account(backend: Backend)
             r if r.starts_with("/api/v1/campaigns/") => campaign,
             r if r.starts_with("/api/v1/wiki/categories/") => wiki_category,
             r if r.starts_with("/api/v1/wiki/") => wiki_page,
+            r if r.starts_with("/api/v1/groups/") => group,
             _ => 0,
         };
         let path = route

@@ -26,8 +26,7 @@ pub struct AddNumber {
     pub cc: String,
     /// `SMS` (default), `VOICE` or `NONE` (ask for the code later).
     pub method: String,
-    /// Join the sending group of the number that lent the credential (groups land with
-    /// issue 7; recorded, not yet applied).
+    /// Join the sending group of the number that lent the credential (D-037).
     pub same_group: bool,
 }
 
@@ -288,7 +287,16 @@ impl Runtime {
                 bm_id: lender.bm_id,
             })
             .await?;
+        // `same_group`: the new number joins the lender's sending group (D-037).
+        if let (true, Some(group_id)) = (req.same_group, lender.group_id) {
+            store
+                .set_channels_group(&[record.id], Some(group_id))
+                .await?;
+        }
         self.start_channel(record.id).await?;
+        if let (true, Some(group_id)) = (req.same_group, lender.group_id) {
+            self.refresh_group(group_id).await;
+        }
         let code_requested = method != "NONE";
         if code_requested {
             self.shared

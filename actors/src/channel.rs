@@ -246,6 +246,8 @@ pub struct ChannelState {
     waba: WabaStanding,
     recipients: RollingUnique,
     bm: Option<Arc<std::sync::Mutex<crate::bm::BmCounter>>>,
+    /// The sending group's shared counter, when the number is in a group (D-037).
+    group: Option<crate::group::SharedGroupCounter>,
     in_flight: Arc<Semaphore>,
     campaign_in_flight: usize,
     guardrails: Guardrails,
@@ -333,7 +335,44 @@ async fn load(shared: &Arc<Shared>, channel_id: i64) -> Result<Loaded, ActorErro
     Ok((record, secrets, recipients, waba, bm))
 }
 
+/// The counter of the number's sending group, with the number's own limit registered in it
+/// (the group's default limit is the sum of its numbers').
+async fn load_group(
+    shared: &Arc<Shared>,
+    record: &ChannelRecord,
+) -> Result<Option<crate::group::SharedGroupCounter>, ActorError> {
+    let Some(group_id) = record.group_id else {
+        return Ok(None);
+    };
+    let counter = shared.group_counter(group_id).await?;
+    let limit = record
+        .tier
+        .as_deref()
+        .and_then(Tier::parse)
+        .and_then(|t| t.limit_24h());
+    counter
+        .lock()
+        .expect("group counter lock")
+        .member_limits
+        .insert(record.id, limit);
+    Ok(Some(counter))
+}
+
 impl ChannelState {
+    /// Joins the group of `counter` (or none), leaving the previous group's counter.
+    fn set_group(&mut self, counter: Option<crate::group::SharedGroupCounter>) {
+        if let Some(old) = self.group.take() {
+            let same = counter.as_ref().is_some_and(|c| Arc::ptr_eq(c, &old));
+            if !same {
+                old.lock()
+                    .expect("group counter lock")
+                    .member_limits
+                    .remove(&self.record.id);
+            }
+        }
+        self.group = counter;
+    }
+
     fn health_input(&mut self, now: i64) -> HealthInput {
         let bm_available = self
             .bm
@@ -351,7 +390,11 @@ impl ChannelState {
             template_missing: false,
             warming_up: guardrail::warmup(&self.guardrails, self.tier_limit(), now).is_some(),
             daily_cap_reached: self.cap(now).reached(self.cap_sent),
-            group: String::new(),
+            group: self
+                .group
+                .as_ref()
+                .map(|g| g.lock().expect("group counter lock").name.clone())
+                .unwrap_or_default(),
         }
     }
 
@@ -506,6 +549,12 @@ impl ChannelState {
     /// Counts a business-initiated send to `to` in the number's and its BM's 24 h counters.
     fn count_business_initiated(&mut self, to: &str, now: i64) {
         self.recipients.record(to, now);
+        if let Some(g) = &self.group {
+            g.lock()
+                .expect("group counter lock")
+                .recipients
+                .record(to, now);
+        }
         if let Some(b) = &self.bm {
             b.lock()
                 .expect("bm counter lock")
@@ -571,6 +620,9 @@ impl Actor for ChannelActor {
             load_guardrails(&args.shared, args.channel_id, now_ms())
                 .await
                 .map_err(|e| ActorProcessingErr::from(e.to_string()))?;
+        let group = load_group(&args.shared, &record)
+            .await
+            .map_err(|e| ActorProcessingErr::from(e.to_string()))?;
         register(&args.shared, &record, &secrets, &myself);
         tracing::info!(channel_id = record.id, "channel actor started");
         let record_arc = Arc::new(record.clone());
@@ -585,6 +637,7 @@ impl Actor for ChannelActor {
             secrets,
             recipients,
             bm,
+            group,
             in_flight: Arc::new(Semaphore::new(args.shared.config.channel_max_in_flight)),
             campaign_in_flight: 0,
             guardrails,
@@ -669,6 +722,12 @@ async fn handle_msg(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut Chan
                 }
             }
             if let Some(t) = tier.as_deref().and_then(Tier::parse) {
+                if let Some(g) = &st.group {
+                    g.lock()
+                        .expect("group counter lock")
+                        .member_limits
+                        .insert(st.record.id, t.limit_24h());
+                }
                 st.tier = Some(t);
             }
             let tier = st.tier.as_ref().map(|t| t.as_str().to_string());
@@ -765,6 +824,10 @@ async fn handle_msg(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut Chan
         ChannelMsg::Reload(reply) => {
             let out = match load(&st.shared, st.record.id).await {
                 Ok((record, secrets, recipients, waba, bm)) => {
+                    match load_group(&st.shared, &record).await {
+                        Ok(group) => st.set_group(group),
+                        Err(e) => tracing::error!(error = %e, "could not load the number's group"),
+                    }
                     register(&st.shared, &record, &secrets, &myself);
                     st.quality = Quality::parse(&record.quality);
                     st.tier = record.tier.as_deref().and_then(Tier::parse);

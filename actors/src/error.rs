@@ -65,6 +65,9 @@ pub enum ActorError {
         /// WABAs where it was already deleted.
         deleted_wabas: Vec<String>,
     },
+    /// 429: the sending group's 24 h limit is used up, or none of its numbers has headroom.
+    #[error("the sending group's 24-hour limit is exhausted")]
+    GroupExhausted,
     /// The actor did not answer in time or is gone.
     #[error("the service is busy, try again")]
     Unavailable,

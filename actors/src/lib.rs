@@ -19,6 +19,7 @@ pub mod connect;
 pub mod dispatcher;
 pub mod error;
 pub mod events;
+pub mod group;
 pub mod guardrails;
 pub mod ingest;
 pub mod media;
@@ -104,6 +105,10 @@ pub struct Shared {
     pub bm_counters: dashmap::DashMap<i64, Arc<std::sync::Mutex<bm::BmCounter>>>,
     /// Running campaigns.
     pub campaigns: dashmap::DashMap<i64, ActorRef<campaign::CampaignMsg>>,
+    /// Running sending groups (D-037).
+    pub groups: dashmap::DashMap<i64, ActorRef<group::GroupMsg>>,
+    /// Each sending group's shared 24 h counter.
+    pub group_counters: dashmap::DashMap<i64, group::SharedGroupCounter>,
     dispatcher: OnceLock<ActorRef<DispatcherMsg>>,
     /// The campaign send path's batched writer.
     pub(crate) settle: tokio::sync::mpsc::Sender<settle::SettleItem>,
@@ -207,6 +212,8 @@ impl Runtime {
             config,
             bm_counters: dashmap::DashMap::new(),
             campaigns: dashmap::DashMap::new(),
+            groups: dashmap::DashMap::new(),
+            group_counters: dashmap::DashMap::new(),
             dispatcher: OnceLock::new(),
             settle: settle_tx,
             shutting_down: AtomicBool::new(false),

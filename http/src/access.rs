@@ -67,6 +67,20 @@ pub const ROUTES: &[(&str, &str, Level)] = &[
     ("POST", "/api/v1/campaigns/{id}/recipients", Level::Write),
     ("POST", "/api/v1/campaigns/{id}/start", Level::Write),
     ("POST", "/api/v1/campaigns/{id}/resend", Level::Write),
+    // Sending groups (D-037)
+    ("GET", "/api/v1/groups", Level::Read),
+    ("POST", "/api/v1/groups", Level::Write),
+    ("GET", "/api/v1/groups/{id}", Level::Read),
+    ("PATCH", "/api/v1/groups/{id}", Level::Write),
+    ("DELETE", "/api/v1/groups/{id}", Level::Write),
+    ("GET", "/api/v1/groups/{id}/templates", Level::Read),
+    ("POST", "/api/v1/groups/{id}/numbers", Level::Write),
+    (
+        "DELETE",
+        "/api/v1/groups/{id}/numbers/{channel_id}",
+        Level::Write,
+    ),
+    ("POST", "/api/v1/groups/{id}/messages", Level::Write),
     // Reports
     ("GET", "/api/v1/reports/campaigns", Level::Read),
     ("GET", "/api/v1/reports/campaign-messages", Level::Read),

@@ -290,6 +290,9 @@ impl From<ActorError> for ApiError {
                 details: serde_json::json!({"failed_waba": failed_waba, "deleted_wabas": deleted_wabas}),
             },
             ActorError::BadPayload(d) => ApiError::Malformed(d),
+            ActorError::GroupExhausted => ApiError::LimitExhausted(
+                "O limite de 24 horas do grupo está esgotado (ou nenhum número do grupo tem folga agora). Aguarde a janela liberar.".into(),
+            ),
             ActorError::Unavailable => ApiError::Unavailable,
             ActorError::Storage(e) => ApiError::Internal(e.to_string()),
         }

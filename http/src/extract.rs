@@ -135,3 +135,12 @@ impl Auth {
         self.0.account_id
     }
 }
+
+/// For `#[serde(default, deserialize_with = "crate::extract::present")]` on an
+/// `Option<Option<T>>` field of a partial update: absent → `None` (keep), `null` →
+/// `Some(None)` (clear), a value → `Some(Some(v))`.
+pub fn present<'de, D: serde::Deserializer<'de>, T: serde::Deserialize<'de>>(
+    d: D,
+) -> Result<Option<Option<T>>, D::Error> {
+    <Option<T> as serde::Deserialize>::deserialize(d).map(Some)
+}

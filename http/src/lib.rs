@@ -101,6 +101,7 @@ pub fn api_routes() -> utoipa_axum::router::OpenApiRouter<AppState> {
         .merge(routes::mcp::routes())
         .merge(routes::alternative::routes())
         .merge(routes::reports::routes())
+        .merge(routes::groups::routes())
 }
 
 /// The routes of `/api/v1` that take no token (`GET /health`), with their part of the API

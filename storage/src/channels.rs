@@ -49,6 +49,8 @@ pub struct ChannelRecord {
     /// Base URL of an alternative provider's API (D-034); `None` on Cloud API numbers and for
     /// the provider's default.
     pub provider_url: Option<String>,
+    /// The sending group it belongs to (D-037).
+    pub group_id: Option<i64>,
 }
 
 /// A channel's decrypted credentials.
@@ -91,7 +93,7 @@ pub struct NewChannel {
     pub bm_id: Option<i64>,
 }
 
-pub(crate) const COLUMNS: &str = "id, account_id, name, phone, official, engine, status, quality, tier, phone_number_id, waba_id, verified_name, verify_token, credential_valid, created_at, updated_at, last_sync_at, bm_id, payment_locked_until, provider_url";
+pub(crate) const COLUMNS: &str = "id, account_id, name, phone, official, engine, status, quality, tier, phone_number_id, waba_id, verified_name, verify_token, credential_valid, created_at, updated_at, last_sync_at, bm_id, payment_locked_until, provider_url, group_id";
 
 pub(crate) fn read(row: &AnyRow) -> Result<ChannelRecord> {
     Ok(ChannelRecord {
@@ -115,6 +117,7 @@ pub(crate) fn read(row: &AnyRow) -> Result<ChannelRecord> {
         bm_id: row.try_get("bm_id")?,
         payment_locked_until: row.try_get("payment_locked_until")?,
         provider_url: row.try_get("provider_url")?,
+        group_id: row.try_get("group_id")?,
     })
 }
 

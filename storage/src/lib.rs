@@ -11,6 +11,7 @@ pub mod bms;
 pub mod campaigns;
 pub mod channels;
 mod cipher;
+pub mod groups;
 pub mod guardrails;
 pub mod idempotency;
 pub mod messages;

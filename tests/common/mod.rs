@@ -340,6 +340,18 @@ impl TestApp {
             .unwrap()
     }
 
+    pub async fn delete(&self, path: &str) -> (StatusCode, Value) {
+        let r = self
+            .http
+            .delete(self.url(path))
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
     pub async fn patch(&self, path: &str, body: Value) -> (StatusCode, Value) {
         let r = self
             .http

@@ -9,7 +9,7 @@ use actors::guardrails::GuardrailsPatch;
 use axum::extract::State;
 use axum::Json;
 use engine::guardrail::{self, MAX_CADENCE_MS, MAX_CAP};
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 use serde_json::{json, Value};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -61,17 +61,10 @@ async fn read(
     Ok(Json(json!({ "data": view_json(&v) })))
 }
 
-/// A field that may be absent (keep), `null` (remove) or a value.
-fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
-    d: D,
-) -> Result<Option<Option<T>>, D::Error> {
-    Option::<T>::deserialize(d).map(Some)
-}
-
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct PatchIn {
-    #[serde(default, deserialize_with = "present")]
+    #[serde(default, deserialize_with = "crate::extract::present")]
     daily_cap: Option<Option<i64>>,
     cadence_ms: Option<i64>,
     warmup: Option<bool>,

@@ -4,6 +4,7 @@ pub mod accounts;
 pub mod alternative;
 pub mod campaigns;
 pub mod channels;
+pub mod groups;
 pub mod guardrails;
 pub mod mcp;
 pub mod messages;

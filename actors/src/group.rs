@@ -1,0 +1,629 @@
+//! Sending groups (spec "Sending groups"; decision D-037). A [`GroupActor`] per group holds
+//! its members and the shared 24 h counter: the unique business-initiated recipients of all
+//! its numbers in the rolling 24 h, against the group's limit (its own, or by default the sum
+//! of its numbers' limits). Member `ChannelActor`s record their business-initiated sends in the
+//! same counter ([`GroupCounter`], shared like a BM's), so a direct send through a member
+//! counts too; the limit is enforced on the group's own routes (429 when exhausted).
+
+use crate::channel::{ChannelMsg, ChannelSnapshot, SendCommand, SendContent};
+use crate::error::ActorError;
+use crate::{ask, Runtime, Shared};
+use engine::channel::Tone;
+use engine::limits::RollingUnique;
+use engine::phone::Phone;
+use engine::DAY_MS;
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use storage::groups::GroupRecord;
+use storage::messages::MessageRecord;
+use storage::now_ms;
+use storage::templates::TemplateRecord;
+
+/// A group's rolling 24 h count and its limits; shared by the group's actor and its numbers.
+#[derive(Debug, Clone)]
+pub struct GroupCounter {
+    /// The group's name (shown in its numbers' health).
+    pub name: String,
+    /// Own limit (unique recipients per 24 h); `None`: the sum of the numbers'.
+    pub own_limit: Option<i64>,
+    /// Each member's own 24 h limit (`None`: unlimited or unknown).
+    pub member_limits: HashMap<i64, Option<i64>>,
+    /// Unique business-initiated recipients of the members in the window.
+    pub recipients: RollingUnique,
+}
+
+impl GroupCounter {
+    /// The limit in effect: the own limit when set (never above the numbers' sum), else the
+    /// sum of the members' limits; `None` = unlimited (a member without a limit and no own
+    /// limit).
+    pub fn limit(&self) -> Option<i64> {
+        let sum = self
+            .member_limits
+            .values()
+            .try_fold(0i64, |acc, l| l.map(|l| acc + l));
+        match (self.own_limit, sum) {
+            (Some(own), Some(sum)) => Some(own.min(sum)),
+            (Some(own), None) => Some(own),
+            (None, sum) => sum,
+        }
+    }
+
+    /// Headroom now; `None` = unlimited.
+    pub fn available(&mut self, now: i64) -> Option<i64> {
+        let used = self.recipients.count(now);
+        self.limit().map(|l| (l - used).max(0))
+    }
+}
+
+/// The shared counter of a group.
+pub type SharedGroupCounter = Arc<Mutex<GroupCounter>>;
+
+impl Shared {
+    /// The counter of a group, built from storage the first time it is needed.
+    pub async fn group_counter(&self, group_id: i64) -> Result<SharedGroupCounter, ActorError> {
+        if let Some(c) = self.group_counters.get(&group_id) {
+            return Ok(c.clone());
+        }
+        let g = self.store.group_unscoped(group_id).await?;
+        let mut recipients = RollingUnique::new(DAY_MS);
+        for (phone, at) in self
+            .store
+            .group_business_initiated_recipients_since(group_id, now_ms() - DAY_MS)
+            .await?
+        {
+            recipients.record(&phone, at);
+        }
+        let built = GroupCounter {
+            name: g.name,
+            own_limit: g.limit_24h,
+            member_limits: HashMap::new(),
+            recipients,
+        };
+        Ok(self
+            .group_counters
+            .entry(group_id)
+            .or_insert_with(|| Arc::new(Mutex::new(built)))
+            .clone())
+    }
+}
+
+/// Messages of a [`GroupActor`].
+#[derive(Debug)]
+pub enum GroupMsg {
+    /// The members and the counter's reading now.
+    State(RpcReplyPort<GroupState>),
+    /// Re-reads name, limit and members from storage (after a change).
+    Reload(RpcReplyPort<Result<GroupState, ActorError>>),
+}
+
+/// What a group's actor knows.
+#[derive(Debug, Clone, Serialize)]
+pub struct GroupState {
+    /// Id.
+    pub id: i64,
+    /// Name.
+    pub name: String,
+    /// Own limit, when set.
+    pub own_limit: Option<i64>,
+    /// Limit in effect; `None` = unlimited.
+    pub limit_24h: Option<i64>,
+    /// Unique business-initiated recipients of its numbers in the last 24 h.
+    pub sent_24h: i64,
+    /// Headroom now; `None` = unlimited.
+    pub available: Option<i64>,
+    /// Its numbers.
+    pub members: Vec<i64>,
+}
+
+/// The actor of one sending group.
+pub struct GroupActor;
+
+/// Its state.
+pub struct GroupRun {
+    id: i64,
+    members: Vec<i64>,
+    counter: SharedGroupCounter,
+    shared: Arc<Shared>,
+}
+
+impl GroupRun {
+    fn state(&self) -> GroupState {
+        let mut c = self.counter.lock().expect("group counter lock");
+        let now = now_ms();
+        GroupState {
+            id: self.id,
+            name: c.name.clone(),
+            own_limit: c.own_limit,
+            limit_24h: c.limit(),
+            sent_24h: c.recipients.count(now),
+            available: c.available(now),
+            members: self.members.clone(),
+        }
+    }
+
+    /// Reads the group again and makes every number that joined or left reload (so its health
+    /// shows the group and its sends count in the right counter).
+    async fn reload(&mut self) -> Result<GroupState, ActorError> {
+        let store = &self.shared.store;
+        let g = store.group_unscoped(self.id).await?;
+        let members = store.group_members(self.id).await?;
+        {
+            let mut c = self.counter.lock().expect("group counter lock");
+            c.name = g.name;
+            c.own_limit = g.limit_24h;
+            c.member_limits.retain(|id, _| members.contains(id));
+        }
+        let before: HashSet<i64> = self.members.iter().copied().collect();
+        let after: HashSet<i64> = members.iter().copied().collect();
+        for id in before
+            .symmetric_difference(&after)
+            .chain(after.intersection(&before))
+        {
+            if let Some(e) = self.shared.registry.get(*id) {
+                let _ = ask(
+                    &e.actor,
+                    ChannelMsg::Reload,
+                    self.shared.config.call_timeout,
+                )
+                .await;
+            }
+        }
+        self.members = members;
+        Ok(self.state())
+    }
+}
+
+impl Actor for GroupActor {
+    type Msg = GroupMsg;
+    type State = GroupRun;
+    type Arguments = (i64, Arc<Shared>);
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<GroupMsg>,
+        (id, shared): (i64, Arc<Shared>),
+    ) -> Result<GroupRun, ActorProcessingErr> {
+        let counter = shared
+            .group_counter(id)
+            .await
+            .map_err(|e| ActorProcessingErr::from(e.to_string()))?;
+        let members = shared
+            .store
+            .group_members(id)
+            .await
+            .map_err(|e| ActorProcessingErr::from(e.to_string()))?;
+        tracing::info!(group_id = id, "group actor started");
+        Ok(GroupRun {
+            id,
+            members,
+            counter,
+            shared,
+        })
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<GroupMsg>,
+        msg: GroupMsg,
+        st: &mut GroupRun,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            GroupMsg::State(reply) => {
+                let _ = reply.send(st.state());
+            }
+            GroupMsg::Reload(reply) => {
+                let span = tracing::info_span!("group", group_id = st.id);
+                let _e = span.enter();
+                let _ = reply.send(st.reload().await);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `POST /groups` input.
+#[derive(Debug, Clone)]
+pub struct GroupInput {
+    /// Name, unique in the account.
+    pub name: String,
+    /// Own limit; `None`: the sum of the numbers'.
+    pub limit_24h: Option<i64>,
+    /// Numbers to put in it (official numbers of the account, in no other group).
+    pub channel_ids: Vec<i64>,
+}
+
+/// A group with its numbers, as `GET /groups/{id}` shows it.
+#[derive(Debug, Clone)]
+pub struct GroupDetail {
+    /// The actor's reading.
+    pub state: GroupState,
+    /// When it was created (ms).
+    pub created_at: i64,
+    /// Each number's live state.
+    pub numbers: Vec<ChannelSnapshot>,
+    /// Library templates approved on every number.
+    pub templates: Vec<TemplateRecord>,
+}
+
+fn rejected(code: &'static str, message: impl Into<String>, details: Value) -> ActorError {
+    ActorError::Rejected {
+        code,
+        message: message.into(),
+        details,
+    }
+}
+
+fn check_limit(limit: Option<i64>) -> Result<(), ActorError> {
+    if limit.is_some_and(|l| l < 1) {
+        return Err(engine::ValidationError::new(
+            "invalid_limit",
+            "limit_24h",
+            "`limit_24h` deve ser um inteiro positivo (ou null para a soma dos números).",
+        )
+        .into());
+    }
+    Ok(())
+}
+
+impl Runtime {
+    /// The actor of a group of the account, started on first use. Errors: `NotFound`.
+    async fn group_actor(
+        &self,
+        account_id: i64,
+        group_id: i64,
+    ) -> Result<(GroupRecord, ActorRef<GroupMsg>), ActorError> {
+        let g = self.shared.store.group(account_id, group_id).await?;
+        if let Some(a) = self.shared.groups.get(&group_id) {
+            return Ok((g, a.clone()));
+        }
+        let (actor, _) = Actor::spawn(None, GroupActor, (group_id, self.shared.clone()))
+            .await
+            .map_err(|e| {
+                tracing::error!(group_id, error = %e, "group actor failed to start");
+                ActorError::Unavailable
+            })?;
+        let actor = self
+            .shared
+            .groups
+            .entry(group_id)
+            .or_insert(actor.clone())
+            .clone();
+        Ok((g, actor))
+    }
+
+    /// Checks numbers for a group: official numbers of the account (else 422
+    /// `invalid_channels`), in no other group (else 422 `in_other_group`).
+    async fn check_members(
+        &self,
+        account_id: i64,
+        group_id: Option<i64>,
+        channel_ids: &[i64],
+    ) -> Result<(), ActorError> {
+        let (mut invalid, mut taken) = (Vec::new(), Vec::new());
+        for id in channel_ids {
+            match self.shared.store.channel(account_id, *id).await {
+                Ok(c) if c.official => {
+                    if c.group_id.is_some() && c.group_id != group_id {
+                        taken.push(json!({"channel_id": c.id, "group_id": c.group_id}));
+                    }
+                }
+                Ok(_) | Err(storage::StorageError::NotFound) => invalid.push(*id),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if !invalid.is_empty() {
+            return Err(rejected(
+                "invalid_channels",
+                "Há números que não são números oficiais desta conta.",
+                json!({"invalid_channels": invalid}),
+            ));
+        }
+        if !taken.is_empty() {
+            return Err(rejected(
+                "in_other_group",
+                "Há números que já estão em outro grupo; retire-os de lá antes.",
+                json!({"in_other_group": taken}),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Makes a running group actor re-read its members (after a number joined it elsewhere).
+    pub(crate) async fn refresh_group(&self, group_id: i64) {
+        if let Some(a) = self.shared.groups.get(&group_id).map(|a| a.clone()) {
+            if let Err(e) = self.reload_group(&a).await {
+                tracing::warn!(group_id, error = %e, "group reload failed");
+            }
+        }
+    }
+
+    async fn reload_group(&self, actor: &ActorRef<GroupMsg>) -> Result<GroupState, ActorError> {
+        ask(actor, GroupMsg::Reload, self.shared.config.call_timeout).await?
+    }
+
+    /// Creates a group (decision D-037) with its numbers. Errors: 422 for an empty name, a
+    /// limit below 1 or bad numbers; 422 `conflict` for a name in use.
+    pub async fn create_group(
+        &self,
+        account_id: i64,
+        input: GroupInput,
+    ) -> Result<GroupDetail, ActorError> {
+        let name = input.name.trim();
+        if name.is_empty() {
+            return Err(engine::ValidationError::new(
+                "required",
+                "name",
+                "O campo `name` é obrigatório.",
+            )
+            .into());
+        }
+        check_limit(input.limit_24h)?;
+        self.check_members(account_id, None, &input.channel_ids)
+            .await?;
+        let g = self
+            .shared
+            .store
+            .insert_group(account_id, name, input.limit_24h)
+            .await?;
+        self.shared
+            .store
+            .set_channels_group(&input.channel_ids, Some(g.id))
+            .await?;
+        let (_, actor) = self.group_actor(account_id, g.id).await?;
+        self.reload_group(&actor).await?;
+        self.group_detail(account_id, g.id).await
+    }
+
+    /// Renames a group and/or changes its limit (`Some(None)`: back to the numbers' sum).
+    pub async fn update_group(
+        &self,
+        account_id: i64,
+        group_id: i64,
+        name: Option<String>,
+        limit_24h: Option<Option<i64>>,
+    ) -> Result<GroupDetail, ActorError> {
+        let (_, actor) = self.group_actor(account_id, group_id).await?;
+        if let Some(n) = &name {
+            if n.trim().is_empty() {
+                return Err(engine::ValidationError::new(
+                    "required",
+                    "name",
+                    "`name` não pode ser vazio.",
+                )
+                .into());
+            }
+        }
+        if let Some(l) = limit_24h {
+            check_limit(l)?;
+        }
+        self.shared
+            .store
+            .update_group(group_id, name.as_deref().map(str::trim), limit_24h)
+            .await?;
+        self.reload_group(&actor).await?;
+        self.group_detail(account_id, group_id).await
+    }
+
+    /// Puts numbers in a group.
+    pub async fn add_group_numbers(
+        &self,
+        account_id: i64,
+        group_id: i64,
+        channel_ids: &[i64],
+    ) -> Result<GroupDetail, ActorError> {
+        let (_, actor) = self.group_actor(account_id, group_id).await?;
+        self.check_members(account_id, Some(group_id), channel_ids)
+            .await?;
+        self.shared
+            .store
+            .set_channels_group(channel_ids, Some(group_id))
+            .await?;
+        self.reload_group(&actor).await?;
+        self.group_detail(account_id, group_id).await
+    }
+
+    /// Takes a number out of a group. Errors: `NotFound` when it is not in it.
+    pub async fn remove_group_number(
+        &self,
+        account_id: i64,
+        group_id: i64,
+        channel_id: i64,
+    ) -> Result<GroupDetail, ActorError> {
+        let (_, actor) = self.group_actor(account_id, group_id).await?;
+        let c = self.shared.store.channel(account_id, channel_id).await?;
+        if c.group_id != Some(group_id) {
+            return Err(ActorError::NotFound);
+        }
+        self.shared
+            .store
+            .set_channels_group(&[channel_id], None)
+            .await?;
+        // The number reloads (it leaves the counter and its health loses the group name).
+        self.reload_group(&actor).await?;
+        if let Some(e) = self.shared.registry.get(channel_id) {
+            let _ = ask(
+                &e.actor,
+                ChannelMsg::Reload,
+                self.shared.config.call_timeout,
+            )
+            .await;
+        }
+        self.group_detail(account_id, group_id).await
+    }
+
+    /// Deletes a group; its numbers leave it (and go on as single numbers).
+    pub async fn delete_group(&self, account_id: i64, group_id: i64) -> Result<(), ActorError> {
+        let (_, actor) = self.group_actor(account_id, group_id).await?;
+        let members = self.shared.store.group_members(group_id).await?;
+        self.shared.store.delete_group(group_id).await?;
+        actor.stop(None);
+        self.shared.groups.remove(&group_id);
+        self.shared.group_counters.remove(&group_id);
+        for id in members {
+            if let Some(e) = self.shared.registry.get(id) {
+                let _ = ask(
+                    &e.actor,
+                    ChannelMsg::Reload,
+                    self.shared.config.call_timeout,
+                )
+                .await;
+            }
+        }
+        Ok(())
+    }
+
+    /// A group's reading, numbers and templates in common.
+    pub async fn group_detail(
+        &self,
+        account_id: i64,
+        group_id: i64,
+    ) -> Result<GroupDetail, ActorError> {
+        let (g, actor) = self.group_actor(account_id, group_id).await?;
+        let state = ask(&actor, GroupMsg::State, self.shared.config.call_timeout).await?;
+        let mut numbers = Vec::with_capacity(state.members.len());
+        for id in &state.members {
+            numbers.push(self.snapshot(account_id, *id).await?);
+        }
+        let templates = self.templates_in_common(account_id, &state.members).await?;
+        Ok(GroupDetail {
+            state,
+            created_at: g.created_at,
+            numbers,
+            templates,
+        })
+    }
+
+    /// Every group of the account with its reading and templates in common.
+    pub async fn list_groups(&self, account_id: i64) -> Result<Vec<GroupDetail>, ActorError> {
+        let mut out = Vec::new();
+        for g in self.shared.store.list_groups(account_id).await? {
+            out.push(self.group_detail(account_id, g.id).await?);
+        }
+        Ok(out)
+    }
+
+    /// Library templates approved on every one of `members` (none for an empty group).
+    async fn templates_in_common(
+        &self,
+        account_id: i64,
+        members: &[i64],
+    ) -> Result<Vec<TemplateRecord>, ActorError> {
+        if members.is_empty() {
+            return Ok(Vec::new());
+        }
+        let store = &self.shared.store;
+        let states = store.account_template_channels(account_id).await?;
+        let mut approved: BTreeMap<i64, HashSet<i64>> = BTreeMap::new();
+        for s in states.iter().filter(|s| s.status == "approved") {
+            approved
+                .entry(s.template_id)
+                .or_default()
+                .insert(s.channel_id);
+        }
+        let mut out = Vec::new();
+        for t in store.list_templates(account_id).await? {
+            if approved
+                .get(&t.id)
+                .is_some_and(|on| members.iter().all(|m| on.contains(m)))
+            {
+                out.push(t);
+            }
+        }
+        Ok(out)
+    }
+
+    /// `POST /groups/{id}/messages`: a library template to `to` through the number of the
+    /// group with most headroom now. Errors: 422 `template_missing` with `missing` when the
+    /// template is not approved on every number; [`ActorError::GroupExhausted`] (429) when the
+    /// group's limit is used up or no number has headroom.
+    pub async fn group_send(
+        &self,
+        account_id: i64,
+        group_id: i64,
+        to: Phone,
+        template_id: i64,
+        params: Vec<String>,
+    ) -> Result<MessageRecord, ActorError> {
+        let (_, actor) = self.group_actor(account_id, group_id).await?;
+        let state = ask(&actor, GroupMsg::State, self.shared.config.call_timeout).await?;
+        if state.members.is_empty() {
+            return Err(rejected(
+                "empty_group",
+                "O grupo não tem números.",
+                json!({}),
+            ));
+        }
+        let store = &self.shared.store;
+        let template = match store.template(account_id, template_id).await {
+            Ok(t) => t,
+            Err(storage::StorageError::NotFound) => {
+                return Err(engine::ValidationError::new(
+                    "unknown_template",
+                    "template_id",
+                    "`template_id` não é um template da biblioteca desta conta.",
+                )
+                .into())
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let on = store.template_channels(template.id).await?;
+        let missing: Vec<Value> = state
+            .members
+            .iter()
+            .filter_map(|m| {
+                let s = on.iter().find(|s| s.channel_id == *m);
+                s.is_none_or(|s| s.status != "approved").then(|| {
+                    json!({"channel_id": m, "status": s.map(|s| s.status.clone()).unwrap_or_else(|| "not_submitted".into())})
+                })
+            })
+            .collect();
+        if !missing.is_empty() {
+            return Err(rejected(
+                "template_missing",
+                "O template não está aprovado em todos os números do grupo.",
+                json!({"missing": missing}),
+            ));
+        }
+        let counter = self.shared.group_counter(group_id).await?;
+        {
+            let mut c = counter.lock().expect("group counter lock");
+            let now = now_ms();
+            if !c.recipients.contains(to.as_str(), now) && c.available(now) == Some(0) {
+                return Err(ActorError::GroupExhausted);
+            }
+        }
+        // The number with most headroom now (unlimited first), among those that can send.
+        let mut best: Option<(i64, i64)> = None;
+        for id in &state.members {
+            let s = self.snapshot(account_id, *id).await?;
+            if s.health.tone == Tone::Bad || s.health.available == 0 {
+                continue;
+            }
+            let headroom = if s.health.available < 0 {
+                i64::MAX
+            } else {
+                s.health.available
+            };
+            if best.is_none_or(|(_, h)| headroom > h) {
+                best = Some((*id, headroom));
+            }
+        }
+        let Some((channel_id, _)) = best else {
+            return Err(ActorError::GroupExhausted);
+        };
+        let cmd = SendCommand {
+            to,
+            content: SendContent::Template {
+                name: template.provider_name.clone(),
+                language: template.language.clone(),
+                params,
+                button_param: None,
+            },
+            preview_text: None,
+        };
+        self.send(account_id, Some(channel_id), cmd).await
+    }
+}
