@@ -115,6 +115,9 @@ async fn every_route_with_an_id_answers_404_to_another_account(backend: Backend)
             (_, r) if r.starts_with("/api/v1/groups/") && r.ends_with("/numbers") => {
                 json!({"channel_ids": [channel]})
             }
+            (_, r) if r.starts_with("/api/v1/groups/") && r.ends_with("/campaigns") => {
+                json!({"name": "G", "template_id": template})
+            }
             (_, r) if r.starts_with("/api/v1/groups/") && r.ends_with("/messages") => {
                 json!({"to": "5511900003333", "template_id": template})
             }

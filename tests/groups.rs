@@ -285,6 +285,208 @@ async fn groups_pool_numbers_under_a_shared_limit(backend: Backend) {
     );
 }
 
+/// A number without guardrails (only the provider bounds it), fast at the simulator.
+async fn fast_number(app: &TestApp) -> (i64, String) {
+    let n = app
+        .sim
+        .create_number(provider::sim::CreateNumber {
+            tier: Some("TIER_10K".into()),
+            throughput_mps: Some(1000),
+            ..Default::default()
+        })
+        .unwrap();
+    let (status, body) = app
+        .post("/api/v1/channels/official", json!({"phone_number_id": n.phone_number_id, "waba_id": n.waba_id, "access_token": n.access_token, "app_secret": n.app_secret}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let id = body["data"]["id"].as_i64().unwrap();
+    let (status, g) = app
+        .patch(
+            &format!("/api/v1/channels/{id}/guardrails"),
+            json!({"daily_cap": null, "cadence_ms": 0, "warmup": false}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{g}");
+    (id, n.phone_number_id)
+}
+
+fn audience(prefix: &str, n: usize) -> Value {
+    (0..n)
+        .map(|i| json!({"phone": format!("{prefix}{i:04}"), "vars": {"nome": format!("C{i}"), "pedido": format!("P{i}")}}))
+        .collect()
+}
+
+async fn per_number(app: &TestApp) -> Value {
+    let r: Value = app
+        .http
+        .get(format!("http://{}/_sim/sent/summary", app.sim_addr))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    r["data"]["per_number"].clone()
+}
+
+async fn wait_campaign(app: &TestApp, id: i64, state: &str) -> Value {
+    eventually(30, state, || async {
+        let (_, c) = app.get(&format!("/api/v1/campaigns/{id}")).await;
+        (c["data"]["state"] == state && c["data"]["stats"]["sending"] == 0)
+            .then_some(c["data"].clone())
+    })
+    .await
+}
+
+async fn group_campaigns_run_over_the_groups_numbers(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (a, pa) = fast_number(&app).await;
+    let (b, pb) = fast_number(&app).await;
+    let (c, pc) = fast_number(&app).await;
+    let (d, pd) = fast_number(&app).await;
+    let t = approved_template(&app, "Pedido", &[a, b, c, d]).await;
+    let only_a = approved_template(&app, "Só A", &[a]).await;
+    let (_, g1) = app
+        .post(
+            "/api/v1/groups",
+            json!({"name": "Juntos", "channel_ids": [a, b]}),
+        )
+        .await;
+    let all_group = g1["data"]["id"].as_i64().unwrap();
+    let (_, g2) = app
+        .post(
+            "/api/v1/groups",
+            json!({"name": "Um por vez", "channel_ids": [c, d]}),
+        )
+        .await;
+    let seq_group = g2["data"]["id"].as_i64().unwrap();
+    let path = |g: i64| format!("/api/v1/groups/{g}/campaigns");
+
+    // Bad requests.
+    for (body, code) in [
+        (
+            json!({"name": "X", "template_id": only_a}),
+            "template_missing",
+        ),
+        (
+            json!({"name": "X", "template_id": t, "mode": "aleatorio"}),
+            "invalid_mode",
+        ),
+        (
+            json!({"name": "X", "template_id": t, "start": false, "scheduled_at": "2030-01-01T09:00"}),
+            "schedule_needs_start",
+        ),
+        (
+            json!({"name": "X", "template_id": t, "scheduled_at": "amanhã"}),
+            "invalid_date",
+        ),
+    ] {
+        let (status, err) = app.post(&path(all_group), body.clone()).await;
+        assert_eq!(
+            (status, err["code"].as_str()),
+            (StatusCode::UNPROCESSABLE_ENTITY, Some(code)),
+            "{body}: {err}"
+        );
+    }
+
+    // `start: false` only creates.
+    let (status, draft) = app
+        .post(&path(all_group), json!({"name": "Rascunho", "template_id": t, "start": false, "recipients": audience("55119100", 3)}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{draft}");
+    assert_eq!(
+        (
+            draft["data"]["state"].clone(),
+            draft["data"]["group_id"].clone()
+        ),
+        (json!("draft"), json!(all_group))
+    );
+    assert_eq!(draft["recipients"]["added"], 3);
+
+    // `all`: every number together.
+    let (status, cam) = app
+        .post(
+            &path(all_group),
+            json!({"name": "Todos", "template_id": t, "recipients": audience("55119200", 20)}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{cam}");
+    assert_eq!(cam["data"]["mode"], "all");
+    let done = wait_campaign(&app, cam["data"]["id"].as_i64().unwrap(), "completed").await;
+    assert_eq!(done["stats"]["sent"], 20);
+    let sent = per_number(&app).await;
+    let (na, nb) = (
+        sent[&pa].as_u64().unwrap_or(0),
+        sent[&pb].as_u64().unwrap_or(0),
+    );
+    assert_eq!(na + nb, 20);
+    assert!(na > 0 && nb > 0, "both numbers sent: {sent}");
+
+    // `sequential`: c alone until its daily cap (5) runs out, then d by itself.
+    let (status, _) = app
+        .patch(
+            &format!("/api/v1/channels/{c}/guardrails"),
+            json!({"daily_cap": 5}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, cam) = app
+        .post(&path(seq_group), json!({"name": "Em fila", "template_id": t, "mode": "sequential", "recipients": audience("55119300", 12)}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{cam}");
+    let done = wait_campaign(&app, cam["data"]["id"].as_i64().unwrap(), "completed").await;
+    assert_eq!(done["stats"]["sent"], 12, "{done}");
+    let sent = per_number(&app).await;
+    assert_eq!(
+        (sent[&pc].as_u64(), sent[&pd].as_u64()),
+        (Some(5), Some(7)),
+        "{sent}"
+    );
+
+    // Scheduled (Brasília time, no zone): waits, then starts by itself.
+    let at_ms = storage::now_ms() + 2_500;
+    // The local (UTC−03:00) wall clock of `at_ms`, written without a zone.
+    let local = actors::time::iso(at_ms + engine::guardrail::LOCAL_OFFSET_MS)[..19].to_string();
+    let (status, cam) = app
+        .post(&path(all_group), json!({"name": "Agendada", "template_id": t, "scheduled_at": local, "recipients": audience("55119400", 4)}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{cam}");
+    assert_eq!(cam["data"]["state"], "scheduled", "{cam}");
+    assert!(cam["data"]["scheduled_at"].is_string());
+    let id = cam["data"]["id"].as_i64().unwrap();
+    let (_, now) = app.get(&format!("/api/v1/campaigns/{id}")).await;
+    assert_eq!(now["data"]["stats"]["sent"], 0, "nothing before its time");
+    let done = wait_campaign(&app, id, "completed").await;
+    assert_eq!(done["stats"]["sent"], 4);
+
+    // The group's limit bounds its campaigns: 24 recipients so far; limit 27 → 3 more, then
+    // the campaign pauses with the group's reason.
+    let (status, _) = app
+        .patch(
+            &format!("/api/v1/groups/{all_group}"),
+            json!({"limit_24h": 27}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, cam) = app
+        .post(&path(all_group), json!({"name": "Além do limite", "template_id": t, "recipients": audience("55119500", 6)}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{cam}");
+    let paused = wait_campaign(&app, cam["data"]["id"].as_i64().unwrap(), "paused").await;
+    assert_eq!(paused["stats"]["sent"], 3, "{paused}");
+    assert!(
+        paused["pause_reason"]
+            .as_str()
+            .unwrap()
+            .contains("limite_24h_esgotado"),
+        "{paused}"
+    );
+    // The group send route is refused too.
+    let (status, _) = group_send(&app, all_group, "5511955550000", t).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+}
+
 on_both_backends! {
     groups => groups_pool_numbers_under_a_shared_limit;
+    group_campaigns => group_campaigns_run_over_the_groups_numbers;
 }

@@ -70,6 +70,10 @@ pub struct CampaignRun {
     pinned: std::collections::HashSet<i64>,
     paused_by_rules: bool,
     ticks: u64,
+    /// The sending group whose 24 h limit bounds it (D-038).
+    group_id: Option<i64>,
+    /// `sequential`: one number at a time, in order, moving on when it refuses work.
+    sequential: bool,
     shared: Arc<Shared>,
 }
 
@@ -124,6 +128,8 @@ impl Actor for CampaignActor {
             pinned,
             paused_by_rules: campaign.state == "paused",
             ticks: 0,
+            group_id: campaign.group_id,
+            sequential: campaign.mode == "sequential",
             shared: args.shared,
         })
     }
@@ -222,8 +228,10 @@ async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<()
     }
     let mut credits = Vec::with_capacity(st.slots.len());
     let mut reasons = Vec::new();
+    let mut refused = Vec::with_capacity(st.slots.len());
     let mut wait_for_busy = false;
     for slot in st.slots.iter_mut() {
+        let reasons_before = reasons.len();
         let answer = match st.shared.registry.get(slot.channel_id) {
             Some(e) => crate::ask(
                 &e.actor,
@@ -253,6 +261,38 @@ async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<()
             None => {
                 credits.push(0);
                 reasons.push(format!("{}: indisponível", slot.channel_id));
+            }
+        }
+        refused.push(reasons.len() > reasons_before);
+    }
+    // Sequential (D-038): only the first number that does not refuse work takes it; the
+    // campaign moves on by itself when that number's headroom or cap runs out.
+    if st.sequential {
+        if let Some(current) = refused.iter().position(|r| !r) {
+            for (i, c) in credits.iter_mut().enumerate() {
+                if i != current {
+                    *c = 0;
+                }
+            }
+            wait_for_busy = wait_for_busy && credits[current] == 0;
+        }
+    }
+    // A group campaign: the group's 24 h headroom bounds the claim; none left pauses it.
+    let mut page = PAGE;
+    if let Some(group_id) = st.group_id {
+        let counter = st.shared.group_counter(group_id).await?;
+        let available = counter
+            .lock()
+            .expect("group counter lock")
+            .available(storage::now_ms());
+        if let Some(a) = available {
+            page = page.min(a.max(0) as usize);
+            if a <= 0 {
+                reasons = st
+                    .slots
+                    .iter()
+                    .map(|s| format!("{}: grupo limite_24h_esgotado", s.channel_id))
+                    .collect();
             }
         }
     }
@@ -324,7 +364,7 @@ async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<()
         }
     }
     // Then the weighted shares, claimed together in one transaction.
-    let alloc = allocate(&st.slots, &credits, PAGE);
+    let alloc = allocate(&st.slots, &credits, page);
     let shares: Vec<(usize, ClaimShare)> = alloc
         .iter()
         .enumerate()
@@ -406,6 +446,7 @@ async fn hand_out(
                 template_name: share.template_name.clone(),
                 language: st.template.language.clone(),
                 items,
+                group_limited: st.group_id.is_some(),
             })));
         }
         // The number stopped between the credit and the claim: give them back at once.

@@ -27,6 +27,10 @@ pub struct CampaignInput {
     pub var_map: Option<VarMap>,
     /// `(channel_id, weight)`.
     pub channels: Vec<(i64, i64)>,
+    /// The sending group it is made for (D-038).
+    pub group_id: Option<i64>,
+    /// `all` (default) or `sequential`.
+    pub mode: String,
 }
 
 /// A recipient of `POST /campaigns/{id}/recipients`.
@@ -80,6 +84,12 @@ pub struct CampaignView {
     pub started_at: Option<String>,
     /// Finished.
     pub finished_at: Option<String>,
+    /// The sending group it was made for (D-038).
+    pub group_id: Option<i64>,
+    /// `all` or `sequential`.
+    pub mode: String,
+    /// When a scheduled campaign starts (ISO 8601).
+    pub scheduled_at: Option<String>,
 }
 
 /// What the checks of a campaign found good.
@@ -197,6 +207,8 @@ impl Runtime {
                 template_id: checked.template.id,
                 var_map: serde_json::to_value(&checked.var_map).unwrap_or(json!({})),
                 channels: input.channels,
+                group_id: input.group_id,
+                mode: input.mode,
             })
             .await?;
         self.campaign_view(account_id, rec.id).await
@@ -445,6 +457,9 @@ impl Runtime {
             created_at: crate::time::iso(c.created_at),
             started_at: c.started_at.map(crate::time::iso),
             finished_at: c.finished_at.map(crate::time::iso),
+            group_id: c.group_id,
+            mode: c.mode,
+            scheduled_at: c.scheduled_at.map(crate::time::iso),
         })
     }
 }

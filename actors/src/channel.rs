@@ -197,6 +197,9 @@ pub struct Dispatch {
     pub language: String,
     /// The recipients.
     pub items: Vec<DispatchItem>,
+    /// A group campaign's sends (D-038): each new recipient must fit the number's group's 24 h
+    /// limit, else it goes back to the campaign.
+    pub group_limited: bool,
 }
 
 /// One claimed recipient.
@@ -1274,7 +1277,12 @@ async fn apply_sync(
 async fn dispatch(myself: ActorRef<ChannelMsg>, batch: Dispatch, st: &mut ChannelState) {
     let now = now_ms();
     for item in batch.items {
-        if st.campaign_refusal(Some(&item.phone), now).is_some() {
+        let group_full = batch.group_limited
+            && st.group.as_ref().is_some_and(|g| {
+                let mut g = g.lock().expect("group counter lock");
+                !g.recipients.contains(&item.phone, now) && g.available(now) == Some(0)
+            });
+        if group_full || st.campaign_refusal(Some(&item.phone), now).is_some() {
             settle(
                 &st.shared,
                 &st.record,

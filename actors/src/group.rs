@@ -224,6 +224,59 @@ impl Actor for GroupActor {
     }
 }
 
+/// How often scheduled campaigns are checked (ms).
+pub const SCHEDULER_EVERY_MS: u64 = 1000;
+
+/// Starts scheduled campaigns whose `scheduled_at` has come (D-038), every
+/// [`SCHEDULER_EVERY_MS`], until the runtime shuts down. Schedules live in storage, so a
+/// restart keeps them (one whose time passed while stopped starts at once).
+pub(crate) fn spawn_scheduler(rt: Runtime) {
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(std::time::Duration::from_millis(SCHEDULER_EVERY_MS)).await;
+            if rt.shared.shutting_down() {
+                return;
+            }
+            let due = match rt.shared.store.due_scheduled_campaigns(now_ms()).await {
+                Ok(d) => d,
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not read scheduled campaigns");
+                    continue;
+                }
+            };
+            for (id, account_id) in due {
+                match rt.start_campaign(account_id, id).await {
+                    Ok(_) => tracing::info!(campaign_id = id, "scheduled campaign started"),
+                    Err(e) => {
+                        tracing::error!(campaign_id = id, error = %e, "scheduled campaign not started")
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// `POST /groups/{id}/campaigns` input.
+#[derive(Debug, Clone)]
+pub struct GroupCampaignInput {
+    /// Name.
+    pub name: String,
+    /// Category; default the template's.
+    pub category: Option<String>,
+    /// Library template id (approved on every number of the group).
+    pub template_id: i64,
+    /// `all` (default) or `sequential`.
+    pub mode: Option<String>,
+    /// var_map; default the template's.
+    pub var_map: Option<engine::library::VarMap>,
+    /// Audience (≤ 10,000 rows here; more with `POST /campaigns/{id}/recipients`).
+    pub recipients: Vec<crate::campaigns::RecipientInput>,
+    /// When to start (ms); `None`: now (with `start`).
+    pub scheduled_at: Option<i64>,
+    /// `false`: only create (a draft).
+    pub start: bool,
+}
+
 /// `POST /groups` input.
 #[derive(Debug, Clone)]
 pub struct GroupInput {
@@ -533,6 +586,94 @@ impl Runtime {
             }
         }
         Ok(out)
+    }
+
+    /// `POST /groups/{id}/campaigns` (D-038): a normal campaign over the group's numbers
+    /// (weight 1 each, in the group's order), bounded by the group's 24 h limit; `all` uses
+    /// every number together, `sequential` one at a time. With `start` it starts now, or at
+    /// `scheduled_at` (state `scheduled`); without, it stays a draft. Errors: 422
+    /// `empty_group`, `invalid_mode`, `schedule_needs_start`, and those of campaign creation
+    /// (`template_missing` with `missing`…) and of the audience.
+    pub async fn create_group_campaign(
+        &self,
+        account_id: i64,
+        group_id: i64,
+        input: GroupCampaignInput,
+    ) -> Result<
+        (
+            crate::campaigns::CampaignView,
+            Option<crate::campaigns::RecipientsAdded>,
+        ),
+        ActorError,
+    > {
+        let (_, actor) = self.group_actor(account_id, group_id).await?;
+        let state = ask(&actor, GroupMsg::State, self.shared.config.call_timeout).await?;
+        if state.members.is_empty() {
+            return Err(rejected(
+                "empty_group",
+                "O grupo não tem números.",
+                json!({}),
+            ));
+        }
+        let mode = input.mode.unwrap_or_else(|| "all".into());
+        if mode != "all" && mode != "sequential" {
+            return Err(engine::ValidationError::new(
+                "invalid_mode",
+                "mode",
+                "`mode` deve ser all ou sequential.",
+            )
+            .into());
+        }
+        if input.scheduled_at.is_some() && !input.start {
+            return Err(engine::ValidationError::new(
+                "schedule_needs_start",
+                "scheduled_at",
+                "`scheduled_at` agenda o início: não combina com `start: false`.",
+            )
+            .into());
+        }
+        if input.recipients.len() > crate::campaigns::MAX_RECIPIENTS_PER_CALL {
+            return Err(engine::ValidationError::new(
+                "invalid_batch",
+                "recipients",
+                format!(
+                    "Envie até {} destinatários aqui; adicione mais com POST /campaigns/{{id}}/recipients.",
+                    crate::campaigns::MAX_RECIPIENTS_PER_CALL
+                ),
+            )
+            .into());
+        }
+        let view = self
+            .create_campaign(
+                account_id,
+                crate::campaigns::CampaignInput {
+                    name: input.name,
+                    category: input.category,
+                    template_id: input.template_id,
+                    var_map: input.var_map,
+                    channels: state.members.iter().map(|m| (*m, 1)).collect(),
+                    group_id: Some(group_id),
+                    mode,
+                },
+            )
+            .await?;
+        let added = if input.recipients.is_empty() {
+            None
+        } else {
+            Some(
+                self.add_recipients(account_id, view.id, input.recipients)
+                    .await?,
+            )
+        };
+        if input.start {
+            match input.scheduled_at.filter(|at| *at > now_ms()) {
+                Some(at) => self.shared.store.schedule_campaign(view.id, at).await?,
+                None => {
+                    self.start_campaign(account_id, view.id).await?;
+                }
+            }
+        }
+        Ok((self.campaign_view(account_id, view.id).await?, added))
     }
 
     /// `POST /groups/{id}/messages`: a library template to `to` through the number of the

@@ -238,6 +238,7 @@ impl Runtime {
                 tracing::error!(campaign_id = id, error = %e, "campaign not resumed at boot");
             }
         }
+        group::spawn_scheduler(rt.clone());
         Ok(rt)
     }
 

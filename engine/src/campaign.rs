@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 pub enum CampaignState {
     /// Created; recipients may be added; nothing is sent.
     Draft,
+    /// Waiting for its `scheduled_at` (D-038); starts by itself then.
+    Scheduled,
     /// Dispatching through its numbers.
     Running,
     /// Stopped with a reason (no number left, or paused by an operator); resumable.
@@ -24,6 +26,7 @@ impl CampaignState {
     pub fn as_str(self) -> &'static str {
         match self {
             CampaignState::Draft => "draft",
+            CampaignState::Scheduled => "scheduled",
             CampaignState::Running => "running",
             CampaignState::Paused => "paused",
             CampaignState::Completed => "completed",
@@ -35,6 +38,7 @@ impl CampaignState {
     pub fn parse(s: &str) -> Option<Self> {
         Some(match s {
             "draft" => CampaignState::Draft,
+            "scheduled" => CampaignState::Scheduled,
             "running" => CampaignState::Running,
             "paused" => CampaignState::Paused,
             "completed" => CampaignState::Completed,
@@ -47,7 +51,10 @@ impl CampaignState {
     pub fn accepts_recipients(self) -> bool {
         matches!(
             self,
-            CampaignState::Draft | CampaignState::Running | CampaignState::Paused
+            CampaignState::Draft
+                | CampaignState::Scheduled
+                | CampaignState::Running
+                | CampaignState::Paused
         )
     }
 
@@ -66,7 +73,10 @@ impl CampaignState {
         matches!(
             (self, next),
             (Draft, Running)
+                | (Draft, Scheduled)
                 | (Draft, Cancelled)
+                | (Scheduled, Running)
+                | (Scheduled, Cancelled)
                 | (Running, Paused)
                 | (Running, Completed)
                 | (Running, Cancelled)

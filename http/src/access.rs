@@ -81,6 +81,7 @@ pub const ROUTES: &[(&str, &str, Level)] = &[
         Level::Write,
     ),
     ("POST", "/api/v1/groups/{id}/messages", Level::Write),
+    ("POST", "/api/v1/groups/{id}/campaigns", Level::Write),
     // Reports
     ("GET", "/api/v1/reports/campaigns", Level::Read),
     ("GET", "/api/v1/reports/campaign-messages", Level::Read),

@@ -32,6 +32,12 @@ pub struct CampaignRecord {
     pub started_at: Option<i64>,
     /// Finished, ms.
     pub finished_at: Option<i64>,
+    /// The sending group it was made for (D-038).
+    pub group_id: Option<i64>,
+    /// `all` or `sequential`.
+    pub mode: String,
+    /// When a scheduled campaign starts (ms).
+    pub scheduled_at: Option<i64>,
 }
 
 /// A new campaign.
@@ -49,6 +55,10 @@ pub struct NewCampaign {
     pub var_map: serde_json::Value,
     /// `(channel_id, weight)`.
     pub channels: Vec<(i64, i64)>,
+    /// The sending group it is made for.
+    pub group_id: Option<i64>,
+    /// `all` or `sequential` (D-038).
+    pub mode: String,
 }
 
 /// The counters of `GET /campaigns/{id}` (`stats`).
@@ -72,7 +82,7 @@ pub struct CampaignStats {
     pub skipped: i64,
 }
 
-const COLUMNS: &str = "id, account_id, name, category, template_id, var_map, state, pause_reason, created_at, started_at, finished_at";
+const COLUMNS: &str = "id, account_id, name, category, template_id, var_map, state, pause_reason, created_at, started_at, finished_at, group_id, mode, scheduled_at";
 
 fn read(r: &AnyRow) -> Result<CampaignRecord> {
     let var_map: String = r.try_get("var_map")?;
@@ -90,6 +100,9 @@ fn read(r: &AnyRow) -> Result<CampaignRecord> {
         created_at: r.try_get("created_at")?,
         started_at: r.try_get("started_at")?,
         finished_at: r.try_get("finished_at")?,
+        group_id: r.try_get("group_id")?,
+        mode: r.try_get("mode")?,
+        scheduled_at: r.try_get("scheduled_at")?,
     })
 }
 
@@ -108,7 +121,7 @@ impl Store {
         let now = now_ms();
         let mut tx = self.begin_write().await?;
         let sql = format!(
-            "INSERT INTO campaigns (account_id, name, category, template_id, var_map, state, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, 'draft', $6, $6) RETURNING {COLUMNS}"
+            "INSERT INTO campaigns (account_id, name, category, template_id, var_map, state, created_at, updated_at, group_id, mode) VALUES ($1, $2, $3, $4, $5, 'draft', $6, $6, $7, $8) RETURNING {COLUMNS}"
         );
         let row = sqlx::query(&sql)
             .bind(c.account_id)
@@ -117,6 +130,8 @@ impl Store {
             .bind(c.template_id)
             .bind(c.var_map.to_string())
             .bind(now)
+            .bind(c.group_id)
+            .bind(&c.mode)
             .fetch_one(&mut *tx)
             .await?;
         let mut rec = read(&row)?;
@@ -131,6 +146,30 @@ impl Store {
         tx.commit().await?;
         rec.channels = c.channels.clone();
         Ok(rec)
+    }
+
+    /// Schedules a campaign: state `scheduled`, starting at `at` (ms).
+    pub async fn schedule_campaign(&self, id: i64, at: i64) -> Result<()> {
+        sqlx::query("UPDATE campaigns SET state = 'scheduled', scheduled_at = $1, updated_at = $2 WHERE id = $3")
+            .bind(at)
+            .bind(now_ms())
+            .bind(id)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    /// Scheduled campaigns whose time has come: `(id, account_id)`.
+    pub async fn due_scheduled_campaigns(&self, now: i64) -> Result<Vec<(i64, i64)>> {
+        let rows = sqlx::query(
+            "SELECT id, account_id FROM campaigns WHERE state = 'scheduled' AND scheduled_at <= $1 ORDER BY scheduled_at",
+        )
+        .bind(now)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("id")?, r.try_get("account_id")?)))
+            .collect()
     }
 
     /// A campaign of this account, with its numbers.

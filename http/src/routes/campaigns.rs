@@ -113,6 +113,8 @@ async fn create(
             .iter()
             .map(|c| (c.channel_id, c.weight))
             .collect(),
+        group_id: None,
+        mode: "all".into(),
     };
     if b.dry_run {
         let report = state

@@ -27,6 +27,39 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(add_numbers))
         .routes(routes!(remove_number))
         .routes(routes!(send))
+        .routes({
+            // 10,000 rows with their columns do not fit the default 1 MiB.
+            let (schemas, paths, route) = routes!(create_campaign);
+            (
+                schemas,
+                paths,
+                route.layer(axum::extract::DefaultBodyLimit::max(16 * 1024 * 1024)),
+            )
+        })
+}
+
+/// `scheduled_at`: a date-time without zone is America/Sao_Paulo (UTC−03:00, D-038);
+/// RFC 3339 with a zone is taken as is.
+fn parse_schedule(s: &str) -> Result<i64, ApiError> {
+    let s = s.trim();
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
+        return Ok(t.timestamp_millis());
+    }
+    for f in [
+        "%Y-%m-%dT%H:%M:%S",
+        "%Y-%m-%dT%H:%M",
+        "%Y-%m-%d %H:%M:%S",
+        "%Y-%m-%d %H:%M",
+    ] {
+        if let Ok(t) = chrono::NaiveDateTime::parse_from_str(s, f) {
+            return Ok(t.and_utc().timestamp_millis() - engine::guardrail::LOCAL_OFFSET_MS);
+        }
+    }
+    Err(ApiError::invalid(
+        "scheduled_at",
+        "invalid_date",
+        "`scheduled_at` deve ser uma data e hora AAAA-MM-DDTHH:MM[:SS] (horário de Brasília).",
+    ))
 }
 
 /// The variables `{{n}}` of a body (highest n).
@@ -111,6 +144,26 @@ struct SendIn {
     template_id: i64,
     #[serde(default)]
     params: Vec<String>,
+}
+
+/// `POST /groups/{id}/campaigns` body.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+struct CampaignIn {
+    name: String,
+    template_id: i64,
+    category: Option<String>,
+    /// `all` (default: every number together) or `sequential` (one at a time).
+    mode: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    var_map: Option<engine::library::VarMap>,
+    #[serde(default)]
+    #[schema(value_type = Vec<Object>)]
+    recipients: Vec<actors::campaigns::RecipientInput>,
+    /// Date-time without zone (America/Sao_Paulo), e.g. `2026-12-01T09:00`.
+    scheduled_at: Option<String>,
+    /// `false`: only create (default true).
+    start: Option<bool>,
 }
 
 /// `GET /groups`: every group with its limit, use and templates in common.
@@ -311,8 +364,61 @@ async fn send(
     ))
 }
 
+/// `POST /groups/{id}/campaigns`: 201 with the campaign (tracked by `GET /campaigns/{id}` and
+/// webhooks) and what the audience did.
+#[utoipa::path(
+    post,
+    operation_id = "groups_create_campaign",
+    path = "/groups/{id}/campaigns",
+    tag = "Grupos de envio",
+    params(("id" = i64, Path, description = "Id do grupo")),
+    request_body = CampaignIn,
+    responses((status = 201, description = "`data`: a campanha; `recipients`: adicionados, duplicados, inválidos", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (422 `missing`, modo ou data inválidos)", body = crate::openapi::ErrorBody))
+)]
+async fn create_campaign(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+    ApiJson(b): ApiJson<CampaignIn>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let scheduled_at = b.scheduled_at.as_deref().map(parse_schedule).transpose()?;
+    let (campaign, added) = state
+        .runtime
+        .create_group_campaign(
+            auth.account_id(),
+            id,
+            actors::group::GroupCampaignInput {
+                name: b.name,
+                category: b.category,
+                template_id: b.template_id,
+                mode: b.mode,
+                var_map: b.var_map,
+                recipients: b.recipients,
+                scheduled_at,
+                start: b.start.unwrap_or(true),
+            },
+        )
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({"data": campaign, "recipients": added})),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn schedules_without_zone_are_brasilia_time() {
+        // 2026-12-01 09:00 in Brasília is 12:00 UTC.
+        assert_eq!(
+            super::parse_schedule("2026-12-01T09:00").unwrap(),
+            chrono::DateTime::parse_from_rfc3339("2026-12-01T12:00:00Z")
+                .unwrap()
+                .timestamp_millis()
+        );
+        assert!(super::parse_schedule("amanhã").is_err());
+    }
+
     #[test]
     fn variables_are_counted_by_the_highest_placeholder() {
         assert_eq!(super::variables("Olá {{1}}, seu código é {{2}}."), 2);
