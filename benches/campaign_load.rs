@@ -18,9 +18,11 @@
 mod support;
 
 use serde_json::{json, Value};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
-use support::{cpu_secs, database, env_num, gateway_command, metric_sum, peak_rss_mb, Gateway};
+use support::{
+    cpu_secs, database, env_num, gateway_command, load_token, metric_sum, peak_rss_mb,
+    wait_until_up, Gateway,
+};
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
@@ -65,23 +67,8 @@ async fn main() {
         child: gateway_command(&env).arg("serve").spawn().expect("gateway"),
     };
     let http = reqwest::Client::new();
-    let health = format!("http://{addr}/health");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !http
-        .get(&health)
-        .send()
-        .await
-        .is_ok_and(|r| r.status().is_success())
-    {
-        assert!(Instant::now() < deadline, "gateway did not start");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let out = gateway_command(&env)
-        .args(["token", "create", "--account", "load", "--name", "load"])
-        .stdout(Stdio::piped())
-        .output()
-        .unwrap();
-    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    wait_until_up(&http, &addr).await;
+    let token = load_token(&env);
     let api = |m: reqwest::Method, path: &str, body: Option<Value>| {
         let mut r = http
             .request(m, format!("http://{addr}/api/v1{path}"))

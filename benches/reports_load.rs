@@ -15,9 +15,10 @@
 mod support;
 
 use serde_json::{json, Value};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
-use support::{database, env_num, gateway_command, peak_rss_mb, Gateway};
+use support::{
+    database, env_num, gateway_command, load_token, peak_rss_mb, wait_until_up, Gateway,
+};
 
 /// Rows per multi-row INSERT.
 const BATCH: usize = 500;
@@ -173,25 +174,11 @@ async fn main() {
         let gw = Gateway {
             child: gateway_command(&env).arg("serve").spawn().expect("gateway"),
         };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !http
-            .get(format!("http://{addr}/health"))
-            .send()
-            .await
-            .is_ok_and(|r| r.status().is_success())
-        {
-            assert!(Instant::now() < deadline, "gateway did not start");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait_until_up(&http, &addr).await;
         gw
     };
     let gw = start_gateway().await;
-    let out = gateway_command(&env)
-        .args(["token", "create", "--account", "load", "--name", "load"])
-        .stdout(Stdio::piped())
-        .output()
-        .unwrap();
-    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let token = load_token(&env);
     let api = |m: reqwest::Method, path: String, body: Option<Value>| {
         let mut r = http
             .request(m, format!("http://{addr}/api/v1{path}"))

@@ -8,27 +8,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 async fn approved_template(app: &TestApp, channels: &[i64]) -> i64 {
-    let (status, t) = app
-        .post("/api/v1/templates", json!({"name": "Oferta", "body": "Olá {{1}}, seu cupom é {{2}}.", "var_map": {"1": {"field": "nome"}, "2": {"field": "cupom", "default": "BEMVINDO"}}, "submit_channels": channels}))
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{t}");
-    let id = t["data"]["id"].as_i64().unwrap();
-    wait_approved(app, id, channels.len()).await;
-    id
-}
-
-async fn wait_approved(app: &TestApp, id: i64, n: usize) {
-    eventually(10, "template approved", || async {
-        let (_, list) = app.get("/api/v1/templates").await;
-        let t = list["data"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|t| t["id"] == id)
-            .cloned()?;
-        (t["channels_by_status"]["approved"].as_u64() == Some(n as u64)).then_some(())
-    })
-    .await;
+    app.approved_template(json!({"name": "Oferta", "body": "Olá {{1}}, seu cupom é {{2}}.", "var_map": {"1": {"field": "nome"}, "2": {"field": "cupom", "default": "BEMVINDO"}}}), channels).await
 }
 
 async fn campaigns_check_their_numbers_and_take_their_audience_in_batches(backend: Backend) {
@@ -92,7 +72,7 @@ async fn campaigns_check_their_numbers_and_take_their_audience_in_batches(backen
             json!({"channels": [c2]}),
         )
         .await;
-    wait_approved(&app, template, 2).await;
+    app.wait_approved(template, 2).await;
     let (status, created) = app.post("/api/v1/campaigns", body).await;
     assert_eq!(status, StatusCode::CREATED, "{created}");
     let c = &created["data"];
@@ -194,29 +174,7 @@ on_both_backends! {
 }
 
 async fn fast_channel(app: &TestApp) -> (i64, provider::sim::CreatedNumber) {
-    let n = app
-        .sim
-        .create_number(provider::sim::CreateNumber {
-            tier: Some("TIER_10K".into()),
-            throughput_mps: Some(1000),
-            ..Default::default()
-        })
-        .unwrap();
-    let (status, body) = app
-        .post("/api/v1/channels/official", json!({"phone_number_id": n.phone_number_id, "waba_id": n.waba_id, "access_token": n.access_token, "app_secret": n.app_secret}))
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{body}");
-    let id = body["data"]["id"].as_i64().unwrap();
-    // A number already warmed up, without a daily cap or cadence: only the provider bounds it.
-    let (status, g) = app
-        .patch(
-            &format!("/api/v1/channels/{id}/guardrails"),
-            json!({"daily_cap": null, "cadence_ms": 0, "warmup": false}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{g}");
-    assert_eq!(g["data"]["today"]["cap"], Value::Null);
-    (id, n)
+    app.fast_channel().await
 }
 
 async fn campaign_with_audience(

@@ -3,27 +3,12 @@
 
 mod common;
 
-use common::{eventually, Backend, TestApp};
+use common::{Backend, TestApp};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 async fn approved_template(app: &TestApp, channel: i64) -> i64 {
-    let (status, t) = app
-        .post("/api/v1/templates", json!({"name": "Oferta MCP", "body": "Olá {{1}}, tudo bem?", "var_map": {"1": {"field": "nome"}}, "submit_channels": [channel]}))
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{t}");
-    let id = t["data"]["id"].as_i64().unwrap();
-    eventually(10, "template approved", || async {
-        let (_, list) = app.get("/api/v1/templates").await;
-        let t = list["data"]
-            .as_array()?
-            .iter()
-            .find(|t| t["id"] == id)
-            .cloned()?;
-        (t["channels_by_status"]["approved"].as_u64() == Some(1)).then_some(())
-    })
-    .await;
-    id
+    app.approved_template(json!({"name": "Oferta MCP", "body": "Olá {{1}}, tudo bem?", "var_map": {"1": {"field": "nome"}}}), &[channel]).await
 }
 
 async fn rpc(app: &TestApp, token: &str, body: &str) -> (StatusCode, String) {

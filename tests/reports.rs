@@ -9,46 +9,12 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 async fn fast_channel(app: &TestApp) -> (i64, String) {
-    let n = app
-        .sim
-        .create_number(provider::sim::CreateNumber {
-            tier: Some("TIER_10K".into()),
-            throughput_mps: Some(1000),
-            ..Default::default()
-        })
-        .unwrap();
-    let (status, body) = app
-        .post("/api/v1/channels/official", json!({"phone_number_id": n.phone_number_id, "waba_id": n.waba_id, "access_token": n.access_token, "app_secret": n.app_secret}))
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{body}");
-    let id = body["data"]["id"].as_i64().unwrap();
-    let (status, g) = app
-        .patch(
-            &format!("/api/v1/channels/{id}/guardrails"),
-            json!({"daily_cap": null, "cadence_ms": 0, "warmup": false}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{g}");
+    let (id, n) = app.fast_channel().await;
     (id, n.phone_number_id)
 }
 
 async fn approved_template(app: &TestApp, name: &str, channels: &[i64]) -> i64 {
-    let (status, t) = app
-        .post("/api/v1/templates", json!({"name": name, "body": "Olá {{1}}, sua cidade é {{2}}.", "var_map": {"1": {"field": "nome"}, "2": {"field": "cidade"}}, "submit_channels": channels}))
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{t}");
-    let id = t["data"]["id"].as_i64().unwrap();
-    eventually(10, "template approved", || async {
-        let (_, list) = app.get("/api/v1/templates").await;
-        let t = list["data"]
-            .as_array()?
-            .iter()
-            .find(|t| t["id"] == id)
-            .cloned()?;
-        (t["channels_by_status"]["approved"].as_u64() == Some(channels.len() as u64)).then_some(())
-    })
-    .await;
-    id
+    app.approved_template(json!({"name": name, "body": "Olá {{1}}, sua cidade é {{2}}.", "var_map": {"1": {"field": "nome"}, "2": {"field": "cidade"}}}), channels).await
 }
 
 async fn campaign(app: &TestApp, name: &str, template: i64, channels: &[i64], rows: Value) -> i64 {

@@ -384,6 +384,18 @@ impl Runtime {
         Ok(())
     }
 
+    /// Makes a number's actor re-read its record (its group among the rest).
+    async fn reload_channel(&self, channel_id: i64) {
+        if let Some(e) = self.shared.registry.get(channel_id) {
+            let _ = ask(
+                &e.actor,
+                ChannelMsg::Reload,
+                self.shared.config.call_timeout,
+            )
+            .await;
+        }
+    }
+
     /// Makes a running group actor re-read its members (after a number joined it elsewhere).
     pub(crate) async fn refresh_group(&self, group_id: i64) {
         if let Some(a) = self.shared.groups.get(&group_id).map(|a| a.clone()) {
@@ -496,14 +508,7 @@ impl Runtime {
             .await?;
         // The number reloads (it leaves the counter and its health loses the group name).
         self.reload_group(&actor).await?;
-        if let Some(e) = self.shared.registry.get(channel_id) {
-            let _ = ask(
-                &e.actor,
-                ChannelMsg::Reload,
-                self.shared.config.call_timeout,
-            )
-            .await;
-        }
+        self.reload_channel(channel_id).await;
         self.group_detail(account_id, group_id).await
     }
 
@@ -516,14 +521,7 @@ impl Runtime {
         self.shared.groups.remove(&group_id);
         self.shared.group_counters.remove(&group_id);
         for id in members {
-            if let Some(e) = self.shared.registry.get(id) {
-                let _ = ask(
-                    &e.actor,
-                    ChannelMsg::Reload,
-                    self.shared.config.call_timeout,
-                )
-                .await;
-            }
+            self.reload_channel(id).await;
         }
         Ok(())
     }

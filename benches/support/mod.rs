@@ -88,3 +88,30 @@ pub async fn database(backend: &str, dir: &std::path::Path) -> String {
         format!("sqlite://{}?mode=rwc", dir.join("load.db").display())
     }
 }
+
+/// Waits (up to 30 s) until the gateway at `addr` answers `GET /health`.
+pub async fn wait_until_up(http: &reqwest::Client, addr: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !http
+        .get(format!("http://{addr}/health"))
+        .send()
+        .await
+        .is_ok_and(|r| r.status().is_success())
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "gateway did not start"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// A token of the account `load`, made with `disparo token create`.
+pub fn load_token(env: &[(&str, String)]) -> String {
+    let out = gateway_command(env)
+        .args(["token", "create", "--account", "load", "--name", "load"])
+        .stdout(Stdio::piped())
+        .output()
+        .expect("disparo token create");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}

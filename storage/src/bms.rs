@@ -267,15 +267,28 @@ impl Store {
         bm_id: i64,
         since: i64,
     ) -> Result<Vec<(String, i64)>> {
-        let rows = sqlx::query(
+        self.business_initiated_recipients_of("c.bm_id", bm_id, since)
+            .await
+    }
+
+    /// Unique business-initiated recipients since `since` (ms) of the channels whose
+    /// `column` (`c.bm_id`, `c.group_id`) is `id`, with the last time each was messaged.
+    pub(crate) async fn business_initiated_recipients_of(
+        &self,
+        column: &'static str,
+        id: i64,
+        since: i64,
+    ) -> Result<Vec<(String, i64)>> {
+        let sql = format!(
             "SELECT m.contact_phone, MAX(m.created_at) AS last_at FROM messages m JOIN channels c ON c.id = m.channel_id \
-             WHERE c.bm_id = $1 AND m.direction = 'out' AND m.kind = 'template' AND m.status <> 'failed' AND m.created_at >= $2 \
-             GROUP BY m.contact_phone",
-        )
-        .bind(bm_id)
-        .bind(since)
-        .fetch_all(&self.pool)
-        .await?;
+             WHERE {column} = $1 AND m.direction = 'out' AND m.kind = 'template' AND m.status <> 'failed' AND m.created_at >= $2 \
+             GROUP BY m.contact_phone"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(id)
+            .bind(since)
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter()
             .map(|r| Ok((r.try_get("contact_phone")?, r.try_get("last_at")?)))
             .collect()

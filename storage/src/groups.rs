@@ -194,17 +194,7 @@ impl Store {
         group_id: i64,
         since: i64,
     ) -> Result<Vec<(String, i64)>> {
-        let rows = sqlx::query(
-            "SELECT m.contact_phone, MAX(m.created_at) AS last_at FROM messages m JOIN channels c ON c.id = m.channel_id \
-             WHERE c.group_id = $1 AND m.direction = 'out' AND m.kind = 'template' AND m.status <> 'failed' AND m.created_at >= $2 \
-             GROUP BY m.contact_phone",
-        )
-        .bind(group_id)
-        .bind(since)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .map(|r| Ok((r.try_get("contact_phone")?, r.try_get("last_at")?)))
-            .collect()
+        self.business_initiated_recipients_of("c.group_id", group_id, since)
+            .await
     }
 }

@@ -394,6 +394,69 @@ impl TestApp {
         (body["data"]["id"].as_i64().unwrap(), number)
     }
 
+    /// Connects a new simulator number of `tier` (and `throughput_mps`, default the
+    /// simulator's) as an official channel.
+    pub async fn connect_number(
+        &self,
+        tier: &str,
+        throughput_mps: Option<u32>,
+    ) -> (i64, CreatedNumber) {
+        let n = self
+            .sim
+            .create_number(CreateNumber {
+                tier: Some(tier.into()),
+                throughput_mps,
+                ..CreateNumber::default()
+            })
+            .unwrap();
+        let (status, body) = self
+            .post("/api/v1/channels/official", json!({"phone_number_id": n.phone_number_id, "waba_id": n.waba_id, "access_token": n.access_token, "app_secret": n.app_secret}))
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        (body["data"]["id"].as_i64().unwrap(), n)
+    }
+
+    /// A number already warmed up, without a daily cap or cadence (TIER_10K, 1,000 msg/s at
+    /// the simulator): only the provider bounds it.
+    pub async fn fast_channel(&self) -> (i64, CreatedNumber) {
+        let (id, n) = self.connect_number("TIER_10K", Some(1000)).await;
+        let (status, g) = self
+            .patch(
+                &format!("/api/v1/channels/{id}/guardrails"),
+                json!({"daily_cap": null, "cadence_ms": 0, "warmup": false}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{g}");
+        assert_eq!(g["data"]["today"]["cap"], Value::Null);
+        (id, n)
+    }
+
+    /// Creates a library template (`template`: the `POST /templates` body without
+    /// `submit_channels`), submits it to `channels` and waits until every one approved it.
+    pub async fn approved_template(&self, template: Value, channels: &[i64]) -> i64 {
+        let mut body = template;
+        body["submit_channels"] = json!(channels);
+        let (status, t) = self.post("/api/v1/templates", body).await;
+        assert_eq!(status, StatusCode::CREATED, "{t}");
+        let id = t["data"]["id"].as_i64().unwrap();
+        self.wait_approved(id, channels.len()).await;
+        id
+    }
+
+    /// Waits until `n` numbers approved the library template `id`.
+    pub async fn wait_approved(&self, id: i64, n: usize) {
+        eventually(10, "template approved", || async {
+            let (_, list) = self.get("/api/v1/templates").await;
+            let t = list["data"]
+                .as_array()?
+                .iter()
+                .find(|t| t["id"] == id)
+                .cloned()?;
+            (t["channels_by_status"]["approved"].as_u64() == Some(n as u64)).then_some(())
+        })
+        .await;
+    }
+
     /// Subscribes a receiver to a channel's events; returns (subscription id, secret).
     pub async fn subscribe(
         &self,
