@@ -177,6 +177,18 @@ fn check_rows(body: &str, var_map: &VarMap, rows: Vec<RecipientInput>) -> Audien
     }
 }
 
+/// `{channel_id, status}` when the template (with per-number `states`) is not approved on
+/// `channel_id` (`not_submitted` when it was never sent there): an entry of a 422 `missing`.
+pub(crate) fn not_approved(
+    states: &[storage::templates::TemplateChannel],
+    channel_id: i64,
+) -> Option<Value> {
+    let state = states.iter().find(|s| s.channel_id == channel_id);
+    state.is_none_or(|s| s.status != "approved").then(|| {
+        json!({"channel_id": channel_id, "status": state.map(|s| s.status.clone()).unwrap_or_else(|| "not_submitted".into())})
+    })
+}
+
 fn rejected(code: &'static str, message: impl Into<String>, details: Value) -> ActorError {
     ActorError::Rejected {
         code,
@@ -300,12 +312,7 @@ impl Runtime {
         let (mut invalid, mut missing) = (Vec::new(), Vec::new());
         for (id, _) in &input.channels {
             match store.channel(account_id, *id).await {
-                Ok(c) if c.official => {
-                    let state = states.iter().find(|s| s.channel_id == c.id);
-                    if state.is_none_or(|s| s.status != "approved") {
-                        missing.push(json!({"channel_id": c.id, "status": state.map(|s| s.status.clone()).unwrap_or_else(|| "not_submitted".into())}));
-                    }
-                }
+                Ok(c) if c.official => missing.extend(not_approved(&states, c.id)),
                 Ok(_) | Err(storage::StorageError::NotFound) => invalid.push(*id),
                 Err(e) => return Err(e.into()),
             }

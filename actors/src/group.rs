@@ -712,12 +712,7 @@ impl Runtime {
         let missing: Vec<Value> = state
             .members
             .iter()
-            .filter_map(|m| {
-                let s = on.iter().find(|s| s.channel_id == *m);
-                s.is_none_or(|s| s.status != "approved").then(|| {
-                    json!({"channel_id": m, "status": s.map(|s| s.status.clone()).unwrap_or_else(|| "not_submitted".into())})
-                })
-            })
+            .filter_map(|m| crate::campaigns::not_approved(&on, *m))
             .collect();
         if !missing.is_empty() {
             return Err(rejected(
