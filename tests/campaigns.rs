@@ -170,6 +170,7 @@ async fn campaigns_check_their_numbers_and_take_their_audience_in_batches(backen
 }
 
 on_both_backends! {
+    slow_number => a_slow_number_takes_less_and_the_others_carry_on;
     campaigns => campaigns_check_their_numbers_and_take_their_audience_in_batches;
 }
 
@@ -276,6 +277,37 @@ async fn a_campaign_spreads_by_weight_and_reaches_everyone_once(backend: Backend
     assert_eq!(
         (status, err["code"].as_str()),
         (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_state"))
+    );
+}
+
+async fn a_slow_number_takes_less_and_the_others_carry_on(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (a, na) = fast_channel(&app).await;
+    let (b, nb) = fast_channel(&app).await;
+    // B is slow: a cadence of 100 ms lets it take about 3 sends per tick.
+    let (status, _) = app
+        .patch(
+            &format!("/api/v1/channels/{b}/guardrails"),
+            json!({"cadence_ms": 100}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let id = campaign_with_audience(&app, &[(a, 1), (b, 1)], 300, "5511971").await;
+    let (status, _) = app
+        .post(&format!("/api/v1/campaigns/{id}/start"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let done = wait_state(&app, id, "completed").await;
+    assert_eq!(done["stats"]["sent"], 300, "{done}");
+    let s = summary(&app).await;
+    let (sa, sb) = (
+        s["per_number"][&na.phone_number_id].as_u64().unwrap_or(0),
+        s["per_number"][&nb.phone_number_id].as_u64().unwrap_or(0),
+    );
+    assert_eq!(sa + sb, 300);
+    assert!(
+        sb > 0 && sa > 2 * sb,
+        "the fast number carried on while the slow one took less: {sa}:{sb}"
     );
 }
 

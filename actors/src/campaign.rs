@@ -47,12 +47,24 @@ pub struct CampaignArgs {
     pub shared: Arc<Shared>,
 }
 
+#[derive(Debug, Clone)]
 struct Slot {
     channel_id: i64,
     weight: i64,
     dispatched: u64,
     /// Consecutive ticks without credit while not blocked.
     busy_ticks: u32,
+    /// Consecutive ticks with less than half its window free (a slow number: its sends take
+    /// long to come back).
+    short_ticks: u32,
+}
+
+impl Slot {
+    /// Whether the number has been slow for [`SLOW_AFTER_TICKS`]: the tick's total is then
+    /// sized without it, so it takes less and the others carry on (issue 6).
+    fn slow(&self) -> bool {
+        self.short_ticks >= SLOW_AFTER_TICKS
+    }
 }
 
 /// Ticks a number may stay without credit (busy) before the campaign counts it as slow and lets
@@ -86,6 +98,7 @@ fn slots_of(campaign: &storage::campaigns::CampaignRecord) -> Vec<Slot> {
             weight: *w,
             dispatched: 0,
             busy_ticks: 0,
+            short_ticks: 0,
         })
         .collect()
 }
@@ -187,12 +200,27 @@ fn allocate(slots: &[Slot], credits: &[usize], page: usize) -> Vec<usize> {
         .collect();
     let active: Vec<usize> = (0..slots.len()).filter(|i| credits[*i] > 0).collect();
     let total_weight: i64 = active.iter().map(|i| slots[*i].weight).sum();
+    // The total keeps every number to its weight: it is what the most constrained number
+    // allows. A slow number does not set it (it gets its credits, the others carry on),
+    // unless every number is slow.
+    let bound = |i: &usize| (credits[*i] as i64 * total_weight / slots[*i].weight) as usize;
     let total = active
         .iter()
-        .map(|i| (credits[*i] as i64 * total_weight / slots[*i].weight) as usize)
+        .filter(|i| !slots[**i].slow())
+        .map(bound)
         .min()
+        .or_else(|| active.iter().map(bound).min())
         .unwrap_or(0)
         .min(page);
+    // A slow number's credits come on top of that total (it is behind on its weight, so the
+    // picks below reach it first).
+    let total = total
+        + active
+            .iter()
+            .filter(|i| slots[**i].slow())
+            .map(|i| credits[*i])
+            .sum::<usize>()
+            .min(page.saturating_sub(total));
     for _ in 0..total {
         let pick = (0..slots.len())
             .filter(|i| alloc[*i] < credits[*i])
@@ -247,11 +275,17 @@ async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<()
                 // Busy (its window is full, its cadence or a back-off holds it): wait for it a
                 // few ticks before calling it slow.
                 slot.busy_ticks += 1;
+                slot.short_ticks += 1;
                 wait_for_busy |= slot.busy_ticks < SLOW_AFTER_TICKS && slot.weight > 0;
                 credits.push(0);
             }
             Some((n, None)) => {
                 slot.busy_ticks = 0;
+                if n < crate::channel::CAMPAIGN_WINDOW / 2 {
+                    slot.short_ticks += 1;
+                } else {
+                    slot.short_ticks = 0;
+                }
                 credits.push(n);
             }
             Some((_, Some(code))) => {
@@ -598,12 +632,14 @@ mod tests {
                 weight: 3,
                 dispatched: 0,
                 busy_ticks: 0,
+                short_ticks: 0,
             },
             Slot {
                 channel_id: 2,
                 weight: 1,
                 dispatched: 0,
                 busy_ticks: 0,
+                short_ticks: 0,
             },
         ];
         assert_eq!(allocate(&slots, &[100, 100], 40), vec![30, 10]);
@@ -623,5 +659,15 @@ mod tests {
             "a number without credit is left out, the other carries on"
         );
         assert_eq!(allocate(&slots, &[0, 0], 40), vec![0, 0]);
+        // Once a number has been short of credit for SLOW_AFTER_TICKS it no longer bounds the
+        // page: it takes what it can, the other carries on.
+        let mut slow = slots.clone();
+        slow[0].short_ticks = SLOW_AFTER_TICKS;
+        assert_eq!(allocate(&slow, &[3, 100], 40), vec![3, 37]);
+        assert_eq!(
+            allocate(&slow, &[3, 10], 40),
+            vec![3, 10],
+            "the slow number's credits come on top of the other's bound"
+        );
     }
 }
