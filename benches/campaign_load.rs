@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use support::{
     cpu_secs, database, env_num, gateway_command, load_token, metric_sum, peak_rss_mb,
-    wait_until_up, Gateway,
+    wait_until_up, Api, Gateway,
 };
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -69,20 +69,13 @@ async fn main() {
     let http = reqwest::Client::new();
     wait_until_up(&http, &addr).await;
     let token = load_token(&env);
+    let client = Api {
+        http: http.clone(),
+        addr: addr.clone(),
+        token: token.clone(),
+    };
     let api = |m: reqwest::Method, path: &str, body: Option<Value>| {
-        let mut r = http
-            .request(m, format!("http://{addr}/api/v1{path}"))
-            .bearer_auth(&token);
-        if let Some(b) = body {
-            r = r.json(&b);
-        }
-        async move {
-            let r = r.send().await.expect("gateway answers");
-            let status = r.status();
-            let body: Value = r.json().await.unwrap_or(Value::Null);
-            assert!(status.is_success(), "{status}: {body}");
-            body
-        }
+        client.call(m, path.to_string(), body)
     };
 
     let mut channels = Vec::new();

@@ -17,7 +17,7 @@ mod support;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use support::{
-    database, env_num, gateway_command, load_token, peak_rss_mb, wait_until_up, Gateway,
+    database, env_num, gateway_command, load_token, peak_rss_mb, wait_until_up, Api, Gateway,
 };
 
 /// Rows per multi-row INSERT.
@@ -179,21 +179,12 @@ async fn main() {
     };
     let gw = start_gateway().await;
     let token = load_token(&env);
-    let api = |m: reqwest::Method, path: String, body: Option<Value>| {
-        let mut r = http
-            .request(m, format!("http://{addr}/api/v1{path}"))
-            .bearer_auth(&token);
-        if let Some(b) = body {
-            r = r.json(&b);
-        }
-        async move {
-            let r = r.send().await.expect("gateway answers");
-            let status = r.status();
-            let body: Value = r.json().await.unwrap_or(Value::Null);
-            assert!(status.is_success(), "{status}: {body}");
-            body
-        }
+    let client = Api {
+        http: http.clone(),
+        addr: addr.clone(),
+        token: token.clone(),
     };
+    let api = |m: reqwest::Method, path: String, body: Option<Value>| client.call(m, path, body);
     let mut channels = Vec::new();
     for _ in 0..2 {
         let num = sim

@@ -198,6 +198,31 @@ fn rejected(code: &'static str, message: impl Into<String>, details: Value) -> A
 }
 
 impl Runtime {
+    /// The numbers `ids` of the account, in order, when every one is an official number of it;
+    /// else 422 `invalid_channels` listing the others.
+    pub(crate) async fn official_channels(
+        &self,
+        account_id: i64,
+        ids: &[i64],
+    ) -> Result<Vec<storage::channels::ChannelRecord>, ActorError> {
+        let (mut found, mut invalid) = (Vec::with_capacity(ids.len()), Vec::new());
+        for id in ids {
+            match self.shared.store.channel(account_id, *id).await {
+                Ok(c) if c.official => found.push(c),
+                Ok(_) | Err(storage::StorageError::NotFound) => invalid.push(*id),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if !invalid.is_empty() {
+            return Err(rejected(
+                "invalid_channels",
+                "Há números que não são números oficiais desta conta.",
+                json!({"invalid_channels": invalid}),
+            ));
+        }
+        Ok(found)
+    }
+
     /// Creates a campaign (`draft`). Every number must be an official number of the account
     /// (else 422 `invalid_channels`) with the template approved (else 422 `missing`), and the
     /// var_map must fit the template's body (else 422 `problems`).
@@ -309,21 +334,13 @@ impl Runtime {
             ));
         }
         let states = store.template_channels(template.id).await?;
-        let (mut invalid, mut missing) = (Vec::new(), Vec::new());
-        for (id, _) in &input.channels {
-            match store.channel(account_id, *id).await {
-                Ok(c) if c.official => missing.extend(not_approved(&states, c.id)),
-                Ok(_) | Err(storage::StorageError::NotFound) => invalid.push(*id),
-                Err(e) => return Err(e.into()),
-            }
-        }
-        if !invalid.is_empty() {
-            return Err(rejected(
-                "invalid_channels",
-                "Há números que não são números oficiais desta conta.",
-                json!({"invalid_channels": invalid}),
-            ));
-        }
+        let ids: Vec<i64> = input.channels.iter().map(|(id, _)| *id).collect();
+        let missing: Vec<Value> = self
+            .official_channels(account_id, &ids)
+            .await?
+            .iter()
+            .filter_map(|c| not_approved(&states, c.id))
+            .collect();
         if !missing.is_empty() {
             return Err(rejected(
                 "template_missing",

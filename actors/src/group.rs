@@ -355,25 +355,13 @@ impl Runtime {
         group_id: Option<i64>,
         channel_ids: &[i64],
     ) -> Result<(), ActorError> {
-        let (mut invalid, mut taken) = (Vec::new(), Vec::new());
-        for id in channel_ids {
-            match self.shared.store.channel(account_id, *id).await {
-                Ok(c) if c.official => {
-                    if c.group_id.is_some() && c.group_id != group_id {
-                        taken.push(json!({"channel_id": c.id, "group_id": c.group_id}));
-                    }
-                }
-                Ok(_) | Err(storage::StorageError::NotFound) => invalid.push(*id),
-                Err(e) => return Err(e.into()),
-            }
-        }
-        if !invalid.is_empty() {
-            return Err(rejected(
-                "invalid_channels",
-                "Há números que não são números oficiais desta conta.",
-                json!({"invalid_channels": invalid}),
-            ));
-        }
+        let taken: Vec<Value> = self
+            .official_channels(account_id, channel_ids)
+            .await?
+            .iter()
+            .filter(|c| c.group_id.is_some() && c.group_id != group_id)
+            .map(|c| json!({"channel_id": c.id, "group_id": c.group_id}))
+            .collect();
         if !taken.is_empty() {
             return Err(rejected(
                 "in_other_group",

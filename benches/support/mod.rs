@@ -115,3 +115,36 @@ pub fn load_token(env: &[(&str, String)]) -> String {
         .expect("disparo token create");
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
+
+/// The gateway's `/api/v1` with a token, for the harnesses' set-up calls.
+pub struct Api {
+    /// HTTP client.
+    pub http: reqwest::Client,
+    /// `host:port` of the gateway.
+    pub addr: String,
+    /// Bearer token.
+    pub token: String,
+}
+
+impl Api {
+    /// Calls `method /api/v1{path}` and answers the JSON body; panics unless it is a 2xx.
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: String,
+        body: Option<serde_json::Value>,
+    ) -> serde_json::Value {
+        let mut r = self
+            .http
+            .request(method, format!("http://{}/api/v1{path}", self.addr))
+            .bearer_auth(&self.token);
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        let r = r.send().await.expect("gateway answers");
+        let status = r.status();
+        let body: serde_json::Value = r.json().await.unwrap_or(serde_json::Value::Null);
+        assert!(status.is_success(), "{status}: {body}");
+        body
+    }
+}
