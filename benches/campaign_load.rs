@@ -20,8 +20,8 @@ mod support;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use support::{
-    cpu_secs, database, env_num, gateway_command, load_token, metric_sum, peak_rss_mb,
-    wait_until_up, Api, Gateway,
+    cpu_secs, database, env_num, gateway_command, histogram_means, load_token, metric_sum,
+    peak_rss_mb, wait_until_up, Api, Gateway,
 };
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -261,6 +261,26 @@ async fn main() {
             tick_secs / ticks * 1000.0,
             tick_secs / read_secs * 100.0
         );
+    }
+    // Where a send's time goes: the tick's phases, the send's phases, the writers' batches
+    // and the status webhooks' requests (mean ms per series).
+    for family in [
+        "disparo_campaign_tick_phase_seconds",
+        "disparo_campaign_send_seconds",
+        "disparo_store_batch_seconds",
+        "disparo_store_lane_wait_seconds",
+        "disparo_store_lane_hold_seconds",
+        "disparo_campaign_commit_batch",
+    ] {
+        for (labels, count, mean) in histogram_means(&metrics, family) {
+            println!("  {family}{labels}: {count:.0}, mean {mean:.2} ms");
+        }
+    }
+    for (labels, count, mean) in histogram_means(&metrics, "disparo_http_request_duration_seconds")
+    {
+        if labels.contains("webhooks") {
+            println!("  webhooks {labels}: {count:.0}, mean {mean:.2} ms");
+        }
     }
     drop(gw);
 }

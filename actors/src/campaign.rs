@@ -254,6 +254,7 @@ async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<()
             );
         }
     }
+    let asked_at = std::time::Instant::now();
     let mut credits = Vec::with_capacity(st.slots.len());
     let mut reasons = Vec::new();
     let mut refused = Vec::with_capacity(st.slots.len());
@@ -299,6 +300,7 @@ async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<()
         }
         refused.push(reasons.len() > reasons_before);
     }
+    phase("credits", asked_at);
     // Sequential (D-038): only the first number that does not refuse work takes it; the
     // campaign moves on by itself when that number's headroom or cap runs out.
     if st.sequential {
@@ -427,12 +429,21 @@ async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<()
     Ok(())
 }
 
+/// Records how long a phase of a tick took (s) in
+/// `disparo_campaign_tick_phase_seconds{phase}`: `credits` (asking the numbers), `claim`
+/// (the claim transaction, with its wait for the write connection).
+fn phase(name: &'static str, since: std::time::Instant) {
+    metrics::histogram!("disparo_campaign_tick_phase_seconds", "phase" => name)
+        .record(since.elapsed().as_secs_f64());
+}
+
 /// Claims the shares; counts them in `disparo_campaign_claimed_total{campaign_id}`.
 async fn claim(
     st: &CampaignRun,
     pinned: bool,
     shares: &[ClaimShare],
 ) -> Result<Vec<Vec<storage::campaigns::Claimed>>, ActorError> {
+    let started = std::time::Instant::now();
     let claimed = st
         .shared
         .store
@@ -444,6 +455,7 @@ async fn claim(
             &st.template.language,
         )
         .await?;
+    phase("claim", started);
     let n: usize = claimed.iter().map(Vec::len).sum();
     metrics::counter!("disparo_campaign_claimed_total", "campaign_id" => st.campaign_id.to_string())
         .increment(n as u64);
@@ -488,6 +500,7 @@ async fn hand_out(
             let back: Vec<_> = items
                 .iter()
                 .map(|i| storage::campaigns::Settlement {
+                    channel_id: share.channel_id,
                     recipient_id: i.recipient_id,
                     message_id: i.message_id,
                     result: storage::campaigns::SendResult::Replan,

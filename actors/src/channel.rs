@@ -265,8 +265,6 @@ pub struct ChannelState {
     backoff_until: i64,
     /// Consecutive rate-limit answers (sets the back-off's length).
     backoff_attempt: u32,
-    /// The channel's status task (see [`spawn_status_task`]).
-    statuses: tokio::sync::mpsc::Sender<StatusJob>,
     /// Whether business-initiated sends are refused now (RED, ban, payment, credential,
     /// disconnected); read by send tasks right before the provider call, so a RED event stops
     /// even sends admitted before it.
@@ -650,7 +648,6 @@ impl Actor for ChannelActor {
             cadence: Cadence::default(),
             backoff_until: 0,
             backoff_attempt: 0,
-            statuses: spawn_status_task(args.shared.clone(), record_arc.clone()),
             blocked: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             shared: args.shared,
         };
@@ -679,11 +676,15 @@ async fn handle_msg(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut Chan
             }
         }
         ChannelMsg::Statuses(reports, reply) => {
-            // Applied by the channel's status task, in arrival order, so the actor stays free
-            // for sends and credits while the transaction runs.
-            if let Err(e) = st.statuses.send((reports, reply)).await {
-                let (_, reply) = e.0;
-                let _ = reply.send(Err(ActorError::Unavailable));
+            // Applied by the shared writer, in arrival order, so the actor stays free for
+            // sends and credits while the transaction runs.
+            let job = crate::settle::StatusJob {
+                record: st.record.clone(),
+                reports,
+                reply,
+            };
+            if let Err(e) = st.shared.statuses.send(job).await {
+                let _ = e.0.reply.send(Err(ActorError::Unavailable));
             }
         }
         ChannelMsg::Inbound(items, reply) => {
@@ -842,7 +843,6 @@ async fn handle_msg(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut Chan
                     st.secrets = secrets;
                     let status = ChannelStatus::parse(&record.status);
                     st.record = Arc::new(record);
-                    st.statuses = spawn_status_task(st.shared.clone(), st.record.clone());
                     st.set_status(status).await;
                     Ok(st.snapshot())
                 }
@@ -871,90 +871,6 @@ async fn handle_msg(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut Chan
             }
         }
     }
-}
-
-/// Most webhook batches a channel's status task applies in one transaction.
-pub const STATUS_GROUP: usize = 8;
-
-/// Status reports of one provider webhook and who waits for them to be stored.
-type StatusJob = (Vec<StatusReport>, RpcReplyPort<Result<usize, ActorError>>);
-
-/// Starts a channel's status task: it applies the status reports of the channel's webhooks one
-/// batch after the other (so two batches never race on the same message) in one transaction
-/// each, with their `message.ack` events, and answers each webhook once stored. It ends with
-/// the actor's state (its sender dropped).
-fn spawn_status_task(
-    shared: Arc<Shared>,
-    record: Arc<ChannelRecord>,
-) -> tokio::sync::mpsc::Sender<StatusJob> {
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<StatusJob>(256);
-    let span = tracing::info_span!("channel_statuses", channel_id = record.id);
-    tokio::spawn(
-        async move {
-            let mut jobs: Vec<StatusJob> = Vec::with_capacity(STATUS_GROUP);
-            // Group commit: the batches that queued while the last transaction ran are applied
-            // together in the next one (still in arrival order).
-            while rx.recv_many(&mut jobs, STATUS_GROUP).await > 0 {
-                let reports: Vec<StatusReport> =
-                    jobs.iter().flat_map(|(r, _)| r.iter().cloned()).collect();
-                let res = shared
-                    .store
-                    .apply_status_reports(record.id, &reports, |a| {
-                        vec![events::message_ack(&record, a)]
-                    })
-                    .await;
-                match res {
-                    Ok(out) => {
-                        tracing::debug!(
-                            batches = jobs.len(),
-                            applied = out.applied.len(),
-                            unchanged = out.unchanged,
-                            unknown = out.unknown,
-                            deliveries = out.deliveries,
-                            "status reports"
-                        );
-                        if out.deliveries > 0 {
-                            shared.wake_dispatcher();
-                        }
-                        let mut applied: std::collections::HashMap<(String, String), usize> =
-                            Default::default();
-                        for a in &out.applied {
-                            let key = (
-                                a.message.provider_message_id.clone().unwrap_or_default(),
-                                format!("{:?}", a.reported),
-                            );
-                            *applied.entry(key).or_default() += 1;
-                        }
-                        for (reports, reply) in jobs.drain(..) {
-                            let n = reports
-                                .iter()
-                                .filter(|r| {
-                                    let key = (r.provider_message_id.clone(), format!("{:?}", r.status));
-                                    match applied.get_mut(&key) {
-                                        Some(c) if *c > 0 => {
-                                            *c -= 1;
-                                            true
-                                        }
-                                        _ => false,
-                                    }
-                                })
-                                .count();
-                            let _ = reply.send(Ok(n));
-                        }
-                    }
-                    Err(e) => {
-                        // Not stored: the webhooks are refused and the provider sends them again.
-                        tracing::error!(error = %e, batches = jobs.len(), "could not store status reports");
-                        for (_, reply) in jobs.drain(..) {
-                            let _ = reply.send(Err(ActorError::Unavailable));
-                        }
-                    }
-                }
-            }
-        }
-        .instrument(span),
-    );
-    tx
 }
 
 /// Checks the rules, stores the message `queued` and spawns the provider call. Errors here
@@ -1332,6 +1248,7 @@ async fn settle(
 ) {
     let item = crate::settle::SettleItem {
         settlement: Settlement {
+            channel_id: record.id,
             recipient_id,
             message_id,
             result,
@@ -1371,22 +1288,35 @@ impl CampaignSend {
         request: SendMessageRequest,
         send_at: i64,
     ) {
+        let admitted = std::time::Instant::now();
         let wait = send_at - now_ms();
         if wait > 0 {
             tokio::time::sleep(std::time::Duration::from_millis(wait as u64)).await;
         }
-        let result = self.attempt(&request).await;
+        let result = self.attempt(&request, admitted).await;
         // Counts against today's cap when the provider took it or may have (as rebuilt from
         // storage at start: refusals without a provider id do not count).
         let sent = matches!(result, SendResult::Sent { .. } | SendResult::InDoubt);
+        let handed = std::time::Instant::now();
         settle(&self.shared, &self.record, recipient_id, message_id, result).await;
+        // Waiting for room in the writer's queue (s): above zero, the writer is the bound.
+        metrics::histogram!("disparo_campaign_send_seconds", "phase" => "handoff")
+            .record(handed.elapsed().as_secs_f64());
         let _ = self.myself.cast(ChannelMsg::CampaignSettled { sent });
     }
 
-    async fn attempt(&self, request: &SendMessageRequest) -> SendResult {
+    async fn attempt(
+        &self,
+        request: &SendMessageRequest,
+        admitted: std::time::Instant,
+    ) -> SendResult {
         let Ok(_permit) = self.in_flight.clone().acquire_owned().await else {
             return SendResult::Replan;
         };
+        // Time from admission to a place in the in-flight window (cadence included), then the
+        // provider call: where a campaign send's time goes (s).
+        metrics::histogram!("disparo_campaign_send_seconds", "phase" => "wait")
+            .record(admitted.elapsed().as_secs_f64());
         let channel_label = self.record.id.to_string();
         let mut attempt = 0;
         loop {
@@ -1395,11 +1325,14 @@ impl CampaignSend {
             if self.blocked() {
                 return SendResult::Replan;
             }
+            let called = std::time::Instant::now();
             let res = self
                 .shared
                 .graph
                 .send_message(self.token.expose(), &self.record.phone_number_id, request)
                 .await;
+            metrics::histogram!("disparo_campaign_send_seconds", "phase" => "call")
+                .record(called.elapsed().as_secs_f64());
             let e = match res {
                 Ok(resp) => {
                     let _ = self.myself.cast(ChannelMsg::Outcome(SendOutcome::Accepted));

@@ -110,8 +110,10 @@ pub struct Shared {
     /// Each sending group's shared 24 h counter.
     pub group_counters: dashmap::DashMap<i64, group::SharedGroupCounter>,
     dispatcher: OnceLock<ActorRef<DispatcherMsg>>,
-    /// The campaign send path's batched writer.
+    /// The send path's batched writer: campaign send outcomes.
     pub(crate) settle: tokio::sync::mpsc::Sender<settle::SettleItem>,
+    /// The send path's batched writer: status webhooks.
+    pub(crate) statuses: tokio::sync::mpsc::Sender<settle::StatusJob>,
     shutting_down: AtomicBool,
 }
 
@@ -205,6 +207,7 @@ impl Runtime {
             ActorError::Unavailable
         })?;
         let (settle_tx, settle_rx) = tokio::sync::mpsc::channel(settle::QUEUE);
+        let (status_tx, status_rx) = tokio::sync::mpsc::channel(settle::STATUS_QUEUE);
         let shared = Arc::new(Shared {
             store: store.clone(),
             graph,
@@ -216,9 +219,10 @@ impl Runtime {
             group_counters: dashmap::DashMap::new(),
             dispatcher: OnceLock::new(),
             settle: settle_tx,
+            statuses: status_tx,
             shutting_down: AtomicBool::new(false),
         });
-        settle::spawn(Arc::downgrade(&shared), settle_rx);
+        settle::spawn(Arc::downgrade(&shared), settle_rx, status_rx);
         let _ = shared.dispatcher.set(dispatcher.clone());
         let (supervisor, _) = Actor::spawn(None, ChannelSupervisor, shared.clone())
             .await

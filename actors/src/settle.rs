@@ -1,17 +1,23 @@
-//! The campaign send path's writer: outcomes of campaign sends are committed in batches, one
-//! durable transaction for up to [`MAX_BATCH`] sends, instead of one commit per send (issue 6:
-//! "no relaxed fsync on the send path: batch the commits instead").
+//! The send path's writer: outcomes of campaign sends and the provider's status reports are
+//! committed in batches, one durable transaction for up to [`MAX_BATCH`] sends and one for up
+//! to [`STATUS_JOBS`] status webhooks of every channel, instead of one commit per send or per
+//! webhook (issue 6: "no relaxed fsync on the send path: batch the commits instead").
 //!
 //! Send tasks hand their outcome over a bounded queue (so a slow disk slows the senders down
-//! rather than growing memory) and go on; the writer takes whatever is queued, up to the batch
-//! size, and commits it with the `message.sent` webhook events in one transaction. A send whose
-//! outcome is lost in a crash before its commit stays `claimed` in storage and is resolved as
-//! in doubt at the next start (D-032).
+//! rather than growing memory) and go on; channel actors hand over each status webhook's
+//! reports with the port its request waits on. The writer takes whatever is queued on both,
+//! commits the outcomes with their `message.sent` events, then the statuses (in arrival order)
+//! with their `message.ack` events, and answers each webhook. A send whose outcome is lost in a
+//! crash before its commit stays `claimed` in storage and is resolved as in doubt at the next
+//! start (D-032); a status webhook not answered is refused, and the provider sends it again.
 
+use crate::error::ActorError;
 use crate::{events, Shared};
+use ractor::RpcReplyPort;
 use std::sync::{Arc, Weak};
 use storage::campaigns::Settlement;
 use storage::channels::ChannelRecord;
+use storage::messages::StatusReport;
 use storage::now_ms;
 use tokio::sync::mpsc;
 
@@ -20,6 +26,24 @@ pub const MAX_BATCH: usize = 1000;
 
 /// Outcomes that may wait in the queue before senders wait for the writer.
 pub const QUEUE: usize = 8192;
+
+/// Most status webhooks applied in one transaction.
+pub const STATUS_JOBS: usize = 128;
+
+/// Status webhooks that may wait before channel actors wait for the writer.
+pub const STATUS_QUEUE: usize = 1024;
+
+/// The status reports of one provider webhook for one channel, and the port its request waits
+/// on (answered with how many reports changed their message).
+#[derive(Debug)]
+pub struct StatusJob {
+    /// The channel (for its `message.ack` events).
+    pub record: Arc<ChannelRecord>,
+    /// The reports, in the webhook's order.
+    pub reports: Vec<StatusReport>,
+    /// Who waits.
+    pub reply: RpcReplyPort<Result<usize, ActorError>>,
+}
 
 /// One outcome with the channel it was sent through (for its `message.sent` event).
 #[derive(Debug)]
@@ -30,19 +54,95 @@ pub struct SettleItem {
     pub record: Arc<ChannelRecord>,
 }
 
-/// Starts the writer; it ends when every sender is dropped.
-pub(crate) fn spawn(shared: Weak<Shared>, mut rx: mpsc::Receiver<SettleItem>) {
+/// Starts the writer; it ends when the queues close (the runtime's shared state is dropped).
+pub(crate) fn spawn(
+    shared: Weak<Shared>,
+    mut outcomes: mpsc::Receiver<SettleItem>,
+    mut statuses: mpsc::Receiver<StatusJob>,
+) {
     tokio::spawn(async move {
         let mut batch: Vec<SettleItem> = Vec::with_capacity(MAX_BATCH);
-        while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
+        let mut jobs: Vec<StatusJob> = Vec::with_capacity(STATUS_JOBS);
+        loop {
+            // Wait for either queue, then take what the other holds too.
+            let open = tokio::select! {
+                n = outcomes.recv_many(&mut batch, MAX_BATCH) => n > 0,
+                n = statuses.recv_many(&mut jobs, STATUS_JOBS) => n > 0,
+            };
+            if !open {
+                return;
+            }
+            while batch.len() < MAX_BATCH {
+                match outcomes.try_recv() {
+                    Ok(item) => batch.push(item),
+                    Err(_) => break,
+                }
+            }
+            while jobs.len() < STATUS_JOBS {
+                match statuses.try_recv() {
+                    Ok(job) => jobs.push(job),
+                    Err(_) => break,
+                }
+            }
             let Some(shared) = shared.upgrade() else {
                 return;
             };
-            write(&shared, &batch).await;
-            metrics::histogram!("disparo_campaign_commit_batch").record(batch.len() as f64);
-            batch.clear();
+            if !batch.is_empty() {
+                let started = std::time::Instant::now();
+                write(&shared, &batch).await;
+                // One settlement transaction, with its wait for the write connection (s).
+                metrics::histogram!("disparo_store_batch_seconds", "writer" => "settlements")
+                    .record(started.elapsed().as_secs_f64());
+                metrics::histogram!("disparo_campaign_commit_batch").record(batch.len() as f64);
+                batch.clear();
+            }
+            if !jobs.is_empty() {
+                let started = std::time::Instant::now();
+                apply_statuses(&shared, std::mem::take(&mut jobs)).await;
+                // One status transaction, with its wait for the write connection (s).
+                metrics::histogram!("disparo_store_batch_seconds", "writer" => "statuses")
+                    .record(started.elapsed().as_secs_f64());
+            }
         }
     });
+}
+
+/// Applies the status webhooks in one transaction and answers each one.
+async fn apply_statuses(shared: &Shared, jobs: Vec<StatusJob>) {
+    let batches: Vec<(i64, &[StatusReport])> = jobs
+        .iter()
+        .map(|j| (j.record.id, j.reports.as_slice()))
+        .collect();
+    let res = shared
+        .store
+        .apply_status_batches(&batches, |b, a| {
+            vec![events::message_ack(&jobs[b].record, a)]
+        })
+        .await;
+    match res {
+        Ok((outcomes, deliveries)) => {
+            if deliveries > 0 {
+                shared.wake_dispatcher();
+            }
+            for (job, out) in jobs.into_iter().zip(outcomes) {
+                tracing::debug!(
+                    channel_id = job.record.id,
+                    applied = out.applied.len(),
+                    unchanged = out.unchanged,
+                    unknown = out.unknown,
+                    "status reports"
+                );
+                let _ = job.reply.send(Ok(out.applied.len()));
+            }
+        }
+        Err(e) => {
+            // Not stored: the webhooks are refused and the provider sends them again.
+            tracing::error!(error = %e, webhooks = jobs.len(), "could not store status reports");
+            for job in jobs {
+                let _ = job.reply.send(Err(ActorError::Unavailable));
+            }
+        }
+    }
 }
 
 async fn write(shared: &Shared, batch: &[SettleItem]) {

@@ -40,6 +40,30 @@ pub fn metric_sum(text: &str, name: &str) -> f64 {
         .sum()
 }
 
+/// Count and mean (ms) of each labelled series of a Prometheus histogram (or summary) `name`
+/// in an exposition `text`, from its `_sum` and `_count` lines: `(labels, count, mean_ms)`.
+pub fn histogram_means(text: &str, name: &str) -> Vec<(String, f64, f64)> {
+    let series = |suffix: &str| -> Vec<(String, f64)> {
+        let prefix = format!("{name}{suffix}");
+        text.lines()
+            .filter_map(|l| {
+                let rest = l.strip_prefix(&prefix)?;
+                let (labels, value) = rest.rsplit_once(' ')?;
+                Some((labels.to_string(), value.parse().ok()?))
+            })
+            .collect()
+    };
+    let sums = series("_sum");
+    series("_count")
+        .into_iter()
+        .filter(|(_, count)| *count > 0.0)
+        .filter_map(|(labels, count)| {
+            let sum = sums.iter().find(|(l, _)| *l == labels)?.1;
+            Some((labels, count, sum / count * 1000.0))
+        })
+        .collect()
+}
+
 /// The gateway child process, killed when dropped.
 pub struct Gateway {
     /// The child process.
@@ -58,7 +82,10 @@ pub fn gateway_command(env: &[(&str, String)]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_disparo"));
     c.env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("DISPARO_LOG", "warn")
+        .env(
+            "DISPARO_LOG",
+            std::env::var("LOAD_GATEWAY_LOG").unwrap_or_else(|_| "warn".into()),
+        )
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
     for (k, v) in env {

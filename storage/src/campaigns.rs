@@ -323,7 +323,7 @@ impl Store {
         if limit == 0 {
             return Ok(shares.iter().map(|_| Vec::new()).collect());
         }
-        let _lane = self.bulk_lane().await;
+        let _lane = self.bulk_lane("claims").await;
         let mut tx = self.begin_write().await?;
         let sql = if pinned {
             "SELECT id, phone, vars FROM campaign_recipients WHERE campaign_id = $1 AND state = 'planned' AND pinned_channel_id = $3 ORDER BY id LIMIT $2"
@@ -535,6 +535,8 @@ pub enum SendResult {
 /// One campaign send's outcome.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settlement {
+    /// The number it was sent through (whose webhook subscriptions get its event).
+    pub channel_id: i64,
     /// Recipient row.
     pub recipient_id: i64,
     /// Message row.
@@ -572,22 +574,39 @@ impl Store {
         let (sent, rest): (Vec<usize>, Vec<usize>) = order
             .into_iter()
             .partition(|i| matches!(settlements[*i].result, SendResult::Sent { .. }));
-        let _lane = self.bulk_lane().await;
+        let _lane = self.bulk_lane("settlements").await;
         let mut tx = self.begin_write().await?;
+        // Events are built only for numbers someone subscribed to: the rows come back
+        // (RETURNING) only for them.
+        let mut channels: Vec<i64> = sent.iter().map(|i| settlements[*i].channel_id).collect();
+        channels.sort_unstable();
+        channels.dedup();
+        let subscribed = crate::webhooks::subscribed_channels_tx(&mut tx, &channels).await?;
         // Accepted sends, the bulk: two multi-row statements per chunk.
         for chunk in sent.chunks(SETTLE_CHUNK) {
-            let mut cases = String::new();
-            let mut ids = Vec::with_capacity(chunk.len());
-            for j in 0..chunk.len() {
-                cases.push_str(&format!(" WHEN ${} THEN ${}", 2 + 2 * j, 3 + 2 * j));
-                ids.push(format!("${}", 2 + 2 * j));
-            }
+            // A join with the new values (in id order), not a CASE per row: a CASE of n
+            // branches costs n comparisons for each of the n rows.
+            let values: Vec<String> = (0..chunk.len())
+                .map(|j| format!("(${}, ${})", 2 + 2 * j, 3 + 2 * j))
+                .collect();
+            let returning = chunk
+                .iter()
+                .any(|i| subscribed.contains(&settlements[*i].channel_id));
             let sql = format!(
-                "UPDATE messages SET provider_message_id = CASE id{cases} END, \
+                "WITH v (mid, wamid) AS (VALUES {}) \
+                 UPDATE messages SET provider_message_id = v.wamid, \
                  status = CASE WHEN status IN ('queued', 'sending') THEN 'sent' ELSE status END \
-                 WHERE id IN ({}) AND $1 > 0 RETURNING {}",
-                ids.join(", "),
-                crate::messages::COLUMNS
+                 FROM v WHERE messages.id = v.mid AND $1 > 0{}",
+                values.join(", "),
+                if returning {
+                    let columns: Vec<String> = crate::messages::COLUMNS
+                        .split(", ")
+                        .map(|c| format!("messages.{c}"))
+                        .collect();
+                    format!(" RETURNING {}", columns.join(", "))
+                } else {
+                    String::new()
+                }
             );
             let mut q = sqlx::query(&sql).bind(1i64);
             let mut index_of = std::collections::HashMap::with_capacity(chunk.len());
@@ -601,14 +620,20 @@ impl Store {
                     index_of.insert(s.message_id, i);
                 }
             }
-            let mut events = Vec::new();
-            for row in q.fetch_all(&mut *tx).await? {
-                let rec = crate::messages::read(&row)?;
-                if let Some(i) = index_of.get(&rec.id) {
-                    events.extend(make_events(*i, &rec));
+            if returning {
+                let mut events = Vec::new();
+                for row in q.fetch_all(&mut *tx).await? {
+                    let rec = crate::messages::read(&row)?;
+                    if let Some(i) = index_of.get(&rec.id) {
+                        if subscribed.contains(&rec.channel_id) {
+                            events.extend(make_events(*i, &rec));
+                        }
+                    }
                 }
+                enqueued += crate::webhooks::enqueue_events_tx(&mut tx, &events).await?;
+            } else {
+                q.execute(&mut *tx).await?;
             }
-            enqueued += crate::webhooks::enqueue_events_tx(&mut tx, &events).await?;
             let sql = format!(
                 "UPDATE campaign_recipients SET state = 'sent', updated_at = $1 WHERE id IN ({})",
                 crate::messages::placeholders(2, chunk.len())

@@ -191,14 +191,25 @@ impl Store {
         })
     }
 
-    /// Waits for the bulk writers' lane (see `bulk_lane`); hold the permit until the bulk
-    /// transaction committed.
-    pub(crate) async fn bulk_lane(&self) -> tokio::sync::OwnedSemaphorePermit {
-        self.bulk_lane
+    /// Waits for the bulk writers' lane (see `bulk_lane`); hold the guard until the bulk
+    /// transaction committed. `writer` names the caller in the metrics
+    /// `disparo_store_lane_wait_seconds{writer}` (time waiting for the lane) and
+    /// `disparo_store_lane_hold_seconds{writer}` (time holding it: the transaction).
+    pub(crate) async fn bulk_lane(&self, writer: &'static str) -> LaneGuard {
+        let asked = Instant::now();
+        let permit = self
+            .bulk_lane
             .clone()
             .acquire_owned()
             .await
-            .expect("the bulk lane is never closed")
+            .expect("the bulk lane is never closed");
+        metrics::histogram!("disparo_store_lane_wait_seconds", "writer" => writer)
+            .record(asked.elapsed().as_secs_f64());
+        LaneGuard {
+            _permit: permit,
+            writer,
+            since: Instant::now(),
+        }
     }
 
     /// The backend.
@@ -215,6 +226,20 @@ impl Store {
     pub async fn close(&self) {
         self.writer.close().await;
         self.pool.close().await;
+    }
+}
+
+/// A place in the bulk writers' lane; records how long it was held when dropped.
+pub(crate) struct LaneGuard {
+    _permit: tokio::sync::OwnedSemaphorePermit,
+    writer: &'static str,
+    since: Instant,
+}
+
+impl Drop for LaneGuard {
+    fn drop(&mut self) {
+        metrics::histogram!("disparo_store_lane_hold_seconds", "writer" => self.writer)
+            .record(self.since.elapsed().as_secs_f64());
     }
 }
 

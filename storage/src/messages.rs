@@ -183,9 +183,10 @@ pub struct StatusBatchOutcome {
     pub unchanged: usize,
     /// Reports whose message is unknown on this channel.
     pub unknown: usize,
-    /// Webhook deliveries written to the outbox.
-    pub deliveries: u64,
 }
+
+/// Messages per multi-row status `UPDATE` (10 parameters each).
+const STATUS_UPDATE_CHUNK: usize = 100;
 
 pub(crate) fn placeholders(start: usize, n: usize) -> String {
     (start..start + n)
@@ -394,51 +395,68 @@ impl Store {
         Ok(Some((rec, n)))
     }
 
-    /// Applies a batch of status reports of one channel in one transaction: each message
-    /// moves by [`engine::message::next_status`], first timestamps are set (`read` also sets
+    /// Applies batches of status reports (each one provider webhook's reports for one
+    /// channel, as `(channel_id, reports)`) in one transaction, in order: each message moves
+    /// by [`engine::message::next_status`], first timestamps are set (`read` also sets
     /// `delivered_at`, since read implies delivered), a status that names our id in
     /// `biz_opaque_callback_data` settles a message whose send answer was lost, and the events
-    /// `make_events` builds for each change are written to the outbox in the same transaction.
-    pub async fn apply_status_reports(
+    /// `make_events` builds for each change (given the batch's index) are written to the
+    /// outbox in the same transaction. A report whose message is not on the batch's channel
+    /// counts as unknown. Returns what each batch did and how many webhook deliveries were
+    /// written. One transaction for many webhooks of many channels keeps the single SQLite
+    /// writer free for the send path (issue 6).
+    pub async fn apply_status_batches(
         &self,
-        channel_id: i64,
-        reports: &[StatusReport],
-        make_events: impl Fn(&AppliedStatus) -> Vec<NewEvent>,
-    ) -> Result<StatusBatchOutcome> {
-        let mut out = StatusBatchOutcome::default();
+        batches: &[(i64, &[StatusReport])],
+        make_events: impl Fn(usize, &AppliedStatus) -> Vec<NewEvent>,
+    ) -> Result<(Vec<StatusBatchOutcome>, u64)> {
+        let mut outs = vec![StatusBatchOutcome::default(); batches.len()];
+        let reports: Vec<(usize, i64, &StatusReport)> = batches
+            .iter()
+            .enumerate()
+            .flat_map(|(b, (channel_id, reports))| reports.iter().map(move |r| (b, *channel_id, r)))
+            .collect();
         if reports.is_empty() {
-            return Ok(out);
+            return Ok((outs, 0));
         }
-        let _lane = self.bulk_lane().await;
+        let _lane = self.bulk_lane("statuses").await;
         let mut tx = self.begin_write().await?;
-        // Load the messages: by wamid, then by our id for those not found.
+        // Load the messages: by wamid (unique), then by our id for those not found.
+        let mut wamids: Vec<&str> = reports
+            .iter()
+            .map(|(_, _, r)| r.provider_message_id.as_str())
+            .collect();
+        wamids.sort_unstable();
+        wamids.dedup();
         let mut by_wamid: HashMap<String, MessageRecord> = HashMap::new();
         let mut by_id: HashMap<i64, MessageRecord> = HashMap::new();
-        for chunk in reports.chunks(400) {
+        for chunk in wamids.chunks(400) {
             let sql = format!(
-                "SELECT {COLUMNS} FROM messages WHERE channel_id = $1 AND provider_message_id IN ({})",
-                placeholders(2, chunk.len())
+                "SELECT {COLUMNS} FROM messages WHERE provider_message_id IN ({})",
+                placeholders(1, chunk.len())
             );
-            let mut q = sqlx::query(&sql).bind(channel_id);
-            for r in chunk {
-                q = q.bind(&r.provider_message_id);
+            let mut q = sqlx::query(&sql);
+            for w in chunk {
+                q = q.bind(*w);
             }
             for row in q.fetch_all(&mut *tx).await? {
                 let rec = read(&row)?;
                 by_wamid.insert(rec.provider_message_id.clone().unwrap_or_default(), rec);
             }
         }
-        let orphans: Vec<i64> = reports
+        let mut orphans: Vec<i64> = reports
             .iter()
-            .filter(|r| !by_wamid.contains_key(&r.provider_message_id))
-            .filter_map(|r| r.callback_message_id)
+            .filter(|(_, _, r)| !by_wamid.contains_key(&r.provider_message_id))
+            .filter_map(|(_, _, r)| r.callback_message_id)
             .collect();
+        orphans.sort_unstable();
+        orphans.dedup();
         for chunk in orphans.chunks(400) {
             let sql = format!(
-                "SELECT {COLUMNS} FROM messages WHERE channel_id = $1 AND id IN ({})",
-                placeholders(2, chunk.len())
+                "SELECT {COLUMNS} FROM messages WHERE id IN ({})",
+                placeholders(1, chunk.len())
             );
-            let mut q = sqlx::query(&sql).bind(channel_id);
+            let mut q = sqlx::query(&sql);
             for id in chunk {
                 q = q.bind(*id);
             }
@@ -448,19 +466,29 @@ impl Store {
             }
         }
 
+        // Events are built only for channels someone subscribed to.
+        let mut channels: Vec<i64> = batches.iter().map(|(c, _)| *c).collect();
+        channels.sort_unstable();
+        channels.dedup();
+        let subscribed = crate::webhooks::subscribed_channels_tx(&mut tx, &channels).await?;
         let mut events = Vec::new();
         // Rows are written once each, in id order after the loop: every writer of message rows
         // (this, the campaign writer) locks them in the same order, so PostgreSQL never finds
         // two transactions waiting on each other.
         let mut updates: std::collections::BTreeMap<i64, MessageRecord> = Default::default();
-        for r in reports {
-            let current = match by_wamid.get(&r.provider_message_id) {
+        for (b, channel_id, r) in reports {
+            let out = &mut outs[b];
+            let known = by_wamid
+                .get(&r.provider_message_id)
+                .filter(|m| m.channel_id == channel_id);
+            let current = match known {
                 Some(m) => m.clone(),
                 None => match r.callback_message_id.and_then(|id| by_id.get(&id)) {
                     Some(m)
-                        if m.provider_message_id.is_none()
-                            || m.provider_message_id.as_deref()
-                                == Some(r.provider_message_id.as_str()) =>
+                        if m.channel_id == channel_id
+                            && (m.provider_message_id.is_none()
+                                || m.provider_message_id.as_deref()
+                                    == Some(r.provider_message_id.as_str())) =>
                     {
                         m.clone()
                     }
@@ -512,29 +540,48 @@ impl Store {
                 message: next,
                 reported: r.status,
             };
-            events.extend(make_events(&applied));
+            if subscribed.contains(&channel_id) {
+                events.extend(make_events(b, &applied));
+            }
             out.applied.push(applied);
         }
-        for next in updates.values() {
-            sqlx::query(
-                "UPDATE messages SET status = $2, provider_message_id = $3, sent_at = $4, delivered_at = $5, read_at = $6, failed_at = $7, error_code = $8, error_title = $9, error_detail = $10 WHERE id = $1",
-            )
-            .bind(next.id)
-            .bind(next.status.as_str())
-            .bind(&next.provider_message_id)
-            .bind(next.sent_at)
-            .bind(next.delivered_at)
-            .bind(next.read_at)
-            .bind(next.failed_at)
-            .bind(next.error_code)
-            .bind(&next.error_title)
-            .bind(&next.error_detail)
-            .execute(&mut *tx)
-            .await?;
+        // One multi-row statement per chunk (a join with the new values), not one per
+        // message: every statement is a round trip to the connection's thread.
+        let updates: Vec<&MessageRecord> = updates.values().collect();
+        for chunk in updates.chunks(STATUS_UPDATE_CHUNK) {
+            let values: Vec<String> = (0..chunk.len())
+                .map(|j| {
+                    let p = 1 + 10 * j;
+                    let params: Vec<String> = (p..p + 10).map(|i| format!("${i}")).collect();
+                    format!("({})", params.join(", "))
+                })
+                .collect();
+            let sql = format!(
+                "WITH v (mid, status, wamid, sent_at, delivered_at, read_at, failed_at, error_code, error_title, error_detail) AS (VALUES {}) \
+                 UPDATE messages SET status = v.status, provider_message_id = v.wamid, sent_at = v.sent_at, delivered_at = v.delivered_at, \
+                 read_at = v.read_at, failed_at = v.failed_at, error_code = v.error_code, error_title = v.error_title, error_detail = v.error_detail \
+                 FROM v WHERE messages.id = v.mid",
+                values.join(", ")
+            );
+            let mut q = sqlx::query(&sql);
+            for next in chunk {
+                q = q
+                    .bind(next.id)
+                    .bind(next.status.as_str())
+                    .bind(&next.provider_message_id)
+                    .bind(next.sent_at)
+                    .bind(next.delivered_at)
+                    .bind(next.read_at)
+                    .bind(next.failed_at)
+                    .bind(next.error_code)
+                    .bind(&next.error_title)
+                    .bind(&next.error_detail);
+            }
+            q.execute(&mut *tx).await?;
         }
-        out.deliveries = crate::webhooks::enqueue_events_tx(&mut tx, &events).await?;
+        let deliveries = crate::webhooks::enqueue_events_tx(&mut tx, &events).await?;
         tx.commit().await?;
-        Ok(out)
+        Ok((outs, deliveries))
     }
 }
 

@@ -147,32 +147,120 @@ fn read_delivery(row: &AnyRow) -> Result<DeliveryRecord> {
     })
 }
 
-/// Writes events to the outbox inside `tx`; returns how many deliveries were created.
+/// Of `channels`, those with at least one active webhook subscription: the writers build
+/// events only for them.
+pub(crate) async fn subscribed_channels_tx(
+    tx: &mut Transaction<'_, Any>,
+    channels: &[i64],
+) -> Result<std::collections::HashSet<i64>> {
+    let mut out = std::collections::HashSet::new();
+    for chunk in channels.chunks(400) {
+        let sql = format!(
+            "SELECT DISTINCT channel_id FROM webhook_subscriptions WHERE active = 1 AND channel_id IN ({})",
+            crate::messages::placeholders(1, chunk.len())
+        );
+        let mut q = sqlx::query(&sql);
+        for c in chunk {
+            q = q.bind(*c);
+        }
+        for row in q.fetch_all(&mut **tx).await? {
+            out.insert(row.try_get::<i64, _>("channel_id")?);
+        }
+    }
+    Ok(out)
+}
+
+/// Rows per multi-row `INSERT` of deliveries (6 parameters each: 600 per statement, well
+/// under SQLite's and PostgreSQL's limits).
+const DELIVERY_CHUNK: usize = 100;
+
+/// Writes events to the outbox inside `tx`: one delivery per active subscription of the
+/// event's channel (in the event's account) that lists its kind. The subscriptions of the
+/// batch's channels are read once and the deliveries written with multi-row statements, so a
+/// batch of a thousand events costs a few statements, not a thousand (the campaign writer and
+/// the status batches call this on the send path; issue 6). Returns how many deliveries were
+/// created; events are written in their order.
 pub(crate) async fn enqueue_events_tx(
     tx: &mut Transaction<'_, Any>,
     events: &[NewEvent],
 ) -> Result<u64> {
-    let mut n = 0;
-    for e in events {
-        // Events are stored as a JSON array of wire names; the quotes make the match exact.
-        let pattern = format!("%\"{}\"%", e.kind.as_str());
-        let res = sqlx::query(
-            "INSERT INTO webhook_deliveries (account_id, subscription_id, event, channel, data, status, attempts, next_attempt_at, created_at) \
-             SELECT $1, s.id, $2, $3, $4, 'pending', 0, $5, $5 FROM webhook_subscriptions s \
-             WHERE s.channel_id = $6 AND s.account_id = $1 AND s.active = 1 AND s.events LIKE $7",
-        )
-        .bind(e.account_id)
-        .bind(e.kind.as_str())
-        .bind(e.channel.to_string())
-        .bind(e.data.to_string())
-        .bind(e.created_at)
-        .bind(e.channel_id)
-        .bind(pattern)
-        .execute(&mut **tx)
-        .await?;
-        n += res.rows_affected();
+    if events.is_empty() {
+        return Ok(0);
     }
-    Ok(n)
+    let mut channels: Vec<i64> = events.iter().map(|e| e.channel_id).collect();
+    channels.sort_unstable();
+    channels.dedup();
+    // (subscription id, account, channel, subscribed kinds)
+    let mut subscriptions: Vec<(i64, i64, i64, Vec<String>)> = Vec::new();
+    for chunk in channels.chunks(400) {
+        let sql = format!(
+            "SELECT id, account_id, channel_id, events FROM webhook_subscriptions \
+             WHERE active = 1 AND channel_id IN ({}) ORDER BY id",
+            crate::messages::placeholders(1, chunk.len())
+        );
+        let mut q = sqlx::query(&sql);
+        for c in chunk {
+            q = q.bind(*c);
+        }
+        for row in q.fetch_all(&mut **tx).await? {
+            let kinds: String = row.try_get("events")?;
+            subscriptions.push((
+                row.try_get("id")?,
+                row.try_get("account_id")?,
+                row.try_get("channel_id")?,
+                serde_json::from_str(&kinds).map_err(|e| StorageError::Corrupt(e.to_string()))?,
+            ));
+        }
+    }
+    if subscriptions.is_empty() {
+        return Ok(0);
+    }
+    let deliveries: Vec<(i64, &NewEvent)> = events
+        .iter()
+        .flat_map(|e| {
+            subscriptions
+                .iter()
+                .filter(move |(_, account_id, channel_id, kinds)| {
+                    *account_id == e.account_id
+                        && *channel_id == e.channel_id
+                        && kinds.iter().any(|k| k == e.kind.as_str())
+                })
+                .map(move |(id, ..)| (*id, e))
+        })
+        .collect();
+    for chunk in deliveries.chunks(DELIVERY_CHUNK) {
+        let values: Vec<String> = (0..chunk.len())
+            .map(|j| {
+                let p = 1 + 6 * j;
+                format!(
+                    "(${}, ${}, ${}, ${}, ${}, 'pending', 0, ${}, ${})",
+                    p,
+                    p + 1,
+                    p + 2,
+                    p + 3,
+                    p + 4,
+                    p + 5,
+                    p + 5
+                )
+            })
+            .collect();
+        let sql = format!(
+            "INSERT INTO webhook_deliveries (account_id, subscription_id, event, channel, data, status, attempts, next_attempt_at, created_at) VALUES {}",
+            values.join(", ")
+        );
+        let mut q = sqlx::query(&sql);
+        for (subscription_id, e) in chunk {
+            q = q
+                .bind(e.account_id)
+                .bind(*subscription_id)
+                .bind(e.kind.as_str())
+                .bind(e.channel.to_string())
+                .bind(e.data.to_string())
+                .bind(e.created_at);
+        }
+        q.execute(&mut **tx).await?;
+    }
+    Ok(deliveries.len() as u64)
 }
 
 /// A new signing secret: `whsec_` + 32 random URL-safe characters.
