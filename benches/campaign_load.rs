@@ -4,7 +4,7 @@
 //! (sent, delivered, read) on.
 //!
 //! It adds the audience through the API in batches of 10,000 (timed), starts the campaign and
-//! polls `GET /campaigns/{id}` to print:
+//! polls `GET /campaigns/{id}` (every 500 ms, every 50 ms over the last 5 % of each count) to print:
 //! - the dispatch rate: messages/s from the start to the last `sent` in the campaign's stats;
 //! - the end-to-end rate: messages/s from the start to the last `read` counted;
 //! - the gateway's peak RSS (VmHWM);
@@ -180,8 +180,13 @@ async fn main() {
     )
     .await;
     let (mut sent_at, mut read_at) = (None, None);
+    // Polling the campaign costs the gateway two counts over the audience, so the harness
+    // polls every 500 ms and every 50 ms only near the end of each count (the last 5 %): the
+    // readings keep a 50 ms resolution without the probe loading the database (on PostgreSQL
+    // the counts visit every row version of the audience).
+    let mut near_end = false;
     while read_at.is_none() {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(if near_end { 50 } else { 500 })).await;
         let c = api(
             reqwest::Method::GET,
             &format!("/campaigns/{campaign}"),
@@ -189,6 +194,9 @@ async fn main() {
         )
         .await;
         let stats = &c["data"]["stats"];
+        let count = |k: &str| stats[k].as_u64().unwrap_or(0);
+        let next = if sent_at.is_none() { "sent" } else { "read" };
+        near_end = count(next) * 100 >= n as u64 * 95;
         if sent_at.is_none() && stats["sent"].as_u64() == Some(n as u64) {
             sent_at = Some(start.elapsed().as_secs_f64());
             cpu_at_sent = (cpu_secs(&gw_pid), cpu_secs("self"));

@@ -106,14 +106,16 @@ fn read(r: &AnyRow) -> Result<CampaignRecord> {
     })
 }
 
-/// Recipients claimed per multi-row statement (at most 2 parameters each, plus 6).
-const CLAIM_CHUNK: usize = 400;
+/// Most recipients claimed per multi-row statement (at most 4 parameters each, plus 4); chunks
+/// are shaped by [`crate::shaped_chunks`].
+const CLAIM_CHUNK: usize = 256;
 
-/// Accepted sends settled per multi-row statement (2 parameters each).
-const SETTLE_CHUNK: usize = 500;
+/// Most accepted sends settled per multi-row statement (2 parameters each); shaped chunks.
+const SETTLE_CHUNK: usize = 512;
 
-/// Rows of one multi-row insert (3 parameters each; well under both dialects' limits).
-const INSERT_CHUNK: usize = 1000;
+/// Most rows of one multi-row insert (3 parameters each; well under both dialects' limits);
+/// shaped chunks.
+const INSERT_CHUNK: usize = 1024;
 
 impl Store {
     /// Stores a campaign (state `draft`) with its numbers.
@@ -202,7 +204,7 @@ impl Store {
         let now = now_ms();
         let mut tx = self.begin_write().await?;
         let mut added = 0;
-        for chunk in rows.chunks(INSERT_CHUNK) {
+        for chunk in crate::shaped_chunks(rows, INSERT_CHUNK) {
             let mut sql = String::from("INSERT INTO campaign_recipients (campaign_id, phone, vars, state, updated_at) VALUES ");
             for i in 0..chunk.len() {
                 if i > 0 {
@@ -375,7 +377,7 @@ impl Store {
             rows.extend(mine.iter().map(|r| (s, r)));
         }
         let mut result: Vec<Vec<Claimed>> = shares.iter().map(|_| Vec::new()).collect();
-        for chunk in rows.chunks(CLAIM_CHUNK) {
+        for chunk in crate::shaped_chunks(&rows, CLAIM_CHUNK) {
             for (s, claimed) in claim_chunk(
                 &mut tx,
                 account_id,
@@ -610,7 +612,7 @@ impl Store {
         channels.dedup();
         let subscribed = crate::webhooks::subscribed_channels_tx(&mut tx, &channels).await?;
         // Accepted sends, the bulk: two multi-row statements per chunk.
-        for chunk in sent.chunks(SETTLE_CHUNK) {
+        for chunk in crate::shaped_chunks(&sent, SETTLE_CHUNK) {
             // A join with the new values (in id order), not a CASE per row: a CASE of n
             // branches costs n comparisons for each of the n rows.
             let values: Vec<String> = (0..chunk.len())

@@ -272,3 +272,40 @@ fn found<T>(row: Option<AnyRow>, read: impl FnOnce(&AnyRow) -> Result<T>) -> Res
         .transpose()?
         .ok_or(StorageError::NotFound)
 }
+
+/// Splits `items` into chunks whose lengths come from a fixed menu: `max` (a power of two)
+/// and the powers of two below it, largest first. A multi-row statement's text depends on its
+/// row count, and each text is compiled once per connection and kept in the connection's
+/// statement cache: with the menu a statement family has at most log2(`max`) + 1 texts, so the
+/// caches stay small whatever the batch sizes (memory flat with the audience, issue 6) and no
+/// statement is compiled twice on a connection.
+pub(crate) fn shaped_chunks<T>(items: &[T], max: usize) -> Vec<&[T]> {
+    debug_assert!(max.is_power_of_two());
+    let mut out = Vec::new();
+    let mut rest = items;
+    while !rest.is_empty() {
+        let n = if rest.len() >= max {
+            max
+        } else {
+            1 << (usize::BITS - 1 - rest.len().leading_zeros())
+        };
+        let (chunk, others) = rest.split_at(n);
+        out.push(chunk);
+        rest = others;
+    }
+    out
+}
+
+#[cfg(test)]
+mod shaped_chunks_tests {
+    #[test]
+    fn lengths_come_from_the_menu_and_cover_everything_in_order() {
+        let v: Vec<u32> = (0..1000).collect();
+        let chunks = super::shaped_chunks(&v, 256);
+        let lens: Vec<usize> = chunks.iter().map(|c| c.len()).collect();
+        assert_eq!(lens, vec![256, 256, 256, 128, 64, 32, 8]);
+        assert_eq!(chunks.concat(), v);
+        assert!(super::shaped_chunks::<u32>(&[], 8).is_empty());
+        assert_eq!(super::shaped_chunks(&[1, 2, 3], 8).len(), 2);
+    }
+}

@@ -185,8 +185,8 @@ pub struct StatusBatchOutcome {
     pub unknown: usize,
 }
 
-/// Messages per multi-row status `UPDATE` (10 parameters each).
-const STATUS_UPDATE_CHUNK: usize = 100;
+/// Most messages per multi-row status `UPDATE` (10 parameters each); shaped chunks.
+const STATUS_UPDATE_CHUNK: usize = 128;
 
 pub(crate) fn placeholders(start: usize, n: usize) -> String {
     (start..start + n)
@@ -430,7 +430,7 @@ impl Store {
         wamids.dedup();
         let mut by_wamid: HashMap<String, MessageRecord> = HashMap::new();
         let mut by_id: HashMap<i64, MessageRecord> = HashMap::new();
-        for chunk in wamids.chunks(400) {
+        for chunk in crate::shaped_chunks(&wamids, 256) {
             let sql = format!(
                 "SELECT {COLUMNS} FROM messages WHERE provider_message_id IN ({})",
                 placeholders(1, chunk.len())
@@ -451,7 +451,7 @@ impl Store {
             .collect();
         orphans.sort_unstable();
         orphans.dedup();
-        for chunk in orphans.chunks(400) {
+        for chunk in crate::shaped_chunks(&orphans, 256) {
             let sql = format!(
                 "SELECT {COLUMNS} FROM messages WHERE id IN ({})",
                 placeholders(1, chunk.len())
@@ -548,7 +548,7 @@ impl Store {
         // One multi-row statement per chunk (a join with the new values), not one per
         // message: every statement is a round trip to the connection's thread.
         let updates: Vec<&MessageRecord> = updates.values().collect();
-        for chunk in updates.chunks(STATUS_UPDATE_CHUNK) {
+        for chunk in crate::shaped_chunks(&updates, STATUS_UPDATE_CHUNK) {
             let values: Vec<String> = (0..chunk.len())
                 .map(|j| {
                     let p = 1 + 10 * j;

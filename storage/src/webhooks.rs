@@ -154,7 +154,7 @@ pub(crate) async fn subscribed_channels_tx(
     channels: &[i64],
 ) -> Result<std::collections::HashSet<i64>> {
     let mut out = std::collections::HashSet::new();
-    for chunk in channels.chunks(400) {
+    for chunk in crate::shaped_chunks(channels, 256) {
         let sql = format!(
             "SELECT DISTINCT channel_id FROM webhook_subscriptions WHERE active = 1 AND channel_id IN ({})",
             crate::messages::placeholders(1, chunk.len())
@@ -170,9 +170,9 @@ pub(crate) async fn subscribed_channels_tx(
     Ok(out)
 }
 
-/// Rows per multi-row `INSERT` of deliveries (6 parameters each: 600 per statement, well
-/// under SQLite's and PostgreSQL's limits).
-const DELIVERY_CHUNK: usize = 100;
+/// Most rows per multi-row `INSERT` of deliveries (6 parameters each: 768 per statement, well
+/// under SQLite's and PostgreSQL's limits); shaped chunks.
+const DELIVERY_CHUNK: usize = 128;
 
 /// Writes events to the outbox inside `tx`: one delivery per active subscription of the
 /// event's channel (in the event's account) that lists its kind. The subscriptions of the
@@ -192,7 +192,7 @@ pub(crate) async fn enqueue_events_tx(
     channels.dedup();
     // (subscription id, account, channel, subscribed kinds)
     let mut subscriptions: Vec<(i64, i64, i64, Vec<String>)> = Vec::new();
-    for chunk in channels.chunks(400) {
+    for chunk in crate::shaped_chunks(&channels, 256) {
         let sql = format!(
             "SELECT id, account_id, channel_id, events FROM webhook_subscriptions \
              WHERE active = 1 AND channel_id IN ({}) ORDER BY id",
@@ -228,7 +228,7 @@ pub(crate) async fn enqueue_events_tx(
                 .map(move |(id, ..)| (*id, e))
         })
         .collect();
-    for chunk in deliveries.chunks(DELIVERY_CHUNK) {
+    for chunk in crate::shaped_chunks(&deliveries, DELIVERY_CHUNK) {
         let values: Vec<String> = (0..chunk.len())
             .map(|j| {
                 let p = 1 + 6 * j;
