@@ -278,11 +278,17 @@ async fn main() {
         "disparo_store_batch_seconds",
         "disparo_store_lane_wait_seconds",
         "disparo_store_lane_hold_seconds",
-        "disparo_campaign_commit_batch",
     ] {
         for (labels, count, mean) in histogram_means(&metrics, family) {
             println!("  {family}{labels}: {count:.0}, mean {mean:.2} ms");
         }
+    }
+    // A count, not seconds: its "mean ms" is the mean batch size times 1,000.
+    for (_, count, mean) in histogram_means(&metrics, "disparo_campaign_commit_batch") {
+        println!(
+            "  settlement batches: {count:.0}, mean {:.0} outcomes",
+            mean / 1000.0
+        );
     }
     for (labels, count, mean) in histogram_means(&metrics, "disparo_http_request_duration_seconds")
     {

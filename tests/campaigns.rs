@@ -171,6 +171,7 @@ async fn campaigns_check_their_numbers_and_take_their_audience_in_batches(backen
 
 on_both_backends! {
     slow_number => a_slow_number_takes_less_and_the_others_carry_on;
+    subscribed_events => a_subscribed_number_gets_an_event_for_each_campaign_message;
     campaigns => campaigns_check_their_numbers_and_take_their_audience_in_batches;
 }
 
@@ -278,6 +279,78 @@ async fn a_campaign_spreads_by_weight_and_reaches_everyone_once(backend: Backend
         (status, err["code"].as_str()),
         (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_state"))
     );
+}
+
+/// The send path's writer builds events only for subscribed numbers (D-039): a campaign over a
+/// subscribed and an unsubscribed number gives the subscriber one `message.sent` per message
+/// sent through its number, with the message's ids and template, and a `read` ack for each; the
+/// other number's messages give nothing.
+async fn a_subscribed_number_gets_an_event_for_each_campaign_message(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (a, na) = fast_channel(&app).await;
+    let (b, nb) = fast_channel(&app).await;
+    let receiver = common::Receiver::start().await;
+    app.subscribe(a, &receiver, &["message.sent", "message.ack"])
+        .await;
+    let id = campaign_with_audience(&app, &[(a, 1), (b, 1)], 120, "5511974").await;
+    let (status, started) = app
+        .post(&format!("/api/v1/campaigns/{id}/start"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{started}");
+    wait_state(&app, id, "completed").await;
+    let s = summary(&app).await;
+    let through_a = s["per_number"][&na.phone_number_id].as_u64().unwrap() as usize;
+    let through_b = s["per_number"][&nb.phone_number_id].as_u64().unwrap_or(0);
+    assert!(through_a > 0 && through_b > 0, "both numbers sent: {s}");
+    let events = eventually(30, "every event of number a", || async {
+        let events = receiver.events();
+        let reads = events
+            .iter()
+            .filter(|e| e.event() == "message.ack" && e.json()["data"]["ack_label"] == "read")
+            .count();
+        let sent = events
+            .iter()
+            .filter(|e| e.event() == "message.sent")
+            .count();
+        (sent >= through_a && reads >= through_a).then_some(events)
+    })
+    .await;
+    assert!(
+        events.iter().all(|e| e.json()["channel"]["id"] == a),
+        "only the subscribed number's events"
+    );
+    let sent: Vec<Value> = events
+        .iter()
+        .filter(|e| e.event() == "message.sent")
+        .map(|e| e.json()["data"].clone())
+        .collect();
+    assert_eq!(sent.len(), through_a, "one message.sent per message");
+    let mut ids: Vec<i64> = sent
+        .iter()
+        .map(|d| d["message"]["id"].as_i64().unwrap())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), through_a, "distinct messages");
+    for d in &sent {
+        let m = &d["message"];
+        assert!(
+            m["provider_message_id"]
+                .as_str()
+                .is_some_and(|w| w.starts_with("wamid.")),
+            "{d}"
+        );
+        assert_eq!(m["source"], "campaign", "{d}");
+        assert!(m["template"]["name"].is_string(), "{d}");
+        assert!(d["contact"]["phone"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("5511974")));
+    }
+    let reads = events
+        .iter()
+        .filter(|e| e.event() == "message.ack" && e.json()["data"]["ack_label"] == "read")
+        .count();
+    assert_eq!(reads, through_a, "one read ack per message");
 }
 
 async fn a_slow_number_takes_less_and_the_others_carry_on(backend: Backend) {

@@ -20,6 +20,7 @@ use storage::channels::ChannelRecord;
 use storage::messages::StatusReport;
 use storage::now_ms;
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 /// Most outcomes committed in one transaction.
 pub const MAX_BATCH: usize = 1000;
@@ -60,51 +61,54 @@ pub(crate) fn spawn(
     mut outcomes: mpsc::Receiver<SettleItem>,
     mut statuses: mpsc::Receiver<StatusJob>,
 ) {
-    tokio::spawn(async move {
-        let mut batch: Vec<SettleItem> = Vec::with_capacity(MAX_BATCH);
-        let mut jobs: Vec<StatusJob> = Vec::with_capacity(STATUS_JOBS);
-        loop {
-            // Wait for either queue, then take what the other holds too.
-            let open = tokio::select! {
-                n = outcomes.recv_many(&mut batch, MAX_BATCH) => n > 0,
-                n = statuses.recv_many(&mut jobs, STATUS_JOBS) => n > 0,
-            };
-            if !open {
-                return;
-            }
-            while batch.len() < MAX_BATCH {
-                match outcomes.try_recv() {
-                    Ok(item) => batch.push(item),
-                    Err(_) => break,
+    tokio::spawn(
+        async move {
+            let mut batch: Vec<SettleItem> = Vec::with_capacity(MAX_BATCH);
+            let mut jobs: Vec<StatusJob> = Vec::with_capacity(STATUS_JOBS);
+            loop {
+                // Wait for either queue, then take what the other holds too.
+                let open = tokio::select! {
+                    n = outcomes.recv_many(&mut batch, MAX_BATCH) => n > 0,
+                    n = statuses.recv_many(&mut jobs, STATUS_JOBS) => n > 0,
+                };
+                if !open {
+                    return;
                 }
-            }
-            while jobs.len() < STATUS_JOBS {
-                match statuses.try_recv() {
-                    Ok(job) => jobs.push(job),
-                    Err(_) => break,
+                while batch.len() < MAX_BATCH {
+                    match outcomes.try_recv() {
+                        Ok(item) => batch.push(item),
+                        Err(_) => break,
+                    }
                 }
-            }
-            let Some(shared) = shared.upgrade() else {
-                return;
-            };
-            if !batch.is_empty() {
-                let started = std::time::Instant::now();
-                write(&shared, &batch).await;
-                // One settlement transaction, with its wait for the write connection (s).
-                metrics::histogram!("disparo_store_batch_seconds", "writer" => "settlements")
-                    .record(started.elapsed().as_secs_f64());
-                metrics::histogram!("disparo_campaign_commit_batch").record(batch.len() as f64);
-                batch.clear();
-            }
-            if !jobs.is_empty() {
-                let started = std::time::Instant::now();
-                apply_statuses(&shared, std::mem::take(&mut jobs)).await;
-                // One status transaction, with its wait for the write connection (s).
-                metrics::histogram!("disparo_store_batch_seconds", "writer" => "statuses")
-                    .record(started.elapsed().as_secs_f64());
+                while jobs.len() < STATUS_JOBS {
+                    match statuses.try_recv() {
+                        Ok(job) => jobs.push(job),
+                        Err(_) => break,
+                    }
+                }
+                let Some(shared) = shared.upgrade() else {
+                    return;
+                };
+                if !batch.is_empty() {
+                    let started = std::time::Instant::now();
+                    write(&shared, &batch).await;
+                    // One settlement transaction, with its wait for the write connection (s).
+                    metrics::histogram!("disparo_store_batch_seconds", "writer" => "settlements")
+                        .record(started.elapsed().as_secs_f64());
+                    metrics::histogram!("disparo_campaign_commit_batch").record(batch.len() as f64);
+                    batch.clear();
+                }
+                if !jobs.is_empty() {
+                    let started = std::time::Instant::now();
+                    apply_statuses(&shared, std::mem::take(&mut jobs)).await;
+                    // One status transaction, with its wait for the write connection (s).
+                    metrics::histogram!("disparo_store_batch_seconds", "writer" => "statuses")
+                        .record(started.elapsed().as_secs_f64());
+                }
             }
         }
-    });
+        .instrument(tracing::info_span!("send_path_writer")),
+    );
 }
 
 /// Applies the status webhooks in one transaction and answers each one.
