@@ -533,8 +533,6 @@ async fn claim_chunk(
     Ok(out)
 }
 
-impl Store {}
-
 /// The outcome of one campaign send, as recorded by [`Store::settle_campaign_sends`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SendResult {
@@ -607,10 +605,8 @@ impl Store {
         let mut tx = self.begin_write().await?;
         // Events are built only for numbers someone subscribed to: the rows come back
         // (RETURNING) only for them.
-        let mut channels: Vec<i64> = sent.iter().map(|i| settlements[*i].channel_id).collect();
-        channels.sort_unstable();
-        channels.dedup();
-        let subscribed = crate::webhooks::subscribed_channels_tx(&mut tx, &channels).await?;
+        let channels: Vec<i64> = sent.iter().map(|i| settlements[*i].channel_id).collect();
+        let subscriptions = crate::webhooks::Subscriptions::load_tx(&mut tx, &channels).await?;
         // Accepted sends, the bulk: two multi-row statements per chunk.
         for chunk in crate::shaped_chunks(&sent, SETTLE_CHUNK) {
             // A join with the new values (in id order), not a CASE per row: a CASE of n
@@ -620,7 +616,7 @@ impl Store {
                 .collect();
             let returning = chunk
                 .iter()
-                .any(|i| subscribed.contains(&settlements[*i].channel_id));
+                .any(|i| subscriptions.covers(settlements[*i].channel_id));
             let sql = format!(
                 "WITH v (mid, wamid) AS (VALUES {}) \
                  UPDATE messages SET provider_message_id = v.wamid, \
@@ -654,12 +650,12 @@ impl Store {
                 for row in q.fetch_all(&mut *tx).await? {
                     let rec = crate::messages::read(&row)?;
                     if let Some(i) = index_of.get(&rec.id) {
-                        if subscribed.contains(&rec.channel_id) {
+                        if subscriptions.covers(rec.channel_id) {
                             events.extend(make_events(*i, &rec));
                         }
                     }
                 }
-                enqueued += crate::webhooks::enqueue_events_tx(&mut tx, &events).await?;
+                enqueued += subscriptions.enqueue_tx(&mut tx, &events).await?;
             } else {
                 q.execute(&mut *tx).await?;
             }

@@ -467,10 +467,8 @@ impl Store {
         }
 
         // Events are built only for channels someone subscribed to.
-        let mut channels: Vec<i64> = batches.iter().map(|(c, _)| *c).collect();
-        channels.sort_unstable();
-        channels.dedup();
-        let subscribed = crate::webhooks::subscribed_channels_tx(&mut tx, &channels).await?;
+        let channels: Vec<i64> = batches.iter().map(|(c, _)| *c).collect();
+        let subscriptions = crate::webhooks::Subscriptions::load_tx(&mut tx, &channels).await?;
         let mut events = Vec::new();
         // Rows are written once each, in id order after the loop: every writer of message rows
         // (this, the campaign writer) locks them in the same order, so PostgreSQL never finds
@@ -540,7 +538,7 @@ impl Store {
                 message: next,
                 reported: r.status,
             };
-            if subscribed.contains(&channel_id) {
+            if subscriptions.covers(channel_id) {
                 events.extend(make_events(b, &applied));
             }
             out.applied.push(applied);
@@ -579,7 +577,7 @@ impl Store {
             }
             q.execute(&mut *tx).await?;
         }
-        let deliveries = crate::webhooks::enqueue_events_tx(&mut tx, &events).await?;
+        let deliveries = subscriptions.enqueue_tx(&mut tx, &events).await?;
         tx.commit().await?;
         Ok((outs, deliveries))
     }

@@ -147,27 +147,109 @@ fn read_delivery(row: &AnyRow) -> Result<DeliveryRecord> {
     })
 }
 
-/// Of `channels`, those with at least one active webhook subscription: the writers build
-/// events only for them.
-pub(crate) async fn subscribed_channels_tx(
-    tx: &mut Transaction<'_, Any>,
-    channels: &[i64],
-) -> Result<std::collections::HashSet<i64>> {
-    let mut out = std::collections::HashSet::new();
-    for chunk in crate::shaped_chunks(channels, 256) {
-        let sql = format!(
-            "SELECT DISTINCT channel_id FROM webhook_subscriptions WHERE active = 1 AND channel_id IN ({})",
-            crate::messages::placeholders(1, chunk.len())
-        );
-        let mut q = sqlx::query(&sql);
-        for c in chunk {
-            q = q.bind(*c);
+/// The active webhook subscriptions of some channels, read once inside a transaction: the
+/// writers ask [`Subscriptions::covers`] before building a channel's events, then write the
+/// events' deliveries from the same rows ([`Subscriptions::enqueue_tx`]).
+pub(crate) struct Subscriptions {
+    /// (subscription id, account, channel, subscribed kinds), by id.
+    rows: Vec<(i64, i64, i64, Vec<String>)>,
+}
+
+impl Subscriptions {
+    /// Reads the active subscriptions of `channels` (in any order, repeats allowed).
+    pub(crate) async fn load_tx(tx: &mut Transaction<'_, Any>, channels: &[i64]) -> Result<Self> {
+        let mut channels = channels.to_vec();
+        channels.sort_unstable();
+        channels.dedup();
+        let mut rows = Vec::new();
+        for chunk in crate::shaped_chunks(&channels, 256) {
+            let sql = format!(
+                "SELECT id, account_id, channel_id, events FROM webhook_subscriptions \
+                 WHERE active = 1 AND channel_id IN ({}) ORDER BY id",
+                crate::messages::placeholders(1, chunk.len())
+            );
+            let mut q = sqlx::query(&sql);
+            for c in chunk {
+                q = q.bind(*c);
+            }
+            for row in q.fetch_all(&mut **tx).await? {
+                let kinds: String = row.try_get("events")?;
+                rows.push((
+                    row.try_get("id")?,
+                    row.try_get("account_id")?,
+                    row.try_get("channel_id")?,
+                    serde_json::from_str(&kinds)
+                        .map_err(|e| StorageError::Corrupt(e.to_string()))?,
+                ));
+            }
         }
-        for row in q.fetch_all(&mut **tx).await? {
-            out.insert(row.try_get::<i64, _>("channel_id")?);
-        }
+        Ok(Self { rows })
     }
-    Ok(out)
+
+    /// Whether `channel_id` has at least one active subscription.
+    pub(crate) fn covers(&self, channel_id: i64) -> bool {
+        self.rows.iter().any(|(_, _, c, _)| *c == channel_id)
+    }
+
+    /// Writes `events` to the outbox inside `tx`: one delivery per subscription of the event's
+    /// channel (in the event's account) that lists its kind, with multi-row statements, in the
+    /// events' order. Returns how many deliveries were created.
+    pub(crate) async fn enqueue_tx(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        events: &[NewEvent],
+    ) -> Result<u64> {
+        if self.rows.is_empty() || events.is_empty() {
+            return Ok(0);
+        }
+        let subscriptions = &self.rows;
+        let deliveries: Vec<(i64, &NewEvent)> = events
+            .iter()
+            .flat_map(|e| {
+                subscriptions
+                    .iter()
+                    .filter(move |(_, account_id, channel_id, kinds)| {
+                        *account_id == e.account_id
+                            && *channel_id == e.channel_id
+                            && kinds.iter().any(|k| k == e.kind.as_str())
+                    })
+                    .map(move |(id, ..)| (*id, e))
+            })
+            .collect();
+        for chunk in crate::shaped_chunks(&deliveries, DELIVERY_CHUNK) {
+            let values: Vec<String> = (0..chunk.len())
+                .map(|j| {
+                    let p = 1 + 6 * j;
+                    format!(
+                        "(${}, ${}, ${}, ${}, ${}, 'pending', 0, ${}, ${})",
+                        p,
+                        p + 1,
+                        p + 2,
+                        p + 3,
+                        p + 4,
+                        p + 5,
+                        p + 5
+                    )
+                })
+                .collect();
+            let sql = format!(
+                "INSERT INTO webhook_deliveries (account_id, subscription_id, event, channel, data, status, attempts, next_attempt_at, created_at) VALUES {}",
+                values.join(", ")
+            );
+            let mut q = sqlx::query(&sql);
+            for (subscription_id, e) in chunk {
+                q = q
+                    .bind(e.account_id)
+                    .bind(*subscription_id)
+                    .bind(e.kind.as_str())
+                    .bind(e.channel.to_string())
+                    .bind(e.data.to_string())
+                    .bind(e.created_at);
+            }
+            q.execute(&mut **tx).await?;
+        }
+        Ok(deliveries.len() as u64)
+    }
 }
 
 /// Most rows per multi-row `INSERT` of deliveries (6 parameters each: 768 per statement, well
@@ -175,11 +257,8 @@ pub(crate) async fn subscribed_channels_tx(
 const DELIVERY_CHUNK: usize = 128;
 
 /// Writes events to the outbox inside `tx`: one delivery per active subscription of the
-/// event's channel (in the event's account) that lists its kind. The subscriptions of the
-/// batch's channels are read once and the deliveries written with multi-row statements, so a
-/// batch of a thousand events costs a few statements, not a thousand (the campaign writer and
-/// the status batches call this on the send path; issue 6). Returns how many deliveries were
-/// created; events are written in their order.
+/// event's channel (in the event's account) that lists its kind, the subscriptions read once
+/// for the batch ([`Subscriptions`]). Returns how many deliveries were created.
 pub(crate) async fn enqueue_events_tx(
     tx: &mut Transaction<'_, Any>,
     events: &[NewEvent],
@@ -187,80 +266,11 @@ pub(crate) async fn enqueue_events_tx(
     if events.is_empty() {
         return Ok(0);
     }
-    let mut channels: Vec<i64> = events.iter().map(|e| e.channel_id).collect();
-    channels.sort_unstable();
-    channels.dedup();
-    // (subscription id, account, channel, subscribed kinds)
-    let mut subscriptions: Vec<(i64, i64, i64, Vec<String>)> = Vec::new();
-    for chunk in crate::shaped_chunks(&channels, 256) {
-        let sql = format!(
-            "SELECT id, account_id, channel_id, events FROM webhook_subscriptions \
-             WHERE active = 1 AND channel_id IN ({}) ORDER BY id",
-            crate::messages::placeholders(1, chunk.len())
-        );
-        let mut q = sqlx::query(&sql);
-        for c in chunk {
-            q = q.bind(*c);
-        }
-        for row in q.fetch_all(&mut **tx).await? {
-            let kinds: String = row.try_get("events")?;
-            subscriptions.push((
-                row.try_get("id")?,
-                row.try_get("account_id")?,
-                row.try_get("channel_id")?,
-                serde_json::from_str(&kinds).map_err(|e| StorageError::Corrupt(e.to_string()))?,
-            ));
-        }
-    }
-    if subscriptions.is_empty() {
-        return Ok(0);
-    }
-    let deliveries: Vec<(i64, &NewEvent)> = events
-        .iter()
-        .flat_map(|e| {
-            subscriptions
-                .iter()
-                .filter(move |(_, account_id, channel_id, kinds)| {
-                    *account_id == e.account_id
-                        && *channel_id == e.channel_id
-                        && kinds.iter().any(|k| k == e.kind.as_str())
-                })
-                .map(move |(id, ..)| (*id, e))
-        })
-        .collect();
-    for chunk in crate::shaped_chunks(&deliveries, DELIVERY_CHUNK) {
-        let values: Vec<String> = (0..chunk.len())
-            .map(|j| {
-                let p = 1 + 6 * j;
-                format!(
-                    "(${}, ${}, ${}, ${}, ${}, 'pending', 0, ${}, ${})",
-                    p,
-                    p + 1,
-                    p + 2,
-                    p + 3,
-                    p + 4,
-                    p + 5,
-                    p + 5
-                )
-            })
-            .collect();
-        let sql = format!(
-            "INSERT INTO webhook_deliveries (account_id, subscription_id, event, channel, data, status, attempts, next_attempt_at, created_at) VALUES {}",
-            values.join(", ")
-        );
-        let mut q = sqlx::query(&sql);
-        for (subscription_id, e) in chunk {
-            q = q
-                .bind(e.account_id)
-                .bind(*subscription_id)
-                .bind(e.kind.as_str())
-                .bind(e.channel.to_string())
-                .bind(e.data.to_string())
-                .bind(e.created_at);
-        }
-        q.execute(&mut **tx).await?;
-    }
-    Ok(deliveries.len() as u64)
+    let channels: Vec<i64> = events.iter().map(|e| e.channel_id).collect();
+    Subscriptions::load_tx(tx, &channels)
+        .await?
+        .enqueue_tx(tx, events)
+        .await
 }
 
 /// A new signing secret: `whsec_` + 32 random URL-safe characters.
