@@ -708,23 +708,23 @@ impl Store {
     }
 
     /// Whether the campaign still has recipients waiting (`planned`) and recipients taken but
-    /// not settled (`claimed` or `in_doubt`). Two indexed lookups, cheap on every tick.
+    /// not settled (`claimed` or `in_doubt`). Two indexed lookups in one statement, so both
+    /// answers come from the same snapshot: asked apart, a settlement that gives a claimed
+    /// recipient back (`claimed` → `planned`) between them made both look empty and completed
+    /// a campaign with recipients left.
     pub async fn campaign_open_work(&self, campaign_id: i64) -> Result<(bool, bool)> {
-        let planned = sqlx::query(
-            "SELECT id FROM campaign_recipients WHERE campaign_id = $1 AND state = 'planned' LIMIT 1",
+        let row = sqlx::query(
+            "SELECT \
+               (SELECT COUNT(*) FROM (SELECT 1 AS x FROM campaign_recipients WHERE campaign_id = $1 AND state = 'planned' LIMIT 1) p) AS planned, \
+               (SELECT COUNT(*) FROM (SELECT 1 AS x FROM campaign_recipients WHERE campaign_id = $1 AND state IN ('claimed', 'in_doubt') LIMIT 1) o) AS open_work",
         )
         .bind(campaign_id)
-        .fetch_optional(&self.pool)
-        .await?
-        .is_some();
-        let open = sqlx::query(
-            "SELECT id FROM campaign_recipients WHERE campaign_id = $1 AND state IN ('claimed', 'in_doubt') LIMIT 1",
-        )
-        .bind(campaign_id)
-        .fetch_optional(&self.pool)
-        .await?
-        .is_some();
-        Ok((planned, open))
+        .fetch_one(&self.pool)
+        .await?;
+        Ok((
+            row.try_get::<i64, _>("planned")? > 0,
+            row.try_get::<i64, _>("open_work")? > 0,
+        ))
     }
 
     /// At a campaign actor's start, recipients still `claimed` were taken by a process that
