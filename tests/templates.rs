@@ -408,6 +408,94 @@ async fn the_library_follows_the_provider_from_submission_to_deletion(backend: B
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
+/// Holds every Graph answer of the simulator `ms` after it handled the request (`None`: none).
+async fn hold_answers(app: &TestApp, ms: Option<u64>) {
+    let r = app
+        .http
+        .put(format!("http://{}/_sim/faults", app.sim_addr))
+        .json(&json!({"answer_delay_ms": ms}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+}
+
+/// The number's row of template `id` once `ready` holds for it.
+async fn row_when(app: &TestApp, id: i64, what: &str, ready: impl Fn(&Value) -> bool) -> Value {
+    eventually(10, what, || async {
+        let t = template_of(app, id).await;
+        t["channels"]
+            .as_array()
+            .and_then(|c| c.first().cloned())
+            .filter(&ready)
+    })
+    .await
+}
+
+/// The provider can send a template's review webhook before its answer to the creation
+/// arrives: the review still lands, for a submission and for a reactivation (`_v2`), and the
+/// answer then adds the provider's id without undoing it.
+async fn a_review_webhook_before_the_answer_is_not_lost(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let n = app.sim.create_number(CreateNumber::default()).unwrap();
+    let c = connect(&app, &n).await;
+
+    // The simulator reviews after 50 ms; its answer comes 600 ms after the creation.
+    hold_answers(&app, Some(600)).await;
+    let started = std::time::Instant::now();
+    let (status, body) = app
+        .post("/api/v1/templates", json!({"name": "Aviso", "body": "Olá {{1}}, tudo certo.", "var_map": {"1": {"field": "nome"}}, "submit_channels": [c]}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert!(started.elapsed() >= std::time::Duration::from_millis(600));
+    hold_answers(&app, None).await;
+    let id = body["data"]["id"].as_i64().unwrap();
+    let row = row_when(&app, id, "approved with the provider's id", |r| {
+        r["status"] == "approved" && r["provider_template_id"].is_string()
+    })
+    .await;
+    let provider_id = row["provider_template_id"].as_str().unwrap().to_string();
+    assert_eq!(
+        sim_templates(&app, &n)
+            .await
+            .iter()
+            .find(|t| t.id == provider_id)
+            .map(|t| t.status.clone()),
+        Some("APPROVED".into())
+    );
+
+    // Paused, then reactivated while answers are held: `_v2` ends approved.
+    let r = app
+        .http
+        .post(format!(
+            "http://{}/_sim/templates/{provider_id}/status",
+            app.sim_addr
+        ))
+        .json(&json!({"status": "PAUSED"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    row_when(&app, id, "paused", |r| r["status"] == "paused").await;
+    hold_answers(&app, Some(600)).await;
+    let (status, re) = app
+        .post(
+            &format!("/api/v1/templates/{id}/channels/{c}/reactivate"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{re}");
+    hold_answers(&app, None).await;
+    row_when(&app, id, "v2 approved with its id", |r| {
+        r["status"] == "approved"
+            && r["provider_name"] == "aviso_v2"
+            && r["provider_template_id"].is_string()
+            && r["provider_template_id"] != provider_id.as_str()
+    })
+    .await;
+}
+
 on_both_backends! {
     library => the_library_follows_the_provider_from_submission_to_deletion;
+    review_before_answer => a_review_webhook_before_the_answer_is_not_lost;
 }

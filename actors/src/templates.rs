@@ -336,6 +336,23 @@ impl Runtime {
                 continue;
             }
             let token = store.channel_secrets(chans[0].id).await?.access_token;
+            // Stored before the call: the review webhook can arrive before the answer, and it
+            // finds the rows by WABA and name until they have the provider's id.
+            for c in &chans {
+                store
+                    .upsert_template_channel(
+                        account_id,
+                        id,
+                        c.id,
+                        &waba_id,
+                        &t.provider_name,
+                        None,
+                        1,
+                        "pending",
+                        None,
+                    )
+                    .await?;
+            }
             let (status, reason, provider_id) = match self
                 .shared
                 .graph
@@ -375,7 +392,7 @@ impl Runtime {
             };
             for c in &chans {
                 store
-                    .upsert_template_channel(
+                    .record_template_answer(
                         account_id,
                         id,
                         c.id,
@@ -539,15 +556,55 @@ impl Runtime {
             .unwrap_or(1)
             + 1;
         let name = format!("{}_v{version}", t.provider_name);
-        let created = self
+        let waba_rows: Vec<&TemplateChannel> =
+            rows.iter().filter(|r| r.waba_id == row.waba_id).collect();
+        // As in a submission, the rows name the new version before the call (its review
+        // webhook can come first); a refused creation puts them back as they were.
+        for r in &waba_rows {
+            store
+                .upsert_template_channel(
+                    account_id,
+                    id,
+                    r.channel_id,
+                    &r.waba_id,
+                    &name,
+                    None,
+                    version,
+                    "pending",
+                    None,
+                )
+                .await?;
+        }
+        let created = match self
             .shared
             .graph
             .create_template(token.expose(), &row.waba_id, &provider_body(&t, &name))
-            .await?;
+            .await
+        {
+            Ok(created) => created,
+            Err(e) => {
+                for r in &waba_rows {
+                    store
+                        .upsert_template_channel(
+                            account_id,
+                            id,
+                            r.channel_id,
+                            &r.waba_id,
+                            &r.provider_name,
+                            r.provider_template_id.as_deref(),
+                            r.version,
+                            &r.status,
+                            r.rejection_reason.as_deref(),
+                        )
+                        .await?;
+                }
+                return Err(e.into());
+            }
+        };
         let status = library_status(&created.status).unwrap_or("pending");
-        for r in rows.iter().filter(|r| r.waba_id == row.waba_id) {
+        for r in waba_rows {
             store
-                .upsert_template_channel(
+                .record_template_answer(
                     account_id,
                     id,
                     r.channel_id,

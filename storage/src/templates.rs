@@ -251,25 +251,80 @@ impl Store {
         status: &str,
         reason: Option<&str>,
     ) -> Result<()> {
-        sqlx::query(
+        self.write_template_channel(
+            false,
+            (account_id, template_id, channel_id),
+            (waba_id, provider_name, provider_template_id, version),
+            (status, reason),
+        )
+        .await
+    }
+
+    /// Records the provider's answer to a template creation on a number whose row was written
+    /// `pending` before the call: like [`Store::upsert_template_channel`], except that a
+    /// `pending` answer keeps a status a review webhook set meanwhile (the provider can send
+    /// the webhook before its answer arrives; the row had no provider id yet, so the webhook
+    /// found it by WABA and name).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn record_template_answer(
+        &self,
+        account_id: i64,
+        template_id: i64,
+        channel_id: i64,
+        waba_id: &str,
+        provider_name: &str,
+        provider_template_id: Option<&str>,
+        version: i64,
+        status: &str,
+        reason: Option<&str>,
+    ) -> Result<()> {
+        self.write_template_channel(
+            true,
+            (account_id, template_id, channel_id),
+            (waba_id, provider_name, provider_template_id, version),
+            (status, reason),
+        )
+        .await
+    }
+
+    async fn write_template_channel(
+        &self,
+        keep_reviewed: bool,
+        (account_id, template_id, channel_id): (i64, i64, i64),
+        (waba_id, provider_name, provider_template_id, version): (&str, &str, Option<&str>, i64),
+        (status, reason): (&str, Option<&str>),
+    ) -> Result<()> {
+        let (status_set, reason_set) = if keep_reviewed {
+            (
+                "CASE WHEN excluded.status = 'pending' AND template_channels.provider_template_id IS NULL \
+                   AND template_channels.provider_name = excluded.provider_name THEN template_channels.status ELSE excluded.status END",
+                "CASE WHEN excluded.status = 'pending' AND template_channels.provider_template_id IS NULL \
+                   AND template_channels.provider_name = excluded.provider_name THEN template_channels.rejection_reason ELSE excluded.rejection_reason END",
+            )
+        } else {
+            ("excluded.status", "excluded.rejection_reason")
+        };
+        let sql = format!(
             "INSERT INTO template_channels (account_id, template_id, channel_id, waba_id, provider_name, provider_template_id, version, status, rejection_reason, updated_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
-             ON CONFLICT (template_id, channel_id) DO UPDATE SET waba_id = excluded.waba_id, provider_name = excluded.provider_name, \
-               provider_template_id = excluded.provider_template_id, version = excluded.version, status = excluded.status, \
-               rejection_reason = excluded.rejection_reason, updated_at = excluded.updated_at",
-        )
-        .bind(account_id)
-        .bind(template_id)
-        .bind(channel_id)
-        .bind(waba_id)
-        .bind(provider_name)
-        .bind(provider_template_id)
-        .bind(version)
-        .bind(status)
-        .bind(reason)
-        .bind(now_ms())
-        .execute(&self.writer)
-        .await?;
+             ON CONFLICT (template_id, channel_id) DO UPDATE SET status = {status_set}, rejection_reason = {reason_set}, \
+               waba_id = excluded.waba_id, provider_name = excluded.provider_name, \
+               provider_template_id = excluded.provider_template_id, version = excluded.version, \
+               updated_at = excluded.updated_at"
+        );
+        sqlx::query(&sql)
+            .bind(account_id)
+            .bind(template_id)
+            .bind(channel_id)
+            .bind(waba_id)
+            .bind(provider_name)
+            .bind(provider_template_id)
+            .bind(version)
+            .bind(status)
+            .bind(reason)
+            .bind(now_ms())
+            .execute(&self.writer)
+            .await?;
         Ok(())
     }
 

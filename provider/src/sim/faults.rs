@@ -1,5 +1,5 @@
-//! Fault injection on the Graph surface (`PUT /_sim/faults`): added latency, 5xx answers,
-//! hangs, and queued errors for a given number or WABA.
+//! Fault injection on the Graph surface (`PUT /_sim/faults`): added latency, answers held after
+//! the request was handled, 5xx answers, hangs, and queued errors for a given number or WABA.
 
 use super::graph::graph_error;
 use super::Inner;
@@ -18,8 +18,9 @@ fn node_of(path: &str) -> Option<&str> {
 /// Applies the configured faults before the Graph handler runs.
 pub(crate) async fn inject(State(inner): State<Arc<Inner>>, req: Request, next: Next) -> Response {
     let node = node_of(req.uri().path()).unwrap_or_default().to_string();
-    let (delay, action) = {
+    let (delay, action, answer_delay) = {
         let mut f = inner.faults.lock().expect("faults lock");
+        let answer_delay = f.answer_delay_ms.map(Duration::from_millis);
         let delay = f.latency_ms.map(|l| {
             let u = inner.draw();
             let ms = if u < 0.5 {
@@ -56,13 +57,19 @@ pub(crate) async fn inject(State(inner): State<Arc<Inner>>, req: Request, next: 
         } else {
             None
         };
-        (delay, action)
+        (delay, action, answer_delay)
     };
     if let Some(d) = delay {
         tokio::time::sleep(d).await;
     }
     match action {
-        None => next.run(req).await,
+        None => {
+            let answer = next.run(req).await;
+            if let Some(d) = answer_delay {
+                tokio::time::sleep(d).await;
+            }
+            answer
+        }
         Some(Action::Hang(d)) => {
             tokio::time::sleep(d).await;
             graph_error(

@@ -160,6 +160,11 @@ pub struct Faults {
     /// Added latency: p50 and p99 in ms (piecewise-linear between them).
     #[serde(default)]
     pub latency_ms: Option<Latency>,
+    /// Holds every Graph answer this long (ms) after the request was handled: what the request
+    /// started (a template review, a message's status webhooks) goes on meanwhile, so a webhook
+    /// can arrive before the answer, as it can from the real provider.
+    #[serde(default)]
+    pub answer_delay_ms: Option<u64>,
     /// The next Graph requests to fail with these codes.
     #[serde(default)]
     pub next_errors: Vec<NextError>,
