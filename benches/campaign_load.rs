@@ -20,8 +20,8 @@ mod support;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use support::{
-    cpu_secs, database, env_num, gateway_command, histogram_means, load_token, metric_sum,
-    peak_rss_mb, wait_until_up, Api, Gateway,
+    cpu_secs, database, env_num, histogram_means, load_token, metric_sum, peak_rss_mb,
+    serve_command, wait_until_up, Api, Gateway,
 };
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -64,7 +64,7 @@ async fn main() {
         ("PROVIDER_BASE_URL", format!("http://{sim_addr}")),
     ];
     let gw = Gateway {
-        child: gateway_command(&env).arg("serve").spawn().expect("gateway"),
+        child: serve_command(&env).spawn().expect("gateway"),
     };
     let http = reqwest::Client::new();
     wait_until_up(&http, &addr).await;

@@ -17,7 +17,7 @@ mod support;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use support::{
-    database, env_num, gateway_command, load_token, peak_rss_mb, wait_until_up, Api, Gateway,
+    database, env_num, load_token, peak_rss_mb, serve_command, wait_until_up, Api, Gateway,
 };
 
 /// Rows per multi-row INSERT.
@@ -172,7 +172,7 @@ async fn main() {
     let http = reqwest::Client::new();
     let start_gateway = || async {
         let gw = Gateway {
-            child: gateway_command(&env).arg("serve").spawn().expect("gateway"),
+            child: serve_command(&env).spawn().expect("gateway"),
         };
         wait_until_up(&http, &addr).await;
         gw

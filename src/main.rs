@@ -10,6 +10,8 @@ use tokio::net::TcpListener;
 
 /// mimalloc instead of glibc malloc: under load the gateway and the simulator allocate from
 /// both cores at once, where glibc's arenas spent ~30 % of the simulator's CPU (issue 3 notes).
+/// The `system-alloc` feature keeps the system allocator, for heap profilers that hook malloc.
+#[cfg(not(feature = "system-alloc"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -77,9 +77,31 @@ impl Drop for Gateway {
     }
 }
 
-/// The `disparo` command with only `PATH`, warn-level logs and `env`.
+/// The `disparo` command with only `PATH`, warn-level logs, `MIMALLOC_*` settings and `env`.
 pub fn gateway_command(env: &[(&str, String)]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_disparo"));
+    with_env(Command::new(env!("CARGO_BIN_EXE_disparo")), env)
+}
+
+/// `disparo serve`, as [`gateway_command`] makes it. `LOAD_GATEWAY_WRAP` (a command and its
+/// arguments, split at spaces) runs it under another program, e.g. `heaptrack -o /tmp/gw` with
+/// a `--features system-alloc` build (the RSS printed is then the wrapper's).
+pub fn serve_command(env: &[(&str, String)]) -> Command {
+    let bin = env!("CARGO_BIN_EXE_disparo");
+    let wrap = std::env::var("LOAD_GATEWAY_WRAP").unwrap_or_default();
+    let mut words = wrap.split_whitespace();
+    let mut c = match words.next() {
+        Some(program) => {
+            let mut c = Command::new(program);
+            c.args(words).arg(bin);
+            c
+        }
+        None => Command::new(bin),
+    };
+    c.arg("serve");
+    with_env(c, env)
+}
+
+fn with_env(mut c: Command, env: &[(&str, String)]) -> Command {
     c.env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env(
@@ -88,6 +110,10 @@ pub fn gateway_command(env: &[(&str, String)]) -> Command {
         )
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
+    // The allocator's settings pass through (e.g. `MIMALLOC_PURGE_DELAY=0`).
+    for (k, v) in std::env::vars().filter(|(k, _)| k.starts_with("MIMALLOC_")) {
+        c.env(k, v);
+    }
     for (k, v) in env {
         c.env(k, v);
     }
