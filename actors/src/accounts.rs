@@ -584,8 +584,25 @@ impl Runtime {
         store.set_bm_synced(bm_id, tier.as_deref(), None).await?;
         let (bm, paid) = self.payment_check_bm(account_id, bm_id).await?;
         if let Some(limit) = bm.tier.as_deref().and_then(engine::channel::Tier::parse) {
-            if let Some(counter) = self.shared.bm_counters.get(&bm_id) {
-                counter.lock().expect("bm counter lock").limit = limit.limit_24h();
+            let limit = limit.limit_24h();
+            let counter = self.shared.bm_counters.get(&bm_id).map(|c| c.clone());
+            if let Some(counter) = counter {
+                let exact = counter
+                    .lock()
+                    .expect("bm counter lock")
+                    .recipients
+                    .is_exact();
+                if limit.is_some() && !exact {
+                    // A limit now: the counter must know who counts, from storage.
+                    let rebuilt = crate::bm::BmCounter::load(&self.shared.store, bm_id).await?;
+                    *counter.lock().expect("bm counter lock") = rebuilt;
+                } else {
+                    let mut c = counter.lock().expect("bm counter lock");
+                    c.limit = limit;
+                    if limit.is_none() {
+                        c.recipients.forget_members();
+                    }
+                }
             }
         }
         Ok(BmSyncResult {

@@ -17,23 +17,27 @@ pub struct BmCounter {
 
 impl BmCounter {
     /// Rebuilds the counter from the messages of every channel of the BM.
+    /// Exact when the BM's tier has a limit; an estimate in fixed memory when it has none or
+    /// is unknown (`engine::limits`).
     pub async fn load(store: &Store, bm_id: i64) -> Result<Self, storage::StorageError> {
         let bm = store.bm_unscoped(bm_id).await?;
-        let mut recipients = RollingUnique::new(DAY_MS);
+        let limit = bm
+            .tier
+            .as_deref()
+            .and_then(Tier::parse)
+            .and_then(|t| t.limit_24h());
+        let mut recipients = if limit.is_some() {
+            RollingUnique::new(DAY_MS)
+        } else {
+            RollingUnique::estimated(DAY_MS)
+        };
         for (phone, at) in store
             .bm_business_initiated_recipients_since(bm_id, now_ms() - DAY_MS)
             .await?
         {
             recipients.record(&phone, at);
         }
-        Ok(Self {
-            recipients,
-            limit: bm
-                .tier
-                .as_deref()
-                .and_then(Tier::parse)
-                .and_then(|t| t.limit_24h()),
-        })
+        Ok(Self { recipients, limit })
     }
 
     /// Headroom left now; `None` = unlimited.

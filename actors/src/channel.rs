@@ -314,13 +314,13 @@ async fn load(shared: &Arc<Shared>, channel_id: i64) -> Result<Loaded, ActorErro
     let store = &shared.store;
     let record = store.channel_unscoped(channel_id).await?;
     let secrets = store.channel_secrets(channel_id).await?;
-    let mut recipients = RollingUnique::new(DAY_MS);
-    for (phone, at) in store
-        .business_initiated_recipients_since(record.id, now_ms() - DAY_MS)
-        .await?
-    {
-        recipients.record(&phone, at);
-    }
+    let limited = record
+        .tier
+        .as_deref()
+        .and_then(Tier::parse)
+        .and_then(|t| t.limit_24h())
+        .is_some();
+    let recipients = recent_recipients(store, record.id, limited).await?;
     let waba = match store
         .waba_by_provider_id(record.account_id, &record.waba_id)
         .await
@@ -334,6 +334,28 @@ async fn load(shared: &Arc<Shared>, channel_id: i64) -> Result<Loaded, ActorErro
         None => None,
     };
     Ok((record, secrets, recipients, waba, bm))
+}
+
+/// The number's rolling 24 h counter, from its business-initiated sends of the last 24 h:
+/// exact when its tier has a limit, else an estimate in fixed memory (`engine::limits`), so an
+/// unlimited number does not hold every recipient of its day.
+async fn recent_recipients(
+    store: &storage::Store,
+    channel_id: i64,
+    limited: bool,
+) -> Result<RollingUnique, ActorError> {
+    let mut recipients = if limited {
+        RollingUnique::new(DAY_MS)
+    } else {
+        RollingUnique::estimated(DAY_MS)
+    };
+    for (phone, at) in store
+        .business_initiated_recipients_since(channel_id, now_ms() - DAY_MS)
+        .await?
+    {
+        recipients.record(&phone, at);
+    }
+    Ok(recipients)
 }
 
 /// The counter of the number's sending group, with the number's own limit registered in it
@@ -527,6 +549,23 @@ impl ChannelState {
             .set(f64::from(cap.warmup_day.unwrap_or(0)));
         metrics::gauge!("disparo_channel_backoff", "channel_id" => id)
             .set(if self.backoff_until > now { 1.0 } else { 0.0 });
+    }
+
+    /// Makes the 24 h counter exact when the tier has a limit (rebuilt from storage) and an
+    /// estimate when it has none (after a tier change).
+    async fn fit_counter(&mut self) {
+        let limited = self.tier.as_ref().and_then(Tier::limit_24h).is_some();
+        if limited == self.recipients.is_exact() {
+            return;
+        }
+        if !limited {
+            self.recipients.forget_members();
+            return;
+        }
+        match recent_recipients(&self.shared.store, self.record.id, true).await {
+            Ok(r) => self.recipients = r,
+            Err(e) => tracing::error!(error = %e, "could not rebuild the 24 h counter"),
+        }
     }
 
     /// Why a business-initiated send to `to` (or, with `None`, to a new recipient) is refused
@@ -733,6 +772,7 @@ async fn handle_msg(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut Chan
                         .insert(st.record.id, t.limit_24h());
                 }
                 st.tier = Some(t);
+                st.fit_counter().await;
             }
             let tier = st.tier.as_ref().map(|t| t.as_str().to_string());
             if let Err(e) = st
@@ -1162,6 +1202,7 @@ async fn apply_sync(
             }
             if let Some(t) = pn.tier().and_then(Tier::parse) {
                 st.tier = Some(t);
+                st.fit_counter().await;
             }
             st.credential_valid = true;
             let tier = st.tier.as_ref().map(|t| t.as_str().to_string());

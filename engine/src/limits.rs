@@ -8,18 +8,40 @@ use std::collections::{BinaryHeap, HashMap};
 /// Unique recipients in a rolling window: each recipient counts once while its latest
 /// business-initiated send is younger than the window.
 ///
-/// Expiry is amortised: every send is also queued by time in a min-heap, and counting pops only
-/// what has expired, so a count costs O(expired · log n), not O(recipients) (this runs on every
-/// message of a channel actor).
+/// Two modes, because only a limit needs to know *who* counts:
+/// - **exact** ([`RollingUnique::new`]): every recipient of the window is kept, so
+///   [`RollingUnique::contains`] can tell whether a send is free (the recipient already counts)
+///   and the count is exact. Memory follows the unique recipients of the window (about 35 bytes
+///   each), which a limit bounds: a number or BM at a 100,000 tier never holds more than about
+///   100,000. Expiry is amortised: every send is also queued by time in a min-heap, and counting
+///   pops only what has expired, so a count costs O(expired · log n), not O(recipients).
+/// - **estimated** ([`RollingUnique::estimated`], or [`RollingUnique::forget_members`]): for a
+///   scope without a limit (an unlimited tier) nobody is kept; the count is a HyperLogLog
+///   estimate (about 3 % standard error; within a few units below a few hundred) over a sliding
+///   window of 24 sub-windows, so a send counts for up to one sub-window (1 h of a 24 h
+///   window) longer than its exact expiry. Memory is fixed (about 26 KB), whatever the audience.
 ///
-/// Recipients are kept as 64-bit keys ([`recipient_key`]), not strings: about 35 bytes per
-/// recipient instead of about 110, which matters because a number, its BM and its group each
-/// hold every recipient of the last 24 h (1,000,000 sends held ~300 MB as strings).
-#[derive(Debug, Clone, Default)]
+/// Both modes keep the estimate, so a scope that loses its limit switches to it at once; one that
+/// gains a limit must be rebuilt exact from storage (the senders' history).
+///
+/// Recipients are kept as 64-bit keys ([`recipient_key`]), not strings.
+#[derive(Debug, Clone)]
 pub struct RollingUnique {
     window_ms: i64,
+    members: Option<Members>,
+    sketch: WindowSketch,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Members {
     last_send: HashMap<u64, i64>,
     by_time: BinaryHeap<Reverse<(i64, u64)>>,
+}
+
+impl Default for RollingUnique {
+    fn default() -> Self {
+        Self::new(crate::DAY_MS)
+    }
 }
 
 /// The key of a recipient: a phone of up to 15 digits (E.164) is encoded exactly (its length in
@@ -39,46 +61,192 @@ pub fn recipient_key(recipient: &str) -> u64 {
 }
 
 impl RollingUnique {
-    /// A counter over `window_ms` (use [`crate::DAY_MS`]).
+    /// An exact counter over `window_ms` (use [`crate::DAY_MS`]).
     pub fn new(window_ms: i64) -> Self {
         Self {
             window_ms,
-            last_send: HashMap::new(),
-            by_time: BinaryHeap::new(),
+            members: Some(Members::default()),
+            sketch: WindowSketch::new(window_ms),
         }
     }
 
+    /// An estimating counter over `window_ms`: fixed memory, no membership (see the type).
+    pub fn estimated(window_ms: i64) -> Self {
+        Self {
+            window_ms,
+            members: None,
+            sketch: WindowSketch::new(window_ms),
+        }
+    }
+
+    /// Whether the counter keeps its recipients (exact mode).
+    pub fn is_exact(&self) -> bool {
+        self.members.is_some()
+    }
+
+    /// Drops the recipients and goes on estimating (the scope has no limit any more).
+    pub fn forget_members(&mut self) {
+        self.members = None;
+    }
+
     /// Whether `recipient` already counts at `now` (a new send to them costs no headroom).
+    /// Always `false` when estimating: every send is then taken as a new recipient.
     pub fn contains(&self, recipient: &str, now: i64) -> bool {
-        self.last_send
-            .get(&recipient_key(recipient))
-            .is_some_and(|t| now - *t < self.window_ms)
+        self.members.as_ref().is_some_and(|m| {
+            m.last_send
+                .get(&recipient_key(recipient))
+                .is_some_and(|t| now - *t < self.window_ms)
+        })
     }
 
     /// Records a send to `recipient` at `at` (in any order of times).
     pub fn record(&mut self, recipient: &str, at: i64) {
         let key = recipient_key(recipient);
-        let latest = self.last_send.entry(key).or_insert(at);
-        if at >= *latest {
-            *latest = at;
-            self.by_time.push(Reverse((at, key)));
+        self.sketch.record(key, at);
+        if let Some(m) = &mut self.members {
+            let latest = m.last_send.entry(key).or_insert(at);
+            if at >= *latest {
+                *latest = at;
+                m.by_time.push(Reverse((at, key)));
+            }
         }
     }
 
-    /// Unique recipients counting at `now`. Drops expired entries, so memory follows the
-    /// window, not history.
+    /// Unique recipients counting at `now` (an estimate when not exact). Drops what expired,
+    /// so memory follows the window, not history.
     pub fn count(&mut self, now: i64) -> i64 {
-        while let Some(Reverse((t, _))) = self.by_time.peek() {
+        self.sketch.expire(now);
+        let Some(m) = &mut self.members else {
+            return self.sketch.estimate();
+        };
+        while let Some(Reverse((t, _))) = m.by_time.peek() {
             if now - *t < self.window_ms {
                 break;
             }
-            let Reverse((t, r)) = self.by_time.pop().expect("peeked");
+            let Reverse((t, r)) = m.by_time.pop().expect("peeked");
             // Only the recipient's latest send expires it; older heap entries are stale.
-            if self.last_send.get(&r) == Some(&t) {
-                self.last_send.remove(&r);
+            if m.last_send.get(&r) == Some(&t) {
+                m.last_send.remove(&r);
             }
         }
-        self.last_send.len() as i64
+        m.last_send.len() as i64
+    }
+}
+
+/// Registers of each HyperLogLog: 2^10 (standard error 1.04 / √1024 ≈ 3.3 %).
+const SKETCH_BITS: u32 = 10;
+const REGISTERS: usize = 1 << SKETCH_BITS;
+/// Sub-windows of the sliding window.
+const SLICES: i64 = 24;
+
+/// A sliding-window HyperLogLog: one sketch per sub-window of `window / 24`, and their union
+/// (register-wise maximum) with its harmonic sum kept up to date, so an estimate is O(1) and a
+/// record O(1); the union is rebuilt only when a sub-window expires.
+#[derive(Debug, Clone)]
+struct WindowSketch {
+    slice_ms: i64,
+    window_ms: i64,
+    /// (start of the sub-window, its registers), oldest first.
+    slices: std::collections::VecDeque<(i64, Box<[u8; REGISTERS]>)>,
+    union: Box<[u8; REGISTERS]>,
+    /// Σ 2^-register over the union.
+    inverse_sum: f64,
+    /// Registers of the union still at zero.
+    zeros: usize,
+}
+
+impl WindowSketch {
+    fn new(window_ms: i64) -> Self {
+        Self {
+            slice_ms: (window_ms / SLICES).max(1),
+            window_ms,
+            slices: std::collections::VecDeque::new(),
+            union: Box::new([0; REGISTERS]),
+            inverse_sum: REGISTERS as f64,
+            zeros: REGISTERS,
+        }
+    }
+
+    fn record(&mut self, key: u64, at: i64) {
+        let start = at - at.rem_euclid(self.slice_ms);
+        if self
+            .slices
+            .back()
+            .is_some_and(|(s, _)| start > *s + self.window_ms)
+        {
+            // Far ahead of everything kept: what is kept has expired for this send's time.
+            self.slices.clear();
+            self.rebuild();
+        }
+        let last = self.slices.len().wrapping_sub(1);
+        let i = match self.slices.iter().position(|(s, _)| *s >= start) {
+            _ if self.slices.back().is_some_and(|(s, _)| *s == start) => last,
+            Some(i) if self.slices[i].0 == start => i,
+            Some(i) => {
+                self.slices.insert(i, (start, Box::new([0; REGISTERS])));
+                i
+            }
+            None => {
+                self.slices.push_back((start, Box::new([0; REGISTERS])));
+                self.slices.len() - 1
+            }
+        };
+        // splitmix64's finaliser: phone keys are not random enough for the register choice.
+        let mut h = key.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        h = (h ^ (h >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        h = (h ^ (h >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        h ^= h >> 31;
+        let register = (h >> (64 - SKETCH_BITS)) as usize;
+        let rank = ((h << SKETCH_BITS) | (1 << (SKETCH_BITS - 1))).leading_zeros() as u8 + 1;
+        let slot = &mut self.slices[i].1[register];
+        *slot = (*slot).max(rank);
+        let old = self.union[register];
+        if rank > old {
+            self.union[register] = rank;
+            self.inverse_sum += 2f64.powi(-i32::from(rank)) - 2f64.powi(-i32::from(old));
+            if old == 0 {
+                self.zeros -= 1;
+            }
+        }
+    }
+
+    /// Drops the sub-windows that ended a window ago; rebuilds the union if any went.
+    fn expire(&mut self, now: i64) {
+        let before = self.slices.len();
+        while self
+            .slices
+            .front()
+            .is_some_and(|(s, _)| now - (s + self.slice_ms) >= self.window_ms)
+        {
+            self.slices.pop_front();
+        }
+        if self.slices.len() != before {
+            self.rebuild();
+        }
+    }
+
+    fn rebuild(&mut self) {
+        let mut union = [0u8; REGISTERS];
+        for (_, r) in &self.slices {
+            for (u, v) in union.iter_mut().zip(r.iter()) {
+                *u = (*u).max(*v);
+            }
+        }
+        *self.union = union;
+        self.inverse_sum = self.union.iter().map(|r| 2f64.powi(-i32::from(*r))).sum();
+        self.zeros = self.union.iter().filter(|r| **r == 0).count();
+    }
+
+    /// HyperLogLog's estimate, with linear counting for small sets (Flajolet et al. 2007).
+    fn estimate(&self) -> i64 {
+        let m = REGISTERS as f64;
+        let raw = 0.7213 / (1.0 + 1.079 / m) * m * m / self.inverse_sum;
+        let e = if raw <= 2.5 * m && self.zeros > 0 {
+            m * (m / self.zeros as f64).ln()
+        } else {
+            raw
+        };
+        e.round() as i64
     }
 }
 
@@ -132,5 +300,56 @@ mod tests {
         assert_eq!(r.count(1950), 1, "b's older entry at 900 is stale");
         assert!(r.contains("b", 1950));
         assert_eq!(r.count(2000), 0);
+    }
+
+    #[test]
+    fn an_estimating_counter_is_exact_for_few_and_close_for_many_in_fixed_memory() {
+        let mut r = RollingUnique::estimated(crate::DAY_MS);
+        for i in 0..20 {
+            r.record(&format!("55119{i:08}"), 1_000);
+            r.record(&format!("55119{i:08}"), 2_000);
+        }
+        assert_eq!(r.count(3_000), 20, "repeats count once");
+        assert!(!r.contains("5511900000001", 3_000), "it keeps nobody");
+        for i in 20..200_000 {
+            r.record(&format!("55119{i:08}"), 10_000 + i);
+        }
+        let n = r.count(300_000);
+        assert!(
+            (n - 200_000).abs() < 200_000 / 10,
+            "estimate {n} for 200,000"
+        );
+        assert!(
+            std::mem::size_of_val(&r) < 1_000,
+            "the registers live in boxes"
+        );
+    }
+
+    #[test]
+    fn an_estimating_counter_forgets_by_sub_window() {
+        let day = crate::DAY_MS;
+        let hour = day / 24;
+        let mut r = RollingUnique::estimated(day);
+        r.record("5511900000001", 0);
+        r.record("5511900000002", 3 * hour);
+        assert_eq!(r.count(day - 1), 2);
+        assert_eq!(r.count(day + hour), 1, "the first hour's send expired");
+        assert_eq!(r.count(day + 4 * hour), 0);
+        r.record("5511900000003", day + 5 * hour);
+        assert_eq!(r.count(day + 5 * hour), 1);
+    }
+
+    #[test]
+    fn forgetting_members_keeps_the_count() {
+        let mut r = RollingUnique::new(1000);
+        for i in 0..50 {
+            r.record(&format!("55119{i:08}"), 10);
+        }
+        assert_eq!(r.count(20), 50);
+        assert!(r.is_exact() && r.contains("5511900000007", 20));
+        r.forget_members();
+        assert!(!r.is_exact() && !r.contains("5511900000007", 20));
+        let n = r.count(20);
+        assert!((48..=52).contains(&n), "estimate {n} for 50");
     }
 }
