@@ -692,7 +692,71 @@ async fn numbers_of_one_bm_share_its_24h_limit(backend: Backend) {
     );
 }
 
+/// A number without a limit only estimates its 24 h recipients (engine::limits); when its
+/// tier gains a limit, it learns from storage who already counts: a user reached before the
+/// change still costs nothing once the new limit is used up.
+async fn a_number_that_gains_a_limit_knows_who_already_counts(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let n = app
+        .sim
+        .create_number(provider::sim::CreateNumber {
+            tier: Some("TIER_UNLIMITED".into()),
+            throughput_mps: Some(1000),
+            ..Default::default()
+        })
+        .unwrap();
+    let (status, body) = app
+        .post("/api/v1/channels/official", json!({"phone_number_id": n.phone_number_id, "waba_id": n.waba_id, "access_token": n.access_token, "app_secret": n.app_secret}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let id = body["data"]["id"].as_i64().unwrap();
+    for i in 0..5 {
+        let (status, body) = template(&app, id, &format!("55119800000{i:02}")).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    let h = health(&app, id).await;
+    assert_eq!(
+        (h["limit_24h"].as_i64(), h["sent_24h"].as_i64()),
+        (Some(-1), Some(5)),
+        "{h}"
+    );
+
+    sim(
+        &app,
+        reqwest::Method::POST,
+        &format!("/_sim/numbers/{}/quality", n.phone_number_id),
+        json!({"quality": "GREEN", "tier": "TIER_50"}),
+    )
+    .await;
+    eventually(10, "the 50 limit", || async {
+        (health(&app, id).await["limit_24h"] == 50).then_some(())
+    })
+    .await;
+    for i in 5..50 {
+        let (status, body) = template(&app, id, &format!("55119800000{i:02}")).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    let h = health(&app, id).await;
+    assert_eq!(
+        (h["sent_24h"].as_i64(), h["available"].as_i64()),
+        (Some(50), Some(0)),
+        "{h}"
+    );
+    let (status, err) = template(&app, id, "5511980000099").await;
+    assert_eq!(
+        (status, err["code"].as_str()),
+        (StatusCode::TOO_MANY_REQUESTS, Some("limite_24h_esgotado"))
+    );
+    let (status, body) = template(&app, id, "5511980000001").await;
+    assert_eq!(
+        status,
+        StatusCode::CREATED,
+        "reached before the limit came, so it counts already: {body}"
+    );
+}
+
 on_both_backends! {
+    gained_limit => a_number_that_gains_a_limit_knows_who_already_counts;
     bm_limit => numbers_of_one_bm_share_its_24h_limit;
     registration => a_number_is_linked_to_a_waba_with_code_and_with_pin;
     quality_red => quality_red_blocks_business_initiated_sends_until_it_recovers;
