@@ -34,6 +34,18 @@ pub struct IngestReport {
     pub ignored: usize,
 }
 
+/// A WABA's new standing: WABA id, standing, detail, its verified channels.
+type Standing = (String, WabaStanding, Option<String>, Vec<Arc<ChannelEntry>>);
+
+/// What a verified webhook asks for, taken out of its payload.
+struct WebhookWork {
+    statuses: HashMap<i64, (Arc<ChannelEntry>, Vec<StatusReport>)>,
+    inbound: HashMap<i64, (Arc<ChannelEntry>, Vec<NewInbound>)>,
+    quality: Vec<(Arc<ChannelEntry>, Option<Quality>, Option<String>)>,
+    standings: Vec<Standing>,
+    template_updates: Vec<(String, provider::wire::TemplateStatusValue)>,
+}
+
 /// Checks signatures per secret once.
 struct Verifier<'a> {
     body: &'a [u8],
@@ -130,9 +142,23 @@ impl Runtime {
     pub async fn ingest_provider_webhook(
         &self,
         route: Option<i64>,
-        body: &[u8],
+        body: impl AsRef<[u8]> + Send,
         signature_header: Option<&str>,
     ) -> Result<IngestReport, ActorError> {
+        let (report, work) = self.read_provider_webhook(route, body.as_ref(), signature_header)?;
+        // The body and its parsed form are gone by now: what waits for the writers below is
+        // only the work taken from them (under load up to 64 webhooks of 200 statuses wait).
+        drop(body);
+        self.apply_provider_webhook(report, work).await
+    }
+
+    /// Verifies and reads a webhook into the work it asks for, per channel.
+    fn read_provider_webhook(
+        &self,
+        route: Option<i64>,
+        body: &[u8],
+        signature_header: Option<&str>,
+    ) -> Result<(IngestReport, WebhookWork), ActorError> {
         let shared = &self.shared;
         let routed = match route {
             Some(id) => Some(shared.registry.get(id).ok_or(ActorError::NotFound)?),
@@ -169,7 +195,6 @@ impl Runtime {
         let mut statuses: HashMap<i64, (Arc<ChannelEntry>, Vec<StatusReport>)> = HashMap::new();
         let mut inbound: HashMap<i64, (Arc<ChannelEntry>, Vec<NewInbound>)> = HashMap::new();
         let mut quality: Vec<(Arc<ChannelEntry>, Option<Quality>, Option<String>)> = Vec::new();
-        type Standing = (String, WabaStanding, Option<String>, Vec<Arc<ChannelEntry>>);
         let mut standings: Vec<Standing> = Vec::new();
         let mut template_updates: Vec<(String, provider::wire::TemplateStatusValue)> = Vec::new();
         let mut report = IngestReport::default();
@@ -318,6 +343,32 @@ impl Runtime {
             }
         }
 
+        Ok((
+            report,
+            WebhookWork {
+                statuses,
+                inbound,
+                quality,
+                standings,
+                template_updates,
+            },
+        ))
+    }
+
+    /// Hands a webhook's work to the channels' actors and the writers, and waits for it.
+    async fn apply_provider_webhook(
+        &self,
+        mut report: IngestReport,
+        work: WebhookWork,
+    ) -> Result<IngestReport, ActorError> {
+        let shared = &self.shared;
+        let WebhookWork {
+            statuses,
+            inbound,
+            quality,
+            standings,
+            template_updates,
+        } = work;
         let timeout = shared.config.call_timeout;
         for (_, (entry, reports)) in statuses {
             report.statuses +=

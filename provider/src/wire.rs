@@ -470,14 +470,17 @@ pub enum ChangeValue {
 impl WebhookChange {
     /// Types the value by its field. A known field whose value does not parse is an error.
     pub fn parse(&self) -> Result<ChangeValue, serde_json::Error> {
-        let v = self.value.clone();
+        // Deserialised from a reference: no copy of the value's tree.
+        let v = &self.value;
         Ok(match self.field.as_str() {
-            "messages" => ChangeValue::Messages(serde_json::from_value(v)?),
-            "phone_number_quality_update" => ChangeValue::QualityUpdate(serde_json::from_value(v)?),
-            "message_template_status_update" => {
-                ChangeValue::TemplateStatus(serde_json::from_value(v)?)
+            "messages" => ChangeValue::Messages(MessagesValue::deserialize(v)?),
+            "phone_number_quality_update" => {
+                ChangeValue::QualityUpdate(QualityUpdateValue::deserialize(v)?)
             }
-            "account_update" => ChangeValue::AccountUpdate(serde_json::from_value(v)?),
+            "message_template_status_update" => {
+                ChangeValue::TemplateStatus(TemplateStatusValue::deserialize(v)?)
+            }
+            "account_update" => ChangeValue::AccountUpdate(AccountUpdateValue::deserialize(v)?),
             other => ChangeValue::Other(other.to_string()),
         })
     }

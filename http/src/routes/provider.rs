@@ -71,7 +71,7 @@ async fn receive(state: AppState, route: Option<i64>, headers: HeaderMap, body: 
         .and_then(|v| v.to_str().ok());
     match state
         .runtime
-        .ingest_provider_webhook(route, &body, signature)
+        .ingest_provider_webhook(route, body, signature)
         .await
     {
         Ok(report) => {
