@@ -227,7 +227,7 @@ async fn main() {
                 && (l.contains("kind=\"RateLimited\"") || l.contains("kind=\"PairRateLimited\""))
         })
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum();
+        .fold(0.0, |a, b| a + b);
     let rss = peak_rss_mb(gw.child.id()).unwrap_or(f64::NAN);
     let sent_secs = sent_at.unwrap();
     let read_secs = read_at.unwrap();

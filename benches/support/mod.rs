@@ -37,7 +37,8 @@ pub fn metric_sum(text: &str, name: &str) -> f64 {
     text.lines()
         .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+        // A fold from +0 (`sum` of no f64 is -0, printed "-0").
+        .fold(0.0, |a, b| a + b)
 }
 
 /// Count and mean (ms) of each labelled series of a Prometheus histogram (or summary) `name`
