@@ -274,13 +274,29 @@ async fn main() {
     // and the status webhooks' requests (mean ms per series).
     for family in [
         "disparo_campaign_tick_phase_seconds",
-        "disparo_campaign_send_seconds",
         "disparo_store_batch_seconds",
         "disparo_store_lane_wait_seconds",
         "disparo_store_lane_hold_seconds",
     ] {
         for (labels, count, mean) in histogram_means(&metrics, family) {
             println!("  {family}{labels}: {count:.0}, mean {mean:.2} ms");
+        }
+    }
+    for phase in ["wait", "call", "handoff"] {
+        let label = format!("{{phase=\"{phase}\"}}");
+        let sum = metric_sum(
+            &metrics,
+            &format!("disparo_campaign_send_phase_microseconds_total{label}"),
+        );
+        let count = metric_sum(
+            &metrics,
+            &format!("disparo_campaign_send_phases_total{label}"),
+        );
+        if count > 0.0 {
+            println!(
+                "  campaign send phase {phase}: {count:.0}, mean {:.2} ms",
+                sum / count / 1000.0
+            );
         }
     }
     // A count, not seconds: its "mean ms" is the mean batch size times 1,000.
