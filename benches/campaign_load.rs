@@ -13,7 +13,8 @@
 //!
 //! Run: `cargo bench --bench campaign_load` (settings: `LOAD_RECIPIENTS`, default 100000;
 //! `LOAD_NUMBERS`, default 10; `LOAD_BACKEND` `sqlite` (default) or `postgres`, which
-//! creates a fresh database next to `DISPARO_TEST_POSTGRES_URL`).
+//! creates a fresh database next to `DISPARO_TEST_POSTGRES_URL`; `LOAD_METRICS_OUT=<file>` keeps
+//! the gateway's `/metrics` text at the end).
 
 mod support;
 
@@ -220,6 +221,9 @@ async fn main() {
         .text()
         .await
         .unwrap();
+    if let Ok(path) = std::env::var("LOAD_METRICS_OUT") {
+        std::fs::write(path, &metrics).expect("write the gateway's /metrics");
+    }
     let throttled: f64 = metrics
         .lines()
         .filter(|l| {

@@ -61,13 +61,18 @@ pub fn install_metrics() -> PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE
         .get_or_init(|| {
+            // Every histogram is exported with buckets (aggregatable with
+            // `histogram_quantile`), none as a summary: the exporter's summaries keep a
+            // DDSketch per series and time slice, megabytes under a campaign's sample rate.
             let handle = PrometheusBuilder::new()
+                .set_buckets(&[
+                    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                    10.0,
+                ])
+                .expect("static buckets are valid")
                 .set_buckets_for_metric(
-                    Matcher::Full("disparo_http_request_duration_seconds".into()),
-                    &[
-                        0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
-                        10.0,
-                    ],
+                    Matcher::Full("disparo_campaign_commit_batch".into()),
+                    &[1.0, 10.0, 50.0, 100.0, 250.0, 500.0, 750.0, 1000.0],
                 )
                 .expect("static buckets are valid")
                 .install_recorder()
