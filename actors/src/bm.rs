@@ -31,12 +31,11 @@ impl BmCounter {
         } else {
             RollingUnique::estimated(DAY_MS)
         };
-        for (phone, at) in store
-            .bm_business_initiated_recipients_since(bm_id, now_ms() - DAY_MS)
-            .await?
-        {
-            recipients.record(&phone, at);
-        }
+        store
+            .bm_business_initiated_recipients_since(bm_id, now_ms() - DAY_MS, |phone, at| {
+                recipients.record(phone, at)
+            })
+            .await?;
         Ok(Self { recipients, limit })
     }
 

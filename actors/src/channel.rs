@@ -349,12 +349,11 @@ async fn recent_recipients(
     } else {
         RollingUnique::estimated(DAY_MS)
     };
-    for (phone, at) in store
-        .business_initiated_recipients_since(channel_id, now_ms() - DAY_MS)
-        .await?
-    {
-        recipients.record(&phone, at);
-    }
+    store
+        .business_initiated_recipients_since(channel_id, now_ms() - DAY_MS, |phone, at| {
+            recipients.record(phone, at)
+        })
+        .await?;
     Ok(recipients)
 }
 

@@ -69,13 +69,11 @@ impl Shared {
         }
         let g = self.store.group_unscoped(group_id).await?;
         let mut recipients = RollingUnique::new(DAY_MS);
-        for (phone, at) in self
-            .store
-            .group_business_initiated_recipients_since(group_id, now_ms() - DAY_MS)
-            .await?
-        {
-            recipients.record(&phone, at);
-        }
+        self.store
+            .group_business_initiated_recipients_since(group_id, now_ms() - DAY_MS, |phone, at| {
+                recipients.record(phone, at)
+            })
+            .await?;
         let built = GroupCounter {
             name: g.name,
             own_limit: g.limit_24h,

@@ -261,36 +261,34 @@ impl Store {
     }
 
     /// Recipients of business-initiated sends of every channel of a BM since `since` (ms),
-    /// with the latest send to each: what the BM's shared 24 h counter is rebuilt from.
+    /// with the latest send to each, handed to `each` as read: what the BM's shared 24 h counter
+    /// is rebuilt from.
     pub async fn bm_business_initiated_recipients_since(
         &self,
         bm_id: i64,
         since: i64,
-    ) -> Result<Vec<(String, i64)>> {
-        self.business_initiated_recipients_of("c.bm_id", bm_id, since)
+        each: impl FnMut(&str, i64) + Send,
+    ) -> Result<()> {
+        self.business_initiated_recipients_of("c.bm_id", bm_id, since, each)
             .await
     }
 
     /// Unique business-initiated recipients since `since` (ms) of the channels whose
-    /// `column` (`c.bm_id`, `c.group_id`) is `id`, with the last time each was messaged.
+    /// `column` (`c.bm_id`, `c.group_id`) is `id`, with the last time each was messaged, streamed
+    /// to `each`.
     pub(crate) async fn business_initiated_recipients_of(
         &self,
         column: &'static str,
         id: i64,
         since: i64,
-    ) -> Result<Vec<(String, i64)>> {
+        each: impl FnMut(&str, i64) + Send,
+    ) -> Result<()> {
         let sql = format!(
             "SELECT m.contact_phone, MAX(m.created_at) AS last_at FROM messages m JOIN channels c ON c.id = m.channel_id \
              WHERE {column} = $1 AND m.direction = 'out' AND m.kind = 'template' AND m.status <> 'failed' AND m.created_at >= $2 \
              GROUP BY m.contact_phone"
         );
-        let rows = sqlx::query(&sql)
-            .bind(id)
-            .bind(since)
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter()
-            .map(|r| Ok((r.try_get("contact_phone")?, r.try_get("last_at")?)))
-            .collect()
+        let query = sqlx::query(&sql).bind(id).bind(since);
+        crate::messages::recipients_with_last_send(query.fetch(&self.pool), each).await
     }
 }

@@ -188,13 +188,15 @@ impl Store {
     }
 
     /// Unique business-initiated recipients of the group's numbers since `since` (ms), with
-    /// the last time each was messaged (to rebuild the group's rolling counter).
+    /// the last time each was messaged, handed to `each` as read (to rebuild the group's rolling
+    /// counter).
     pub async fn group_business_initiated_recipients_since(
         &self,
         group_id: i64,
         since: i64,
-    ) -> Result<Vec<(String, i64)>> {
-        self.business_initiated_recipients_of("c.group_id", group_id, since)
+        each: impl FnMut(&str, i64) + Send,
+    ) -> Result<()> {
+        self.business_initiated_recipients_of("c.group_id", group_id, since, each)
             .await
     }
 }

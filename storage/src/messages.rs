@@ -585,24 +585,35 @@ impl Store {
 
 impl Store {
     /// Recipients of business-initiated (template) sends on a channel since `since` (ms) that
-    /// did not fail, with the time of the latest send to each: what a channel rebuilds its
-    /// rolling 24 h counter from.
+    /// did not fail, each with the time of the latest send to it, handed to `each` as they are
+    /// read (streamed: a day of a busy number is never held at once): what a channel rebuilds
+    /// its rolling 24 h counter from.
     pub async fn business_initiated_recipients_since(
         &self,
         channel_id: i64,
         since: i64,
-    ) -> Result<Vec<(String, i64)>> {
-        let rows = sqlx::query(
+        each: impl FnMut(&str, i64) + Send,
+    ) -> Result<()> {
+        let query = sqlx::query(
             "SELECT contact_phone, MAX(created_at) AS last_at FROM messages \
              WHERE channel_id = $1 AND direction = 'out' AND kind = 'template' AND status <> 'failed' AND created_at >= $2 \
              GROUP BY contact_phone",
         )
         .bind(channel_id)
-        .bind(since)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .map(|r| Ok((r.try_get("contact_phone")?, r.try_get("last_at")?)))
-            .collect()
+        .bind(since);
+        recipients_with_last_send(query.fetch(&self.pool), each).await
     }
+}
+
+/// Hands each `(contact_phone, last_at)` row of `rows` to `each` as it arrives.
+pub(crate) async fn recipients_with_last_send(
+    mut rows: futures::stream::BoxStream<'_, std::result::Result<AnyRow, sqlx::Error>>,
+    mut each: impl FnMut(&str, i64) + Send,
+) -> Result<()> {
+    use futures::TryStreamExt;
+    while let Some(r) = rows.try_next().await? {
+        let phone: String = r.try_get("contact_phone")?;
+        each(&phone, r.try_get("last_at")?);
+    }
+    Ok(())
 }
