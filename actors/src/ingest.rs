@@ -133,7 +133,8 @@ fn inbound_messages(v: &MessagesValue, entry: &ChannelEntry) -> Vec<NewInbound> 
 
 impl Runtime {
     /// Ingests one provider webhook POST. `route` is the channel of a per-channel receiver
-    /// (`/webhooks/messaging/{channel_id}`), `None` for the app-level receiver.
+    /// (`/webhooks/messaging/{channel_id}`), `None` for the app-level receiver. The body is
+    /// taken by value and dropped once read, before the wait for the writers.
     ///
     /// Errors: [`ActorError::InvalidSignature`] when the signature verifies for none of the
     /// channels the payload names (nothing is recorded); [`ActorError::BadPayload`] for a

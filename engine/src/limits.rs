@@ -178,17 +178,20 @@ impl WindowSketch {
             self.slices.clear();
             self.rebuild();
         }
-        let last = self.slices.len().wrapping_sub(1);
-        let i = match self.slices.iter().position(|(s, _)| *s >= start) {
-            _ if self.slices.back().is_some_and(|(s, _)| *s == start) => last,
-            Some(i) if self.slices[i].0 == start => i,
-            Some(i) => {
-                self.slices.insert(i, (start, Box::new([0; REGISTERS])));
-                i
-            }
-            None => {
-                self.slices.push_back((start, Box::new([0; REGISTERS])));
-                self.slices.len() - 1
+        // Sends come in time order almost always: the newest slice first.
+        let i = if self.slices.back().is_some_and(|(s, _)| *s == start) {
+            self.slices.len() - 1
+        } else {
+            match self.slices.iter().position(|(s, _)| *s >= start) {
+                Some(i) if self.slices[i].0 == start => i,
+                Some(i) => {
+                    self.slices.insert(i, (start, Box::new([0; REGISTERS])));
+                    i
+                }
+                None => {
+                    self.slices.push_back((start, Box::new([0; REGISTERS])));
+                    self.slices.len() - 1
+                }
             }
         };
         // splitmix64's finaliser: phone keys are not random enough for the register choice.
