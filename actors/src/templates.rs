@@ -11,7 +11,7 @@ use provider::wire::{CreateTemplate, TemplateStatusValue};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
-use storage::templates::{NewTemplate, TemplateChannel, TemplateRecord};
+use storage::templates::{NewTemplate, TemplateChannel, TemplateChannelState, TemplateRecord};
 use storage::webhooks::NewEvent;
 
 /// `POST /templates` input.
@@ -320,37 +320,26 @@ impl Runtime {
             {
                 for c in &chans {
                     store
-                        .upsert_template_channel(
-                            account_id,
-                            id,
-                            c.id,
-                            &waba_id,
-                            &r.provider_name,
-                            r.provider_template_id.as_deref(),
-                            r.version,
-                            &r.status,
-                            r.rejection_reason.as_deref(),
-                        )
+                        .upsert_template_channel(account_id, id, c.id, r.state())
                         .await?;
                 }
                 continue;
             }
             let token = store.channel_secrets(chans[0].id).await?.access_token;
+            // Version 1 of the template in this WABA, in one state or another.
+            let submitted = |provider_id, status, reason| TemplateChannelState {
+                waba_id: &waba_id,
+                provider_name: &t.provider_name,
+                provider_template_id: provider_id,
+                version: 1,
+                status,
+                rejection_reason: reason,
+            };
             // Stored before the call: the review webhook can arrive before the answer, and it
             // finds the rows by WABA and name until they have the provider's id.
             for c in &chans {
                 store
-                    .upsert_template_channel(
-                        account_id,
-                        id,
-                        c.id,
-                        &waba_id,
-                        &t.provider_name,
-                        None,
-                        1,
-                        "pending",
-                        None,
-                    )
+                    .upsert_template_channel(account_id, id, c.id, submitted(None, "pending", None))
                     .await?;
             }
             let (status, reason, provider_id) = match self
@@ -396,12 +385,7 @@ impl Runtime {
                         account_id,
                         id,
                         c.id,
-                        &waba_id,
-                        &t.provider_name,
-                        provider_id.as_deref(),
-                        1,
-                        status,
-                        reason.as_deref(),
+                        submitted(provider_id.as_deref(), status, reason.as_deref()),
                     )
                     .await?;
             }
@@ -558,21 +542,20 @@ impl Runtime {
         let name = format!("{}_v{version}", t.provider_name);
         let waba_rows: Vec<&TemplateChannel> =
             rows.iter().filter(|r| r.waba_id == row.waba_id).collect();
+        // The WABA's rows naming the new version.
+        let next = |provider_id, status| TemplateChannelState {
+            waba_id: &row.waba_id,
+            provider_name: &name,
+            provider_template_id: provider_id,
+            version,
+            status,
+            rejection_reason: None,
+        };
         // As in a submission, the rows name the new version before the call (its review
         // webhook can come first); a refused creation puts them back as they were.
         for r in &waba_rows {
             store
-                .upsert_template_channel(
-                    account_id,
-                    id,
-                    r.channel_id,
-                    &r.waba_id,
-                    &name,
-                    None,
-                    version,
-                    "pending",
-                    None,
-                )
+                .upsert_template_channel(account_id, id, r.channel_id, next(None, "pending"))
                 .await?;
         }
         let created = match self
@@ -585,17 +568,7 @@ impl Runtime {
             Err(e) => {
                 for r in &waba_rows {
                     store
-                        .upsert_template_channel(
-                            account_id,
-                            id,
-                            r.channel_id,
-                            &r.waba_id,
-                            &r.provider_name,
-                            r.provider_template_id.as_deref(),
-                            r.version,
-                            &r.status,
-                            r.rejection_reason.as_deref(),
-                        )
+                        .upsert_template_channel(account_id, id, r.channel_id, r.state())
                         .await?;
                 }
                 return Err(e.into());
@@ -608,12 +581,7 @@ impl Runtime {
                     account_id,
                     id,
                     r.channel_id,
-                    &r.waba_id,
-                    &name,
-                    Some(&created.id),
-                    version,
-                    status,
-                    None,
+                    next(Some(&created.id), status),
                 )
                 .await?;
         }

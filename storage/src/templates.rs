@@ -68,6 +68,38 @@ pub struct TemplateChannel {
     pub updated_at: i64,
 }
 
+impl TemplateChannel {
+    /// The row's state, to write again (on another number of the WABA, or back as it was).
+    pub fn state(&self) -> TemplateChannelState<'_> {
+        TemplateChannelState {
+            waba_id: &self.waba_id,
+            provider_name: &self.provider_name,
+            provider_template_id: self.provider_template_id.as_deref(),
+            version: self.version,
+            status: &self.status,
+            rejection_reason: self.rejection_reason.as_deref(),
+        }
+    }
+}
+
+/// A template's state on a number, as [`Store::upsert_template_channel`] and
+/// [`Store::record_template_answer`] write it.
+#[derive(Debug, Clone, Copy)]
+pub struct TemplateChannelState<'a> {
+    /// The number's WABA.
+    pub waba_id: &'a str,
+    /// Name at the provider of the version in use.
+    pub provider_name: &'a str,
+    /// Provider template id, once the provider answered.
+    pub provider_template_id: Option<&'a str>,
+    /// Version (1, then 2 for `_v2`…).
+    pub version: i64,
+    /// `pending`, `approved`, `rejected`, `paused`, `disabled`, `failed`, `deleted`.
+    pub status: &'a str,
+    /// The provider's reason, on rejection or failure.
+    pub rejection_reason: Option<&'a str>,
+}
+
 /// A new library template.
 #[derive(Debug, Clone)]
 pub struct NewTemplate {
@@ -238,61 +270,40 @@ impl Store {
     }
 
     /// Records (insert or replace) a template's state on a number.
-    #[allow(clippy::too_many_arguments)]
     pub async fn upsert_template_channel(
         &self,
         account_id: i64,
         template_id: i64,
         channel_id: i64,
-        waba_id: &str,
-        provider_name: &str,
-        provider_template_id: Option<&str>,
-        version: i64,
-        status: &str,
-        reason: Option<&str>,
+        state: TemplateChannelState<'_>,
     ) -> Result<()> {
-        self.write_template_channel(
-            false,
-            (account_id, template_id, channel_id),
-            (waba_id, provider_name, provider_template_id, version),
-            (status, reason),
-        )
-        .await
+        self.write_template_channel(account_id, template_id, channel_id, state, false)
+            .await
     }
 
     /// Records the provider's answer to a template creation on a number whose row was written
     /// `pending` before the call: like [`Store::upsert_template_channel`], except that a
     /// `pending` answer keeps a status a review webhook set meanwhile (the provider can send
     /// the webhook before its answer arrives; the row had no provider id yet, so the webhook
-    /// found it by WABA and name).
-    #[allow(clippy::too_many_arguments)]
+    /// found it by WABA and name; D-040).
     pub async fn record_template_answer(
         &self,
         account_id: i64,
         template_id: i64,
         channel_id: i64,
-        waba_id: &str,
-        provider_name: &str,
-        provider_template_id: Option<&str>,
-        version: i64,
-        status: &str,
-        reason: Option<&str>,
+        state: TemplateChannelState<'_>,
     ) -> Result<()> {
-        self.write_template_channel(
-            true,
-            (account_id, template_id, channel_id),
-            (waba_id, provider_name, provider_template_id, version),
-            (status, reason),
-        )
-        .await
+        self.write_template_channel(account_id, template_id, channel_id, state, true)
+            .await
     }
 
     async fn write_template_channel(
         &self,
+        account_id: i64,
+        template_id: i64,
+        channel_id: i64,
+        state: TemplateChannelState<'_>,
         keep_reviewed: bool,
-        (account_id, template_id, channel_id): (i64, i64, i64),
-        (waba_id, provider_name, provider_template_id, version): (&str, &str, Option<&str>, i64),
-        (status, reason): (&str, Option<&str>),
     ) -> Result<()> {
         let (status_set, reason_set) = if keep_reviewed {
             (
@@ -316,12 +327,12 @@ impl Store {
             .bind(account_id)
             .bind(template_id)
             .bind(channel_id)
-            .bind(waba_id)
-            .bind(provider_name)
-            .bind(provider_template_id)
-            .bind(version)
-            .bind(status)
-            .bind(reason)
+            .bind(state.waba_id)
+            .bind(state.provider_name)
+            .bind(state.provider_template_id)
+            .bind(state.version)
+            .bind(state.status)
+            .bind(state.rejection_reason)
             .bind(now_ms())
             .execute(&self.writer)
             .await?;
