@@ -87,8 +87,12 @@ impl Application {
                     None => RetrySchedule::default(),
                 },
                 webhook_timeout: Duration::from_millis(settings.webhook_timeout_ms),
-                allow_private_urls: settings.allow_private_urls,
+                outbound: engine::net::OutboundPolicy {
+                    allow_private: settings.allow_private_urls,
+                    allowed_subnets: settings.allowed_subnets.clone(),
+                },
                 media_timeout: Duration::from_millis(settings.media_timeout_ms),
+                alternative_hosts: settings.alternative_hosts.clone(),
                 in_doubt_grace: Duration::from_millis(settings.in_doubt_grace_ms),
                 ..RuntimeConfig::default()
             },

@@ -2,11 +2,16 @@
 //! variables, validated at start. Secrets are wrapped so `Debug` hides them.
 
 use clap::Args;
+use engine::net::Subnet;
 use engine::Secret;
 use std::path::PathBuf;
 
 fn secret(s: &str) -> Result<Secret, String> {
     Ok(Secret::new(s))
+}
+
+fn subnet(s: &str) -> Result<Subnet, String> {
+    Subnet::parse(s)
 }
 
 /// Settings of `disparo serve` and `disparo migrate`. Every field can be set by the named
@@ -63,10 +68,19 @@ pub struct Settings {
     /// Timeout of one outbound webhook attempt, ms.
     #[arg(long, env = "DISPARO_WEBHOOK_TIMEOUT_MS", default_value_t = 10_000)]
     pub webhook_timeout_ms: u64,
-    /// Let media URLs of sends point to private and loopback addresses (off: only public
-    /// addresses are fetched).
+    /// Let requests to URLs clients give (outbound webhooks, media by URL, alternative
+    /// providers) reach private, loopback and reserved addresses (off: only public addresses;
+    /// D-042). For tests and private deployments; prefer `DISPARO_ALLOWED_SUBNETS`.
     #[arg(long, env = "DISPARO_ALLOW_PRIVATE_URLS", default_value_t = false, action = clap::ArgAction::Set)]
     pub allow_private_urls: bool,
+    /// Non-public address blocks those requests may reach anyway, comma-separated CIDR
+    /// (`10.20.0.0/16,fd00::/8`; a bare address is one host).
+    #[arg(long, env = "DISPARO_ALLOWED_SUBNETS", value_delimiter = ',', value_parser = subnet)]
+    pub allowed_subnets: Vec<Subnet>,
+    /// Hosts (`host` or `host:port`, comma-separated) an alternative provider's
+    /// `provider_url` may name besides the provider's own API host (a sandbox, the simulator).
+    #[arg(long, env = "DISPARO_ALTERNATIVE_HOSTS", value_delimiter = ',')]
+    pub alternative_hosts: Vec<String>,
     /// Timeout of a media download (sends with `media.url`), ms.
     #[arg(long, env = "DISPARO_MEDIA_TIMEOUT_MS", default_value_t = 20_000)]
     pub media_timeout_ms: u64,

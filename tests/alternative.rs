@@ -73,6 +73,15 @@ async fn alternative_numbers_are_referenced_only(backend: Backend) {
             json!({"phone": "5511988887777", "engine": "360dialog", "api_key": key, "provider_url": "ftp://x"}),
             "invalid_url",
         ),
+        // Only the provider's own host or a listed one (D-042): never an arbitrary GET.
+        (
+            json!({"phone": "5511988887777", "engine": "360dialog", "api_key": key, "provider_url": "https://intranet.example.com/api"}),
+            "provider_url_not_allowed",
+        ),
+        (
+            json!({"phone": "5511988887777", "engine": "360dialog", "api_key": key, "provider_url": "http://169.254.169.254/latest"}),
+            "private_url",
+        ),
     ] {
         let (status, err) = app.post("/api/v1/channels/alternative", body).await;
         assert_eq!(

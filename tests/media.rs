@@ -161,7 +161,7 @@ async fn media_by_url_is_uploaded_and_sent_by_id_for_every_type(backend: Backend
 }
 
 async fn private_media_urls_are_refused_by_default(backend: Backend) {
-    let app = TestApp::spawn(backend).await;
+    let app = TestApp::spawn_with(backend, |s| s.allowed_subnets.clear()).await;
     let files = file_server().await;
     let (channel_id, number) = app.connect_channel().await;
     app.inbound(&number.phone_number_id, "5511933336666", "oi")

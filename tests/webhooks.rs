@@ -185,3 +185,163 @@ async fn a_repeated_idempotency_key_returns_the_first_result_and_never_sends_twi
 on_both_backends! {
     idempotency => a_repeated_idempotency_key_returns_the_first_result_and_never_sends_twice;
 }
+
+/// A name of this machine that resolves only to loopback addresses (the host name does in
+/// the project's machines; `localhost` itself is refused before any resolution).
+async fn a_name_resolving_to_loopback() -> String {
+    let mut candidates = vec!["localhost.localdomain".to_string(), "ip6-localhost".into()];
+    if let Ok(h) = std::fs::read_to_string("/etc/hostname") {
+        candidates.insert(0, h.trim().to_string());
+    }
+    for name in candidates.into_iter().filter(|n| !n.is_empty()) {
+        let addrs: Vec<_> = match tokio::net::lookup_host((name.as_str(), 0)).await {
+            Ok(found) => found.collect(),
+            Err(_) => continue,
+        };
+        if !addrs.is_empty() && addrs.iter().all(|a| a.ip().is_loopback()) {
+            return name;
+        }
+    }
+    panic!("no name of this machine resolves to loopback only");
+}
+
+async fn webhook_urls_to_private_addresses_are_refused_at_subscription_and_at_delivery(
+    backend: Backend,
+) {
+    let app = TestApp::spawn_with(backend, |s| {
+        s.allowed_subnets.clear();
+        s.webhook_retry_ms = Some(vec![60_000]);
+    })
+    .await;
+    let (channel_id, _) = app.connect_channel().await;
+    let path = format!("/api/v1/channels/{channel_id}/webhooks");
+    for url in [
+        "http://localhost:8080/hook",
+        "http://LOCALHOST./hook",
+        "http://api.localhost/hook",
+        "http://127.0.0.1/hook",
+        "http://0.0.0.0/hook",
+        "http://10.0.0.1/hook",
+        "http://172.16.0.1/hook",
+        "http://192.168.1.1/hook",
+        "http://169.254.169.254/latest/meta-data",
+        "http://100.64.0.1/hook",
+        "http://198.18.0.1/hook",
+        "http://240.0.0.1/hook",
+        "http://[::1]/hook",
+        "http://[fd00::1]/hook",
+        "http://[fe80::1]/hook",
+        "http://[::ffff:127.0.0.1]/hook",
+        "http://[::7f00:1]/hook",
+        "http://[64:ff9b::a9fe:a9fe]/hook",
+        "http://[2002:7f00:1::1]/hook",
+        "http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/hook",
+        "http://2130706433/hook",
+        "http://0x7f.1/hook",
+    ] {
+        let (status, err) = app
+            .post(&path, json!({"url": url, "events": ["message.sent"]}))
+            .await;
+        assert_eq!(
+            (status, err["code"].as_str()),
+            (StatusCode::UNPROCESSABLE_ENTITY, Some("private_url")),
+            "{url}: {err}"
+        );
+        assert!(
+            err["message"].as_str().unwrap().contains("privado"),
+            "{err}"
+        );
+    }
+    for url in [
+        "ftp://example.com/x",
+        "https://user:pw@example.com/x",
+        "hook",
+    ] {
+        let (status, err) = app
+            .post(&path, json!({"url": url, "events": ["message.sent"]}))
+            .await;
+        assert_eq!(
+            (status, err["code"].as_str()),
+            (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_url")),
+            "{url}: {err}"
+        );
+    }
+    let (_, list) = app.get(&path).await;
+    assert_eq!(list["data"].as_array().unwrap().len(), 0, "nothing stored");
+
+    // A name is resolved at delivery: one that resolves to loopback is refused there, logged,
+    // and the receiver behind it hears nothing.
+    let receiver = Receiver::start().await;
+    let name = a_name_resolving_to_loopback().await;
+    let url = format!("http://{name}:{}/hook", receiver.addr.port());
+    let (status, sub) = app
+        .post(&path, json!({"url": url, "events": ["message.sent"]}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{sub}");
+    let sub_id = sub["data"]["id"].as_i64().unwrap();
+    let (status, _) = app
+        .post(&format!("/api/v1/webhooks/{sub_id}/test"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let delivery = eventually(10, "the refused attempt logged", || async {
+        let (_, log) = app
+            .get(&format!("/api/v1/webhooks/{sub_id}/deliveries"))
+            .await;
+        let d = log["data"][0].clone();
+        (d["attempts"].as_i64() == Some(1)).then_some(d)
+    })
+    .await;
+    assert!(
+        delivery["last_error"]
+            .as_str()
+            .unwrap()
+            .starts_with("refused:"),
+        "{delivery}"
+    );
+    assert_eq!(delivery["last_status_code"], serde_json::Value::Null);
+    assert_eq!(receiver.hits.load(Ordering::SeqCst), 0);
+}
+
+async fn a_redirect_is_a_failed_attempt_and_is_not_followed(backend: Backend) {
+    let app = TestApp::spawn_with(backend, |s| s.webhook_retry_ms = Some(vec![60_000])).await;
+    let (channel_id, _) = app.connect_channel().await;
+    let receiver = Receiver::start().await;
+    // An endpoint that redirects to the receiver (allowed itself): the redirect is the answer.
+    let target = receiver.url();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let redirector = listener.local_addr().unwrap();
+    let app_router = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move || {
+            let target = target.clone();
+            async move { axum::response::Redirect::temporary(&target) }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, app_router).await.ok() });
+    let (status, sub) = app
+        .post(
+            &format!("/api/v1/channels/{channel_id}/webhooks"),
+            json!({"url": format!("http://{redirector}/hook"), "events": ["message.sent"]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{sub}");
+    let sub_id = sub["data"]["id"].as_i64().unwrap();
+    app.post(&format!("/api/v1/webhooks/{sub_id}/test"), json!({}))
+        .await;
+    let delivery = eventually(10, "the redirected attempt logged", || async {
+        let (_, log) = app
+            .get(&format!("/api/v1/webhooks/{sub_id}/deliveries"))
+            .await;
+        let d = log["data"][0].clone();
+        (d["attempts"].as_i64() == Some(1)).then_some(d)
+    })
+    .await;
+    assert_eq!(delivery["last_status_code"], 307, "{delivery}");
+    assert_eq!(delivery["status"], "pending", "retried later: {delivery}");
+    assert_eq!(receiver.hits.load(Ordering::SeqCst), 0, "not followed");
+}
+
+on_both_backends! {
+    ssrf => webhook_urls_to_private_addresses_are_refused_at_subscription_and_at_delivery;
+    redirects => a_redirect_is_a_failed_attempt_and_is_not_followed;
+}

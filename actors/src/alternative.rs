@@ -4,15 +4,16 @@
 
 use crate::channel::ChannelSnapshot;
 use crate::error::ActorError;
+use crate::outbound::{refusal_message, Guard};
 use crate::Runtime;
 use engine::channel::Health;
+use engine::net::UrlRefusal;
 use engine::phone::Phone;
 use engine::Secret;
 use provider::alternative::{by_engine, engines, AlternativeProvider};
 use provider::wire::TemplateInfo;
 use provider::ProviderError;
 use serde_json::json;
-use std::sync::OnceLock;
 use storage::alternative::{NewAlternativeChannel, SenderTemplate};
 use storage::channels::ChannelRecord;
 
@@ -31,10 +32,51 @@ pub struct ConnectAlternative {
     pub api_key: Secret,
 }
 
-/// The HTTP client for alternative providers (one per process).
-fn http() -> &'static reqwest::Client {
-    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
-    CLIENT.get_or_init(reqwest::Client::new)
+/// The authority (`host` or `host:port`) of a URL, lowercase.
+fn authority(url: &url::Url) -> String {
+    let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
+    match url.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host,
+    }
+}
+
+/// Checks a `provider_url` given at registration (D-042): an http(s) URL that passes the
+/// outbound guard and whose host is the engine's own (its default base URL's) or one listed
+/// in `DISPARO_ALTERNATIVE_HOSTS`. Errors: 422 `invalid_url`, `private_url` or
+/// `provider_url_not_allowed`.
+fn check_provider_url(
+    guard: &Guard,
+    allowed_hosts: &[String],
+    p: &dyn AlternativeProvider,
+    raw: &str,
+) -> Result<(), ActorError> {
+    let url = guard.check_url(raw).map_err(|r| {
+        let code = match r {
+            UrlRefusal::Invalid(_) => "invalid_url",
+            UrlRefusal::PrivateAddress(_) => "private_url",
+        };
+        engine::ValidationError::new(code, "provider_url", refusal_message(&r))
+    })?;
+    let own = url::Url::parse(p.default_base_url()).map(|u| authority(&u));
+    let given = authority(&url);
+    let host_only = url.host_str().unwrap_or_default().to_ascii_lowercase();
+    let listed = allowed_hosts
+        .iter()
+        .any(|h| h.eq_ignore_ascii_case(&given) || h.eq_ignore_ascii_case(&host_only));
+    if own.as_deref() == Ok(given.as_str()) || listed {
+        return Ok(());
+    }
+    Err(engine::ValidationError::new(
+        "provider_url_not_allowed",
+        "provider_url",
+        format!(
+            "`provider_url` deve apontar para o próprio provedor {} ({}) ou para um host liberado em DISPARO_ALTERNATIVE_HOSTS; {given} não está liberado.",
+            p.engine(),
+            p.default_base_url()
+        ),
+    )
+    .into())
 }
 
 /// The refusal of a send through a number of an alternative provider (422
@@ -123,12 +165,20 @@ impl Runtime {
             )
             .into());
         }
+        if let Some(raw) = &input.provider_url {
+            check_provider_url(
+                &self.shared.guard,
+                &self.shared.config.alternative_hosts,
+                p,
+                raw,
+            )?;
+        }
         let base = input
             .provider_url
             .clone()
             .unwrap_or_else(|| p.default_base_url().to_string());
         let templates = p
-            .templates(http(), &base, input.api_key.expose())
+            .templates(&self.shared.outbound_http, &base, input.api_key.expose())
             .await
             .map_err(key_error)?;
         let record = self
@@ -180,7 +230,7 @@ impl Runtime {
             .clone()
             .unwrap_or_else(|| p.default_base_url().to_string());
         let templates = p
-            .templates(http(), &base, key.expose())
+            .templates(&self.shared.outbound_http, &base, key.expose())
             .await
             .map_err(key_error)?;
         self.shared

@@ -37,6 +37,8 @@ pub struct DispatcherConfig {
     pub max_in_flight: usize,
     /// How often the outbox is polled for due retries.
     pub poll_interval: Duration,
+    /// The SSRF guard every attempt goes through (D-042).
+    pub guard: crate::outbound::Guard,
 }
 
 /// Start arguments.
@@ -84,9 +86,10 @@ impl Actor for WebhookDispatcher {
         args: DispatcherArgs,
     ) -> Result<DispatcherState, ActorProcessingErr> {
         myself.send_interval(args.config.poll_interval, || DispatcherMsg::Poll);
-        let http = reqwest::Client::builder()
-            .timeout(args.config.timeout)
-            .connect_timeout(args.config.timeout.min(Duration::from_secs(5)))
+        let http = args
+            .config
+            .guard
+            .client(args.config.timeout)
             .user_agent(concat!("disparo-webhooks/", env!("CARGO_PKG_VERSION")))
             .pool_max_idle_per_host(args.config.max_in_flight)
             .build()?;
@@ -166,6 +169,18 @@ async fn poll(myself: &ActorRef<DispatcherMsg>, st: &mut DispatcherState) {
 async fn attempt(store: &Store, http: &reqwest::Client, config: &DispatcherConfig, d: DueDelivery) {
     let body = render_envelope(&d);
     let signature = signature_header(d.secret.expose(), &body);
+    // Checked again at every attempt: a literal address connects without a resolution, and
+    // the policy may have changed since the subscription was made.
+    if let Err(refusal) = config.guard.check_url(&d.url) {
+        tracing::warn!(
+            delivery_id = d.id,
+            "webhook attempt refused by the outbound guard"
+        );
+        metrics::counter!("disparo_outbound_refused_total").increment(1);
+        let error = format!("refused: {}", crate::outbound::refusal_message(&refusal));
+        finish(store, config, &d, None, error).await;
+        return;
+    }
     let res = http
         .post(&d.url)
         .header("content-type", "application/json")
@@ -181,26 +196,43 @@ async fn attempt(store: &Store, http: &reqwest::Client, config: &DispatcherConfi
             Some(r.status().as_u16()),
             format!("HTTP {}", r.status().as_u16()),
         )),
+        Err(e) if crate::outbound::is_refused(&e) => Ok((
+            None,
+            "refused: the URL's host resolves to a private or local address".to_string(),
+        )),
         Err(e) if e.is_timeout() => Ok((None, "timeout".to_string())),
         Err(e) if e.is_connect() => Ok((None, "connection refused or unreachable".to_string())),
         Err(e) => Ok((None, format!("request error: {e}"))),
     };
     // `failure` is Err(status) on success, to keep the happy path's code.
-    let outcome = match failure {
-        Err(status_code) => AttemptOutcome::Delivered { status_code },
-        Ok((status_code, error)) => {
-            let done = (d.attempts + 1) as u32;
-            let jitter: f64 = rand::thread_rng().gen();
-            match config.schedule.next_delay_ms(done, jitter) {
-                Some(ms) => AttemptOutcome::Retry {
-                    status_code,
-                    error,
-                    next_at: now_ms() + ms as i64,
-                },
-                None => AttemptOutcome::GiveUp { status_code, error },
-            }
-        }
+    match failure {
+        Err(status_code) => record(store, &d, AttemptOutcome::Delivered { status_code }).await,
+        Ok((status_code, error)) => finish(store, config, &d, status_code, error).await,
+    }
+}
+
+/// Records a failed attempt: a retry on the schedule, or the last one.
+async fn finish(
+    store: &Store,
+    config: &DispatcherConfig,
+    d: &DueDelivery,
+    status_code: Option<u16>,
+    error: String,
+) {
+    let done = (d.attempts + 1) as u32;
+    let jitter: f64 = rand::thread_rng().gen();
+    let outcome = match config.schedule.next_delay_ms(done, jitter) {
+        Some(ms) => AttemptOutcome::Retry {
+            status_code,
+            error,
+            next_at: now_ms() + ms as i64,
+        },
+        None => AttemptOutcome::GiveUp { status_code, error },
     };
+    record(store, d, outcome).await;
+}
+
+async fn record(store: &Store, d: &DueDelivery, outcome: AttemptOutcome) {
     let label = match &outcome {
         AttemptOutcome::Delivered { .. } => "delivered",
         AttemptOutcome::Retry { .. } => "retry",

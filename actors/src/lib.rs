@@ -23,6 +23,7 @@ pub mod group;
 pub mod guardrails;
 pub mod ingest;
 pub mod media;
+pub mod outbound;
 pub mod registry;
 pub mod settle;
 pub mod supervisor;
@@ -64,10 +65,14 @@ pub struct RuntimeConfig {
     pub webhook_max_in_flight: usize,
     /// How often the outbox is polled for due retries.
     pub webhook_poll_interval: Duration,
-    /// Let media URLs point to private and loopback addresses (`DISPARO_ALLOW_PRIVATE_URLS`).
-    pub allow_private_urls: bool,
-    /// Timeout of a media download, DNS included.
+    /// Where requests to URLs clients give may go (webhooks, media, alternative providers):
+    /// `DISPARO_ALLOW_PRIVATE_URLS`, `DISPARO_ALLOWED_SUBNETS` (D-042).
+    pub outbound: engine::net::OutboundPolicy,
+    /// Timeout of a media download, DNS included (also of an alternative provider's call).
     pub media_timeout: Duration,
+    /// Hosts (`host` or `host:port`) an alternative provider's `provider_url` may name besides
+    /// the engine's own (`DISPARO_ALTERNATIVE_HOSTS`, D-042).
+    pub alternative_hosts: Vec<String>,
     /// How long an in-doubt campaign send waits for a status webhook before it is sent again
     /// (`DISPARO_IN_DOUBT_GRACE_MS`, D-032).
     pub in_doubt_grace: Duration,
@@ -83,8 +88,9 @@ impl Default for RuntimeConfig {
             webhook_timeout: Duration::from_secs(10),
             webhook_max_in_flight: 64,
             webhook_poll_interval: Duration::from_millis(250),
-            allow_private_urls: false,
+            outbound: engine::net::OutboundPolicy::default(),
             media_timeout: Duration::from_secs(20),
+            alternative_hosts: Vec::new(),
             in_doubt_grace: Duration::from_secs(120),
         }
     }
@@ -110,6 +116,10 @@ pub struct Shared {
     /// Each sending group's shared 24 h counter.
     pub group_counters: dashmap::DashMap<i64, group::SharedGroupCounter>,
     dispatcher: OnceLock<ActorRef<DispatcherMsg>>,
+    /// The SSRF guard of every request to a client's URL (D-042).
+    pub guard: outbound::Guard,
+    /// The client of [`Shared::guard`] for media downloads and alternative providers.
+    pub outbound_http: reqwest::Client,
     /// The send path's batched writer: campaign send outcomes.
     pub(crate) settle: tokio::sync::mpsc::Sender<settle::SettleItem>,
     /// The send path's batched writer: status webhooks.
@@ -188,12 +198,18 @@ impl Runtime {
         graph: GraphClient,
         config: RuntimeConfig,
     ) -> Result<Self, ActorError> {
+        let guard = outbound::Guard::new(config.outbound.clone());
+        let outbound_http = guard.client(config.media_timeout).build().map_err(|e| {
+            tracing::error!(error = %e, "outbound client did not build");
+            ActorError::Unavailable
+        })?;
         let (dispatcher, _) = Actor::spawn(
             None,
             WebhookDispatcher,
             DispatcherArgs {
                 store: store.clone(),
                 config: DispatcherConfig {
+                    guard: guard.clone(),
                     schedule: config.webhook_retry.clone(),
                     timeout: config.webhook_timeout,
                     max_in_flight: config.webhook_max_in_flight,
@@ -218,6 +234,8 @@ impl Runtime {
             groups: dashmap::DashMap::new(),
             group_counters: dashmap::DashMap::new(),
             dispatcher: OnceLock::new(),
+            guard,
+            outbound_http,
             settle: settle_tx,
             statuses: status_tx,
             shutting_down: AtomicBool::new(false),
@@ -249,6 +267,11 @@ impl Runtime {
     /// The store.
     pub fn store(&self) -> &Store {
         &self.shared.store
+    }
+
+    /// The SSRF guard of requests to clients' URLs (D-042).
+    pub fn outbound(&self) -> &outbound::Guard {
+        &self.shared.guard
     }
 
     /// The registry of running channels.
@@ -295,9 +318,8 @@ impl Runtime {
         };
         cmd.content = match cmd.content {
             channel::SendContent::Media { kind, url, caption } => {
-                let cfg = &self.shared.config;
-                let file =
-                    media::fetch(&url, kind, cfg.allow_private_urls, cfg.media_timeout).await?;
+                let file = media::fetch(&url, kind, &self.shared.guard, &self.shared.outbound_http)
+                    .await?;
                 channel::SendContent::MediaFile { file, caption }
             }
             channel::SendContent::Library { id, vars } => {

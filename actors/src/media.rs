@@ -3,10 +3,11 @@
 //! and sent by media id (decision D-025).
 
 use crate::error::ActorError;
-use engine::media::{bare_mime, check, is_public_ip, mime_from_extension, MediaKind};
+use crate::outbound::{is_refused, refusal_message, Guard};
+use engine::media::{bare_mime, check, mime_from_extension, MediaKind};
+use engine::net::UrlRefusal;
 use engine::ValidationError;
 use futures::StreamExt;
-use std::time::Duration;
 
 /// A downloaded file, checked, ready to upload.
 #[derive(Debug, Clone)]
@@ -27,71 +28,29 @@ fn refused(code: &'static str, message: impl Into<String>) -> ActorError {
     ActorError::Validation(ValidationError::new(code, "media.url", message))
 }
 
-/// Downloads `url` as media of `kind`. The host is resolved once and the connection pinned to
-/// that address (so a DNS answer cannot change between the check and the fetch); redirects
-/// are not followed; the body is read up to the kind's limit.
+/// Downloads `url` as media of `kind` through `http` (a client of the [`Guard`]: the host is
+/// checked before the request and its resolved addresses at connect time, redirects are not
+/// followed); the body is read up to the kind's limit.
 pub async fn fetch(
     url: &str,
     kind: MediaKind,
-    allow_private: bool,
-    timeout: Duration,
+    guard: &Guard,
+    http: &reqwest::Client,
 ) -> Result<FetchedMedia, ActorError> {
-    let parsed = url::Url::parse(url).map_err(|_| {
-        refused(
-            "invalid_media_url",
-            "`media.url` deve ser um endereço http(s) completo.",
-        )
+    let parsed = guard.check_url(url).map_err(|r| match r {
+        UrlRefusal::Invalid(_) => refused("invalid_media_url", refusal_message(&r)),
+        UrlRefusal::PrivateAddress(_) => refused(
+            "private_media_url",
+            "A URL da mídia aponta para um endereço privado ou local; use uma URL pública.",
+        ),
     })?;
-    if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(refused(
-            "invalid_media_url",
-            "`media.url` deve usar http ou https.",
-        ));
-    }
-    let host = parsed
-        .host_str()
-        .ok_or_else(|| refused("invalid_media_url", "`media.url` não tem host."))?
-        .to_string();
-    let port = parsed.port_or_known_default().unwrap_or(80);
-    let lookup_host = host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_string();
-    let addrs: Vec<std::net::SocketAddr> = tokio::time::timeout(
-        timeout,
-        tokio::net::lookup_host((lookup_host.as_str(), port)),
-    )
-    .await
-    .map_err(|_| {
-        refused(
-            "media_unreachable",
-            "Tempo esgotado ao resolver o host da mídia.",
-        )
-    })?
-    .map_err(|_| {
-        refused(
-            "media_unreachable",
-            format!("Não foi possível resolver o host {host}."),
-        )
-    })?
-    .collect();
-    let addr = addrs
-        .iter()
-        .find(|a| allow_private || is_public_ip(a.ip()))
-        .copied()
-        .ok_or_else(|| {
-            refused(
+    let resp = http.get(parsed.as_str()).send().await.map_err(|e| {
+        if is_refused(&e) {
+            return refused(
                 "private_media_url",
                 "A URL da mídia aponta para um endereço privado ou local; use uma URL pública.",
-            )
-        })?;
-    let client = reqwest::Client::builder()
-        .timeout(timeout)
-        .redirect(reqwest::redirect::Policy::none())
-        .resolve(&lookup_host, addr)
-        .build()
-        .map_err(|e| refused("media_unreachable", e.to_string()))?;
-    let resp = client.get(parsed.as_str()).send().await.map_err(|e| {
+            );
+        }
         refused(
             "media_unreachable",
             format!(

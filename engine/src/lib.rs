@@ -13,6 +13,7 @@ pub mod library;
 pub mod limits;
 pub mod media;
 pub mod message;
+pub mod net;
 pub mod phone;
 pub mod secret;
 pub mod template;

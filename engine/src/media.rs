@@ -148,37 +148,6 @@ pub fn check(kind: MediaKind, mime: &str, size: u64) -> Result<(), ValidationErr
     Ok(())
 }
 
-/// Whether an IP address is public (not loopback, private, link-local, unspecified, shared,
-/// documentation or multicast): media URLs must point to the public internet unless the
-/// operator allows private addresses.
-pub fn is_public_ip(ip: std::net::IpAddr) -> bool {
-    match ip {
-        std::net::IpAddr::V4(v4) => {
-            let o = v4.octets();
-            !(v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || v4.is_multicast()
-                || v4.is_documentation()
-                || o[0] == 0
-                || (o[0] == 100 && (64..128).contains(&o[1])))
-        }
-        std::net::IpAddr::V6(v6) => {
-            let seg = v6.segments();
-            !(v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (seg[0] & 0xfe00) == 0xfc00
-                || (seg[0] & 0xffc0) == 0xfe80
-                || v6
-                    .to_ipv4_mapped()
-                    .is_some_and(|v4| !is_public_ip(std::net::IpAddr::V4(v4))))
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,27 +172,5 @@ mod tests {
             mime_from_extension("/a/b/file.PDF"),
             Some("application/pdf")
         );
-    }
-
-    #[test]
-    fn private_addresses_are_not_public() {
-        for ip in [
-            "127.0.0.1",
-            "10.1.2.3",
-            "192.168.0.1",
-            "172.16.5.4",
-            "169.254.1.1",
-            "0.0.0.0",
-            "100.64.0.1",
-            "::1",
-            "fd00::1",
-            "fe80::1",
-            "::ffff:127.0.0.1",
-        ] {
-            assert!(!is_public_ip(ip.parse().unwrap()), "{ip}");
-        }
-        for ip in ["8.8.8.8", "157.240.1.1", "2606:4700::1111"] {
-            assert!(is_public_ip(ip.parse().unwrap()), "{ip}");
-        }
     }
 }

@@ -227,6 +227,11 @@ impl TestApp {
         settings.provider_verify_token = Some("app-verify-token".into());
         settings.webhook_retry_ms = Some(vec![100, 200, 400, 800]);
         settings.webhook_timeout_ms = 2000;
+        // The test receivers and file servers listen on 127.0.0.1: the one host the outbound
+        // guard lets through (D-042). Tests of the guard clear it.
+        settings.allowed_subnets = vec![engine::net::Subnet::parse("127.0.0.1").unwrap()];
+        // The simulator stands in for the alternative provider's host.
+        settings.alternative_hosts = vec![sim_addr.to_string()];
         tweak(&mut settings);
         let app = Application::build(settings.clone(), Some(gateway))
             .await

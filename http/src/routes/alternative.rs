@@ -59,16 +59,6 @@ async fn connect(
     auth: Auth,
     ApiJson(b): ApiJson<ConnectIn>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    if let Some(u) = &b.provider_url {
-        let ok = url::Url::parse(u).is_ok_and(|u| matches!(u.scheme(), "http" | "https"));
-        if !ok {
-            return Err(ApiError::invalid(
-                "provider_url",
-                "invalid_url",
-                "`provider_url` deve ser uma URL http(s).",
-            ));
-        }
-    }
     let (snapshot, templates) = state
         .runtime
         .connect_alternative(

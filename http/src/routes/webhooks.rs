@@ -40,22 +40,24 @@ fn subscription_json(s: &SubscriptionRecord) -> Value {
     })
 }
 
-fn validate_url(raw: &str) -> Result<(), ApiError> {
-    let bad = || {
-        ApiError::invalid(
+/// Checks a subscription URL with the outbound guard (D-042): an absolute http(s) URL of at
+/// most 2,048 characters whose host is not a literal private, loopback or reserved address
+/// (422 `invalid_url` or `private_url`; a name that resolves to one is refused at delivery).
+fn validate_url(guard: &actors::outbound::Guard, raw: &str) -> Result<(), ApiError> {
+    if raw.len() > 2048 {
+        return Err(ApiError::invalid(
             "url",
             "invalid_url",
-            "`url` deve ser um endereço http(s) completo, por exemplo https://exemplo.com/webhook.",
-        )
-    };
-    let parsed = url::Url::parse(raw).map_err(|_| bad())?;
-    if !matches!(parsed.scheme(), "http" | "https")
-        || parsed.host_str().is_none()
-        || raw.len() > 2048
-    {
-        return Err(bad());
+            "`url` tem mais de 2.048 caracteres.",
+        ));
     }
-    Ok(())
+    guard.check_url(raw).map(|_| ()).map_err(|r| {
+        let code = match r {
+            engine::net::UrlRefusal::Invalid(_) => "invalid_url",
+            engine::net::UrlRefusal::PrivateAddress(_) => "private_url",
+        };
+        ApiError::invalid("url", code, actors::outbound::refusal_message(&r))
+    })
 }
 
 #[utoipa::path(
@@ -75,7 +77,7 @@ async fn create(
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let store = state.runtime.store();
     store.channel(auth.account_id(), channel_id).await?;
-    validate_url(&body.url)?;
+    validate_url(state.runtime.outbound(), &body.url)?;
     if body.events.is_empty() {
         return Err(ApiError::invalid(
             "events",
