@@ -23,25 +23,57 @@ pub struct Application {
     addr: SocketAddr,
     runtime: Runtime,
     router: axum::Router,
+    limits: http::limits::ServerLimits,
 }
 
 /// Resolves the master key: `DISPARO_MASTER_KEY`, else a key file beside the SQLite database
-/// (or in the working directory for PostgreSQL), generated on first use with mode 0600.
+/// (or in the working directory for PostgreSQL), generated on first use.
+///
+/// The file is created with `create_new` and mode 0600 from the start (never readable by
+/// others, not even for a moment) and fsynced with its folder before it is used. A key file
+/// that exists but cannot be read or parsed stops the server: it is never replaced, since the
+/// stored credentials are sealed with it (issue 15).
 pub fn resolve_cipher(settings: &Settings) -> anyhow::Result<Cipher> {
     if let Some(k) = &settings.master_key {
         return Cipher::from_base64(k.expose()).context("DISPARO_MASTER_KEY");
     }
     let path = settings.key_file_path();
-    if let Ok(text) = std::fs::read_to_string(&path) {
-        return Cipher::from_base64(&text).with_context(|| format!("key file {}", path.display()));
+    let read = |path: &std::path::Path| -> anyhow::Result<Cipher> {
+        let text = std::fs::read_to_string(path).with_context(|| {
+            format!(
+                "the key file {} exists but cannot be read; fix it (or set DISPARO_MASTER_KEY): it is never replaced, since stored credentials are sealed with it",
+                path.display()
+            )
+        })?;
+        Cipher::from_base64(text.trim()).with_context(|| {
+            format!(
+                "the key file {} does not hold a base64 key of 32 bytes; it is never replaced",
+                path.display()
+            )
+        })
+    };
+    if std::fs::symlink_metadata(&path).is_ok() {
+        return read(&path);
     }
     let key = Cipher::generate_key_base64();
-    std::fs::write(&path, &key).with_context(|| format!("writing key file {}", path.display()))?;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
     #[cfg(unix)]
     {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
     }
+    let mut file = match options.open(&path) {
+        Ok(f) => f,
+        // Another process created it between the check and the open: use theirs.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return read(&path),
+        Err(e) => return Err(e).with_context(|| format!("creating key file {}", path.display())),
+    };
+    use std::io::Write;
+    file.write_all(key.as_bytes())
+        .and_then(|_| file.sync_all())
+        .with_context(|| format!("writing key file {}", path.display()))?;
+    sync_parent(&path);
     tracing::warn!(
         path = %path.display(),
         "DISPARO_MASTER_KEY is not set: generated a master key into this file. Back it up: stored credentials cannot be read without it."
@@ -49,9 +81,46 @@ pub fn resolve_cipher(settings: &Settings) -> anyhow::Result<Cipher> {
     Cipher::from_base64(&key).context("generated key")
 }
 
+/// Fsyncs the folder of `path`, so a file just created survives a crash (best effort).
+fn sync_parent(path: &std::path::Path) {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    if let Ok(dir) = std::fs::File::open(parent) {
+        let _ = dir.sync_all();
+    }
+}
+
+/// Creates the SQLite database file with mode 0600 when it does not exist yet, so neither it
+/// nor the WAL and shared-memory files SQLite creates beside it (with the database's mode)
+/// are readable by other users (issue 15). PostgreSQL URLs and in-memory databases are left
+/// alone.
+fn create_private_sqlite_file(settings: &Settings) -> anyhow::Result<()> {
+    let Some(file) = settings.sqlite_file_path() else {
+        return Ok(());
+    };
+    if file.exists() {
+        return Ok(());
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    match options.open(&file) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("creating database file {}", file.display())),
+    }
+}
+
 /// Connects the store and applies migrations.
 pub async fn open_store(settings: &Settings) -> anyhow::Result<Store> {
     let cipher = resolve_cipher(settings)?;
+    create_private_sqlite_file(settings)?;
     let store = Store::connect(&settings.database_url, cipher)
         .await
         .context("connecting to the database")?;
@@ -99,6 +168,11 @@ impl Application {
         )
         .await
         .map_err(|e| anyhow::anyhow!("starting actors: {e}"))?;
+        let limits = http::limits::ServerLimits {
+            header_read_timeout: Duration::from_millis(settings.header_timeout_ms),
+            request_timeout: Duration::from_millis(settings.request_timeout_ms),
+            max_concurrent: settings.max_concurrent_requests.max(1),
+        };
         let state = http::AppState {
             runtime: runtime.clone(),
             config: Arc::new(http::HttpConfig {
@@ -107,6 +181,9 @@ impl Application {
                     .clone()
                     .unwrap_or_else(|| format!("http://{addr}")),
                 provider_verify_token: settings.provider_verify_token.clone(),
+                metrics_token: settings.metrics_token.clone(),
+                limits,
+                rate_limit: http::limits::TokenRateLimit::new(settings.rate_limit_per_min),
                 ..http::HttpConfig::default()
             }),
             metrics: http::install_metrics(),
@@ -116,6 +193,7 @@ impl Application {
             addr,
             runtime,
             router: http::router(state),
+            limits,
         })
     }
 
@@ -135,9 +213,7 @@ impl Application {
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
         tracing::info!(addr = %self.addr, "disparo listening");
-        axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(shutdown)
-            .await?;
+        http::limits::serve(self.listener, self.router, self.limits, shutdown).await?;
         self.runtime.shutdown().await;
         Ok(())
     }
@@ -239,5 +315,74 @@ impl Demo {
             phone = channel.phone,
             quality = channel.quality,
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings_in(dir: &std::path::Path) -> Settings {
+        let mut s = Settings::defaults();
+        s.database_url = format!("sqlite://{}/d.db?mode=rwc", dir.display());
+        s
+    }
+
+    #[cfg(unix)]
+    fn mode(path: &std::path::Path) -> u32 {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn a_generated_key_file_is_private_and_reused() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = settings_in(dir.path());
+        let first = resolve_cipher(&s).unwrap();
+        let path = s.key_file_path();
+        #[cfg(unix)]
+        assert_eq!(mode(&path), 0o600);
+        let sealed = first.seal(&engine::Secret::new("segredo"));
+        let again = resolve_cipher(&s).unwrap();
+        assert_eq!(again.open(&sealed).unwrap().expose(), "segredo");
+    }
+
+    #[test]
+    fn a_key_file_that_cannot_be_used_stops_the_server_and_is_never_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = settings_in(dir.path());
+        let path = s.key_file_path();
+        std::fs::write(&path, "not a key").unwrap();
+        let Err(err) = resolve_cipher(&s).map(|_| ()) else {
+            panic!("refused")
+        };
+        let err = format!("{err:#}");
+        assert!(err.contains("never replaced"), "{err}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "not a key");
+        // Unreadable (a folder where the file should be).
+        std::fs::remove_file(&path).unwrap();
+        std::fs::create_dir(&path).unwrap();
+        let Err(err) = resolve_cipher(&s).map(|_| ()) else {
+            panic!("refused")
+        };
+        let err = format!("{err:#}");
+        assert!(err.contains("cannot be read"), "{err}");
+        assert!(path.is_dir());
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn the_sqlite_database_is_created_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = settings_in(dir.path());
+        let store = open_store(&s).await.unwrap();
+        store.ensure_account("acme").await.unwrap();
+        assert_eq!(mode(&dir.path().join("d.db")), 0o600);
+        for side in ["d.db-wal", "d.db-shm"] {
+            let p = dir.path().join(side);
+            if p.exists() {
+                assert_eq!(mode(&p), 0o600, "{side}");
+            }
+        }
     }
 }

@@ -89,6 +89,24 @@ pub struct Settings {
     /// a status webhook before it is sent again, in ms (D-032).
     #[arg(long, env = "DISPARO_IN_DOUBT_GRACE_MS", default_value_t = 120_000)]
     pub in_doubt_grace_ms: u64,
+    /// When set, `GET /metrics` answers only `Authorization: Bearer <this>` (the series name
+    /// every account's channels; point Prometheus's `authorization` at it).
+    #[arg(long, env = "DISPARO_METRICS_TOKEN", value_parser = secret, hide_env_values = true)]
+    pub metrics_token: Option<Secret>,
+    /// How long a client may take to send a request's headers before its connection is
+    /// closed (slow clients), ms.
+    #[arg(long, env = "DISPARO_HEADER_TIMEOUT_MS", default_value_t = 10_000)]
+    pub header_timeout_ms: u64,
+    /// How long a request may take until its answer starts (then 503 `tempo_esgotado`), ms.
+    #[arg(long, env = "DISPARO_REQUEST_TIMEOUT_MS", default_value_t = 60_000)]
+    pub request_timeout_ms: u64,
+    /// Requests handled at once; more are refused with 503 `sobrecarregado`.
+    #[arg(long, env = "DISPARO_MAX_CONCURRENT_REQUESTS", default_value_t = 1024)]
+    pub max_concurrent_requests: usize,
+    /// Requests per minute per API token on `/api/v1` (429 `limite_de_requisicoes` past it,
+    /// with `Retry-After`); 0 turns the limit off.
+    #[arg(long, env = "DISPARO_RATE_LIMIT_PER_MIN", default_value_t = 60_000)]
+    pub rate_limit_per_min: u32,
     /// Where the built-in simulator listens in `serve --simulator`.
     #[arg(long, env = "DISPARO_SIM_LISTEN", default_value = "127.0.0.1:0")]
     pub sim_listen: String,
@@ -106,20 +124,21 @@ impl Settings {
         Wrap::parse_from(["disparo"]).s
     }
 
-    /// Where the generated master key lives: beside the SQLite file, else `./disparo.key`.
-    pub fn key_file_path(&self) -> PathBuf {
-        let sqlite_file = self
-            .database_url
+    /// The SQLite database file of `database_url` (`None` for PostgreSQL or `:memory:`).
+    pub fn sqlite_file_path(&self) -> Option<PathBuf> {
+        self.database_url
             .strip_prefix("sqlite://")
             .or_else(|| self.database_url.strip_prefix("sqlite:"))
             .map(|rest| rest.split('?').next().unwrap_or(rest))
-            .filter(|p| !p.is_empty() && *p != ":memory:");
-        match sqlite_file {
+            .filter(|p| !p.is_empty() && *p != ":memory:")
+            .map(PathBuf::from)
+    }
+
+    /// Where the generated master key lives: beside the SQLite file, else `./disparo.key`.
+    pub fn key_file_path(&self) -> PathBuf {
+        match self.sqlite_file_path() {
             Some(file) => {
-                let parent = PathBuf::from(file)
-                    .parent()
-                    .map(PathBuf::from)
-                    .unwrap_or_default();
+                let parent = file.parent().map(PathBuf::from).unwrap_or_default();
                 parent.join("disparo.key")
             }
             None => PathBuf::from("disparo.key"),

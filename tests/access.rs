@@ -246,7 +246,157 @@ async fn tokens_are_created_with_a_level_and_revoked(backend: Backend) {
         .any(|a| a.action == "DELETE /api/v1/tokens/{id}"));
 }
 
+/// An `account_update` ban of `waba_id`, signed with `secret` the provider's way.
+fn signed_ban(waba_id: &str, secret: &str) -> (String, String) {
+    let body = json!({"object": "whatsapp_business_account", "entry": [{"id": waba_id, "time": 1743451903, "changes": [
+        {"value": {"event": "DISABLED_UPDATE", "ban_info": {"waba_ban_state": "DISABLE", "waba_ban_date": "April 17, 2025"}}, "field": "account_update"}
+    ]}]})
+    .to_string();
+    let signature = provider::signature::sign(secret, body.as_bytes());
+    (body, signature)
+}
+
+async fn an_account_cannot_claim_or_ban_another_accounts_waba(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (victim_channel, victim) = app.connect_channel().await;
+    let intruder = app.other_account_token().await;
+    let own = app
+        .sim
+        .create_number(provider::sim::CreateNumber::default())
+        .unwrap();
+
+    // Its own number, claiming the victim's WABA: the provider does not list the number there
+    // for this token, so nothing is stored.
+    let (status, err) = call(
+        &app,
+        Some(&intruder),
+        "POST",
+        "/api/v1/channels/official",
+        json!({
+        "phone_number_id": own.phone_number_id, "waba_id": victim.waba_id,
+        "access_token": own.access_token, "app_secret": "squatter-secret"}),
+    )
+    .await;
+    assert_eq!(
+        (status, err["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("waba_invalida")),
+        "{err}"
+    );
+    // The victim's number with its own token: the token does not reach it.
+    let (status, err) = call(
+        &app,
+        Some(&intruder),
+        "POST",
+        "/api/v1/channels/official",
+        json!({
+        "phone_number_id": victim.phone_number_id, "waba_id": victim.waba_id,
+        "access_token": own.access_token}),
+    )
+    .await;
+    assert_eq!(
+        (status, err["code"].as_str()),
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some("credencial_invalida")
+        ),
+        "{err}"
+    );
+    let (_, list) = call(&app, Some(&intruder), "GET", "/api/v1/channels", json!({})).await;
+    assert_eq!(list["data"].as_array().unwrap().len(), 0, "nothing stored");
+    let (_, wabas) = call(&app, Some(&intruder), "GET", "/api/v1/wabas", json!({})).await;
+    assert_eq!(wabas["data"].as_array().unwrap().len(), 0, "no WABA learnt");
+    // Its own WABA is fine.
+    let (status, body) = call(
+        &app,
+        Some(&intruder),
+        "POST",
+        "/api/v1/channels/official",
+        json!({
+        "phone_number_id": own.phone_number_id, "waba_id": own.waba_id,
+        "access_token": own.access_token, "app_secret": own.app_secret}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+
+    // A row that claims the victim's WABA id anyway (stored before connect proved WABAs):
+    // a ban signed with its secret changes that account's records only.
+    let store = app.runtime.store();
+    let other = store.ensure_account("other").await.unwrap();
+    let squat = store
+        .insert_channel(&storage::channels::NewChannel {
+            account_id: other.id,
+            name: "squat".into(),
+            phone: "5511900001111".into(),
+            phone_number_id: "990001112223".into(),
+            waba_id: victim.waba_id.clone(),
+            verified_name: "Squat".into(),
+            status: "WORKING".into(),
+            quality: "GREEN".into(),
+            tier: Some("TIER_250".into()),
+            access_token: engine::Secret::new(own.access_token.clone()),
+            app_secret: Some(engine::Secret::new("squatter-secret")),
+            verify_token: "v".into(),
+            bm_id: None,
+        })
+        .await
+        .unwrap();
+    store
+        .upsert_waba(other.id, None, &victim.waba_id, "squatted")
+        .await
+        .unwrap();
+    app.runtime.start_channel(squat.id).await.unwrap();
+    let (body, signature) = signed_ban(&victim.waba_id, "squatter-secret");
+    assert_eq!(app.provider_post(&body, &signature).await, StatusCode::OK);
+    eventually(10, "the squatter's own number banned", || async {
+        let (_, h) = call(
+            &app,
+            Some(&intruder),
+            "GET",
+            &format!("/api/v1/channels/{}/health", squat.id),
+            json!({}),
+        )
+        .await;
+        (h["data"]["code"] == "waba_banida").then_some(())
+    })
+    .await;
+    let (_, h) = app
+        .get(&format!("/api/v1/channels/{victim_channel}/health"))
+        .await;
+    assert_ne!(h["data"]["code"], "waba_banida", "{h}");
+    let (_, wabas) = app.get("/api/v1/wabas").await;
+    let row = wabas["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["id"] == victim.waba_id.as_str())
+        .cloned()
+        .unwrap();
+    assert_eq!(row["standing"], "ok", "{row}");
+    let (_, wabas) = call(&app, Some(&intruder), "GET", "/api/v1/wabas", json!({})).await;
+    let row = wabas["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["id"] == victim.waba_id.as_str())
+        .cloned()
+        .unwrap();
+    assert_eq!(row["standing"], "banned", "{row}");
+
+    // Signed by the victim's own secret, the ban reaches the victim (and not the squatter's
+    // records, already banned above, nor anyone else).
+    let (body, signature) = signed_ban(&victim.waba_id, &victim.app_secret);
+    assert_eq!(app.provider_post(&body, &signature).await, StatusCode::OK);
+    eventually(10, "the victim banned by its own signed event", || async {
+        let (_, h) = app
+            .get(&format!("/api/v1/channels/{victim_channel}/health"))
+            .await;
+        (h["data"]["code"] == "waba_banida").then_some(())
+    })
+    .await;
+}
+
 on_both_backends! {
+    waba_tenancy => an_account_cannot_claim_or_ban_another_accounts_waba;
     levels => every_route_answers_by_the_tokens_level;
     tenancy => every_route_with_an_id_answers_404_to_another_account;
     tokens => tokens_are_created_with_a_level_and_revoked;

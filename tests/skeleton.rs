@@ -613,7 +613,223 @@ async fn the_provider_handshake_answers_the_challenge_only_to_the_right_token(ba
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
 }
 
+async fn oversized_webhooks_metrics_and_cap_raises_are_guarded(backend: Backend) {
+    let app = TestApp::spawn_with(backend, |s| {
+        s.metrics_token = Some(engine::Secret::new("scrape-me"));
+    })
+    .await;
+    let (channel_id, number) = app.connect_channel().await;
+
+    // A provider webhook over 2 MB is refused (413, the envelope) before it is parsed, even
+    // correctly signed; nothing of it is recorded.
+    let filler = "x".repeat(2 * 1024 * 1024);
+    let big = json!({"object": "whatsapp_business_account", "entry": [{"id": number.waba_id, "changes": [{"field": "messages", "value": {
+        "messaging_product": "whatsapp",
+        "metadata": {"display_phone_number": number.display_phone_number, "phone_number_id": number.phone_number_id},
+        "contacts": [{"profile": {"name": "Big"}, "wa_id": "5511977770000"}],
+        "messages": [{"from": "5511977770000", "id": "wamid.big", "timestamp": "1700000000", "type": "text", "text": {"body": filler}}]
+    }}]}]})
+    .to_string();
+    let signature = provider::signature::sign(&number.app_secret, big.as_bytes());
+    for path in [
+        "/webhooks/messaging".to_string(),
+        format!("/webhooks/messaging/{channel_id}"),
+    ] {
+        let r = app
+            .http
+            .post(app.url(&path))
+            .header("x-hub-signature-256", &signature)
+            .header("content-type", "application/json")
+            .body(big.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE, "{path}");
+        let err: Value = r.json().await.unwrap();
+        assert_eq!(err["code"], "payload_too_large", "{err}");
+    }
+    assert_eq!(
+        app.runtime
+            .store()
+            .last_inbound_at(channel_id, "5511977770000")
+            .await
+            .unwrap(),
+        None
+    );
+    // An alternative provider's notification is capped at 64 KB.
+    let r = app
+        .http
+        .post(app.url("/webhooks/alternative"))
+        .header("content-type", "application/json")
+        .body(format!("{{\"pad\": \"{}\"}}", "y".repeat(70 * 1024)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
+
+    // /metrics names every account's channels: only the configured bearer gets it.
+    let r = app.http.get(app.url("/metrics")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let r = app
+        .http
+        .get(app.url("/metrics"))
+        .bearer_auth("scrape-me-not")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let r = app
+        .http
+        .get(app.url("/metrics"))
+        .bearer_auth("scrape-me")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(r.text().await.unwrap().contains("disparo_"));
+
+    // Raising a number's daily campaign cap is an admin's (spec "Limits": owner or admin).
+    let store = app.runtime.store();
+    let writer = store
+        .create_token(app.account_id, "writer", "write")
+        .await
+        .unwrap();
+    let r = app
+        .http
+        .patch(app.url(&format!("/api/v1/channels/{channel_id}/guardrails")))
+        .bearer_auth(writer.value.expose())
+        .json(&json!({"daily_cap": 100000}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    let err: Value = r.json().await.unwrap();
+    assert_eq!(err["required_level"], "admin", "{err}");
+}
+
+/// Holds every Graph answer of the simulator `ms` after it handled the request.
+async fn hold_provider_answers(app: &TestApp, ms: Option<u64>) {
+    let r = app
+        .http
+        .put(format!("http://{}/_sim/faults", app.sim_addr))
+        .json(&json!({"answer_delay_ms": ms}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+}
+
+async fn the_server_limits_rates_slow_clients_long_requests_and_floods(backend: Backend) {
+    let app = TestApp::spawn_with(backend.clone(), |s| {
+        s.rate_limit_per_min = 3;
+        s.header_timeout_ms = 300;
+        s.request_timeout_ms = 400;
+    })
+    .await;
+
+    // Per-token rate limit: 3 a minute, then 429 with Retry-After and the draft IETF headers.
+    for left in (0..3).rev() {
+        let r = app
+            .http
+            .get(app.url("/api/v1/channels"))
+            .bearer_auth(&app.token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(r.headers()["ratelimit-policy"], "\"token\";q=3;w=60");
+        let rl = r.headers()["ratelimit"].to_str().unwrap().to_string();
+        assert!(rl.starts_with(&format!("\"token\";r={left};t=")), "{rl}");
+    }
+    let r = app
+        .http
+        .get(app.url("/api/v1/channels"))
+        .bearer_auth(&app.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    let retry: u64 = r.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=20).contains(&retry), "{retry}");
+    let err: Value = r.json().await.unwrap();
+    assert_eq!(err["code"], "limite_de_requisicoes", "{err}");
+    // Another token has its own quota.
+    let other = app.other_account_token().await;
+    let (status, _) = app.get_as(&other, "/api/v1/channels").await;
+    assert_eq!(status, StatusCode::OK);
+
+    // A client that does not finish its headers is dropped after the header timeout.
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut slow = tokio::net::TcpStream::connect(app.addr).await.unwrap();
+    slow.write_all(b"GET /api/v1/health HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        .await
+        .unwrap();
+    let mut buf = [0u8; 256];
+    let read = tokio::time::timeout(std::time::Duration::from_secs(5), slow.read(&mut buf))
+        .await
+        .expect("the server closed the slow connection");
+    // Closed (0 bytes), a 408, or reset (an error) all end the slow client.
+    if let Ok(n) = read {
+        assert!(
+            n == 0 || String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 408"),
+            "{}",
+            String::from_utf8_lossy(&buf[..n])
+        );
+    }
+
+    // A request that runs past the request timeout: 503 in the envelope, with Retry-After.
+    let number = app
+        .sim
+        .create_number(provider::sim::CreateNumber::default())
+        .unwrap();
+    let r = app
+        .http
+        .post(app.url("/api/v1/channels/official"))
+        .bearer_auth(&other)
+        .json(&json!({"phone_number_id": number.phone_number_id, "waba_id": number.waba_id, "access_token": number.access_token}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let created: Value = r.json().await.unwrap();
+    let channel_id = created["data"]["id"].as_i64().unwrap();
+    hold_provider_answers(&app, Some(1_500)).await;
+    let r = app
+        .http
+        .get(app.url(&format!("/api/v1/channels/{channel_id}/templates")))
+        .bearer_auth(&other)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(r.headers()["retry-after"], "1");
+    let err: Value = r.json().await.unwrap();
+    assert_eq!(err["code"], "tempo_esgotado", "{err}");
+    hold_provider_answers(&app, None).await;
+
+    // More requests at once than the server takes: the extra ones are shed with 503.
+    let app = TestApp::spawn_with(backend, |s| s.max_concurrent_requests = 1).await;
+    let (channel_id, _) = app.connect_channel().await;
+    hold_provider_answers(&app, Some(800)).await;
+    let path = format!("/api/v1/channels/{channel_id}/templates");
+    let (a, b) = tokio::join!(app.get(&path), async {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        app.get(&path).await
+    });
+    assert_eq!(a.0, StatusCode::OK, "{}", a.1);
+    assert_eq!(
+        (b.0, b.1["code"].as_str()),
+        (StatusCode::SERVICE_UNAVAILABLE, Some("sobrecarregado"))
+    );
+}
+
 on_both_backends! {
+    server_limits => the_server_limits_rates_slow_clients_long_requests_and_floods;
+    abuse_limits => oversized_webhooks_metrics_and_cap_raises_are_guarded;
     template_message_end_to_end => a_template_message_travels_to_read_and_the_integrator_gets_signed_events;
     unauthenticated => requests_without_a_valid_token_get_401;
     tenancy => another_accounts_records_answer_404;

@@ -54,7 +54,8 @@ impl Runtime {
     /// (secrets sealed) and starts its actor.
     ///
     /// Errors: [`ActorError::CredentialRefused`] when the provider refuses the token or does
-    /// not know the number (nothing is stored); [`ActorError::ProviderRefused`] when the
+    /// not know the number (nothing is stored); 422 `waba_invalida` when the WABA given does
+    /// not list the number for this token ([`Runtime::prove_waba`]); [`ActorError::ProviderRefused`] when the
     /// provider is unreachable or failing; [`ActorError::Conflict`] when the number is already
     /// connected.
     pub async fn connect_official(
@@ -68,6 +69,12 @@ impl Runtime {
             .phone_number(req.access_token.expose(), &req.phone_number_id)
             .await
             .map_err(token_check_error)?;
+        self.prove_waba(
+            req.access_token.expose(),
+            &req.waba_id,
+            &req.phone_number_id,
+        )
+        .await?;
         let display = number.display_phone_number.clone().unwrap_or_default();
         let verified_name = number.verified_name.clone().unwrap_or_default();
         let status = match number.status.as_deref() {
@@ -150,6 +157,46 @@ pub struct UpdateOfficial {
 }
 
 impl Runtime {
+    /// Proves at the provider that the number belongs to the WABA and that the token reaches
+    /// that WABA: the number must be listed by `GET /{waba_id}/phone_numbers` with this token
+    /// (PROVIDER.md §5.2). An account may never claim a WABA it cannot prove (issue 15).
+    ///
+    /// Errors: 422 `waba_invalida` when the provider refuses the WABA to this token (code 100
+    /// subcode 33, 200…) or does not list the number in it; the provider's error when it is
+    /// unreachable or failing.
+    pub(crate) async fn prove_waba(
+        &self,
+        token: &str,
+        waba_id: &str,
+        phone_number_id: &str,
+    ) -> Result<(), ActorError> {
+        let refused = |why: String| {
+            ActorError::Rejected {
+            code: "waba_invalida",
+            message: format!(
+                "O número {phone_number_id} não pôde ser confirmado na WABA {waba_id} com este token: {why}. Informe a WABA a que o número pertence e um token com acesso a ela."
+            ),
+            details: serde_json::json!({"waba_id": waba_id, "phone_number_id": phone_number_id}),
+        }
+        };
+        let numbers = self
+            .shared
+            .graph
+            .waba_phone_numbers(token, waba_id)
+            .await
+            .map_err(|e| match e.kind() {
+                ErrorKind::InvalidCredential
+                | ErrorKind::PermissionDenied
+                | ErrorKind::InvalidRequest => refused(e.reason()),
+                _ => ActorError::from(e),
+            })?;
+        if numbers.iter().any(|n| n.id == phone_number_id) {
+            Ok(())
+        } else {
+            Err(refused("a WABA não lista esse número".into()))
+        }
+    }
+
     /// Reads a WABA at the provider and records it and its BM (owner business) in the
     /// account; returns the BM id. Failures are logged and give `None`: a channel can run
     /// without knowing its BM (decision D-020).
@@ -214,6 +261,8 @@ impl Runtime {
                 .phone_number(token.expose(), &record.phone_number_id)
                 .await
                 .map_err(token_check_error)?;
+            self.prove_waba(token.expose(), &record.waba_id, &record.phone_number_id)
+                .await?;
         }
         self.shared
             .store

@@ -43,8 +43,16 @@ struct WebhookWork {
     inbound: HashMap<i64, (Arc<ChannelEntry>, Vec<NewInbound>)>,
     quality: Vec<(Arc<ChannelEntry>, Option<Quality>, Option<String>)>,
     standings: Vec<Standing>,
-    template_updates: Vec<(String, provider::wire::TemplateStatusValue)>,
+    template_updates: Vec<TemplateUpdate>,
 }
+
+/// A template's new status for a WABA: WABA id, the change, and the channels whose secret
+/// verified it (only their rows change).
+type TemplateUpdate = (
+    String,
+    provider::wire::TemplateStatusValue,
+    Vec<Arc<ChannelEntry>>,
+);
 
 /// Checks signatures per secret once.
 struct Verifier<'a> {
@@ -197,7 +205,7 @@ impl Runtime {
         let mut inbound: HashMap<i64, (Arc<ChannelEntry>, Vec<NewInbound>)> = HashMap::new();
         let mut quality: Vec<(Arc<ChannelEntry>, Option<Quality>, Option<String>)> = Vec::new();
         let mut standings: Vec<Standing> = Vec::new();
-        let mut template_updates: Vec<(String, provider::wire::TemplateStatusValue)> = Vec::new();
+        let mut template_updates: Vec<TemplateUpdate> = Vec::new();
         let mut report = IngestReport::default();
         let mut any_verified = false;
         let mut any_unverified = false;
@@ -316,10 +324,15 @@ impl Runtime {
                             .into_iter()
                             .filter(|e| e.waba_id == entry.id)
                             .collect();
-                        if of_waba.iter().any(|e| verifier.verifies_for(e)) {
+                        let empty = of_waba.is_empty();
+                        let verified: Vec<Arc<ChannelEntry>> = of_waba
+                            .into_iter()
+                            .filter(|e| verifier.verifies_for(e))
+                            .collect();
+                        if !verified.is_empty() {
                             any_verified = true;
-                            template_updates.push((entry.id.clone(), t));
-                        } else if of_waba.is_empty() {
+                            template_updates.push((entry.id.clone(), t, verified));
+                        } else if empty {
                             report.ignored += 1;
                         } else {
                             any_unverified = true;
@@ -385,7 +398,17 @@ impl Runtime {
                 WabaStanding::Restricted => "restricted",
                 WabaStanding::Banned => "banned",
             };
-            for w in shared.store.wabas_by_provider_id(&waba_id).await? {
+            // Only the records of the accounts whose channels' secrets signed the event: another
+            // account's WABA row with the same id is not this signer's to change (issue 15).
+            let accounts: std::collections::HashSet<i64> =
+                channels.iter().map(|c| c.account_id).collect();
+            for w in shared
+                .store
+                .wabas_by_provider_id(&waba_id)
+                .await?
+                .into_iter()
+                .filter(|w| accounts.contains(&w.account_id))
+            {
                 shared
                     .store
                     .set_waba_standing(w.id, label, detail.as_deref())
@@ -398,8 +421,10 @@ impl Runtime {
             }
             report.account_updates += 1;
         }
-        for (waba_id, t) in template_updates {
-            report.template_updates += self.apply_template_status(&waba_id, &t).await?;
+        for (waba_id, t, channels) in template_updates {
+            let verified: std::collections::HashSet<i64> =
+                channels.iter().map(|c| c.channel_id).collect();
+            report.template_updates += self.apply_template_status(&waba_id, &t, &verified).await?;
         }
         for (entry, q, tier) in quality {
             entry

@@ -393,12 +393,15 @@ impl Runtime {
         self.template_view(account_id, id).await
     }
 
-    /// Applies a `message_template_status_update` of a WABA: updates every per-number state of
-    /// that provider template and emits `template.status` to each number's subscribers.
+    /// Applies a `message_template_status_update` of a WABA: updates the per-number states of
+    /// that provider template on `verified_channels` (the numbers whose app secret signed the
+    /// webhook; never another account's number that shares the WABA id) and emits
+    /// `template.status` to each number's subscribers.
     pub(crate) async fn apply_template_status(
         &self,
         waba_id: &str,
         v: &TemplateStatusValue,
+        verified_channels: &std::collections::HashSet<i64>,
     ) -> Result<usize, ActorError> {
         let Some(status) = library_status(&v.event) else {
             return Ok(0);
@@ -423,7 +426,10 @@ impl Runtime {
             _ => None,
         };
         let mut n = 0;
-        for r in rows.iter().filter(|r| r.waba_id == waba_id) {
+        for r in rows
+            .iter()
+            .filter(|r| r.waba_id == waba_id && verified_channels.contains(&r.channel_id))
+        {
             if r.status == status && r.rejection_reason == reason {
                 continue;
             }

@@ -27,7 +27,8 @@ pub const ROUTES: &[(&str, &str, Level)] = &[
     ("POST", "/api/v1/channels/{id}/register", Level::Write),
     ("POST", "/api/v1/channels/{id}/payment-check", Level::Write),
     ("GET", "/api/v1/channels/{id}/guardrails", Level::Read),
-    ("PATCH", "/api/v1/channels/{id}/guardrails", Level::Write),
+    // Lifting a cap is the owner's or an admin's (spec "Limits"; issue 15).
+    ("PATCH", "/api/v1/channels/{id}/guardrails", Level::Admin),
     (
         "POST",
         "/api/v1/channels/{id}/guardrails/authorize",

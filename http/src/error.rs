@@ -75,9 +75,21 @@ pub enum ApiError {
         /// Extra members.
         details: Value,
     },
-    /// 503: busy or unavailable.
+    /// 503: busy or unavailable (`Retry-After: 1`).
     #[error("unavailable")]
     Unavailable,
+    /// 503: more requests at once than the server takes (`Retry-After: 1`).
+    #[error("overloaded")]
+    Overloaded,
+    /// 503: the request took longer than `DISPARO_REQUEST_TIMEOUT_MS` (`Retry-After: 1`).
+    #[error("request timed out")]
+    TimedOut,
+    /// 429: the token's request rate limit (`Retry-After` in seconds).
+    #[error("rate limited")]
+    RateLimited {
+        /// Seconds until a request is allowed again.
+        retry_after: u64,
+    },
     /// 500: a broken invariant; logged once, opaque to the caller.
     #[error("internal: {0}")]
     Internal(String),
@@ -194,6 +206,28 @@ impl ApiError {
                 "Serviço ocupado no momento; tente novamente em instantes.".into(),
                 none(),
             ),
+            ApiError::Overloaded => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "sobrecarregado",
+                "O servidor está com requisições demais ao mesmo tempo; tente novamente em instantes.".into(),
+                none(),
+            ),
+            ApiError::TimedOut => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "tempo_esgotado",
+                "A requisição demorou demais e foi interrompida; tente novamente.".into(),
+                none(),
+            ),
+            ApiError::RateLimited { retry_after } => {
+                let mut m = Map::new();
+                m.insert("retry_after".into(), json!(retry_after));
+                (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "limite_de_requisicoes",
+                    format!("Limite de requisições deste token atingido; tente de novo em {retry_after} s."),
+                    m,
+                )
+            }
             ApiError::Internal(_) => (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "internal",
@@ -221,8 +255,20 @@ impl IntoResponse for ApiError {
         if let ApiError::Internal(cause) = &self {
             tracing::error!(cause, "internal error");
         }
+        let retry_after = match &self {
+            ApiError::RateLimited { retry_after } => Some(*retry_after),
+            ApiError::Unavailable | ApiError::Overloaded | ApiError::TimedOut => Some(1),
+            _ => None,
+        };
         let (status, body) = self.status_and_body();
-        (status, Json(body)).into_response()
+        let mut resp = (status, Json(body)).into_response();
+        if let Some(secs) = retry_after {
+            resp.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(secs),
+            );
+        }
+        resp
     }
 }
 

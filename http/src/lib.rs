@@ -5,6 +5,7 @@
 pub mod access;
 pub mod error;
 pub mod extract;
+pub mod limits;
 pub mod middleware;
 pub mod openapi;
 pub mod routes;
@@ -29,8 +30,18 @@ pub struct HttpConfig {
     pub provider_verify_token: Option<String>,
     /// Largest API request body, bytes.
     pub max_body_bytes: usize,
-    /// Largest provider webhook body, bytes (the provider batches up to 1000 updates).
+    /// Largest provider webhook body, bytes: 2 MB (the provider batches up to 1,000 updates
+    /// of well under 1 KB each); refused with 413 before it is read further (issue 15).
     pub max_webhook_bytes: usize,
+    /// Largest alternative-provider notification body, bytes (64 KB).
+    pub max_notification_bytes: usize,
+    /// `DISPARO_METRICS_TOKEN`: when set, `GET /metrics` needs `Authorization: Bearer` with
+    /// it (every account's channels show there).
+    pub metrics_token: Option<engine::Secret>,
+    /// Request timeout and concurrency limit (the header timeout is the accept loop's).
+    pub limits: limits::ServerLimits,
+    /// Requests per minute per API token (`DISPARO_RATE_LIMIT_PER_MIN`); `None`: no limit.
+    pub rate_limit: Option<limits::TokenRateLimit>,
 }
 
 impl Default for HttpConfig {
@@ -39,7 +50,11 @@ impl Default for HttpConfig {
             public_url: "http://127.0.0.1:8080".into(),
             provider_verify_token: None,
             max_body_bytes: 1024 * 1024,
-            max_webhook_bytes: 8 * 1024 * 1024,
+            max_webhook_bytes: 2 * 1024 * 1024,
+            max_notification_bytes: 64 * 1024,
+            metrics_token: None,
+            limits: limits::ServerLimits::default(),
+            rate_limit: None,
         }
     }
 }
@@ -138,8 +153,11 @@ pub fn router(state: AppState) -> Router {
         .merge(public_api)
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes));
     let provider = routes::provider::routes()
-        .merge(routes::alternative::public_routes())
-        .layer(DefaultBodyLimit::max(state.config.max_webhook_bytes));
+        .layer(DefaultBodyLimit::max(state.config.max_webhook_bytes))
+        .merge(
+            routes::alternative::public_routes()
+                .layer(DefaultBodyLimit::max(state.config.max_notification_bytes)),
+        );
     Router::new()
         .nest("/api/v1", api)
         .merge(provider)
@@ -160,5 +178,22 @@ pub fn router(state: AppState) -> Router {
         .layer(CatchPanicLayer::custom(|_| {
             error::ApiError::Internal("a handler panicked".into()).into_response()
         }))
+        .layer(
+            tower::ServiceBuilder::new()
+                .layer(axum::error_handling::HandleErrorLayer::new(
+                    |err: tower::BoxError| async move {
+                        if err.is::<tower::timeout::error::Elapsed>() {
+                            error::ApiError::TimedOut
+                        } else if err.is::<tower::load_shed::error::Overloaded>() {
+                            error::ApiError::Overloaded
+                        } else {
+                            error::ApiError::Internal(err.to_string())
+                        }
+                    },
+                ))
+                .load_shed()
+                .concurrency_limit(state.config.limits.max_concurrent)
+                .timeout(state.config.limits.request_timeout),
+        )
         .with_state(state)
 }

@@ -34,6 +34,13 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
         Ok(None) => return ApiError::Unauthorized.into_response(),
         Err(e) => return ApiError::from(e).into_response(),
     };
+    let rate_headers = match &state.config.rate_limit {
+        Some(limit) => match limit.check(owner.token_id) {
+            crate::limits::RateVerdict::Allowed(headers) => Some(headers),
+            crate::limits::RateVerdict::Refused(resp) => return resp,
+        },
+        None => None,
+    };
     let method = req.method().clone();
     let route = req
         .extensions()
@@ -56,7 +63,10 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
         .into_response();
     }
     req.extensions_mut().insert(owner.clone());
-    let resp = next.run(req).await;
+    let mut resp = next.run(req).await;
+    if let Some(headers) = rate_headers {
+        resp.headers_mut().extend(headers);
+    }
     // The MCP endpoint's tools call their routes in process; those calls write their own
     // audit lines, so the JSON-RPC envelope does not.
     let write =

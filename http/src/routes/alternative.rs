@@ -2,11 +2,10 @@
 //! decision D-034): registration, the notification URLs, and the receivers of those URLs.
 
 use crate::error::ApiError;
-use crate::extract::{ApiJson, Auth};
+use crate::extract::{ApiJson, Auth, RawBody};
 use crate::routes::channels::channel_json;
 use crate::AppState;
 use actors::alternative::{ConnectAlternative, NotifyVia};
-use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::post;
@@ -102,7 +101,7 @@ async fn notify_url(State(state): State<AppState>, auth: Auth) -> Result<Json<Va
 async fn receive_account(
     State(state): State<AppState>,
     Path(key): Path<String>,
-    body: Bytes,
+    RawBody(body): RawBody,
 ) -> Result<Json<Value>, ApiError> {
     let id = state
         .runtime
@@ -113,7 +112,7 @@ async fn receive_account(
 
 async fn receive_fixed(
     State(state): State<AppState>,
-    body: Bytes,
+    RawBody(body): RawBody,
 ) -> Result<Json<Value>, ApiError> {
     let id = state
         .runtime

@@ -55,7 +55,20 @@ async fn health(State(state): State<AppState>) -> Response {
     (status, body).into_response()
 }
 
-async fn metrics(State(state): State<AppState>) -> Response {
+/// `GET /metrics`: the Prometheus text. With `DISPARO_METRICS_TOKEN` set, only a request
+/// with `Authorization: Bearer <token>` gets it (401 otherwise): the series name every
+/// account's channels and campaigns.
+async fn metrics(State(state): State<AppState>, headers: axum::http::HeaderMap) -> Response {
+    if let Some(want) = &state.config.metrics_token {
+        let given = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or_default();
+        if !engine::secret::constant_time_eq(given.as_bytes(), want.expose().as_bytes()) {
+            return crate::error::ApiError::Unauthorized.into_response();
+        }
+    }
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         state.metrics.render(),

@@ -2,6 +2,7 @@
 //! `/webhooks/messaging` and each channel's own receiver `/webhooks/messaging/{channel_id}`.
 
 use crate::error::ApiError;
+use crate::extract::RawBody;
 use crate::AppState;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -41,7 +42,8 @@ fn answer(h: Handshake, expected: Option<&str>) -> Response {
         h.challenge,
     ) {
         (Some("subscribe"), Some(given), Some(want), Some(challenge))
-            if given == want && !want.is_empty() =>
+            if !want.is_empty()
+                && engine::secret::constant_time_eq(given.as_bytes(), want.as_bytes()) =>
         {
             (StatusCode::OK, challenge).into_response()
         }
@@ -97,7 +99,11 @@ async fn receive(state: AppState, route: Option<i64>, headers: HeaderMap, body: 
     }
 }
 
-async fn receive_app(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+async fn receive_app(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    RawBody(body): RawBody,
+) -> Response {
     receive(state, None, headers, body).await
 }
 
@@ -105,7 +111,7 @@ async fn receive_channel(
     State(state): State<AppState>,
     Path(channel_id): Path<String>,
     headers: HeaderMap,
-    body: Bytes,
+    RawBody(body): RawBody,
 ) -> Response {
     match channel_id.parse::<i64>() {
         Ok(id) => receive(state, Some(id), headers, body).await,

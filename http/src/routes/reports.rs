@@ -215,6 +215,17 @@ const SUMMARY_HEADER: [&str; 13] = [
     "skipped",
 ];
 
+/// A text cell made inert for spreadsheets (CSV injection, OWASP): a cell that starts with
+/// `=`, `+`, `-`, `@`, a tab or a carriage return is prefixed with `'`, so Excel, LibreOffice
+/// and Sheets show it as text instead of running it as a formula (issue 15). Numbers and
+/// timestamps disparo writes itself never start so.
+fn inert(cell: &str) -> String {
+    match cell.chars().next() {
+        Some('=' | '+' | '-' | '@' | '\t' | '\r') => format!("'{cell}"),
+        _ => cell.to_string(),
+    }
+}
+
 fn summary_record(r: &CampaignReportRow, totals_row: bool) -> Vec<String> {
     let (id, created) = if totals_row {
         ("TOTAL".to_string(), String::new())
@@ -223,8 +234,8 @@ fn summary_record(r: &CampaignReportRow, totals_row: bool) -> Vec<String> {
     };
     vec![
         id,
-        r.name.clone(),
-        r.template_name.clone(),
+        inert(&r.name),
+        inert(&r.template_name),
         r.state.clone(),
         created,
         r.total.to_string(),
@@ -258,14 +269,14 @@ const DETAIL_HEADER: [&str; 15] = [
 ];
 
 fn detail_record(r: &MessageReportRow) -> [String; 15] {
-    let s = |v: &Option<String>| v.clone().unwrap_or_default();
+    let s = |v: &Option<String>| inert(v.as_deref().unwrap_or_default());
     let n = |v: Option<i64>| v.map(|x| x.to_string()).unwrap_or_default();
     [
         r.id.to_string(),
         r.campaign_id.to_string(),
-        r.campaign_name.clone(),
-        r.template_name.clone(),
-        r.phone.clone(),
+        inert(&r.campaign_name),
+        inert(&r.template_name),
+        inert(&r.phone),
         r.status().to_string(),
         n(r.channel_id),
         s(&r.channel_phone),
