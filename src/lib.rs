@@ -156,6 +156,8 @@ impl Application {
                     None => RetrySchedule::default(),
                 },
                 webhook_timeout: Duration::from_millis(settings.webhook_timeout_ms),
+                webhook_disable_after: Duration::from_millis(settings.webhook_disable_after_ms),
+                webhook_retention: Duration::from_secs(settings.webhook_retention_days * 86_400),
                 outbound: engine::net::OutboundPolicy {
                     allow_private: settings.allow_private_urls,
                     allowed_subnets: settings.allowed_subnets.clone(),

@@ -68,6 +68,17 @@ pub struct Settings {
     /// Timeout of one outbound webhook attempt, ms.
     #[arg(long, env = "DISPARO_WEBHOOK_TIMEOUT_MS", default_value_t = 10_000)]
     pub webhook_timeout_ms: u64,
+    /// A webhook subscription whose attempts have only failed for this long is disabled and
+    /// the account's other subscriptions get `webhook.disabled`, ms (default 5 days).
+    #[arg(
+        long,
+        env = "DISPARO_WEBHOOK_DISABLE_AFTER_MS",
+        default_value_t = 432_000_000
+    )]
+    pub webhook_disable_after_ms: u64,
+    /// Days settled webhook deliveries (delivered or failed) are kept in the delivery log.
+    #[arg(long, env = "DISPARO_WEBHOOK_RETENTION_DAYS", default_value_t = 30)]
+    pub webhook_retention_days: u64,
     /// Let requests to URLs clients give (outbound webhooks, media by URL, alternative
     /// providers) reach private, loopback and reserved addresses (off: only public addresses;
     /// D-042). For tests and private deployments; prefer `DISPARO_ALLOWED_SUBNETS`.

@@ -777,6 +777,100 @@ async fn cadence_spaces_a_numbers_campaign_sends(backend: Backend) {
     );
 }
 
+/// The running actor of a campaign, once it runs.
+async fn campaign_actor(
+    app: &TestApp,
+    id: i64,
+    not: Option<ractor::ActorId>,
+) -> ractor::ActorRef<actors::campaign::CampaignMsg> {
+    eventually(10, "the campaign's actor running", || async {
+        app.runtime
+            .campaign_actor(id)
+            .filter(|a| Some(a.get_id()) != not)
+    })
+    .await
+}
+
+async fn a_campaign_actor_that_dies_is_restarted_and_sends_each_recipient_once(backend: Backend) {
+    let app = TestApp::spawn_with(backend, |s| s.in_doubt_grace_ms = 300).await;
+    let (a, na) = fast_channel(&app).await;
+    app.patch(
+        &format!("/api/v1/channels/{a}/guardrails"),
+        json!({"cadence_ms": 15}),
+    )
+    .await;
+    let template = approved_template(&app, &[a]).await;
+    let id = new_campaign(&app, template, &[(a, 1)], 80, "5511930").await;
+    app.post(&format!("/api/v1/campaigns/{id}/start"), json!({}))
+        .await;
+    let sent_now = || async {
+        let r: Value = app
+            .http
+            .get(format!(
+                "http://{}/_sim/numbers/{}/sent",
+                app.sim_addr, na.phone_number_id
+            ))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        r["data"]["messages"].as_array().unwrap().len()
+    };
+    // Killed twice mid-run: the supervisor starts it again from storage each time.
+    let mut last = None;
+    for at_least in [10, 30] {
+        eventually(20, "sends under way", || async {
+            (sent_now().await >= at_least).then_some(())
+        })
+        .await;
+        let actor = campaign_actor(&app, id, last).await;
+        last = Some(actor.get_id());
+        actor.kill();
+    }
+    let done = wait_settled(&app, id, "completed").await;
+    assert_eq!(done["stats"]["total"], 80, "{done}");
+    let per_recipient = summary(&app).await["per_recipient"].clone();
+    let phones = per_recipient.as_object().unwrap();
+    assert_eq!(phones.len(), 80, "everyone reached");
+    assert!(
+        phones
+            .values()
+            .all(|t| t.as_object().unwrap().values().all(|n| n == 1)),
+        "nobody twice: {per_recipient}"
+    );
+
+    // A campaign whose actor keeps dying is paused with the reason, not left for dead.
+    let id = new_campaign(&app, template, &[(a, 1)], 400, "5511931").await;
+    app.patch(
+        &format!("/api/v1/channels/{a}/guardrails"),
+        json!({"cadence_ms": 200}),
+    )
+    .await;
+    app.post(&format!("/api/v1/campaigns/{id}/start"), json!({}))
+        .await;
+    let mut last = None;
+    for _ in 0..=actors::supervisor::CAMPAIGN_RESTART_BUDGET {
+        let actor = campaign_actor(&app, id, last).await;
+        last = Some(actor.get_id());
+        actor.kill();
+    }
+    let paused = wait_state(&app, id, "paused").await;
+    assert!(
+        paused["pause_reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("falha_interna")),
+        "{paused}"
+    );
+    // Resumed by hand, it runs again.
+    let (status, body) = app
+        .post(&format!("/api/v1/campaigns/{id}/start"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(app.runtime.campaign_actor(id).is_some());
+}
+
 async fn provider_errors_are_handled_by_kind(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let (a, na) = fast_channel(&app).await;
@@ -947,6 +1041,7 @@ on_both_backends! {
     daily_cap => daily_cap_stops_a_number_until_an_admin_authorizes_more;
     warmup => a_young_number_warms_up_day_by_day;
     cadence => cadence_spaces_a_numbers_campaign_sends;
+    supervised => a_campaign_actor_that_dies_is_restarted_and_sends_each_recipient_once;
     error_kinds => provider_errors_are_handled_by_kind;
     resend => failed_messages_are_resent_through_another_number;
 }

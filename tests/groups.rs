@@ -437,7 +437,59 @@ async fn group_campaigns_run_over_the_groups_numbers(backend: Backend) {
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
 }
 
+async fn concurrent_group_sends_never_pass_the_groups_limit(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (a, _, _) = number(&app, "TIER_250").await;
+    let (b, _, _) = number(&app, "TIER_250").await;
+    let template = approved_template(&app, "Pedido", &[a, b]).await;
+    let (status, g) = app
+        .post(
+            "/api/v1/groups",
+            json!({"name": "Balcão", "channel_ids": [a, b], "limit_24h": 3}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{g}");
+    let id = g["data"]["id"].as_i64().unwrap();
+    // Limit 3, four sends at once to four new recipients (N + 1), several rounds: never more
+    // than 3 get through, whatever the interleaving.
+    let recipients: Vec<String> = (0..4).map(|i| format!("551196666000{i}")).collect();
+    let results = futures::future::join_all(
+        recipients
+            .iter()
+            .map(|to| group_send(&app, id, to, template)),
+    )
+    .await;
+    let created = results
+        .iter()
+        .filter(|(s, _)| *s == StatusCode::CREATED)
+        .count();
+    let refused: Vec<&Value> = results
+        .iter()
+        .filter(|(s, _)| *s == StatusCode::TOO_MANY_REQUESTS)
+        .map(|(_, b)| b)
+        .collect();
+    assert_eq!((created, refused.len()), (3, 1), "{results:?}");
+    let summary: Value = app
+        .http
+        .get(format!("http://{}/_sim/sent/summary", app.sim_addr))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let reached = recipients
+        .iter()
+        .filter(|r| summary["data"]["per_recipient"].get(r.as_str()).is_some())
+        .count();
+    assert_eq!(reached, 3, "the simulator got exactly the limit: {summary}");
+    let (_, g) = app.get(&format!("/api/v1/groups/{id}")).await;
+    assert_eq!(g["data"]["sent_24h"], 3, "{g}");
+    assert_eq!(g["data"]["available"], 0, "{g}");
+}
+
 on_both_backends! {
+    concurrent_limit => concurrent_group_sends_never_pass_the_groups_limit;
     groups => groups_pool_numbers_under_a_shared_limit;
     group_campaigns => group_campaigns_run_over_the_groups_numbers;
 }

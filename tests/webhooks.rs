@@ -182,8 +182,236 @@ async fn a_repeated_idempotency_key_returns_the_first_result_and_never_sends_twi
     assert_eq!(summary["data"]["per_number"][&number.phone_number_id], 2);
 }
 
+async fn sent_to(app: &TestApp, phone: &str) -> i64 {
+    let summary: serde_json::Value = app
+        .http
+        .get(format!("http://{}/_sim/sent/summary", app.sim_addr))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    summary["data"]["per_recipient"][phone]["hello_world"]
+        .as_i64()
+        .unwrap_or(0)
+}
+
+async fn hold_answers(app: &TestApp, ms: Option<u64>) {
+    let r = app
+        .http
+        .put(format!("http://{}/_sim/faults", app.sim_addr))
+        .json(&json!({"answer_delay_ms": ms}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+}
+
+async fn one_idempotency_key_reaches_the_provider_once_across_timeouts_and_restarts(
+    backend: Backend,
+) {
+    let mut app = TestApp::spawn_with(backend, |s| s.provider_timeout_ms = 300).await;
+    let (channel_id, _) = app.connect_channel().await;
+    let to = "5511911112222";
+    let body = json!({"to": to, "template": {"name": "hello_world", "language": "en_US"}});
+    let post = |key: &'static str| {
+        let req = app
+            .http
+            .post(app.url("/api/v1/messages"))
+            .bearer_auth(&app.token)
+            .header("idempotency-key", key)
+            .json(&body);
+        async move {
+            let r = req.send().await.unwrap();
+            let replayed = r.headers().contains_key("idempotent-replayed");
+            let status = r.status();
+            (
+                status,
+                replayed,
+                r.json::<serde_json::Value>().await.unwrap(),
+            )
+        }
+    };
+
+    // The provider takes the send but answers after our timeout: in doubt, 202 with the
+    // message, and every retry with the key gets that message, never a second send.
+    hold_answers(&app, Some(900)).await;
+    let (status, replayed, first) = post("pedido-lento").await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{first}");
+    assert!(!replayed);
+    // `sending`, unless its status webhooks (sent before the held answer) got there first.
+    assert!(
+        ["sending", "sent", "delivered", "read"]
+            .contains(&first["data"]["status"].as_str().unwrap()),
+        "{first}"
+    );
+    let message_id = first["data"]["id"].as_i64().unwrap();
+    for _ in 0..3 {
+        let (status, replayed, again) = post("pedido-lento").await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{again}");
+        assert!(replayed);
+        assert_eq!(again["data"]["id"], message_id);
+    }
+    hold_answers(&app, None).await;
+    // The provider did accept it: its status webhooks settle the message.
+    eventually(
+        10,
+        "the in-doubt message settled by its statuses",
+        || async {
+            let (_, m) = app.get(&format!("/api/v1/messages/{message_id}")).await;
+            (m["data"]["status"] == "read").then_some(())
+        },
+    )
+    .await;
+    let (status, _, late) = post("pedido-lento").await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    assert_eq!(late["data"]["id"], message_id);
+    assert_eq!(late["data"]["status"], "read", "the message as it stands");
+    assert_eq!(
+        sent_to(&app, to).await,
+        1,
+        "one key, one message at the provider"
+    );
+
+    // Keys a crash left pending: bound to a message → in doubt; not bound → released.
+    let store = app.runtime.store().clone();
+    let hash = |b: &serde_json::Value| engine::token::hash_token(&b.to_string());
+    let crash_body =
+        json!({"to": "5511911113333", "template": {"name": "hello_world", "language": "en_US"}});
+    store
+        .idempotency_begin(app.account_id, "antes-da-queda", &hash(&crash_body))
+        .await
+        .unwrap();
+    app.restart().await;
+    let r = app
+        .http
+        .post(app.url("/api/v1/messages"))
+        .bearer_auth(&app.token)
+        .header("idempotency-key", "antes-da-queda")
+        .header("content-type", "application/json")
+        .body(crash_body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        StatusCode::CREATED,
+        "nothing was written for the key, so it runs now"
+    );
+    assert_eq!(sent_to(&app, "5511911113333").await, 1);
+
+    // POST /campaigns honours the key too: a retried creation is the same campaign.
+    let template = app
+        .approved_template(
+            json!({"name": "Natal", "body": "Feliz Natal, {{1}}!", "var_map": {"1": {"field": "nome"}}}),
+            &[channel_id],
+        )
+        .await;
+    let campaign = json!({"name": "Natal", "template_id": template, "channels": [{"channel_id": channel_id, "weight": 1}]});
+    let create = |key: &'static str| {
+        let req = app
+            .http
+            .post(app.url("/api/v1/campaigns"))
+            .bearer_auth(&app.token)
+            .header("idempotency-key", key)
+            .json(&campaign);
+        async move {
+            let r = req.send().await.unwrap();
+            let replayed = r.headers().contains_key("idempotent-replayed");
+            (
+                r.status(),
+                replayed,
+                r.json::<serde_json::Value>().await.unwrap(),
+            )
+        }
+    };
+    let (s1, r1, b1) = create("campanha-1").await;
+    let (s2, r2, b2) = create("campanha-1").await;
+    assert_eq!(
+        (s1, r1, s2, r2),
+        (StatusCode::CREATED, false, StatusCode::CREATED, true),
+        "{b1} {b2}"
+    );
+    assert_eq!(b1["data"]["id"], b2["data"]["id"]);
+    let (s3, r3, b3) = create("campanha-2").await;
+    assert_eq!((s3, r3), (StatusCode::CREATED, false));
+    assert_ne!(
+        b3["data"]["id"], b1["data"]["id"],
+        "another key, another campaign"
+    );
+}
+
+async fn a_subscription_that_only_fails_is_disabled_and_the_account_told(backend: Backend) {
+    let app = TestApp::spawn_with(backend, |s| {
+        s.webhook_disable_after_ms = 400;
+        s.webhook_retry_ms = Some(vec![100; 50]);
+    })
+    .await;
+    let (channel_id, _) = app.connect_channel().await;
+    let dead = Receiver::start().await;
+    dead.fail_first.store(usize::MAX, Ordering::SeqCst);
+    let alive = Receiver::start().await;
+    let (dead_id, _) = app.subscribe(channel_id, &dead, &["message.sent"]).await;
+    let (alive_id, _) = app.subscribe(channel_id, &alive, &["message.sent"]).await;
+    let (status, _) = app
+        .post(&format!("/api/v1/webhooks/{dead_id}/test"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let disabled = eventually(10, "the dead subscription disabled", || async {
+        let (_, list) = app
+            .get(&format!("/api/v1/channels/{channel_id}/webhooks"))
+            .await;
+        list["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == dead_id && s["active"] == false)
+            .cloned()
+    })
+    .await;
+    assert!(
+        disabled["disabled_reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("todas as tentativas falharam"),
+        "{disabled}"
+    );
+    assert!(disabled["disabled_at"].is_string());
+    // The account's other subscription is told, whatever events it lists.
+    let event = eventually(10, "webhook.disabled at the other endpoint", || async {
+        alive
+            .events()
+            .into_iter()
+            .find(|e| e.event() == "webhook.disabled")
+    })
+    .await;
+    let body = event.json();
+    assert_eq!(body["data"]["subscription_id"], dead_id, "{body}");
+    assert_eq!(body["data"]["url"], dead.url());
+    let audit = app
+        .runtime
+        .store()
+        .list_audit(app.account_id, 20)
+        .await
+        .unwrap();
+    assert!(
+        audit
+            .iter()
+            .any(|a| a.action == "webhook.disabled" && a.target.ends_with(&format!("/{dead_id}"))),
+        "{audit:?}"
+    );
+    // Disabled, it gets no more attempts.
+    let hits = dead.hits.load(Ordering::SeqCst);
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(dead.hits.load(Ordering::SeqCst), hits);
+    let _ = alive_id;
+}
+
 on_both_backends! {
+    disabled => a_subscription_that_only_fails_is_disabled_and_the_account_told;
     idempotency => a_repeated_idempotency_key_returns_the_first_result_and_never_sends_twice;
+    idempotency_in_doubt => one_idempotency_key_reaches_the_provider_once_across_timeouts_and_restarts;
 }
 
 /// A name of this machine that resolves only to loopback addresses (the host name does in

@@ -609,27 +609,27 @@ impl Runtime {
         Ok((resent, self.campaign_view(account_id, id).await?))
     }
 
-    /// Starts the actor of a running campaign (also at boot).
+    /// Starts the actor of a running campaign (also at boot), under the campaign supervisor.
     pub(crate) async fn spawn_campaign(&self, id: i64, account_id: i64) -> Result<(), ActorError> {
         if self.shared.campaigns.contains_key(&id) {
             return Ok(());
         }
-        let (actor, _) = Actor::spawn(
-            None,
-            CampaignActor,
-            CampaignArgs {
-                campaign_id: id,
-                account_id,
-                shared: self.shared.clone(),
-            },
+        let started = crate::ask(
+            &self.campaign_supervisor,
+            |r| crate::supervisor::CampaignSupervisorMsg::Start(id, account_id, r),
+            self.shared.config.call_timeout,
         )
-        .await
-        .map_err(|e| {
-            tracing::error!(campaign_id = id, error = %e, "campaign actor did not start");
+        .await?;
+        started.map_err(|e| {
+            tracing::error!(campaign_id = id, error = e, "campaign actor did not start");
             ActorError::Unavailable
-        })?;
-        self.shared.campaigns.insert(id, actor);
-        Ok(())
+        })
+    }
+
+    /// The actor running a campaign, if one runs (operations and tests: stopping it shows the
+    /// supervisor restart it).
+    pub fn campaign_actor(&self, id: i64) -> Option<ActorRef<CampaignMsg>> {
+        self.shared.campaigns.get(&id).map(|a| a.clone())
     }
 }
 

@@ -98,6 +98,15 @@ pub struct SendCommand {
     pub content: SendContent,
     /// Display text kept for a template message.
     pub preview_text: Option<String>,
+    /// The request's `Idempotency-Key`, bound to the message when it is written (issue 15).
+    pub idempotency_key: Option<String>,
+    /// A group send: the number's group's 24 h limit applies, checked and counted under the
+    /// group counter's lock (issue 15).
+    pub group_limited: bool,
+    /// When the caller stops waiting: a send not yet handed to the provider by then is
+    /// dropped (the message is marked failed, never sent later as a second message).
+    /// Set by [`crate::Runtime::send`].
+    pub deadline: Option<std::time::Instant>,
 }
 
 /// A channel's live state as read by the API.
@@ -585,21 +594,55 @@ impl ChannelState {
         (own_full || bm_full).then_some(HealthCode::LimitExhausted)
     }
 
-    /// Counts a business-initiated send to `to` in the number's and its BM's 24 h counters.
-    fn count_business_initiated(&mut self, to: &str, now: i64) {
+    /// Admits a business-initiated send to `to` and counts it in the number's, its group's and
+    /// its BM's 24 h counters. Each shared counter's lock is held from its check to its record
+    /// (group before BM, always), so two numbers of one BM or group can never both take its
+    /// last slot: admission is serial per limit (issue 15). `group_limited`: the group's limit
+    /// applies (group sends and group campaigns); `campaign`: today's cap applies too.
+    ///
+    /// Errors: the health code that refuses it (`qualidade_red`…, `limite_24h_esgotado`,
+    /// `limite_diario_atingido`); nothing is counted then.
+    fn admit_business_initiated(
+        &mut self,
+        to: &str,
+        now: i64,
+        group_limited: bool,
+        campaign: bool,
+    ) -> Result<(), HealthCode> {
+        let input = self.health_input(now);
+        business_initiated_allowed(&input)?;
+        if campaign && self.cap(now).reached(self.cap_sent) {
+            return Err(HealthCode::DailyCapReached);
+        }
+        if input.limit_24h.is_some_and(|l| input.sent_24h >= l)
+            && !self.recipients.contains(to, now)
+        {
+            return Err(HealthCode::LimitExhausted);
+        }
+        let mut group = self
+            .group
+            .as_ref()
+            .map(|g| g.lock().expect("group counter lock"));
+        if let Some(g) = group.as_mut().filter(|_| group_limited) {
+            if !g.recipients.contains(to, now) && g.available(now) == Some(0) {
+                return Err(HealthCode::LimitExhausted);
+            }
+        }
+        let mut bm = self.bm.as_ref().map(|b| b.lock().expect("bm counter lock"));
+        if let Some(b) = bm.as_mut() {
+            if !b.recipients.contains(to, now) && b.available(now) == Some(0) {
+                return Err(HealthCode::LimitExhausted);
+            }
+        }
+        if let Some(g) = group.as_mut() {
+            g.recipients.record(to, now);
+        }
+        if let Some(b) = bm.as_mut() {
+            b.recipients.record(to, now);
+        }
+        drop((group, bm));
         self.recipients.record(to, now);
-        if let Some(g) = &self.group {
-            g.lock()
-                .expect("group counter lock")
-                .recipients
-                .record(to, now);
-        }
-        if let Some(b) = &self.bm {
-            b.lock()
-                .expect("bm counter lock")
-                .recipients
-                .record(to, now);
-        }
+        Ok(())
     }
 
     /// Records whether the provider accepts the channel's access token, in memory and in
@@ -926,6 +969,10 @@ async fn admit_and_send(
         let _ = reply.send(Err(e));
         Err(ActorError::Conflict(text))
     };
+    if cmd.deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+        // The caller has given up: nothing is written or sent.
+        return refuse(reply, ActorError::Unavailable);
+    }
     let to = cmd.to.as_str().to_string();
     match &cmd.content {
         SendContent::Media { .. } | SendContent::Library { .. } => {
@@ -948,10 +995,9 @@ async fn admit_and_send(
             }
         }
         SendContent::Template { .. } => {
-            if let Some(code) = st.business_initiated_refusal(Some(&to), now) {
+            if let Err(code) = st.admit_business_initiated(&to, now, cmd.group_limited, false) {
                 return refuse(reply, ActorError::BusinessInitiatedRefused(code));
             }
-            st.count_business_initiated(&to, now);
         }
     }
 
@@ -1004,7 +1050,12 @@ async fn admit_and_send(
         },
         SendContent::Media { .. } | SendContent::Library { .. } => unreachable!("refused above"),
     };
-    let queued = match st.shared.store.insert_outbound(&new).await {
+    let queued = match st
+        .shared
+        .store
+        .insert_outbound(&new, cmd.idempotency_key.as_deref())
+        .await
+    {
         Ok(m) => m,
         Err(e) => return refuse(reply, e.into()),
     };
@@ -1041,7 +1092,10 @@ async fn admit_and_send(
         in_flight: st.in_flight.clone(),
         myself,
     };
-    tokio::spawn(task.run(queued, prepared, reply).in_current_span());
+    tokio::spawn(
+        task.run(queued, prepared, cmd.deadline, reply)
+            .in_current_span(),
+    );
     Ok(())
 }
 
@@ -1059,6 +1113,7 @@ impl SendTask {
         self,
         queued: MessageRecord,
         prepared: Prepared,
+        deadline: Option<std::time::Instant>,
         reply: RpcReplyPort<Result<MessageRecord, ActorError>>,
     ) {
         let Ok(_permit) = self.in_flight.clone().acquire_owned().await else {
@@ -1066,6 +1121,28 @@ impl SendTask {
             return;
         };
         let store = &self.shared.store;
+        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            // The caller gave up while the send waited for the window: it is not sent now,
+            // when nobody expects it (a retry would send it a second time).
+            tracing::warn!(
+                message_id = queued.id,
+                "caller gave up before the provider call; send dropped"
+            );
+            if let Err(e) = store
+                .mark_message_failed(
+                    queued.id,
+                    None,
+                    "não enviada: o pedido expirou antes da chamada ao provedor",
+                    None,
+                    now_ms(),
+                )
+                .await
+            {
+                tracing::error!(message_id = queued.id, error = %e, "could not record a dropped send");
+            }
+            let _ = reply.send(Err(ActorError::Unavailable));
+            return;
+        }
         if let Err(e) = store.mark_message_sending(queued.id).await {
             let _ = reply.send(Err(e.into()));
             return;
@@ -1147,7 +1224,7 @@ impl SendTask {
                         // Accepted by the provider but not recorded: the status webhook, which
                         // carries our id in biz_opaque_callback_data, will settle the row.
                         tracing::error!(message_id = queued.id, error = %e, "could not record an accepted send");
-                        let _ = reply.send(Err(e.into()));
+                        let _ = reply.send(Err(ActorError::SendInDoubt(queued.id)));
                     }
                 }
             }
@@ -1164,6 +1241,8 @@ impl SendTask {
                         message_id = queued.id,
                         "provider timed out; message left in doubt"
                     );
+                    let _ = reply.send(Err(ActorError::SendInDoubt(queued.id)));
+                    return;
                 } else {
                     let title = e.reason();
                     let code = e.code();
@@ -1233,12 +1312,10 @@ async fn apply_sync(
 async fn dispatch(myself: ActorRef<ChannelMsg>, batch: Dispatch, st: &mut ChannelState) {
     let now = now_ms();
     for item in batch.items {
-        let group_full = batch.group_limited
-            && st.group.as_ref().is_some_and(|g| {
-                let mut g = g.lock().expect("group counter lock");
-                !g.recipients.contains(&item.phone, now) && g.available(now) == Some(0)
-            });
-        if group_full || st.campaign_refusal(Some(&item.phone), now).is_some() {
+        if st
+            .admit_business_initiated(&item.phone, now, batch.group_limited, true)
+            .is_err()
+        {
             settle(
                 &st.shared,
                 &st.record,
@@ -1249,7 +1326,6 @@ async fn dispatch(myself: ActorRef<ChannelMsg>, batch: Dispatch, st: &mut Channe
             .await;
             continue;
         }
-        st.count_business_initiated(&item.phone, now);
         st.cap_sent += 1;
         st.campaign_in_flight += 1;
         let send_at = st.cadence.take(st.guardrails.cadence_ms, now);

@@ -24,6 +24,8 @@ pub enum DispatcherMsg {
     Poll,
     /// An attempt of this subscription finished.
     Done(i64),
+    /// Delete settled deliveries past the retention.
+    Purge,
 }
 
 /// Dispatcher settings.
@@ -39,6 +41,11 @@ pub struct DispatcherConfig {
     pub poll_interval: Duration,
     /// The SSRF guard every attempt goes through (D-042).
     pub guard: crate::outbound::Guard,
+    /// A subscription whose attempts have only failed for this long is disabled (Svix: 5
+    /// days).
+    pub disable_after: Duration,
+    /// Settled deliveries older than this are deleted.
+    pub retention: Duration,
 }
 
 /// Start arguments.
@@ -86,6 +93,8 @@ impl Actor for WebhookDispatcher {
         args: DispatcherArgs,
     ) -> Result<DispatcherState, ActorProcessingErr> {
         myself.send_interval(args.config.poll_interval, || DispatcherMsg::Poll);
+        let _ = myself.cast(DispatcherMsg::Purge);
+        myself.send_interval(Duration::from_secs(3600), || DispatcherMsg::Purge);
         let http = args
             .config
             .guard
@@ -119,6 +128,16 @@ impl Actor for WebhookDispatcher {
             DispatcherMsg::Poll => {
                 st.poll_scheduled = false;
                 poll(&myself, st).await;
+            }
+            DispatcherMsg::Purge => {
+                let before = now_ms() - st.config.retention.as_millis() as i64;
+                match st.store.purge_deliveries(before).await {
+                    Ok(0) => {}
+                    Ok(n) => {
+                        tracing::info!(deleted = n, "webhook deliveries past retention deleted")
+                    }
+                    Err(e) => tracing::error!(error = %e, "could not purge webhook deliveries"),
+                }
             }
             DispatcherMsg::Done(subscription_id) => {
                 st.in_flight.remove(&subscription_id);
@@ -206,7 +225,9 @@ async fn attempt(store: &Store, http: &reqwest::Client, config: &DispatcherConfi
     };
     // `failure` is Err(status) on success, to keep the happy path's code.
     match failure {
-        Err(status_code) => record(store, &d, AttemptOutcome::Delivered { status_code }).await,
+        Err(status_code) => {
+            record(store, config, &d, AttemptOutcome::Delivered { status_code }).await
+        }
         Ok((status_code, error)) => finish(store, config, &d, status_code, error).await,
     }
 }
@@ -229,17 +250,92 @@ async fn finish(
         },
         None => AttemptOutcome::GiveUp { status_code, error },
     };
-    record(store, d, outcome).await;
+    record(store, config, d, outcome).await;
 }
 
-async fn record(store: &Store, d: &DueDelivery, outcome: AttemptOutcome) {
+/// Records an attempt; a subscription whose attempts have only failed for
+/// [`DispatcherConfig::disable_after`] is disabled, the account's other subscriptions get
+/// `webhook.disabled`, and the audit log a line.
+async fn record(
+    store: &Store,
+    config: &DispatcherConfig,
+    d: &DueDelivery,
+    outcome: AttemptOutcome,
+) {
     let label = match &outcome {
         AttemptOutcome::Delivered { .. } => "delivered",
         AttemptOutcome::Retry { .. } => "retry",
         AttemptOutcome::GiveUp { .. } => "failed",
     };
     metrics::counter!("disparo_webhook_deliveries_total", "outcome" => label).increment(1);
-    if let Err(e) = store.record_attempt(d.id, &outcome).await {
-        tracing::error!(delivery_id = d.id, error = %e, "could not record a webhook attempt");
+    let last_error = match &outcome {
+        AttemptOutcome::Retry { error, .. } | AttemptOutcome::GiveUp { error, .. } => error.clone(),
+        AttemptOutcome::Delivered { .. } => String::new(),
+    };
+    let failing_since = match store
+        .record_attempt(d.id, d.subscription_id, &outcome)
+        .await
+    {
+        Ok(f) => f,
+        Err(e) => {
+            tracing::error!(delivery_id = d.id, error = %e, "could not record a webhook attempt");
+            return;
+        }
+    };
+    let Some(since) = failing_since else {
+        return;
+    };
+    if now_ms() - since < config.disable_after.as_millis() as i64 {
+        return;
     }
+    if let Err(e) = disable(store, d, since, &last_error).await {
+        tracing::error!(subscription_id = d.subscription_id, error = %e, "could not disable a failing subscription");
+    }
+}
+
+async fn disable(
+    store: &Store,
+    d: &DueDelivery,
+    since: i64,
+    last_error: &str,
+) -> Result<(), storage::StorageError> {
+    let reason = format!(
+        "todas as tentativas falharam desde {} (última: {last_error})",
+        iso(since)
+    );
+    let Some(sub) = store
+        .disable_subscription(d.subscription_id, &reason)
+        .await?
+    else {
+        return Ok(());
+    };
+    tracing::warn!(
+        subscription_id = sub.id,
+        "webhook subscription disabled after failing for too long"
+    );
+    metrics::counter!("disparo_webhook_subscriptions_disabled_total").increment(1);
+    store
+        .enqueue_for_account(
+            sub.account_id,
+            sub.id,
+            engine::webhook::EventKind::WebhookDisabled,
+            &d.channel,
+            &json!({
+                "subscription_id": sub.id,
+                "url": sub.url,
+                "failing_since": iso(sub.failing_since),
+                "reason": reason,
+            }),
+        )
+        .await?;
+    store
+        .append_audit(
+            sub.account_id,
+            "disparo",
+            "webhook.disabled",
+            &format!("/api/v1/webhooks/{}", sub.id),
+            200,
+        )
+        .await?;
+    Ok(())
 }

@@ -35,6 +35,11 @@ pub enum ActorError {
     /// A uniqueness rule.
     #[error("conflict: {0}")]
     Conflict(String),
+    /// A message was written and handed to the provider, but whether the provider accepted it
+    /// is unknown (timeout, or its answer could not be recorded): the message (this id) stays
+    /// `sending` until a status webhook or the reconciliation settles it. Never sent again.
+    #[error("send in doubt (message {0})")]
+    SendInDoubt(i64),
     /// A provider webhook whose signature does not verify.
     #[error("invalid provider signature")]
     InvalidSignature,

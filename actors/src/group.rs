@@ -661,7 +661,8 @@ impl Runtime {
     }
 
     /// `POST /groups/{id}/messages`: a library template to `to` through the number of the
-    /// group with most headroom now. Errors: 422 `template_missing` with `missing` when the
+    /// group with most headroom now (`idempotency_key` bound to the message as in
+    /// [`Runtime::send`]). Errors: 422 `template_missing` with `missing` when the
     /// template is not approved on every number; [`ActorError::GroupExhausted`] (429) when the
     /// group's limit is used up or no number has headroom.
     pub async fn group_send(
@@ -671,6 +672,7 @@ impl Runtime {
         to: Phone,
         template_id: i64,
         params: Vec<String>,
+        idempotency_key: Option<String>,
     ) -> Result<MessageRecord, ActorError> {
         let (_, actor) = self.group_actor(account_id, group_id).await?;
         let state = ask(&actor, GroupMsg::State, self.shared.config.call_timeout).await?;
@@ -743,7 +745,17 @@ impl Runtime {
                 button_param: None,
             },
             preview_text: None,
+            idempotency_key,
+            group_limited: true,
+            deadline: None,
         };
-        self.send(account_id, Some(channel_id), cmd).await
+        // The channel admits against the group's limit under its lock: a concurrent group send
+        // that took the last slot since the check above makes this one 429 too.
+        match self.send(account_id, Some(channel_id), cmd).await {
+            Err(ActorError::BusinessInitiatedRefused(
+                engine::channel::HealthCode::LimitExhausted,
+            )) => Err(ActorError::GroupExhausted),
+            other => other,
+        }
     }
 }

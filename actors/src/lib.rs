@@ -65,6 +65,11 @@ pub struct RuntimeConfig {
     pub webhook_max_in_flight: usize,
     /// How often the outbox is polled for due retries.
     pub webhook_poll_interval: Duration,
+    /// A subscription whose attempts have only failed for this long is disabled
+    /// (`DISPARO_WEBHOOK_DISABLE_AFTER_MS`, default 5 days).
+    pub webhook_disable_after: Duration,
+    /// Settled deliveries are kept this long (`DISPARO_WEBHOOK_RETENTION_DAYS`, default 30).
+    pub webhook_retention: Duration,
     /// Where requests to URLs clients give may go (webhooks, media, alternative providers):
     /// `DISPARO_ALLOW_PRIVATE_URLS`, `DISPARO_ALLOWED_SUBNETS` (D-042).
     pub outbound: engine::net::OutboundPolicy,
@@ -88,6 +93,8 @@ impl Default for RuntimeConfig {
             webhook_timeout: Duration::from_secs(10),
             webhook_max_in_flight: 64,
             webhook_poll_interval: Duration::from_millis(250),
+            webhook_disable_after: Duration::from_secs(5 * 24 * 3600),
+            webhook_retention: Duration::from_secs(30 * 24 * 3600),
             outbound: engine::net::OutboundPolicy::default(),
             media_timeout: Duration::from_secs(20),
             alternative_hosts: Vec::new(),
@@ -188,6 +195,7 @@ where
 pub struct Runtime {
     shared: Arc<Shared>,
     supervisor: ActorRef<SupervisorMsg>,
+    campaign_supervisor: ActorRef<supervisor::CampaignSupervisorMsg>,
     dispatcher: ActorRef<DispatcherMsg>,
 }
 
@@ -214,6 +222,8 @@ impl Runtime {
                     timeout: config.webhook_timeout,
                     max_in_flight: config.webhook_max_in_flight,
                     poll_interval: config.webhook_poll_interval,
+                    disable_after: config.webhook_disable_after,
+                    retention: config.webhook_retention,
                 },
             },
         )
@@ -245,11 +255,24 @@ impl Runtime {
         let (supervisor, _) = Actor::spawn(None, ChannelSupervisor, shared.clone())
             .await
             .map_err(|_| ActorError::Unavailable)?;
+        let (campaign_supervisor, _) =
+            Actor::spawn(None, supervisor::CampaignSupervisor, shared.clone())
+                .await
+                .map_err(|_| ActorError::Unavailable)?;
         let rt = Self {
             shared,
             supervisor,
+            campaign_supervisor,
             dispatcher,
         };
+        let (in_doubt, released) = store.idempotency_recover().await?;
+        if in_doubt + released > 0 {
+            tracing::info!(
+                in_doubt,
+                released,
+                "idempotency keys left pending by a stop resolved"
+            );
+        }
         for id in store.all_channel_ids().await? {
             if let Err(e) = rt.start_channel(id).await {
                 tracing::error!(channel_id = id, error = %e, "channel not started at boot");
@@ -292,6 +315,11 @@ impl Runtime {
 
     /// Sends a message through a channel of the account (`None`: the first connected one).
     /// Answers when the provider answered.
+    ///
+    /// Errors: the channel's refusals; [`ActorError::SendInDoubt`] when the message was handed
+    /// to the provider and its answer is unknown (it is never sent again);
+    /// [`ActorError::Unavailable`] when the actor did not answer within the call timeout (a
+    /// send it reaches later is dropped, not sent).
     pub async fn send(
         &self,
         account_id: i64,
@@ -359,12 +387,11 @@ impl Runtime {
             }
             other => other,
         };
-        ask(
-            &actor,
-            |r| ChannelMsg::Send(cmd, r),
-            self.shared.config.call_timeout,
-        )
-        .await?
+        // The actor drops a send it reaches after this wait ran out: the caller has given up
+        // by then, and a send made later would be a second message if it retries.
+        let timeout = self.shared.config.call_timeout;
+        cmd.deadline = Some(std::time::Instant::now() + timeout);
+        ask(&actor, |r| ChannelMsg::Send(cmd, r), timeout).await?
     }
 
     /// The live state of a channel of the account.
@@ -503,6 +530,7 @@ impl Runtime {
         for c in self.shared.campaigns.iter() {
             c.stop(None);
         }
+        self.campaign_supervisor.stop(None);
         self.supervisor.stop_children(None);
         self.supervisor.stop(None);
         self.dispatcher.stop(None);

@@ -104,3 +104,171 @@ impl Actor for ChannelSupervisor {
         Ok(())
     }
 }
+
+/// Restarts a campaign's actor may take within [`CAMPAIGN_RESTART_WINDOW`] before the campaign
+/// is paused with the failure as its reason instead (issue 15).
+pub const CAMPAIGN_RESTART_BUDGET: usize = 5;
+
+/// The window of [`CAMPAIGN_RESTART_BUDGET`].
+pub const CAMPAIGN_RESTART_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Messages of the campaign supervisor.
+#[derive(Debug)]
+pub enum CampaignSupervisorMsg {
+    /// Starts the actor of a running campaign `(campaign_id, account_id)` (no-op when it
+    /// runs); replies when it has started.
+    Start(i64, i64, RpcReplyPort<Result<(), String>>),
+}
+
+/// The supervisor of campaign actors: a campaign actor that fails (an error in a handler, a
+/// panic) or stops without having finished is started again from storage (its `pre_start`
+/// marks the recipients it had claimed in doubt, D-032, so none is sent twice); past
+/// [`CAMPAIGN_RESTART_BUDGET`] restarts in [`CAMPAIGN_RESTART_WINDOW`] the campaign is paused
+/// with the failure as its `pause_reason` (`POST /campaigns/{id}/start` resumes it).
+pub struct CampaignSupervisor;
+
+/// Its state.
+pub struct CampaignSupervisorState {
+    /// Which child runs which campaign `(campaign_id, account_id)`.
+    children: HashMap<ActorId, (i64, i64)>,
+    /// Recent restarts per campaign.
+    restarts: HashMap<i64, Vec<std::time::Instant>>,
+    shared: Arc<Shared>,
+}
+
+async fn spawn_campaign_child(
+    myself: &ActorRef<CampaignSupervisorMsg>,
+    st: &mut CampaignSupervisorState,
+    campaign_id: i64,
+    account_id: i64,
+) -> Result<(), String> {
+    let args = crate::campaign::CampaignArgs {
+        campaign_id,
+        account_id,
+        shared: st.shared.clone(),
+    };
+    match Actor::spawn_linked(
+        None,
+        crate::campaign::CampaignActor,
+        args,
+        myself.get_cell(),
+    )
+    .await
+    {
+        Ok((actor, _)) => {
+            st.children
+                .insert(actor.get_id(), (campaign_id, account_id));
+            st.shared.campaigns.insert(campaign_id, actor);
+            Ok(())
+        }
+        Err(e) => {
+            tracing::error!(campaign_id, error = %e, "campaign actor failed to start");
+            Err(e.to_string())
+        }
+    }
+}
+
+impl Actor for CampaignSupervisor {
+    type Msg = CampaignSupervisorMsg;
+    type State = CampaignSupervisorState;
+    type Arguments = Arc<Shared>;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<CampaignSupervisorMsg>,
+        shared: Arc<Shared>,
+    ) -> Result<CampaignSupervisorState, ActorProcessingErr> {
+        Ok(CampaignSupervisorState {
+            children: HashMap::new(),
+            restarts: HashMap::new(),
+            shared,
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<CampaignSupervisorMsg>,
+        msg: CampaignSupervisorMsg,
+        st: &mut CampaignSupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            CampaignSupervisorMsg::Start(campaign_id, account_id, reply) => {
+                let running = st.children.values().any(|(c, _)| *c == campaign_id);
+                let res = if running {
+                    Ok(())
+                } else {
+                    spawn_campaign_child(&myself, st, campaign_id, account_id).await
+                };
+                let _ = reply.send(res);
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<CampaignSupervisorMsg>,
+        evt: SupervisionEvent,
+        st: &mut CampaignSupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        let (cell, why) = match evt {
+            SupervisionEvent::ActorFailed(cell, err) => (cell, format!("falhou: {err}")),
+            SupervisionEvent::ActorTerminated(cell, _, reason) => (
+                cell,
+                format!("parou: {}", reason.unwrap_or_else(|| "sem motivo".into())),
+            ),
+            _ => return Ok(()),
+        };
+        let Some((campaign_id, account_id)) = st.children.remove(&cell.get_id()) else {
+            return Ok(());
+        };
+        // A campaign that finished removed itself from the running set before stopping.
+        let finished = st
+            .shared
+            .campaigns
+            .get(&campaign_id)
+            .is_none_or(|a| a.get_id() != cell.get_id());
+        if finished || st.shared.shutting_down() {
+            return Ok(());
+        }
+        st.shared.campaigns.remove(&campaign_id);
+        let now = std::time::Instant::now();
+        let recent = st.restarts.entry(campaign_id).or_default();
+        recent.retain(|t| now.duration_since(*t) < CAMPAIGN_RESTART_WINDOW);
+        if recent.len() >= CAMPAIGN_RESTART_BUDGET {
+            st.restarts.remove(&campaign_id);
+            let reason = format!(
+                "falha_interna: o processo da campanha {why} ({CAMPAIGN_RESTART_BUDGET} vezes em {} s); retome com POST /campaigns/{campaign_id}/start",
+                CAMPAIGN_RESTART_WINDOW.as_secs()
+            );
+            tracing::error!(
+                campaign_id,
+                why,
+                "campaign actor out of restarts; campaign paused"
+            );
+            metrics::counter!("disparo_campaign_actor_gave_up_total").increment(1);
+            if let Err(e) = st
+                .shared
+                .store
+                .set_campaign_state(
+                    campaign_id,
+                    engine::campaign::CampaignState::Paused.as_str(),
+                    Some(&reason),
+                )
+                .await
+            {
+                tracing::error!(campaign_id, error = %e, "could not pause a failing campaign");
+            }
+            return Ok(());
+        }
+        recent.push(now);
+        tracing::warn!(
+            campaign_id,
+            why,
+            "campaign actor ended before its campaign; restarting it"
+        );
+        metrics::counter!("disparo_campaign_actor_restarts_total").increment(1);
+        let _ = spawn_campaign_child(&myself, st, campaign_id, account_id).await;
+        Ok(())
+    }
+}

@@ -25,6 +25,10 @@ pub enum EventKind {
     /// `ping`: sent by `POST /webhooks/{id}/test`; every subscription receives it.
     #[serde(rename = "ping")]
     Ping,
+    /// `webhook.disabled`: another subscription of the account was disabled after failing for
+    /// too long; every active subscription of the account receives it.
+    #[serde(rename = "webhook.disabled")]
+    WebhookDisabled,
 }
 
 impl EventKind {
@@ -46,6 +50,7 @@ impl EventKind {
             EventKind::TemplateStatus => "template.status",
             EventKind::SessionStatus => "session.status",
             EventKind::Ping => "ping",
+            EventKind::WebhookDisabled => "webhook.disabled",
         }
     }
 
@@ -53,7 +58,7 @@ impl EventKind {
     pub fn parse(s: &str) -> Option<Self> {
         Self::SUBSCRIBABLE
             .into_iter()
-            .chain([EventKind::Ping])
+            .chain([EventKind::Ping, EventKind::WebhookDisabled])
             .find(|k| k.as_str() == s)
     }
 }

@@ -75,6 +75,11 @@ pub enum ApiError {
         /// Extra members.
         details: Value,
     },
+    /// 202: a message was handed to the provider and its outcome is unknown (it is never sent
+    /// again; a status webhook or the reconciliation settles it). The send routes answer with
+    /// the message itself; elsewhere the body names it (`message_id`).
+    #[error("send in doubt")]
+    InDoubt(i64),
     /// 503: busy or unavailable (`Retry-After: 1`).
     #[error("unavailable")]
     Unavailable,
@@ -206,6 +211,16 @@ impl ApiError {
                 "Serviço ocupado no momento; tente novamente em instantes.".into(),
                 none(),
             ),
+            ApiError::InDoubt(id) => {
+                let mut m = Map::new();
+                m.insert("message_id".into(), json!(id));
+                (
+                    StatusCode::ACCEPTED,
+                    "envio_em_duvida",
+                    "O provedor não confirmou o envio a tempo; a mensagem não será enviada de novo e o status chegará pelo webhook.".into(),
+                    m,
+                )
+            }
             ApiError::Overloaded => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "sobrecarregado",
@@ -340,6 +355,7 @@ impl From<ActorError> for ApiError {
                 "O limite de 24 horas do grupo está esgotado (ou nenhum número do grupo tem folga agora). Aguarde a janela liberar.".into(),
             ),
             ActorError::Unavailable => ApiError::Unavailable,
+            ActorError::SendInDoubt(id) => ApiError::InDoubt(id),
             ActorError::Storage(e) => ApiError::Internal(e.to_string()),
         }
     }

@@ -19,6 +19,12 @@ pub enum IdempotencyBegin {
         /// JSON body.
         body: String,
     },
+    /// The first request with this key sent a message whose outcome is unknown (provider
+    /// timeout, the caller's wait ran out, a crash): answer with that message as it stands.
+    InDoubt {
+        /// The message the key is bound to.
+        message_id: i64,
+    },
     /// The first request with this key has not finished yet.
     InProgress,
     /// The key was used with a different request body.
@@ -54,7 +60,7 @@ impl Store {
         if inserted == 1 {
             return Ok(IdempotencyBegin::New);
         }
-        let row = sqlx::query("SELECT request_hash, state, response_status, response_body FROM idempotency_keys WHERE account_id = $1 AND idem_key = $2")
+        let row = sqlx::query("SELECT request_hash, state, response_status, response_body, message_id FROM idempotency_keys WHERE account_id = $1 AND idem_key = $2")
             .bind(account_id)
             .bind(key)
             .fetch_optional(&self.pool)
@@ -68,8 +74,11 @@ impl Store {
             return Ok(IdempotencyBegin::Mismatch);
         }
         let state: String = row.try_get("state")?;
-        if state != "done" {
-            return Ok(IdempotencyBegin::InProgress);
+        let message_id: Option<i64> = row.try_get("message_id")?;
+        match (state.as_str(), message_id) {
+            ("done", _) => {}
+            ("in_doubt", Some(message_id)) => return Ok(IdempotencyBegin::InDoubt { message_id }),
+            _ => return Ok(IdempotencyBegin::InProgress),
         }
         let status: Option<i64> = row.try_get("response_status")?;
         let body: Option<String> = row.try_get("response_body")?;
@@ -97,8 +106,43 @@ impl Store {
         Ok(())
     }
 
+    /// Marks a claimed key in doubt when a message is bound to it (its send's outcome is
+    /// unknown) and returns that message's id; `None` when no message was written for it.
+    pub async fn idempotency_in_doubt(&self, account_id: i64, key: &str) -> Result<Option<i64>> {
+        let row = sqlx::query(
+            "UPDATE idempotency_keys SET state = 'in_doubt' WHERE account_id = $1 AND idem_key = $2 \
+             AND state = 'pending' AND message_id IS NOT NULL RETURNING message_id",
+        )
+        .bind(account_id)
+        .bind(key)
+        .fetch_optional(&self.writer)
+        .await?;
+        Ok(match row {
+            Some(r) => r.try_get("message_id")?,
+            None => None,
+        })
+    }
+
+    /// Resolves the keys a crash left `pending` (run at start, before any request): a key
+    /// bound to a message is in doubt (a retry answers with that message), a key without one
+    /// is released (nothing was written, so nothing was sent). Returns (in doubt, released).
+    pub async fn idempotency_recover(&self) -> Result<(u64, u64)> {
+        let in_doubt = sqlx::query(
+            "UPDATE idempotency_keys SET state = 'in_doubt' WHERE state = 'pending' AND message_id IS NOT NULL",
+        )
+        .execute(&self.writer)
+        .await?
+        .rows_affected();
+        let released = sqlx::query("DELETE FROM idempotency_keys WHERE state = 'pending'")
+            .execute(&self.writer)
+            .await?
+            .rows_affected();
+        Ok((in_doubt, released))
+    }
+
     /// Releases a claimed key without an answer (the request failed in a way a retry may
-    /// fix: 5xx, provider unavailable), so a retry with the same key runs again.
+    /// fix: 5xx, provider unavailable, a definite refusal), so a retry with the same key runs
+    /// again.
     pub async fn idempotency_abandon(&self, account_id: i64, key: &str) -> Result<()> {
         sqlx::query("DELETE FROM idempotency_keys WHERE account_id = $1 AND idem_key = $2 AND state = 'pending'")
             .bind(account_id)

@@ -225,7 +225,14 @@ async fn upsert_conversation(
 
 impl Store {
     /// Stores an outbound message as `queued` (creating its conversation when new).
-    pub async fn insert_outbound(&self, m: &NewOutbound) -> Result<MessageRecord> {
+    ///
+    /// With `idempotency_key`, the key's row (claimed `pending` by the API) is bound to the new
+    /// message in the same transaction, so a key never outlives the knowledge of what it sent.
+    pub async fn insert_outbound(
+        &self,
+        m: &NewOutbound,
+        idempotency_key: Option<&str>,
+    ) -> Result<MessageRecord> {
         let mut tx = self.begin_write().await?;
         let conversation_id = upsert_conversation(
             &mut tx,
@@ -257,6 +264,14 @@ impl Store {
             .fetch_one(&mut *tx)
             .await?;
         let rec = read(&row)?;
+        if let Some(key) = idempotency_key {
+            sqlx::query("UPDATE idempotency_keys SET message_id = $3 WHERE account_id = $1 AND idem_key = $2 AND state = 'pending'")
+                .bind(m.account_id)
+                .bind(key)
+                .bind(rec.id)
+                .execute(&mut *tx)
+                .await?;
+        }
         tx.commit().await?;
         Ok(rec)
     }

@@ -26,8 +26,26 @@ pub struct SubscriptionRecord {
     pub events: Vec<String>,
     /// Whether it receives deliveries.
     pub active: bool,
+    /// When it was disabled for failing too long, ms.
+    pub disabled_at: Option<i64>,
+    /// Why it was disabled.
+    pub disabled_reason: Option<String>,
     /// Created, ms.
     pub created_at: i64,
+}
+
+/// A subscription the dispatcher disabled: what the `webhook.disabled` event and the audit
+/// line name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DisabledSubscription {
+    /// Id.
+    pub id: i64,
+    /// Owning account.
+    pub account_id: i64,
+    /// Its endpoint.
+    pub url: String,
+    /// When its failures began, ms.
+    pub failing_since: i64,
 }
 
 /// An event to write to the outbox: one delivery per active subscription of the channel that
@@ -129,6 +147,8 @@ fn read_subscription(row: &AnyRow) -> Result<SubscriptionRecord> {
         url: row.try_get("url")?,
         events: serde_json::from_str(&events).map_err(|e| StorageError::Corrupt(e.to_string()))?,
         active: row.try_get::<i64, _>("active")? != 0,
+        disabled_at: row.try_get("disabled_at")?,
+        disabled_reason: row.try_get("disabled_reason")?,
         created_at: row.try_get("created_at")?,
     })
 }
@@ -301,7 +321,7 @@ impl Store {
         let names: Vec<&str> = events.iter().map(|e| e.as_str()).collect();
         let row = sqlx::query(
             "INSERT INTO webhook_subscriptions (account_id, channel_id, url, events, secret_enc, active, created_at) VALUES ($1, $2, $3, $4, $5, 1, $6) \
-             RETURNING id, account_id, channel_id, url, events, active, created_at",
+             RETURNING id, account_id, channel_id, url, events, active, disabled_at, disabled_reason, created_at",
         )
         .bind(account_id)
         .bind(channel_id)
@@ -321,7 +341,7 @@ impl Store {
         channel_id: i64,
     ) -> Result<Vec<SubscriptionRecord>> {
         let rows = sqlx::query(
-            "SELECT id, account_id, channel_id, url, events, active, created_at FROM webhook_subscriptions WHERE account_id = $1 AND channel_id = $2 ORDER BY id",
+            "SELECT id, account_id, channel_id, url, events, active, disabled_at, disabled_reason, created_at FROM webhook_subscriptions WHERE account_id = $1 AND channel_id = $2 ORDER BY id",
         )
         .bind(account_id)
         .bind(channel_id)
@@ -333,7 +353,7 @@ impl Store {
     /// A subscription of this account.
     pub async fn subscription(&self, account_id: i64, id: i64) -> Result<SubscriptionRecord> {
         let row = sqlx::query(
-            "SELECT id, account_id, channel_id, url, events, active, created_at FROM webhook_subscriptions WHERE account_id = $1 AND id = $2",
+            "SELECT id, account_id, channel_id, url, events, active, disabled_at, disabled_reason, created_at FROM webhook_subscriptions WHERE account_id = $1 AND id = $2",
         )
         .bind(account_id)
         .bind(id)
@@ -360,11 +380,14 @@ impl Store {
         limit: i64,
         busy: &[i64],
     ) -> Result<Vec<DueDelivery>> {
+        // Only each active subscription's head is looked at (one index probe per subscription
+        // on `webhook_deliveries_queue`), so a dead endpoint's growing backlog is never
+        // rescanned (issue 15).
         let rows = sqlx::query(
             "SELECT d.id, d.subscription_id, s.url, s.secret_enc, d.event, d.channel, d.data, d.created_at, d.attempts \
-             FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id \
-             WHERE d.status = 'pending' AND d.next_attempt_at <= $1 \
-               AND d.id = (SELECT MIN(h.id) FROM webhook_deliveries h WHERE h.subscription_id = d.subscription_id AND h.status = 'pending') \
+             FROM webhook_subscriptions s JOIN webhook_deliveries d ON d.id = \
+               (SELECT MIN(h.id) FROM webhook_deliveries h WHERE h.subscription_id = s.id AND h.status = 'pending') \
+             WHERE s.active = 1 AND d.next_attempt_at <= $1 \
              ORDER BY d.next_attempt_at, d.id LIMIT $2",
         )
         .bind(now)
@@ -436,7 +459,16 @@ impl Store {
     }
 
     /// Records the result of one attempt.
-    pub async fn record_attempt(&self, id: i64, outcome: &AttemptOutcome) -> Result<()> {
+    ///
+    /// Also keeps the subscription's run of failures: a delivered attempt ends it, a failed one
+    /// starts it when none is running. Returns when the current run began (`None` after a
+    /// delivery), for [`Store::disable_subscription`].
+    pub async fn record_attempt(
+        &self,
+        id: i64,
+        subscription_id: i64,
+        outcome: &AttemptOutcome,
+    ) -> Result<Option<i64>> {
         let now = now_ms();
         let (status, code, error, next, delivered): (
             &str,
@@ -482,7 +514,95 @@ impl Store {
         .bind(delivered)
         .execute(&self.writer)
         .await?;
-        Ok(())
+        let row = if delivered.is_some() {
+            sqlx::query(
+                "UPDATE webhook_subscriptions SET failing_since = NULL WHERE id = $1 RETURNING failing_since",
+            )
+            .bind(subscription_id)
+            .fetch_optional(&self.writer)
+            .await?
+        } else {
+            sqlx::query(
+                "UPDATE webhook_subscriptions SET failing_since = COALESCE(failing_since, $2) WHERE id = $1 RETURNING failing_since",
+            )
+            .bind(subscription_id)
+            .bind(now)
+            .fetch_optional(&self.writer)
+            .await?
+        };
+        Ok(match row {
+            Some(r) => r.try_get("failing_since")?,
+            None => None,
+        })
+    }
+
+    /// Disables a subscription that has only failed since `failing_since` (it receives no
+    /// delivery until it is enabled again; its pending ones wait). `None` when it was not
+    /// active any more.
+    pub async fn disable_subscription(
+        &self,
+        subscription_id: i64,
+        reason: &str,
+    ) -> Result<Option<DisabledSubscription>> {
+        let row = sqlx::query(
+            "UPDATE webhook_subscriptions SET active = 0, disabled_at = $2, disabled_reason = $3 \
+             WHERE id = $1 AND active = 1 RETURNING id, account_id, url, failing_since",
+        )
+        .bind(subscription_id)
+        .bind(now_ms())
+        .bind(reason)
+        .fetch_optional(&self.writer)
+        .await?;
+        row.map(|r| {
+            Ok(DisabledSubscription {
+                id: r.try_get("id")?,
+                account_id: r.try_get("account_id")?,
+                url: r.try_get("url")?,
+                failing_since: r
+                    .try_get::<Option<i64>, _>("failing_since")?
+                    .unwrap_or_default(),
+            })
+        })
+        .transpose()
+    }
+
+    /// Queues an event for every other active subscription of the account, whatever the
+    /// events they list (operational events such as `webhook.disabled`). Returns how many.
+    pub async fn enqueue_for_account(
+        &self,
+        account_id: i64,
+        except_subscription: i64,
+        kind: EventKind,
+        channel: &serde_json::Value,
+        data: &serde_json::Value,
+    ) -> Result<u64> {
+        let now = now_ms();
+        Ok(sqlx::query(
+            "INSERT INTO webhook_deliveries (account_id, subscription_id, event, channel, data, status, attempts, next_attempt_at, created_at) \
+             SELECT account_id, id, $3, $4, $5, 'pending', 0, $6, $6 FROM webhook_subscriptions \
+             WHERE account_id = $1 AND id <> $2 AND active = 1",
+        )
+        .bind(account_id)
+        .bind(except_subscription)
+        .bind(kind.as_str())
+        .bind(channel.to_string())
+        .bind(data.to_string())
+        .bind(now)
+        .execute(&self.writer)
+        .await?
+        .rows_affected())
+    }
+
+    /// Deletes settled deliveries (delivered or failed) created before `before` (ms): the
+    /// outbox keeps a retention window, not every attempt forever. Returns how many.
+    pub async fn purge_deliveries(&self, before: i64) -> Result<u64> {
+        Ok(sqlx::query(
+            "DELETE FROM webhook_deliveries WHERE status IN ('delivered', 'failed') AND created_at < $1",
+        )
+        .bind(before)
+        .execute(&self.writer)
+        .await?
+        .rows_affected())
     }
 
     /// A subscription's delivery log, newest first, at most `limit` rows with id below

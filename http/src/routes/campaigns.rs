@@ -2,7 +2,7 @@
 //! the campaign engine).
 
 use crate::error::ApiError;
-use crate::extract::{ApiJson, Auth, IdPath};
+use crate::extract::{ApiJson, Auth, IdPath, RawBody};
 use crate::AppState;
 use actors::campaigns::{CampaignInput, RecipientInput};
 use axum::extract::State;
@@ -73,7 +73,7 @@ struct RecipientDoc {
 
 /// `POST /campaigns`: 201 with the campaign (`draft`); with `dry_run: true`, 200 with what a
 /// real run would find (`valid`, `invalid`, `duplicates`, each number's headroom today,
-/// `fits_today`).
+/// `fits_today`). `Idempotency-Key` is honoured as on `POST /messages`.
 #[utoipa::path(
     post,
     operation_id = "campaigns_create",
@@ -85,8 +85,22 @@ struct RecipientDoc {
 async fn create(
     State(state): State<AppState>,
     auth: Auth,
-    ApiJson(b): ApiJson<CreateIn>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+    headers: axum::http::HeaderMap,
+    RawBody(body): RawBody,
+) -> axum::response::Response {
+    // `Idempotency-Key` as on `POST /messages`: a retried creation returns the first campaign.
+    crate::routes::messages::idempotent(&state, &auth, &headers, &body, |_| async {
+        let b: CreateIn = crate::extract::parse_json(&headers, &body)?;
+        create_once(&state, &auth, b).await
+    })
+    .await
+}
+
+async fn create_once(
+    state: &AppState,
+    auth: &Auth,
+    b: CreateIn,
+) -> Result<(StatusCode, Value), ApiError> {
     if b.recipients.is_some() && !b.dry_run {
         return Err(ApiError::invalid(
             "recipients",
@@ -121,13 +135,13 @@ async fn create(
             .runtime
             .dry_run_campaign(auth.account_id(), input, b.recipients.unwrap_or_default())
             .await?;
-        return Ok((StatusCode::OK, Json(json!({ "data": report }))));
+        return Ok((StatusCode::OK, json!({ "data": report })));
     }
     let view = state
         .runtime
         .create_campaign(auth.account_id(), input)
         .await?;
-    Ok((StatusCode::CREATED, Json(json!({ "data": view }))))
+    Ok((StatusCode::CREATED, json!({ "data": view })))
 }
 
 #[utoipa::path(

@@ -3,7 +3,7 @@
 //! on all of them, and a single template message through the number with most headroom.
 
 use crate::error::ApiError;
-use crate::extract::{ApiJson, Auth, IdPath};
+use crate::extract::{ApiJson, Auth, IdPath, RawBody};
 use crate::routes::channels::channel_json;
 use crate::routes::messages::send_result;
 use crate::AppState;
@@ -338,6 +338,7 @@ async fn remove_number(
 
 /// `POST /groups/{id}/messages` {to, template_id, params}: 201 through the number with most
 /// headroom; 422 `template_missing` with `missing`; 429 when the group's limit is exhausted.
+/// `Idempotency-Key` is honoured as on `POST /messages` (202 for a send in doubt).
 #[utoipa::path(
     post,
     operation_id = "groups_send",
@@ -351,17 +352,20 @@ async fn send(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
-    ApiJson(b): ApiJson<SendIn>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let to = Phone::parse("to", &b.to)?;
-    let m = state
-        .runtime
-        .group_send(auth.account_id(), id, to, b.template_id, b.params)
-        .await?;
-    Ok((
-        StatusCode::CREATED,
-        Json(json!({ "data": send_result(&m) })),
-    ))
+    headers: axum::http::HeaderMap,
+    RawBody(body): RawBody,
+) -> axum::response::Response {
+    // `Idempotency-Key` as on `POST /messages`: one key, one message.
+    crate::routes::messages::idempotent(&state, &auth, &headers, &body, |key| async {
+        let b: SendIn = crate::extract::parse_json(&headers, &body)?;
+        let to = Phone::parse("to", &b.to)?;
+        let m = state
+            .runtime
+            .group_send(auth.account_id(), id, to, b.template_id, b.params, key)
+            .await?;
+        Ok((StatusCode::CREATED, json!({ "data": send_result(&m) })))
+    })
+    .await
 }
 
 /// `POST /groups/{id}/campaigns`: 201 with the campaign (tracked by `GET /campaigns/{id}` and

@@ -121,6 +121,9 @@ fn parse(body: SendIn) -> Result<(Option<i64>, SendCommand), ApiError> {
                 to,
                 content,
                 preview_text: body.preview_text,
+                idempotency_key: None,
+                group_limited: false,
+                deadline: None,
             },
         ));
     }
@@ -220,6 +223,9 @@ fn parse(body: SendIn) -> Result<(Option<i64>, SendCommand), ApiError> {
             to,
             content,
             preview_text: body.preview_text,
+            idempotency_key: None,
+            group_limited: false,
+            deadline: None,
         },
     ))
 }
@@ -279,9 +285,11 @@ async fn send_once(
     auth: &Auth,
     headers: &HeaderMap,
     body: &[u8],
+    idempotency_key: Option<String>,
 ) -> Result<(StatusCode, Value), ApiError> {
     let input: SendIn = crate::extract::parse_json(headers, body)?;
-    let (channel_id, cmd) = parse(input)?;
+    let (channel_id, mut cmd) = parse(input)?;
+    cmd.idempotency_key = idempotency_key;
     let message = state
         .runtime
         .send(auth.account_id(), channel_id, cmd)
@@ -292,52 +300,71 @@ async fn send_once(
     ))
 }
 
-/// `POST /messages`. With an `Idempotency-Key` header (1 to 255 printable ASCII characters),
-/// the first answer for that key is replayed for 24 hours (`Idempotent-Replayed: true`) and the
-/// message is never sent twice (decision D-024).
-#[utoipa::path(
-    post,
-    operation_id = "messages_send",
-    path = "/messages",
-    tag = "Mensagens",
-    request_body = SendIn,
-    responses((status = 201, description = "Resultado do envio; com `Idempotency-Key`, a primeira resposta é repetida", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
-)]
-async fn send(
-    State(state): State<AppState>,
-    auth: Auth,
-    headers: HeaderMap,
-    RawBody(body): RawBody,
-) -> Response {
-    let key = match headers
+/// The `Idempotency-Key` header: `None` when absent; 1 to 255 printable ASCII characters, else
+/// 422 `invalid_idempotency_key`.
+fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    match headers
         .get("idempotency-key")
         .map(|v| v.to_str().map(str::to_string))
     {
-        None => None,
+        None => Ok(None),
         Some(Ok(k)) if (1..=255).contains(&k.len()) && k.bytes().all(|b| b.is_ascii_graphic()) => {
-            Some(k)
+            Ok(Some(k))
         }
-        Some(_) => {
-            return ApiError::invalid(
-                "Idempotency-Key",
-                "invalid_idempotency_key",
-                "Idempotency-Key deve ter de 1 a 255 caracteres ASCII visíveis.",
-            )
-            .into_response()
-        }
+        Some(_) => Err(ApiError::invalid(
+            "Idempotency-Key",
+            "invalid_idempotency_key",
+            "Idempotency-Key deve ter de 1 a 255 caracteres ASCII visíveis.",
+        )),
+    }
+}
+
+/// The 202 answer of a send in doubt: the message as it stands now (status `sending` until a
+/// status webhook settles it).
+async fn in_doubt_answer(state: &AppState, account_id: i64, message_id: i64) -> Response {
+    match state.runtime.store().message(account_id, message_id).await {
+        Ok(m) => (
+            StatusCode::ACCEPTED,
+            Json(json!({ "data": send_result(&m) })),
+        )
+            .into_response(),
+        Err(e) => ApiError::from(e).into_response(),
+    }
+}
+
+/// Runs a write under the request's `Idempotency-Key` (decision D-024, issue 15): the first
+/// answer for a key is replayed for 24 hours (`Idempotent-Replayed: true`); a key reused with
+/// another body is 422; a key still running is 409. `run` gets the key to bind it to the
+/// message it writes. A send in doubt ([`ApiError::InDoubt`], or the wait for the actor ran
+/// out after the message was written) keeps the key bound to that message and answers 202
+/// with it, now and on every retry: the message is never sent twice. A failure a retry may
+/// fix (other 5xx, nothing sent) releases the key.
+pub(crate) async fn idempotent<F, Fut>(
+    state: &AppState,
+    auth: &Auth,
+    headers: &HeaderMap,
+    body: &[u8],
+    run: F,
+) -> Response
+where
+    F: FnOnce(Option<String>) -> Fut,
+    Fut: std::future::Future<Output = Result<(StatusCode, Value), ApiError>>,
+{
+    let account_id = auth.account_id();
+    let key = match idempotency_key(headers) {
+        Ok(k) => k,
+        Err(e) => return e.into_response(),
     };
     let Some(key) = key else {
-        return match send_once(&state, &auth, &headers, &body).await {
+        return match run(None).await {
             Ok((status, v)) => (status, Json(v)).into_response(),
+            Err(ApiError::InDoubt(id)) => in_doubt_answer(state, account_id, id).await,
             Err(e) => e.into_response(),
         };
     };
     let store = state.runtime.store();
-    let hash = engine::token::hash_token(&String::from_utf8_lossy(&body));
-    match store
-        .idempotency_begin(auth.account_id(), &key, &hash)
-        .await
-    {
+    let hash = engine::token::hash_token(&String::from_utf8_lossy(body));
+    match store.idempotency_begin(account_id, &key, &hash).await {
         Err(e) => return ApiError::from(e).into_response(),
         Ok(IdempotencyBegin::Replay { status, body }) => {
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
@@ -351,6 +378,14 @@ async fn send(
             )
                 .into_response();
         }
+        Ok(IdempotencyBegin::InDoubt { message_id }) => {
+            let mut resp = in_doubt_answer(state, account_id, message_id).await;
+            resp.headers_mut().insert(
+                "idempotent-replayed",
+                axum::http::HeaderValue::from_static("true"),
+            );
+            return resp;
+        }
         Ok(IdempotencyBegin::InProgress) => return ApiError::IdempotencyInProgress.into_response(),
         Ok(IdempotencyBegin::Mismatch) => {
             return ApiError::invalid(
@@ -362,21 +397,62 @@ async fn send(
         }
         Ok(IdempotencyBegin::New) => {}
     }
-    let (status, value) = match send_once(&state, &auth, &headers, &body).await {
+    let outcome = run(Some(key.clone())).await;
+    let (status, value) = match outcome {
         Ok(ok) => ok,
+        Err(ApiError::InDoubt(_)) | Err(ApiError::Unavailable) | Err(ApiError::TimedOut) => {
+            // Whether a message was written for this key decides: bound → in doubt, for good;
+            // nothing written → nothing sent, and the key is released for a retry.
+            match store.idempotency_in_doubt(account_id, &key).await {
+                Ok(Some(message_id)) => {
+                    return in_doubt_answer(state, account_id, message_id).await
+                }
+                Ok(None) => {
+                    if let Err(e) = store.idempotency_abandon(account_id, &key).await {
+                        tracing::error!(error = %e, "could not release an idempotency key");
+                    }
+                    return ApiError::Unavailable.into_response();
+                }
+                Err(e) => return ApiError::from(e).into_response(),
+            }
+        }
         Err(e) => e.status_and_body(),
     };
     let stored = if status.is_server_error() {
-        store.idempotency_abandon(auth.account_id(), &key).await
+        store.idempotency_abandon(account_id, &key).await
     } else {
         store
-            .idempotency_finish(auth.account_id(), &key, status.as_u16(), &value.to_string())
+            .idempotency_finish(account_id, &key, status.as_u16(), &value.to_string())
             .await
     };
     if let Err(e) = stored {
         tracing::error!(error = %e, "could not record an idempotency key");
     }
     (status, Json(value)).into_response()
+}
+
+/// `POST /messages`. With an `Idempotency-Key` header (1 to 255 printable ASCII characters),
+/// the first answer for that key is replayed for 24 hours (`Idempotent-Replayed: true`) and the
+/// message is never sent twice (decisions D-024, D-045): a send whose provider outcome is
+/// unknown answers 202 with the message (`sending`), and so does every retry with its key.
+#[utoipa::path(
+    post,
+    operation_id = "messages_send",
+    path = "/messages",
+    tag = "Mensagens",
+    request_body = SendIn,
+    responses((status = 201, description = "Resultado do envio; com `Idempotency-Key`, a primeira resposta é repetida", body = crate::openapi::DataEnvelope), (status = 202, description = "Envio em dúvida: o provedor não confirmou a tempo; a mensagem (`sending`) não será enviada de novo", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
+async fn send(
+    State(state): State<AppState>,
+    auth: Auth,
+    headers: HeaderMap,
+    RawBody(body): RawBody,
+) -> Response {
+    idempotent(&state, &auth, &headers, &body, |key| {
+        send_once(&state, &auth, &headers, &body, key)
+    })
+    .await
 }
 
 /// `GET /messages/{id}/media`: the file a contact sent, streamed from the provider.

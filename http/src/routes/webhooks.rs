@@ -36,6 +36,8 @@ fn subscription_json(s: &SubscriptionRecord) -> Value {
         "url": s.url,
         "events": s.events,
         "active": s.active,
+        "disabled_at": s.disabled_at.map(actors::time::iso),
+        "disabled_reason": s.disabled_reason,
         "created_at": actors::time::iso(s.created_at),
     })
 }
