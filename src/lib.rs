@@ -164,6 +164,8 @@ impl Application {
                 },
                 media_timeout: Duration::from_millis(settings.media_timeout_ms),
                 alternative_hosts: settings.alternative_hosts.clone(),
+                media_max_concurrent: settings.media_max_concurrent,
+                media_max_bytes: settings.media_max_memory_mb * 1024 * 1024,
                 in_doubt_grace: Duration::from_millis(settings.in_doubt_grace_ms),
                 ..RuntimeConfig::default()
             },

@@ -92,6 +92,12 @@ pub struct Settings {
     /// `provider_url` may name besides the provider's own API host (a sandbox, the simulator).
     #[arg(long, env = "DISPARO_ALTERNATIVE_HOSTS", value_delimiter = ',')]
     pub alternative_hosts: Vec<String>,
+    /// Media downloads (sends with `media.url`) at once; more are 503.
+    #[arg(long, env = "DISPARO_MEDIA_MAX_CONCURRENT", default_value_t = 16)]
+    pub media_max_concurrent: usize,
+    /// Megabytes of downloaded media held in memory at once; past it sends are 503.
+    #[arg(long, env = "DISPARO_MEDIA_MAX_MEMORY_MB", default_value_t = 256)]
+    pub media_max_memory_mb: u64,
     /// Timeout of a media download (sends with `media.url`), ms.
     #[arg(long, env = "DISPARO_MEDIA_TIMEOUT_MS", default_value_t = 20_000)]
     pub media_timeout_ms: u64,

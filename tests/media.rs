@@ -38,6 +38,10 @@ async fn file_server() -> String {
             "/grande.jpg",
             file("image/jpeg", vec![0u8; 5 * 1024 * 1024 + 1]),
         )
+        .route(
+            "/dois-mega.jpg",
+            file("image/jpeg", vec![0xffu8; 2 * 1024 * 1024]),
+        )
         .route("/app.exe", file("application/x-msdownload", b"MZ".to_vec()))
         .route(
             "/sem-tipo/foto.jpg",
@@ -160,6 +164,44 @@ async fn media_by_url_is_uploaded_and_sent_by_id_for_every_type(backend: Backend
     );
 }
 
+async fn media_downloads_stay_within_the_memory_budget(backend: Backend) {
+    let app = TestApp::spawn_with(backend, |s| s.media_max_memory_mb = 1).await;
+    let files = file_server().await;
+    let (channel_id, number) = app.connect_channel().await;
+    app.inbound(&number.phone_number_id, "5511933337777", "oi")
+        .await;
+    eventually(10, "window", || async {
+        app.runtime
+            .store()
+            .last_inbound_at(channel_id, "5511933337777")
+            .await
+            .unwrap()
+            .map(|_| ())
+    })
+    .await;
+    // 2 MB does not fit a 1 MB budget: 503 with Retry-After, nothing stored or sent.
+    let r = app
+        .http
+        .post(app.url("/api/v1/messages"))
+        .bearer_auth(&app.token)
+        .json(&json!({"to": "5511933337777", "media": {"type": "image", "url": format!("{files}/dois-mega.jpg")}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(r.headers()["retry-after"], "1");
+    // The budget is given back: small files keep going through, one after another.
+    for _ in 0..3 {
+        let (status, sent) = app
+            .post(
+                "/api/v1/messages",
+                json!({"to": "5511933337777", "media": {"type": "image", "url": format!("{files}/foto.png")}}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{sent}");
+    }
+}
+
 async fn private_media_urls_are_refused_by_default(backend: Backend) {
     let app = TestApp::spawn_with(backend, |s| s.allowed_subnets.clear()).await;
     let files = file_server().await;
@@ -274,5 +316,6 @@ async fn inbound_media_is_streamed_back_with_the_token(backend: Backend) {
 on_both_backends! {
     media_by_url => media_by_url_is_uploaded_and_sent_by_id_for_every_type;
     private_urls => private_media_urls_are_refused_by_default;
+    media_budget => media_downloads_stay_within_the_memory_budget;
     inbound_media => inbound_media_is_streamed_back_with_the_token;
 }

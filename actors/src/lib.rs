@@ -75,6 +75,10 @@ pub struct RuntimeConfig {
     pub outbound: engine::net::OutboundPolicy,
     /// Timeout of a media download, DNS included (also of an alternative provider's call).
     pub media_timeout: Duration,
+    /// Media downloads at once (`DISPARO_MEDIA_MAX_CONCURRENT`).
+    pub media_max_concurrent: usize,
+    /// Bytes of downloaded media held in memory at once (`DISPARO_MEDIA_MAX_MEMORY_MB`).
+    pub media_max_bytes: u64,
     /// Hosts (`host` or `host:port`) an alternative provider's `provider_url` may name besides
     /// the engine's own (`DISPARO_ALTERNATIVE_HOSTS`, D-042).
     pub alternative_hosts: Vec<String>,
@@ -98,6 +102,8 @@ impl Default for RuntimeConfig {
             outbound: engine::net::OutboundPolicy::default(),
             media_timeout: Duration::from_secs(20),
             alternative_hosts: Vec::new(),
+            media_max_concurrent: 16,
+            media_max_bytes: 256 * 1024 * 1024,
             in_doubt_grace: Duration::from_secs(120),
         }
     }
@@ -127,6 +133,8 @@ pub struct Shared {
     pub guard: outbound::Guard,
     /// The client of [`Shared::guard`] for media downloads and alternative providers.
     pub outbound_http: reqwest::Client,
+    /// The process-wide bound on media downloads and their bytes in memory.
+    pub media_budget: media::MediaBudget,
     /// The send path's batched writer: campaign send outcomes.
     pub(crate) settle: tokio::sync::mpsc::Sender<settle::SettleItem>,
     /// The send path's batched writer: status webhooks.
@@ -207,6 +215,8 @@ impl Runtime {
         config: RuntimeConfig,
     ) -> Result<Self, ActorError> {
         let guard = outbound::Guard::new(config.outbound.clone());
+        let media_budget =
+            media::MediaBudget::new(config.media_max_concurrent, config.media_max_bytes);
         let outbound_http = guard.client(config.media_timeout).build().map_err(|e| {
             tracing::error!(error = %e, "outbound client did not build");
             ActorError::Unavailable
@@ -246,6 +256,7 @@ impl Runtime {
             dispatcher: OnceLock::new(),
             guard,
             outbound_http,
+            media_budget,
             settle: settle_tx,
             statuses: status_tx,
             shutting_down: AtomicBool::new(false),
@@ -346,8 +357,14 @@ impl Runtime {
         };
         cmd.content = match cmd.content {
             channel::SendContent::Media { kind, url, caption } => {
-                let file = media::fetch(&url, kind, &self.shared.guard, &self.shared.outbound_http)
-                    .await?;
+                let file = media::fetch(
+                    &url,
+                    kind,
+                    &self.shared.guard,
+                    &self.shared.outbound_http,
+                    &self.shared.media_budget,
+                )
+                .await?;
                 channel::SendContent::MediaFile { file, caption }
             }
             channel::SendContent::Library { id, vars } => {

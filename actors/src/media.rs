@@ -22,6 +22,44 @@ pub struct FetchedMedia {
     pub filename: String,
     /// Where it came from.
     pub url: String,
+    /// Its share of the media memory budget, held until the file is dropped.
+    pub budget: std::sync::Arc<MediaPermit>,
+}
+
+/// What a downloaded file holds of the process-wide media budget: one download slot and its
+/// size in KiB (released when the file is dropped, after its upload).
+#[derive(Debug)]
+pub struct MediaPermit {
+    _slot: tokio::sync::OwnedSemaphorePermit,
+    _bytes: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+/// The process-wide bound on media downloads (issue 15): at most `max_downloads` at once
+/// (`DISPARO_MEDIA_MAX_CONCURRENT`) and at most `max_kib` KiB of downloaded files in memory
+/// (`DISPARO_MEDIA_MAX_MEMORY_MB`). A send that finds no room is 503 (`Retry-After: 1`)
+/// rather than a process that grows without bound.
+#[derive(Debug, Clone)]
+pub struct MediaBudget {
+    downloads: std::sync::Arc<tokio::sync::Semaphore>,
+    kib: std::sync::Arc<tokio::sync::Semaphore>,
+    max_kib: u32,
+}
+
+impl MediaBudget {
+    /// A budget of `max_downloads` concurrent downloads and `max_bytes` bytes in memory.
+    pub fn new(max_downloads: usize, max_bytes: u64) -> Self {
+        let max_kib = (max_bytes / 1024).clamp(1, u32::MAX as u64) as u32;
+        Self {
+            downloads: std::sync::Arc::new(tokio::sync::Semaphore::new(max_downloads.max(1))),
+            kib: std::sync::Arc::new(tokio::sync::Semaphore::new(max_kib as usize)),
+            max_kib,
+        }
+    }
+}
+
+fn busy() -> ActorError {
+    metrics::counter!("disparo_media_budget_refusals_total").increment(1);
+    ActorError::Unavailable
 }
 
 fn refused(code: &'static str, message: impl Into<String>) -> ActorError {
@@ -36,6 +74,7 @@ pub async fn fetch(
     kind: MediaKind,
     guard: &Guard,
     http: &reqwest::Client,
+    budget: &MediaBudget,
 ) -> Result<FetchedMedia, ActorError> {
     let parsed = guard.check_url(url).map_err(|r| match r {
         UrlRefusal::Invalid(_) => refused("invalid_media_url", refusal_message(&r)),
@@ -44,6 +83,11 @@ pub async fn fetch(
             "A URL da mídia aponta para um endereço privado ou local; use uma URL pública.",
         ),
     })?;
+    let slot = budget
+        .downloads
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| busy())?;
     let resp = http.get(parsed.as_str()).send().await.map_err(|e| {
         if is_refused(&e) {
             return refused(
@@ -92,10 +136,28 @@ pub async fn fetch(
         check(kind, &mime, resp.content_length().unwrap_or(0))?;
     }
     let mut body = Vec::new();
+    let mut held: Option<tokio::sync::OwnedSemaphorePermit> = None;
     let mut stream = resp.bytes_stream();
     while let Some(chunk) = stream.next().await {
         let chunk = chunk
             .map_err(|e| refused("media_unreachable", format!("Download interrompido: {e}")))?;
+        // Take the budget for what the body will hold before holding it.
+        let want = (body.len() + chunk.len()).div_ceil(1024) as u32;
+        let have = held.as_ref().map_or(0, |p| p.num_permits() as u32);
+        if want > have {
+            if want > budget.max_kib {
+                return Err(busy());
+            }
+            let more = budget
+                .kib
+                .clone()
+                .try_acquire_many_owned(want - have)
+                .map_err(|_| busy())?;
+            match held.as_mut() {
+                Some(p) => p.merge(more),
+                None => held = Some(more),
+            }
+        }
         body.extend_from_slice(&chunk);
         if body.len() as u64 > kind.max_bytes() {
             check(kind, &mime, body.len() as u64)?;
@@ -108,5 +170,9 @@ pub async fn fetch(
         mime,
         filename,
         url: url.to_string(),
+        budget: std::sync::Arc::new(MediaPermit {
+            _slot: slot,
+            _bytes: held,
+        }),
     })
 }
