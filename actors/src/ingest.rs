@@ -54,6 +54,61 @@ type TemplateUpdate = (
     Vec<Arc<ChannelEntry>>,
 );
 
+/// What a webhook names, skimmed before its signature is checked: entry (WABA) ids and the
+/// phone number ids of `messages` changes; every other value is skipped unread.
+#[derive(serde::Deserialize)]
+struct Named {
+    #[serde(default)]
+    entry: Vec<NamedEntry>,
+}
+
+#[derive(serde::Deserialize)]
+struct NamedEntry {
+    #[serde(default)]
+    id: String,
+    #[serde(default)]
+    changes: Vec<NamedChange>,
+}
+
+#[derive(serde::Deserialize)]
+struct NamedChange {
+    #[serde(default)]
+    value: NamedValue,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct NamedValue {
+    metadata: Option<NamedMetadata>,
+}
+
+#[derive(serde::Deserialize)]
+struct NamedMetadata {
+    #[serde(default)]
+    phone_number_id: String,
+}
+
+impl Named {
+    /// The running numbers of its `messages` changes (the hot path: statuses, inbound).
+    fn numbers(&self, registry: &crate::registry::Registry) -> Vec<Arc<ChannelEntry>> {
+        self.entry
+            .iter()
+            .flat_map(|e| &e.changes)
+            .filter_map(|c| c.value.metadata.as_ref())
+            .filter_map(|m| registry.by_phone_number_id(&m.phone_number_id))
+            .collect()
+    }
+
+    /// The running channels of the WABAs it names (WABA-level fields).
+    fn waba_channels(&self, registry: &crate::registry::Registry) -> Vec<Arc<ChannelEntry>> {
+        let wabas: Vec<&str> = self.entry.iter().map(|e| e.id.as_str()).collect();
+        registry
+            .all()
+            .into_iter()
+            .filter(|c| wabas.contains(&c.waba_id.as_str()))
+            .collect()
+    }
+}
+
 /// Checks signatures per secret once.
 struct Verifier<'a> {
     body: &'a [u8],
@@ -151,13 +206,23 @@ impl Runtime {
     pub async fn ingest_provider_webhook(
         &self,
         route: Option<i64>,
-        body: impl AsRef<[u8]> + Send,
+        body: bytes::Bytes,
         signature_header: Option<&str>,
     ) -> Result<IngestReport, ActorError> {
-        let (report, work) = self.read_provider_webhook(route, body.as_ref(), signature_header)?;
-        // The body and its parsed form are gone by now: what waits for the writers below is
-        // only the work taken from them (under load up to 64 webhooks of 200 statuses wait).
-        drop(body);
+        // Unsigned: refused before anything else is done with the body.
+        let header = signature_header
+            .ok_or(ActorError::InvalidSignature)?
+            .to_string();
+        // Hashing (and the escaped form the provider signs) and parsing are CPU work on up to
+        // 2 MB: done on the blocking pool, not on the threads that serve requests.
+        let rt = self.clone();
+        let (report, work) = tokio::task::spawn_blocking(move || {
+            rt.read_provider_webhook(route, &body, &header)
+            // The body and its parsed form are dropped here: what waits for the writers
+            // below is only the work taken from them.
+        })
+        .await
+        .map_err(|_| ActorError::Unavailable)??;
         self.apply_provider_webhook(report, work).await
     }
 
@@ -166,39 +231,61 @@ impl Runtime {
         &self,
         route: Option<i64>,
         body: &[u8],
-        signature_header: Option<&str>,
+        header: &str,
     ) -> Result<(IngestReport, WebhookWork), ActorError> {
         let shared = &self.shared;
         let routed = match route {
             Some(id) => Some(shared.registry.get(id).ok_or(ActorError::NotFound)?),
             None => None,
         };
-        let header = signature_header.ok_or(ActorError::InvalidSignature)?;
         let mut verifier = Verifier {
             body,
             header,
             fallback: shared.config.app_secret.as_ref(),
             cache: HashMap::new(),
         };
-        if let Some(entry) = &routed {
-            if !verifier.verifies_for(entry) {
-                return Err(ActorError::InvalidSignature);
+        match &routed {
+            Some(entry) => {
+                if !verifier.verifies_for(entry) {
+                    return Err(ActorError::InvalidSignature);
+                }
+            }
+            // The app-level receiver: the signature is checked before the payload is read,
+            // against the secrets of the channels it names (a skim that keeps only the ids)
+            // and the app secret. What none of them signs is refused unread.
+            None => {
+                let fallback = verifier.fallback;
+                let fallback_ok =
+                    || fallback.is_some_and(|s| signature::verify(s.expose(), body, header));
+                match serde_json::from_slice::<Named>(body) {
+                    Ok(named) => {
+                        let signed = named
+                            .numbers(&shared.registry)
+                            .iter()
+                            .any(|c| verifier.verifies_for(c))
+                            || named
+                                .waba_channels(&shared.registry)
+                                .iter()
+                                .any(|c| verifier.verifies_for(c))
+                            || fallback_ok();
+                        if !signed {
+                            return Err(ActorError::InvalidSignature);
+                        }
+                    }
+                    Err(e) => {
+                        // Only a signed body earns a 400; anything else is a forgery.
+                        return Err(if fallback_ok() {
+                            ActorError::BadPayload(e.to_string())
+                        } else {
+                            ActorError::InvalidSignature
+                        });
+                    }
+                }
             }
         }
-        let payload: WebhookPayload = match serde_json::from_slice(body) {
-            Ok(p) => p,
-            Err(e) => {
-                // Only a signed body earns a 400; anything else is a forgery.
-                let fallback_ok = verifier
-                    .fallback
-                    .is_some_and(|s| signature::verify(s.expose(), body, header));
-                return Err(if routed.is_some() || fallback_ok {
-                    ActorError::BadPayload(e.to_string())
-                } else {
-                    ActorError::InvalidSignature
-                });
-            }
-        };
+        // Signed by now: a body that is not a provider payload is the sender's mistake (400).
+        let payload: WebhookPayload =
+            serde_json::from_slice(body).map_err(|e| ActorError::BadPayload(e.to_string()))?;
 
         // Work per channel, only for channels whose secret verified.
         let mut statuses: HashMap<i64, (Arc<ChannelEntry>, Vec<StatusReport>)> = HashMap::new();
