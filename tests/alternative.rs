@@ -273,6 +273,36 @@ async fn alternative_numbers_are_referenced_only(backend: Backend) {
     let body: Value = serde_json::from_str(&stored[1].body).unwrap();
     assert_eq!(body, status_update);
 
+    // Another account may reference the same sender (the phone is unique per account, not
+    // across accounts); then the shared URL cannot tell whose a notification is and refuses
+    // it, while each account's own URL still routes to that account.
+    let other_key = d360_sender(&app, None, json!([])).await;
+    let other_token = app.other_account_token().await;
+    let (status, theirs) = app
+        .post_as(
+            &other_token,
+            "/api/v1/channels/alternative",
+            json!({"phone": "5511988887777", "engine": "360dialog", "api_key": other_key, "provider_url": sim}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{theirs}");
+    let (status, err) = post_raw(&fixed_here, &status_update.to_string()).await;
+    assert_eq!(
+        (status, err["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("remetente_ambiguo")),
+        "{err}"
+    );
+    let (status, _) = post_raw(&notify_here, &status_update.to_string()).await;
+    assert_eq!(status, StatusCode::OK);
+    let stored = app
+        .runtime
+        .store()
+        .alternative_notifications(app.account_id, 10)
+        .await
+        .unwrap();
+    assert_eq!(stored.len(), 3, "only this account's own URL reached it");
+    assert_eq!(stored[0].channel_id, Some(id));
+
     // A read token may read the URLs but not register a number.
     let (_, read) = app
         .post(

@@ -350,9 +350,19 @@ impl Runtime {
         };
         let channel = match sender_phone(&json) {
             Some(phone) => {
-                store
-                    .alternative_channel_by_phone(&phone, account_id)
-                    .await?
+                let mut found = store
+                    .alternative_channels_by_phone(&phone, account_id)
+                    .await?;
+                if found.len() > 1 && account_id.is_none() {
+                    // Several accounts reference this sender: the shared URL cannot tell
+                    // whose it is, and never hands it to whoever registered first.
+                    return Err(ActorError::Rejected {
+                        code: "remetente_ambiguo",
+                        message: "Mais de uma conta cadastrou este remetente; configure no provedor a notify_url da sua conta (GET /channels/alternative/notify-url).".into(),
+                        details: json!({}),
+                    });
+                }
+                found.pop()
             }
             None => None,
         };

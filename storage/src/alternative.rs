@@ -59,8 +59,10 @@ pub struct AlternativeNotification {
 
 impl Store {
     /// Stores a number of an alternative provider (`status` WORKING, quality UNKNOWN). Its
-    /// `phone_number_id` is `<engine>:<phone>`, so a phone is connected once per provider.
-    /// Errors: [`StorageError::Conflict`] when it already is.
+    /// `phone_number_id` is `<engine>:<account>:<phone>`, so a phone is connected once per
+    /// provider in an account; another account may reference the same phone (issue 15: the
+    /// first account to register a phone no longer blocks, or receives, everyone else's).
+    /// Errors: [`StorageError::Conflict`] when it already is in this account.
     pub async fn insert_alternative_channel(
         &self,
         c: &NewAlternativeChannel,
@@ -75,7 +77,7 @@ impl Store {
             .bind(&c.name)
             .bind(&c.phone)
             .bind(&c.engine)
-            .bind(format!("{}:{}", c.engine, c.phone))
+            .bind(format!("{}:{}:{}", c.engine, c.account_id, c.phone))
             .bind(self.cipher.seal(&c.api_key))
             .bind(crate::webhooks::new_signing_secret().expose().to_string())
             .bind(now)
@@ -200,22 +202,22 @@ impl Store {
         })
     }
 
-    /// The number of an alternative provider with this phone (digits), within `account_id`
-    /// when given.
-    pub async fn alternative_channel_by_phone(
+    /// The numbers of an alternative provider with this phone (digits), within `account_id`
+    /// when given (at most two are read: enough to tell one owner from several).
+    pub async fn alternative_channels_by_phone(
         &self,
         phone: &str,
         account_id: Option<i64>,
-    ) -> Result<Option<ChannelRecord>> {
+    ) -> Result<Vec<ChannelRecord>> {
         let sql = format!(
-            "SELECT {COLUMNS} FROM channels WHERE official = 0 AND phone = $1 AND ($2 = 0 OR account_id = $2) ORDER BY id LIMIT 1"
+            "SELECT {COLUMNS} FROM channels WHERE official = 0 AND phone = $1 AND ($2 = 0 OR account_id = $2) ORDER BY id LIMIT 2"
         );
-        let row = sqlx::query(&sql)
+        let rows = sqlx::query(&sql)
             .bind(phone)
             .bind(account_id.unwrap_or(0))
-            .fetch_optional(&self.pool)
+            .fetch_all(&self.pool)
             .await?;
-        row.as_ref().map(read).transpose()
+        rows.iter().map(read).collect()
     }
 
     /// Records a notification received from an alternative provider; returns its id.
