@@ -346,9 +346,12 @@ mod tests {
         let path = s.key_file_path();
         #[cfg(unix)]
         assert_eq!(mode(&path), 0o600);
-        let sealed = first.seal(&engine::Secret::new("segredo"));
+        let sealed = first.seal(&engine::Secret::new("segredo"), "t", "c", 1);
         let again = resolve_cipher(&s).unwrap();
-        assert_eq!(again.open(&sealed).unwrap().expose(), "segredo");
+        assert_eq!(
+            again.open(&sealed, "t", "c", 1).unwrap().expose(),
+            "segredo"
+        );
     }
 
     #[test]
@@ -388,5 +391,96 @@ mod tests {
                 assert_eq!(mode(&p), 0o600, "{side}");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod sealed_secrets {
+    use super::*;
+    use sqlx::Connection;
+
+    fn channel(account_id: i64, id: &str, token: &str) -> storage::channels::NewChannel {
+        storage::channels::NewChannel {
+            account_id,
+            name: id.into(),
+            phone: format!("55119000000{id}"),
+            phone_number_id: id.into(),
+            waba_id: "w".into(),
+            verified_name: "V".into(),
+            status: "WORKING".into(),
+            quality: "GREEN".into(),
+            tier: None,
+            access_token: engine::Secret::new(token),
+            app_secret: Some(engine::Secret::new(format!("app-{token}"))),
+            verify_token: "v".into(),
+            bm_id: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_secret_copied_to_another_row_does_not_open_and_legacy_values_are_resealed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Settings::defaults();
+        s.database_url = format!("sqlite://{}/d.db?mode=rwc", dir.path().display());
+        let store = open_store(&s).await.unwrap();
+        let account = store.ensure_account("acme").await.unwrap();
+        let a = store
+            .insert_channel(&channel(account.id, "1", "token-a"))
+            .await
+            .unwrap();
+        let b = store
+            .insert_channel(&channel(account.id, "2", "token-b"))
+            .await
+            .unwrap();
+        assert_eq!(
+            store
+                .channel_secrets(b.id)
+                .await
+                .unwrap()
+                .access_token
+                .expose(),
+            "token-b"
+        );
+        let mut db = sqlx::SqliteConnection::connect(&s.database_url)
+            .await
+            .unwrap();
+        // Row a's sealed token pasted into row b: it does not open there.
+        sqlx::query("UPDATE channels SET access_token_enc = (SELECT access_token_enc FROM channels WHERE id = $1) WHERE id = $2")
+            .bind(a.id)
+            .bind(b.id)
+            .execute(&mut db)
+            .await
+            .unwrap();
+        assert!(store.channel_secrets(b.id).await.is_err());
+        // A database from before D-052 (v1, no associated data) is re-sealed at start.
+        let cipher = resolve_cipher(&s).unwrap();
+        sqlx::query("UPDATE channels SET access_token_enc = $1 WHERE id = $2")
+            .bind(cipher.seal_legacy(&engine::Secret::new("token-b")))
+            .bind(b.id)
+            .execute(&mut db)
+            .await
+            .unwrap();
+        store.migrate().await.unwrap();
+        assert_eq!(
+            store
+                .channel_secrets(b.id)
+                .await
+                .unwrap()
+                .access_token
+                .expose(),
+            "token-b"
+        );
+        let stored: String =
+            sqlx::query_scalar("SELECT access_token_enc FROM channels WHERE id = $1")
+                .bind(b.id)
+                .fetch_one(&mut db)
+                .await
+                .unwrap();
+        assert!(stored.starts_with("v2:"), "{stored}");
+        assert_eq!(
+            store.reseal_legacy_secrets().await.unwrap(),
+            0,
+            "idempotent"
+        );
     }
 }

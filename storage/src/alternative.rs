@@ -72,25 +72,34 @@ impl Store {
             "INSERT INTO channels (account_id, name, phone, official, engine, status, quality, tier, phone_number_id, waba_id, verified_name, access_token_enc, app_secret_enc, verify_token, credential_valid, created_at, updated_at, last_sync_at, bm_id, warmup, daily_cap, provider_url) \
              VALUES ($1, $2, $3, 0, $4, 'WORKING', 'UNKNOWN', NULL, $5, '', $2, $6, NULL, $7, 1, $8, $8, NULL, NULL, 0, NULL, $9) RETURNING {COLUMNS}"
         );
+        let mut tx = self.begin_write().await?;
         let res = sqlx::query(&sql)
             .bind(c.account_id)
             .bind(&c.name)
             .bind(&c.phone)
             .bind(&c.engine)
             .bind(format!("{}:{}:{}", c.engine, c.account_id, c.phone))
-            .bind(self.cipher.seal(&c.api_key))
+            .bind("")
             .bind(crate::webhooks::new_signing_secret().expose().to_string())
             .bind(now)
             .bind(&c.provider_url)
-            .fetch_one(&self.writer)
+            .fetch_one(&mut *tx)
             .await;
-        match res {
-            Ok(row) => read(&row),
-            Err(e) if StorageError::is_unique_violation(&e) => Err(StorageError::Conflict(
-                format!("{} is already connected through {}", c.phone, c.engine),
-            )),
-            Err(e) => Err(e.into()),
-        }
+        let record = match res {
+            Ok(row) => read(&row)?,
+            Err(e) if StorageError::is_unique_violation(&e) => {
+                return Err(StorageError::Conflict(format!(
+                    "{} is already connected through {}",
+                    c.phone, c.engine
+                )))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        // The API key is sealed for the row's id (D-052), in the same transaction.
+        self.write_channel_secrets(&mut tx, record.id, Some(&c.api_key), None)
+            .await?;
+        tx.commit().await?;
+        Ok(record)
     }
 
     /// Replaces the templates of an alternative provider's number with what its sender has

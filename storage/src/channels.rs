@@ -130,6 +130,9 @@ impl Store {
                         "INSERT INTO channels (account_id, name, phone, official, engine, status, quality, tier, phone_number_id, waba_id, verified_name, access_token_enc, app_secret_enc, verify_token, credential_valid, created_at, updated_at, last_sync_at, bm_id, warmup) \
              VALUES ($1, $2, $3, 1, 'cloud_api', $4, $5, $6, $7, $8, $9, $10, $11, $12, 1, $13, $13, $13, $14, $15) RETURNING {COLUMNS}"
         );
+        // Secrets are sealed for the row's id (D-052): inserted blank, then written in the
+        // same transaction.
+        let mut tx = self.begin_write().await?;
         let res = sqlx::query(&sql)
             .bind(c.account_id)
             .bind(&c.name)
@@ -140,23 +143,55 @@ impl Store {
             .bind(&c.phone_number_id)
             .bind(&c.waba_id)
             .bind(&c.verified_name)
-            .bind(self.cipher.seal(&c.access_token))
-            .bind(c.app_secret.as_ref().map(|s| self.cipher.seal(s)))
+            .bind("")
+            .bind(None::<String>)
             .bind(&c.verify_token)
             .bind(now)
             .bind(c.bm_id)
             .bind(i64::from(engine::guardrail::warmup_by_default(
                 c.tier.as_deref(),
             )))
-            .fetch_one(&self.writer)
+            .fetch_one(&mut *tx)
             .await;
-        match res {
-            Ok(row) => read(&row),
-            Err(e) if StorageError::is_unique_violation(&e) => Err(StorageError::Conflict(
-                format!("phone_number_id {} is already connected", c.phone_number_id),
-            )),
-            Err(e) => Err(e.into()),
-        }
+        let record = match res {
+            Ok(row) => read(&row)?,
+            Err(e) if StorageError::is_unique_violation(&e) => {
+                return Err(StorageError::Conflict(format!(
+                    "phone_number_id {} is already connected",
+                    c.phone_number_id
+                )))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        self.write_channel_secrets(
+            &mut tx,
+            record.id,
+            Some(&c.access_token),
+            c.app_secret.as_ref(),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(record)
+    }
+
+    /// Writes a channel's sealed access token and app secret (`None` keeps the stored one),
+    /// each bound to the row (D-052).
+    pub(crate) async fn write_channel_secrets(
+        &self,
+        tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+        id: i64,
+        access_token: Option<&Secret>,
+        app_secret: Option<&Secret>,
+    ) -> Result<()> {
+        sqlx::query(
+            "UPDATE channels SET access_token_enc = COALESCE($2, access_token_enc), app_secret_enc = COALESCE($3, app_secret_enc) WHERE id = $1",
+        )
+        .bind(id)
+        .bind(access_token.map(|t| self.cipher.seal(t, "channels", "access_token_enc", id)))
+        .bind(app_secret.map(|t| self.cipher.seal(t, "channels", "app_secret_enc", id)))
+        .execute(&mut **tx)
+        .await?;
+        Ok(())
     }
 
     /// A channel of this account.
@@ -223,8 +258,12 @@ impl Store {
         let token: String = row.try_get("access_token_enc")?;
         let secret: Option<String> = row.try_get("app_secret_enc")?;
         Ok(ChannelSecrets {
-            access_token: self.cipher.open(&token)?,
-            app_secret: secret.map(|s| self.cipher.open(&s)).transpose()?,
+            access_token: self
+                .cipher
+                .open(&token, "channels", "access_token_enc", id)?,
+            app_secret: secret
+                .map(|s| self.cipher.open(&s, "channels", "app_secret_enc", id))
+                .transpose()?,
         })
     }
 
@@ -356,8 +395,8 @@ impl Store {
         )
         .bind(id)
         .bind(name)
-        .bind(access_token.map(|t| self.cipher.seal(t)))
-        .bind(app_secret.map(|t| self.cipher.seal(t)))
+        .bind(access_token.map(|t| self.cipher.seal(t, "channels", "access_token_enc", id)))
+        .bind(app_secret.map(|t| self.cipher.seal(t, "channels", "app_secret_enc", id)))
         .bind(verify_token)
         .bind(now_ms())
         .execute(&self.writer)
@@ -369,7 +408,7 @@ impl Store {
     pub async fn set_channel_pin(&self, id: i64, pin: &Secret) -> Result<()> {
         sqlx::query("UPDATE channels SET pin_enc = $2 WHERE id = $1")
             .bind(id)
-            .bind(self.cipher.seal(pin))
+            .bind(self.cipher.seal(pin, "channels", "pin_enc", id))
             .execute(&self.writer)
             .await?;
         Ok(())

@@ -180,7 +180,46 @@ impl Store {
                     .await?
             }
         }
+        let resealed = self.reseal_legacy_secrets().await?;
+        if resealed > 0 {
+            tracing::info!(resealed, "stored secrets re-sealed bound to their rows");
+        }
         Ok(())
+    }
+
+    /// Re-seals every stored secret still in the legacy `v1:` form (no associated data) as
+    /// `v2:`, bound to its table, column and row (D-052), in one transaction. Idempotent: run
+    /// by [`Store::migrate`] at every start; a value that does not open under the master key
+    /// stops it (the key is wrong, and nothing is changed).
+    pub async fn reseal_legacy_secrets(&self) -> Result<u64> {
+        const SEALED: [(&str, &str); 4] = [
+            ("channels", "access_token_enc"),
+            ("channels", "app_secret_enc"),
+            ("channels", "pin_enc"),
+            ("webhook_subscriptions", "secret_enc"),
+        ];
+        let mut tx = self.begin_write().await?;
+        let mut n = 0;
+        for (table, column) in SEALED {
+            let rows = sqlx::query(&format!(
+                "SELECT id, {column} AS v FROM {table} WHERE {column} LIKE 'v1:%'"
+            ))
+            .fetch_all(&mut *tx)
+            .await?;
+            for r in rows {
+                let id: i64 = r.try_get("id")?;
+                let v: String = r.try_get("v")?;
+                let secret = self.cipher.open_legacy(&v)?;
+                sqlx::query(&format!("UPDATE {table} SET {column} = $2 WHERE id = $1"))
+                    .bind(id)
+                    .bind(self.cipher.seal(&secret, table, column, id))
+                    .execute(&mut *tx)
+                    .await?;
+                n += 1;
+            }
+        }
+        tx.commit().await?;
+        Ok(n)
     }
 
     /// Round-trips a trivial query; returns how long it took.

@@ -319,19 +319,30 @@ impl Store {
     ) -> Result<(SubscriptionRecord, Secret)> {
         let secret = new_signing_secret();
         let names: Vec<&str> = events.iter().map(|e| e.as_str()).collect();
+        // The secret is sealed for the row's id (D-052): written in the same transaction.
+        let mut tx = self.begin_write().await?;
         let row = sqlx::query(
-            "INSERT INTO webhook_subscriptions (account_id, channel_id, url, events, secret_enc, active, created_at) VALUES ($1, $2, $3, $4, $5, 1, $6) \
+            "INSERT INTO webhook_subscriptions (account_id, channel_id, url, events, secret_enc, active, created_at) VALUES ($1, $2, $3, $4, '', 1, $5) \
              RETURNING id, account_id, channel_id, url, events, active, disabled_at, disabled_reason, created_at",
         )
         .bind(account_id)
         .bind(channel_id)
         .bind(url)
         .bind(serde_json::to_string(&names).expect("strings serialise"))
-        .bind(self.cipher.seal(&secret))
         .bind(now_ms())
-        .fetch_one(&self.writer)
+        .fetch_one(&mut *tx)
         .await?;
-        Ok((read_subscription(&row)?, secret))
+        let record = read_subscription(&row)?;
+        sqlx::query("UPDATE webhook_subscriptions SET secret_enc = $2 WHERE id = $1")
+            .bind(record.id)
+            .bind(
+                self.cipher
+                    .seal(&secret, "webhook_subscriptions", "secret_enc", record.id),
+            )
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok((record, secret))
     }
 
     /// The channel's subscriptions (account-scoped).
@@ -407,7 +418,12 @@ impl Store {
                 id: r.try_get("id")?,
                 subscription_id,
                 url: r.try_get("url")?,
-                secret: self.cipher.open(&secret)?,
+                secret: self.cipher.open(
+                    &secret,
+                    "webhook_subscriptions",
+                    "secret_enc",
+                    subscription_id,
+                )?,
                 event: r.try_get("event")?,
                 channel: serde_json::from_str(&channel)
                     .map_err(|e| StorageError::Corrupt(e.to_string()))?,

@@ -31,8 +31,8 @@ pub fn public_routes() -> Router<AppState> {
         .route("/webhooks/alternative/{key}", post(receive_account))
 }
 
-/// `POST /channels/alternative` body.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
+/// `POST /channels/alternative` body. Its `Debug` hides the API key.
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct ConnectIn {
     name: Option<String>,
@@ -40,6 +40,18 @@ struct ConnectIn {
     engine: String,
     api_key: String,
     provider_url: Option<String>,
+}
+
+impl std::fmt::Debug for ConnectIn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectIn")
+            .field("name", &self.name)
+            .field("phone", &self.phone)
+            .field("engine", &self.engine)
+            .field("api_key", &"***")
+            .field("provider_url", &self.provider_url)
+            .finish()
+    }
 }
 
 /// `POST /channels/alternative`: 201 `{data: channel, templates: <count read>}`; 422

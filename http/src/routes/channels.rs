@@ -122,8 +122,8 @@ async fn list(
 }
 
 /// `POST /channels/official` body ("Official channel configuration"). `phone_number_id`,
-/// `waba_id` and `access_token` are required (decision D-002).
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
+/// `waba_id` and `access_token` are required (decision D-002). Its `Debug` hides the secrets.
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct ConnectIn {
     name: Option<String>,
@@ -132,6 +132,19 @@ struct ConnectIn {
     access_token: String,
     app_secret: Option<String>,
     verify_token: Option<String>,
+}
+
+impl std::fmt::Debug for ConnectIn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectIn")
+            .field("name", &self.name)
+            .field("phone_number_id", &self.phone_number_id)
+            .field("waba_id", &self.waba_id)
+            .field("access_token", &"***")
+            .field("app_secret", &self.app_secret.as_ref().map(|_| "***"))
+            .field("verify_token", &self.verify_token.as_ref().map(|_| "***"))
+            .finish()
+    }
 }
 
 fn required(field: &str, value: &str) -> Result<(), ApiError> {
@@ -248,14 +261,26 @@ async fn health(
 }
 
 /// `PATCH /channels/{id}/official` body (decision D-002): any of these; blank secrets keep the
-/// stored ones.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
+/// stored ones. Its `Debug` hides the secrets.
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct UpdateIn {
     name: Option<String>,
     access_token: Option<String>,
     app_secret: Option<String>,
     verify_token: Option<String>,
+}
+
+impl std::fmt::Debug for UpdateIn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let hidden = |v: &Option<String>| v.as_ref().map(|_| "***");
+        f.debug_struct("UpdateIn")
+            .field("name", &self.name)
+            .field("access_token", &hidden(&self.access_token))
+            .field("app_secret", &hidden(&self.app_secret))
+            .field("verify_token", &hidden(&self.verify_token))
+            .finish()
+    }
 }
 
 fn non_blank(v: Option<String>) -> Option<Secret> {

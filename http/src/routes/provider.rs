@@ -23,8 +23,8 @@ pub fn routes() -> Router<AppState> {
         )
 }
 
-/// The verification handshake query (PROVIDER.md §8.1).
-#[derive(Debug, Deserialize)]
+/// The verification handshake query (PROVIDER.md §8.1). Not `Debug`: it holds a verify token.
+#[derive(Deserialize)]
 struct Handshake {
     #[serde(rename = "hub.mode")]
     mode: Option<String>,
