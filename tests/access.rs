@@ -256,6 +256,18 @@ fn signed_ban(waba_id: &str, secret: &str) -> (String, String) {
     (body, signature)
 }
 
+/// The account's row of a WABA, as `GET /wabas` lists it to `token`.
+async fn waba_row(app: &TestApp, token: &str, waba_id: &str) -> Value {
+    let (_, wabas) = call(app, Some(token), "GET", "/api/v1/wabas", json!({})).await;
+    wabas["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["id"] == waba_id)
+        .cloned()
+        .unwrap()
+}
+
 async fn an_account_cannot_claim_or_ban_another_accounts_waba(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let (victim_channel, victim) = app.connect_channel().await;
@@ -363,23 +375,9 @@ async fn an_account_cannot_claim_or_ban_another_accounts_waba(backend: Backend) 
         .get(&format!("/api/v1/channels/{victim_channel}/health"))
         .await;
     assert_ne!(h["data"]["code"], "waba_banida", "{h}");
-    let (_, wabas) = app.get("/api/v1/wabas").await;
-    let row = wabas["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|w| w["id"] == victim.waba_id.as_str())
-        .cloned()
-        .unwrap();
+    let row = waba_row(&app, &app.token, &victim.waba_id).await;
     assert_eq!(row["standing"], "ok", "{row}");
-    let (_, wabas) = call(&app, Some(&intruder), "GET", "/api/v1/wabas", json!({})).await;
-    let row = wabas["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|w| w["id"] == victim.waba_id.as_str())
-        .cloned()
-        .unwrap();
+    let row = waba_row(&app, &intruder, &victim.waba_id).await;
     assert_eq!(row["standing"], "banned", "{row}");
 
     // Signed by the victim's own secret, the ban reaches the victim (and not the squatter's

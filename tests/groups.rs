@@ -469,18 +469,10 @@ async fn concurrent_group_sends_never_pass_the_groups_limit(backend: Backend) {
         .map(|(_, b)| b)
         .collect();
     assert_eq!((created, refused.len()), (3, 1), "{results:?}");
-    let summary: Value = app
-        .http
-        .get(format!("http://{}/_sim/sent/summary", app.sim_addr))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let summary = app.sim_summary().await;
     let reached = recipients
         .iter()
-        .filter(|r| summary["data"]["per_recipient"].get(r.as_str()).is_some())
+        .filter(|r| summary["per_recipient"].get(r.as_str()).is_some())
         .count();
     assert_eq!(reached, 3, "the simulator got exactly the limit: {summary}");
     let (_, g) = app.get(&format!("/api/v1/groups/{id}")).await;

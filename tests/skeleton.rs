@@ -707,18 +707,6 @@ async fn oversized_webhooks_metrics_and_cap_raises_are_guarded(backend: Backend)
     assert_eq!(err["required_level"], "admin", "{err}");
 }
 
-/// Holds every Graph answer of the simulator `ms` after it handled the request.
-async fn hold_provider_answers(app: &TestApp, ms: Option<u64>) {
-    let r = app
-        .http
-        .put(format!("http://{}/_sim/faults", app.sim_addr))
-        .json(&json!({"answer_delay_ms": ms}))
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success());
-}
-
 async fn the_server_limits_rates_slow_clients_long_requests_and_floods(backend: Backend) {
     let app = TestApp::spawn_with(backend.clone(), |s| {
         s.rate_limit_per_min = 3;
@@ -797,7 +785,7 @@ async fn the_server_limits_rates_slow_clients_long_requests_and_floods(backend: 
     assert_eq!(r.status(), StatusCode::CREATED);
     let created: Value = r.json().await.unwrap();
     let channel_id = created["data"]["id"].as_i64().unwrap();
-    hold_provider_answers(&app, Some(1_500)).await;
+    app.hold_answers(Some(1_500)).await;
     let r = app
         .http
         .get(app.url(&format!("/api/v1/channels/{channel_id}/templates")))
@@ -809,12 +797,12 @@ async fn the_server_limits_rates_slow_clients_long_requests_and_floods(backend: 
     assert_eq!(r.headers()["retry-after"], "1");
     let err: Value = r.json().await.unwrap();
     assert_eq!(err["code"], "tempo_esgotado", "{err}");
-    hold_provider_answers(&app, None).await;
+    app.hold_answers(None).await;
 
     // More requests at once than the server takes: the extra ones are shed with 503.
     let app = TestApp::spawn_with(backend, |s| s.max_concurrent_requests = 1).await;
     let (channel_id, _) = app.connect_channel().await;
-    hold_provider_answers(&app, Some(800)).await;
+    app.hold_answers(Some(800)).await;
     let path = format!("/api/v1/channels/{channel_id}/templates");
     let (a, b) = tokio::join!(app.get(&path), async {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;

@@ -408,18 +408,6 @@ async fn the_library_follows_the_provider_from_submission_to_deletion(backend: B
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
-/// Holds every Graph answer of the simulator `ms` after it handled the request (`None`: none).
-async fn hold_answers(app: &TestApp, ms: Option<u64>) {
-    let r = app
-        .http
-        .put(format!("http://{}/_sim/faults", app.sim_addr))
-        .json(&json!({"answer_delay_ms": ms}))
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success());
-}
-
 /// The number's row of template `id` once `ready` holds for it.
 async fn row_when(app: &TestApp, id: i64, what: &str, ready: impl Fn(&Value) -> bool) -> Value {
     eventually(10, what, || async {
@@ -441,14 +429,14 @@ async fn a_review_webhook_before_the_answer_is_not_lost(backend: Backend) {
     let c = connect(&app, &n).await;
 
     // The simulator reviews after 50 ms; its answer comes 600 ms after the creation.
-    hold_answers(&app, Some(600)).await;
+    app.hold_answers(Some(600)).await;
     let started = std::time::Instant::now();
     let (status, body) = app
         .post("/api/v1/templates", json!({"name": "Aviso", "body": "Olá {{1}}, tudo certo.", "var_map": {"1": {"field": "nome"}}, "submit_channels": [c]}))
         .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     assert!(started.elapsed() >= std::time::Duration::from_millis(600));
-    hold_answers(&app, None).await;
+    app.hold_answers(None).await;
     let id = body["data"]["id"].as_i64().unwrap();
     let row = row_when(&app, id, "approved with the provider's id", |r| {
         r["status"] == "approved" && r["provider_template_id"].is_string()
@@ -477,7 +465,7 @@ async fn a_review_webhook_before_the_answer_is_not_lost(backend: Backend) {
         .unwrap();
     assert!(r.status().is_success());
     row_when(&app, id, "paused", |r| r["status"] == "paused").await;
-    hold_answers(&app, Some(600)).await;
+    app.hold_answers(Some(600)).await;
     let (status, re) = app
         .post(
             &format!("/api/v1/templates/{id}/channels/{c}/reactivate"),
@@ -485,7 +473,7 @@ async fn a_review_webhook_before_the_answer_is_not_lost(backend: Backend) {
         )
         .await;
     assert_eq!(status, StatusCode::OK, "{re}");
-    hold_answers(&app, None).await;
+    app.hold_answers(None).await;
     row_when(&app, id, "v2 approved with its id", |r| {
         r["status"] == "approved"
             && r["provider_name"] == "aviso_v2"

@@ -183,29 +183,9 @@ async fn a_repeated_idempotency_key_returns_the_first_result_and_never_sends_twi
 }
 
 async fn sent_to(app: &TestApp, phone: &str) -> i64 {
-    let summary: serde_json::Value = app
-        .http
-        .get(format!("http://{}/_sim/sent/summary", app.sim_addr))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    summary["data"]["per_recipient"][phone]["hello_world"]
+    app.sim_summary().await["per_recipient"][phone]["hello_world"]
         .as_i64()
         .unwrap_or(0)
-}
-
-async fn hold_answers(app: &TestApp, ms: Option<u64>) {
-    let r = app
-        .http
-        .put(format!("http://{}/_sim/faults", app.sim_addr))
-        .json(&json!({"answer_delay_ms": ms}))
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success());
 }
 
 async fn one_idempotency_key_reaches_the_provider_once_across_timeouts_and_restarts(
@@ -236,7 +216,7 @@ async fn one_idempotency_key_reaches_the_provider_once_across_timeouts_and_resta
 
     // The provider takes the send but answers after our timeout: in doubt, 202 with the
     // message, and every retry with the key gets that message, never a second send.
-    hold_answers(&app, Some(900)).await;
+    app.hold_answers(Some(900)).await;
     let (status, replayed, first) = post("pedido-lento").await;
     assert_eq!(status, StatusCode::ACCEPTED, "{first}");
     assert!(!replayed);
@@ -253,7 +233,7 @@ async fn one_idempotency_key_reaches_the_provider_once_across_timeouts_and_resta
         assert!(replayed);
         assert_eq!(again["data"]["id"], message_id);
     }
-    hold_answers(&app, None).await;
+    app.hold_answers(None).await;
     // The provider did accept it: its status webhooks settle the message.
     eventually(
         10,
@@ -414,6 +394,18 @@ on_both_backends! {
     idempotency_in_doubt => one_idempotency_key_reaches_the_provider_once_across_timeouts_and_restarts;
 }
 
+/// The newest delivery of a subscription once its first attempt is logged.
+async fn first_attempt(app: &TestApp, sub_id: i64) -> serde_json::Value {
+    eventually(10, "the first attempt logged", || async {
+        let (_, log) = app
+            .get(&format!("/api/v1/webhooks/{sub_id}/deliveries"))
+            .await;
+        let d = log["data"][0].clone();
+        (d["attempts"].as_i64() == Some(1)).then_some(d)
+    })
+    .await
+}
+
 /// A name of this machine that resolves only to loopback addresses (the host name does in
 /// the project's machines; `localhost` itself is refused before any resolution).
 async fn a_name_resolving_to_loopback() -> String {
@@ -511,14 +503,7 @@ async fn webhook_urls_to_private_addresses_are_refused_at_subscription_and_at_de
         .post(&format!("/api/v1/webhooks/{sub_id}/test"), json!({}))
         .await;
     assert_eq!(status, StatusCode::CREATED);
-    let delivery = eventually(10, "the refused attempt logged", || async {
-        let (_, log) = app
-            .get(&format!("/api/v1/webhooks/{sub_id}/deliveries"))
-            .await;
-        let d = log["data"][0].clone();
-        (d["attempts"].as_i64() == Some(1)).then_some(d)
-    })
-    .await;
+    let delivery = first_attempt(&app, sub_id).await;
     assert!(
         delivery["last_error"]
             .as_str()
@@ -556,14 +541,7 @@ async fn a_redirect_is_a_failed_attempt_and_is_not_followed(backend: Backend) {
     let sub_id = sub["data"]["id"].as_i64().unwrap();
     app.post(&format!("/api/v1/webhooks/{sub_id}/test"), json!({}))
         .await;
-    let delivery = eventually(10, "the redirected attempt logged", || async {
-        let (_, log) = app
-            .get(&format!("/api/v1/webhooks/{sub_id}/deliveries"))
-            .await;
-        let d = log["data"][0].clone();
-        (d["attempts"].as_i64() == Some(1)).then_some(d)
-    })
-    .await;
+    let delivery = first_attempt(&app, sub_id).await;
     assert_eq!(delivery["last_status_code"], 307, "{delivery}");
     assert_eq!(delivery["status"], "pending", "retried later: {delivery}");
     assert_eq!(receiver.hits.load(Ordering::SeqCst), 0, "not followed");

@@ -215,6 +215,14 @@ impl Runtime {
             .to_string();
         // Hashing (and the escaped form the provider signs) and parsing are CPU work on up to
         // 2 MB: done on the blocking pool, not on the threads that serve requests.
+        // As many at once as there are cores: more would only add blocking threads (and
+        // their allocator caches), not throughput.
+        let slot = self
+            .shared
+            .ingest_slots
+            .acquire()
+            .await
+            .map_err(|_| ActorError::Unavailable)?;
         let rt = self.clone();
         let (report, work) = tokio::task::spawn_blocking(move || {
             rt.read_provider_webhook(route, &body, &header)
@@ -223,6 +231,7 @@ impl Runtime {
         })
         .await
         .map_err(|_| ActorError::Unavailable)??;
+        drop(slot);
         self.apply_provider_webhook(report, work).await
     }
 

@@ -135,6 +135,8 @@ pub struct Shared {
     pub outbound_http: reqwest::Client,
     /// The process-wide bound on media downloads and their bytes in memory.
     pub media_budget: media::MediaBudget,
+    /// Provider webhooks verified and parsed at once on the blocking pool (one per core).
+    pub ingest_slots: tokio::sync::Semaphore,
     /// The send path's batched writer: campaign send outcomes.
     pub(crate) settle: tokio::sync::mpsc::Sender<settle::SettleItem>,
     /// The send path's batched writer: status webhooks.
@@ -257,6 +259,9 @@ impl Runtime {
             guard,
             outbound_http,
             media_budget,
+            ingest_slots: tokio::sync::Semaphore::new(
+                std::thread::available_parallelism().map_or(2, |n| n.get()),
+            ),
             settle: settle_tx,
             statuses: status_tx,
             shutting_down: AtomicBool::new(false),

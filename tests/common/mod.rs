@@ -482,6 +482,33 @@ impl TestApp {
         )
     }
 
+    /// Holds every Graph answer of the simulator `ms` after it handled the request (`None`:
+    /// answers at once again).
+    pub async fn hold_answers(&self, ms: Option<u64>) {
+        let r = self
+            .http
+            .put(format!("http://{}/_sim/faults", self.sim_addr))
+            .json(&json!({"answer_delay_ms": ms}))
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success());
+    }
+
+    /// The simulator's ledger summary (`per_recipient`, `per_number`…): what reached the
+    /// provider.
+    pub async fn sim_summary(&self) -> Value {
+        self.http
+            .get(format!("http://{}/_sim/sent/summary", self.sim_addr))
+            .send()
+            .await
+            .unwrap()
+            .json::<Value>()
+            .await
+            .unwrap()["data"]
+            .clone()
+    }
+
     /// Posts a raw provider webhook body to the app-level receiver with a signature.
     pub async fn provider_post(&self, body: &str, signature: &str) -> StatusCode {
         self.http
