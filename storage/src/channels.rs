@@ -390,17 +390,19 @@ impl Store {
         app_secret: Option<&Secret>,
         verify_token: Option<&str>,
     ) -> Result<()> {
+        let mut tx = self.begin_write().await?;
         sqlx::query(
-            "UPDATE channels SET name = COALESCE($2, name), access_token_enc = COALESCE($3, access_token_enc), app_secret_enc = COALESCE($4, app_secret_enc), verify_token = COALESCE($5, verify_token), credential_valid = 1, updated_at = $6 WHERE id = $1",
+            "UPDATE channels SET name = COALESCE($2, name), verify_token = COALESCE($3, verify_token), credential_valid = 1, updated_at = $4 WHERE id = $1",
         )
         .bind(id)
         .bind(name)
-        .bind(access_token.map(|t| self.cipher.seal(t, "channels", "access_token_enc", id)))
-        .bind(app_secret.map(|t| self.cipher.seal(t, "channels", "app_secret_enc", id)))
         .bind(verify_token)
         .bind(now_ms())
-        .execute(&self.writer)
+        .execute(&mut *tx)
         .await?;
+        self.write_channel_secrets(&mut tx, id, access_token, app_secret)
+            .await?;
+        tx.commit().await?;
         Ok(())
     }
 
