@@ -132,6 +132,8 @@ impl Actor for CampaignActor {
         }
         let pinned = store.pinned_channels(campaign.id).await?;
         myself.send_interval(TICK, || CampaignMsg::Tick);
+        metrics::gauge!("disparo_campaign_running", "campaign_id" => campaign.id.to_string())
+            .set(1.0);
         Ok(CampaignRun {
             campaign_id: campaign.id,
             account_id: campaign.account_id,
@@ -145,6 +147,16 @@ impl Actor for CampaignActor {
             sequential: campaign.mode == "sequential",
             shared: args.shared,
         })
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<CampaignMsg>,
+        st: &mut CampaignRun,
+    ) -> Result<(), ActorProcessingErr> {
+        metrics::gauge!("disparo_campaign_running", "campaign_id" => st.campaign_id.to_string())
+            .set(0.0);
+        Ok(())
     }
 
     async fn handle(

@@ -555,8 +555,13 @@ impl ChannelState {
             .set(self.cap_sent as f64);
         metrics::gauge!("disparo_channel_warmup_day", "channel_id" => id.clone())
             .set(f64::from(cap.warmup_day.unwrap_or(0)));
-        metrics::gauge!("disparo_channel_backoff", "channel_id" => id)
+        metrics::gauge!("disparo_channel_backoff", "channel_id" => id.clone())
             .set(if self.backoff_until > now { 1.0 } else { 0.0 });
+        metrics::gauge!("disparo_channel_waba_standing", "channel_id" => id).set(match self.waba {
+            WabaStanding::Ok => 0.0,
+            WabaStanding::Restricted => 1.0,
+            WabaStanding::Banned => 2.0,
+        });
     }
 
     /// Makes the 24 h counter exact when the tier has a limit (rebuilt from storage) and an

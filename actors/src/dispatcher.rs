@@ -26,6 +26,8 @@ pub enum DispatcherMsg {
     Done(i64),
     /// Delete settled deliveries past the retention.
     Purge,
+    /// Publish the backlog gauges.
+    Gauges,
 }
 
 /// Dispatcher settings.
@@ -95,6 +97,7 @@ impl Actor for WebhookDispatcher {
         myself.send_interval(args.config.poll_interval, || DispatcherMsg::Poll);
         let _ = myself.cast(DispatcherMsg::Purge);
         myself.send_interval(Duration::from_secs(3600), || DispatcherMsg::Purge);
+        myself.send_interval(Duration::from_secs(5), || DispatcherMsg::Gauges);
         let http = args
             .config
             .guard
@@ -129,6 +132,14 @@ impl Actor for WebhookDispatcher {
                 st.poll_scheduled = false;
                 poll(&myself, st).await;
             }
+            DispatcherMsg::Gauges => match st.store.outbox_backlog().await {
+                Ok((pending, oldest)) => {
+                    metrics::gauge!("disparo_webhook_backlog").set(pending as f64);
+                    let age = oldest.map_or(0.0, |t| (now_ms() - t).max(0) as f64 / 1000.0);
+                    metrics::gauge!("disparo_webhook_oldest_pending_seconds").set(age);
+                }
+                Err(e) => tracing::warn!(error = %e, "could not read the webhook backlog"),
+            },
             DispatcherMsg::Purge => {
                 let before = now_ms() - st.config.retention.as_millis() as i64;
                 match st.store.purge_deliveries(before).await {

@@ -136,6 +136,8 @@ fn status_reports(v: &MessagesValue) -> Vec<StatusReport> {
         .iter()
         .filter_map(|s| {
             let status = ProviderStatus::parse(&s.status)?;
+            metrics::counter!("disparo_message_statuses_total", "status" => s.status.clone())
+                .increment(1);
             Some(StatusReport {
                 provider_message_id: s.id.clone(),
                 callback_message_id: s

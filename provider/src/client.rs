@@ -493,7 +493,29 @@ impl GraphClient {
         &self,
         req: reqwest::RequestBuilder,
     ) -> Result<T, ProviderError> {
-        let resp = req.send().await.map_err(map_transport)?;
+        let request = req.build().map_err(map_transport)?;
+        let op = operation(request.url());
+        let started = std::time::Instant::now();
+        let result = self.execute_built(request).await;
+        metrics::histogram!("disparo_provider_call_seconds", "op" => op)
+            .record(started.elapsed().as_secs_f64());
+        if let Err(e) = &result {
+            let code = match e {
+                ProviderError::Graph { error, .. } => error.code.to_string(),
+                ProviderError::Http { status, .. } => format!("http_{status}"),
+                ProviderError::Timeout => "timeout".into(),
+                _ => "transport".into(),
+            };
+            metrics::counter!("disparo_provider_errors_total", "code" => code).increment(1);
+        }
+        result
+    }
+
+    async fn execute_built<T: DeserializeOwned>(
+        &self,
+        request: reqwest::Request,
+    ) -> Result<T, ProviderError> {
+        let resp = self.http.execute(request).await.map_err(map_transport)?;
         let status = resp.status();
         let retry_after_s = resp
             .headers()
@@ -517,6 +539,31 @@ impl GraphClient {
             }),
         }
     }
+}
+
+/// The metric label of a Graph call: the path's last segment when it names an edge
+/// (`messages`, `media`, `message_templates`, `phone_numbers`, `register`…), `node` for a
+/// read of an object by id. Bounded: ids never become labels.
+fn operation(url: &reqwest::Url) -> &'static str {
+    const EDGES: [&str; 12] = [
+        "messages",
+        "media",
+        "message_templates",
+        "phone_numbers",
+        "register",
+        "deregister",
+        "request_code",
+        "verify_code",
+        "subscribed_apps",
+        "owned_whatsapp_business_accounts",
+        "access_token",
+        "debug_token",
+    ];
+    let last = url
+        .path_segments()
+        .and_then(|mut s| s.next_back())
+        .unwrap_or_default();
+    EDGES.into_iter().find(|e| *e == last).unwrap_or("node")
 }
 
 fn map_transport(e: reqwest::Error) -> ProviderError {

@@ -609,6 +609,17 @@ impl Store {
         .rows_affected())
     }
 
+    /// The outbox's backlog: pending deliveries and when the oldest of them was created (ms),
+    /// for the `disparo_webhook_backlog` and `disparo_webhook_oldest_pending_seconds` gauges.
+    pub async fn outbox_backlog(&self) -> Result<(i64, Option<i64>)> {
+        let row = sqlx::query(
+            "SELECT COUNT(*) AS n, MIN(created_at) AS oldest FROM webhook_deliveries WHERE status = 'pending'",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        Ok((row.try_get("n")?, row.try_get("oldest")?))
+    }
+
     /// Deletes settled deliveries (delivered or failed) created before `before` (ms): the
     /// outbox keeps a retention window, not every attempt forever. Returns how many.
     pub async fn purge_deliveries(&self, before: i64) -> Result<u64> {
