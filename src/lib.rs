@@ -139,6 +139,8 @@ impl Application {
                 .with_context(|| format!("binding {}", settings.listen))?,
         };
         let addr = listener.local_addr()?;
+        // The recorder first: handles taken before it is installed would record nothing.
+        let metrics = http::install_metrics();
         let store = open_store(&settings).await?;
         let graph = GraphClient::new(GraphConfig {
             base_url: settings.provider_base_url.clone(),
@@ -190,7 +192,7 @@ impl Application {
                 rate_limit: http::limits::TokenRateLimit::new(settings.rate_limit_per_min),
                 ..http::HttpConfig::default()
             }),
-            metrics: http::install_metrics(),
+            metrics,
         };
         Ok(Self {
             listener,

@@ -130,14 +130,31 @@ impl Verifier<'_> {
     }
 }
 
+/// Counts a change's status reports in `disparo_message_statuses_total{status}`: once per
+/// status kind per change, not per report (a registry lookup per status cost ~10 % of
+/// dispatch on PostgreSQL under a campaign).
+fn count_statuses(v: &MessagesValue) {
+    const KINDS: [&str; 5] = ["sent", "delivered", "read", "failed", "played"];
+    let mut counts = [0u64; 5];
+    for s in &v.statuses {
+        if let Some(i) = KINDS.iter().position(|k| *k == s.status) {
+            counts[i] += 1;
+        }
+    }
+    for (kind, n) in KINDS.iter().zip(counts) {
+        if n > 0 {
+            metrics::counter!("disparo_message_statuses_total", "status" => *kind).increment(n);
+        }
+    }
+}
+
 fn status_reports(v: &MessagesValue) -> Vec<StatusReport> {
     let now = now_ms();
+    count_statuses(v);
     v.statuses
         .iter()
         .filter_map(|s| {
             let status = ProviderStatus::parse(&s.status)?;
-            metrics::counter!("disparo_message_statuses_total", "status" => s.status.clone())
-                .increment(1);
             Some(StatusReport {
                 provider_message_id: s.id.clone(),
                 callback_message_id: s

@@ -497,8 +497,7 @@ impl GraphClient {
         let op = operation(request.url());
         let started = std::time::Instant::now();
         let result = self.execute_built(request).await;
-        metrics::histogram!("disparo_provider_call_seconds", "op" => op)
-            .record(started.elapsed().as_secs_f64());
+        call_histogram(op).record(started.elapsed().as_secs_f64());
         if let Err(e) = &result {
             let code = match e {
                 ProviderError::Graph { error, .. } => error.code.to_string(),
@@ -541,24 +540,52 @@ impl GraphClient {
     }
 }
 
+/// The `disparo_provider_call_seconds{op}` handle of an operation, registered once per
+/// process (a registry lookup per call showed in dispatch). The recorder must be installed
+/// before the first call (`http::install_metrics` runs first in `Application::build`).
+fn call_histogram(op: &'static str) -> &'static metrics::Histogram {
+    static HANDLES: std::sync::OnceLock<Vec<(&'static str, metrics::Histogram)>> =
+        std::sync::OnceLock::new();
+    let handles = HANDLES.get_or_init(|| {
+        EDGES
+            .iter()
+            .copied()
+            .chain(["node"])
+            .map(|op| {
+                (
+                    op,
+                    metrics::histogram!("disparo_provider_call_seconds", "op" => op),
+                )
+            })
+            .collect()
+    });
+    &handles
+        .iter()
+        .find(|(o, _)| *o == op)
+        .unwrap_or(&handles[handles.len() - 1])
+        .1
+}
+
+/// The edges a Graph call's label names; any other path is a `node` read.
+const EDGES: [&str; 12] = [
+    "messages",
+    "media",
+    "message_templates",
+    "phone_numbers",
+    "register",
+    "deregister",
+    "request_code",
+    "verify_code",
+    "subscribed_apps",
+    "owned_whatsapp_business_accounts",
+    "access_token",
+    "debug_token",
+];
+
 /// The metric label of a Graph call: the path's last segment when it names an edge
 /// (`messages`, `media`, `message_templates`, `phone_numbers`, `register`…), `node` for a
 /// read of an object by id. Bounded: ids never become labels.
 fn operation(url: &reqwest::Url) -> &'static str {
-    const EDGES: [&str; 12] = [
-        "messages",
-        "media",
-        "message_templates",
-        "phone_numbers",
-        "register",
-        "deregister",
-        "request_code",
-        "verify_code",
-        "subscribed_apps",
-        "owned_whatsapp_business_accounts",
-        "access_token",
-        "debug_token",
-    ];
     let last = url
         .path_segments()
         .and_then(|mut s| s.next_back())
