@@ -191,15 +191,7 @@ async fn campaign_with_audience(
 }
 
 async fn summary(app: &TestApp) -> Value {
-    app.http
-        .get(format!("http://{}/_sim/sent/summary", app.sim_addr))
-        .send()
-        .await
-        .unwrap()
-        .json::<Value>()
-        .await
-        .unwrap()["data"]
-        .clone()
+    app.sim_summary().await
 }
 
 /// Waits for `state` with nothing left in flight (`sending` 0).

@@ -7,7 +7,6 @@ use crate::error::ActorError;
 use crate::outbound::{refusal_message, Guard};
 use crate::Runtime;
 use engine::channel::Health;
-use engine::net::UrlRefusal;
 use engine::phone::Phone;
 use engine::Secret;
 use provider::alternative::{by_engine, engines, AlternativeProvider};
@@ -51,13 +50,9 @@ fn check_provider_url(
     p: &dyn AlternativeProvider,
     raw: &str,
 ) -> Result<(), ActorError> {
-    let url = guard.check_url(raw).map_err(|r| {
-        let code = match r {
-            UrlRefusal::Invalid(_) => "invalid_url",
-            UrlRefusal::PrivateAddress(_) => "private_url",
-        };
-        engine::ValidationError::new(code, "provider_url", refusal_message(&r))
-    })?;
+    let url = guard
+        .check_url(raw)
+        .map_err(|r| engine::ValidationError::new(r.code(), "provider_url", refusal_message(&r)))?;
     let own = url::Url::parse(p.default_base_url()).map(|u| authority(&u));
     let given = authority(&url);
     let host_only = url.host_str().unwrap_or_default().to_ascii_lowercase();

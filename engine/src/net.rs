@@ -159,6 +159,16 @@ pub enum UrlRefusal {
     PrivateAddress(String),
 }
 
+impl UrlRefusal {
+    /// The stable error code of the refusal: `invalid_url` or `private_url` (422).
+    pub fn code(&self) -> &'static str {
+        match self {
+            UrlRefusal::Invalid(_) => "invalid_url",
+            UrlRefusal::PrivateAddress(_) => "private_url",
+        }
+    }
+}
+
 impl OutboundPolicy {
     /// Whether a request may connect to `ip`.
     pub fn permits(&self, ip: IpAddr) -> bool {

@@ -53,13 +53,10 @@ fn validate_url(guard: &actors::outbound::Guard, raw: &str) -> Result<(), ApiErr
             "`url` tem mais de 2.048 caracteres.",
         ));
     }
-    guard.check_url(raw).map(|_| ()).map_err(|r| {
-        let code = match r {
-            engine::net::UrlRefusal::Invalid(_) => "invalid_url",
-            engine::net::UrlRefusal::PrivateAddress(_) => "private_url",
-        };
-        ApiError::invalid("url", code, actors::outbound::refusal_message(&r))
-    })
+    guard
+        .check_url(raw)
+        .map(|_| ())
+        .map_err(|r| ApiError::invalid("url", r.code(), actors::outbound::refusal_message(&r)))
 }
 
 #[utoipa::path(
