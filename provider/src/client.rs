@@ -296,6 +296,89 @@ impl GraphClient {
         Ok(r.data)
     }
 
+    /// Reads a business portfolio: name and verification status (§5.4; Graph's
+    /// `Business` node).
+    pub async fn business(
+        &self,
+        token: &str,
+        business_id: &str,
+    ) -> Result<crate::wire::Business, ProviderError> {
+        self.get_json(
+            token,
+            business_id,
+            &[("fields", "id,name,verification_status")],
+        )
+        .await
+    }
+
+    /// Reads a number's business profile (`GET /{phone_number_id}/whatsapp_business_profile`,
+    /// Meta's "Business Profiles" reference; not in PROVIDER.md, D-058): the first entry of
+    /// `data`.
+    pub async fn business_profile(
+        &self,
+        token: &str,
+        phone_number_id: &str,
+    ) -> Result<crate::wire::BusinessProfile, ProviderError> {
+        let r: crate::wire::BusinessProfiles = self
+            .get_json(
+                token,
+                &format!("{phone_number_id}/whatsapp_business_profile"),
+                &[(
+                    "fields",
+                    "about,description,profile_picture_url,websites,vertical",
+                )],
+            )
+            .await?;
+        r.data
+            .into_iter()
+            .next()
+            .ok_or_else(|| ProviderError::Decode("business profile without data".into()))
+    }
+
+    /// Sets a number's profile picture (D-058): a resumable-upload session on the app
+    /// (`POST /{app_id}/uploads?file_length&file_type` → `{id: "upload:…"}`), the bytes to it
+    /// (`POST /{upload_id}` with `file_offset: 0` → `{h}`), then
+    /// `POST /{phone_number_id}/whatsapp_business_profile {messaging_product, profile_picture_handle}`.
+    pub async fn set_profile_picture(
+        &self,
+        token: &str,
+        app_id: &str,
+        phone_number_id: &str,
+        bytes: Vec<u8>,
+        mime_type: &str,
+    ) -> Result<(), ProviderError> {
+        let length = bytes.len().to_string();
+        let session: IdResponse = self
+            .execute(
+                self.http
+                    .post(self.url(&format!("{app_id}/uploads")))
+                    .query(&[
+                        ("file_length", length.as_str()),
+                        ("file_type", mime_type),
+                        ("file_name", "profile"),
+                    ])
+                    .bearer_auth(token),
+            )
+            .await?;
+        let handle: crate::wire::UploadHandle = self
+            .execute(
+                self.http
+                    .post(self.url(&session.id))
+                    .header(reqwest::header::AUTHORIZATION, format!("OAuth {token}"))
+                    .header("file_offset", "0")
+                    .body(bytes),
+            )
+            .await?;
+        let _: Success = self
+            .post_json(
+                token,
+                &format!("{phone_number_id}/whatsapp_business_profile"),
+                &serde_json::json!({"messaging_product": "whatsapp", "profile_picture_handle": handle.h}),
+            )
+            .await?;
+        Ok(())
+    }
+
     /// Exchanges an Embedded Signup code for a business token (§5.6).
     pub async fn exchange_code(
         &self,
@@ -567,7 +650,9 @@ fn call_histogram(op: &'static str) -> &'static metrics::Histogram {
 }
 
 /// The edges a Graph call's label names; any other path is a `node` read.
-const EDGES: [&str; 12] = [
+const EDGES: [&str; 14] = [
+    "uploads",
+    "whatsapp_business_profile",
     "messages",
     "media",
     "message_templates",

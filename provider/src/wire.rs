@@ -408,6 +408,47 @@ pub struct Throughput {
 /// The fields disparo reads from a phone number node.
 pub const PHONE_NUMBER_FIELDS: &str = "id,display_phone_number,verified_name,quality_rating,messaging_limit_tier,whatsapp_business_manager_messaging_limit,throughput,status,name_status,code_verification_status,platform_type,account_mode,is_pin_enabled";
 
+/// A business portfolio node (`GET /{business_id}?fields=id,name,verification_status`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Business {
+    /// Business id.
+    pub id: String,
+    /// Name.
+    #[serde(default)]
+    pub name: String,
+    /// `verified`, `unverified`, `pending`…
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification_status: Option<String>,
+}
+
+/// `GET /{phone_number_id}/whatsapp_business_profile` answer: `{data: [profile]}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BusinessProfiles {
+    /// One profile.
+    pub data: Vec<BusinessProfile>,
+}
+
+/// A number's business profile (the fields disparo reads).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BusinessProfile {
+    /// Profile picture URL (temporary CDN URL at the provider).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile_picture_url: Option<String>,
+    /// "About" text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub about: Option<String>,
+    /// Description.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// The answer of a resumable upload's data post: the file handle `h`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UploadHandle {
+    /// The handle to give `profile_picture_handle` (or a template's `header_handle`).
+    pub h: String,
+}
+
 /// `{"success": true}` answers of mutations (§1.4).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Success {

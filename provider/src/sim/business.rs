@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 /// The app id the simulator's tokens belong to.
-pub(crate) const SIM_APP_ID: &str = "670843887433847";
+pub const SIM_APP_ID: &str = "670843887433847";
 
 pub(crate) fn get_waba(inner: &Inner, id: &str) -> Response {
     let Some(w) = inner.wabas.get(id) else {

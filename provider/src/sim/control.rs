@@ -33,6 +33,7 @@ pub(crate) fn routes() -> Router<Arc<Inner>> {
         .route("/_sim/faults", put(put_faults).get(get_faults))
         .route("/_sim/embedded-signup", post(post_signup))
         .route("/_sim/lookaside/{id}", get(super::media::download))
+        .route("/_sim/profile-pictures/{id}", get(super::profile::picture))
 }
 
 fn bad_request(message: impl Into<String>) -> Response {

@@ -57,6 +57,14 @@ pub(crate) fn routes(inner: Arc<Inner>) -> Router<Arc<Inner>> {
             "/{version}/{node}/owned_whatsapp_business_accounts",
             get(super::business::owned_wabas),
         )
+        .route(
+            "/{version}/{node}/uploads",
+            post(super::profile::start_upload),
+        )
+        .route(
+            "/{version}/{node}/whatsapp_business_profile",
+            get(super::profile::get_profile).post(super::profile::post_profile),
+        )
         .route("/{version}/debug_token", get(super::business::debug_token))
         .route(
             "/{version}/oauth/access_token",

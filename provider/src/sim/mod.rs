@@ -15,12 +15,14 @@
 mod business;
 mod control;
 mod d360;
+pub use business::SIM_APP_ID;
 pub use d360::D360TemplateSpec;
 mod errors;
 mod faults;
 mod graph;
 mod media;
 mod phone;
+mod profile;
 pub mod state;
 mod templates;
 mod webhooks;
@@ -142,6 +144,10 @@ pub(crate) struct Inner {
     pub emitter_stats: Arc<webhooks::EmitterStats>,
     /// 360dialog senders: API key → templates.
     pub d360: DashMap<String, Vec<d360::D360TemplateSpec>>,
+    /// Resumable-upload sessions and the handles of finished uploads (D-058).
+    pub uploads: DashMap<String, profile::Upload>,
+    /// Business profiles by phone number id.
+    pub profiles: DashMap<String, profile::Profile>,
 }
 
 impl Inner {
@@ -287,6 +293,8 @@ impl Simulator {
                 outbox,
                 emitter_stats: stats,
                 d360: DashMap::new(),
+                uploads: DashMap::new(),
+                profiles: DashMap::new(),
             }),
         }
     }

@@ -52,6 +52,9 @@ pub(crate) async fn post_node(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    if node.starts_with("upload:") {
+        return super::profile::upload_data(&inner, &node, &headers, body);
+    }
     let (inner, node, p) = match number_call(inner, node, &query, &headers, &body) {
         Ok(x) => x,
         Err(r) => return r,
@@ -294,6 +297,11 @@ pub(crate) async fn list_numbers(
     if let Err(r) = waba_call(&inner, &node, &query, &headers) {
         return r;
     }
+    // A disabled WABA's numbers read BANNED, as the number node says (§4.1).
+    let banned = inner
+        .wabas
+        .get(&node)
+        .is_some_and(|w| w.ban_state.as_deref() == Some("DISABLE"));
     let mut numbers: Vec<Value> = inner
         .numbers
         .iter()
@@ -305,7 +313,11 @@ pub(crate) async fn list_numbers(
                 "id": n.id,
                 "quality_rating": n.quality,
                 "code_verification_status": if n.code_verified || n.registered { "VERIFIED" } else { "NOT_VERIFIED" },
-                "status": if n.registered { "CONNECTED" } else { "PENDING" },
+                "status": match (banned, n.registered) {
+                    (true, _) => "BANNED",
+                    (false, true) => "CONNECTED",
+                    (false, false) => "PENDING",
+                },
                 "messaging_limit_tier": n.tier,
             })
         })
