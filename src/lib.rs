@@ -190,6 +190,7 @@ impl Application {
                 metrics_token: settings.metrics_token.clone(),
                 limits,
                 rate_limit: http::limits::TokenRateLimit::new(settings.rate_limit_per_min),
+                session_ttl: Duration::from_millis(settings.session_ttl_ms.max(1000)),
                 ..http::HttpConfig::default()
             }),
             metrics,
@@ -309,12 +310,33 @@ impl Demo {
             )
             .await
             .map_err(|e| anyhow::anyhow!("connecting the demo channel: {e}"))?;
+        // A panel Admin with a random password, shown once (issue 19).
+        let password: String = actors::connect::random_verify_token()
+            .chars()
+            .take(16)
+            .collect();
+        actors::panel::create_user(
+            store,
+            account.id,
+            actors::panel::UserInput {
+                email: "admin@demo.local".into(),
+                name: "Admin Demo".into(),
+                role: "Admin".into(),
+                status: None,
+                password: password.clone(),
+                client_id: None,
+                bm_ids: Vec::new(),
+            },
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("creating the demo panel user: {e}"))?;
         let base = format!("http://{}", app.addr());
         Ok(Some(format!(
             "\nDemo ready (simulated provider at http://{sim}).\n\
              \n  account:  demo\n  token:    {token}   (shown once; keep it)\n  channel:  {cid} ({phone}, quality {quality})\n\
              \nSend a template message:\n\n  curl -s -X POST {base}/api/v1/messages \\\n    -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' \\\n    -d '{{\"to\": \"5511988887777\", \"template\": {{\"name\": \"hello_world\", \"language\": \"en_US\"}}}}'\n\
-             \nThen read its status (queued → sent → delivered → read) with the id it returns:\n\n  curl -s {base}/api/v1/messages/<id> -H 'Authorization: Bearer {token}'\n",
+             \nThen read its status (queued → sent → delivered → read) with the id it returns:\n\n  curl -s {base}/api/v1/messages/<id> -H 'Authorization: Bearer {token}'\n\
+             \nOperator panel API (/api, docs at {base}/docs/painel): admin@demo.local / {password}   (shown once)\n\n  curl -s -X POST {base}/api/login -H 'Content-Type: application/json' \\\n    -d '{{\"email\": \"admin@demo.local\", \"password\": \"{password}\"}}'\n",
             sim = self.sim_addr,
             token = token.value.expose(),
             cid = channel.id,

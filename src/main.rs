@@ -44,6 +44,11 @@ enum Command {
         #[command(subcommand)]
         command: TokenCommand,
     },
+    /// Manages operator panel users.
+    User {
+        #[command(subcommand)]
+        command: UserCommand,
+    },
     /// Runs the provider simulator alone.
     Sim {
         /// Address to listen on.
@@ -80,6 +85,34 @@ enum TokenCommand {
         /// Access level: read, write or admin.
         #[arg(long, default_value = "admin", value_parser = ["read", "write", "admin"])]
         level: String,
+        #[command(flatten)]
+        settings: Settings,
+    },
+}
+
+#[derive(Subcommand)]
+enum UserCommand {
+    /// Creates a panel user (and the account when it does not exist); the password is read
+    /// from standard input (one line), never from the command line. Bootstraps the first Admin.
+    Create {
+        /// Account slug (a-z, 0-9, -).
+        #[arg(long)]
+        account: String,
+        /// Login e-mail.
+        #[arg(long)]
+        email: String,
+        /// Display name (the audit log's author).
+        #[arg(long)]
+        name: String,
+        /// Role.
+        #[arg(long, value_parser = ["Admin", "Operador", "Client"])]
+        role: String,
+        /// The client of a Client user (its id).
+        #[arg(long)]
+        client: Option<i64>,
+        /// Read the password from standard input (required: passwords never go in arguments).
+        #[arg(long, required = true)]
+        password_stdin: bool,
         #[command(flatten)]
         settings: Settings,
     },
@@ -168,6 +201,54 @@ async fn main() -> anyhow::Result<()> {
             println!("{}", token.value.expose());
             store.close().await;
             Ok(())
+        }
+        Command::User {
+            command:
+                UserCommand::Create {
+                    account,
+                    email,
+                    name,
+                    role,
+                    client,
+                    password_stdin: _,
+                    settings,
+                },
+        } => {
+            let mut password = String::new();
+            std::io::stdin()
+                .read_line(&mut password)
+                .context("reading the password from standard input")?;
+            let password = password.trim_end_matches(['\r', '\n']).to_string();
+            let store = open_store(&settings).await?;
+            let account = store.ensure_account(&account).await?;
+            let created = actors::panel::create_user(
+                &store,
+                account.id,
+                actors::panel::UserInput {
+                    email,
+                    name,
+                    role,
+                    status: None,
+                    password,
+                    client_id: client,
+                    bm_ids: Vec::new(),
+                },
+            )
+            .await;
+            store.close().await;
+            match created {
+                Ok(u) => {
+                    println!("{}", u.id);
+                    eprintln!(
+                        "user {} ({}) created in account {}",
+                        u.email, u.role, account.slug
+                    );
+                    Ok(())
+                }
+                Err(actors::ActorError::Rejected { message, .. }) => anyhow::bail!(message),
+                Err(actors::ActorError::Validation(v)) => anyhow::bail!(v.message),
+                Err(e) => Err(e.into()),
+            }
         }
         Command::Sim {
             listen,

@@ -124,6 +124,10 @@ pub struct Settings {
     /// with `Retry-After`); 0 turns the limit off.
     #[arg(long, env = "DISPARO_RATE_LIMIT_PER_MIN", default_value_t = 60_000)]
     pub rate_limit_per_min: u32,
+    /// How long an operator panel session lives without use, ms (sliding: each use extends
+    /// it; default 12 h; issue 19).
+    #[arg(long, env = "DISPARO_SESSION_TTL_MS", default_value_t = 12 * 3600 * 1000)]
+    pub session_ttl_ms: u64,
     /// Where the built-in simulator listens in `serve --simulator`.
     #[arg(long, env = "DISPARO_SIM_LISTEN", default_value = "127.0.0.1:0")]
     pub sim_listen: String,

@@ -181,7 +181,7 @@ impl Runtime {
 
     /// A BM of the account, its channels, and the credentials of one whose token works (the
     /// BM's numbers share the business token).
-    async fn bm_credential(
+    pub(crate) async fn bm_credential(
         &self,
         account_id: i64,
         bm_id: i64,
@@ -196,10 +196,29 @@ impl Runtime {
         let store = &self.shared.store;
         let bm = store.bm(account_id, bm_id).await?;
         let channels = store.channels_of_bm(bm_id).await?;
+        // The BM's own system-user token (the panel's) first; else a number's that works.
+        let own = store.bm_secrets(bm_id).await?;
+        if let Some(access_token) = own.access_token {
+            let app_secret = match own.app_secret {
+                Some(s) => Some(s),
+                None => match self.lending_channel(&channels) {
+                    Some(l) => store.channel_secrets(l.id).await?.app_secret,
+                    None => None,
+                },
+            };
+            return Ok((
+                bm,
+                channels,
+                storage::channels::ChannelSecrets {
+                    access_token,
+                    app_secret,
+                },
+            ));
+        }
         let lender = self
             .lending_channel(&channels)
             .ok_or(ActorError::CredentialRefused(
-                "nenhum número deste BM tem credencial válida".into(),
+                "nenhum número deste BM tem credencial válida e o BM não tem access_token".into(),
             ))?;
         let secrets = store.channel_secrets(lender.id).await?;
         Ok((bm, channels, secrets))
@@ -508,19 +527,77 @@ impl Runtime {
     pub async fn sync_bm(&self, account_id: i64, bm_id: i64) -> Result<BmSyncResult, ActorError> {
         let store = &self.shared.store;
         let (bm, channels, secrets) = self.bm_credential(account_id, bm_id).await?;
+        let Some(business_id) = bm.provider_id().map(str::to_string) else {
+            return Err(ActorError::Rejected {
+                code: "bm_sem_id_provider",
+                message: "Informe o id_provider (Business ID) do BM antes de sincronizar.".into(),
+                details: serde_json::json!({"field": "id_provider"}),
+            });
+        };
         let token = secrets.access_token.expose().to_string();
         let graph = &self.shared.graph;
-        let wabas = graph.owned_wabas(&token, &bm.provider_business_id).await?;
+        let wabas = match graph.owned_wabas(&token, &business_id).await {
+            Ok(w) => w,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::InvalidCredential | ErrorKind::PermissionDenied
+                ) =>
+            {
+                store
+                    .set_bm_health(bm_id, "credencial_invalida", None)
+                    .await?;
+                return Err(ActorError::CredentialRefused(e.reason()));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let verification = match graph.business(&token, &business_id).await {
+            Ok(b) => b.verification_status,
+            Err(e) => {
+                tracing::warn!(bm_id, error = %e, "could not read the business node");
+                None
+            }
+        };
         let mut seen = std::collections::HashSet::new();
         let mut created = Vec::new();
         let mut tier = None;
+        let mut waba_report = Vec::new();
+        let mut templates_imported = 0usize;
+        let mut photos = 0usize;
         for w in &wabas {
             let detail = graph.waba(&token, &w.id).await?;
             tier = tier.or(detail.whatsapp_business_manager_messaging_limit.clone());
-            store
+            let waba = store
                 .upsert_waba(account_id, Some(bm_id), &w.id, &w.name)
                 .await?;
-            for n in graph.waba_phone_numbers(&token, &w.id).await? {
+            let listed = graph.waba_phone_numbers(&token, &w.id).await?;
+            // A number the provider reports BANNED or RESTRICTED tells the WABA's standing
+            // (the provider's phone number `status`, §4.1); a webhook may have said it first.
+            let standing = if listed.iter().any(|n| n.status.as_deref() == Some("BANNED")) {
+                Some(("banned", engine::channel::WabaStanding::Banned))
+            } else if listed
+                .iter()
+                .any(|n| n.status.as_deref() == Some("RESTRICTED"))
+            {
+                Some(("restricted", engine::channel::WabaStanding::Restricted))
+            } else if waba.standing != "ok" && waba.standing_detail.as_deref() == Some(SYNC_DETAIL)
+            {
+                Some(("ok", engine::channel::WabaStanding::Ok))
+            } else {
+                None
+            };
+            if let Some((name, live)) = standing.filter(|(n, _)| *n != waba.standing) {
+                let detail = (name != "ok").then_some(SYNC_DETAIL);
+                store.set_waba_standing(waba.id, name, detail).await?;
+                for e in self.shared.registry.of_waba(account_id, &w.id) {
+                    let _ = e.actor.cast(ChannelMsg::WabaStanding(live));
+                }
+            }
+            waba_report.push(
+                serde_json::json!({"id_provider": w.id, "nome": w.name, "numeros": listed.len()}),
+            );
+            let ids: Vec<String> = listed.iter().map(|n| n.id.clone()).collect();
+            for n in listed {
                 seen.insert(n.id.clone());
                 if channels.iter().any(|c| c.phone_number_id == n.id) {
                     continue;
@@ -560,6 +637,20 @@ impl Runtime {
                 self.start_channel(rec.id).await?;
                 created.push(serde_json::json!({"channel_id": rec.id, "phone": rec.phone, "phone_number_id": rec.phone_number_id}));
             }
+            // With all of the WABA's numbers as channels: its templates and profile pictures.
+            templates_imported += self.import_templates(account_id, &token, &w.id).await?;
+            for id in &ids {
+                if let Ok(p) = graph.business_profile(&token, id).await {
+                    if let Some(c) = store.channel_by_phone_number_id(account_id, id).await? {
+                        if c.photo_url != p.profile_picture_url {
+                            store
+                                .set_channel_photo(c.id, p.profile_picture_url.as_deref())
+                                .await?;
+                        }
+                        photos += usize::from(p.profile_picture_url.is_some());
+                    }
+                }
+            }
         }
         let mut missing = Vec::new();
         for c in &channels {
@@ -581,8 +672,20 @@ impl Runtime {
                 }
             }
         }
-        store.set_bm_synced(bm_id, tier.as_deref(), None).await?;
+        store
+            .set_bm_synced(bm_id, tier.as_deref(), verification.as_deref())
+            .await?;
+        // Existing numbers are re-read too: quality, tier, status and name.
+        for c in &channels {
+            if seen.contains(&c.phone_number_id) {
+                if let Err(e) = self.sync_channel(account_id, c.id).await {
+                    tracing::warn!(channel_id = c.id, error = %e, "number not refreshed by the BM sync");
+                }
+            }
+        }
         let (bm, paid) = self.payment_check_bm(account_id, bm_id).await?;
+        let health = self.bm_health(&bm).await?;
+        store.set_bm_health(bm_id, health, None).await?;
         if let Some(limit) = bm.tier.as_deref().and_then(engine::channel::Tier::parse) {
             let limit = limit.limit_24h();
             let counter = self.shared.bm_counters.get(&bm_id).map(|c| c.clone());
@@ -609,7 +712,11 @@ impl Runtime {
             created_numbers: created,
             missing_numbers: missing,
             bm_id,
-            good: paid,
+            good: paid && health == "ok",
+            health_status: health.to_string(),
+            wabas: waba_report,
+            templates_imported,
+            photos,
         })
     }
 
@@ -796,7 +903,20 @@ pub struct BmSyncResult {
     pub bm_id: i64,
     /// Payment ok and nothing banned.
     pub good: bool,
+    /// The BM's health after the sync (D-055): `ok`, `banido`, `restrito`,
+    /// `pagamento_pendente`, `credencial_invalida`.
+    pub health_status: String,
+    /// The WABAs found: `{id_provider, nome, numeros}`.
+    pub wabas: Vec<serde_json::Value>,
+    /// Templates of the WABAs that were new to the library or to a number.
+    pub templates_imported: usize,
+    /// Numbers with a profile picture at the provider.
+    pub photos: usize,
 }
+
+/// The standing detail of a WABA whose ban or restriction was read by a sync (a later sync
+/// that finds it clear may clear it; one a webhook set waits for the webhook's reinstatement).
+const SYNC_DETAIL: &str = "status do número no provedor (sincronização)";
 
 fn number_json(s: &&ChannelSnapshot) -> serde_json::Value {
     serde_json::json!({"channel_id": s.record.id, "phone": s.record.phone, "name": s.record.name, "status": s.record.status, "health": s.health})

@@ -24,6 +24,7 @@ pub mod guardrails;
 pub mod ingest;
 pub mod media;
 pub mod outbound;
+pub mod panel;
 pub mod registry;
 pub mod settle;
 pub mod supervisor;

@@ -64,6 +64,22 @@ impl Registry {
             .collect()
     }
 
+    /// Entries of a WABA of an account.
+    pub fn of_waba(&self, account_id: i64, waba_id: &str) -> Vec<Arc<ChannelEntry>> {
+        self.by_id
+            .iter()
+            .filter(|e| e.account_id == account_id && e.waba_id == waba_id)
+            .map(|e| e.clone())
+            .collect()
+    }
+
+    /// Removes a channel's entry (the number was removed); returns it.
+    pub fn remove(&self, channel_id: i64) -> Option<Arc<ChannelEntry>> {
+        let (_, e) = self.by_id.remove(&channel_id)?;
+        self.by_phone_number_id.remove(&e.phone_number_id);
+        Some(e)
+    }
+
     /// Every entry.
     pub fn all(&self) -> Vec<Arc<ChannelEntry>> {
         self.by_id.iter().map(|e| e.clone()).collect()

@@ -12,6 +12,9 @@ use std::sync::Arc;
 pub enum SupervisorMsg {
     /// Starts the actor of a channel (no-op when it runs); replies when it has started.
     Start(i64, RpcReplyPort<Result<(), String>>),
+    /// Stops the actor of a channel for good (the number was removed); replies when asked to
+    /// stop. It is not restarted.
+    Stop(i64, RpcReplyPort<()>),
 }
 
 /// The supervisor actor.
@@ -75,6 +78,21 @@ impl Actor for ChannelSupervisor {
                     spawn_child(&myself, st, channel_id).await
                 };
                 let _ = reply.send(res);
+            }
+            SupervisorMsg::Stop(channel_id, reply) => {
+                let ids: Vec<ActorId> = st
+                    .children
+                    .iter()
+                    .filter(|(_, c)| **c == channel_id)
+                    .map(|(id, _)| *id)
+                    .collect();
+                for id in ids {
+                    st.children.remove(&id);
+                }
+                if let Some(e) = st.shared.registry.remove(channel_id) {
+                    e.actor.stop(Some("número removido".into()));
+                }
+                let _ = reply.send(());
             }
         }
         Ok(())

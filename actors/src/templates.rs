@@ -39,6 +39,24 @@ pub struct TemplateInput {
     pub submit_channels: Vec<i64>,
 }
 
+/// A change to a never-submitted template; `None` keeps the field (`Some(None)` clears the
+/// header or footer).
+#[derive(Debug, Clone, Default)]
+pub struct TemplatePatch {
+    /// Library name.
+    pub name: Option<String>,
+    /// Category.
+    pub category: Option<String>,
+    /// Body.
+    pub body: Option<String>,
+    /// Text header.
+    pub header_text: Option<Option<String>>,
+    /// Footer.
+    pub footer_text: Option<Option<String>>,
+    /// Variable bindings.
+    pub var_map: Option<VarMap>,
+}
+
 /// A template as the API shows it, with its state on each number.
 #[derive(Debug, Clone, Serialize)]
 pub struct TemplateView {
@@ -250,6 +268,66 @@ impl Runtime {
                 .await;
         }
         self.template_view(account_id, record.id).await
+    }
+
+    /// Edits a library template that was never submitted to a number (panel
+    /// `PUT /api/templates/{id}`): name, category, body, header, footer and variables; the
+    /// problems are found again. A submitted template is the provider's to review: 422
+    /// `template_ja_enviado` (reactivate it as a new version instead).
+    pub async fn update_template(
+        &self,
+        account_id: i64,
+        id: i64,
+        patch: TemplatePatch,
+    ) -> Result<TemplateView, ActorError> {
+        let store = &self.shared.store;
+        let t = store.template(account_id, id).await?;
+        if !store.template_channels(id).await?.is_empty() {
+            return Err(ActorError::Rejected {
+                code: "template_ja_enviado",
+                message: "O template já foi enviado ao provedor e só muda por uma nova versão (reative-o); crie outro para mudar o texto.".into(),
+                details: json!({"field": "id"}),
+            });
+        }
+        let var_map: VarMap = match patch.var_map {
+            Some(v) => v,
+            None => serde_json::from_value(t.var_map.clone()).unwrap_or_default(),
+        };
+        let buttons: Vec<Button> = serde_json::from_value(t.buttons.clone()).unwrap_or_default();
+        let name = patch.name.unwrap_or(t.name);
+        if name.trim().is_empty() {
+            return Err(engine::ValidationError::new(
+                "required",
+                "name",
+                "`name` não pode ficar vazio.",
+            )
+            .into());
+        }
+        let draft = Draft {
+            provider_name: t.provider_name.clone(),
+            category: patch.category.unwrap_or(t.category),
+            language: t.language.clone(),
+            body: patch.body.unwrap_or(t.body),
+            header_text: patch.header_text.unwrap_or(t.header_text),
+            footer_text: patch.footer_text.unwrap_or(t.footer_text),
+            buttons,
+            var_map,
+        };
+        let found = problems(&draft);
+        store
+            .update_template_draft(
+                account_id,
+                id,
+                name.trim(),
+                &draft.category,
+                &draft.body,
+                draft.header_text.as_deref(),
+                draft.footer_text.as_deref(),
+                &serde_json::to_value(&draft.var_map).unwrap_or(json!({})),
+                &serde_json::to_value(&found).unwrap_or(json!([])),
+            )
+            .await?;
+        self.template_view(account_id, id).await
     }
 
     /// The view of one template.

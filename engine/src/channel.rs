@@ -335,6 +335,22 @@ pub struct Health {
 }
 
 impl Health {
+    /// A health object of one code with no counters (a number whose live state could not be
+    /// read answers [`HealthCode::Disconnected`] this way).
+    pub fn of_code(code: HealthCode) -> Health {
+        Health {
+            good: code.tone() == Tone::Ok,
+            tone: code.tone(),
+            label: code.label().into(),
+            code: code.as_str().into(),
+            next_action: code.next_action().map(str::to_string),
+            group: String::new(),
+            limit_24h: 0,
+            sent_24h: 0,
+            available: 0,
+        }
+    }
+
     /// The health of a number of an alternative provider (D-034): `provedor_alternativo`,
     /// tone `ok`, no limit known to disparo (`limit_24h` and `available` 0: disparo sends
     /// nothing through it).

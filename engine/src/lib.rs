@@ -14,6 +14,7 @@ pub mod limits;
 pub mod media;
 pub mod message;
 pub mod net;
+pub mod panel;
 pub mod phone;
 pub mod secret;
 pub mod template;

@@ -14,6 +14,26 @@ pub enum ApiError {
     /// 401: token missing or invalid.
     #[error("unauthorized")]
     Unauthorized,
+    /// 401: the panel's session is missing, expired, revoked or its user disabled.
+    #[error("no valid session")]
+    SessionInvalid,
+    /// 401: `POST /api/login` with an unknown e-mail or a wrong password (one answer for both).
+    #[error("login failed")]
+    LoginFailed,
+    /// 403: the panel user's role may not do this.
+    #[error("role not allowed")]
+    RoleForbidden {
+        /// The roles that may.
+        allowed: Vec<&'static str>,
+        /// The caller's role.
+        held: String,
+    },
+    /// 429: too many login attempts for this e-mail or from this address.
+    #[error("too many login attempts")]
+    TooManyAttempts {
+        /// Seconds until an attempt is taken again.
+        retry_after: u64,
+    },
     /// 401: a provider webhook whose signature does not verify.
     #[error("invalid signature")]
     InvalidSignature,
@@ -121,6 +141,39 @@ impl ApiError {
                 "Token ausente ou inválido. Envie Authorization: Bearer svc_….".into(),
                 none(),
             ),
+            ApiError::SessionInvalid => (
+                StatusCode::UNAUTHORIZED,
+                "sessao_invalida",
+                "Sessão ausente, expirada ou encerrada. Entre de novo com POST /api/login e envie Authorization: Bearer ses_….".into(),
+                none(),
+            ),
+            ApiError::LoginFailed => (
+                StatusCode::UNAUTHORIZED,
+                "login_invalido",
+                "E-mail ou senha incorretos.".into(),
+                none(),
+            ),
+            ApiError::RoleForbidden { allowed, held } => {
+                let mut m = Map::new();
+                m.insert("papeis_permitidos".into(), json!(allowed));
+                m.insert("papel".into(), json!(held));
+                (
+                    StatusCode::FORBIDDEN,
+                    "papel_insuficiente",
+                    format!("Esta ação é de {}; seu papel é {held}.", allowed.join(" ou ")),
+                    m,
+                )
+            }
+            ApiError::TooManyAttempts { retry_after } => {
+                let mut m = Map::new();
+                m.insert("retry_after".into(), json!(retry_after));
+                (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "muitas_tentativas",
+                    format!("Tentativas de login demais; tente de novo em {retry_after} s."),
+                    m,
+                )
+            }
             ApiError::InvalidSignature => (
                 StatusCode::UNAUTHORIZED,
                 "invalid_signature",
@@ -271,7 +324,9 @@ impl IntoResponse for ApiError {
             tracing::error!(cause, "internal error");
         }
         let retry_after = match &self {
-            ApiError::RateLimited { retry_after } => Some(*retry_after),
+            ApiError::RateLimited { retry_after } | ApiError::TooManyAttempts { retry_after } => {
+                Some(*retry_after)
+            }
             ApiError::Unavailable | ApiError::Overloaded | ApiError::TimedOut => Some(1),
             _ => None,
         };

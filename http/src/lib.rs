@@ -8,6 +8,7 @@ pub mod extract;
 pub mod limits;
 pub mod middleware;
 pub mod openapi;
+pub mod panel;
 pub mod routes;
 
 use actors::Runtime;
@@ -42,6 +43,11 @@ pub struct HttpConfig {
     pub limits: limits::ServerLimits,
     /// Requests per minute per API token (`DISPARO_RATE_LIMIT_PER_MIN`); `None`: no limit.
     pub rate_limit: Option<limits::TokenRateLimit>,
+    /// How long a panel session lives without use (`DISPARO_SESSION_TTL_MS`, default 12 h;
+    /// sliding).
+    pub session_ttl: Duration,
+    /// The panel's login attempt limits (per e-mail and per address).
+    pub login_limit: panel::LoginLimit,
 }
 
 impl Default for HttpConfig {
@@ -55,6 +61,8 @@ impl Default for HttpConfig {
             metrics_token: None,
             limits: limits::ServerLimits::default(),
             rate_limit: None,
+            session_ttl: Duration::from_secs(12 * 3600),
+            login_limit: panel::LoginLimit::default(),
         }
     }
 }
@@ -141,15 +149,30 @@ pub fn public_api_routes() -> utoipa_axum::router::OpenApiRouter<AppState> {
 pub fn router(state: AppState) -> Router {
     // Building the routers also builds their part of the API document: do it once per
     // process (the MCP endpoint builds a router per tool call).
-    static ROUTERS: OnceLock<(Router<AppState>, Router<AppState>)> = OnceLock::new();
-    let (api, public_api) = ROUTERS
+    type Routers = (
+        Router<AppState>,
+        Router<AppState>,
+        Router<AppState>,
+        Router<AppState>,
+    );
+    static ROUTERS: OnceLock<Routers> = OnceLock::new();
+    let (api, public_api, panel_api, panel_public) = ROUTERS
         .get_or_init(|| {
             (
                 api_routes().split_for_parts().0,
                 public_api_routes().split_for_parts().0,
+                panel::routes().split_for_parts().0,
+                panel::public_routes().split_for_parts().0,
             )
         })
         .clone();
+    let panel_api = panel_api
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            panel::authenticate,
+        ))
+        .merge(panel_public)
+        .layer(DefaultBodyLimit::max(state.config.max_body_bytes));
     let api = api
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -165,6 +188,7 @@ pub fn router(state: AppState) -> Router {
         );
     Router::new()
         .nest("/api/v1", api)
+        .nest("/api", panel_api)
         .merge(provider)
         .merge(routes::ops::routes())
         .merge(openapi::routes())

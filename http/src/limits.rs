@@ -140,7 +140,7 @@ pub async fn serve(
     let builder = Arc::new(builder);
     tokio::pin!(shutdown);
     loop {
-        let (stream, _) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
                 Err(e) => {
@@ -153,7 +153,17 @@ pub async fn serve(
             _ = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(router.clone());
+        // The peer address reaches handlers as axum's `ConnectInfo` (the login attempt limit
+        // is per address).
+        let service = TowerToHyperService::new(
+            tower::ServiceBuilder::new()
+                .map_request(move |mut req: axum::http::Request<hyper::body::Incoming>| {
+                    req.extensions_mut()
+                        .insert(axum::extract::ConnectInfo(peer));
+                    req
+                })
+                .service(router.clone()),
+        );
         let conn = builder
             .serve_connection_with_upgrades(TokioIo::new(stream), service)
             .into_owned();

@@ -85,8 +85,10 @@ pub fn document() -> &'static utoipa::openapi::OpenApi {
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/api/v1/openapi.json", get(openapi_json))
+        .route("/api/openapi.json", get(panel_openapi_json))
         .route("/docs", get(docs_page))
         .route("/docs/", get(docs_page))
+        .route("/docs/painel", get(panel_docs_page))
         .route("/docs/swagger-ui.css", get(css))
         .route("/docs/swagger-ui-bundle.js", get(bundle))
 }
@@ -97,26 +99,46 @@ async fn openapi_json() -> Response {
     ([(header::CONTENT_TYPE, "application/json")], body.as_str()).into_response()
 }
 
-const PAGE: &str = r##"<!doctype html>
+async fn panel_openapi_json() -> Response {
+    static JSON: OnceLock<String> = OnceLock::new();
+    let body = JSON.get_or_init(|| {
+        crate::panel::document()
+            .to_pretty_json()
+            .unwrap_or_default()
+    });
+    ([(header::CONTENT_TYPE, "application/json")], body.as_str()).into_response()
+}
+
+/// The Swagger UI page of one document, with links to the other.
+fn page(title: &str, url: &str) -> String {
+    format!(
+        r##"<!doctype html>
 <html lang="pt-BR">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>disparo — API</title>
+<title>disparo — {title}</title>
 <link rel="stylesheet" href="/docs/swagger-ui.css">
 </head>
 <body>
+<nav style="font-family: sans-serif; padding: 8px 20px">Documentos: <a href="/docs">API da conta (/api/v1)</a> · <a href="/docs/painel">API do painel (/api)</a></nav>
 <div id="swagger-ui"></div>
 <script src="/docs/swagger-ui-bundle.js"></script>
 <script>
-window.ui = SwaggerUIBundle({ url: "/api/v1/openapi.json", dom_id: "#swagger-ui", deepLinking: true, persistAuthorization: true });
+window.ui = SwaggerUIBundle({{ url: "{url}", dom_id: "#swagger-ui", deepLinking: true, persistAuthorization: true }});
 </script>
 </body>
 </html>
-"##;
+"##
+    )
+}
 
-async fn docs_page() -> Html<&'static str> {
-    Html(PAGE)
+async fn docs_page() -> Html<String> {
+    Html(page("API da conta", "/api/v1/openapi.json"))
+}
+
+async fn panel_docs_page() -> Html<String> {
+    Html(page("API do painel", "/api/openapi.json"))
 }
 
 async fn css() -> Response {

@@ -28,6 +28,28 @@ pub struct BmRecord {
     pub last_sync_at: Option<i64>,
     /// Created, ms.
     pub created_at: i64,
+    /// The client this BM serves (panel, D-054).
+    pub client_id: Option<i64>,
+    /// The provider app id the panel recorded.
+    pub app_id: Option<String>,
+    /// Whether the operator gave the provider's Business ID (panel BMs may be recorded
+    /// before it is known; [`BmRecord::provider_id`]).
+    pub has_provider_id: bool,
+    /// The BM's health after its last sync (`ok`, `banido`, `restrito`, `pagamento_pendente`,
+    /// `credencial_invalida`); `None` until synced (D-055).
+    pub health_status: Option<String>,
+    /// Whether the BM has its own access token stored (the panel's system-user token).
+    pub has_token: bool,
+    /// Whether the BM has its own app secret stored.
+    pub has_app_secret: bool,
+}
+
+impl BmRecord {
+    /// The provider's Business ID, when known.
+    pub fn provider_id(&self) -> Option<&str> {
+        self.has_provider_id
+            .then_some(self.provider_business_id.as_str())
+    }
 }
 
 /// A WABA.
@@ -51,12 +73,16 @@ pub struct WabaRecord {
     pub last_upload_failure: Option<String>,
     /// Created, ms.
     pub created_at: i64,
+    /// The client this WABA serves (panel).
+    pub client_id: Option<i64>,
+    /// The operator's status: `ativa` or `inativa` (D-056).
+    pub status: String,
 }
 
-const BM_COLUMNS: &str = "id, account_id, provider_business_id, name, verification_status, payment_ok, payment_checked_at, tier, last_sync_at, created_at";
-const WABA_COLUMNS: &str = "id, account_id, bm_id, provider_waba_id, name, standing, standing_detail, last_upload_failure, created_at";
+pub(crate) const BM_COLUMNS: &str = "id, account_id, provider_business_id, name, verification_status, payment_ok, payment_checked_at, tier, last_sync_at, created_at, client_id, app_id, has_provider_id, health_status, CAST(CASE WHEN access_token_enc IS NULL THEN 0 ELSE 1 END AS BIGINT) AS has_token, CAST(CASE WHEN app_secret_enc IS NULL THEN 0 ELSE 1 END AS BIGINT) AS has_app_secret";
+pub(crate) const WABA_COLUMNS: &str = "id, account_id, bm_id, provider_waba_id, name, standing, standing_detail, last_upload_failure, created_at, client_id, status";
 
-fn read_bm(r: &AnyRow) -> Result<BmRecord> {
+pub(crate) fn read_bm(r: &AnyRow) -> Result<BmRecord> {
     Ok(BmRecord {
         id: r.try_get("id")?,
         account_id: r.try_get("account_id")?,
@@ -68,10 +94,16 @@ fn read_bm(r: &AnyRow) -> Result<BmRecord> {
         tier: r.try_get("tier")?,
         last_sync_at: r.try_get("last_sync_at")?,
         created_at: r.try_get("created_at")?,
+        client_id: r.try_get("client_id")?,
+        app_id: r.try_get("app_id")?,
+        has_provider_id: r.try_get::<i64, _>("has_provider_id")? != 0,
+        health_status: r.try_get("health_status")?,
+        has_token: r.try_get::<i64, _>("has_token")? != 0,
+        has_app_secret: r.try_get::<i64, _>("has_app_secret")? != 0,
     })
 }
 
-fn read_waba(r: &AnyRow) -> Result<WabaRecord> {
+pub(crate) fn read_waba(r: &AnyRow) -> Result<WabaRecord> {
     Ok(WabaRecord {
         id: r.try_get("id")?,
         account_id: r.try_get("account_id")?,
@@ -82,6 +114,8 @@ fn read_waba(r: &AnyRow) -> Result<WabaRecord> {
         standing_detail: r.try_get("standing_detail")?,
         last_upload_failure: r.try_get("last_upload_failure")?,
         created_at: r.try_get("created_at")?,
+        client_id: r.try_get("client_id")?,
+        status: r.try_get("status")?,
     })
 }
 

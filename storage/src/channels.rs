@@ -51,6 +51,11 @@ pub struct ChannelRecord {
     pub provider_url: Option<String>,
     /// The sending group it belongs to (D-037).
     pub group_id: Option<i64>,
+    /// The client this number serves (panel; the WABA's and then the BM's client apply when
+    /// unset, D-054).
+    pub client_id: Option<i64>,
+    /// The profile picture's URL at the provider, from the last sync or upload.
+    pub photo_url: Option<String>,
 }
 
 /// A channel's decrypted credentials.
@@ -93,7 +98,7 @@ pub struct NewChannel {
     pub bm_id: Option<i64>,
 }
 
-pub(crate) const COLUMNS: &str = "id, account_id, name, phone, official, engine, status, quality, tier, phone_number_id, waba_id, verified_name, verify_token, credential_valid, created_at, updated_at, last_sync_at, bm_id, payment_locked_until, provider_url, group_id";
+pub(crate) const COLUMNS: &str = "id, account_id, name, phone, official, engine, status, quality, tier, phone_number_id, waba_id, verified_name, verify_token, credential_valid, created_at, updated_at, last_sync_at, bm_id, payment_locked_until, provider_url, group_id, client_id, photo_url";
 
 pub(crate) fn read(row: &AnyRow) -> Result<ChannelRecord> {
     Ok(ChannelRecord {
@@ -118,6 +123,8 @@ pub(crate) fn read(row: &AnyRow) -> Result<ChannelRecord> {
         payment_locked_until: row.try_get("payment_locked_until")?,
         provider_url: row.try_get("provider_url")?,
         group_id: row.try_get("group_id")?,
+        client_id: row.try_get("client_id")?,
+        photo_url: row.try_get("photo_url")?,
     })
 }
 

@@ -15,6 +15,7 @@ pub mod groups;
 pub mod guardrails;
 pub mod idempotency;
 pub mod messages;
+pub mod panel;
 pub mod reports;
 pub mod templates;
 pub mod webhooks;

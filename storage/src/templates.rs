@@ -209,6 +209,45 @@ impl Store {
         }
     }
 
+    /// Rewrites a library template that was never submitted (its text, category and
+    /// variables, with the problems found for them); the provider name stays.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn update_template_draft(
+        &self,
+        account_id: i64,
+        id: i64,
+        name: &str,
+        category: &str,
+        body: &str,
+        header_text: Option<&str>,
+        footer_text: Option<&str>,
+        var_map: &serde_json::Value,
+        problems: &serde_json::Value,
+    ) -> Result<TemplateRecord> {
+        let n = sqlx::query(
+            "UPDATE templates SET name = $3, category = $4, body = $5, header_type = $6, header_text = $7, footer_text = $8, var_map = $9, problems = $10, updated_at = $11 \
+             WHERE id = $1 AND account_id = $2",
+        )
+        .bind(id)
+        .bind(account_id)
+        .bind(name)
+        .bind(category)
+        .bind(body)
+        .bind(header_text.map(|_| "text"))
+        .bind(header_text)
+        .bind(footer_text)
+        .bind(var_map.to_string())
+        .bind(problems.to_string())
+        .bind(now_ms())
+        .execute(&self.writer)
+        .await?
+        .rows_affected();
+        if n == 0 {
+            return Err(StorageError::NotFound);
+        }
+        self.template(account_id, id).await
+    }
+
     /// A library template of this account.
     pub async fn template(&self, account_id: i64, id: i64) -> Result<TemplateRecord> {
         let sql = format!("SELECT {T_COLUMNS} FROM templates WHERE id = $1 AND account_id = $2");

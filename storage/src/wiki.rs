@@ -164,6 +164,17 @@ impl Store {
         found(row, read_page)
     }
 
+    /// A page of this account by its slug (the panel's `GET /api/wiki/{slug}`).
+    pub async fn wiki_page_by_slug(&self, account_id: i64, slug: &str) -> Result<PageRecord> {
+        let sql = format!("SELECT {P_COLUMNS} FROM wiki_pages WHERE slug = $1 AND account_id = $2");
+        let row = sqlx::query(&sql)
+            .bind(slug)
+            .bind(account_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        found(row, read_page)
+    }
+
     /// A public page by account slug and page slug (for `/w/{account}/{page}`).
     pub async fn public_wiki_page(&self, account_slug: &str, slug: &str) -> Result<PageRecord> {
         let sql = "SELECT p.id, p.account_id, p.title, p.slug, p.category_id, p.visibility, p.bot_knowledge, p.excerpt, p.content, p.created_at, p.updated_at \

@@ -287,6 +287,31 @@ impl TestApp {
         })));
     }
 
+    /// The settings the gateway runs with.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// Any request with a bearer token (`None`: without), JSON body or none.
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        token: Option<&str>,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let mut req = self.http.request(method, self.url(path));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let r = req.send().await.unwrap();
+        let status = r.status();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
     }

@@ -27,7 +27,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 /// `POST /templates` body.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct CreateIn {
+pub(crate) struct CreateIn {
     name: String,
     body: String,
     category: Option<String>,
@@ -54,7 +54,7 @@ struct CreateIn {
     request_body = CreateIn,
     responses((status = 201, description = "`data`: template com problems e channels_by_status", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
 )]
-async fn create(
+pub(crate) async fn create(
     State(state): State<AppState>,
     auth: Auth,
     ApiJson(b): ApiJson<CreateIn>,
@@ -102,7 +102,10 @@ async fn create(
     tag = "Templates",
     responses((status = 200, description = "Templates da biblioteca com status por número", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
 )]
-async fn list(State(state): State<AppState>, auth: Auth) -> Result<Json<Value>, ApiError> {
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    auth: Auth,
+) -> Result<Json<Value>, ApiError> {
     Ok(Json(
         json!({ "data": state.runtime.list_library(auth.account_id()).await? }),
     ))
@@ -226,7 +229,7 @@ async fn reactivate(
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
     responses((status = 200, description = "Removido da biblioteca e do provedor (nível admin); 502 se o provedor recusar", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
 )]
-async fn delete(
+pub(crate) async fn delete(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,

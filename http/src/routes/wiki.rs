@@ -39,7 +39,7 @@ fn stamp(ms: i64) -> String {
         .to_string()
 }
 
-fn page_json(p: &PageRecord, account_slug: &str, with_content: bool) -> Value {
+pub(crate) fn page_json(p: &PageRecord, account_slug: &str, with_content: bool) -> Value {
     let mut v = json!({
         "id": p.id,
         "title": p.title,
@@ -101,7 +101,7 @@ async fn check_category(
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
-struct ListQuery {
+pub(crate) struct ListQuery {
     category_id: Option<i64>,
     visibility: Option<String>,
     bot_knowledge: Option<bool>,
@@ -115,7 +115,7 @@ struct ListQuery {
     params(ListQuery),
     responses((status = 200, description = "Páginas (sem conteúdo)", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
 )]
-async fn list(
+pub(crate) async fn list(
     State(state): State<AppState>,
     auth: Auth,
     q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
@@ -148,7 +148,7 @@ async fn list(
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct CreateIn {
+pub(crate) struct CreateIn {
     title: String,
     #[serde(default)]
     content: String,
@@ -182,7 +182,7 @@ async fn unique_slug(
     request_body = CreateIn,
     responses((status = 201, description = "Página criada", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
 )]
-async fn create(
+pub(crate) async fn create(
     State(state): State<AppState>,
     auth: Auth,
     ApiJson(b): ApiJson<CreateIn>,
@@ -246,7 +246,7 @@ async fn read(
 /// null` removes the category).
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct UpdateIn {
+pub(crate) struct UpdateIn {
     title: Option<String>,
     content: Option<String>,
     #[serde(default, deserialize_with = "some_null")]
@@ -269,7 +269,7 @@ fn some_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<i64
     request_body = UpdateIn,
     responses((status = 200, description = "Página atualizada (só os campos enviados)", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
 )]
-async fn update(
+pub(crate) async fn update(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
@@ -322,7 +322,7 @@ async fn update(
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
     responses((status = 200, description = "Página removida", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
 )]
-async fn remove(
+pub(crate) async fn remove(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,

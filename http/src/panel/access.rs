@@ -1,0 +1,87 @@
+//! Which roles may call each route of the panel (issue 19, D-054). One table: the panel's
+//! middleware enforces it and the role-matrix test walks it. A route missing from the table
+//! is Admin only, so a route added without a decision is closed, not open.
+//!
+//! Staff (Admin, Operador) manage the inventory, templates, tasks and wiki; only Admin
+//! manages users; a Client user reads the records of its client (dashboard, alerts, state,
+//! BMs, WABAs, numbers, its own client, the wiki).
+
+use axum::http::Method;
+use engine::panel::Role;
+
+const ALL: &[Role] = &[Role::Admin, Role::Operador, Role::Client];
+const STAFF: &[Role] = &[Role::Admin, Role::Operador];
+const ADMIN: &[Role] = &[Role::Admin];
+
+/// `(method, route as matched, roles)` for every route of `/api` behind a session.
+pub const ROUTES: &[(&str, &str, &[Role])] = &[
+    // Session
+    ("GET", "/api/me", ALL),
+    ("POST", "/api/logout", ALL),
+    // Overview
+    ("GET", "/api/state", ALL),
+    ("GET", "/api/dashboard", ALL),
+    ("GET", "/api/alertas", ALL),
+    // BMs
+    ("GET", "/api/business-managers", ALL),
+    ("POST", "/api/business-managers", STAFF),
+    ("GET", "/api/business-managers/{id}", ALL),
+    ("PUT", "/api/business-managers/{id}", STAFF),
+    ("DELETE", "/api/business-managers/{id}", STAFF),
+    ("POST", "/api/business-managers/{id}/sync", STAFF),
+    // WABAs
+    ("GET", "/api/wabas", ALL),
+    ("POST", "/api/wabas", STAFF),
+    ("GET", "/api/wabas/{id}", ALL),
+    ("PUT", "/api/wabas/{id}", STAFF),
+    ("DELETE", "/api/wabas/{id}", STAFF),
+    // Numbers
+    ("GET", "/api/phone-numbers", ALL),
+    ("POST", "/api/phone-numbers", STAFF),
+    ("GET", "/api/phone-numbers/{id}", ALL),
+    ("PUT", "/api/phone-numbers/{id}", STAFF),
+    ("DELETE", "/api/phone-numbers/{id}", STAFF),
+    ("POST", "/api/phone-numbers/{id}/foto", STAFF),
+    // Clients
+    ("GET", "/api/clientes", ALL),
+    ("POST", "/api/clientes", STAFF),
+    ("GET", "/api/clientes/{id}", ALL),
+    ("PUT", "/api/clientes/{id}", STAFF),
+    ("DELETE", "/api/clientes/{id}", STAFF),
+    // Templates (the account's library)
+    ("GET", "/api/templates", STAFF),
+    ("POST", "/api/templates", STAFF),
+    ("GET", "/api/templates/{id}", STAFF),
+    ("PUT", "/api/templates/{id}", STAFF),
+    ("DELETE", "/api/templates/{id}", STAFF),
+    // Tasks
+    ("GET", "/api/tasks", STAFF),
+    ("POST", "/api/tasks", STAFF),
+    ("GET", "/api/tasks/{id}", STAFF),
+    ("PUT", "/api/tasks/{id}", STAFF),
+    ("DELETE", "/api/tasks/{id}", STAFF),
+    // Users
+    ("GET", "/api/users", ADMIN),
+    ("POST", "/api/users", ADMIN),
+    ("GET", "/api/users/{id}", ADMIN),
+    ("PUT", "/api/users/{id}", ADMIN),
+    ("DELETE", "/api/users/{id}", ADMIN),
+    // Wiki (the account's pages): `{key}` is the slug on GET, the id on PUT and DELETE.
+    ("GET", "/api/wiki", ALL),
+    ("POST", "/api/wiki", STAFF),
+    ("GET", "/api/wiki/{key}", ALL),
+    ("PUT", "/api/wiki/{key}", STAFF),
+    ("DELETE", "/api/wiki/{key}", STAFF),
+];
+
+/// The roles that may call `method route`; Admin only for a route missing from [`ROUTES`].
+pub fn allowed(method: &Method, route: &str) -> &'static [Role] {
+    ROUTES
+        .iter()
+        .find(|(m, r, _)| *m == method.as_str() && *r == route)
+        .map(|(_, _, roles)| *roles)
+        .unwrap_or_else(|| {
+            tracing::warn!(%method, route, "panel route without roles: Admin only");
+            ADMIN
+        })
+}

@@ -1,0 +1,597 @@
+//! The panel's inventory (spec "Resources and their fields": BM, WABA, Phone number) and its
+//! overview (`/state`, `/dashboard`, `/alertas`). Status, tier and quality come from the
+//! provider by sync and are refused when sent (422 `campo_do_provedor`).
+
+use super::PanelUser;
+use crate::error::ApiError;
+use crate::extract::{present, ApiJson, IdPath};
+use crate::AppState;
+use actors::panel::{BmFilter, BmInput, NumberInput, WabaInput};
+use axum::extract::{DefaultBodyLimit, Multipart, Query, State};
+use axum::http::StatusCode;
+use axum::Json;
+use engine::Secret;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(state_all))
+        .routes(routes!(dashboard))
+        .routes(routes!(alerts))
+        .routes(routes!(list_bms, create_bm))
+        .routes(routes!(get_bm, update_bm, delete_bm))
+        .routes(routes!(sync_bm))
+        .routes(routes!(list_wabas, create_waba))
+        .routes(routes!(get_waba, update_waba, delete_waba))
+        .routes(routes!(list_numbers, create_number))
+        .routes(routes!(get_number, update_number, delete_number))
+        .merge(
+            OpenApiRouter::new()
+                .routes(routes!(upload_photo))
+                // The photo (5 MB at most) and the multipart framing.
+                .layer(DefaultBodyLimit::max(
+                    actors::panel::PHOTO_MAX_BYTES + 64 * 1024,
+                )),
+        )
+}
+
+/// Refuses fields the provider owns (spec: status, tier and quality are not editable).
+fn provider_owned(fields: &[(&str, bool)]) -> Result<(), ApiError> {
+    match fields.iter().find(|(_, sent)| *sent) {
+        Some((name, _)) => Err(ApiError::invalid(
+            name,
+            "campo_do_provedor",
+            format!("`{name}` vem do provedor pela sincronização e não é editável."),
+        )),
+        None => Ok(()),
+    }
+}
+
+// ---- overview --------------------------------------------------------------------------
+
+#[utoipa::path(get, operation_id = "panel_state", path = "/state", tag = "Visão geral",
+    responses((status = 200, description = "Estado completo no escopo do usuário: `{user, bms, wabas, numeros, clientes, templates, campanhas, tarefas, usuarios}`", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn state_all(
+    State(state): State<AppState>,
+    me: PanelUser,
+) -> Result<Json<Value>, ApiError> {
+    let data = state
+        .runtime
+        .panel_state(me.account_id(), &me.scope(), &me.user, &me.account_slug)
+        .await?;
+    Ok(Json(json!({ "data": data })))
+}
+
+#[utoipa::path(get, operation_id = "panel_dashboard", path = "/dashboard", tag = "Visão geral",
+    responses((status = 200, description = "KPIs de risco no escopo: `{bms: {total, por_saude}, wabas: {total, por_situacao}, numeros: {total, por_qualidade, por_tier, por_saude, perto_do_limite}, tarefas_abertas: {total, por_prioridade}, alertas: {critica, atencao}}`", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn dashboard(
+    State(state): State<AppState>,
+    me: PanelUser,
+) -> Result<Json<Value>, ApiError> {
+    let data = state
+        .runtime
+        .panel_dashboard(me.account_id(), &me.scope(), me.role.is_staff())
+        .await?;
+    Ok(Json(json!({ "data": data })))
+}
+
+#[utoipa::path(get, operation_id = "panel_alerts", path = "/alertas", tag = "Visão geral",
+    responses((status = 200, description = "Alertas ativos no escopo, `critica` primeiro: `[{severidade, tipo, id, nome, codigo, mensagem, proxima_acao}]`", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn alerts(
+    State(state): State<AppState>,
+    me: PanelUser,
+) -> Result<Json<Value>, ApiError> {
+    let data = state
+        .runtime
+        .panel_alerts(me.account_id(), &me.scope())
+        .await?;
+    Ok(Json(json!({ "data": data })))
+}
+
+// ---- BMs -------------------------------------------------------------------------------
+
+/// Filters of `GET /api/business-managers`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct BmQuery {
+    /// Text in the name, the client's name or the Business ID.
+    busca: Option<String>,
+    /// `health_status`: `ok`, `banido`, `restrito`, `pagamento_pendente`, `credencial_invalida`, `nao_sincronizado`.
+    status: Option<String>,
+    /// BMs with a number of this quality (`GREEN`, `YELLOW`, `RED`).
+    qualidade: Option<String>,
+}
+
+/// `POST /api/business-managers` and `PUT /api/business-managers/{id}` body (spec "BM").
+/// On update, a blank (or absent) `access_token` or `app_secret` keeps the stored one.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct BmIn {
+    nome: String,
+    /// The client's name (created when new); or `cliente_id`. One of them on create.
+    cliente: Option<String>,
+    cliente_id: Option<i64>,
+    /// The provider's Business ID.
+    id_provider: Option<String>,
+    /// System-user token (write-only).
+    access_token: Option<String>,
+    app_id: Option<String>,
+    /// App secret (write-only).
+    app_secret: Option<String>,
+    /// Refused: from the provider.
+    #[schema(value_type = Option<String>)]
+    status: Option<Value>,
+    /// Refused: from the provider.
+    #[schema(value_type = Option<String>)]
+    health_status: Option<Value>,
+    /// Refused: from the provider.
+    #[schema(value_type = Option<String>)]
+    tier: Option<Value>,
+}
+
+impl BmIn {
+    fn input(self) -> Result<BmInput, ApiError> {
+        provider_owned(&[
+            ("status", self.status.is_some()),
+            ("health_status", self.health_status.is_some()),
+            ("tier", self.tier.is_some()),
+        ])?;
+        Ok(BmInput {
+            name: self.nome,
+            client_name: self.cliente,
+            client_id: self.cliente_id,
+            provider_business_id: self.id_provider,
+            app_id: self.app_id,
+            access_token: self.access_token.map(Secret::new),
+            app_secret: self.app_secret.map(Secret::new),
+        })
+    }
+}
+
+#[utoipa::path(get, operation_id = "panel_bms_list", path = "/business-managers", tag = "Inventário",
+    params(BmQuery),
+    responses((status = 200, description = "BMs no escopo com WABAs, números (saúde ao vivo) e resumo; tokens nunca voltam", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 422", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn list_bms(
+    State(state): State<AppState>,
+    me: PanelUser,
+    q: Result<Query<BmQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(q) = q.map_err(|e| {
+        ApiError::invalid(
+            "query",
+            "invalid_query",
+            format!("Parâmetro de consulta inválido: {}", e.body_text()),
+        )
+    })?;
+    let bms = state
+        .runtime
+        .panel_bms(
+            me.account_id(),
+            &me.scope(),
+            &BmFilter {
+                busca: q.busca.filter(|b| !b.trim().is_empty()),
+                status: q.status,
+                qualidade: q.qualidade,
+            },
+        )
+        .await?;
+    Ok(Json(json!({ "data": bms })))
+}
+
+#[utoipa::path(post, operation_id = "panel_bms_create", path = "/business-managers", tag = "Inventário", request_body = BmIn,
+    responses((status = 201, description = "BM criado; com id_provider e access_token, a credencial é confirmada no provedor antes", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403 (papel ou escopo), 422 (`bm_invalido`, `cliente_obrigatorio`, `campo_do_provedor`, `bm_existente`)", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn create_bm(
+    State(state): State<AppState>,
+    me: PanelUser,
+    ApiJson(b): ApiJson<BmIn>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    if !me.scope().is_all() {
+        return Err(ApiError::Forbidden(
+            "Seu usuário vê só alguns BMs; um Admin cria BMs novos e os inclui no seu escopo."
+                .into(),
+        ));
+    }
+    let bm = state
+        .runtime
+        .panel_create_bm(me.account_id(), b.input()?)
+        .await?;
+    Ok((StatusCode::CREATED, Json(json!({ "data": bm }))))
+}
+
+#[utoipa::path(get, operation_id = "panel_bms_get", path = "/business-managers/{id}", tag = "Inventário",
+    params(("id" = i64, Path, description = "Id do BM")),
+    responses((status = 200, description = "BM com WABAs, números e resumo", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 404 fora do escopo", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn get_bm(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    let bm = state
+        .runtime
+        .panel_bm(me.account_id(), &me.scope(), id)
+        .await?;
+    Ok(Json(json!({ "data": bm })))
+}
+
+#[utoipa::path(put, operation_id = "panel_bms_update", path = "/business-managers/{id}", tag = "Inventário",
+    params(("id" = i64, Path, description = "Id do BM")), request_body = BmIn,
+    responses((status = 200, description = "BM alterado; token e secret em branco mantêm os guardados", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn update_bm(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+    ApiJson(b): ApiJson<BmIn>,
+) -> Result<Json<Value>, ApiError> {
+    let bm = state
+        .runtime
+        .panel_update_bm(me.account_id(), &me.scope(), id, b.input()?)
+        .await?;
+    Ok(Json(json!({ "data": bm })))
+}
+
+#[utoipa::path(delete, operation_id = "panel_bms_delete", path = "/business-managers/{id}", tag = "Inventário",
+    params(("id" = i64, Path, description = "Id do BM")),
+    responses((status = 200, description = "BM removido; suas WABAs e números ficam, sem o vínculo", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422 (`campanha_em_andamento`)", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn delete_bm(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    state
+        .runtime
+        .panel_delete_bm(me.account_id(), &me.scope(), id)
+        .await?;
+    Ok(Json(json!({"data": {"id": id, "deleted": true}})))
+}
+
+#[utoipa::path(post, operation_id = "panel_bms_sync", path = "/business-managers/{id}/sync", tag = "Inventário",
+    params(("id" = i64, Path, description = "Id do BM")),
+    responses((status = 200, description = "`data`: `{sync: {created_numbers, missing_numbers, wabas, templates_imported, photos, health_status, good}, bm}`", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422 (`bm_sem_id_provider`, `credencial_invalida`), 502 provedor", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn sync_bm(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    let (sync, bm) = state
+        .runtime
+        .panel_sync_bm(me.account_id(), &me.scope(), id)
+        .await?;
+    Ok(Json(json!({"data": {"sync": sync, "bm": bm}})))
+}
+
+// ---- WABAs -----------------------------------------------------------------------------
+
+/// `POST /api/wabas` body (D-056): a WABA of a BM, proven at the provider.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct WabaIn {
+    /// The provider's WABA id.
+    id_provider: String,
+    /// The BM (disparo id) whose business owns it.
+    bm_id: i64,
+    nome: Option<String>,
+    cliente_id: Option<i64>,
+}
+
+/// `PUT /api/wabas/{id}` body: the operator's `status` (`ativa`, `inativa`), `cliente_id`
+/// (null unlinks) and `nome`.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct WabaPatchIn {
+    status: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<i64>)]
+    cliente_id: Option<Option<i64>>,
+    nome: Option<String>,
+    /// Refused: from the provider.
+    #[schema(value_type = Option<String>)]
+    standing: Option<Value>,
+    /// Refused: from the provider.
+    #[schema(value_type = Option<String>)]
+    tier: Option<Value>,
+    /// Refused: from the provider.
+    #[schema(value_type = Option<String>)]
+    qualidade: Option<Value>,
+}
+
+#[utoipa::path(get, operation_id = "panel_wabas_list", path = "/wabas", tag = "Inventário",
+    responses((status = 200, description = "WABAs no escopo com seus números", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn list_wabas(
+    State(state): State<AppState>,
+    me: PanelUser,
+) -> Result<Json<Value>, ApiError> {
+    let s = state
+        .runtime
+        .panel_state(me.account_id(), &me.scope(), &me.user, &me.account_slug)
+        .await?;
+    Ok(Json(json!({"data": s["wabas"]})))
+}
+
+#[utoipa::path(post, operation_id = "panel_wabas_create", path = "/wabas", tag = "Inventário", request_body = WabaIn,
+    responses((status = 201, description = "WABA registrada (o provedor confirmou que é do BM)", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 422 (`waba_invalida`, `bm_invalido`)", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn create_waba(
+    State(state): State<AppState>,
+    me: PanelUser,
+    ApiJson(b): ApiJson<WabaIn>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let w = state
+        .runtime
+        .panel_create_waba(
+            me.account_id(),
+            &me.scope(),
+            WabaInput {
+                provider_waba_id: b.id_provider.trim().to_string(),
+                bm_id: b.bm_id,
+                name: b.nome,
+                client_id: b.cliente_id,
+            },
+        )
+        .await?;
+    Ok((StatusCode::CREATED, Json(json!({ "data": w }))))
+}
+
+#[utoipa::path(get, operation_id = "panel_wabas_get", path = "/wabas/{id}", tag = "Inventário",
+    params(("id" = i64, Path, description = "Id da WABA (do disparo)")),
+    responses((status = 200, description = "WABA com seus números", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 404", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn get_waba(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    let w = state
+        .runtime
+        .panel_waba(me.account_id(), &me.scope(), id)
+        .await?;
+    Ok(Json(json!({ "data": w })))
+}
+
+#[utoipa::path(put, operation_id = "panel_wabas_update", path = "/wabas/{id}", tag = "Inventário",
+    params(("id" = i64, Path, description = "Id da WABA")), request_body = WabaPatchIn,
+    responses((status = 200, description = "WABA alterada", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422 (`status_invalido`, `campo_do_provedor`)", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn update_waba(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+    ApiJson(b): ApiJson<WabaPatchIn>,
+) -> Result<Json<Value>, ApiError> {
+    provider_owned(&[
+        ("standing", b.standing.is_some()),
+        ("tier", b.tier.is_some()),
+        ("qualidade", b.qualidade.is_some()),
+    ])?;
+    let w = state
+        .runtime
+        .panel_update_waba(
+            me.account_id(),
+            &me.scope(),
+            id,
+            b.status,
+            b.cliente_id,
+            b.nome,
+        )
+        .await?;
+    Ok(Json(json!({ "data": w })))
+}
+
+#[utoipa::path(delete, operation_id = "panel_wabas_delete", path = "/wabas/{id}", tag = "Inventário",
+    params(("id" = i64, Path, description = "Id da WABA")),
+    responses((status = 200, description = "WABA removida", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422 (`waba_com_numeros`)", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn delete_waba(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    state
+        .runtime
+        .panel_delete_waba(me.account_id(), &me.scope(), id)
+        .await?;
+    Ok(Json(json!({"data": {"id": id, "deleted": true}})))
+}
+
+// ---- numbers ---------------------------------------------------------------------------
+
+/// `POST /api/phone-numbers` body (D-056): a number of a registered WABA, connected with its
+/// BM's credential.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NumberIn {
+    /// The provider's phone number id.
+    phone_number_id: String,
+    /// The WABA (disparo id).
+    waba_id: i64,
+    nome_exibicao: Option<String>,
+    cliente_id: Option<i64>,
+}
+
+/// `PUT /api/phone-numbers/{id}` body.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NumberPatchIn {
+    nome_exibicao: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<i64>)]
+    cliente_id: Option<Option<i64>>,
+    /// Refused: from the provider.
+    #[schema(value_type = Option<String>)]
+    status: Option<Value>,
+    /// Refused: from the provider.
+    #[schema(value_type = Option<String>)]
+    qualidade: Option<Value>,
+    /// Refused: from the provider.
+    #[schema(value_type = Option<String>)]
+    tier: Option<Value>,
+}
+
+#[utoipa::path(get, operation_id = "panel_numbers_list", path = "/phone-numbers", tag = "Inventário",
+    responses((status = 200, description = "Números no escopo com saúde ao vivo (os mesmos canais de /api/v1/channels)", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn list_numbers(
+    State(state): State<AppState>,
+    me: PanelUser,
+) -> Result<Json<Value>, ApiError> {
+    let s = state
+        .runtime
+        .panel_state(me.account_id(), &me.scope(), &me.user, &me.account_slug)
+        .await?;
+    Ok(Json(json!({"data": s["numeros"]})))
+}
+
+#[utoipa::path(post, operation_id = "panel_numbers_create", path = "/phone-numbers", tag = "Inventário", request_body = NumberIn,
+    responses((status = 201, description = "Número conectado como canal da conta (o provedor confirmou que é da WABA)", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 422 (`waba_invalida`, `waba_sem_bm`, `credencial_invalida`)", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn create_number(
+    State(state): State<AppState>,
+    me: PanelUser,
+    ApiJson(b): ApiJson<NumberIn>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let n = state
+        .runtime
+        .panel_create_number(
+            me.account_id(),
+            &me.scope(),
+            NumberInput {
+                phone_number_id: b.phone_number_id,
+                waba_id: b.waba_id,
+                display_name: b.nome_exibicao,
+                client_id: b.cliente_id,
+            },
+        )
+        .await?;
+    Ok((StatusCode::CREATED, Json(json!({ "data": n }))))
+}
+
+#[utoipa::path(get, operation_id = "panel_numbers_get", path = "/phone-numbers/{id}", tag = "Inventário",
+    params(("id" = i64, Path, description = "Id do número (id do canal)")),
+    responses((status = 200, description = "Número com saúde ao vivo", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 404", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn get_number(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    let n = state
+        .runtime
+        .panel_number(me.account_id(), &me.scope(), id)
+        .await?;
+    Ok(Json(json!({ "data": n })))
+}
+
+#[utoipa::path(put, operation_id = "panel_numbers_update", path = "/phone-numbers/{id}", tag = "Inventário",
+    params(("id" = i64, Path, description = "Id do número")), request_body = NumberPatchIn,
+    responses((status = 200, description = "Número alterado", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422 (`campo_do_provedor`)", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn update_number(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+    ApiJson(b): ApiJson<NumberPatchIn>,
+) -> Result<Json<Value>, ApiError> {
+    provider_owned(&[
+        ("status", b.status.is_some()),
+        ("qualidade", b.qualidade.is_some()),
+        ("tier", b.tier.is_some()),
+    ])?;
+    let n = state
+        .runtime
+        .panel_update_number(
+            me.account_id(),
+            &me.scope(),
+            id,
+            b.nome_exibicao,
+            b.cliente_id,
+        )
+        .await?;
+    Ok(Json(json!({ "data": n })))
+}
+
+#[utoipa::path(delete, operation_id = "panel_numbers_delete", path = "/phone-numbers/{id}", tag = "Inventário",
+    params(("id" = i64, Path, description = "Id do número")),
+    responses((status = 200, description = "Número removido (só sem histórico)", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422 (`numero_com_historico`, `campanha_em_andamento`)", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn delete_number(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    state
+        .runtime
+        .panel_delete_number(me.account_id(), &me.scope(), id)
+        .await?;
+    Ok(Json(json!({"data": {"id": id, "deleted": true}})))
+}
+
+/// The multipart form of `POST /api/phone-numbers/{id}/foto`.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub(crate) struct PhotoForm {
+    /// JPEG or PNG, at most 5 MB.
+    #[schema(value_type = String, format = Binary)]
+    foto: Vec<u8>,
+}
+
+#[utoipa::path(post, operation_id = "panel_numbers_photo", path = "/phone-numbers/{id}/foto", tag = "Inventário",
+    params(("id" = i64, Path, description = "Id do número")),
+    request_body(content = PhotoForm, content_type = "multipart/form-data"),
+    responses((status = 200, description = "Foto de perfil trocada no provedor; `foto_url` atualizada", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 413, 422 (`foto_invalida`, `bm_sem_app_id`)", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn upload_photo(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+    multipart: Result<Multipart, axum::extract::multipart::MultipartRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let mut multipart = multipart.map_err(|_| {
+        ApiError::invalid(
+            "foto",
+            "foto_invalida",
+            "Envie a foto como multipart/form-data no campo `foto`.",
+        )
+    })?;
+    let mut photo = None;
+    loop {
+        match multipart.next_field().await {
+            Ok(Some(field)) if field.name() == Some("foto") => {
+                let bytes = field.bytes().await.map_err(|e| {
+                    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                        ApiError::PayloadTooLarge
+                    } else {
+                        ApiError::Malformed(e.body_text())
+                    }
+                })?;
+                photo = Some(bytes.to_vec());
+            }
+            Ok(Some(_)) => continue,
+            Ok(None) => break,
+            Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+                return Err(ApiError::PayloadTooLarge)
+            }
+            Err(e) => return Err(ApiError::Malformed(e.body_text())),
+        }
+    }
+    let photo = photo.ok_or_else(|| {
+        ApiError::invalid("foto", "foto_invalida", "O campo `foto` é obrigatório.")
+    })?;
+    let n = state
+        .runtime
+        .panel_number_photo(me.account_id(), &me.scope(), id, photo)
+        .await?;
+    Ok(Json(json!({ "data": n })))
+}

@@ -1,0 +1,278 @@
+//! The operator panel's JSON API under `/api` (spec `panel-api.md`, issue 19): session
+//! login, users and roles, the inventory of BMs, WABAs, numbers and clients, templates, tasks,
+//! wiki, dashboard, alerts and the full state. Its OpenAPI document is served at
+//! `GET /api/openapi.json` and shown at `/docs` beside the account API's.
+//!
+//! Every route but `POST /api/login` needs `Authorization: Bearer ses_…`. The middleware
+//! resolves the session (sliding expiry), refuses a role the route's line of [`access::ROUTES`]
+//! does not list (403 `papel_insuficiente`), hands the handler the user and its scope, and
+//! writes every successful write to the account's audit log under the user's name. Templates
+//! and wiki pages are the account API's own handlers (one implementation): the middleware also
+//! presents the user to them as the account's caller.
+
+pub mod access;
+mod inventory;
+mod people;
+mod session;
+
+use crate::error::ApiError;
+use crate::AppState;
+use axum::extract::{ConnectInfo, FromRequestParts, MatchedPath, OriginalUri, Request, State};
+use axum::http::request::Parts;
+use axum::http::Method;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use engine::panel::{looks_like_session, Role, Scope};
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use std::net::{IpAddr, SocketAddr};
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::Duration;
+use storage::accounts::TokenOwner;
+use storage::panel::UserRecord;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::server::Server;
+use utoipa::{Modify, OpenApi};
+use utoipa_axum::router::OpenApiRouter;
+
+/// The logged-in panel user behind a request (set by [`authenticate`]).
+#[derive(Debug, Clone)]
+pub struct PanelUser {
+    /// The user.
+    pub user: UserRecord,
+    /// The session's id (logout revokes it).
+    pub session_id: i64,
+    /// The account's slug.
+    pub account_slug: String,
+    /// The role, parsed.
+    pub role: Role,
+}
+
+impl PanelUser {
+    /// The account.
+    pub fn account_id(&self) -> i64 {
+        self.user.account_id
+    }
+
+    /// What the user may see.
+    pub fn scope(&self) -> Scope {
+        self.user.scope()
+    }
+
+    /// The audit log's author: `Nome <email> (painel)`.
+    pub fn author(&self) -> String {
+        format!("{} <{}> (painel)", self.user.name, self.user.email)
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for PanelUser {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        parts
+            .extensions
+            .get::<PanelUser>()
+            .cloned()
+            .ok_or(ApiError::SessionInvalid)
+    }
+}
+
+/// Limits on login attempts (issue 19): per e-mail, a burst of 10 then one every 30 s; per
+/// client address, a burst of 30 then one every 2 s. Every attempt counts.
+#[derive(Clone)]
+pub struct LoginLimit {
+    by_email: Arc<DefaultKeyedRateLimiter<String>>,
+    by_ip: Arc<DefaultKeyedRateLimiter<IpAddr>>,
+}
+
+impl std::fmt::Debug for LoginLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LoginLimit")
+    }
+}
+
+impl Default for LoginLimit {
+    fn default() -> Self {
+        let quota = |every: Duration, burst: u32| {
+            Quota::with_period(every)
+                .expect("non-zero period")
+                .allow_burst(NonZeroU32::new(burst).expect("non-zero burst"))
+        };
+        Self {
+            by_email: Arc::new(RateLimiter::keyed(quota(Duration::from_secs(30), 10))),
+            by_ip: Arc::new(RateLimiter::keyed(quota(Duration::from_secs(2), 30))),
+        }
+    }
+}
+
+impl LoginLimit {
+    /// Takes one attempt for `email` from `ip`; `Err(seconds to wait)` when either is spent.
+    pub fn take(&self, email: &str, ip: Option<IpAddr>) -> Result<(), u64> {
+        use governor::clock::{Clock, DefaultClock};
+        let now = DefaultClock::default().now();
+        let wait = |e: governor::NotUntil<governor::clock::QuantaInstant>| {
+            e.wait_time_from(now).as_secs().max(1)
+        };
+        if let Some(ip) = ip {
+            self.by_ip.check_key(&ip).map_err(wait)?;
+        }
+        self.by_email
+            .check_key(&email.trim().to_lowercase())
+            .map_err(wait)
+    }
+}
+
+/// The client address of a request, when the server recorded it.
+pub(crate) fn client_ip(parts_ext: &axum::http::Extensions) -> Option<IpAddr> {
+    parts_ext
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(a)| a.ip())
+}
+
+/// Resolves the session, checks the route's roles, and audits successful writes.
+pub async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+    let token = req
+        .headers()
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim)
+        .filter(|t| looks_like_session(t))
+        .map(str::to_string);
+    let Some(token) = token else {
+        return ApiError::SessionInvalid.into_response();
+    };
+    let ttl = state.config.session_ttl.as_millis() as i64;
+    let session = match state
+        .runtime
+        .store()
+        .authenticate_session(&token, ttl)
+        .await
+    {
+        Ok(Some(s)) => s,
+        Ok(None) => return ApiError::SessionInvalid.into_response(),
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    let Some(role) = Role::parse(&session.user.role) else {
+        return ApiError::SessionInvalid.into_response();
+    };
+    let method = req.method().clone();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|m| m.as_str().to_string())
+        .unwrap_or_default();
+    let target = req
+        .extensions()
+        .get::<OriginalUri>()
+        .map(|u| u.path().to_string())
+        .unwrap_or_else(|| req.uri().path().to_string());
+    let allowed = access::allowed(&method, &route);
+    if !allowed.contains(&role) {
+        return ApiError::RoleForbidden {
+            allowed: allowed.iter().map(|r| r.as_str()).collect(),
+            held: role.as_str().into(),
+        }
+        .into_response();
+    }
+    let user = PanelUser {
+        user: session.user.clone(),
+        session_id: session.id,
+        account_slug: session.account_slug.clone(),
+        role,
+    };
+    // The account API's handlers mounted here (templates, wiki) see the user as the
+    // account's caller; the role table above already decided what it may do.
+    req.extensions_mut().insert(TokenOwner {
+        token_id: 0,
+        token_name: user.author(),
+        level: match role {
+            Role::Admin => "admin",
+            Role::Operador => "write",
+            Role::Client => "read",
+        }
+        .into(),
+        account_id: user.account_id(),
+        account_slug: user.account_slug.clone(),
+    });
+    req.extensions_mut().insert(user.clone());
+    let resp = next.run(req).await;
+    let write = !matches!(method, Method::GET | Method::HEAD | Method::OPTIONS);
+    if write && resp.status().is_success() {
+        if let Err(e) = state
+            .runtime
+            .store()
+            .append_audit(
+                user.account_id(),
+                &user.author(),
+                &format!("{method} {route}"),
+                &target,
+                resp.status().as_u16(),
+            )
+            .await
+        {
+            tracing::error!(error = %e, "could not append to the audit log");
+        }
+    }
+    resp
+}
+
+struct Security;
+
+impl Modify for Security {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "sessao",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("ses_…")
+                    .description(Some(
+                        "Token de sessão de `POST /api/login` (`Authorization: Bearer ses_…`); expira após o período de inatividade (D-054).",
+                    ))
+                    .build(),
+            ),
+        );
+        openapi.servers = Some(vec![Server::new("/api")]);
+    }
+}
+
+/// The panel document's header; the paths come from the routers.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "disparo — API do painel",
+        description = "Painel do operador: sessão, usuários e papéis (Admin, Operador, Client), inventário de BMs, WABAs, números e clientes, templates, tarefas, wiki, dashboard, alertas e o estado completo. Respostas de sucesso têm `data`; erros têm `message` (pt-BR) e `code`.",
+    ),
+    security(("sessao" = [])),
+    modifiers(&Security),
+    components(schemas(crate::openapi::DataEnvelope, crate::openapi::ErrorBody))
+)]
+pub struct PanelDoc;
+
+/// The routes of `/api` behind a session (paths relative to it), with their document.
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(PanelDoc::openapi())
+        .merge(session::routes())
+        .merge(people::routes())
+        .merge(inventory::routes())
+}
+
+/// `POST /api/login` (no session), with its document.
+pub fn public_routes() -> OpenApiRouter<AppState> {
+    session::public_routes()
+}
+
+/// The panel's whole OpenAPI document (built once).
+pub fn document() -> &'static utoipa::openapi::OpenApi {
+    static DOC: std::sync::OnceLock<utoipa::openapi::OpenApi> = std::sync::OnceLock::new();
+    DOC.get_or_init(|| {
+        let mut doc = routes().split_for_parts().1;
+        doc.merge(public_routes().split_for_parts().1);
+        doc
+    })
+}

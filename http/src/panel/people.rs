@@ -1,0 +1,590 @@
+//! Panel users (Admin), clients, tasks, and the account's templates and wiki pages seen from
+//! the panel (the account API's handlers, one implementation).
+
+use super::PanelUser;
+use crate::error::ApiError;
+use crate::extract::{present, ApiJson, Auth, IdPath};
+use crate::AppState;
+use actors::panel::{ClientView, UserChange, UserInput, UserView};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use storage::panel::TaskFields;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_users, create_user))
+        .routes(routes!(get_user, update_user, delete_user))
+        .routes(routes!(list_clients, create_client))
+        .routes(routes!(get_client, update_client, delete_client))
+        .routes(routes!(list_tasks, create_task))
+        .routes(routes!(get_task, update_task, delete_task))
+        .routes(routes!(list_templates, create_template))
+        .routes(routes!(get_template, update_template, delete_template))
+        .routes(routes!(list_wiki, create_wiki))
+        .routes(routes!(get_wiki, update_wiki, delete_wiki))
+}
+
+// ---- users ---------------------------------------------------------------------------
+
+/// `POST /api/users` body. `bms` narrows a staff user to those BMs (empty: all);
+/// `cliente_id` is the client of a Client user (required for that role).
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct UserIn {
+    email: String,
+    name: String,
+    /// `Admin`, `Operador` or `Client`.
+    role: String,
+    /// `active` (default) or `disabled`.
+    status: Option<String>,
+    /// 10 characters at least.
+    password: String,
+    cliente_id: Option<i64>,
+    #[serde(default)]
+    bms: Vec<i64>,
+}
+
+/// `PUT /api/users/{id}` body: only the fields sent change.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct UserPatchIn {
+    email: Option<String>,
+    name: Option<String>,
+    role: Option<String>,
+    status: Option<String>,
+    password: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<i64>)]
+    cliente_id: Option<Option<i64>>,
+    bms: Option<Vec<i64>>,
+}
+
+#[utoipa::path(get, operation_id = "panel_users_list", path = "/users", tag = "Usuários",
+    responses((status = 200, description = "Usuários da conta (Admin)", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401 sessão, 403 papel", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn list_users(
+    State(state): State<AppState>,
+    me: PanelUser,
+) -> Result<Json<Value>, ApiError> {
+    let users = state.runtime.store().list_users(me.account_id()).await?;
+    Ok(Json(
+        json!({"data": users.iter().map(|u| UserView::of(u, &me.account_slug)).collect::<Vec<_>>()}),
+    ))
+}
+
+#[utoipa::path(post, operation_id = "panel_users_create", path = "/users", tag = "Usuários", request_body = UserIn,
+    responses((status = 201, description = "Usuário criado (a senha nunca volta)", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 422 (`email_em_uso`, `senha_fraca`, `papel_invalido`, `cliente_obrigatorio`…)", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn create_user(
+    State(state): State<AppState>,
+    me: PanelUser,
+    ApiJson(b): ApiJson<UserIn>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let user = state
+        .runtime
+        .create_user(
+            me.account_id(),
+            UserInput {
+                email: b.email,
+                name: b.name,
+                role: b.role,
+                status: b.status,
+                password: b.password,
+                client_id: b.cliente_id,
+                bm_ids: b.bms,
+            },
+        )
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({"data": UserView::of(&user, &me.account_slug)})),
+    ))
+}
+
+#[utoipa::path(get, operation_id = "panel_users_get", path = "/users/{id}", tag = "Usuários",
+    params(("id" = i64, Path, description = "Id do usuário")),
+    responses((status = 200, description = "Usuário", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn get_user(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    let u = state.runtime.store().user(me.account_id(), id).await?;
+    Ok(Json(json!({"data": UserView::of(&u, &me.account_slug)})))
+}
+
+#[utoipa::path(put, operation_id = "panel_users_update", path = "/users/{id}", tag = "Usuários",
+    params(("id" = i64, Path, description = "Id do usuário")), request_body = UserPatchIn,
+    responses((status = 200, description = "Usuário alterado; desativado, suas sessões param na hora", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422 (`ultimo_admin`…)", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn update_user(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+    ApiJson(b): ApiJson<UserPatchIn>,
+) -> Result<Json<Value>, ApiError> {
+    let u = state
+        .runtime
+        .update_user(
+            me.account_id(),
+            id,
+            UserChange {
+                email: b.email,
+                name: b.name,
+                role: b.role,
+                status: b.status,
+                password: b.password,
+                client_id: b.cliente_id,
+                bm_ids: b.bms,
+            },
+        )
+        .await?;
+    Ok(Json(json!({"data": UserView::of(&u, &me.account_slug)})))
+}
+
+#[utoipa::path(delete, operation_id = "panel_users_delete", path = "/users/{id}", tag = "Usuários",
+    params(("id" = i64, Path, description = "Id do usuário")),
+    responses((status = 200, description = "Usuário removido", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422 (`ultimo_admin`)", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn delete_user(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    state.runtime.delete_user(me.account_id(), id).await?;
+    Ok(Json(json!({"data": {"id": id, "deleted": true}})))
+}
+
+// ---- clients -------------------------------------------------------------------------
+
+/// `POST /api/clientes` and `PUT /api/clientes/{id}` body (spec "Client").
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ClientIn {
+    nome: String,
+    /// CNPJ (check digits verified); punctuation allowed.
+    documento: Option<String>,
+    /// Where the events of the client's numbers go (checked by the SSRF guard).
+    webhook_url: Option<String>,
+}
+
+#[utoipa::path(get, operation_id = "panel_clients_list", path = "/clientes", tag = "Clientes",
+    responses((status = 200, description = "Clientes com contagem de vínculos (BMs, WABAs, números); um usuário Client vê o seu", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn list_clients(
+    State(state): State<AppState>,
+    me: PanelUser,
+) -> Result<Json<Value>, ApiError> {
+    let clients = state
+        .runtime
+        .store()
+        .list_clients(me.account_id(), &me.scope())
+        .await?;
+    Ok(Json(
+        json!({"data": clients.iter().map(ClientView::of).collect::<Vec<_>>()}),
+    ))
+}
+
+#[utoipa::path(post, operation_id = "panel_clients_create", path = "/clientes", tag = "Clientes", request_body = ClientIn,
+    responses((status = 201, description = "Cliente criado", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 422 (`cnpj_invalido`, `cliente_existente`, URL recusada)", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn create_client(
+    State(state): State<AppState>,
+    me: PanelUser,
+    ApiJson(b): ApiJson<ClientIn>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let c = state
+        .runtime
+        .save_client(
+            me.account_id(),
+            None,
+            &b.nome,
+            b.documento.as_deref(),
+            b.webhook_url.as_deref(),
+        )
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({"data": ClientView::of(&c)})),
+    ))
+}
+
+#[utoipa::path(get, operation_id = "panel_clients_get", path = "/clientes/{id}", tag = "Clientes",
+    params(("id" = i64, Path, description = "Id do cliente")),
+    responses((status = 200, description = "Cliente", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn get_client(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    let found = state
+        .runtime
+        .store()
+        .list_clients(me.account_id(), &me.scope())
+        .await?
+        .into_iter()
+        .find(|c| c.id == id)
+        .ok_or(ApiError::NotFound)?;
+    Ok(Json(json!({"data": ClientView::of(&found)})))
+}
+
+#[utoipa::path(put, operation_id = "panel_clients_update", path = "/clientes/{id}", tag = "Clientes",
+    params(("id" = i64, Path, description = "Id do cliente")), request_body = ClientIn,
+    responses((status = 200, description = "Cliente alterado", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn update_client(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+    ApiJson(b): ApiJson<ClientIn>,
+) -> Result<Json<Value>, ApiError> {
+    let c = state
+        .runtime
+        .save_client(
+            me.account_id(),
+            Some(id),
+            &b.nome,
+            b.documento.as_deref(),
+            b.webhook_url.as_deref(),
+        )
+        .await?;
+    Ok(Json(json!({"data": ClientView::of(&c)})))
+}
+
+#[utoipa::path(delete, operation_id = "panel_clients_delete", path = "/clientes/{id}", tag = "Clientes",
+    params(("id" = i64, Path, description = "Id do cliente")),
+    responses((status = 200, description = "Cliente removido; os vínculos de BMs, WABAs e números são desfeitos", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422 (`cliente_com_usuarios`)", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn delete_client(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    state.runtime.delete_client(me.account_id(), id).await?;
+    Ok(Json(json!({"data": {"id": id, "deleted": true}})))
+}
+
+// ---- tasks ---------------------------------------------------------------------------
+
+/// `POST /api/tasks` and `PUT /api/tasks/{id}` body (D-059). `status` is the board's column
+/// (`aberto`, `em_andamento`, `aguardando`, `resolvido`), `posicao` the place in it (from 0;
+/// default the end); links name records in the caller's scope.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TaskIn {
+    titulo: String,
+    #[serde(default)]
+    descricao: String,
+    /// Default `aberto`.
+    status: Option<String>,
+    /// `baixa`, `media` (default), `alta`, `urgente`.
+    prioridade: Option<String>,
+    posicao: Option<i64>,
+    responsavel_id: Option<i64>,
+    bm_id: Option<i64>,
+    waba_id: Option<i64>,
+    numero_id: Option<i64>,
+    campanha_id: Option<i64>,
+}
+
+impl TaskIn {
+    fn fields(self) -> TaskFields {
+        TaskFields {
+            title: self.titulo.trim().to_string(),
+            description: self.descricao,
+            status: self.status.unwrap_or_else(|| "aberto".into()),
+            priority: self.prioridade.unwrap_or_else(|| "media".into()),
+            position: self.posicao,
+            assignee_id: self.responsavel_id,
+            bm_id: self.bm_id,
+            waba_id: self.waba_id,
+            channel_id: self.numero_id,
+            campaign_id: self.campanha_id,
+        }
+    }
+}
+
+#[utoipa::path(get, operation_id = "panel_tasks_list", path = "/tasks", tag = "Tarefas",
+    responses((status = 200, description = "Tarefas por coluna e posição: `{colunas: {aberto: […], …}, tarefas: […]}`", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn list_tasks(
+    State(state): State<AppState>,
+    me: PanelUser,
+) -> Result<Json<Value>, ApiError> {
+    let tasks = state.runtime.store().list_tasks(me.account_id()).await?;
+    let mut columns = serde_json::Map::new();
+    for c in engine::panel::TASK_STATUSES {
+        columns.insert(
+            c.into(),
+            json!(tasks
+                .iter()
+                .filter(|t| t.status == c)
+                .map(actors::panel::task_json)
+                .collect::<Vec<_>>()),
+        );
+    }
+    Ok(Json(
+        json!({"data": {"colunas": columns, "tarefas": tasks.iter().map(actors::panel::task_json).collect::<Vec<_>>()}}),
+    ))
+}
+
+#[utoipa::path(post, operation_id = "panel_tasks_create", path = "/tasks", tag = "Tarefas", request_body = TaskIn,
+    responses((status = 201, description = "Tarefa criada", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 422 (`status_invalido`, `vinculo_invalido`…)", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn create_task(
+    State(state): State<AppState>,
+    me: PanelUser,
+    ApiJson(b): ApiJson<TaskIn>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let f = b.fields();
+    state
+        .runtime
+        .check_task_links(me.account_id(), &me.scope(), &f)
+        .await?;
+    let t = state
+        .runtime
+        .store()
+        .save_task(me.account_id(), None, &f, me.user.id)
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({"data": actors::panel::task_json(&t)})),
+    ))
+}
+
+#[utoipa::path(get, operation_id = "panel_tasks_get", path = "/tasks/{id}", tag = "Tarefas",
+    params(("id" = i64, Path, description = "Id da tarefa")),
+    responses((status = 200, description = "Tarefa", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn get_task(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    let t = state.runtime.store().task(me.account_id(), id).await?;
+    Ok(Json(json!({"data": actors::panel::task_json(&t)})))
+}
+
+#[utoipa::path(put, operation_id = "panel_tasks_update", path = "/tasks/{id}", tag = "Tarefas",
+    params(("id" = i64, Path, description = "Id da tarefa")), request_body = TaskIn,
+    responses((status = 200, description = "Tarefa alterada ou movida (coluna e posição); a coluna é renumerada", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn update_task(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+    ApiJson(b): ApiJson<TaskIn>,
+) -> Result<Json<Value>, ApiError> {
+    let store = state.runtime.store();
+    store.task(me.account_id(), id).await?;
+    let f = b.fields();
+    state
+        .runtime
+        .check_task_links(me.account_id(), &me.scope(), &f)
+        .await?;
+    let t = store
+        .save_task(me.account_id(), Some(id), &f, me.user.id)
+        .await?;
+    Ok(Json(json!({"data": actors::panel::task_json(&t)})))
+}
+
+#[utoipa::path(delete, operation_id = "panel_tasks_delete", path = "/tasks/{id}", tag = "Tarefas",
+    params(("id" = i64, Path, description = "Id da tarefa")),
+    responses((status = 200, description = "Tarefa removida", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn delete_task(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    state
+        .runtime
+        .store()
+        .delete_task(me.account_id(), id)
+        .await?;
+    Ok(Json(json!({"data": {"id": id, "deleted": true}})))
+}
+
+// ---- templates (the account's library) -----------------------------------------------
+
+#[utoipa::path(get, operation_id = "panel_templates_list", path = "/templates", tag = "Templates",
+    responses((status = 200, description = "A biblioteca da conta (a mesma de /api/v1/templates) com status por número", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn list_templates(
+    state: State<AppState>,
+    auth: Auth,
+) -> Result<Json<Value>, ApiError> {
+    crate::routes::templates::list(state, auth).await
+}
+
+#[utoipa::path(post, operation_id = "panel_templates_create", path = "/templates", tag = "Templates",
+    request_body = crate::routes::templates::CreateIn,
+    responses((status = 201, description = "Template criado na biblioteca da conta", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 422", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn create_template(
+    state: State<AppState>,
+    auth: Auth,
+    body: ApiJson<crate::routes::templates::CreateIn>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    crate::routes::templates::create(state, auth, body).await
+}
+
+#[utoipa::path(get, operation_id = "panel_templates_get", path = "/templates/{id}", tag = "Templates",
+    params(("id" = i64, Path, description = "Id do template")),
+    responses((status = 200, description = "Template com status e qualidade por número", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn get_template(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    Ok(Json(
+        json!({"data": state.runtime.template_view(auth.account_id(), id).await?}),
+    ))
+}
+
+/// `PUT /api/templates/{id}` body: a template never submitted is edited; `status` comes from
+/// the provider and is refused.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TemplatePatchIn {
+    name: Option<String>,
+    category: Option<String>,
+    body: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    header_text: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    footer_text: Option<Option<String>>,
+    /// Variable bindings (`var_map` of the account API).
+    #[schema(value_type = Option<Object>)]
+    variables: Option<engine::library::VarMap>,
+    /// Refused: the provider decides it.
+    #[schema(value_type = Option<String>)]
+    status: Option<Value>,
+}
+
+#[utoipa::path(put, operation_id = "panel_templates_update", path = "/templates/{id}", tag = "Templates",
+    params(("id" = i64, Path, description = "Id do template")), request_body = TemplatePatchIn,
+    responses((status = 200, description = "Template alterado (só antes de enviado ao provedor)", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422 (`template_ja_enviado`, `campo_do_provedor`)", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn update_template(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+    ApiJson(b): ApiJson<TemplatePatchIn>,
+) -> Result<Json<Value>, ApiError> {
+    if b.status.is_some() {
+        return Err(ApiError::invalid(
+            "status",
+            "campo_do_provedor",
+            "O status do template vem do provedor e não é editável.",
+        ));
+    }
+    let view = state
+        .runtime
+        .update_template(
+            auth.account_id(),
+            id,
+            actors::templates::TemplatePatch {
+                name: b.name,
+                category: b.category.map(|c| c.to_ascii_lowercase()),
+                body: b.body,
+                header_text: b.header_text.map(|h| h.filter(|h| !h.is_empty())),
+                footer_text: b.footer_text.map(|f| f.filter(|f| !f.is_empty())),
+                var_map: b.variables,
+            },
+        )
+        .await?;
+    Ok(Json(json!({"data": view})))
+}
+
+#[utoipa::path(delete, operation_id = "panel_templates_delete", path = "/templates/{id}", tag = "Templates",
+    params(("id" = i64, Path, description = "Id do template")),
+    responses((status = 200, description = "Removido da biblioteca e do provedor", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn delete_template(
+    state: State<AppState>,
+    auth: Auth,
+    id: IdPath,
+) -> Result<Json<Value>, ApiError> {
+    crate::routes::templates::delete(state, auth, id).await
+}
+
+// ---- wiki (the account's pages) ------------------------------------------------------
+
+#[utoipa::path(get, operation_id = "panel_wiki_list", path = "/wiki", tag = "Wiki",
+    params(crate::routes::wiki::ListQuery),
+    responses((status = 200, description = "Páginas da conta (as mesmas de /api/v1/wiki), sem conteúdo", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 422", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn list_wiki(
+    state: State<AppState>,
+    auth: Auth,
+    q: Result<Query<crate::routes::wiki::ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    crate::routes::wiki::list(state, auth, q).await
+}
+
+#[utoipa::path(post, operation_id = "panel_wiki_create", path = "/wiki", tag = "Wiki",
+    request_body = crate::routes::wiki::CreateIn,
+    responses((status = 201, description = "Página criada", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 422", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn create_wiki(
+    state: State<AppState>,
+    auth: Auth,
+    body: ApiJson<crate::routes::wiki::CreateIn>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    crate::routes::wiki::create(state, auth, body).await
+}
+
+#[utoipa::path(get, operation_id = "panel_wiki_get", path = "/wiki/{key}", tag = "Wiki",
+    params(("key" = String, Path, description = "Slug da página")),
+    responses((status = 200, description = "Página com o conteúdo Markdown", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn get_wiki(
+    State(state): State<AppState>,
+    auth: Auth,
+    Path(slug): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let page = state
+        .runtime
+        .store()
+        .wiki_page_by_slug(auth.account_id(), &slug)
+        .await?;
+    Ok(Json(
+        json!({"data": crate::routes::wiki::page_json(&page, &auth.0.account_slug, true)}),
+    ))
+}
+
+#[utoipa::path(put, operation_id = "panel_wiki_update", path = "/wiki/{key}", tag = "Wiki",
+    params(("key" = i64, Path, description = "Id da página")), request_body = crate::routes::wiki::UpdateIn,
+    responses((status = 200, description = "Página alterada (só os campos enviados)", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn update_wiki(
+    state: State<AppState>,
+    auth: Auth,
+    id: IdPath,
+    body: ApiJson<crate::routes::wiki::UpdateIn>,
+) -> Result<Json<Value>, ApiError> {
+    crate::routes::wiki::update(state, auth, id, body).await
+}
+
+#[utoipa::path(delete, operation_id = "panel_wiki_delete", path = "/wiki/{key}", tag = "Wiki",
+    params(("key" = i64, Path, description = "Id da página")),
+    responses((status = 200, description = "Página removida", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn delete_wiki(
+    state: State<AppState>,
+    auth: Auth,
+    id: IdPath,
+) -> Result<Json<Value>, ApiError> {
+    crate::routes::wiki::remove(state, auth, id).await
+}

@@ -1,0 +1,122 @@
+//! Panel sessions: `POST /api/login`, `POST /api/logout`, `GET /api/me` (spec
+//! "Authentication" item 1, D-054).
+
+use super::PanelUser;
+use crate::error::ApiError;
+use crate::extract::ApiJson;
+use crate::AppState;
+use actors::panel::UserView;
+use actors::ActorError;
+use axum::extract::State;
+use axum::http::request::Parts;
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(me))
+        .routes(routes!(logout))
+}
+
+pub(super) fn public_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(login))
+}
+
+/// `POST /api/login` body.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LoginIn {
+    /// E-mail.
+    email: String,
+    /// Password.
+    password: String,
+}
+
+/// The request's parts that matter to the attempt limit.
+pub(crate) struct Peer(Option<std::net::IpAddr>);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Peer {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        Ok(Peer(super::client_ip(&parts.extensions)))
+    }
+}
+
+#[utoipa::path(
+    post,
+    operation_id = "panel_login",
+    path = "/login",
+    tag = "Sessão",
+    security(()),
+    request_body = LoginIn,
+    responses(
+        (status = 200, description = "`data`: `{token: \"ses_…\", expires_at, user}`; o token aparece só aqui", body = crate::openapi::DataEnvelope),
+        (status = 401, description = "`login_invalido`: e-mail ou senha incorretos (a mesma resposta para os dois)", body = crate::openapi::ErrorBody),
+        (status = 429, description = "`muitas_tentativas`: limite por e-mail ou por endereço; `Retry-After`", body = crate::openapi::ErrorBody),
+        (status = 422, description = "Corpo inválido", body = crate::openapi::ErrorBody),
+    )
+)]
+pub(crate) async fn login(
+    State(state): State<AppState>,
+    Peer(ip): Peer,
+    ApiJson(b): ApiJson<LoginIn>,
+) -> Result<Json<Value>, ApiError> {
+    if b.email.len() > 254 || b.password.len() > engine::panel::PASSWORD_MAX_BYTES {
+        return Err(ApiError::LoginFailed);
+    }
+    state
+        .config
+        .login_limit
+        .take(&b.email, ip)
+        .map_err(|retry_after| ApiError::TooManyAttempts { retry_after })?;
+    let ttl = state.config.session_ttl.as_millis() as i64;
+    match state.runtime.login(&b.email, &b.password, ttl).await {
+        Ok((session, user, slug)) => Ok(Json(json!({"data": {
+            "token": session.token.expose(),
+            "expires_at": actors::time::iso(session.expires_at),
+            "user": UserView::of(&user, &slug),
+        }}))),
+        Err(ActorError::NotFound) => Err(ApiError::LoginFailed),
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[utoipa::path(
+    get,
+    operation_id = "panel_me",
+    path = "/me",
+    tag = "Sessão",
+    responses(
+        (status = 200, description = "`data`: o usuário da sessão (id, email, name, role, status, scope, account)", body = crate::openapi::DataEnvelope),
+        (status = 401, description = "`sessao_invalida`", body = crate::openapi::ErrorBody),
+    )
+)]
+pub(crate) async fn me(user: PanelUser) -> Json<Value> {
+    Json(json!({"data": UserView::of(&user.user, &user.account_slug)}))
+}
+
+#[utoipa::path(
+    post,
+    operation_id = "panel_logout",
+    path = "/logout",
+    tag = "Sessão",
+    responses(
+        (status = 200, description = "Sessão encerrada: o token deixa de valer", body = crate::openapi::DataEnvelope),
+        (status = 401, description = "`sessao_invalida`", body = crate::openapi::ErrorBody),
+    )
+)]
+pub(crate) async fn logout(
+    State(state): State<AppState>,
+    user: PanelUser,
+) -> Result<Json<Value>, ApiError> {
+    state
+        .runtime
+        .store()
+        .revoke_session(user.session_id)
+        .await?;
+    Ok(Json(json!({"data": {"logged_out": true}})))
+}
