@@ -355,18 +355,7 @@ impl Health {
     /// tone `ok`, no limit known to disparo (`limit_24h` and `available` 0: disparo sends
     /// nothing through it).
     pub fn alternative_provider() -> Health {
-        let code = HealthCode::AlternativeProvider;
-        Health {
-            good: true,
-            tone: code.tone(),
-            label: code.label().into(),
-            code: code.as_str().into(),
-            next_action: code.next_action().map(str::to_string),
-            group: String::new(),
-            limit_24h: 0,
-            sent_24h: 0,
-            available: 0,
-        }
+        Health::of_code(HealthCode::AlternativeProvider)
     }
 }
 

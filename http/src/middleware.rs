@@ -15,15 +15,7 @@ use std::time::Instant;
 /// successful write (any method but GET/HEAD/OPTIONS answered 2xx), appends the audit line:
 /// token name, `METHOD /route/{template}`, the concrete path, the status and the time.
 pub async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
-    let token = req
-        .headers()
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim)
+    let token = bearer(req.headers())
         .filter(|t| looks_like_token(t))
         .map(str::to_string);
     let Some(token) = token else {
@@ -69,26 +61,62 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
     }
     // The MCP endpoint's tools call their routes in process; those calls write their own
     // audit lines, so the JSON-RPC envelope does not.
-    let write =
-        !matches!(method, Method::GET | Method::HEAD | Method::OPTIONS) && route != "/api/v1/mcp";
-    if write && resp.status().is_success() {
-        let action = format!("{method} {route}");
-        if let Err(e) = state
-            .runtime
-            .store()
-            .append_audit(
-                owner.account_id,
-                &owner.token_name,
-                &action,
-                &target,
-                resp.status().as_u16(),
-            )
-            .await
-        {
-            tracing::error!(error = %e, "could not append to the audit log");
-        }
+    if route != "/api/v1/mcp" {
+        audit_write(
+            &state,
+            owner.account_id,
+            &owner.token_name,
+            &method,
+            &route,
+            &target,
+            resp.status(),
+        )
+        .await;
     }
     resp
+}
+
+/// The value of `Authorization: Bearer <value>` (either case of `Bearer`), trimmed.
+pub fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
+    headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim)
+}
+
+/// Appends a successful write (any method but GET/HEAD/OPTIONS answered 2xx) to the account's
+/// audit log: who, `METHOD /route/{template}`, the concrete path, the status.
+pub(crate) async fn audit_write(
+    state: &AppState,
+    account_id: i64,
+    author: &str,
+    method: &Method,
+    route: &str,
+    target: &str,
+    status: axum::http::StatusCode,
+) {
+    let write = !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS);
+    if !write || !status.is_success() {
+        return;
+    }
+    if let Err(e) = state
+        .runtime
+        .store()
+        .append_audit(
+            account_id,
+            author,
+            &format!("{method} {route}"),
+            target,
+            status.as_u16(),
+        )
+        .await
+    {
+        tracing::error!(error = %e, "could not append to the audit log");
+    }
 }
 
 /// Counts requests by route, method and status, and records their latency.

@@ -329,6 +329,29 @@ fn bm_in_scope(scope: &Scope) -> String {
     }
 }
 
+/// Conflict `last_admin` unless the account has an active Admin other than `id`.
+async fn keep_an_admin(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    account_id: i64,
+    id: i64,
+) -> Result<()> {
+    let others: i64 = sqlx::query(
+        "SELECT COUNT(*) AS n FROM users WHERE account_id = $1 AND role = 'Admin' AND status = 'active' AND id <> $2",
+    )
+    .bind(account_id)
+    .bind(id)
+    .fetch_one(&mut **tx)
+    .await?
+    .try_get("n")?;
+    if others == 0 {
+        return Err(StorageError::Conflict("last_admin".into()));
+    }
+    Ok(())
+}
+
+/// The SQL that counts what keeps a number in the inventory: its messages and campaigns.
+const NUMBER_HISTORY: &str = "SELECT (SELECT COUNT(*) FROM messages WHERE channel_id = $1) + (SELECT COUNT(*) FROM campaign_channels WHERE channel_id = $1) AS n";
+
 /// `ses_` + 40 alphanumeric characters.
 fn new_session_token() -> String {
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
@@ -430,17 +453,7 @@ impl Store {
             && current.status == "active"
             && (role != "Admin" || status != "active")
         {
-            let others: i64 = sqlx::query(
-                "SELECT COUNT(*) AS n FROM users WHERE account_id = $1 AND role = 'Admin' AND status = 'active' AND id <> $2",
-            )
-            .bind(account_id)
-            .bind(id)
-            .fetch_one(&mut *tx)
-            .await?
-            .try_get("n")?;
-            if others == 0 {
-                return Err(StorageError::Conflict("last_admin".into()));
-            }
+            keep_an_admin(&mut tx, account_id, id).await?;
         }
         let client_id = match p.client_id {
             Some(c) => c,
@@ -497,17 +510,7 @@ impl Store {
         let role: String = row.try_get("role")?;
         let status: String = row.try_get("status")?;
         if role == "Admin" && status == "active" {
-            let others: i64 = sqlx::query(
-                "SELECT COUNT(*) AS n FROM users WHERE account_id = $1 AND role = 'Admin' AND status = 'active' AND id <> $2",
-            )
-            .bind(account_id)
-            .bind(id)
-            .fetch_one(&mut *tx)
-            .await?
-            .try_get("n")?;
-            if others == 0 {
-                return Err(StorageError::Conflict("last_admin".into()));
-            }
+            keep_an_admin(&mut tx, account_id, id).await?;
         }
         for sql in [
             "DELETE FROM sessions WHERE user_id = $1",
@@ -741,58 +744,108 @@ impl Store {
 
     // ---- scoped inventory reads ------------------------------------------------------
 
+    /// Rows of `select` (which ends in `WHERE <alias>.account_id = $1`) that satisfy `cond`,
+    /// by `id_column`; only the row `id` when given.
+    async fn scoped_rows<T>(
+        &self,
+        select: String,
+        cond: String,
+        id_column: &str,
+        account_id: i64,
+        id: Option<i64>,
+        read: impl Fn(&AnyRow) -> Result<T>,
+    ) -> Result<Vec<T>> {
+        let only = if id.is_some() {
+            format!(" AND {id_column} = $2")
+        } else {
+            String::new()
+        };
+        let sql = format!("{select} AND {cond}{only} ORDER BY {id_column}");
+        let mut query = sqlx::query(&sql).bind(account_id);
+        if let Some(id) = id {
+            query = query.bind(id);
+        }
+        query
+            .fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(read)
+            .collect()
+    }
+
+    async fn scoped_bm_rows(
+        &self,
+        account_id: i64,
+        scope: &Scope,
+        id: Option<i64>,
+    ) -> Result<Vec<BmRecord>> {
+        let select = format!("SELECT {BM_COLUMNS} FROM bms bm WHERE bm.account_id = $1");
+        self.scoped_rows(select, bm_in_scope(scope), "bm.id", account_id, id, read_bm)
+            .await
+    }
+
+    async fn scoped_waba_rows(
+        &self,
+        account_id: i64,
+        scope: &Scope,
+        id: Option<i64>,
+    ) -> Result<Vec<WabaRecord>> {
+        let select = format!("SELECT {WABA_COLUMNS} FROM wabas w WHERE w.account_id = $1");
+        self.scoped_rows(
+            select,
+            waba_in_scope(scope),
+            "w.id",
+            account_id,
+            id,
+            read_waba,
+        )
+        .await
+    }
+
+    async fn scoped_channel_rows(
+        &self,
+        account_id: i64,
+        scope: &Scope,
+        id: Option<i64>,
+    ) -> Result<Vec<ChannelRecord>> {
+        let select = format!(
+            "SELECT {CHANNEL_COLUMNS} FROM channels c WHERE c.account_id = $1 AND c.official = 1"
+        );
+        self.scoped_rows(
+            select,
+            channel_in_scope(scope),
+            "c.id",
+            account_id,
+            id,
+            read_channel,
+        )
+        .await
+    }
+
     /// The account's BMs in `scope`, by id.
     pub async fn scoped_bms(&self, account_id: i64, scope: &Scope) -> Result<Vec<BmRecord>> {
-        let sql = format!(
-            "SELECT {BM_COLUMNS} FROM bms bm WHERE bm.account_id = $1 AND {} ORDER BY bm.id",
-            bm_in_scope(scope)
-        );
-        let rows = sqlx::query(&sql)
-            .bind(account_id)
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter().map(read_bm).collect()
+        self.scoped_bm_rows(account_id, scope, None).await
     }
 
     /// A BM in `scope` (NotFound outside it).
     pub async fn scoped_bm(&self, account_id: i64, scope: &Scope, id: i64) -> Result<BmRecord> {
-        let sql = format!(
-            "SELECT {BM_COLUMNS} FROM bms bm WHERE bm.account_id = $1 AND bm.id = $2 AND {}",
-            bm_in_scope(scope)
-        );
-        let row = sqlx::query(&sql)
-            .bind(account_id)
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
-        found(row, read_bm)
+        self.scoped_bm_rows(account_id, scope, Some(id))
+            .await?
+            .pop()
+            .ok_or(StorageError::NotFound)
     }
 
     /// The account's WABAs in `scope`, by id.
     pub async fn scoped_wabas(&self, account_id: i64, scope: &Scope) -> Result<Vec<WabaRecord>> {
-        let sql = format!(
-            "SELECT {WABA_COLUMNS} FROM wabas w WHERE w.account_id = $1 AND {} ORDER BY w.id",
-            waba_in_scope(scope)
-        );
-        let rows = sqlx::query(&sql)
-            .bind(account_id)
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter().map(read_waba).collect()
+        self.scoped_waba_rows(account_id, scope, None).await
     }
 
     /// A WABA in `scope` by disparo id (NotFound outside it).
     pub async fn scoped_waba(&self, account_id: i64, scope: &Scope, id: i64) -> Result<WabaRecord> {
-        let sql = format!(
-            "SELECT {WABA_COLUMNS} FROM wabas w WHERE w.account_id = $1 AND w.id = $2 AND {}",
-            waba_in_scope(scope)
-        );
-        let row = sqlx::query(&sql)
-            .bind(account_id)
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
-        found(row, read_waba)
+        self.scoped_waba_rows(account_id, scope, Some(id))
+            .await?
+            .pop()
+            .ok_or(StorageError::NotFound)
     }
 
     /// The account's official numbers in `scope`, by id.
@@ -801,15 +854,7 @@ impl Store {
         account_id: i64,
         scope: &Scope,
     ) -> Result<Vec<ChannelRecord>> {
-        let sql = format!(
-            "SELECT {CHANNEL_COLUMNS} FROM channels c WHERE c.account_id = $1 AND c.official = 1 AND {} ORDER BY c.id",
-            channel_in_scope(scope)
-        );
-        let rows = sqlx::query(&sql)
-            .bind(account_id)
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter().map(read_channel).collect()
+        self.scoped_channel_rows(account_id, scope, None).await
     }
 
     /// An official number in `scope` (NotFound outside it).
@@ -819,16 +864,10 @@ impl Store {
         scope: &Scope,
         id: i64,
     ) -> Result<ChannelRecord> {
-        let sql = format!(
-            "SELECT {CHANNEL_COLUMNS} FROM channels c WHERE c.account_id = $1 AND c.id = $2 AND c.official = 1 AND {}",
-            channel_in_scope(scope)
-        );
-        let row = sqlx::query(&sql)
-            .bind(account_id)
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
-        found(row, read_channel)
+        self.scoped_channel_rows(account_id, scope, Some(id))
+            .await?
+            .pop()
+            .ok_or(StorageError::NotFound)
     }
 
     // ---- inventory writes ------------------------------------------------------------
@@ -1134,13 +1173,11 @@ impl Store {
         if exists.is_none() {
             return Err(StorageError::NotFound);
         }
-        let used: i64 = sqlx::query(
-            "SELECT (SELECT COUNT(*) FROM messages WHERE channel_id = $1) + (SELECT COUNT(*) FROM campaign_channels WHERE channel_id = $1) AS n",
-        )
-        .bind(id)
-        .fetch_one(&mut *tx)
-        .await?
-        .try_get("n")?;
+        let used: i64 = sqlx::query(NUMBER_HISTORY)
+            .bind(id)
+            .fetch_one(&mut *tx)
+            .await?
+            .try_get("n")?;
         if used > 0 {
             return Err(StorageError::Conflict("number_history".into()));
         }
@@ -1162,13 +1199,11 @@ impl Store {
 
     /// Whether a number has history (messages or campaigns) that keeps it in the inventory.
     pub async fn delete_channel_check(&self, id: i64) -> Result<bool> {
-        let used: i64 = sqlx::query(
-            "SELECT (SELECT COUNT(*) FROM messages WHERE channel_id = $1) + (SELECT COUNT(*) FROM campaign_channels WHERE channel_id = $1) AS n",
-        )
-        .bind(id)
-        .fetch_one(&self.pool)
-        .await?
-        .try_get("n")?;
+        let used: i64 = sqlx::query(NUMBER_HISTORY)
+            .bind(id)
+            .fetch_one(&self.pool)
+            .await?
+            .try_get("n")?;
         Ok(used > 0)
     }
 

@@ -19,7 +19,6 @@ use crate::error::ApiError;
 use crate::AppState;
 use axum::extract::{ConnectInfo, FromRequestParts, MatchedPath, OriginalUri, Request, State};
 use axum::http::request::Parts;
-use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use engine::panel::{looks_like_session, Role, Scope};
@@ -131,15 +130,7 @@ pub(crate) fn client_ip(parts_ext: &axum::http::Extensions) -> Option<IpAddr> {
 
 /// Resolves the session, checks the route's roles, and audits successful writes.
 pub async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
-    let token = req
-        .headers()
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim)
+    let token = crate::middleware::bearer(req.headers())
         .filter(|t| looks_like_session(t))
         .map(str::to_string);
     let Some(token) = token else {
@@ -200,23 +191,16 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
     });
     req.extensions_mut().insert(user.clone());
     let resp = next.run(req).await;
-    let write = !matches!(method, Method::GET | Method::HEAD | Method::OPTIONS);
-    if write && resp.status().is_success() {
-        if let Err(e) = state
-            .runtime
-            .store()
-            .append_audit(
-                user.account_id(),
-                &user.author(),
-                &format!("{method} {route}"),
-                &target,
-                resp.status().as_u16(),
-            )
-            .await
-        {
-            tracing::error!(error = %e, "could not append to the audit log");
-        }
-    }
+    crate::middleware::audit_write(
+        &state,
+        user.account_id(),
+        &user.author(),
+        &method,
+        &route,
+        &target,
+        resp.status(),
+    )
+    .await;
     resp
 }
 
