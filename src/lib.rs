@@ -191,6 +191,9 @@ impl Application {
                 limits,
                 rate_limit: http::limits::TokenRateLimit::new(settings.rate_limit_per_min),
                 session_ttl: Duration::from_millis(settings.session_ttl_ms.max(1000)),
+                sender_rate_limit: http::limits::TokenRateLimit::sender(
+                    settings.sender_rate_per_min,
+                ),
                 ..http::HttpConfig::default()
             }),
             metrics,

@@ -124,6 +124,10 @@ pub struct Settings {
     /// with `Retry-After`); 0 turns the limit off.
     #[arg(long, env = "DISPARO_RATE_LIMIT_PER_MIN", default_value_t = 60_000)]
     pub rate_limit_per_min: u32,
+    /// Requests per minute per public sender token (`pub_…`): at most this many in any 60 s
+    /// (a burst of half, then the rest spread; 429 past it); 0 turns the limit off (D-060).
+    #[arg(long, env = "DISPARO_SENDER_RATE_PER_MIN", default_value_t = 120)]
+    pub sender_rate_per_min: u32,
     /// How long an operator panel session lives without use, ms (sliding: each use extends
     /// it; default 12 h; issue 19).
     #[arg(long, env = "DISPARO_SESSION_TTL_MS", default_value_t = 12 * 3600 * 1000)]

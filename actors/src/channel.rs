@@ -50,6 +50,9 @@ pub enum SendContent {
         params: Vec<String>,
         /// Suffix of a dynamic URL button (button 0).
         button_param: Option<String>,
+        /// Public URL of the header image, for a template with an image header (the provider
+        /// fetches it).
+        header_image: Option<String>,
     },
     /// Media at a public URL (only inside the 24-hour window); the runtime downloads it into
     /// [`SendContent::MediaFile`] before the channel sees it.
@@ -1025,6 +1028,7 @@ async fn admit_and_send(
             language,
             params,
             button_param,
+            header_image,
         } => NewOutbound {
             account_id: st.record.account_id,
             channel_id: st.record.id,
@@ -1033,7 +1037,12 @@ async fn admit_and_send(
             body: None,
             template_name: Some(name.clone()),
             template_language: Some(language.clone()),
-            params: Some(serde_json::json!({"body": params, "button": button_param})),
+            params: Some(match header_image {
+                Some(url) => {
+                    serde_json::json!({"body": params, "button": button_param, "header_image": url})
+                }
+                None => serde_json::json!({"body": params, "button": button_param}),
+            }),
             preview_text: cmd.preview_text.clone(),
             media: None,
             source: "api",
@@ -1074,13 +1083,23 @@ async fn admit_and_send(
             language,
             params,
             button_param,
-        } => Prepared::Ready(Box::new(
-            SendMessageRequest::template(
-                &to,
-                TemplatePayload::positional(&name, &language, &params, button_param.as_deref()),
-            )
-            .with_callback_data(callback),
-        )),
+            header_image,
+        } => {
+            let mut payload =
+                TemplatePayload::positional(&name, &language, &params, button_param.as_deref());
+            if let Some(link) = header_image {
+                payload = payload.with_header_media(
+                    "image",
+                    provider::wire::MediaObject {
+                        link: Some(link),
+                        ..Default::default()
+                    },
+                );
+            }
+            Prepared::Ready(Box::new(
+                SendMessageRequest::template(&to, payload).with_callback_data(callback),
+            ))
+        }
         SendContent::MediaFile { file, caption } => Prepared::Upload {
             file,
             caption,

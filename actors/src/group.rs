@@ -743,6 +743,7 @@ impl Runtime {
                 language: template.language.clone(),
                 params,
                 button_param: None,
+                header_image: None,
             },
             preview_text: None,
             idempotency_key,

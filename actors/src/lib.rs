@@ -26,6 +26,7 @@ pub mod media;
 pub mod outbound;
 pub mod panel;
 pub mod registry;
+pub mod sender;
 pub mod settle;
 pub mod supervisor;
 pub mod templates;
@@ -390,6 +391,7 @@ impl Runtime {
                     language: t.language,
                     params,
                     button_param,
+                    header_image: None,
                 }
             }
             channel::SendContent::Template {
@@ -397,6 +399,7 @@ impl Runtime {
                 language,
                 params,
                 button_param,
+                header_image,
             } => {
                 let name = self
                     .versioned_name(account_id, channel_id, &name, &language)
@@ -406,6 +409,7 @@ impl Runtime {
                     language,
                     params,
                     button_param,
+                    header_image,
                 }
             }
             other => other,

@@ -17,6 +17,7 @@ pub mod net;
 pub mod panel;
 pub mod phone;
 pub mod secret;
+pub mod sender;
 pub mod template;
 pub mod token;
 pub mod webhook;

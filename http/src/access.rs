@@ -105,6 +105,19 @@ pub const ROUTES: &[(&str, &str, Level)] = &[
     ("DELETE", "/api/v1/tokens/{id}", Level::Admin),
 ];
 
+/// The routes a public sender token (`pub_…`, D-060) may call; on the shared paths the
+/// handlers answer for the token's user. Any other route answers a sender token 403.
+pub const SENDER_ROUTES: &[(&str, &str)] = &[
+    ("GET", "/api/v1/numbers"),
+    ("GET", "/api/v1/templates"),
+    ("POST", "/api/v1/messages"),
+    ("GET", "/api/v1/messages/{id}"),
+];
+
+/// The routes only a sender token may call (an account token gets 403 before its level is
+/// looked at; they are not in [`ROUTES`] nor in the account API's document).
+pub const SENDER_ONLY: &[(&str, &str)] = &[("GET", "/api/v1/numbers")];
+
 /// The level a request needs; `admin` for a route missing from [`ROUTES`].
 pub fn required(method: &Method, route: &str) -> Level {
     ROUTES

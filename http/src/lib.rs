@@ -48,6 +48,9 @@ pub struct HttpConfig {
     pub session_ttl: Duration,
     /// The panel's login attempt limits (per e-mail and per address).
     pub login_limit: panel::LoginLimit,
+    /// The public sender's per-token limit (`DISPARO_SENDER_RATE_PER_MIN`, 120: at most that
+    /// many in any 60 s, D-060); `None`: no limit.
+    pub sender_rate_limit: Option<limits::TokenRateLimit>,
 }
 
 impl Default for HttpConfig {
@@ -63,6 +66,7 @@ impl Default for HttpConfig {
             rate_limit: None,
             session_ttl: Duration::from_secs(12 * 3600),
             login_limit: panel::LoginLimit::default(),
+            sender_rate_limit: limits::TokenRateLimit::sender(120),
         }
     }
 }
@@ -174,6 +178,7 @@ pub fn router(state: AppState) -> Router {
         .merge(panel_public)
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes));
     let api = api
+        .route("/numbers", axum::routing::get(routes::sender::numbers))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             middleware::authenticate,

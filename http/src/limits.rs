@@ -15,18 +15,26 @@ use std::time::Duration;
 type Keyed =
     RateLimiter<i64, DefaultKeyedStateStore<i64>, DefaultClock, StateInformationMiddleware>;
 
-/// Requests per minute per API token (`DISPARO_RATE_LIMIT_PER_MIN`), a GCRA bucket per token
-/// whose burst is the whole minute's quota. Answers carry the draft IETF `RateLimit-Policy`
-/// and `RateLimit` headers; a refusal is 429 `limite_de_requisicoes` with `Retry-After`.
+/// A per-token request limit: a GCRA bucket per token of `burst` requests refilled one per
+/// `period`. The account API's (`DISPARO_RATE_LIMIT_PER_MIN`, D-043) has the whole minute's
+/// quota as its burst; the public sender's (120 per minute, D-060) holds at most its quota in
+/// any 60 s. Answers carry the draft IETF `RateLimit-Policy` and `RateLimit` headers; a refusal
+/// is 429 `limite_de_requisicoes` with `Retry-After` (≥ 1 s).
 #[derive(Clone)]
 pub struct TokenRateLimit {
     limiter: Arc<Keyed>,
+    /// Most requests in any 60 s (the policy's `q`).
     per_minute: u32,
+    burst: u32,
+    period: Duration,
+    /// The policy's name in the headers (`token`, `sender`).
+    name: &'static str,
 }
 
 impl std::fmt::Debug for TokenRateLimit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TokenRateLimit")
+            .field("name", &self.name)
             .field("per_minute", &self.per_minute)
             .finish()
     }
@@ -41,19 +49,40 @@ pub enum RateVerdict {
 }
 
 impl TokenRateLimit {
-    /// A limit of `per_minute` requests per token; `None` for 0 (no limit).
+    /// The account API's limit: `per_minute` requests per token, all of them available at
+    /// once; `None` for 0 (no limit).
     pub fn new(per_minute: u32) -> Option<Self> {
         let n = NonZeroU32::new(per_minute)?;
         Some(Self {
             limiter: Arc::new(RateLimiter::keyed(Quota::per_minute(n)).with_middleware()),
             per_minute,
+            burst: per_minute,
+            period: Duration::from_secs(60) / per_minute,
+            name: "token",
+        })
+    }
+
+    /// The public sender's limit (D-060): at most `per_minute` requests in any 60 s — a burst
+    /// of half of them, then one every `120 / per_minute` s (for 120: 60 at once, then one per
+    /// second). `None` for 0 (no limit).
+    pub fn sender(per_minute: u32) -> Option<Self> {
+        let burst = NonZeroU32::new((per_minute / 2).max(1))?;
+        NonZeroU32::new(per_minute)?;
+        let period = Duration::from_secs(60) / burst.get();
+        let quota = Quota::with_period(period)?.allow_burst(burst);
+        Some(Self {
+            limiter: Arc::new(RateLimiter::keyed(quota).with_middleware()),
+            per_minute,
+            burst: burst.get(),
+            period,
+            name: "sender",
         })
     }
 
     fn policy(&self) -> (HeaderName, HeaderValue) {
         (
             HeaderName::from_static("ratelimit-policy"),
-            HeaderValue::from_str(&format!("\"token\";q={};w=60", self.per_minute))
+            HeaderValue::from_str(&format!("\"{}\";q={};w=60", self.name, self.per_minute))
                 .expect("ASCII header"),
         )
     }
@@ -64,14 +93,18 @@ impl TokenRateLimit {
             Ok(snapshot) => {
                 let remaining = snapshot.remaining_burst_capacity();
                 // Seconds until the bucket is full again.
-                let reset =
-                    ((self.per_minute - remaining) as u64 * 60).div_ceil(self.per_minute as u64);
+                let reset = (self.period * (self.burst - remaining.min(self.burst)))
+                    .as_secs_f64()
+                    .ceil() as u64;
                 RateVerdict::Allowed([
                     self.policy(),
                     (
                         HeaderName::from_static("ratelimit"),
-                        HeaderValue::from_str(&format!("\"token\";r={remaining};t={reset}"))
-                            .expect("ASCII header"),
+                        HeaderValue::from_str(&format!(
+                            "\"{}\";r={remaining};t={reset}",
+                            self.name
+                        ))
+                        .expect("ASCII header"),
                     ),
                 ])
             }
@@ -84,7 +117,8 @@ impl TokenRateLimit {
                 resp.headers_mut().insert(name, value);
                 resp.headers_mut().insert(
                     HeaderName::from_static("ratelimit"),
-                    HeaderValue::from_str(&format!("\"token\";r=0;t={secs}")).expect("ASCII"),
+                    HeaderValue::from_str(&format!("\"{}\";r=0;t={secs}", self.name))
+                        .expect("ASCII"),
                 );
                 RateVerdict::Refused(resp)
             }

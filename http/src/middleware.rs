@@ -15,6 +15,12 @@ use std::time::Instant;
 /// successful write (any method but GET/HEAD/OPTIONS answered 2xx), appends the audit line:
 /// token name, `METHOD /route/{template}`, the concrete path, the status and the time.
 pub async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+    if let Some(token) = bearer(req.headers())
+        .filter(|t| storage::sender::looks_like_sender_token(t))
+        .map(str::to_string)
+    {
+        return authenticate_sender(state, token, req, next).await;
+    }
     let token = bearer(req.headers())
         .filter(|t| looks_like_token(t))
         .map(str::to_string);
@@ -45,6 +51,12 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
         .get::<OriginalUri>()
         .map(|u| u.path().to_string())
         .unwrap_or_else(|| req.uri().path().to_string());
+    if crate::access::SENDER_ONLY.contains(&(method.as_str(), route.as_str())) {
+        return ApiError::Forbidden(
+            "Esta rota é do remetente público: use o token de usuário (pub_…) que um Admin gera em POST /api/users/{id}/api-token.".into(),
+        )
+        .into_response();
+    }
     let needed = crate::access::required(&method, &route);
     let level = engine::access::Level::parse(&owner.level).unwrap_or(engine::access::Level::Read);
     if level < needed {
@@ -73,6 +85,80 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
         )
         .await;
     }
+    resp
+}
+
+/// `Authorization: Bearer pub_…` (the public sender, D-060): the token's active user, only
+/// on the sender's routes (403 elsewhere), under the sender's own rate limit (120 per minute);
+/// the handlers of the shared paths see a [`storage::sender::SenderCaller`].
+async fn authenticate_sender(
+    state: AppState,
+    token: String,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let caller = match state
+        .runtime
+        .store()
+        .authenticate_sender_token(&token)
+        .await
+    {
+        Ok(Some(c)) => c,
+        Ok(None) => return ApiError::Unauthorized.into_response(),
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|m| m.as_str().to_string())
+        .unwrap_or_default();
+    let method = req.method().clone();
+    if !crate::access::SENDER_ROUTES.contains(&(method.as_str(), route.as_str())) {
+        return ApiError::Forbidden(
+            "Este token é do remetente público: ele só usa GET /api/v1/numbers, GET /api/v1/templates, POST /api/v1/messages e GET /api/v1/messages/{id}. Para o resto da API, use um token da conta (svc_…).".into(),
+        )
+        .into_response();
+    }
+    let rate_headers = match &state.config.sender_rate_limit {
+        Some(limit) => match limit.check(caller.token_id) {
+            crate::limits::RateVerdict::Allowed(headers) => Some(headers),
+            crate::limits::RateVerdict::Refused(resp) => return resp,
+        },
+        None => None,
+    };
+    let target = req
+        .extensions()
+        .get::<OriginalUri>()
+        .map(|u| u.path().to_string())
+        .unwrap_or_else(|| req.uri().path().to_string());
+    let author = format!(
+        "{} <{}> (remetente público)",
+        caller.user.name, caller.user.email
+    );
+    // Handlers that take the account's caller (idempotency) see the user's account.
+    req.extensions_mut().insert(storage::accounts::TokenOwner {
+        token_id: 0,
+        token_name: author.clone(),
+        level: "write".into(),
+        account_id: caller.user.account_id,
+        account_slug: caller.account_slug.clone(),
+    });
+    let account_id = caller.user.account_id;
+    req.extensions_mut().insert(caller);
+    let mut resp = next.run(req).await;
+    if let Some(headers) = rate_headers {
+        resp.headers_mut().extend(headers);
+    }
+    audit_write(
+        &state,
+        account_id,
+        &author,
+        &method,
+        &route,
+        &target,
+        resp.status(),
+    )
+    .await;
     resp
 }
 

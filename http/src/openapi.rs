@@ -86,9 +86,11 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/api/v1/openapi.json", get(openapi_json))
         .route("/api/openapi.json", get(panel_openapi_json))
+        .route("/api/v1/sender/openapi.json", get(sender_openapi_json))
         .route("/docs", get(docs_page))
         .route("/docs/", get(docs_page))
         .route("/docs/painel", get(panel_docs_page))
+        .route("/docs/remetente", get(sender_docs_page))
         .route("/docs/swagger-ui.css", get(css))
         .route("/docs/swagger-ui-bundle.js", get(bundle))
 }
@@ -96,6 +98,16 @@ pub fn routes() -> Router<AppState> {
 async fn openapi_json() -> Response {
     static JSON: OnceLock<String> = OnceLock::new();
     let body = JSON.get_or_init(|| document().to_pretty_json().unwrap_or_default());
+    ([(header::CONTENT_TYPE, "application/json")], body.as_str()).into_response()
+}
+
+async fn sender_openapi_json() -> Response {
+    static JSON: OnceLock<String> = OnceLock::new();
+    let body = JSON.get_or_init(|| {
+        crate::routes::sender::document()
+            .to_pretty_json()
+            .unwrap_or_default()
+    });
     ([(header::CONTENT_TYPE, "application/json")], body.as_str()).into_response()
 }
 
@@ -121,7 +133,7 @@ fn page(title: &str, url: &str) -> String {
 <link rel="stylesheet" href="/docs/swagger-ui.css">
 </head>
 <body>
-<nav style="font-family: sans-serif; padding: 8px 20px">Documentos: <a href="/docs">API da conta (/api/v1)</a> · <a href="/docs/painel">API do painel (/api)</a></nav>
+<nav style="font-family: sans-serif; padding: 8px 20px">Documentos: <a href="/docs">API da conta (/api/v1)</a> · <a href="/docs/painel">API do painel (/api)</a> · <a href="/docs/remetente">Remetente público (/api/v1, token de usuário)</a></nav>
 <div id="swagger-ui"></div>
 <script src="/docs/swagger-ui-bundle.js"></script>
 <script>
@@ -135,6 +147,10 @@ window.ui = SwaggerUIBundle({{ url: "{url}", dom_id: "#swagger-ui", deepLinking:
 
 async fn docs_page() -> Html<String> {
     Html(page("API da conta", "/api/v1/openapi.json"))
+}
+
+async fn sender_docs_page() -> Html<String> {
+    Html(page("Remetente público", "/api/v1/sender/openapi.json"))
 }
 
 async fn panel_docs_page() -> Html<String> {

@@ -17,6 +17,7 @@ pub mod idempotency;
 pub mod messages;
 pub mod panel;
 pub mod reports;
+pub mod sender;
 pub mod templates;
 pub mod webhooks;
 pub mod wiki;

@@ -229,7 +229,7 @@ const USER_COLUMNS: &str =
     "u.id, u.account_id, u.email, u.name, u.role, u.status, u.client_id, u.bm_scope, u.created_at, u.updated_at";
 const TASK_COLUMNS: &str = "id, account_id, title, description, status, priority, position, assignee_id, bm_id, waba_id, channel_id, campaign_id, created_by, created_at, updated_at";
 
-fn read_user(r: &AnyRow) -> Result<UserRecord> {
+pub(crate) fn read_user(r: &AnyRow) -> Result<UserRecord> {
     let scope: String = r.try_get("bm_scope")?;
     Ok(UserRecord {
         id: r.try_get("id")?,
@@ -514,6 +514,8 @@ impl Store {
         }
         for sql in [
             "DELETE FROM sessions WHERE user_id = $1",
+            "DELETE FROM user_api_tokens WHERE user_id = $1",
+            "DELETE FROM sender_messages WHERE user_id = $1",
             "UPDATE tasks SET assignee_id = NULL WHERE assignee_id = $1",
             "UPDATE tasks SET created_by = NULL WHERE created_by = $1",
             "DELETE FROM users WHERE id = $1",

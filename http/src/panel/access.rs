@@ -66,6 +66,10 @@ pub const ROUTES: &[(&str, &str, &[Role])] = &[
     ("GET", "/api/users/{id}", ADMIN),
     ("PUT", "/api/users/{id}", ADMIN),
     ("DELETE", "/api/users/{id}", ADMIN),
+    // The public sender's token of a user (spec: only Admin generates API tokens).
+    ("GET", "/api/users/{id}/api-token", ADMIN),
+    ("POST", "/api/users/{id}/api-token", ADMIN),
+    ("DELETE", "/api/users/{id}/api-token", ADMIN),
     // Wiki (the account's pages): `{key}` is the slug on GET, the id on PUT and DELETE.
     ("GET", "/api/wiki", ALL),
     ("POST", "/api/wiki", STAFF),

@@ -19,6 +19,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list_users, create_user))
         .routes(routes!(get_user, update_user, delete_user))
+        .routes(routes!(list_api_tokens, create_api_token, revoke_api_token))
         .routes(routes!(list_clients, create_client))
         .routes(routes!(get_client, update_client, delete_client))
         .routes(routes!(list_tasks, create_task))
@@ -159,6 +160,71 @@ pub(crate) async fn delete_user(
 ) -> Result<Json<Value>, ApiError> {
     state.runtime.delete_user(me.account_id(), id).await?;
     Ok(Json(json!({"data": {"id": id, "deleted": true}})))
+}
+
+// ---- public sender tokens ----------------------------------------------------------
+
+fn sender_token_json(t: &storage::sender::SenderTokenRecord) -> Value {
+    json!({
+        "id": t.id,
+        "user_id": t.user_id,
+        "prefix": t.prefix,
+        "created_at": actors::time::iso(t.created_at),
+        "revoked_at": t.revoked_at.map(actors::time::iso),
+    })
+}
+
+#[utoipa::path(post, operation_id = "panel_users_api_token_create", path = "/users/{id}/api-token", tag = "Usuários",
+    params(("id" = i64, Path, description = "Id do usuário")),
+    responses((status = 201, description = "`data`: `{token: \"pub_…\", prefix, created_at}`; o token aparece só aqui e o anterior do usuário deixa de valer", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403 (só Admin), 404", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn create_api_token(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let (value, record) = state
+        .runtime
+        .store()
+        .rotate_sender_token(me.account_id(), id, me.user.id)
+        .await?;
+    let mut data = sender_token_json(&record);
+    data["token"] = json!(value.expose());
+    Ok((StatusCode::CREATED, Json(json!({ "data": data }))))
+}
+
+#[utoipa::path(get, operation_id = "panel_users_api_token_list", path = "/users/{id}/api-token", tag = "Usuários",
+    params(("id" = i64, Path, description = "Id do usuário")),
+    responses((status = 200, description = "Tokens do remetente público do usuário (prefixo, criação, revogação), o mais novo primeiro", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn list_api_tokens(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    let store = state.runtime.store();
+    store.user(me.account_id(), id).await?;
+    let tokens = store.sender_tokens(me.account_id(), id).await?;
+    Ok(Json(
+        json!({"data": tokens.iter().map(sender_token_json).collect::<Vec<_>>()}),
+    ))
+}
+
+#[utoipa::path(delete, operation_id = "panel_users_api_token_revoke", path = "/users/{id}/api-token", tag = "Usuários",
+    params(("id" = i64, Path, description = "Id do usuário")),
+    responses((status = 200, description = "O token ativo do usuário deixa de valer", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404 (sem token ativo)", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn revoke_api_token(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    state
+        .runtime
+        .store()
+        .revoke_sender_token(me.account_id(), id)
+        .await?;
+    Ok(Json(json!({"data": {"user_id": id, "revoked": true}})))
 }
 
 // ---- clients -------------------------------------------------------------------------
@@ -421,7 +487,7 @@ pub(crate) async fn list_templates(
     state: State<AppState>,
     auth: Auth,
 ) -> Result<Json<Value>, ApiError> {
-    crate::routes::templates::list(state, auth).await
+    crate::routes::templates::list(state, auth, None).await
 }
 
 #[utoipa::path(post, operation_id = "panel_templates_create", path = "/templates", tag = "Templates",

@@ -89,7 +89,7 @@ async fn create(
     RawBody(body): RawBody,
 ) -> axum::response::Response {
     // `Idempotency-Key` as on `POST /messages`: a retried creation returns the first campaign.
-    crate::routes::messages::idempotent(&state, &auth, &headers, &body, |_| async {
+    crate::routes::messages::idempotent(&state, &auth, "", &headers, &body, |_| async {
         let b: CreateIn = crate::extract::parse_json(&headers, &body)?;
         create_once(&state, &auth, b).await
     })

@@ -356,7 +356,7 @@ async fn send(
     RawBody(body): RawBody,
 ) -> axum::response::Response {
     // `Idempotency-Key` as on `POST /messages`: one key, one message.
-    crate::routes::messages::idempotent(&state, &auth, &headers, &body, |key| async {
+    crate::routes::messages::idempotent(&state, &auth, "", &headers, &body, |key| async {
         let b: SendIn = crate::extract::parse_json(&headers, &body)?;
         let to = Phone::parse("to", &b.to)?;
         let m = state

@@ -200,6 +200,7 @@ fn parse(body: SendIn) -> Result<(Option<i64>, SendCommand), ApiError> {
                 language,
                 params: t.params,
                 button_param: t.button_param.filter(|b| !b.is_empty()),
+                header_image: None,
             }
         }
         (Some(_), Some(_)) => {
@@ -275,7 +276,11 @@ async fn read(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
+    sender: Option<axum::Extension<storage::sender::SenderCaller>>,
 ) -> Result<Json<Value>, ApiError> {
+    if let Some(axum::Extension(caller)) = sender {
+        return super::sender::message(&state, &caller, id).await;
+    }
     let m = state.runtime.store().message(auth.account_id(), id).await?;
     Ok(Json(json!({ "data": message_json(&m) })))
 }
@@ -338,10 +343,12 @@ async fn in_doubt_answer(state: &AppState, account_id: i64, message_id: i64) -> 
 /// message it writes. A send in doubt ([`ApiError::InDoubt`], or the wait for the actor ran
 /// out after the message was written) keeps the key bound to that message and answers 202
 /// with it, now and on every retry: the message is never sent twice. A failure a retry may
-/// fix (other 5xx, nothing sent) releases the key.
+/// fix (other 5xx, nothing sent) releases the key. `namespace` separates callers of one
+/// account that must not share keys (`""` for account tokens, `pub:<user>:` for a sender).
 pub(crate) async fn idempotent<F, Fut>(
     state: &AppState,
     auth: &Auth,
+    namespace: &str,
     headers: &HeaderMap,
     body: &[u8],
     run: F,
@@ -352,7 +359,7 @@ where
 {
     let account_id = auth.account_id();
     let key = match idempotency_key(headers) {
-        Ok(k) => k,
+        Ok(k) => k.map(|k| format!("{namespace}{k}")),
         Err(e) => return e.into_response(),
     };
     let Some(key) = key else {
@@ -447,9 +454,13 @@ async fn send(
     State(state): State<AppState>,
     auth: Auth,
     headers: HeaderMap,
+    sender: Option<axum::Extension<storage::sender::SenderCaller>>,
     RawBody(body): RawBody,
 ) -> Response {
-    idempotent(&state, &auth, &headers, &body, |key| {
+    if let Some(axum::Extension(caller)) = sender {
+        return super::sender::send(&state, &auth, &caller, &headers, &body).await;
+    }
+    idempotent(&state, &auth, "", &headers, &body, |key| {
         send_once(&state, &auth, &headers, &body, key)
     })
     .await

@@ -11,6 +11,7 @@ pub mod messages;
 pub mod ops;
 pub mod provider;
 pub mod reports;
+pub mod sender;
 pub mod templates;
 pub mod tokens;
 pub mod webhooks;

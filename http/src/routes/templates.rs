@@ -105,7 +105,11 @@ pub(crate) async fn create(
 pub(crate) async fn list(
     State(state): State<AppState>,
     auth: Auth,
+    sender: Option<axum::Extension<storage::sender::SenderCaller>>,
 ) -> Result<Json<Value>, ApiError> {
+    if let Some(axum::Extension(caller)) = sender {
+        return crate::routes::sender::templates(&state, &caller).await;
+    }
     Ok(Json(
         json!({ "data": state.runtime.list_library(auth.account_id()).await? }),
     ))

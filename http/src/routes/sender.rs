@@ -1,0 +1,229 @@
+//! The public sender under `/api/v1` (spec `panel-api.md` "Public v1", issue 22, D-060):
+//! `GET /numbers`, `GET /templates`, `POST /messages`, `GET /messages/{id}` for a per-user
+//! `pub_…` token. The last three share their paths with the account API: the account's
+//! handlers hand a request with a sender token to these functions. Its OpenAPI document is
+//! [`document`], served at `GET /api/v1/sender/openapi.json` and shown at `/docs/remetente`.
+
+use crate::error::ApiError;
+use crate::extract::{parse_json, Auth};
+use crate::AppState;
+use actors::sender::{SenderOutcome, SenderSend};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use axum::{Extension, Json};
+use engine::phone::Phone;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use storage::sender::SenderCaller;
+use utoipa::OpenApi;
+
+/// `GET /api/v1/numbers`: the numbers the token's user may send from, with health and sends
+/// in the last 24 h.
+#[utoipa::path(get, operation_id = "sender_numbers", path = "/numbers", tag = "Remetente público",
+    responses((status = 200, description = "`data`: `[{id, phone, name, quality, health, sends_24h}]`", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403 (token da conta), 429 (120 por minuto)", body = crate::openapi::ErrorBody)))]
+pub async fn numbers(
+    State(state): State<AppState>,
+    Extension(caller): Extension<SenderCaller>,
+) -> Result<Json<Value>, ApiError> {
+    let list = state
+        .runtime
+        .sender_numbers(caller.user.account_id, &caller.user.scope())
+        .await?;
+    Ok(Json(json!({ "data": list })))
+}
+
+/// `GET /api/v1/templates` for a sender token.
+#[utoipa::path(get, operation_id = "sender_templates", path = "/templates", tag = "Remetente público",
+    responses((status = 200, description = "`data`: templates aprovados nos números do usuário, um por nome: `[{name, category, languages, variables, numbers}]`", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 429", body = crate::openapi::ErrorBody)))]
+pub async fn templates(state: &AppState, caller: &SenderCaller) -> Result<Json<Value>, ApiError> {
+    let list = state
+        .runtime
+        .sender_templates(caller.user.account_id, &caller.user.scope())
+        .await?;
+    Ok(Json(json!({ "data": list })))
+}
+
+/// `POST /api/v1/messages` body of a sender token.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SendIn {
+    /// Recipient, digits with country code.
+    to: String,
+    /// Template name.
+    template: String,
+    /// Locale; default the only one approved, else `pt_BR`.
+    language: Option<String>,
+    /// Body variables in order.
+    #[serde(default)]
+    variables: Vec<String>,
+    /// Header image (public HTTPS URL) of a template with an image header.
+    image_url: Option<String>,
+    /// Suffix of the URL button.
+    button_variable: Option<String>,
+    /// Check, choose and render without sending.
+    #[serde(default)]
+    dry_run: bool,
+}
+
+fn outcome_json(o: &SenderOutcome, to: &str) -> Value {
+    let number = json!({"id": o.channel.record.id, "phone": o.channel.record.phone, "name": o.channel.record.name});
+    match &o.message {
+        Some(m) => {
+            let mut v = super::messages::send_result(m);
+            v["numero"] = number;
+            v
+        }
+        None => json!({
+            "dry_run": true,
+            "to": to,
+            "numero": number,
+            "template": {"name": o.template.0, "language": o.template.1},
+            "preview_text": o.preview,
+        }),
+    }
+}
+
+/// `POST /api/v1/messages` for a sender token.
+#[utoipa::path(post, operation_id = "sender_send", path = "/messages", tag = "Remetente público",
+    request_body = SendIn,
+    params(("Idempotency-Key" = Option<String>, Header, description = "A mesma chave repete a primeira resposta por 24 h; a mensagem nunca sai duas vezes")),
+    responses(
+        (status = 201, description = "Enviada: a mensagem com `numero` (o número escolhido)", body = crate::openapi::DataEnvelope),
+        (status = 200, description = "`dry_run`: `{dry_run, to, numero, template, preview_text}`; nada enviado", body = crate::openapi::DataEnvelope),
+        (status = 202, description = "Envio em dúvida: não será repetido; o status chega depois", body = crate::openapi::DataEnvelope),
+        (status = 422, description = "`template_desconhecido`, `variaveis_invalidas`, `nenhum_numero_elegivel` (`numeros`: motivo por número), URL recusada", body = crate::openapi::ErrorBody),
+        (status = 429, description = "Sem folga de 24 h em nenhum número, ou acima de 120 requisições por minuto (`Retry-After`)", body = crate::openapi::ErrorBody),
+        (status = "4XX", description = "Erro `{message, code}`: 400, 401, 403", body = crate::openapi::ErrorBody),
+    ))]
+pub async fn send(
+    state: &AppState,
+    auth: &Auth,
+    caller: &SenderCaller,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Response {
+    let namespace = format!("pub:{}:", caller.user.id);
+    super::messages::idempotent(state, auth, &namespace, headers, body, |key| async move {
+        let b: SendIn = parse_json(headers, body)?;
+        let to = Phone::parse("to", &b.to).map_err(ApiError::from)?;
+        if b.template.trim().is_empty() {
+            return Err(ApiError::invalid(
+                "template",
+                "required",
+                "`template` é obrigatório.",
+            ));
+        }
+        if let Some(url) = &b.image_url {
+            state.runtime.outbound().check_url(url).map_err(|r| {
+                ApiError::invalid("image_url", r.code(), actors::outbound::refusal_message(&r))
+            })?;
+        }
+        let dry_run = b.dry_run;
+        let outcome = state
+            .runtime
+            .sender_send(
+                caller.user.account_id,
+                &caller.user.scope(),
+                SenderSend {
+                    to: to.clone(),
+                    template: b.template.trim().to_string(),
+                    language: b.language.filter(|l| !l.is_empty()),
+                    variables: b.variables,
+                    image_url: b.image_url.filter(|u| !u.is_empty()),
+                    button_variable: b.button_variable.filter(|v| !v.is_empty()),
+                    dry_run,
+                    idempotency_key: key,
+                },
+            )
+            .await;
+        let store = state.runtime.store();
+        let outcome = match outcome {
+            Ok(o) => o,
+            Err(actors::ActorError::SendInDoubt(id)) => {
+                store
+                    .link_sender_message(id, caller.user.id, caller.token_id)
+                    .await?;
+                return Err(ApiError::InDoubt(id));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if let Some(m) = &outcome.message {
+            store
+                .link_sender_message(m.id, caller.user.id, caller.token_id)
+                .await?;
+        }
+        let status = if dry_run {
+            StatusCode::OK
+        } else {
+            StatusCode::CREATED
+        };
+        Ok((
+            status,
+            json!({ "data": outcome_json(&outcome, to.as_str()) }),
+        ))
+    })
+    .await
+}
+
+/// `GET /api/v1/messages/{id}` for a sender token: a message this token's user sent.
+#[utoipa::path(get, operation_id = "sender_message", path = "/messages/{id}", tag = "Remetente público",
+    params(("id" = i64, Path, description = "Id da mensagem enviada por este usuário")),
+    responses((status = 200, description = "A mensagem e sua linha do tempo (`sent_at`, `delivered_at`, `read_at`, `failed_at`, `error`)", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 404 (de outro usuário), 429", body = crate::openapi::ErrorBody)))]
+pub async fn message(
+    state: &AppState,
+    caller: &SenderCaller,
+    id: i64,
+) -> Result<Json<Value>, ApiError> {
+    let store = state.runtime.store();
+    if !store.sent_by_user(id, caller.user.id).await? {
+        return Err(ApiError::NotFound);
+    }
+    let m = store.message(caller.user.account_id, id).await?;
+    Ok(Json(json!({ "data": super::messages::message_json(&m) })))
+}
+
+struct Security;
+
+impl utoipa::Modify for Security {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "usuario",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("pub_…")
+                    .description(Some(
+                        "Token do usuário gerado por um Admin em `POST /api/users/{id}/api-token`; 120 requisições por minuto (D-060).",
+                    ))
+                    .build(),
+            ),
+        );
+        openapi.servers = Some(vec![utoipa::openapi::server::Server::new("/api/v1")]);
+    }
+}
+
+/// The public sender's OpenAPI document.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "disparo — remetente público",
+        description = "Envio de templates por terceiros com o token de um usuário: o serviço escolhe um número elegível (template aprovado, saúde, folga de 24 h, o que já falou com o contato). 120 requisições por minuto por token.",
+    ),
+    paths(numbers, templates, send, message),
+    security(("usuario" = [])),
+    modifiers(&Security),
+    components(schemas(SendIn, crate::openapi::DataEnvelope, crate::openapi::ErrorBody))
+)]
+pub struct SenderDoc;
+
+/// The document (built once).
+pub fn document() -> &'static utoipa::openapi::OpenApi {
+    static DOC: std::sync::OnceLock<utoipa::openapi::OpenApi> = std::sync::OnceLock::new();
+    DOC.get_or_init(SenderDoc::openapi)
+}
