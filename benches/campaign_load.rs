@@ -21,8 +21,8 @@ mod support;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use support::{
-    cpu_secs, database, env_num, histogram_means, load_token, metric_sum, peak_rss_mb,
-    serve_command, wait_until_up, Api, Gateway,
+    cpu_secs, env_num, histogram_means, load_token, metric_sum, peak_rss_mb, serve_command,
+    wait_until_up, Api, Gateway,
 };
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -37,33 +37,21 @@ async fn main() {
     let n = env_num("LOAD_RECIPIENTS", 100_000) as usize;
     let numbers = env_num("LOAD_NUMBERS", 10) as usize;
     let backend = std::env::var("LOAD_BACKEND").unwrap_or_else(|_| "sqlite".into());
-    let dir = tempfile::tempdir().unwrap();
-    let db_url = database(&backend, dir.path()).await;
-
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
-    let sim = provider::sim::Simulator::new(provider::sim::SimConfig {
-        seed: Some(3),
-        webhook_url: Some(format!("http://{addr}/webhooks/messaging")),
-        status_delays: provider::sim::StatusDelays {
+    let support::Stage {
+        dir: _dir,
+        addr,
+        sim,
+        env,
+    } = support::stage(
+        &backend,
+        3,
+        Some(provider::sim::StatusDelays {
             sent_ms: 0,
             delivered_ms: 0,
             read_ms: 0,
-        },
-        template_review_ms: 50,
-        ..provider::sim::SimConfig::default()
-    });
-    let sim_addr = sim.clone().spawn("127.0.0.1:0").await.unwrap();
-    let env = vec![
-        ("DATABASE_URL", db_url.clone()),
-        ("DISPARO_LISTEN", addr.clone()),
-        ("DISPARO_MASTER_KEY", storage::Cipher::generate_key_base64()),
-        ("PROVIDER_BASE_URL", format!("http://{sim_addr}")),
-    ];
+        }),
+    )
+    .await;
     let gw = Gateway {
         child: serve_command(&env).spawn().expect("gateway"),
     };

@@ -16,9 +16,7 @@ mod support;
 
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
-use support::{
-    database, env_num, load_token, peak_rss_mb, serve_command, wait_until_up, Api, Gateway,
-};
+use support::{env_num, load_token, peak_rss_mb, serve_command, wait_until_up, Api, Gateway};
 
 /// Rows per multi-row INSERT.
 const BATCH: usize = 500;
@@ -148,27 +146,13 @@ async fn fill(url: &str, channels: &[i64], campaigns: &[i64], n: usize) {
 async fn main() {
     let n = env_num("LOAD_ROWS", 1_000_000) as usize;
     let backend = std::env::var("LOAD_BACKEND").unwrap_or_else(|_| "sqlite".into());
-    let dir = tempfile::tempdir().unwrap();
-    let db_url = database(&backend, dir.path()).await;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
-    let sim = provider::sim::Simulator::new(provider::sim::SimConfig {
-        seed: Some(5),
-        webhook_url: Some(format!("http://{addr}/webhooks/messaging")),
-        template_review_ms: 50,
-        ..provider::sim::SimConfig::default()
-    });
-    let sim_addr = sim.clone().spawn("127.0.0.1:0").await.unwrap();
-    let env = vec![
-        ("DATABASE_URL", db_url.clone()),
-        ("DISPARO_LISTEN", addr.clone()),
-        ("DISPARO_MASTER_KEY", storage::Cipher::generate_key_base64()),
-        ("PROVIDER_BASE_URL", format!("http://{sim_addr}")),
-    ];
+    let support::Stage {
+        dir: _dir,
+        addr,
+        sim,
+        env,
+    } = support::stage(&backend, 5, None).await;
+    let db_url = env[0].1.clone();
     let http = reqwest::Client::new();
     let start_gateway = || async {
         let gw = Gateway {

@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use std::io::Write;
 use std::process::Stdio;
 use std::time::Instant;
-use support::{database, env_num, gateway_command, serve_command, wait_until_up, Gateway};
+use support::{env_num, gateway_command, serve_command, wait_until_up, Gateway};
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
@@ -71,32 +71,21 @@ fn limiter_cost() -> (f64, f64) {
 async fn main() {
     let tokens = env_num("LOAD_TOKENS", 100) as usize;
     let backend = std::env::var("LOAD_BACKEND").unwrap_or_else(|_| "sqlite".into());
-    let dir = tempfile::tempdir().unwrap();
-    let db_url = database(&backend, dir.path()).await;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
-    let sim = provider::sim::Simulator::new(provider::sim::SimConfig {
-        seed: Some(5),
-        webhook_url: Some(format!("http://{addr}/webhooks/messaging")),
-        status_delays: provider::sim::StatusDelays {
+    let support::Stage {
+        dir: _dir,
+        addr,
+        sim,
+        env,
+    } = support::stage(
+        &backend,
+        5,
+        Some(provider::sim::StatusDelays {
             sent_ms: 0,
             delivered_ms: 0,
             read_ms: 0,
-        },
-        template_review_ms: 50,
-        ..provider::sim::SimConfig::default()
-    });
-    let sim_addr = sim.clone().spawn("127.0.0.1:0").await.unwrap();
-    let env = vec![
-        ("DATABASE_URL", db_url.clone()),
-        ("DISPARO_LISTEN", addr.clone()),
-        ("DISPARO_MASTER_KEY", storage::Cipher::generate_key_base64()),
-        ("PROVIDER_BASE_URL", format!("http://{sim_addr}")),
-    ];
+        }),
+    )
+    .await;
     // The first Admin, then the gateway.
     let mut child = gateway_command(&env)
         .args([

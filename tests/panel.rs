@@ -22,9 +22,8 @@ on_both_backends! {
     tasks_clients_content => tasks_clients_content_scenario;
 }
 
-const PASSWORD: &str = "senha-forte-123";
+const PASSWORD: &str = common::PANEL_PASSWORD;
 
-/// Creates a panel user in the test account and logs in; returns `(user id, session token)`.
 async fn user(
     app: &TestApp,
     email: &str,
@@ -32,35 +31,11 @@ async fn user(
     client: Option<i64>,
     bms: Vec<i64>,
 ) -> (i64, String) {
-    let u = actors::panel::create_user(
-        app.runtime.store(),
-        app.account_id,
-        actors::panel::UserInput {
-            email: email.into(),
-            name: format!("Usuário {role}"),
-            role: role.into(),
-            status: None,
-            password: PASSWORD.into(),
-            client_id: client,
-            bm_ids: bms,
-        },
-    )
-    .await
-    .expect("user created");
-    (u.id, login(app, email, PASSWORD).await)
+    app.panel_user(email, role, client, bms).await
 }
 
 async fn login(app: &TestApp, email: &str, password: &str) -> String {
-    let (status, body) = app
-        .call(
-            Method::POST,
-            None,
-            "/api/login",
-            Some(json!({"email": email, "password": password})),
-        )
-        .await;
-    assert_eq!(status, 200, "{body}");
-    body["data"]["token"].as_str().unwrap().to_string()
+    app.panel_login(email, password).await
 }
 
 async fn as_user(

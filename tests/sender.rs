@@ -16,34 +16,8 @@ on_both_backends! {
     rate_limit => rate_limit_scenario;
 }
 
-const PASSWORD: &str = "senha-forte-123";
-
 async fn panel_user(app: &TestApp, email: &str, role: &str, client: Option<i64>) -> (i64, String) {
-    let u = actors::panel::create_user(
-        app.runtime.store(),
-        app.account_id,
-        actors::panel::UserInput {
-            email: email.into(),
-            name: format!("Usuário {role}"),
-            role: role.into(),
-            status: None,
-            password: PASSWORD.into(),
-            client_id: client,
-            bm_ids: vec![],
-        },
-    )
-    .await
-    .unwrap();
-    let (s, b) = app
-        .call(
-            Method::POST,
-            None,
-            "/api/login",
-            Some(json!({"email": email, "password": PASSWORD})),
-        )
-        .await;
-    assert_eq!(s, 200, "{b}");
-    (u.id, b["data"]["token"].as_str().unwrap().to_string())
+    app.panel_user(email, role, client, vec![]).await
 }
 
 async fn sender_token(app: &TestApp, admin: &str, user_id: i64) -> String {

@@ -143,6 +143,58 @@ pub async fn database(backend: &str, dir: &std::path::Path) -> String {
     }
 }
 
+/// A free loopback address, the provider simulator serving on another (its webhooks to the
+/// first, statuses at once or on `status_delays`), a fresh database of `backend` (kept in
+/// `dir`) and the environment of a gateway on them: what every harness starts from.
+pub struct Stage {
+    /// Temporary directory of a SQLite database (dropped with the stage).
+    pub dir: tempfile::TempDir,
+    /// The gateway's `host:port`.
+    pub addr: String,
+    /// The simulator.
+    pub sim: provider::sim::Simulator,
+    /// The gateway's environment (`DATABASE_URL`, `DISPARO_LISTEN`, `DISPARO_MASTER_KEY`,
+    /// `PROVIDER_BASE_URL`).
+    pub env: Vec<(&'static str, String)>,
+}
+
+/// Sets a [`Stage`] up.
+pub async fn stage(
+    backend: &str,
+    seed: u64,
+    status_delays: Option<provider::sim::StatusDelays>,
+) -> Stage {
+    let dir = tempfile::tempdir().unwrap();
+    let db_url = database(backend, dir.path()).await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let defaults = provider::sim::SimConfig::default();
+    let sim = provider::sim::Simulator::new(provider::sim::SimConfig {
+        seed: Some(seed),
+        webhook_url: Some(format!("http://{addr}/webhooks/messaging")),
+        status_delays: status_delays.unwrap_or(defaults.status_delays),
+        template_review_ms: 50,
+        ..defaults
+    });
+    let sim_addr = sim.clone().spawn("127.0.0.1:0").await.unwrap();
+    let env = vec![
+        ("DATABASE_URL", db_url),
+        ("DISPARO_LISTEN", addr.clone()),
+        ("DISPARO_MASTER_KEY", storage::Cipher::generate_key_base64()),
+        ("PROVIDER_BASE_URL", format!("http://{sim_addr}")),
+    ];
+    Stage {
+        dir,
+        addr,
+        sim,
+        env,
+    }
+}
+
 /// Waits (up to 30 s) until the gateway at `addr` answers `GET /health`.
 pub async fn wait_until_up(http: &reqwest::Client, addr: &str) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);

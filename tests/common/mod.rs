@@ -178,6 +178,9 @@ pub struct TestApp {
     server: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
 }
 
+/// The password of the panel users tests create.
+pub const PANEL_PASSWORD: &str = "senha-forte-123";
+
 /// Polls `check` every 20 ms until it returns `Some`, for at most `secs` seconds.
 pub async fn eventually<T, F, Fut>(secs: u64, what: &str, mut check: F) -> T
 where
@@ -285,6 +288,47 @@ impl TestApp {
         self.server = Some(tokio::spawn(app.run_until(async move {
             let _ = stopped.await;
         })));
+    }
+
+    /// Creates an operator panel user of the test account (password [`PANEL_PASSWORD`]) and
+    /// logs it in; returns `(user id, session token)`.
+    pub async fn panel_user(
+        &self,
+        email: &str,
+        role: &str,
+        client: Option<i64>,
+        bms: Vec<i64>,
+    ) -> (i64, String) {
+        let u = actors::panel::create_user(
+            self.runtime.store(),
+            self.account_id,
+            actors::panel::UserInput {
+                email: email.into(),
+                name: format!("Usuário {role}"),
+                role: role.into(),
+                status: None,
+                password: PANEL_PASSWORD.into(),
+                client_id: client,
+                bm_ids: bms,
+            },
+        )
+        .await
+        .expect("panel user created");
+        (u.id, self.panel_login(email, PANEL_PASSWORD).await)
+    }
+
+    /// `POST /api/login`; the session token.
+    pub async fn panel_login(&self, email: &str, password: &str) -> String {
+        let (status, body) = self
+            .call(
+                reqwest::Method::POST,
+                None,
+                "/api/login",
+                Some(json!({"email": email, "password": password})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        body["data"]["token"].as_str().unwrap().to_string()
     }
 
     /// The settings the gateway runs with.
