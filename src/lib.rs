@@ -169,6 +169,8 @@ impl Application {
                 media_max_concurrent: settings.media_max_concurrent,
                 media_max_bytes: settings.media_max_memory_mb * 1024 * 1024,
                 in_doubt_grace: Duration::from_millis(settings.in_doubt_grace_ms),
+                provider_log_retention: Duration::from_millis(settings.provider_log_retention_ms),
+                provider_webhook_verify_token: settings.provider_webhook_verify_token.clone(),
                 ..RuntimeConfig::default()
             },
         )

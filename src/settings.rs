@@ -124,6 +124,14 @@ pub struct Settings {
     /// with `Retry-After`); 0 turns the limit off.
     #[arg(long, env = "DISPARO_RATE_LIMIT_PER_MIN", default_value_t = 60_000)]
     pub rate_limit_per_min: u32,
+    /// `PROVIDER_WEBHOOK_VERIFY_TOKEN`: the handshake token of the panel's provider receiver
+    /// (`GET /api/webhooks/provider`; issue 21).
+    #[arg(long, env = "PROVIDER_WEBHOOK_VERIFY_TOKEN", hide_env_values = true)]
+    pub provider_webhook_verify_token: Option<String>,
+    /// How long the panel's provider webhook log keeps each call's body, ms (the line stays;
+    /// default 7 days; D-061).
+    #[arg(long, env = "DISPARO_PROVIDER_LOG_RETENTION_MS", default_value_t = 7 * 24 * 3600 * 1000)]
+    pub provider_log_retention_ms: u64,
     /// Requests per minute per public sender token (`pub_…`): at most this many in any 60 s
     /// (a burst of half, then the rest spread; 429 past it); 0 turns the limit off (D-060).
     #[arg(long, env = "DISPARO_SENDER_RATE_PER_MIN", default_value_t = 120)]

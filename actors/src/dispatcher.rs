@@ -48,6 +48,9 @@ pub struct DispatcherConfig {
     pub disable_after: Duration,
     /// Settled deliveries older than this are deleted.
     pub retention: Duration,
+    /// Bodies of the provider webhook log older than this are dropped (the lines stay;
+    /// `DISPARO_PROVIDER_LOG_RETENTION_MS`, D-061).
+    pub log_body_retention: Duration,
 }
 
 /// Start arguments.
@@ -74,6 +77,18 @@ pub struct DispatcherState {
 /// The body of a delivery: the spec's envelope. Rendered from stored fields only, with sorted
 /// keys, so every attempt of a delivery sends the same bytes.
 pub fn render_envelope(d: &DueDelivery) -> Vec<u8> {
+    if let Some(client_id) = d.client_id {
+        // A provider event forwarded to a client (D-061).
+        return serde_json::to_vec(&json!({
+            "event": d.event,
+            "delivery_id": d.id,
+            "received_at": iso(d.created_at),
+            "phone_number_id": d.channel.get("provider_phone_number_id"),
+            "client_id": client_id,
+            "payload": d.data,
+        }))
+        .expect("JSON values serialise");
+    }
     serde_json::to_vec(&json!({
         "event": d.event,
         "delivery_id": d.id,
@@ -148,6 +163,10 @@ impl Actor for WebhookDispatcher {
                         tracing::info!(deleted = n, "webhook deliveries past retention deleted")
                     }
                     Err(e) => tracing::error!(error = %e, "could not purge webhook deliveries"),
+                }
+                let before = now_ms() - st.config.log_body_retention.as_millis() as i64;
+                if let Err(e) = st.store.purge_provider_log_bodies(before).await {
+                    tracing::error!(error = %e, "could not drop provider log bodies");
                 }
             }
             DispatcherMsg::Done(subscription_id) => {

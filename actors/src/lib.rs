@@ -19,6 +19,7 @@ pub mod connect;
 pub mod dispatcher;
 pub mod error;
 pub mod events;
+pub mod forwarding;
 pub mod group;
 pub mod guardrails;
 pub mod ingest;
@@ -72,6 +73,11 @@ pub struct RuntimeConfig {
     pub webhook_disable_after: Duration,
     /// Settled deliveries are kept this long (`DISPARO_WEBHOOK_RETENTION_DAYS`, default 30).
     pub webhook_retention: Duration,
+    /// Bodies of the panel's provider webhook log are kept this long
+    /// (`DISPARO_PROVIDER_LOG_RETENTION_MS`, default 7 days; D-061).
+    pub provider_log_retention: Duration,
+    /// `PROVIDER_WEBHOOK_VERIFY_TOKEN`: the handshake token of `GET /api/webhooks/provider`.
+    pub provider_webhook_verify_token: Option<String>,
     /// Where requests to URLs clients give may go (webhooks, media, alternative providers):
     /// `DISPARO_ALLOW_PRIVATE_URLS`, `DISPARO_ALLOWED_SUBNETS` (D-042).
     pub outbound: engine::net::OutboundPolicy,
@@ -101,6 +107,8 @@ impl Default for RuntimeConfig {
             webhook_poll_interval: Duration::from_millis(250),
             webhook_disable_after: Duration::from_secs(5 * 24 * 3600),
             webhook_retention: Duration::from_secs(30 * 24 * 3600),
+            provider_log_retention: Duration::from_secs(7 * 24 * 3600),
+            provider_webhook_verify_token: None,
             outbound: engine::net::OutboundPolicy::default(),
             media_timeout: Duration::from_secs(20),
             alternative_hosts: Vec::new(),
@@ -238,6 +246,7 @@ impl Runtime {
                     poll_interval: config.webhook_poll_interval,
                     disable_after: config.webhook_disable_after,
                     retention: config.webhook_retention,
+                    log_body_retention: config.provider_log_retention,
                 },
             },
         )

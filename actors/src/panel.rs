@@ -643,7 +643,8 @@ impl Runtime {
     // ---- clients ---------------------------------------------------------------------
 
     /// Creates (`id` None) or updates a client: the CNPJ's check digits are verified and the
-    /// webhook URL passes the SSRF guard (D-042) before anything is stored.
+    /// webhook URL passes the SSRF guard (D-042) before anything is stored. The first time a
+    /// client gets a webhook URL its forwards' signing secret is made and returned (once).
     pub async fn save_client(
         &self,
         account_id: i64,
@@ -651,7 +652,7 @@ impl Runtime {
         name: &str,
         document: Option<&str>,
         webhook_url: Option<&str>,
-    ) -> Result<ClientRecord, ActorError> {
+    ) -> Result<(ClientRecord, Option<Secret>), ActorError> {
         let name = name.trim();
         if name.is_empty() || name.chars().count() > 200 {
             return Err(rejected(
@@ -678,11 +679,21 @@ impl Runtime {
                     details: json!({"field": "webhook_url"}),
                 })?;
         }
-        self.shared
-            .store
+        let store = &self.shared.store;
+        let client = store
             .save_client(account_id, id, name, document.as_deref(), webhook_url)
             .await
-            .map_err(panel_conflict)
+            .map_err(panel_conflict)?;
+        // The first webhook URL brings the client's signing secret, shown once (D-061).
+        let secret = match webhook_url {
+            Some(_) if !store.client_has_webhook_secret(client.id).await? => Some(
+                store
+                    .rotate_client_webhook_secret(account_id, client.id)
+                    .await?,
+            ),
+            _ => None,
+        };
+        Ok((client, secret))
     }
 
     /// Removes a client (links are cleared; refused while Client users belong to it).
@@ -1646,6 +1657,27 @@ impl Runtime {
                 mensagem: msg.to_string(),
                 proxima_acao: Some(next.to_string()),
             });
+        }
+        let unvalidated = self
+            .shared
+            .store
+            .unvalidated_wabas_since(account_id, storage::now_ms() - engine::DAY_MS)
+            .await?;
+        for b in bms {
+            let named = wabas
+                .iter()
+                .any(|w| w.bm_id == Some(b.id) && unvalidated.contains(&w.provider_waba_id));
+            if named && !b.has_app_secret {
+                out.push(Alert {
+                    severidade: "atencao",
+                    tipo: "bm",
+                    id: b.id,
+                    nome: b.name.clone(),
+                    codigo: "webhook_sem_validacao".into(),
+                    mensagem: "Webhooks do provedor para este BM chegaram sem validação (BM sem app secret) nas últimas 24 h: encaminhados, não aplicados.".into(),
+                    proxima_acao: Some("Cadastre o app_secret do BM.".into()),
+                });
+            }
         }
         for w in wabas {
             let (sev, code, msg) = match w.standing.as_str() {

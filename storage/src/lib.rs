@@ -11,6 +11,7 @@ pub mod bms;
 pub mod campaigns;
 pub mod channels;
 mod cipher;
+pub mod forwarding;
 pub mod groups;
 pub mod guardrails;
 pub mod idempotency;

@@ -733,6 +733,8 @@ impl Store {
             return Err(StorageError::Conflict("client_users".into()));
         }
         for sql in [
+            "DELETE FROM webhook_deliveries WHERE subscription_id IN (SELECT id FROM webhook_subscriptions WHERE client_id = $1)",
+            "DELETE FROM webhook_subscriptions WHERE client_id = $1",
             "UPDATE bms SET client_id = NULL WHERE client_id = $1",
             "UPDATE wabas SET client_id = NULL WHERE client_id = $1",
             "UPDATE channels SET client_id = NULL WHERE client_id = $1",

@@ -73,6 +73,8 @@ pub struct DueDelivery {
     pub id: i64,
     /// Subscription id.
     pub subscription_id: i64,
+    /// The client of a forwarding lane (D-061): the envelope is the forward's.
+    pub client_id: Option<i64>,
     /// Target URL.
     pub url: String,
     /// Signing secret.
@@ -185,7 +187,7 @@ impl Subscriptions {
         for chunk in crate::shaped_chunks(&channels, 256) {
             let sql = format!(
                 "SELECT id, account_id, channel_id, events FROM webhook_subscriptions \
-                 WHERE active = 1 AND channel_id IN ({}) ORDER BY id",
+                 WHERE active = 1 AND client_id IS NULL AND channel_id IN ({}) ORDER BY id",
                 crate::messages::placeholders(1, chunk.len())
             );
             let mut q = sqlx::query(&sql);
@@ -352,7 +354,7 @@ impl Store {
         channel_id: i64,
     ) -> Result<Vec<SubscriptionRecord>> {
         let rows = sqlx::query(
-            "SELECT id, account_id, channel_id, url, events, active, disabled_at, disabled_reason, created_at FROM webhook_subscriptions WHERE account_id = $1 AND channel_id = $2 ORDER BY id",
+            "SELECT id, account_id, channel_id, url, events, active, disabled_at, disabled_reason, created_at FROM webhook_subscriptions WHERE account_id = $1 AND channel_id = $2 AND client_id IS NULL ORDER BY id",
         )
         .bind(account_id)
         .bind(channel_id)
@@ -364,7 +366,7 @@ impl Store {
     /// A subscription of this account.
     pub async fn subscription(&self, account_id: i64, id: i64) -> Result<SubscriptionRecord> {
         let row = sqlx::query(
-            "SELECT id, account_id, channel_id, url, events, active, disabled_at, disabled_reason, created_at FROM webhook_subscriptions WHERE account_id = $1 AND id = $2",
+            "SELECT id, account_id, channel_id, url, events, active, disabled_at, disabled_reason, created_at FROM webhook_subscriptions WHERE account_id = $1 AND id = $2 AND client_id IS NULL",
         )
         .bind(account_id)
         .bind(id)
@@ -394,11 +396,15 @@ impl Store {
         // Only each active subscription's head is looked at (one index probe per subscription
         // on `webhook_deliveries_queue`), so a dead endpoint's growing backlog is never
         // rescanned (issue 15).
+        // A client's lane (D-061) takes the client's current URL and secret.
         let rows = sqlx::query(
-            "SELECT d.id, d.subscription_id, s.url, s.secret_enc, d.event, d.channel, d.data, d.created_at, d.attempts \
+            "SELECT d.id, d.subscription_id, s.client_id, COALESCE(cl.webhook_url, s.url) AS url, s.secret_enc, cl.webhook_secret_enc, \
+               d.event, d.channel, d.data, d.created_at, d.attempts \
              FROM webhook_subscriptions s JOIN webhook_deliveries d ON d.id = \
                (SELECT MIN(h.id) FROM webhook_deliveries h WHERE h.subscription_id = s.id AND h.status = 'pending') \
+             LEFT JOIN clients cl ON cl.id = s.client_id \
              WHERE s.active = 1 AND d.next_attempt_at <= $1 \
+               AND (s.client_id IS NULL OR (cl.webhook_url IS NOT NULL AND cl.webhook_secret_enc IS NOT NULL)) \
              ORDER BY d.next_attempt_at, d.id LIMIT $2",
         )
         .bind(now)
@@ -411,19 +417,31 @@ impl Store {
             if busy.contains(&subscription_id) {
                 continue;
             }
-            let secret: String = r.try_get("secret_enc")?;
+            let client_id: Option<i64> = r.try_get("client_id")?;
+            let secret = match client_id {
+                Some(c) => {
+                    let sealed: String = r.try_get("webhook_secret_enc")?;
+                    self.cipher
+                        .open(&sealed, "clients", "webhook_secret_enc", c)?
+                }
+                None => {
+                    let sealed: String = r.try_get("secret_enc")?;
+                    self.cipher.open(
+                        &sealed,
+                        "webhook_subscriptions",
+                        "secret_enc",
+                        subscription_id,
+                    )?
+                }
+            };
             let channel: String = r.try_get("channel")?;
             let data: String = r.try_get("data")?;
             out.push(DueDelivery {
                 id: r.try_get("id")?,
                 subscription_id,
+                client_id,
                 url: r.try_get("url")?,
-                secret: self.cipher.open(
-                    &secret,
-                    "webhook_subscriptions",
-                    "secret_enc",
-                    subscription_id,
-                )?,
+                secret,
                 event: r.try_get("event")?,
                 channel: serde_json::from_str(&channel)
                     .map_err(|e| StorageError::Corrupt(e.to_string()))?,
@@ -596,7 +614,7 @@ impl Store {
         Ok(sqlx::query(
             "INSERT INTO webhook_deliveries (account_id, subscription_id, event, channel, data, status, attempts, next_attempt_at, created_at) \
              SELECT account_id, id, $3, $4, $5, 'pending', 0, $6, $6 FROM webhook_subscriptions \
-             WHERE account_id = $1 AND id <> $2 AND active = 1",
+             WHERE account_id = $1 AND id <> $2 AND active = 1 AND client_id IS NULL",
         )
         .bind(account_id)
         .bind(except_subscription)

@@ -48,6 +48,10 @@ pub const ROUTES: &[(&str, &str, &[Role])] = &[
     ("GET", "/api/clientes/{id}", ALL),
     ("PUT", "/api/clientes/{id}", STAFF),
     ("DELETE", "/api/clientes/{id}", STAFF),
+    ("POST", "/api/clientes/{id}/webhook-secret", STAFF),
+    // The provider webhook log (issue 21).
+    ("GET", "/api/webhook-logs", STAFF),
+    ("POST", "/api/webhook-logs/{id}/reforward", STAFF),
     // Templates (the account's library)
     ("GET", "/api/templates", STAFF),
     ("POST", "/api/templates", STAFF),

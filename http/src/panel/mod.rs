@@ -12,6 +12,7 @@
 
 pub mod access;
 mod inventory;
+mod logs;
 mod people;
 mod session;
 
@@ -244,6 +245,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(session::routes())
         .merge(people::routes())
         .merge(inventory::routes())
+        .merge(logs::routes())
 }
 
 /// `POST /api/login` (no session), with its document.

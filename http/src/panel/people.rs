@@ -22,6 +22,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(list_api_tokens, create_api_token, revoke_api_token))
         .routes(routes!(list_clients, create_client))
         .routes(routes!(get_client, update_client, delete_client))
+        .routes(routes!(rotate_client_secret))
         .routes(routes!(list_tasks, create_task))
         .routes(routes!(get_task, update_task, delete_task))
         .routes(routes!(list_templates, create_template))
@@ -240,6 +241,34 @@ pub(crate) struct ClientIn {
     webhook_url: Option<String>,
 }
 
+/// A client, with its forwards' signing secret when it was just made (shown once).
+fn client_json(c: &storage::panel::ClientRecord, secret: Option<engine::Secret>) -> Value {
+    let mut v = json!(ClientView::of(c));
+    if let Some(s) = secret {
+        v["webhook_secret"] = json!(s.expose());
+    }
+    v
+}
+
+#[utoipa::path(post, operation_id = "panel_clients_rotate_secret", path = "/clientes/{id}/webhook-secret", tag = "Clientes",
+    params(("id" = i64, Path, description = "Id do cliente")),
+    responses((status = 200, description = "`data`: `{webhook_secret}`, o novo segredo que assina `X-Svc-Signature` dos eventos encaminhados; aparece só aqui e vale na hora", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn rotate_client_secret(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    let secret = state
+        .runtime
+        .store()
+        .rotate_client_webhook_secret(me.account_id(), id)
+        .await?;
+    Ok(Json(
+        json!({"data": {"id": id, "webhook_secret": secret.expose()}}),
+    ))
+}
+
 #[utoipa::path(get, operation_id = "panel_clients_list", path = "/clientes", tag = "Clientes",
     responses((status = 200, description = "Clientes com contagem de vínculos (BMs, WABAs, números); um usuário Client vê o seu", body = crate::openapi::DataEnvelope),
         (status = "4XX", description = "Erro `{message, code}`: 401, 403", body = crate::openapi::ErrorBody)))]
@@ -265,7 +294,7 @@ pub(crate) async fn create_client(
     me: PanelUser,
     ApiJson(b): ApiJson<ClientIn>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let c = state
+    let (c, secret) = state
         .runtime
         .save_client(
             me.account_id(),
@@ -277,7 +306,7 @@ pub(crate) async fn create_client(
         .await?;
     Ok((
         StatusCode::CREATED,
-        Json(json!({"data": ClientView::of(&c)})),
+        Json(json!({"data": client_json(&c, secret)})),
     ))
 }
 
@@ -311,7 +340,7 @@ pub(crate) async fn update_client(
     IdPath(id): IdPath,
     ApiJson(b): ApiJson<ClientIn>,
 ) -> Result<Json<Value>, ApiError> {
-    let c = state
+    let (c, secret) = state
         .runtime
         .save_client(
             me.account_id(),
@@ -321,7 +350,7 @@ pub(crate) async fn update_client(
             b.webhook_url.as_deref(),
         )
         .await?;
-    Ok(Json(json!({"data": ClientView::of(&c)})))
+    Ok(Json(json!({"data": client_json(&c, secret)})))
 }
 
 #[utoipa::path(delete, operation_id = "panel_clients_delete", path = "/clientes/{id}", tag = "Clientes",

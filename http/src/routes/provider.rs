@@ -21,6 +21,56 @@ pub fn routes() -> Router<AppState> {
             "/webhooks/messaging/{channel_id}",
             get(handshake_channel).post(receive_channel),
         )
+        .route(
+            "/api/webhooks/provider",
+            get(handshake_panel).post(receive_panel),
+        )
+}
+
+/// `GET /api/webhooks/provider` (the panel's receiver, D-061): the challenge when
+/// `hub.verify_token` is `PROVIDER_WEBHOOK_VERIFY_TOKEN`, else 403; logged either way.
+async fn handshake_panel(State(state): State<AppState>, Query(h): Query<Handshake>) -> Response {
+    match state
+        .runtime
+        .provider_handshake(h.mode.as_deref(), h.verify_token.as_deref(), h.challenge)
+        .await
+    {
+        Some(challenge) => (StatusCode::OK, challenge).into_response(),
+        None => ApiError::Forbidden("hub.verify_token não confere.".into()).into_response(),
+    }
+}
+
+/// `POST /api/webhooks/provider`: verified per BM, applied through the one ingest path,
+/// forwarded to each number's client, logged (D-061).
+async fn receive_panel(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    RawBody(body): RawBody,
+) -> Response {
+    let signature = headers
+        .get("x-hub-signature-256")
+        .and_then(|v| v.to_str().ok());
+    match state
+        .runtime
+        .receive_provider_webhook(body, signature)
+        .await
+    {
+        Ok(actors::forwarding::Receipt::Accepted) => {
+            metrics::counter!("disparo_provider_webhooks_total", "result" => "ok").increment(1);
+            Json(json!({"data": {"received": true}})).into_response()
+        }
+        Ok(actors::forwarding::Receipt::InvalidSignature) => {
+            metrics::counter!("disparo_provider_webhooks_total", "result" => "invalid_signature")
+                .increment(1);
+            ApiError::InvalidSignature.into_response()
+        }
+        Ok(actors::forwarding::Receipt::BadPayload) => {
+            metrics::counter!("disparo_provider_webhooks_total", "result" => "bad_payload")
+                .increment(1);
+            ApiError::Malformed("o corpo não é um webhook do provedor".into()).into_response()
+        }
+        Err(e) => ApiError::from(e).into_response(),
+    }
 }
 
 /// The verification handshake query (PROVIDER.md §8.1). Not `Debug`: it holds a verify token.

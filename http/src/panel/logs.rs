@@ -1,0 +1,149 @@
+//! The provider webhook log (spec `panel-api.md` "Events": `GET /api/webhook-logs`, issue 21,
+//! D-061): every handshake and event the provider sent, with its signature status, whether it
+//! was applied, and each forward's delivery; a line's forwards can be sent again.
+
+use super::PanelUser;
+use crate::error::ApiError;
+use crate::extract::IdPath;
+use crate::AppState;
+use axum::extract::{Query, State};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use storage::forwarding::LogFilter;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list))
+        .routes(routes!(reforward))
+}
+
+/// Filters of `GET /api/webhook-logs`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LogQuery {
+    /// `evento` or `verificacao`.
+    tipo: Option<String>,
+    /// A phone number id the event named.
+    numero: Option<String>,
+    /// A client it was forwarded to.
+    cliente_id: Option<i64>,
+    /// `valida`, `invalida`, `sem_validacao`.
+    assinatura: Option<String>,
+    /// `encaminhado`, `pendente`, `falhou`, `nao_encaminhado` (applied to the page).
+    encaminhamento: Option<String>,
+    /// Received at or after (ISO 8601).
+    desde: Option<String>,
+    /// Received before (ISO 8601).
+    ate: Option<String>,
+    /// The `next_cursor` of the previous page.
+    cursor: Option<String>,
+    /// Page size, 1 to 200 (default 50).
+    limit: Option<i64>,
+}
+
+fn instant(field: &str, v: &Option<String>) -> Result<Option<i64>, ApiError> {
+    v.as_deref()
+        .map(|s| {
+            chrono::DateTime::parse_from_rfc3339(s)
+                .map(|t| t.timestamp_millis())
+                .map_err(|_| {
+                    ApiError::invalid(field, "data_invalida", format!("`{field}` deve ser uma data e hora ISO 8601 com fuso (2026-11-24T10:00:00Z)."))
+                })
+        })
+        .transpose()
+}
+
+#[utoipa::path(get, operation_id = "panel_webhook_logs", path = "/webhook-logs", tag = "Webhooks do provedor",
+    params(LogQuery),
+    responses((status = 200, description = "`data`: linhas, a mais nova primeiro: `{id, tipo, received_at, assinatura, http_status, aplicado, wabas, numeros, campos, detalhe, corpo (enquanto retido), encaminhamento, entregas: [{id, client_id, phone_number_id, status, attempts, last_status_code, last_error}]}`; `has_more`, `next_cursor`", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 422", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    me: PanelUser,
+    q: Result<Query<LogQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(q) = q.map_err(|e| {
+        ApiError::invalid(
+            "query",
+            "invalid_query",
+            format!("Parâmetro de consulta inválido: {}", e.body_text()),
+        )
+    })?;
+    if let Some(t) = &q.tipo {
+        if t != "evento" && t != "verificacao" {
+            return Err(ApiError::invalid(
+                "tipo",
+                "tipo_invalido",
+                "`tipo` deve ser evento ou verificacao.",
+            ));
+        }
+    }
+    let before_id = match &q.cursor {
+        Some(c) => Some(c.parse::<i64>().map_err(|_| {
+            ApiError::invalid(
+                "cursor",
+                "cursor_invalido",
+                "`cursor` inválido: use o next_cursor da página anterior.",
+            )
+        })?),
+        None => None,
+    };
+    let limit = q.limit.unwrap_or(50).clamp(1, 200);
+    let mut lines = state
+        .runtime
+        .store()
+        .provider_logs(
+            me.account_id(),
+            &LogFilter {
+                kind: q.tipo.clone(),
+                phone_number_id: q.numero.clone(),
+                client_id: q.cliente_id,
+                signature: q.assinatura.clone(),
+                since: instant("desde", &q.desde)?,
+                until: instant("ate", &q.ate)?,
+                before_id,
+                limit: limit + 1,
+            },
+        )
+        .await?;
+    let has_more = lines.len() as i64 > limit;
+    lines.truncate(limit as usize);
+    let next_cursor = if has_more {
+        lines.last().map(|l| l.id.to_string())
+    } else {
+        None
+    };
+    let data: Vec<Value> = lines
+        .iter()
+        .filter(|l| {
+            q.encaminhamento
+                .as_deref()
+                .is_none_or(|e| l.encaminhamento == e)
+        })
+        .map(|l| {
+            let mut v = json!(l);
+            v["received_at"] = json!(actors::time::iso(l.received_at));
+            v
+        })
+        .collect();
+    Ok(Json(
+        json!({"data": data, "has_more": has_more, "next_cursor": next_cursor}),
+    ))
+}
+
+#[utoipa::path(post, operation_id = "panel_webhook_logs_reforward", path = "/webhook-logs/{id}/reforward", tag = "Webhooks do provedor",
+    params(("id" = i64, Path, description = "Id da linha do log")),
+    responses((status = 200, description = "`data`: `{queued}`: os encaminhamentos da linha, enviados de novo aos clientes (novas entregas)", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn reforward(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    let queued = state.runtime.reforward(me.account_id(), id).await?;
+    Ok(Json(json!({"data": {"id": id, "queued": queued}})))
+}
