@@ -15,37 +15,16 @@ mod support;
 
 use axum::extract::State;
 use serde_json::{json, Value};
-use std::io::Write;
-use std::process::Stdio;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::{env_num, gateway_command, serve_command, wait_until_up, Gateway};
+use support::{call, env_num, serve_command, wait_until_up, Gateway};
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
     }
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
-
-async fn call(
-    http: &reqwest::Client,
-    addr: &str,
-    m: reqwest::Method,
-    path: &str,
-    token: &str,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let mut r = http
-        .request(m, format!("http://{addr}{path}"))
-        .bearer_auth(token);
-    if let Some(b) = body {
-        r = r.json(&b);
-    }
-    let r = r.send().await.expect("gateway answers");
-    let s = r.status().as_u16();
-    (s, r.json().await.unwrap_or(Value::Null))
 }
 
 /// The client's receiver: counts the statuses in the forwards (and each wamid/status pair).
@@ -93,47 +72,14 @@ async fn main() {
         mut env,
     } = support::stage(&backend, 9, None).await;
     env.push(("DISPARO_ALLOWED_SUBNETS", "127.0.0.1/32".into()));
-    let mut child = gateway_command(&env)
-        .args([
-            "user",
-            "create",
-            "--account",
-            "load",
-            "--email",
-            "admin@load.test",
-            "--name",
-            "Admin",
-            "--role",
-            "Admin",
-            "--password-stdin",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("disparo user create");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"senha-da-carga-123\n")
-        .unwrap();
-    assert!(child.wait().unwrap().success());
+    support::bootstrap_admin(&env);
     let _gw = Gateway {
         child: serve_command(&env).spawn().expect("gateway"),
     };
     let http = reqwest::Client::new();
     wait_until_up(&http, &addr).await;
     let token = support::load_token(&env);
-    let (_, login) = call(
-        &http,
-        &addr,
-        reqwest::Method::POST,
-        "/api/login",
-        "",
-        Some(json!({"email": "admin@load.test", "password": "senha-da-carga-123"})),
-    )
-    .await;
-    let admin = login["data"]["token"].as_str().expect("login").to_string();
+    let admin = support::admin_session(&http, &addr).await;
     // The client's receiver.
     let received = Sink::default();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

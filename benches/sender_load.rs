@@ -12,36 +12,15 @@
 
 mod support;
 
-use serde_json::{json, Value};
-use std::io::Write;
-use std::process::Stdio;
+use serde_json::json;
 use std::time::Instant;
-use support::{env_num, gateway_command, serve_command, wait_until_up, Gateway};
+use support::{call, env_num, serve_command, wait_until_up, Gateway};
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
     }
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
-
-async fn call(
-    http: &reqwest::Client,
-    addr: &str,
-    method: reqwest::Method,
-    path: &str,
-    token: &str,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let mut r = http
-        .request(method, format!("http://{addr}{path}"))
-        .bearer_auth(token);
-    if let Some(b) = body {
-        r = r.json(&b);
-    }
-    let r = r.send().await.expect("gateway answers");
-    let s = r.status().as_u16();
-    (s, r.json().await.unwrap_or(Value::Null))
 }
 
 /// The limiter alone: nanoseconds per check over 101 tokens, on the accepted path (a quota
@@ -87,46 +66,13 @@ async fn main() {
     )
     .await;
     // The first Admin, then the gateway.
-    let mut child = gateway_command(&env)
-        .args([
-            "user",
-            "create",
-            "--account",
-            "load",
-            "--email",
-            "admin@load.test",
-            "--name",
-            "Admin",
-            "--role",
-            "Admin",
-            "--password-stdin",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("disparo user create");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"senha-da-carga-123\n")
-        .unwrap();
-    assert!(child.wait().unwrap().success());
+    support::bootstrap_admin(&env);
     let _gw = Gateway {
         child: serve_command(&env).spawn().expect("gateway"),
     };
     let http = reqwest::Client::new();
     wait_until_up(&http, &addr).await;
-    let (_, login) = call(
-        &http,
-        &addr,
-        reqwest::Method::POST,
-        "/api/login",
-        "",
-        Some(json!({"email": "admin@load.test", "password": "senha-da-carga-123"})),
-    )
-    .await;
-    let admin = login["data"]["token"].as_str().expect("login").to_string();
+    let admin = support::admin_session(&http, &addr).await;
     // One unlimited number at 1,000 msg/s, its BM synced (hello_world approved).
     let n = sim
         .create_number(provider::sim::CreateNumber {

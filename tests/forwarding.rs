@@ -7,7 +7,7 @@
 mod common;
 
 use common::{eventually, Backend, Receiver, TestApp};
-use provider::sim::{CreateNumber, CreatedNumber, SIM_APP_ID};
+use provider::sim::{CreateNumber, CreatedNumber};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -18,30 +18,11 @@ on_both_backends! {
 }
 
 async fn bm(app: &TestApp, admin: &str, n: &CreatedNumber, client: i64, with_secret: bool) -> i64 {
-    let mut body = json!({"nome": format!("BM {}", n.business_id), "cliente_id": client, "id_provider": n.business_id, "access_token": n.access_token, "app_id": SIM_APP_ID});
-    if with_secret {
-        body["app_secret"] = json!(n.app_secret);
+    let mut body = json!({"nome": format!("BM {}", n.business_id), "cliente_id": client});
+    if !with_secret {
+        body["app_secret"] = Value::Null;
     }
-    let (s, b) = app
-        .call(
-            Method::POST,
-            Some(admin),
-            "/api/business-managers",
-            Some(body),
-        )
-        .await;
-    assert_eq!(s, 201, "{b}");
-    let id = b["data"]["id"].as_i64().unwrap();
-    let (s, b) = app
-        .call(
-            Method::POST,
-            Some(admin),
-            &format!("/api/business-managers/{id}/sync"),
-            None,
-        )
-        .await;
-    assert_eq!(s, 200, "{b}");
-    id
+    app.panel_bm(admin, n, body).await
 }
 
 async fn client(app: &TestApp, admin: &str, name: &str, receiver: &Receiver) -> (i64, String) {

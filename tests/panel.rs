@@ -72,26 +72,8 @@ fn business(app: &TestApp, two: bool) -> (CreatedNumber, Option<CreatedNumber>) 
 
 /// Creates a BM for `n`'s business through the panel and syncs it; returns the BM's id.
 async fn bm_synced(app: &TestApp, admin: &str, n: &CreatedNumber, name: &str, client: &str) -> i64 {
-    let (s, bm) = as_user(
-        app,
-        admin,
-        Method::POST,
-        "/api/business-managers",
-        Some(json!({"nome": name, "cliente": client, "id_provider": n.business_id, "access_token": n.access_token, "app_id": SIM_APP_ID, "app_secret": n.app_secret})),
-    )
-    .await;
-    assert_eq!(s, 201, "{bm}");
-    let id = bm["data"]["id"].as_i64().unwrap();
-    let (s, synced) = as_user(
-        app,
-        admin,
-        Method::POST,
-        &format!("/api/business-managers/{id}/sync"),
-        None,
-    )
-    .await;
-    assert_eq!(s, 200, "{synced}");
-    id
+    app.panel_bm(admin, n, json!({"nome": name, "cliente": client}))
+        .await
 }
 
 fn disparo_cli(app: &TestApp, args: &[&str], stdin: &str) -> std::process::Output {

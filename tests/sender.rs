@@ -6,7 +6,7 @@
 mod common;
 
 use common::{eventually, Backend, TestApp};
-use provider::sim::{CreateNumber, CreatedNumber, SIM_APP_ID};
+use provider::sim::{CreateNumber, CreatedNumber};
 use reqwest::Method;
 use serde_json::{json, Value};
 
@@ -34,25 +34,12 @@ async fn sender_token(app: &TestApp, admin: &str, user_id: i64) -> String {
 }
 
 async fn bm(app: &TestApp, admin: &str, n: &CreatedNumber) {
-    let (s, b) = app
-        .call(
-            Method::POST,
-            Some(admin),
-            "/api/business-managers",
-            Some(json!({"nome": format!("BM {}", n.business_id), "cliente": "Cliente", "id_provider": n.business_id, "access_token": n.access_token, "app_id": SIM_APP_ID, "app_secret": n.app_secret})),
-        )
-        .await;
-    assert_eq!(s, 201, "{b}");
-    let id = b["data"]["id"].as_i64().unwrap();
-    let (s, b) = app
-        .call(
-            Method::POST,
-            Some(admin),
-            &format!("/api/business-managers/{id}/sync"),
-            None,
-        )
-        .await;
-    assert_eq!(s, 200, "{b}");
+    app.panel_bm(
+        admin,
+        n,
+        json!({"nome": format!("BM {}", n.business_id), "cliente": "Cliente"}),
+    )
+    .await;
 }
 
 async fn channel_of(app: &TestApp, admin: &str, n: &CreatedNumber) -> i64 {

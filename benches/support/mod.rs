@@ -195,6 +195,75 @@ pub async fn stage(
     }
 }
 
+/// Any call to the gateway with a bearer token (empty: none); the status and the JSON body.
+pub async fn call(
+    http: &reqwest::Client,
+    addr: &str,
+    method: reqwest::Method,
+    path: &str,
+    token: &str,
+    body: Option<serde_json::Value>,
+) -> (u16, serde_json::Value) {
+    let mut r = http.request(method, format!("http://{addr}{path}"));
+    if !token.is_empty() {
+        r = r.bearer_auth(token);
+    }
+    if let Some(b) = body {
+        r = r.json(&b);
+    }
+    let r = r.send().await.expect("gateway answers");
+    let s = r.status().as_u16();
+    (s, r.json().await.unwrap_or(serde_json::Value::Null))
+}
+
+/// The password of the harnesses' panel Admin.
+pub const ADMIN_PASSWORD: &str = "senha-da-carga-123";
+
+/// Creates the panel Admin `admin@load.test` of the account `load` with `disparo user create`
+/// (before the gateway starts).
+pub fn bootstrap_admin(env: &[(&str, String)]) {
+    use std::io::Write;
+    let mut child = gateway_command(env)
+        .args([
+            "user",
+            "create",
+            "--account",
+            "load",
+            "--email",
+            "admin@load.test",
+            "--name",
+            "Admin",
+            "--role",
+            "Admin",
+            "--password-stdin",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("disparo user create");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{ADMIN_PASSWORD}\n").as_bytes())
+        .unwrap();
+    assert!(child.wait().unwrap().success(), "the Admin is created");
+}
+
+/// Logs the harnesses' Admin in; the session token.
+pub async fn admin_session(http: &reqwest::Client, addr: &str) -> String {
+    let (_, login) = call(
+        http,
+        addr,
+        reqwest::Method::POST,
+        "/api/login",
+        "",
+        Some(serde_json::json!({"email": "admin@load.test", "password": ADMIN_PASSWORD})),
+    )
+    .await;
+    login["data"]["token"].as_str().expect("login").to_string()
+}
+
 /// Waits (up to 30 s) until the gateway at `addr` answers `GET /health`.
 pub async fn wait_until_up(http: &reqwest::Client, addr: &str) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);

@@ -80,6 +80,16 @@ fn json_rejection(r: JsonRejection) -> ApiError {
     }
 }
 
+/// A query string that does not parse into the route's filters: 422 `invalid_query` naming
+/// the problem.
+pub fn query_rejection(e: axum::extract::rejection::QueryRejection) -> ApiError {
+    ApiError::invalid(
+        "query",
+        "invalid_query",
+        format!("Parâmetro de consulta inválido: {}", e.body_text()),
+    )
+}
+
 /// The raw request body (for handlers that hash it, like idempotent sends); a body over the
 /// limit is 413 in our envelope.
 pub struct RawBody(pub bytes::Bytes);

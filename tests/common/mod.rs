@@ -317,6 +317,45 @@ impl TestApp {
         (u.id, self.panel_login(email, PANEL_PASSWORD).await)
     }
 
+    /// Creates a BM through the panel with `body` (the BM fields; the business's id, token, the
+    /// simulator's app id and, unless `body` says otherwise, its app secret are added from
+    /// `n`) and syncs it; returns the BM's id.
+    pub async fn panel_bm(&self, admin: &str, n: &CreatedNumber, mut body: Value) -> i64 {
+        let fields = body.as_object_mut().expect("an object");
+        fields.insert("id_provider".into(), json!(n.business_id));
+        fields.insert("access_token".into(), json!(n.access_token));
+        fields.insert("app_id".into(), json!(provider::sim::SIM_APP_ID));
+        match fields.get("app_secret") {
+            Some(Value::Null) => {
+                fields.remove("app_secret");
+            }
+            Some(_) => {}
+            None => {
+                fields.insert("app_secret".into(), json!(n.app_secret));
+            }
+        }
+        let (s, b) = self
+            .call(
+                reqwest::Method::POST,
+                Some(admin),
+                "/api/business-managers",
+                Some(body),
+            )
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{b}");
+        let id = b["data"]["id"].as_i64().unwrap();
+        let (s, b) = self
+            .call(
+                reqwest::Method::POST,
+                Some(admin),
+                &format!("/api/business-managers/{id}/sync"),
+                None,
+            )
+            .await;
+        assert_eq!(s, StatusCode::OK, "{b}");
+        id
+    }
+
     /// `POST /api/login`; the session token.
     pub async fn panel_login(&self, email: &str, password: &str) -> String {
         let (status, body) = self

@@ -164,13 +164,7 @@ pub(crate) async fn list_bms(
     me: PanelUser,
     q: Result<Query<BmQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let Query(q) = q.map_err(|e| {
-        ApiError::invalid(
-            "query",
-            "invalid_query",
-            format!("Parâmetro de consulta inválido: {}", e.body_text()),
-        )
-    })?;
+    let Query(q) = q.map_err(crate::extract::query_rejection)?;
     let bms = state
         .runtime
         .panel_bms(

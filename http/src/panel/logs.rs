@@ -66,13 +66,7 @@ pub(crate) async fn list(
     me: PanelUser,
     q: Result<Query<LogQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let Query(q) = q.map_err(|e| {
-        ApiError::invalid(
-            "query",
-            "invalid_query",
-            format!("Parâmetro de consulta inválido: {}", e.body_text()),
-        )
-    })?;
+    let Query(q) = q.map_err(crate::extract::query_rejection)?;
     if let Some(t) = &q.tipo {
         if t != "evento" && t != "verificacao" {
             return Err(ApiError::invalid(

@@ -79,13 +79,7 @@ async fn list(
     auth: Auth,
     query: Result<axum::extract::Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let axum::extract::Query(q) = query.map_err(|e| {
-        ApiError::invalid(
-            "query",
-            "invalid_query",
-            format!("Parâmetro de consulta inválido: {}", e.body_text()),
-        )
-    })?;
+    let axum::extract::Query(q) = query.map_err(crate::extract::query_rejection)?;
     if let Some(t) = &q.tone {
         if !["ok", "attention", "bad"].contains(&t.as_str()) {
             return Err(ApiError::invalid(

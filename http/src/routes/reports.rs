@@ -148,13 +148,7 @@ fn filter(q: &ReportQuery) -> Result<ReportFilter, ApiError> {
 fn query(
     q: Result<Query<ReportQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<ReportQuery, ApiError> {
-    q.map(|Query(q)| q).map_err(|e| {
-        ApiError::invalid(
-            "query",
-            "invalid_query",
-            format!("Parâmetro de consulta inválido: {}", e.body_text()),
-        )
-    })
+    q.map(|Query(q)| q).map_err(crate::extract::query_rejection)
 }
 
 fn opt_iso(ms: Option<i64>) -> Option<String> {

@@ -120,13 +120,7 @@ pub(crate) async fn list(
     auth: Auth,
     q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let Query(q) = q.map_err(|e| {
-        ApiError::invalid(
-            "query",
-            "invalid_query",
-            format!("Parâmetro de consulta inválido: {}", e.body_text()),
-        )
-    })?;
+    let Query(q) = q.map_err(crate::extract::query_rejection)?;
     if let Some(v) = &q.visibility {
         check_visibility(v)?;
     }
