@@ -471,7 +471,67 @@ async fn choice_scenario(backend: Backend) {
             .await;
         assert_eq!(s, 200);
     }
-    let (ab_id, _) = panel_user(&app, "ab@loja.com.br", "Client", Some(client_ab)).await;
+    let (ab_id, ab_session) = panel_user(&app, "ab@loja.com.br", "Client", Some(client_ab)).await;
+    // The Client role's own view: its numbers, and what they sent (B's four), paged.
+    let (s, ctx) = app
+        .call(Method::GET, Some(&ab_session), "/api/client/context", None)
+        .await;
+    assert_eq!(s, 200, "{ctx}");
+    assert_eq!(ctx["data"]["cliente"]["id"], client_ab);
+    assert_eq!(ctx["data"]["numeros"].as_array().unwrap().len(), 2);
+    let (s, page) = app
+        .call(
+            Method::GET,
+            Some(&ab_session),
+            "/api/client/sends?limit=3",
+            None,
+        )
+        .await;
+    assert_eq!(s, 200, "{page}");
+    assert_eq!(
+        (
+            page["data"].as_array().unwrap().len(),
+            page["has_more"].as_bool()
+        ),
+        (3, Some(true))
+    );
+    assert!(page["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|m| m["channel_id"] == cb));
+    let cursor = page["next_cursor"].as_str().unwrap().to_string();
+    let (_, rest) = app
+        .call(
+            Method::GET,
+            Some(&ab_session),
+            &format!("/api/client/sends?limit=3&cursor={cursor}"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (
+            rest["data"].as_array().unwrap().len(),
+            rest["has_more"].as_bool()
+        ),
+        (1, Some(false))
+    );
+    let (_, of_a) = app
+        .call(
+            Method::GET,
+            Some(&ab_session),
+            &format!("/api/client/sends?numero_id={ca}"),
+            None,
+        )
+        .await;
+    assert_eq!(of_a["data"], json!([]));
+    assert_eq!(
+        app.call(Method::GET, Some(&admin), "/api/client/sends", None)
+            .await
+            .0,
+        403,
+        "the Client role's route"
+    );
     let ab = sender_token(&app, &admin, ab_id).await;
     let (_, mine) = app
         .call(Method::GET, Some(&ab), "/api/v1/numbers", None)

@@ -1211,6 +1211,65 @@ impl Store {
         Ok(used > 0)
     }
 
+    /// Messages sent by the numbers of a Client user's scope, newest first: at most `limit`,
+    /// with an id below `before_id` (the cursor), of one number (`channel_id`) and `status`
+    /// when given, created in `[since, until)` (ms).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn client_sends(
+        &self,
+        account_id: i64,
+        scope: &Scope,
+        channel_id: Option<i64>,
+        status: Option<&str>,
+        since: Option<i64>,
+        until: Option<i64>,
+        before_id: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<crate::messages::MessageRecord>> {
+        let mut conds = vec![
+            "m.account_id = $1".to_string(),
+            "m.direction = 'out'".to_string(),
+            format!(
+                "m.channel_id IN (SELECT c.id FROM channels c WHERE c.account_id = $1 AND {})",
+                channel_in_scope(scope)
+            ),
+        ];
+        if let Some(c) = channel_id {
+            conds.push(format!("m.channel_id = {c}"));
+        }
+        if status.is_some() {
+            conds.push("m.status = $2".into());
+        }
+        if let Some(t) = since {
+            conds.push(format!("m.created_at >= {t}"));
+        }
+        if let Some(t) = until {
+            conds.push(format!("m.created_at < {t}"));
+        }
+        if let Some(b) = before_id {
+            conds.push(format!("m.id < {b}"));
+        }
+        let columns = crate::messages::COLUMNS
+            .split(", ")
+            .map(|c| format!("m.{c}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!(
+            "SELECT {columns} FROM messages m WHERE {} ORDER BY m.id DESC LIMIT {}",
+            conds.join(" AND "),
+            limit.clamp(1, 500)
+        );
+        let mut q = sqlx::query(&sql).bind(account_id);
+        if let Some(s) = status {
+            q = q.bind(s);
+        }
+        q.fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(crate::messages::read)
+            .collect()
+    }
+
     // ---- tasks -----------------------------------------------------------------------
 
     /// The account's tasks by column and position.

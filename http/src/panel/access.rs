@@ -12,6 +12,7 @@ use engine::panel::Role;
 const ALL: &[Role] = &[Role::Admin, Role::Operador, Role::Client];
 const STAFF: &[Role] = &[Role::Admin, Role::Operador];
 const ADMIN: &[Role] = &[Role::Admin];
+const CLIENT: &[Role] = &[Role::Client];
 
 /// `(method, route as matched, roles)` for every route of `/api` behind a session.
 pub const ROUTES: &[(&str, &str, &[Role])] = &[
@@ -74,6 +75,9 @@ pub const ROUTES: &[(&str, &str, &[Role])] = &[
     ("GET", "/api/users/{id}/api-token", ADMIN),
     ("POST", "/api/users/{id}/api-token", ADMIN),
     ("DELETE", "/api/users/{id}/api-token", ADMIN),
+    // The Client role's own view (spec "Authentication" item 4)
+    ("GET", "/api/client/context", CLIENT),
+    ("GET", "/api/client/sends", CLIENT),
     // Wiki (the account's pages): `{key}` is the slug on GET, the id on PUT and DELETE.
     ("GET", "/api/wiki", ALL),
     ("POST", "/api/wiki", STAFF),

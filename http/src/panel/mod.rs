@@ -11,6 +11,7 @@
 //! presents the user to them as the account's caller.
 
 pub mod access;
+mod client;
 mod inventory;
 mod logs;
 mod people;
@@ -246,6 +247,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(people::routes())
         .merge(inventory::routes())
         .merge(logs::routes())
+        .merge(client::routes())
 }
 
 /// `POST /api/login` (no session), with its document.

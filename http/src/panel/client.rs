@@ -1,0 +1,129 @@
+//! The Client role's own routes (spec `panel-api.md`: `GET /api/client/context`,
+//! `GET /api/client/sends`): its client, the numbers that serve it with their health, and the
+//! messages they sent (D-059).
+
+use super::PanelUser;
+use crate::error::ApiError;
+use crate::AppState;
+use actors::panel::ClientView;
+use axum::extract::{Query, State};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(context))
+        .routes(routes!(sends))
+}
+
+#[utoipa::path(get, operation_id = "panel_client_context", path = "/client/context", tag = "Cliente",
+    responses((status = 200, description = "`data`: `{cliente, bms, wabas, numeros}`: o cliente do usuário e os números que o servem, com saúde ao vivo", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403 (só o papel Client)", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn context(
+    State(state): State<AppState>,
+    me: PanelUser,
+) -> Result<Json<Value>, ApiError> {
+    let client_id = me.user.client_id.ok_or(ApiError::NotFound)?;
+    let client = state
+        .runtime
+        .store()
+        .client(me.account_id(), client_id)
+        .await?;
+    let all = state
+        .runtime
+        .panel_state(me.account_id(), &me.scope(), &me.user, &me.account_slug)
+        .await?;
+    Ok(Json(json!({"data": {
+        "cliente": ClientView::of(&client),
+        "bms": all["bms"],
+        "wabas": all["wabas"],
+        "numeros": all["numeros"],
+    }})))
+}
+
+/// Filters of `GET /api/client/sends`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SendsQuery {
+    /// A number (channel id) of the client.
+    numero_id: Option<i64>,
+    /// `queued`, `sending`, `sent`, `delivered`, `read`, `failed`.
+    status: Option<String>,
+    /// Created at or after (ISO 8601).
+    desde: Option<String>,
+    /// Created before (ISO 8601).
+    ate: Option<String>,
+    /// The `next_cursor` of the previous page.
+    cursor: Option<String>,
+    /// Page size, 1 to 500 (default 100).
+    limit: Option<i64>,
+}
+
+fn instant(field: &str, v: &Option<String>) -> Result<Option<i64>, ApiError> {
+    v.as_deref()
+        .map(|s| {
+            chrono::DateTime::parse_from_rfc3339(s)
+                .map(|t| t.timestamp_millis())
+                .map_err(|_| {
+                    ApiError::invalid(
+                        field,
+                        "data_invalida",
+                        format!("`{field}` deve ser uma data e hora ISO 8601 com fuso."),
+                    )
+                })
+        })
+        .transpose()
+}
+
+#[utoipa::path(get, operation_id = "panel_client_sends", path = "/client/sends", tag = "Cliente",
+    params(SendsQuery),
+    responses((status = 200, description = "`data`: as mensagens enviadas pelos números do cliente, a mais nova primeiro, com a linha do tempo; `has_more`, `next_cursor`", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 422", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn sends(
+    State(state): State<AppState>,
+    me: PanelUser,
+    q: Result<Query<SendsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(q) = q.map_err(crate::extract::query_rejection)?;
+    let before_id = match &q.cursor {
+        Some(c) => Some(c.parse::<i64>().map_err(|_| {
+            ApiError::invalid(
+                "cursor",
+                "cursor_invalido",
+                "`cursor` inválido: use o next_cursor da página anterior.",
+            )
+        })?),
+        None => None,
+    };
+    let limit = q.limit.unwrap_or(100).clamp(1, 500);
+    let mut rows = state
+        .runtime
+        .store()
+        .client_sends(
+            me.account_id(),
+            &me.scope(),
+            q.numero_id,
+            q.status.as_deref(),
+            instant("desde", &q.desde)?,
+            instant("ate", &q.ate)?,
+            before_id,
+            limit + 1,
+        )
+        .await?;
+    let has_more = rows.len() as i64 > limit;
+    rows.truncate(limit as usize);
+    let next_cursor = if has_more {
+        rows.last().map(|m| m.id.to_string())
+    } else {
+        None
+    };
+    Ok(Json(json!({
+        "data": rows.iter().map(crate::routes::messages::message_json).collect::<Vec<_>>(),
+        "has_more": has_more,
+        "next_cursor": next_cursor,
+    })))
+}
