@@ -52,6 +52,23 @@ fn skim(body: &[u8]) -> Option<Skim> {
 }
 
 impl Runtime {
+    /// Runs CPU work on a provider body on the blocking pool, holding one of the ingest's
+    /// slots (one per core) as `ingest_provider_webhook` does.
+    async fn on_ingest_pool<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, ActorError> {
+        let _slot = self
+            .shared
+            .ingest_slots
+            .acquire()
+            .await
+            .map_err(|_| ActorError::Unavailable)?;
+        tokio::task::spawn_blocking(work)
+            .await
+            .map_err(|_| ActorError::Unavailable)
+    }
+
     /// `GET /api/webhooks/provider`: the handshake, logged as `verificacao`; answers the
     /// challenge when the token matches `PROVIDER_WEBHOOK_VERIFY_TOKEN` (constant time).
     pub async fn provider_handshake(
@@ -87,7 +104,11 @@ impl Runtime {
     ) -> Result<Receipt, ActorError> {
         let store = &self.shared.store;
         let raw = String::from_utf8_lossy(&body).into_owned();
-        let Some(skim) = skim(&body) else {
+        // Reading the body (up to 2 MB) and hashing it per BM are CPU work: on the blocking
+        // pool, as many at once as the ingest allows (one per core).
+        let read = body.clone();
+        let skimmed = self.on_ingest_pool(move || skim(&read)).await?;
+        let Some(skim) = skimmed else {
             // Not a provider payload: logged without an account, refused.
             let log = NewProviderLog {
                 kind: "evento".into(),
@@ -123,23 +144,34 @@ impl Runtime {
             .collect();
         let owners = store.waba_owners(&wabas).await?;
         // Per account: does a BM of it with an app secret sign the body?
-        let mut verdict: BTreeMap<i64, &'static str> = BTreeMap::new();
-        for o in &owners {
-            let v = match (&o.app_secret, signature) {
-                (Some(secret), Some(h))
-                    if provider::signature::verify(secret.expose(), &body, h) =>
-                {
-                    "valida"
+        let secrets: Vec<(i64, Option<engine::Secret>)> = owners
+            .iter()
+            .map(|o| (o.account_id, o.app_secret.clone()))
+            .collect();
+        let (signed, header) = (body.clone(), signature.map(str::to_string));
+        let verdict = self
+            .on_ingest_pool(move || {
+                let mut verdict: BTreeMap<i64, &'static str> = BTreeMap::new();
+                for (account, secret) in &secrets {
+                    let v = match (secret, &header) {
+                        (Some(secret), Some(h))
+                            if provider::signature::verify(secret.expose(), &signed, h) =>
+                        {
+                            "valida"
+                        }
+                        (Some(_), _) => "invalida",
+                        (None, _) => "sem_validacao",
+                    };
+                    let e = verdict.entry(*account).or_insert(v);
+                    // One signing BM is enough for the account; an invalid one outranks
+                    // "unvalidated".
+                    if v == "valida" || (v == "invalida" && *e == "sem_validacao") {
+                        *e = v;
+                    }
                 }
-                (Some(_), _) => "invalida",
-                (None, _) => "sem_validacao",
-            };
-            let e = verdict.entry(o.account_id).or_insert(v);
-            // One signing BM is enough for the account; an invalid one outranks "unvalidated".
-            if v == "valida" || (v == "invalida" && *e == "sem_validacao") {
-                *e = v;
-            }
-        }
+                verdict
+            })
+            .await?;
         let any_valid = verdict.values().any(|v| *v == "valida");
         let mut applied = false;
         let mut apply_note = None;

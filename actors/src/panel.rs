@@ -916,7 +916,13 @@ impl Runtime {
         ))
     }
 
-    async fn snapshots(&self, account_id: i64, channels: &[ChannelRecord]) -> Vec<ChannelSnapshot> {
+    /// The live state of `channels` at once (a number whose actor does not answer reads
+    /// `desconectado`), with the stored panel fields.
+    pub(crate) async fn snapshots(
+        &self,
+        account_id: i64,
+        channels: &[ChannelRecord],
+    ) -> Vec<ChannelSnapshot> {
         let all =
             futures::future::join_all(channels.iter().map(|c| self.snapshot(account_id, c.id)))
                 .await;

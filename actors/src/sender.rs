@@ -95,13 +95,7 @@ impl Runtime {
         scope: &Scope,
     ) -> Result<Vec<ChannelSnapshot>, ActorError> {
         let channels = self.shared.store.scoped_channels(account_id, scope).await?;
-        let mut out = Vec::with_capacity(channels.len());
-        for c in channels {
-            if let Ok(s) = self.snapshot(account_id, c.id).await {
-                out.push(s);
-            }
-        }
-        Ok(out)
+        Ok(self.snapshots(account_id, &channels).await)
     }
 
     /// `GET /api/v1/numbers` of a sender token: the user's numbers with health and sends in

@@ -329,6 +329,35 @@ fn bm_in_scope(scope: &Scope) -> String {
     }
 }
 
+/// NotFound unless row `id` of `table` belongs to the account.
+async fn owned(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    table: &'static str,
+    id: i64,
+    account_id: i64,
+) -> Result<()> {
+    let sql = format!("SELECT id FROM {table} WHERE id = $1 AND account_id = $2");
+    sqlx::query(&sql)
+        .bind(id)
+        .bind(account_id)
+        .fetch_optional(&mut **tx)
+        .await?
+        .map(|_| ())
+        .ok_or(StorageError::NotFound)
+}
+
+/// Runs each statement with `$1 = id`, in the transaction.
+async fn exec_each(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    statements: &[&str],
+    id: i64,
+) -> Result<()> {
+    for sql in statements {
+        sqlx::query(sql).bind(id).execute(&mut **tx).await?;
+    }
+    Ok(())
+}
+
 /// Conflict `last_admin` unless the account has an active Admin other than `id`.
 async fn keep_an_admin(
     tx: &mut sqlx::Transaction<'static, sqlx::Any>,
@@ -512,16 +541,19 @@ impl Store {
         if role == "Admin" && status == "active" {
             keep_an_admin(&mut tx, account_id, id).await?;
         }
-        for sql in [
-            "DELETE FROM sessions WHERE user_id = $1",
-            "DELETE FROM user_api_tokens WHERE user_id = $1",
-            "DELETE FROM sender_messages WHERE user_id = $1",
-            "UPDATE tasks SET assignee_id = NULL WHERE assignee_id = $1",
-            "UPDATE tasks SET created_by = NULL WHERE created_by = $1",
-            "DELETE FROM users WHERE id = $1",
-        ] {
-            sqlx::query(sql).bind(id).execute(&mut *tx).await?;
-        }
+        exec_each(
+            &mut tx,
+            &[
+                "DELETE FROM sessions WHERE user_id = $1",
+                "DELETE FROM user_api_tokens WHERE user_id = $1",
+                "DELETE FROM sender_messages WHERE user_id = $1",
+                "UPDATE tasks SET assignee_id = NULL WHERE assignee_id = $1",
+                "UPDATE tasks SET created_by = NULL WHERE created_by = $1",
+                "DELETE FROM users WHERE id = $1",
+            ],
+            id,
+        )
+        .await?;
         tx.commit().await?;
         Ok(())
     }
@@ -716,14 +748,7 @@ impl Store {
     /// transaction. Refuses (Conflict `client_users`) while a Client user belongs to it.
     pub async fn delete_client(&self, account_id: i64, id: i64) -> Result<()> {
         let mut tx = self.begin_write().await?;
-        let exists = sqlx::query("SELECT id FROM clients WHERE id = $1 AND account_id = $2")
-            .bind(id)
-            .bind(account_id)
-            .fetch_optional(&mut *tx)
-            .await?;
-        if exists.is_none() {
-            return Err(StorageError::NotFound);
-        }
+        owned(&mut tx, "clients", id, account_id).await?;
         let users: i64 = sqlx::query("SELECT COUNT(*) AS n FROM users WHERE client_id = $1")
             .bind(id)
             .fetch_one(&mut *tx)
@@ -732,16 +757,19 @@ impl Store {
         if users > 0 {
             return Err(StorageError::Conflict("client_users".into()));
         }
-        for sql in [
-            "DELETE FROM webhook_deliveries WHERE subscription_id IN (SELECT id FROM webhook_subscriptions WHERE client_id = $1)",
-            "DELETE FROM webhook_subscriptions WHERE client_id = $1",
-            "UPDATE bms SET client_id = NULL WHERE client_id = $1",
-            "UPDATE wabas SET client_id = NULL WHERE client_id = $1",
-            "UPDATE channels SET client_id = NULL WHERE client_id = $1",
-            "DELETE FROM clients WHERE id = $1",
-        ] {
-            sqlx::query(sql).bind(id).execute(&mut *tx).await?;
-        }
+        exec_each(
+            &mut tx,
+            &[
+                "DELETE FROM webhook_deliveries WHERE subscription_id IN (SELECT id FROM webhook_subscriptions WHERE client_id = $1)",
+                "DELETE FROM webhook_subscriptions WHERE client_id = $1",
+                "UPDATE bms SET client_id = NULL WHERE client_id = $1",
+                "UPDATE wabas SET client_id = NULL WHERE client_id = $1",
+                "UPDATE channels SET client_id = NULL WHERE client_id = $1",
+                "DELETE FROM clients WHERE id = $1",
+            ],
+            id,
+        )
+        .await?;
         tx.commit().await?;
         Ok(())
     }
@@ -1032,22 +1060,18 @@ impl Store {
     /// working) and lose the link, in one transaction; tasks lose the link too.
     pub async fn delete_bm(&self, account_id: i64, id: i64) -> Result<()> {
         let mut tx = self.begin_write().await?;
-        let n = sqlx::query("SELECT id FROM bms WHERE id = $1 AND account_id = $2")
-            .bind(id)
-            .bind(account_id)
-            .fetch_optional(&mut *tx)
-            .await?;
-        if n.is_none() {
-            return Err(StorageError::NotFound);
-        }
-        for sql in [
-            "UPDATE wabas SET bm_id = NULL WHERE bm_id = $1",
-            "UPDATE channels SET bm_id = NULL WHERE bm_id = $1",
-            "UPDATE tasks SET bm_id = NULL WHERE bm_id = $1",
-            "DELETE FROM bms WHERE id = $1",
-        ] {
-            sqlx::query(sql).bind(id).execute(&mut *tx).await?;
-        }
+        owned(&mut tx, "bms", id, account_id).await?;
+        exec_each(
+            &mut tx,
+            &[
+                "UPDATE wabas SET bm_id = NULL WHERE bm_id = $1",
+                "UPDATE channels SET bm_id = NULL WHERE bm_id = $1",
+                "UPDATE tasks SET bm_id = NULL WHERE bm_id = $1",
+                "DELETE FROM bms WHERE id = $1",
+            ],
+            id,
+        )
+        .await?;
         tx.commit().await?;
         Ok(())
     }
@@ -1108,12 +1132,15 @@ impl Store {
         if n > 0 {
             return Err(StorageError::Conflict("waba_numbers".into()));
         }
-        for sql in [
-            "UPDATE tasks SET waba_id = NULL WHERE waba_id = $1",
-            "DELETE FROM wabas WHERE id = $1",
-        ] {
-            sqlx::query(sql).bind(id).execute(&mut *tx).await?;
-        }
+        exec_each(
+            &mut tx,
+            &[
+                "UPDATE tasks SET waba_id = NULL WHERE waba_id = $1",
+                "DELETE FROM wabas WHERE id = $1",
+            ],
+            id,
+        )
+        .await?;
         tx.commit().await?;
         Ok(())
     }
@@ -1169,14 +1196,7 @@ impl Store {
     /// never deleted; such a number stays, disconnected).
     pub async fn delete_channel(&self, account_id: i64, id: i64) -> Result<()> {
         let mut tx = self.begin_write().await?;
-        let exists = sqlx::query("SELECT id FROM channels WHERE id = $1 AND account_id = $2")
-            .bind(id)
-            .bind(account_id)
-            .fetch_optional(&mut *tx)
-            .await?;
-        if exists.is_none() {
-            return Err(StorageError::NotFound);
-        }
+        owned(&mut tx, "channels", id, account_id).await?;
         let used: i64 = sqlx::query(NUMBER_HISTORY)
             .bind(id)
             .fetch_one(&mut *tx)
@@ -1185,18 +1205,21 @@ impl Store {
         if used > 0 {
             return Err(StorageError::Conflict("number_history".into()));
         }
-        for sql in [
-            "DELETE FROM webhook_deliveries WHERE subscription_id IN (SELECT id FROM webhook_subscriptions WHERE channel_id = $1)",
-            "DELETE FROM webhook_subscriptions WHERE channel_id = $1",
-            "DELETE FROM template_channels WHERE channel_id = $1",
-            "DELETE FROM channel_cap_authorizations WHERE channel_id = $1",
-            "DELETE FROM channel_sender_templates WHERE channel_id = $1",
-            "DELETE FROM conversations WHERE channel_id = $1",
-            "UPDATE tasks SET channel_id = NULL WHERE channel_id = $1",
-            "DELETE FROM channels WHERE id = $1",
-        ] {
-            sqlx::query(sql).bind(id).execute(&mut *tx).await?;
-        }
+        exec_each(
+            &mut tx,
+            &[
+                "DELETE FROM webhook_deliveries WHERE subscription_id IN (SELECT id FROM webhook_subscriptions WHERE channel_id = $1)",
+                "DELETE FROM webhook_subscriptions WHERE channel_id = $1",
+                "DELETE FROM template_channels WHERE channel_id = $1",
+                "DELETE FROM channel_cap_authorizations WHERE channel_id = $1",
+                "DELETE FROM channel_sender_templates WHERE channel_id = $1",
+                "DELETE FROM conversations WHERE channel_id = $1",
+                "UPDATE tasks SET channel_id = NULL WHERE channel_id = $1",
+                "DELETE FROM channels WHERE id = $1",
+            ],
+            id,
+        )
+        .await?;
         tx.commit().await?;
         Ok(())
     }

@@ -95,6 +95,21 @@ pub(crate) fn param_str<'a>(p: &'a Map<String, Value>, key: &str) -> Option<&'a 
     p.get(key).and_then(Value::as_str)
 }
 
+/// The business whose token reaches the number `node` (a call on a number's node or edge);
+/// Graph's unknown-object error otherwise.
+pub(crate) fn number_business(
+    inner: &Inner,
+    node: &str,
+    headers: &HeaderMap,
+    query: &HashMap<String, String>,
+) -> Result<String, Response> {
+    let business = authenticate(inner, headers, query)?;
+    match resolve(inner, &business, node) {
+        Some(Node::Number) => Ok(business),
+        _ => Err(unknown_node(node)),
+    }
+}
+
 /// What a Graph node id is in the simulator.
 pub(crate) enum Node {
     Number,

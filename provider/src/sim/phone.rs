@@ -24,11 +24,8 @@ fn number_call(
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<Parts, Response> {
-    let business = authenticate(&inner, headers, query)?;
-    match resolve(&inner, &business, &node) {
-        Some(Node::Number) => Ok((inner, node, params(query, body))),
-        _ => Err(unknown_node(&node)),
-    }
+    super::graph::number_business(&inner, &node, headers, query)?;
+    Ok((inner, node, params(query, body)))
 }
 
 fn error(code: i64, details: &str) -> Response {

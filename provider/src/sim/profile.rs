@@ -11,7 +11,7 @@
 //! - `GET /_sim/profile-pictures/{phone_number_id}`: the picture (the provider's CDN URL).
 
 use super::business::SIM_APP_ID;
-use super::graph::{authenticate, graph_error, param_str, params, resolve, unknown_node, Node};
+use super::graph::{authenticate, graph_error, param_str, params, unknown_node};
 use super::Inner;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -166,19 +166,6 @@ pub(crate) fn upload_data(inner: &Inner, id: &str, headers: &HeaderMap, body: By
     Json(json!({ "h": handle })).into_response()
 }
 
-fn number_of(
-    inner: &Inner,
-    node: &str,
-    headers: &HeaderMap,
-    query: &HashMap<String, String>,
-) -> Result<String, Response> {
-    let business = authenticate(inner, headers, query)?;
-    match resolve(inner, &business, node) {
-        Some(Node::Number) => Ok(business),
-        _ => Err(unknown_node(node)),
-    }
-}
-
 /// `POST /{phone_number_id}/whatsapp_business_profile`.
 pub(crate) async fn post_profile(
     State(inner): State<Arc<Inner>>,
@@ -187,7 +174,7 @@ pub(crate) async fn post_profile(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let business = match number_of(&inner, &node, &headers, &query) {
+    let business = match super::graph::number_business(&inner, &node, &headers, &query) {
         Ok(b) => b,
         Err(r) => return r,
     };
@@ -235,7 +222,7 @@ pub(crate) async fn get_profile(
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(r) = number_of(&inner, &node, &headers, &query) {
+    if let Err(r) = super::graph::number_business(&inner, &node, &headers, &query) {
         return r;
     }
     let host = headers
