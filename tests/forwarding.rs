@@ -239,7 +239,7 @@ async fn forwarding_scenario(backend: Backend) {
     .await;
 
     // An invalid signature: 401, nothing applied or forwarded.
-    let forged = json!({"object": "whatsapp_business_account", "entry": [{"id": n1.waba_id, "changes": [{"field": "messages", "value": {"messaging_product": "whatsapp", "metadata": {"display_phone_number": "5511", "phone_number_id": n1.phone_number_id}, "messages": [{"from": "5511900000000", "id": "wamid.forjado", "timestamp": "1", "type": "text", "text": {"body": "forjado"}}]}}]}]}).to_string();
+    let forged = json!({"object": "whatsapp_business_account", "entry": [{"id": n1.waba_id, "changes": [{"field": "messages", "value": {"messaging_product": "whatsapp", "metadata": {"display_phone_number": "5511", "phone_number_id": n1.phone_number_id}, "messages": [{"from": "5511900000000", "id": "wamid.forjado", "timestamp": "1", "type": "text", "text": {"body": "forjado ".repeat(300)}}]}}]}]}).to_string();
     let before_a = ra.events().len();
     let r = app
         .http
@@ -303,6 +303,11 @@ async fn forwarding_scenario(backend: Backend) {
             invalid["encaminhamento"].as_str()
         ),
         (Some(401), Some("nao_encaminhado"))
+    );
+    assert_eq!(
+        invalid["corpo"].as_str().unwrap().len(),
+        512,
+        "an unsigned body is kept short"
     );
     let valid: Vec<&Value> = events
         .iter()

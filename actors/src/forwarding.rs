@@ -21,6 +21,16 @@ pub enum Receipt {
     BadPayload,
 }
 
+/// What the log keeps of a body nobody signed: its first 512 bytes (anyone may post to the
+/// receiver; only signed or forwarded calls keep their whole body, for the retention period).
+fn excerpt(raw: &str) -> String {
+    let mut end = raw.len().min(512);
+    while !raw.is_char_boundary(end) {
+        end -= 1;
+    }
+    raw[..end].to_string()
+}
+
 /// The parts of a provider payload the receiver routes by.
 struct Skim {
     object: Value,
@@ -115,7 +125,7 @@ impl Runtime {
                 signature: "invalida".into(),
                 http_status: 400,
                 detail: Some("corpo que não é um webhook do provedor".into()),
-                body: Some(raw),
+                body: Some(excerpt(&raw)),
                 ..NewProviderLog::default()
             };
             store.record_provider_call(&[log], &[]).await?;
@@ -217,7 +227,7 @@ impl Runtime {
                     "invalida" => Some("assinatura não confere com o app secret do BM: nem aplicado, nem encaminhado".into()),
                     _ => apply_note.clone(),
                 },
-                body: Some(raw.clone()),
+                body: Some(if v == "invalida" { excerpt(&raw) } else { raw.clone() }),
             });
         }
         let refused = !any_valid
@@ -232,7 +242,7 @@ impl Runtime {
                 phone_number_ids: numbers,
                 fields,
                 detail: Some("nenhuma WABA conhecida: nenhum segredo para validar".into()),
-                body: Some(raw),
+                body: Some(excerpt(&raw)),
                 ..NewProviderLog::default()
             });
             store.record_provider_call(&logs, &[]).await?;
