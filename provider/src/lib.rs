@@ -7,6 +7,7 @@
 //! - [`signature`]: `X-Hub-Signature-256` signing and verification, including the provider's
 //!   `\uXXXX` escaping quirk (PROVIDER.md §8.2).
 //! - [`alternative`]: alternative providers, referenced only (their senders' templates).
+//! - [`hygiene`]: the contact-hygiene service panel campaigns validate their contacts with.
 //! - [`sim`]: a provider simulator, a real HTTP server with the same paths, shapes and errors.
 //!
 //! Everything here follows `shared/PROVIDER.md`; section numbers in doc comments refer to it.
@@ -14,6 +15,7 @@
 pub mod alternative;
 pub mod client;
 pub mod error;
+pub mod hygiene;
 pub mod signature;
 pub mod sim;
 pub mod wire;

@@ -20,6 +20,8 @@ pub use d360::D360TemplateSpec;
 mod errors;
 mod faults;
 mod graph;
+mod hygiene;
+pub use hygiene::HygieneFaults;
 mod media;
 mod phone;
 mod profile;
@@ -100,6 +102,9 @@ pub struct SimConfig {
     /// The error code of a business-initiated send beyond the portfolio's 24 h limit of unique
     /// users; it fails asynchronously (PROVIDER.md §10.2 leaves the code open; default 131048).
     pub tier_limit_code: i64,
+    /// The key the simulated hygiene service (`/hygiene/v1`) requires; none: any non-empty
+    /// key is taken.
+    pub hygiene_api_key: Option<String>,
 }
 
 impl Default for SimConfig {
@@ -118,6 +123,7 @@ impl Default for SimConfig {
             ledger_recent_per_number: 20_000,
             escape_unicode: true,
             tier_limit_code: 131048,
+            hygiene_api_key: None,
         }
     }
 }
@@ -148,6 +154,8 @@ pub(crate) struct Inner {
     pub uploads: DashMap<String, profile::Upload>,
     /// Business profiles by phone number id.
     pub profiles: DashMap<String, profile::Profile>,
+    /// The simulated contact-hygiene service.
+    pub hygiene: hygiene::HygieneState,
 }
 
 impl Inner {
@@ -295,6 +303,7 @@ impl Simulator {
                 d360: DashMap::new(),
                 uploads: DashMap::new(),
                 profiles: DashMap::new(),
+                hygiene: hygiene::HygieneState::default(),
             }),
         }
     }
@@ -303,6 +312,7 @@ impl Simulator {
     pub fn router(&self) -> Router {
         control::routes()
             .merge(d360::routes())
+            .merge(hygiene::routes())
             .merge(graph::routes(self.inner.clone()))
             .with_state(self.inner.clone())
     }
