@@ -91,6 +91,9 @@ impl CampaignState {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RecipientState {
+    /// A panel campaign's contact not released for sending: before validation and approval,
+    /// invalid, or beyond the campaign's `volume` (issue 20, D-062). Never claimed.
+    Pending,
     /// Waiting for a number.
     Planned,
     /// Taken by a number; its message is stored, the provider call may be under way.
@@ -110,6 +113,7 @@ impl RecipientState {
     /// The stored form.
     pub fn as_str(self) -> &'static str {
         match self {
+            RecipientState::Pending => "pending",
             RecipientState::Planned => "planned",
             RecipientState::Claimed => "claimed",
             RecipientState::InDoubt => "in_doubt",

@@ -15,6 +15,7 @@ pub mod media;
 pub mod message;
 pub mod net;
 pub mod panel;
+pub mod panel_campaign;
 pub mod phone;
 pub mod secret;
 pub mod sender;

@@ -38,6 +38,31 @@ pub struct CampaignRecord {
     pub mode: String,
     /// When a scheduled campaign starts (ms).
     pub scheduled_at: Option<i64>,
+    /// `api` or `panel` (issue 20): a panel campaign's contacts go through hygiene and
+    /// approval before any is released.
+    pub origin: String,
+    /// The panel's step (`engine::panel_campaign::Stage`), for panel campaigns.
+    pub stage: Option<String>,
+    /// At most this many contacts are sent (panel).
+    pub volume: Option<i64>,
+    /// The panel user who created it.
+    pub created_by: Option<i64>,
+    /// The panel user who approved it.
+    pub approved_by: Option<i64>,
+    /// When it was approved, ms.
+    pub approved_at: Option<i64>,
+    /// The hygiene service's job.
+    pub hygiene_job: Option<String>,
+    /// When the job was submitted, ms.
+    pub hygiene_submitted_at: Option<i64>,
+    /// Why hygiene failed.
+    pub hygiene_error: Option<String>,
+    /// Header image of every send.
+    pub image_url: Option<String>,
+    /// What fills the URL button (a column or a literal suffix), as given.
+    pub button_var: Option<String>,
+    /// Held by the account's dispatch switch (`DISPARO_ENABLED`).
+    pub held: bool,
 }
 
 /// A new campaign.
@@ -80,11 +105,14 @@ pub struct CampaignStats {
     pub failed: i64,
     /// Skipped.
     pub skipped: i64,
+    /// Panel contacts not released for sending (before approval, invalid, or beyond the
+    /// volume; issue 20).
+    pub pending: i64,
 }
 
-const COLUMNS: &str = "id, account_id, name, category, template_id, var_map, state, pause_reason, created_at, started_at, finished_at, group_id, mode, scheduled_at";
+pub(crate) const COLUMNS: &str = "id, account_id, name, category, template_id, var_map, state, pause_reason, created_at, started_at, finished_at, group_id, mode, scheduled_at, origin, stage, volume, created_by, approved_by, approved_at, hygiene_job, hygiene_submitted_at, hygiene_error, image_url, button_var, held";
 
-fn read(r: &AnyRow) -> Result<CampaignRecord> {
+pub(crate) fn read(r: &AnyRow) -> Result<CampaignRecord> {
     let var_map: String = r.try_get("var_map")?;
     Ok(CampaignRecord {
         id: r.try_get("id")?,
@@ -103,6 +131,18 @@ fn read(r: &AnyRow) -> Result<CampaignRecord> {
         group_id: r.try_get("group_id")?,
         mode: r.try_get("mode")?,
         scheduled_at: r.try_get("scheduled_at")?,
+        origin: r.try_get("origin")?,
+        stage: r.try_get("stage")?,
+        volume: r.try_get("volume")?,
+        created_by: r.try_get("created_by")?,
+        approved_by: r.try_get("approved_by")?,
+        approved_at: r.try_get("approved_at")?,
+        hygiene_job: r.try_get("hygiene_job")?,
+        hygiene_submitted_at: r.try_get("hygiene_submitted_at")?,
+        hygiene_error: r.try_get("hygiene_error")?,
+        image_url: r.try_get("image_url")?,
+        button_var: r.try_get("button_var")?,
+        held: r.try_get::<i64, _>("held")? != 0,
     })
 }
 
@@ -115,7 +155,7 @@ const SETTLE_CHUNK: usize = 512;
 
 /// Most rows of one multi-row insert (3 parameters each; well under both dialects' limits);
 /// shaped chunks.
-const INSERT_CHUNK: usize = 1024;
+pub(crate) const INSERT_CHUNK: usize = 1024;
 
 impl Store {
     /// Stores a campaign (state `draft`) with its numbers.
@@ -246,6 +286,7 @@ impl Store {
                 "claimed" | "in_doubt" => stats.sending += n,
                 "failed" => stats.failed += n,
                 "skipped" => stats.skipped += n,
+                "pending" => stats.pending += n,
                 _ => {}
             }
         }
@@ -843,7 +884,10 @@ async fn replan(
     message_id: i64,
     now: i64,
 ) -> Result<()> {
-    sqlx::query("UPDATE campaign_recipients SET state = 'planned', channel_id = NULL, message_id = NULL, updated_at = $2 WHERE id = $1")
+    // A send given back after its campaign was cancelled is skipped, not planned again.
+    sqlx::query("UPDATE campaign_recipients SET state = CASE WHEN EXISTS (SELECT 1 FROM campaigns k WHERE k.id = campaign_recipients.campaign_id AND k.state = 'cancelled') THEN 'skipped' ELSE 'planned' END, \
+                 error = CASE WHEN EXISTS (SELECT 1 FROM campaigns k WHERE k.id = campaign_recipients.campaign_id AND k.state = 'cancelled') THEN 'cancelada' ELSE error END, \
+                 channel_id = NULL, message_id = NULL, updated_at = $2 WHERE id = $1")
         .bind(recipient_id)
         .bind(now)
         .execute(&mut **tx)

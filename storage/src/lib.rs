@@ -17,6 +17,7 @@ pub mod guardrails;
 pub mod idempotency;
 pub mod messages;
 pub mod panel;
+pub mod panel_campaigns;
 pub mod reports;
 pub mod sender;
 pub mod templates;

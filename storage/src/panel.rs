@@ -289,7 +289,7 @@ fn id_list(ids: &[i64]) -> String {
 }
 
 /// The SQL condition that a number (alias `c`) is in `scope`.
-fn channel_in_scope(scope: &Scope) -> String {
+pub(crate) fn channel_in_scope(scope: &Scope) -> String {
     match scope {
         Scope::Bms(b) if b.is_empty() => "1 = 1".into(),
         Scope::Bms(b) => format!("c.bm_id IN ({})", id_list(b)),

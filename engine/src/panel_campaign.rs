@@ -1,0 +1,397 @@
+//! The panel's campaign flow (spec `panel-api.md` "Campaign" rows, issue 20, decision D-062):
+//! create with contacts → contact hygiene → validate → pending approval → approve → dispatch.
+//! The campaign is the account API's campaign (its [`CampaignState`]); the panel's steps
+//! before dispatch are its [`Stage`], and what an operator reads is one [`PanelStatus`].
+
+use crate::campaign::CampaignState;
+use crate::library::{VarBinding, VarMap};
+use crate::panel::Role;
+use crate::ValidationError;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Most contacts in one `POST /api/campaigns` or one CSV import.
+pub const MAX_CONTACTS: usize = 100_000;
+
+/// The panel's step of a campaign before (and at) its approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    /// The contacts are with the hygiene service.
+    Hygiene,
+    /// The hygiene job could not be submitted, failed or timed out (resubmit it).
+    HygieneFailed,
+    /// Validated: waits for an Admin or Operador.
+    PendingApproval,
+    /// Approved: dispatches (or is held by the dispatch switch).
+    Approved,
+}
+
+impl Stage {
+    /// The stored form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::Hygiene => "hygiene",
+            Stage::HygieneFailed => "hygiene_failed",
+            Stage::PendingApproval => "pending_approval",
+            Stage::Approved => "approved",
+        }
+    }
+
+    /// Parses the stored form.
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            Stage::Hygiene,
+            Stage::HygieneFailed,
+            Stage::PendingApproval,
+            Stage::Approved,
+        ]
+        .into_iter()
+        .find(|x| x.as_str() == s)
+    }
+}
+
+/// What the panel shows as a campaign's `status` (the spec leaves the values open: D-062).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PanelStatus {
+    /// A draft of the account API (no panel flow).
+    Rascunho,
+    /// With the hygiene service.
+    Higienizando,
+    /// Hygiene failed or timed out (see `higienizacao.erro`); resubmit.
+    FalhaHigienizacao,
+    /// Validated; waits for approval.
+    AguardandoAprovacao,
+    /// Approved; dispatch not started yet (no contact released).
+    Aprovada,
+    /// Approved, held by the dispatch switch (`DISPARO_ENABLED` off).
+    Retida,
+    /// Waiting for its scheduled time.
+    Agendada,
+    /// Dispatching.
+    EmAndamento,
+    /// Paused (by an operator, by the rules, or by the dispatch switch).
+    Pausada,
+    /// Every released contact was sent, failed or skipped.
+    Concluida,
+    /// Stopped for good.
+    Cancelada,
+}
+
+impl PanelStatus {
+    /// The wire form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PanelStatus::Rascunho => "rascunho",
+            PanelStatus::Higienizando => "higienizando",
+            PanelStatus::FalhaHigienizacao => "falha_higienizacao",
+            PanelStatus::AguardandoAprovacao => "aguardando_aprovacao",
+            PanelStatus::Aprovada => "aprovada",
+            PanelStatus::Retida => "retida",
+            PanelStatus::Agendada => "agendada",
+            PanelStatus::EmAndamento => "em_andamento",
+            PanelStatus::Pausada => "pausada",
+            PanelStatus::Concluida => "concluida",
+            PanelStatus::Cancelada => "cancelada",
+        }
+    }
+
+    /// The status of a campaign in `state` at `stage`, `held` by the dispatch switch.
+    pub fn of(state: CampaignState, stage: Option<Stage>, held: bool) -> Self {
+        match state {
+            CampaignState::Draft => match stage {
+                None => PanelStatus::Rascunho,
+                Some(Stage::Hygiene) => PanelStatus::Higienizando,
+                Some(Stage::HygieneFailed) => PanelStatus::FalhaHigienizacao,
+                Some(Stage::PendingApproval) => PanelStatus::AguardandoAprovacao,
+                Some(Stage::Approved) if held => PanelStatus::Retida,
+                Some(Stage::Approved) => PanelStatus::Aprovada,
+            },
+            CampaignState::Scheduled => PanelStatus::Agendada,
+            CampaignState::Running => PanelStatus::EmAndamento,
+            CampaignState::Paused if held => PanelStatus::Retida,
+            CampaignState::Paused => PanelStatus::Pausada,
+            CampaignState::Completed => PanelStatus::Concluida,
+            CampaignState::Cancelled => PanelStatus::Cancelada,
+        }
+    }
+}
+
+/// Why an approval is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApprovalRefusal {
+    /// A Client user never approves.
+    Role,
+    /// An Operador approving a campaign they created (maker/checker; D-062).
+    OwnCampaign,
+}
+
+/// Whether `role` (user `approver`) may approve a campaign created by `creator`: Admin always;
+/// Operador unless they created it; Client never (spec "Authentication" item 4; issue 20).
+pub fn may_approve(role: Role, approver: i64, creator: Option<i64>) -> Result<(), ApprovalRefusal> {
+    match role {
+        Role::Admin => Ok(()),
+        Role::Operador if creator == Some(approver) => Err(ApprovalRefusal::OwnCampaign),
+        Role::Operador => Ok(()),
+        Role::Client => Err(ApprovalRefusal::Role),
+    }
+}
+
+/// A contact of a panel campaign (`contatos[]` of the spec): the number as given, a name, and
+/// the other columns.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Contact {
+    /// Phone with country code, any formatting.
+    #[serde(rename = "numero")]
+    pub number: String,
+    /// Name.
+    #[serde(rename = "nome", default)]
+    pub name: Option<String>,
+    /// Other columns (column → value).
+    #[serde(rename = "dados", default)]
+    pub data: BTreeMap<String, String>,
+}
+
+impl Contact {
+    /// The columns a template variable may name: `nome`, `numero` and every key of `dados`.
+    pub fn columns(&self) -> BTreeMap<String, String> {
+        let mut row = self.data.clone();
+        if let Some(n) = &self.name {
+            row.insert("nome".into(), n.clone());
+        }
+        row.insert("numero".into(), self.number.clone());
+        row
+    }
+}
+
+/// Which CSV columns hold the number and the name (`POST /api/campaigns/import`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize)]
+pub struct CsvMapping {
+    /// The number's column (default the first of `numero`, `telefone`, `phone`, `celular`).
+    #[serde(rename = "coluna_numero", default)]
+    pub number: Option<String>,
+    /// The name's column (default `nome` when present).
+    #[serde(rename = "coluna_nome", default)]
+    pub name: Option<String>,
+}
+
+/// Reads contacts from a CSV with a header row (`;` or `,`, detected from the header; a UTF-8
+/// BOM is dropped): the number and name columns by `mapping`, every other column into `dados`
+/// (header names trimmed and lower-cased). Errors: no header, a mapped column missing, more
+/// than [`MAX_CONTACTS`] rows, a row that does not parse (with its line).
+pub fn contacts_from_csv(
+    bytes: &[u8],
+    mapping: &CsvMapping,
+) -> Result<Vec<Contact>, ValidationError> {
+    let bytes = bytes.strip_prefix("\u{FEFF}".as_bytes()).unwrap_or(bytes);
+    let first_line = bytes.split(|b| *b == b'\n').next().unwrap_or_default();
+    let delimiter = if first_line.iter().filter(|b| **b == b';').count()
+        >= first_line.iter().filter(|b| **b == b',').count()
+    {
+        b';'
+    } else {
+        b','
+    };
+    let mut reader = csv::ReaderBuilder::new()
+        .delimiter(delimiter)
+        .flexible(true)
+        .trim(csv::Trim::All)
+        .from_reader(bytes);
+    let headers: Vec<String> = reader
+        .headers()
+        .map_err(|_| {
+            ValidationError::new(
+                "csv_invalido",
+                "arquivo",
+                "O CSV não tem uma linha de cabeçalho legível.",
+            )
+        })?
+        .iter()
+        .map(|h| h.trim().to_lowercase())
+        .collect();
+    if headers.iter().all(String::is_empty) {
+        return Err(ValidationError::new(
+            "csv_invalido",
+            "arquivo",
+            "O CSV não tem uma linha de cabeçalho.",
+        ));
+    }
+    let find = |name: &str| {
+        headers
+            .iter()
+            .position(|h| h == &name.trim().to_lowercase())
+    };
+    let number_col = match &mapping.number {
+        Some(c) => find(c).ok_or_else(|| {
+            ValidationError::new("coluna_ausente", "coluna_numero", format!("A coluna `{c}` não está no cabeçalho do CSV."))
+        })?,
+        None => ["numero", "telefone", "phone", "celular"]
+            .iter()
+            .find_map(|c| find(c))
+            .ok_or_else(|| {
+                ValidationError::new("coluna_ausente", "coluna_numero", "Informe `coluna_numero`: o CSV não tem coluna numero, telefone, phone ou celular.")
+            })?,
+    };
+    let name_col = match &mapping.name {
+        Some(c) => Some(find(c).ok_or_else(|| {
+            ValidationError::new(
+                "coluna_ausente",
+                "coluna_nome",
+                format!("A coluna `{c}` não está no cabeçalho do CSV."),
+            )
+        })?),
+        None => find("nome"),
+    };
+    let mut out = Vec::new();
+    for (i, record) in reader.records().enumerate() {
+        let record = record.map_err(|_| {
+            ValidationError::new(
+                "csv_invalido",
+                "arquivo",
+                format!("A linha {} do CSV não pôde ser lida.", i + 2),
+            )
+        })?;
+        if record.iter().all(|f| f.is_empty()) {
+            continue;
+        }
+        if out.len() == MAX_CONTACTS {
+            return Err(ValidationError::new(
+                "contatos_demais",
+                "arquivo",
+                format!("Envie até {MAX_CONTACTS} contatos por importação."),
+            ));
+        }
+        let mut data = BTreeMap::new();
+        for (j, value) in record.iter().enumerate() {
+            if j == number_col || Some(j) == name_col {
+                continue;
+            }
+            if let Some(h) = headers.get(j).filter(|h| !h.is_empty()) {
+                data.insert(h.clone(), value.to_string());
+            }
+        }
+        out.push(Contact {
+            number: record.get(number_col).unwrap_or_default().to_string(),
+            name: name_col
+                .and_then(|c| record.get(c))
+                .filter(|n| !n.is_empty())
+                .map(str::to_string),
+            data,
+        });
+    }
+    Ok(out)
+}
+
+/// The var_map of a panel campaign: `variaveis[i]` is the column that fills `{{i+1}}`;
+/// `botao_variavel` is the column that fills the URL button's suffix when it names one of
+/// `columns`, else the suffix itself (the same for every contact).
+pub fn var_map(variables: &[String], button: Option<&str>, columns: &BTreeSet<String>) -> VarMap {
+    let mut map = VarMap::new();
+    for (i, column) in variables.iter().enumerate() {
+        map.insert(
+            (i + 1).to_string(),
+            VarBinding {
+                field: column.trim().to_lowercase(),
+                default: None,
+            },
+        );
+    }
+    if let Some(b) = button.map(str::trim).filter(|b| !b.is_empty()) {
+        let column = b.to_lowercase();
+        map.insert(
+            "btn:0".into(),
+            if columns.contains(&column) {
+                VarBinding {
+                    field: column,
+                    default: None,
+                }
+            } else {
+                // A literal suffix: bound to no column, so the default always applies.
+                VarBinding {
+                    field: "__botao".into(),
+                    default: Some(b.to_string()),
+                }
+            },
+        );
+    }
+    map
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_and_approval() {
+        assert_eq!(
+            PanelStatus::of(CampaignState::Draft, Some(Stage::PendingApproval), false),
+            PanelStatus::AguardandoAprovacao
+        );
+        assert_eq!(
+            PanelStatus::of(CampaignState::Draft, Some(Stage::Approved), true),
+            PanelStatus::Retida
+        );
+        assert_eq!(
+            PanelStatus::of(CampaignState::Running, Some(Stage::Approved), false).as_str(),
+            "em_andamento"
+        );
+        assert_eq!(
+            may_approve(Role::Operador, 1, Some(1)),
+            Err(ApprovalRefusal::OwnCampaign)
+        );
+        assert_eq!(may_approve(Role::Operador, 2, Some(1)), Ok(()));
+        assert_eq!(may_approve(Role::Admin, 1, Some(1)), Ok(()));
+        assert_eq!(
+            may_approve(Role::Client, 2, Some(1)),
+            Err(ApprovalRefusal::Role)
+        );
+        for s in [
+            Stage::Hygiene,
+            Stage::HygieneFailed,
+            Stage::PendingApproval,
+            Stage::Approved,
+        ] {
+            assert_eq!(Stage::parse(s.as_str()), Some(s));
+        }
+    }
+
+    #[test]
+    fn csv_with_mapping() {
+        let csv =
+            "\u{FEFF}Telefone;Nome;Cidade\n+55 11 99999-0001;Ana;Recife\n\n5511999990002;;Natal\n";
+        let rows = contacts_from_csv(csv.as_bytes(), &CsvMapping::default()).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].number, "+55 11 99999-0001");
+        assert_eq!(rows[0].name.as_deref(), Some("Ana"));
+        assert_eq!(
+            rows[0].data.get("cidade").map(String::as_str),
+            Some("Recife")
+        );
+        assert_eq!(rows[1].name, None);
+        let comma = "cel,first\n5511999990003,Bia\n";
+        let mapping = CsvMapping {
+            number: Some("CEL".into()),
+            name: Some("first".into()),
+        };
+        assert_eq!(
+            contacts_from_csv(comma.as_bytes(), &mapping).unwrap()[0]
+                .name
+                .as_deref(),
+            Some("Bia")
+        );
+        let err = contacts_from_csv(b"a;b\n1;2\n", &CsvMapping::default()).unwrap_err();
+        assert_eq!(err.code, "coluna_ausente");
+    }
+
+    #[test]
+    fn var_maps() {
+        let cols: BTreeSet<String> = ["nome".to_string(), "cupom".to_string()].into();
+        let m = var_map(&["Nome".into()], Some("cupom"), &cols);
+        assert_eq!(m["1"].field, "nome");
+        assert_eq!(m["btn:0"].field, "cupom");
+        let m = var_map(&[], Some("PROMO10"), &cols);
+        assert_eq!(m["btn:0"].default.as_deref(), Some("PROMO10"));
+    }
+}
