@@ -171,6 +171,20 @@ impl Application {
                 in_doubt_grace: Duration::from_millis(settings.in_doubt_grace_ms),
                 provider_log_retention: Duration::from_millis(settings.provider_log_retention_ms),
                 provider_webhook_verify_token: settings.provider_webhook_verify_token.clone(),
+                hygiene: settings.hygiene_url.as_ref().map(|url| {
+                    actors::panel_campaigns::HygieneSettings {
+                        url: url.clone(),
+                        api_key: settings
+                            .hygiene_api_key
+                            .clone()
+                            .unwrap_or_else(|| engine::Secret::new("")),
+                        call_timeout: Duration::from_millis(settings.hygiene_timeout_ms.max(100)),
+                        job_timeout: Duration::from_millis(
+                            settings.hygiene_job_timeout_ms.max(1000),
+                        ),
+                    }
+                }),
+                dispatch_enabled: settings.dispatch_enabled,
                 ..RuntimeConfig::default()
             },
         )
@@ -258,6 +272,11 @@ impl Demo {
             .await
             .context("starting the simulator")?;
         settings.provider_base_url = format!("http://{sim_addr}");
+        // The simulated hygiene service, unless one is configured (issue 20).
+        if settings.hygiene_url.is_none() {
+            settings.hygiene_url = Some(format!("http://{sim_addr}/hygiene/v1"));
+            settings.hygiene_api_key = Some(engine::Secret::new("demo"));
+        }
         Ok(Self { sim, sim_addr })
     }
 

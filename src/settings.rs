@@ -140,6 +140,25 @@ pub struct Settings {
     /// it; default 12 h; issue 19).
     #[arg(long, env = "DISPARO_SESSION_TTL_MS", default_value_t = 12 * 3600 * 1000)]
     pub session_ttl_ms: u64,
+    /// `DISPARO_ENABLED` (spec "Campaign dispatch is gated by the DISPARO_ENABLED setting";
+    /// D-062): when set, every account's dispatch switch takes this value at start (`false`
+    /// holds approved campaigns and pauses running ones; `true` releases them); unset, the
+    /// switches stored by `PUT /api/settings/dispatch` stand (default on).
+    #[arg(long, env = "DISPARO_ENABLED", value_parser = clap::builder::BoolishValueParser::new())]
+    pub dispatch_enabled: Option<bool>,
+    /// Base URL of the contact-hygiene service's API (panel campaigns; e.g.
+    /// `https://hygiene.example/hygiene/v1`). `serve --simulator` points it at the simulator.
+    #[arg(long, env = "HYGIENE_URL")]
+    pub hygiene_url: Option<String>,
+    /// The hygiene service's API key (`Authorization: Bearer`).
+    #[arg(long, env = "HYGIENE_API_KEY", value_parser = secret, hide_env_values = true)]
+    pub hygiene_api_key: Option<Secret>,
+    /// Timeout of one call to the hygiene service, ms.
+    #[arg(long, env = "HYGIENE_TIMEOUT_MS", default_value_t = 30_000)]
+    pub hygiene_timeout_ms: u64,
+    /// How long a hygiene job may run before its campaign shows it failed, ms (default 30 min).
+    #[arg(long, env = "HYGIENE_JOB_TIMEOUT_MS", default_value_t = 30 * 60 * 1000)]
+    pub hygiene_job_timeout_ms: u64,
     /// Where the built-in simulator listens in `serve --simulator`.
     #[arg(long, env = "DISPARO_SIM_LISTEN", default_value = "127.0.0.1:0")]
     pub sim_listen: String,

@@ -165,7 +165,7 @@ async fn campaigns_check_their_numbers_and_take_their_audience_in_batches(backen
     assert_eq!(status, StatusCode::OK);
     assert_eq!(
         progress["data"]["stats"],
-        json!({"total": 10_002, "queued": 10_002, "sending": 0, "sent": 0, "delivered": 0, "read": 0, "failed": 0, "skipped": 0})
+        json!({"total": 10_002, "queued": 10_002, "sending": 0, "sent": 0, "delivered": 0, "read": 0, "failed": 0, "skipped": 0, "pending": 0})
     );
 }
 

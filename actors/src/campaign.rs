@@ -22,6 +22,11 @@ use tracing::Instrument;
 /// How often a running campaign hands out work.
 pub const TICK: Duration = Duration::from_millis(50);
 
+/// A campaign's gate (issue 20): open (`true`) while it may call the provider. Each send
+/// holds a read lock for its call; halting takes the write lock (so it waits for the calls
+/// under way) and closes it, so no call starts after a halt answered.
+pub type CampaignGate = Arc<tokio::sync::RwLock<bool>>;
+
 /// Most recipients claimed per tick.
 pub const PAGE: usize = 2000;
 
@@ -32,6 +37,10 @@ pub enum CampaignMsg {
     Tick,
     /// Re-read the campaign's numbers and the recipients pinned to them (after a resend).
     Refresh,
+    /// Stop handing out work, wait for the provider calls under way, close the gate (sends
+    /// still waiting go back to `planned`) and stop; replies when done (pause, cancel, the
+    /// dispatch switch).
+    Halt(ractor::RpcReplyPort<()>),
 }
 
 /// Ticks between two sweeps of in-doubt recipients (20 × 50 ms = 1 s).
@@ -86,6 +95,10 @@ pub struct CampaignRun {
     group_id: Option<i64>,
     /// `sequential`: one number at a time, in order, moving on when it refuses work.
     sequential: bool,
+    /// Header image of every send (panel campaigns).
+    header_image: Option<String>,
+    /// Open while the campaign may call the provider.
+    gate: CampaignGate,
     shared: Arc<Shared>,
 }
 
@@ -145,6 +158,8 @@ impl Actor for CampaignActor {
             ticks: 0,
             group_id: campaign.group_id,
             sequential: campaign.mode == "sequential",
+            gate: Arc::new(tokio::sync::RwLock::new(true)),
+            header_image: campaign.image_url.clone(),
             shared: args.shared,
         })
     }
@@ -191,6 +206,13 @@ impl Actor for CampaignActor {
                     }
                 }
                 st.pinned = store.pinned_channels(st.campaign_id).await?;
+            }
+            CampaignMsg::Halt(reply) => {
+                *st.gate.write().await = false;
+                st.shared.campaigns.remove(&st.campaign_id);
+                tracing::info!(campaign_id = st.campaign_id, "campaign halted");
+                myself.stop(None);
+                let _ = reply.send(());
             }
         }
         Ok(())
@@ -505,6 +527,8 @@ async fn hand_out(
                 language: st.template.language.clone(),
                 items,
                 group_limited: st.group_id.is_some(),
+                header_image: st.header_image.clone(),
+                gate: st.gate.clone(),
             })));
         }
         // The number stopped between the credit and the claim: give them back at once.
@@ -548,11 +572,107 @@ impl Runtime {
                 details: serde_json::json!({"state": state.as_str()}),
             });
         }
+        self.may_start(&c).await?;
         store
             .set_campaign_state(id, CampaignState::Running.as_str(), None)
             .await?;
         self.spawn_campaign(id, account_id).await?;
         self.campaign_view(account_id, id).await
+    }
+
+    /// Stops a campaign's actor, if one runs: no provider call of it starts after this
+    /// returns (the calls under way have ended), and its sends still waiting go back to
+    /// `planned`.
+    pub(crate) async fn halt_campaign(&self, id: i64) -> Result<(), ActorError> {
+        if let Some(actor) = self.shared.campaigns.get(&id).map(|a| a.clone()) {
+            // The halt waits for the provider calls under way (each bounded by the provider
+            // timeout).
+            let wait = self.shared.config.call_timeout + Duration::from_secs(35);
+            crate::ask(&actor, CampaignMsg::Halt, wait).await?;
+        }
+        Ok(())
+    }
+
+    /// Pauses a running campaign (or one the rules paused) with `reason`: its actor is
+    /// halted first, so no send starts after this returns. 409 `invalid_state` otherwise.
+    pub async fn pause_campaign(
+        &self,
+        account_id: i64,
+        id: i64,
+        reason: &str,
+    ) -> Result<(), ActorError> {
+        let store = &self.shared.store;
+        let c = store.campaign(account_id, id).await?;
+        let state = CampaignState::parse(&c.state).unwrap_or(CampaignState::Cancelled);
+        if !matches!(state, CampaignState::Running | CampaignState::Paused) {
+            return Err(ActorError::Refused {
+                status: 409,
+                code: "invalid_state",
+                message: format!(
+                    "A campanha está {}; só campanhas em andamento podem ser pausadas.",
+                    state.as_str()
+                ),
+                details: serde_json::json!({"state": state.as_str()}),
+            });
+        }
+        self.halt_campaign(id).await?;
+        let now = CampaignState::parse(&store.campaign(account_id, id).await?.state);
+        if matches!(now, Some(CampaignState::Running | CampaignState::Paused)) {
+            store
+                .set_campaign_state(id, CampaignState::Paused.as_str(), Some(reason))
+                .await?;
+            store.set_campaign_held(id, false).await?;
+        }
+        tracing::info!(campaign_id = id, "campaign paused by an operator");
+        Ok(())
+    }
+
+    /// Resumes a paused campaign (409 `disparo_desligado` while the account's switch is off).
+    pub async fn resume_campaign(&self, account_id: i64, id: i64) -> Result<(), ActorError> {
+        let store = &self.shared.store;
+        let c = store.campaign(account_id, id).await?;
+        if c.state != CampaignState::Paused.as_str() {
+            return Err(ActorError::Refused {
+                status: 409,
+                code: "invalid_state",
+                message: "Só campanhas pausadas podem ser retomadas.".into(),
+                details: serde_json::json!({"state": c.state}),
+            });
+        }
+        self.may_start(&c).await?;
+        store
+            .set_campaign_state(id, CampaignState::Running.as_str(), None)
+            .await?;
+        store.set_campaign_held(id, false).await?;
+        self.spawn_campaign(id, account_id).await
+    }
+
+    /// Cancels a campaign that has not finished: its actor is halted, it sends nothing more,
+    /// and its unsent recipients become `skipped` (`cancelada`). 409 `invalid_state` when it
+    /// already completed or was cancelled.
+    pub async fn cancel_campaign(&self, account_id: i64, id: i64) -> Result<u64, ActorError> {
+        let store = &self.shared.store;
+        let c = store.campaign(account_id, id).await?;
+        let state = CampaignState::parse(&c.state).unwrap_or(CampaignState::Cancelled);
+        if !state.can_move_to(CampaignState::Cancelled) {
+            return Err(ActorError::Refused {
+                status: 409,
+                code: "invalid_state",
+                message: format!(
+                    "A campanha está {}; não pode ser cancelada.",
+                    state.as_str()
+                ),
+                details: serde_json::json!({"state": state.as_str()}),
+            });
+        }
+        self.halt_campaign(id).await?;
+        store
+            .set_campaign_state(id, CampaignState::Cancelled.as_str(), None)
+            .await?;
+        store.set_campaign_held(id, false).await?;
+        let skipped = store.skip_unsent(id).await?;
+        tracing::info!(campaign_id = id, skipped, "campaign cancelled");
+        Ok(skipped)
     }
 
     /// `POST /campaigns/{id}/resend`: the campaign's failed recipients are sent again through

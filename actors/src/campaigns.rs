@@ -93,9 +93,9 @@ pub struct CampaignView {
 }
 
 /// What the checks of a campaign found good.
-struct CheckedCampaign {
-    template: storage::templates::TemplateRecord,
-    var_map: VarMap,
+pub(crate) struct CheckedCampaign {
+    pub(crate) template: storage::templates::TemplateRecord,
+    pub(crate) var_map: VarMap,
 }
 
 /// The outcome of `POST /campaigns` with `dry_run: true`.
@@ -252,7 +252,7 @@ impl Runtime {
     }
 
     /// The checks of [`Runtime::create_campaign`], storing nothing.
-    async fn check_campaign(
+    pub(crate) async fn check_campaign(
         &self,
         account_id: i64,
         input: &CampaignInput,
@@ -419,6 +419,14 @@ impl Runtime {
     ) -> Result<RecipientsAdded, ActorError> {
         let store = &self.shared.store;
         let campaign = store.campaign(account_id, campaign_id).await?;
+        if campaign.origin == "panel" {
+            // Its contacts go through hygiene and approval in the panel (issue 20).
+            return Err(rejected(
+                "campanha_do_painel",
+                "Esta campanha é do painel: seus contatos entram pela higienização e aprovação de /api/campaigns.",
+                json!({}),
+            ));
+        }
         let state = CampaignState::parse(&campaign.state).unwrap_or(CampaignState::Cancelled);
         if !state.accepts_recipients() {
             return Err(rejected(

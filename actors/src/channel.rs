@@ -212,6 +212,11 @@ pub struct Dispatch {
     /// A group campaign's sends (D-038): each new recipient must fit the number's group's 24 h
     /// limit, else it goes back to the campaign.
     pub group_limited: bool,
+    /// Header image of every send (a panel campaign's `imagem_url`).
+    pub header_image: Option<String>,
+    /// The campaign's gate: a send calls the provider only while it is open; halting the
+    /// campaign closes it after the calls under way ended (issue 20).
+    pub gate: crate::campaign::CampaignGate,
 }
 
 /// One claimed recipient.
@@ -1353,16 +1358,23 @@ async fn dispatch(myself: ActorRef<ChannelMsg>, batch: Dispatch, st: &mut Channe
         st.cap_sent += 1;
         st.campaign_in_flight += 1;
         let send_at = st.cadence.take(st.guardrails.cadence_ms, now);
-        let request = SendMessageRequest::template(
-            &item.phone,
-            TemplatePayload::positional(
-                &batch.template_name,
-                &batch.language,
-                &item.params,
-                item.button.as_deref(),
-            ),
-        )
-        .with_callback_data(format!("{CALLBACK_PREFIX}{}", item.message_id));
+        let mut payload = TemplatePayload::positional(
+            &batch.template_name,
+            &batch.language,
+            &item.params,
+            item.button.as_deref(),
+        );
+        if let Some(link) = &batch.header_image {
+            payload = payload.with_header_media(
+                "image",
+                provider::wire::MediaObject {
+                    link: Some(link.clone()),
+                    ..Default::default()
+                },
+            );
+        }
+        let request = SendMessageRequest::template(&item.phone, payload)
+            .with_callback_data(format!("{CALLBACK_PREFIX}{}", item.message_id));
         let task = CampaignSend {
             shared: st.shared.clone(),
             record: st.record.clone(),
@@ -1370,6 +1382,7 @@ async fn dispatch(myself: ActorRef<ChannelMsg>, batch: Dispatch, st: &mut Channe
             in_flight: st.in_flight.clone(),
             blocked: st.blocked.clone(),
             myself: myself.clone(),
+            gate: batch.gate.clone(),
         };
         tokio::spawn(
             task.run(item.recipient_id, item.message_id, request, send_at)
@@ -1411,6 +1424,7 @@ struct CampaignSend {
     in_flight: Arc<Semaphore>,
     blocked: Arc<std::sync::atomic::AtomicBool>,
     myself: ActorRef<ChannelMsg>,
+    gate: crate::campaign::CampaignGate,
 }
 
 impl CampaignSend {
@@ -1455,6 +1469,11 @@ impl CampaignSend {
         // Time from admission to a place in the in-flight window (cadence included), then the
         // provider call: where a campaign send's time goes (s).
         send_phase("wait", admitted.elapsed());
+        // Held for the whole call: a halt waits for it, and no call starts after the halt.
+        let open = self.gate.clone().read_owned().await;
+        if !*open {
+            return SendResult::Replan;
+        }
         let channel_label = self.record.id.to_string();
         let mut attempt = 0;
         loop {

@@ -57,6 +57,19 @@ pub enum ActorError {
         /// Extra members of the body.
         details: serde_json::Value,
     },
+    /// A rule refused the request with a status other than 422: 409 (the record's state does
+    /// not allow it now: `details` say why) or 403 (a rule about who may do it).
+    #[error("{message}")]
+    Refused {
+        /// 403 or 409.
+        status: u16,
+        /// Stable code.
+        code: &'static str,
+        /// pt-BR text.
+        message: String,
+        /// Extra members of the body.
+        details: serde_json::Value,
+    },
     /// A template with problems cannot be submitted.
     #[error("the template has problems")]
     TemplateHasProblems(serde_json::Value),

@@ -245,6 +245,13 @@ pub(crate) fn spawn_scheduler(rt: Runtime) {
             for (id, account_id) in due {
                 match rt.start_campaign(account_id, id).await {
                     Ok(_) => tracing::info!(campaign_id = id, "scheduled campaign started"),
+                    // The account's dispatch switch is off: it starts once it is turned on.
+                    Err(ActorError::Refused {
+                        code: "disparo_desligado",
+                        ..
+                    }) => {
+                        tracing::debug!(campaign_id = id, "scheduled campaign held by the switch")
+                    }
                     Err(e) => {
                         tracing::error!(campaign_id = id, error = %e, "scheduled campaign not started")
                     }

@@ -26,6 +26,7 @@ pub mod ingest;
 pub mod media;
 pub mod outbound;
 pub mod panel;
+pub mod panel_campaigns;
 pub mod registry;
 pub mod sender;
 pub mod settle;
@@ -93,6 +94,12 @@ pub struct RuntimeConfig {
     /// How long an in-doubt campaign send waits for a status webhook before it is sent again
     /// (`DISPARO_IN_DOUBT_GRACE_MS`, D-032).
     pub in_doubt_grace: Duration,
+    /// The contact-hygiene service of panel campaigns (`HYGIENE_URL`; none: campaigns show
+    /// that it is not configured).
+    pub hygiene: Option<panel_campaigns::HygieneSettings>,
+    /// `DISPARO_ENABLED`: when set, every account's dispatch switch takes this value at start
+    /// (D-062); unset, the stored switches stand.
+    pub dispatch_enabled: Option<bool>,
 }
 
 impl Default for RuntimeConfig {
@@ -115,6 +122,8 @@ impl Default for RuntimeConfig {
             media_max_concurrent: 16,
             media_max_bytes: 256 * 1024 * 1024,
             in_doubt_grace: Duration::from_secs(120),
+            hygiene: None,
+            dispatch_enabled: None,
         }
     }
 }
@@ -147,6 +156,10 @@ pub struct Shared {
     pub media_budget: media::MediaBudget,
     /// Provider webhooks verified and parsed at once on the blocking pool (one per core).
     pub ingest_slots: tokio::sync::Semaphore,
+    /// The contact-hygiene service's client.
+    pub hygiene: Option<provider::hygiene::HygieneClient>,
+    /// How long a hygiene job may run before its campaign shows it failed.
+    pub hygiene_job_timeout: Duration,
     /// The send path's batched writer: campaign send outcomes.
     pub(crate) settle: tokio::sync::mpsc::Sender<settle::SettleItem>,
     /// The send path's batched writer: status webhooks.
@@ -255,6 +268,20 @@ impl Runtime {
             tracing::error!(error = %e, "webhook dispatcher did not start");
             ActorError::Unavailable
         })?;
+        let hygiene = match &config.hygiene {
+            Some(h) => Some(
+                provider::hygiene::HygieneClient::new(&h.url, h.api_key.expose(), h.call_timeout)
+                    .map_err(|e| {
+                    tracing::error!(error = %e, "hygiene client did not build");
+                    ActorError::Unavailable
+                })?,
+            ),
+            None => None,
+        };
+        let hygiene_job_timeout = config
+            .hygiene
+            .as_ref()
+            .map_or(Duration::from_secs(1800), |h| h.job_timeout);
         let (settle_tx, settle_rx) = tokio::sync::mpsc::channel(settle::QUEUE);
         let (status_tx, status_rx) = tokio::sync::mpsc::channel(settle::STATUS_QUEUE);
         let shared = Arc::new(Shared {
@@ -273,6 +300,8 @@ impl Runtime {
             ingest_slots: tokio::sync::Semaphore::new(
                 std::thread::available_parallelism().map_or(2, |n| n.get()),
             ),
+            hygiene,
+            hygiene_job_timeout,
             settle: settle_tx,
             statuses: status_tx,
             shutting_down: AtomicBool::new(false),
@@ -305,9 +334,36 @@ impl Runtime {
                 tracing::error!(channel_id = id, error = %e, "channel not started at boot");
             }
         }
+        if rt.shared.config.dispatch_enabled.is_some() {
+            // DISPARO_ENABLED named at start decides again for every account (D-062).
+            store.reset_dispatch_switches().await?;
+        }
         for (id, account_id) in store.running_campaigns().await? {
+            if !rt.dispatch_enabled(account_id).await? {
+                // The switch is off: held, not resumed.
+                store
+                    .set_campaign_state(
+                        id,
+                        engine::campaign::CampaignState::Paused.as_str(),
+                        Some(panel_campaigns::SWITCH_REASON),
+                    )
+                    .await?;
+                store.set_campaign_held(id, true).await?;
+                tracing::warn!(
+                    campaign_id = id,
+                    "campaign held at boot by the dispatch switch"
+                );
+                continue;
+            }
             if let Err(e) = rt.spawn_campaign(id, account_id).await {
                 tracing::error!(campaign_id = id, error = %e, "campaign not resumed at boot");
+            }
+        }
+        for account_id in store.accounts_with_held_campaigns().await? {
+            if rt.dispatch_enabled(account_id).await? {
+                if let Err(e) = rt.release_held(account_id).await {
+                    tracing::error!(account_id, error = %e, "held campaigns not released at boot");
+                }
             }
         }
         group::spawn_scheduler(rt.clone());

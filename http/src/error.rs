@@ -76,6 +76,18 @@ pub enum ApiError {
         /// Extra members of the body (`field`, `missing`, `problems`…).
         details: Map<String, Value>,
     },
+    /// 403 or 409 from a rule of the runtime (`ActorError::Refused`), with its code.
+    #[error("{message}")]
+    Refused {
+        /// 403 or 409.
+        status: StatusCode,
+        /// Stable code.
+        code: &'static str,
+        /// pt-BR text.
+        message: String,
+        /// Extra members of the body.
+        details: Map<String, Value>,
+    },
     /// 429: a sending limit is exhausted.
     #[error("limit exhausted")]
     LimitExhausted(String),
@@ -181,6 +193,12 @@ impl ApiError {
                 none(),
             ),
                         ApiError::Forbidden(m) => (StatusCode::FORBIDDEN, "forbidden", m.clone(), none()),
+            ApiError::Refused {
+                status,
+                code,
+                message,
+                details,
+            } => (*status, code, message.clone(), details.clone()),
             ApiError::InsufficientLevel { needed, held } => {
                 let mut m = Map::new();
                 m.insert("required_level".into(), json!(needed.as_str()));
@@ -388,6 +406,12 @@ impl From<ActorError> for ApiError {
             },
                         ActorError::InvalidSignature => ApiError::InvalidSignature,
                         ActorError::Rejected { code, message, details } => ApiError::Unprocessable {
+                code,
+                message,
+                details: details.as_object().cloned().unwrap_or_default(),
+            },
+            ActorError::Refused { status, code, message, details } => ApiError::Refused {
+                status: StatusCode::from_u16(status).unwrap_or(StatusCode::CONFLICT),
                 code,
                 message,
                 details: details.as_object().cloned().unwrap_or_default(),

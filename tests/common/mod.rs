@@ -235,6 +235,9 @@ impl TestApp {
         settings.allowed_subnets = vec![engine::net::Subnet::parse("127.0.0.1").unwrap()];
         // The simulator stands in for the alternative provider's host.
         settings.alternative_hosts = vec![sim_addr.to_string()];
+        // The simulator's contact-hygiene service (panel campaigns, issue 20).
+        settings.hygiene_url = Some(format!("http://{sim_addr}/hygiene/v1"));
+        settings.hygiene_api_key = Some(engine::Secret::new("hygiene-test-key"));
         tweak(&mut settings);
         let app = Application::build(settings.clone(), Some(gateway))
             .await

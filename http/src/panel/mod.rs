@@ -11,6 +11,7 @@
 //! presents the user to them as the account's caller.
 
 pub mod access;
+mod campaigns;
 mod client;
 mod inventory;
 mod logs;
@@ -248,6 +249,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(inventory::routes())
         .merge(logs::routes())
         .merge(client::routes())
+        .merge(campaigns::routes())
 }
 
 /// `POST /api/login` (no session), with its document.

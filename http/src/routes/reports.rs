@@ -286,7 +286,7 @@ fn detail_record(r: &MessageReportRow) -> [String; 15] {
 
 /// Encodes records as `;`-separated CSV (quoting fields that hold `;`, quotes or line
 /// breaks).
-fn csv_bytes<I, R>(records: I) -> Bytes
+pub(crate) fn csv_bytes<I, R>(records: I) -> Bytes
 where
     I: IntoIterator<Item = R>,
     R: IntoIterator,
@@ -302,7 +302,7 @@ where
     Bytes::from(w.into_inner().unwrap_or_default())
 }
 
-fn csv_response(filename: &str, body: Body) -> Response {
+pub(crate) fn csv_response(filename: &str, body: Body) -> Response {
     (
         [
             (header::CONTENT_TYPE, "text/csv; charset=utf-8".to_string()),

@@ -1,0 +1,968 @@
+//! Panel campaigns (spec `panel-api.md` "Campaign" rows; issue 20, decision D-062): created
+//! with contacts, checked by the contact-hygiene service, validated, approved by someone other
+//! than their maker (unless an Admin), and dispatched through the same `CampaignActor` as the
+//! account API's campaigns, over the valid contacts up to the campaign's volume. The account's
+//! dispatch switch (`DISPARO_ENABLED`, `PUT /api/settings/dispatch`) holds approved campaigns
+//! and halts running ones.
+
+use crate::error::ActorError;
+use crate::Runtime;
+use engine::campaign::CampaignState;
+use engine::panel::{Role, Scope};
+use engine::panel_campaign::{may_approve, ApprovalRefusal, Contact, PanelStatus, Stage};
+use engine::phone::Phone;
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::collections::{BTreeSet, HashSet};
+use storage::campaigns::{CampaignRecord, CampaignStats, NewCampaign};
+use storage::panel_campaigns::{HygieneCounts, NewContact, NewPanelCampaign, Verdict};
+
+/// The contact-hygiene service's settings (`HYGIENE_URL`, `HYGIENE_API_KEY`).
+#[derive(Debug, Clone)]
+pub struct HygieneSettings {
+    /// Base URL of the service's API (e.g. `http://host/hygiene/v1`).
+    pub url: String,
+    /// Its API key.
+    pub api_key: engine::Secret,
+    /// Timeout of one call.
+    pub call_timeout: std::time::Duration,
+    /// How long a job may take before the campaign shows it failed
+    /// (`HYGIENE_JOB_TIMEOUT_MS`, default 30 min).
+    pub job_timeout: std::time::Duration,
+}
+
+/// Who acts on a panel campaign.
+#[derive(Debug, Clone)]
+pub struct PanelActor {
+    /// The user.
+    pub user_id: i64,
+    /// Its role.
+    pub role: Role,
+    /// What it may see.
+    pub scope: Scope,
+    /// `Nome <email> (painel)` for pause reasons.
+    pub author: String,
+}
+
+/// `POST /api/campaigns` (the spec's "Campaign create" fields).
+#[derive(Debug, Clone)]
+pub struct PanelCampaignInput {
+    /// `nome`.
+    pub name: String,
+    /// `template_id` (a library template of the account).
+    pub template_id: i64,
+    /// `volume`: at most this many contacts are sent (default: every valid contact).
+    pub volume: Option<i64>,
+    /// `numeros[]`: sending numbers (channel ids).
+    pub channels: Vec<i64>,
+    /// `contatos[]`.
+    pub contacts: Vec<Contact>,
+    /// `variaveis[]`: the column that fills each template variable, in order.
+    pub variables: Vec<String>,
+    /// `imagem_url`: header image.
+    pub image_url: Option<String>,
+    /// `botao_variavel`: the URL button's suffix, or the column that fills it.
+    pub button_var: Option<String>,
+}
+
+/// The hygiene part of a [`PanelCampaignView`].
+#[derive(Debug, Clone, Serialize)]
+pub struct HygieneView {
+    /// The service's job.
+    pub job_id: Option<String>,
+    /// When it was submitted (ISO 8601).
+    #[serde(rename = "enviado_em")]
+    pub submitted_at: Option<String>,
+    /// Why it failed.
+    #[serde(rename = "erro")]
+    pub error: Option<String>,
+}
+
+/// A panel campaign as `GET /api/campaigns/{id}` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PanelCampaignView {
+    /// Id (the same campaign `/api/v1/campaigns/{id}` serves).
+    pub id: i64,
+    /// Name.
+    #[serde(rename = "nome")]
+    pub name: String,
+    /// The panel's status (D-062).
+    pub status: &'static str,
+    /// The campaign's engine state (`draft`, `running`, …).
+    #[serde(rename = "estado")]
+    pub state: String,
+    /// Why it is paused.
+    #[serde(rename = "motivo_pausa")]
+    pub pause_reason: Option<String>,
+    /// Library template.
+    pub template_id: i64,
+    /// Most contacts sent.
+    pub volume: Option<i64>,
+    /// Sending numbers.
+    #[serde(rename = "numeros")]
+    pub channels: Vec<i64>,
+    /// The var_map built from `variaveis` and `botao_variavel`.
+    #[serde(rename = "variaveis")]
+    pub var_map: Value,
+    /// Header image.
+    pub imagem_url: Option<String>,
+    /// Button column or suffix.
+    pub botao_variavel: Option<String>,
+    /// The hygiene job.
+    #[serde(rename = "higienizacao")]
+    pub hygiene: HygieneView,
+    /// Contacts by verdict.
+    #[serde(rename = "contatos")]
+    pub contacts: HygieneCounts,
+    /// Send counters (as `/api/v1`).
+    pub stats: CampaignStats,
+    /// Held by the dispatch switch.
+    #[serde(rename = "retida")]
+    pub held: bool,
+    /// Creator (user id).
+    #[serde(rename = "criado_por")]
+    pub created_by: Option<i64>,
+    /// Approver (user id).
+    #[serde(rename = "aprovado_por")]
+    pub approved_by: Option<i64>,
+    /// Approved (ISO 8601).
+    #[serde(rename = "aprovado_em")]
+    pub approved_at: Option<String>,
+    /// Created (ISO 8601).
+    pub created_at: String,
+    /// Started.
+    pub started_at: Option<String>,
+    /// Finished.
+    pub finished_at: Option<String>,
+}
+
+/// The dispatch switch as `GET /api/settings/dispatch` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct DispatchSetting {
+    /// Whether the account's campaigns may dispatch.
+    #[serde(rename = "habilitado")]
+    pub enabled: bool,
+    /// Campaigns held by it now.
+    #[serde(rename = "retidas")]
+    pub held: Vec<i64>,
+}
+
+fn refused(
+    status: u16,
+    code: &'static str,
+    message: impl Into<String>,
+    details: Value,
+) -> ActorError {
+    ActorError::Refused {
+        status,
+        code,
+        message: message.into(),
+        details,
+    }
+}
+
+fn state_of(c: &CampaignRecord) -> CampaignState {
+    CampaignState::parse(&c.state).unwrap_or(CampaignState::Cancelled)
+}
+
+fn stage_of(c: &CampaignRecord) -> Option<Stage> {
+    c.stage.as_deref().and_then(Stage::parse)
+}
+
+/// The pause reason the dispatch switch writes.
+pub const SWITCH_REASON: &str =
+    "Disparo desligado nesta conta (DISPARO_ENABLED / PUT /api/settings/dispatch)";
+
+impl Runtime {
+    /// Whether the account's campaigns may dispatch: the switch an Admin set, else
+    /// `DISPARO_ENABLED`, else on (D-062).
+    pub async fn dispatch_enabled(&self, account_id: i64) -> Result<bool, ActorError> {
+        Ok(self
+            .shared
+            .store
+            .dispatch_switch(account_id)
+            .await?
+            .or(self.shared.config.dispatch_enabled)
+            .unwrap_or(true))
+    }
+
+    /// Creates a panel campaign: the numbers must be official numbers of the account in the
+    /// user's scope (else 422 `invalid_channels`) with the template approved on each (422
+    /// `template_missing` with `missing`); 1–100,000 contacts, normalised (a malformed one is
+    /// kept as invalid), repeated numbers dropped; then the contacts go to the hygiene service
+    /// (a failure to submit leaves stage `hygiene_failed` with the reason, resubmittable).
+    pub async fn create_panel_campaign(
+        &self,
+        account_id: i64,
+        who: &PanelActor,
+        input: PanelCampaignInput,
+    ) -> Result<PanelCampaignView, ActorError> {
+        let store = &self.shared.store;
+        if input.contacts.is_empty() || input.contacts.len() > engine::panel_campaign::MAX_CONTACTS
+        {
+            return Err(engine::ValidationError::new(
+                "contatos_invalidos",
+                "contatos",
+                format!(
+                    "Envie de 1 a {} contatos por campanha.",
+                    engine::panel_campaign::MAX_CONTACTS
+                ),
+            )
+            .into());
+        }
+        if let Some(v) = input.volume {
+            if v < 1 {
+                return Err(engine::ValidationError::new(
+                    "volume_invalido",
+                    "volume",
+                    "`volume` deve ser ao menos 1.",
+                )
+                .into());
+            }
+        }
+        if let Some(url) = &input.image_url {
+            if !(url.starts_with("https://") || url.starts_with("http://")) || url.len() > 2048 {
+                return Err(engine::ValidationError::new(
+                    "imagem_url_invalida",
+                    "imagem_url",
+                    "`imagem_url` deve ser uma URL http(s) de até 2048 caracteres.",
+                )
+                .into());
+            }
+        }
+        for id in &input.channels {
+            match store.scoped_channel(account_id, &who.scope, *id).await {
+                Ok(_) => {}
+                Err(storage::StorageError::NotFound) => {
+                    return Err(refused(
+                        422,
+                        "invalid_channels",
+                        "Há números que não são números oficiais desta conta no seu escopo.",
+                        json!({"invalid_channels": [id]}),
+                    ))
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let mut columns: BTreeSet<String> = ["nome".to_string(), "numero".to_string()].into();
+        for c in &input.contacts {
+            columns.extend(c.data.keys().map(|k| k.to_lowercase()));
+        }
+        let var_map = engine::panel_campaign::var_map(
+            &input.variables,
+            input.button_var.as_deref(),
+            &columns,
+        );
+        // The account API's checks (numbers, template, var_map): one implementation.
+        let checked = self
+            .check_campaign(
+                account_id,
+                &crate::campaigns::CampaignInput {
+                    name: input.name.clone(),
+                    category: None,
+                    template_id: input.template_id,
+                    var_map: Some(var_map.clone()),
+                    channels: input.channels.iter().map(|c| (*c, 1)).collect(),
+                    group_id: None,
+                    mode: "all".into(),
+                },
+            )
+            .await?;
+        let mut seen = HashSet::new();
+        let mut contacts = Vec::with_capacity(input.contacts.len());
+        for c in &input.contacts {
+            let mut row = c.columns();
+            row = row
+                .into_iter()
+                .map(|(k, v)| (k.to_lowercase(), v))
+                .collect();
+            match Phone::parse("numero", &c.number) {
+                Ok(p) => {
+                    if !seen.insert(p.as_str().to_string()) {
+                        continue;
+                    }
+                    row.insert("numero".into(), p.as_str().to_string());
+                    let missing =
+                        engine::library::render(&checked.template.body, &var_map, &row).err();
+                    contacts.push(NewContact {
+                        phone: p.as_str().to_string(),
+                        vars: serde_json::to_string(&row).unwrap_or_else(|_| "{}".into()),
+                        name: c.name.clone(),
+                        hygiene: missing.as_ref().map(|_| "invalid"),
+                        reason: missing.map(|m| format!("faltam valores para: {}", m.join(", "))),
+                    });
+                }
+                Err(_) => {
+                    let raw: String = c.number.trim().chars().take(64).collect();
+                    if !seen.insert(raw.clone()) {
+                        continue;
+                    }
+                    contacts.push(NewContact {
+                        phone: raw,
+                        vars: serde_json::to_string(&row).unwrap_or_else(|_| "{}".into()),
+                        name: c.name.clone(),
+                        hygiene: Some("invalid"),
+                        reason: Some("formato_invalido".into()),
+                    });
+                }
+            }
+        }
+        let (rec, _) = store
+            .insert_panel_campaign(
+                &NewCampaign {
+                    account_id,
+                    name: input.name.trim().to_string(),
+                    category: checked.template.category.clone(),
+                    template_id: checked.template.id,
+                    var_map: serde_json::to_value(&var_map).unwrap_or(json!({})),
+                    channels: input.channels.iter().map(|c| (*c, 1)).collect(),
+                    group_id: None,
+                    mode: "all".into(),
+                },
+                &NewPanelCampaign {
+                    volume: input.volume.unwrap_or(contacts.len() as i64),
+                    created_by: who.user_id,
+                    image_url: input.image_url.clone(),
+                    button_var: input.button_var.clone(),
+                },
+                &contacts,
+            )
+            .await?;
+        self.submit_hygiene(rec.id).await?;
+        self.panel_campaign_view(account_id, &who.scope, rec.id)
+            .await
+    }
+
+    /// Sends the campaign's unchecked contacts to the hygiene service; records the job, or
+    /// stage `hygiene_failed` with the reason. With nothing to check, the campaign moves on
+    /// to `pending_approval` at once.
+    async fn submit_hygiene(&self, campaign_id: i64) -> Result<(), ActorError> {
+        let store = &self.shared.store;
+        let numbers = store.unchecked_contacts(campaign_id).await?;
+        if numbers.is_empty() {
+            store
+                .set_hygiene(campaign_id, None, Stage::Hygiene.as_str(), None)
+                .await?;
+            store.apply_hygiene(campaign_id, &[]).await?;
+            return Ok(());
+        }
+        let Some(client) = &self.shared.hygiene else {
+            store
+                .set_hygiene(
+                    campaign_id,
+                    None,
+                    Stage::HygieneFailed.as_str(),
+                    Some("serviço de higienização não configurado (HYGIENE_URL)"),
+                )
+                .await?;
+            return Ok(());
+        };
+        match client.submit(&numbers, None).await {
+            Ok(job) => {
+                tracing::info!(
+                    campaign_id,
+                    contacts = numbers.len(),
+                    "hygiene job submitted"
+                );
+                store
+                    .set_hygiene(campaign_id, Some(&job), Stage::Hygiene.as_str(), None)
+                    .await?;
+            }
+            Err(e) => {
+                tracing::warn!(campaign_id, error = %e, "hygiene job not submitted");
+                store
+                    .set_hygiene(
+                        campaign_id,
+                        None,
+                        Stage::HygieneFailed.as_str(),
+                        Some(&e.to_string()),
+                    )
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `POST /api/campaigns/{id}/hygiene`: submits the unchecked contacts again (after a
+    /// failure or a timeout). 409 `invalid_state` once validated.
+    pub async fn resubmit_hygiene(
+        &self,
+        account_id: i64,
+        scope: &Scope,
+        id: i64,
+    ) -> Result<PanelCampaignView, ActorError> {
+        let c = self
+            .shared
+            .store
+            .scoped_panel_campaign(account_id, scope, id)
+            .await?;
+        if state_of(&c) != CampaignState::Draft
+            || !matches!(stage_of(&c), Some(Stage::Hygiene | Stage::HygieneFailed))
+        {
+            return Err(refused(
+                409,
+                "invalid_state",
+                "Só campanhas em higienização (ou cuja higienização falhou) podem ser reenviadas ao serviço.",
+                json!({"status": self.status_of(&c)}),
+            ));
+        }
+        self.submit_hygiene(id).await?;
+        self.panel_campaign_view(account_id, scope, id).await
+    }
+
+    /// `POST /api/campaigns/{id}/validate`: reads the hygiene report. Done: the contacts
+    /// become valid, invalid or unknown (with reasons) and the campaign waits for approval.
+    /// Still running: 409 `higienizacao_em_andamento` with `done`/`total` (past
+    /// `HYGIENE_JOB_TIMEOUT_MS` it fails instead). Failed: stage `hygiene_failed` with the
+    /// reason and 409 `higienizacao_falhou`. Service unreachable: 503
+    /// `higienizacao_indisponivel` (nothing changes).
+    pub async fn validate_panel_campaign(
+        &self,
+        account_id: i64,
+        scope: &Scope,
+        id: i64,
+    ) -> Result<PanelCampaignView, ActorError> {
+        use provider::hygiene::{HygieneError, JobStatus};
+        let store = &self.shared.store;
+        let c = store.scoped_panel_campaign(account_id, scope, id).await?;
+        match (state_of(&c), stage_of(&c)) {
+            (CampaignState::Draft, Some(Stage::Hygiene)) => {}
+            (CampaignState::Draft, Some(Stage::HygieneFailed)) => {
+                return Err(refused(
+                    409,
+                    "higienizacao_falhou",
+                    format!(
+                        "A higienização falhou: {}. Reenvie com POST /api/campaigns/{id}/hygiene.",
+                        c.hygiene_error.clone().unwrap_or_default()
+                    ),
+                    json!({"status": self.status_of(&c)}),
+                ))
+            }
+            _ => {
+                return Err(refused(
+                    409,
+                    "invalid_state",
+                    "A campanha já foi validada.",
+                    json!({"status": self.status_of(&c)}),
+                ))
+            }
+        }
+        let (Some(client), Some(job)) = (&self.shared.hygiene, c.hygiene_job.clone()) else {
+            return Err(refused(
+                503,
+                "higienizacao_indisponivel",
+                "O serviço de higienização não está configurado (HYGIENE_URL).",
+                json!({}),
+            ));
+        };
+        let unavailable = |e: HygieneError| {
+            refused(
+                503,
+                "higienizacao_indisponivel",
+                format!("Não foi possível ler o relatório de higienização: {e}. Tente de novo."),
+                json!({}),
+            )
+        };
+        let progress = client.progress(&job).await.map_err(unavailable)?;
+        let fail = |reason: String| async move {
+            store
+                .set_hygiene(id, None, Stage::HygieneFailed.as_str(), Some(&reason))
+                .await?;
+            Err::<PanelCampaignView, ActorError>(refused(
+                409,
+                "higienizacao_falhou",
+                format!("A higienização falhou: {reason}. Reenvie com POST /api/campaigns/{id}/hygiene."),
+                json!({"status": PanelStatus::FalhaHigienizacao.as_str()}),
+            ))
+        };
+        match progress.status {
+            JobStatus::Queued | JobStatus::Running => {
+                let age = storage::now_ms() - c.hygiene_submitted_at.unwrap_or(c.created_at);
+                let limit = self.shared.hygiene_job_timeout.as_millis() as i64;
+                if age > limit {
+                    return fail(format!("tempo esgotado ({} s sem terminar)", limit / 1000)).await;
+                }
+                return Err(refused(
+                    409,
+                    "higienizacao_em_andamento",
+                    format!(
+                        "A higienização ainda está em andamento ({} de {}). Tente validar de novo em instantes.",
+                        progress.done, progress.total
+                    ),
+                    json!({"done": progress.done, "total": progress.total}),
+                ));
+            }
+            JobStatus::Failed => {
+                return fail(
+                    progress
+                        .error
+                        .unwrap_or_else(|| "o serviço informou falha".into()),
+                )
+                .await
+            }
+            JobStatus::Done => {}
+        }
+        let rows = match client.results(&job).await {
+            Ok(r) => r,
+            Err(HygieneError::NotReady) => {
+                return Err(refused(
+                    409,
+                    "higienizacao_em_andamento",
+                    "A higienização ainda não terminou.",
+                    json!({}),
+                ))
+            }
+            Err(e) => return Err(unavailable(e)),
+        };
+        let verdicts: Vec<Verdict> = rows
+            .into_iter()
+            .map(|r| (r.input, r.status.as_str(), r.reason, r.wa_id))
+            .collect();
+        store.apply_hygiene(id, &verdicts).await?;
+        tracing::info!(
+            campaign_id = id,
+            rows = verdicts.len(),
+            "hygiene report applied"
+        );
+        self.panel_campaign_view(account_id, scope, id).await
+    }
+
+    /// `POST /api/campaigns/{id}/approve`: Admin, or an Operador who did not create it (403
+    /// `aprovacao_propria`); only a validated campaign (409 `invalid_state`). Dispatch starts
+    /// at once, unless the account's dispatch switch is off: then the campaign is approved and
+    /// held (`retida`) until the switch is turned on.
+    pub async fn approve_panel_campaign(
+        &self,
+        account_id: i64,
+        who: &PanelActor,
+        id: i64,
+    ) -> Result<PanelCampaignView, ActorError> {
+        let store = &self.shared.store;
+        let c = store
+            .scoped_panel_campaign(account_id, &who.scope, id)
+            .await?;
+        match may_approve(who.role, who.user_id, c.created_by) {
+            Ok(()) => {}
+            Err(ApprovalRefusal::OwnCampaign) => return Err(refused(
+                403,
+                "aprovacao_propria",
+                "Quem criou a campanha não pode aprová-la; peça a outro Operador ou a um Admin.",
+                json!({}),
+            )),
+            Err(ApprovalRefusal::Role) => {
+                return Err(refused(
+                    403,
+                    "papel_insuficiente",
+                    "Só Admin e Operador aprovam campanhas.",
+                    json!({}),
+                ))
+            }
+        }
+        let enabled = self.dispatch_enabled(account_id).await?;
+        if state_of(&c) != CampaignState::Draft
+            || !store.approve_campaign(id, who.user_id, !enabled).await?
+        {
+            return Err(refused(
+                409,
+                "invalid_state",
+                "Só campanhas validadas, aguardando aprovação, podem ser aprovadas.",
+                json!({"status": self.status_of(&c)}),
+            ));
+        }
+        tracing::info!(campaign_id = id, held = !enabled, "panel campaign approved");
+        if enabled {
+            let c = store.campaign(account_id, id).await?;
+            self.release(account_id, &c).await?;
+        }
+        self.panel_campaign_view(account_id, &who.scope, id).await
+    }
+
+    /// `POST /api/campaigns/{id}/dispatch`: (re)dispatches an approved campaign: releases
+    /// valid contacts up to the volume and runs it (a paused or completed campaign runs again
+    /// when there is something to send). 409 `disparo_desligado` while the switch is off,
+    /// `invalid_state` before approval or after a cancel.
+    pub async fn dispatch_panel_campaign(
+        &self,
+        account_id: i64,
+        scope: &Scope,
+        id: i64,
+    ) -> Result<PanelCampaignView, ActorError> {
+        let store = &self.shared.store;
+        let c = store.scoped_panel_campaign(account_id, scope, id).await?;
+        if stage_of(&c) != Some(Stage::Approved) || state_of(&c) == CampaignState::Cancelled {
+            return Err(refused(
+                409,
+                "invalid_state",
+                "Só campanhas aprovadas (e não canceladas) podem ser disparadas.",
+                json!({"status": self.status_of(&c)}),
+            ));
+        }
+        if !self.dispatch_enabled(account_id).await? {
+            return Err(self.switch_off());
+        }
+        store.set_campaign_held(id, false).await?;
+        self.release(account_id, &c).await?;
+        self.panel_campaign_view(account_id, scope, id).await
+    }
+
+    fn switch_off(&self) -> ActorError {
+        refused(
+            409,
+            "disparo_desligado",
+            "O disparo de campanhas está desligado nesta conta (DISPARO_ENABLED); um Admin o religa em PUT /api/settings/dispatch.",
+            json!({}),
+        )
+    }
+
+    /// Releases valid contacts up to the volume and makes the campaign run.
+    async fn release(&self, account_id: i64, c: &CampaignRecord) -> Result<u64, ActorError> {
+        let store = &self.shared.store;
+        let released = store
+            .release_contacts(c.id, c.volume.unwrap_or(i64::MAX))
+            .await?;
+        let state = state_of(c);
+        let run = match state {
+            CampaignState::Draft | CampaignState::Scheduled | CampaignState::Paused => true,
+            CampaignState::Completed => released > 0,
+            CampaignState::Running => true,
+            CampaignState::Cancelled => false,
+        };
+        if run {
+            if state != CampaignState::Running {
+                store
+                    .set_campaign_state(c.id, CampaignState::Running.as_str(), None)
+                    .await?;
+            }
+            store.set_campaign_held(c.id, false).await?;
+            self.spawn_campaign(c.id, account_id).await?;
+        }
+        tracing::info!(campaign_id = c.id, released, "campaign contacts released");
+        Ok(released)
+    }
+
+    /// `PUT /api/campaigns/{id}`: name and volume (a volume below what was already released
+    /// is refused: 422 `volume_invalido`), and `status` `pausada` / `em_andamento` /
+    /// `cancelada` (pause, resume, cancel).
+    pub async fn update_panel_campaign(
+        &self,
+        account_id: i64,
+        who: &PanelActor,
+        id: i64,
+        name: Option<String>,
+        volume: Option<i64>,
+        status: Option<String>,
+    ) -> Result<PanelCampaignView, ActorError> {
+        let store = &self.shared.store;
+        let c = store
+            .scoped_panel_campaign(account_id, &who.scope, id)
+            .await?;
+        if let Some(n) = &name {
+            if n.trim().is_empty() || n.len() > 200 {
+                return Err(engine::ValidationError::new(
+                    "nome_invalido",
+                    "nome",
+                    "`nome` deve ter de 1 a 200 caracteres.",
+                )
+                .into());
+            }
+        }
+        if let Some(v) = volume {
+            let released = store.hygiene_counts(id).await?.released;
+            if v < 1 || v < released {
+                return Err(engine::ValidationError::new(
+                    "volume_invalido",
+                    "volume",
+                    format!("`volume` deve ser ao menos 1 e não menor que os {released} contatos já liberados."),
+                )
+                .into());
+            }
+        }
+        store
+            .update_panel_campaign(id, name.as_deref().map(str::trim), volume)
+            .await?;
+        match status.as_deref() {
+            None => {}
+            Some("pausada") => {
+                self.pause_campaign(account_id, id, &format!("Pausada por {}", who.author))
+                    .await?;
+            }
+            Some("em_andamento") => {
+                if state_of(&c) != CampaignState::Paused {
+                    return Err(refused(
+                        409,
+                        "invalid_state",
+                        "Só campanhas pausadas podem ser retomadas.",
+                        json!({"status": self.status_of(&c)}),
+                    ));
+                }
+                self.resume_campaign(account_id, id).await?;
+            }
+            Some("cancelada") => {
+                self.cancel_campaign(account_id, id).await?;
+            }
+            Some(_) => {
+                return Err(engine::ValidationError::new(
+                    "status_invalido",
+                    "status",
+                    "`status` deve ser pausada, em_andamento ou cancelada.",
+                )
+                .into())
+            }
+        }
+        self.panel_campaign_view(account_id, &who.scope, id).await
+    }
+
+    /// `DELETE /api/campaigns/{id}`: only before dispatch (422 `campanha_disparada` after).
+    pub async fn delete_panel_campaign(
+        &self,
+        account_id: i64,
+        scope: &Scope,
+        id: i64,
+    ) -> Result<(), ActorError> {
+        let store = &self.shared.store;
+        store.scoped_panel_campaign(account_id, scope, id).await?;
+        match store.delete_undispatched_campaign(id).await {
+            Ok(()) => Ok(()),
+            Err(storage::StorageError::Conflict(_)) => Err(ActorError::Rejected {
+                code: "campanha_disparada",
+                message: "A campanha já foi disparada; cancele-a em vez de removê-la.".into(),
+                details: json!({}),
+            }),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// `POST /api/campaigns/{id}/test-send {destino}`: the campaign's template, filled with its
+    /// first contact's columns, sent to `destino` through its first number with the template
+    /// approved. Counts in that number's 24 h headroom like any send; not in the campaign.
+    pub async fn test_send_panel_campaign(
+        &self,
+        account_id: i64,
+        scope: &Scope,
+        id: i64,
+        destination: &str,
+    ) -> Result<storage::messages::MessageRecord, ActorError> {
+        let store = &self.shared.store;
+        let c = store.scoped_panel_campaign(account_id, scope, id).await?;
+        let to = Phone::parse("destino", destination)?;
+        let template = store.template(account_id, c.template_id).await?;
+        let states = store.template_channels(template.id).await?;
+        let channel_id = c
+            .channels
+            .iter()
+            .map(|(id, _)| *id)
+            .find(|ch| crate::campaigns::not_approved(&states, *ch).is_none())
+            .ok_or_else(|| ActorError::Rejected {
+                code: "template_missing",
+                message: "O template não está aprovado em nenhum número da campanha.".into(),
+                details: json!({}),
+            })?;
+        let first = store.campaign_contacts(id, None, None, 1).await?;
+        let row: std::collections::BTreeMap<String, String> = first
+            .first()
+            .and_then(|f| serde_json::from_value(f.data.clone()).ok())
+            .unwrap_or_default();
+        let var_map: engine::library::VarMap =
+            serde_json::from_value(c.var_map.clone()).unwrap_or_default();
+        let (params, button) =
+            engine::library::render(&template.body, &var_map, &row).map_err(|missing| {
+                ActorError::Rejected {
+                    code: "variaveis_ausentes",
+                    message: format!("O primeiro contato não preenche: {}.", missing.join(", ")),
+                    details: json!({"missing": missing}),
+                }
+            })?;
+        let mut preview = template.body.clone();
+        for (i, p) in params.iter().enumerate() {
+            preview = preview.replace(&format!("{{{{{}}}}}", i + 1), p);
+        }
+        self.send(
+            account_id,
+            Some(channel_id),
+            crate::channel::SendCommand {
+                to,
+                content: crate::channel::SendContent::Template {
+                    name: template.provider_name.clone(),
+                    language: template.language.clone(),
+                    params,
+                    button_param: button,
+                    header_image: c.image_url.clone(),
+                },
+                preview_text: Some(preview),
+                idempotency_key: None,
+                group_limited: false,
+                deadline: None,
+            },
+        )
+        .await
+    }
+
+    /// The panel status of a campaign.
+    fn status_of(&self, c: &CampaignRecord) -> &'static str {
+        PanelStatus::of(state_of(c), stage_of(c), c.held).as_str()
+    }
+
+    /// A panel campaign in the user's scope with its counters.
+    pub async fn panel_campaign_view(
+        &self,
+        account_id: i64,
+        scope: &Scope,
+        id: i64,
+    ) -> Result<PanelCampaignView, ActorError> {
+        let store = &self.shared.store;
+        let c = store.scoped_panel_campaign(account_id, scope, id).await?;
+        let stats = store.campaign_stats(id).await?;
+        let contacts = store.hygiene_counts(id).await?;
+        Ok(self.view_of(c, stats, contacts))
+    }
+
+    fn view_of(
+        &self,
+        c: CampaignRecord,
+        stats: CampaignStats,
+        contacts: HygieneCounts,
+    ) -> PanelCampaignView {
+        PanelCampaignView {
+            id: c.id,
+            status: self.status_of(&c),
+            name: c.name,
+            state: c.state,
+            pause_reason: c.pause_reason,
+            template_id: c.template_id,
+            volume: c.volume,
+            channels: c.channels.iter().map(|(id, _)| *id).collect(),
+            var_map: c.var_map,
+            imagem_url: c.image_url,
+            botao_variavel: c.button_var,
+            hygiene: HygieneView {
+                job_id: c.hygiene_job,
+                submitted_at: c.hygiene_submitted_at.map(crate::time::iso),
+                error: c.hygiene_error,
+            },
+            contacts,
+            stats,
+            held: c.held,
+            created_by: c.created_by,
+            approved_by: c.approved_by,
+            approved_at: c.approved_at.map(crate::time::iso),
+            created_at: crate::time::iso(c.created_at),
+            started_at: c.started_at.map(crate::time::iso),
+            finished_at: c.finished_at.map(crate::time::iso),
+        }
+    }
+
+    /// `GET /api/campaigns`: the account's panel campaigns in scope, newest first, paged by
+    /// id (`before_id`), filtered by engine state.
+    pub async fn panel_campaigns(
+        &self,
+        account_id: i64,
+        scope: &Scope,
+        state: Option<&str>,
+        before_id: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<PanelCampaignView>, ActorError> {
+        let store = &self.shared.store;
+        let list = store
+            .panel_campaigns(account_id, scope, state, before_id, limit)
+            .await?;
+        let mut out = Vec::with_capacity(list.len());
+        for c in list {
+            let stats = store.campaign_stats(c.id).await?;
+            let contacts = store.hygiene_counts(c.id).await?;
+            out.push(self.view_of(c, stats, contacts));
+        }
+        Ok(out)
+    }
+
+    /// `GET /api/settings/dispatch`.
+    pub async fn dispatch_setting(&self, account_id: i64) -> Result<DispatchSetting, ActorError> {
+        Ok(DispatchSetting {
+            enabled: self.dispatch_enabled(account_id).await?,
+            held: self.shared.store.held_campaigns(account_id).await?,
+        })
+    }
+
+    /// `PUT /api/settings/dispatch {habilitado}` (Admin): turning it off halts every running
+    /// campaign of the account at once (no provider call starts after the answer; they are
+    /// paused and held); turning it on releases the held ones (approved ones dispatch, paused
+    /// ones resume).
+    pub async fn set_dispatch_enabled(
+        &self,
+        account_id: i64,
+        on: bool,
+    ) -> Result<DispatchSetting, ActorError> {
+        let store = &self.shared.store;
+        store.set_dispatch_switch(account_id, on).await?;
+        if on {
+            self.release_held(account_id).await?;
+        } else {
+            self.hold_running(account_id).await?;
+        }
+        self.dispatch_setting(account_id).await
+    }
+
+    /// Halts, pauses and holds every campaign of the account that has an actor or is running.
+    pub(crate) async fn hold_running(&self, account_id: i64) -> Result<(), ActorError> {
+        let store = &self.shared.store;
+        for id in store
+            .campaigns_in_states(account_id, &["running", "paused"])
+            .await?
+        {
+            let had_actor = self.shared.campaigns.contains_key(&id);
+            let c = store.campaign(account_id, id).await?;
+            if !had_actor && state_of(&c) != CampaignState::Running {
+                continue;
+            }
+            self.halt_campaign(id).await?;
+            let c = store.campaign(account_id, id).await?;
+            if matches!(state_of(&c), CampaignState::Running | CampaignState::Paused) {
+                store
+                    .set_campaign_state(id, CampaignState::Paused.as_str(), Some(SWITCH_REASON))
+                    .await?;
+                store.set_campaign_held(id, true).await?;
+                tracing::warn!(campaign_id = id, "campaign held by the dispatch switch");
+            }
+        }
+        Ok(())
+    }
+
+    /// Releases every campaign of the account the switch held.
+    pub(crate) async fn release_held(&self, account_id: i64) -> Result<(), ActorError> {
+        let store = &self.shared.store;
+        for id in store.held_campaigns(account_id).await? {
+            let c = store.campaign(account_id, id).await?;
+            match state_of(&c) {
+                CampaignState::Draft if stage_of(&c) == Some(Stage::Approved) => {
+                    self.release(account_id, &c).await?;
+                }
+                CampaignState::Paused => {
+                    store
+                        .set_campaign_state(id, CampaignState::Running.as_str(), None)
+                        .await?;
+                    store.set_campaign_held(id, false).await?;
+                    self.spawn_campaign(id, account_id).await?;
+                }
+                _ => store.set_campaign_held(id, false).await?,
+            }
+            tracing::info!(campaign_id = id, "campaign released by the dispatch switch");
+        }
+        Ok(())
+    }
+
+    /// The account API's view of whether a campaign may start by `POST /campaigns/{id}/start`:
+    /// a panel campaign only once approved; none while the switch is off.
+    pub(crate) async fn may_start(&self, c: &CampaignRecord) -> Result<(), ActorError> {
+        if c.origin == "panel" && stage_of(c) != Some(Stage::Approved) {
+            return Err(refused(
+                409,
+                "aprovacao_pendente",
+                "Esta campanha é do painel: ela só dispara depois de validada e aprovada lá.",
+                json!({"status": self.status_of(c)}),
+            ));
+        }
+        if !self.dispatch_enabled(c.account_id).await? {
+            return Err(self.switch_off());
+        }
+        Ok(())
+    }
+}

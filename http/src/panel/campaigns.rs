@@ -1,0 +1,785 @@
+//! Panel campaigns (spec `panel-api.md` "Campaign" rows; issue 20, D-062): create with
+//! contacts (JSON or a CSV import with a column mapping), contact hygiene, validate, approve
+//! (maker/checker), dispatch, pause/resume/cancel, test send, contacts, report, sends and their
+//! CSV export, and the account's dispatch switch (`/api/settings/dispatch`).
+
+use super::PanelUser;
+use crate::error::ApiError;
+use crate::extract::{ApiJson, IdPath};
+use crate::AppState;
+use actors::panel_campaigns::{PanelActor, PanelCampaignInput};
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, Multipart, Query, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::Json;
+use engine::panel_campaign::{Contact, CsvMapping};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use storage::panel_campaigns::{SendFilter, SendRow};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// 100,000 contacts with their columns.
+const CONTACTS_BODY_LIMIT: usize = 64 * 1024 * 1024;
+
+pub(super) fn routes() -> OpenApiRouter<AppState> {
+    let (s1, p1, create_route) = routes!(list, create);
+    let (s2, p2, import_route) = routes!(import);
+    OpenApiRouter::new()
+        .routes((
+            s1,
+            p1,
+            create_route.layer(DefaultBodyLimit::max(CONTACTS_BODY_LIMIT)),
+        ))
+        .routes((
+            s2,
+            p2,
+            import_route.layer(DefaultBodyLimit::max(CONTACTS_BODY_LIMIT)),
+        ))
+        .routes(routes!(read, update, remove))
+        .routes(routes!(resubmit))
+        .routes(routes!(validate))
+        .routes(routes!(approve))
+        .routes(routes!(dispatch))
+        .routes(routes!(test_send))
+        .routes(routes!(contacts))
+        .routes(routes!(report))
+        .routes(routes!(sends))
+        .routes(routes!(export))
+        .routes(routes!(dispatch_setting, set_dispatch_setting))
+}
+
+fn actor(me: &PanelUser) -> PanelActor {
+    PanelActor {
+        user_id: me.user.id,
+        role: me.role,
+        scope: me.scope(),
+        author: me.author(),
+    }
+}
+
+fn cursor(raw: &Option<String>) -> Result<Option<i64>, ApiError> {
+    raw.as_deref()
+        .map(|c| {
+            c.parse::<i64>().map_err(|_| {
+                ApiError::invalid(
+                    "cursor",
+                    "cursor_invalido",
+                    "`cursor` inválido: use o next_cursor da página anterior.",
+                )
+            })
+        })
+        .transpose()
+}
+
+/// A page: `{data, has_more, next_cursor}` from `limit + 1` rows.
+fn page<T: serde::Serialize>(mut rows: Vec<T>, limit: i64, id: impl Fn(&T) -> i64) -> Value {
+    let has_more = rows.len() as i64 > limit;
+    rows.truncate(limit as usize);
+    let next = if has_more {
+        rows.last().map(|r| id(r).to_string())
+    } else {
+        None
+    };
+    json!({"data": rows, "has_more": has_more, "next_cursor": next})
+}
+
+/// `POST /api/campaigns` (the spec's "Campaign create" fields).
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CampaignIn {
+    /// Name (1–200 characters).
+    nome: String,
+    /// A library template of the account, approved on every number.
+    template_id: i64,
+    /// At most this many contacts are sent (default: all valid ones).
+    volume: Option<i64>,
+    /// Sending numbers (ids of `/api/phone-numbers`).
+    numeros: Vec<i64>,
+    /// Contacts `{numero, nome, dados}` (1–100,000).
+    #[schema(value_type = Vec<Object>)]
+    contatos: Vec<Contact>,
+    /// The column that fills each template variable, in order (`["nome", "cidade"]`).
+    #[serde(default)]
+    variaveis: Vec<String>,
+    /// Header image (http(s) URL).
+    imagem_url: Option<String>,
+    /// The URL button's suffix, or the column that fills it.
+    botao_variavel: Option<String>,
+}
+
+fn name_ok(n: &str) -> Result<(), ApiError> {
+    if n.trim().is_empty() || n.len() > 200 {
+        return Err(ApiError::invalid(
+            "nome",
+            "nome_invalido",
+            "`nome` deve ter de 1 a 200 caracteres.",
+        ));
+    }
+    Ok(())
+}
+
+#[utoipa::path(post, operation_id = "panel_campaigns_create", path = "/campaigns", tag = "Campanhas",
+    request_body = CampaignIn,
+    responses((status = 201, description = "Campanha criada; contatos enviados à higienização (`status` `higienizando`, ou `falha_higienizacao` com o motivo)", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 413, 422 (`invalid_channels`, `template_missing` com `missing`, `contatos_invalidos`, `invalid_var_map`)", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn create(
+    State(state): State<AppState>,
+    me: PanelUser,
+    ApiJson(b): ApiJson<CampaignIn>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    name_ok(&b.nome)?;
+    let view = state
+        .runtime
+        .create_panel_campaign(
+            me.account_id(),
+            &actor(&me),
+            PanelCampaignInput {
+                name: b.nome,
+                template_id: b.template_id,
+                volume: b.volume,
+                channels: b.numeros,
+                contacts: b.contatos,
+                variables: b.variaveis,
+                image_url: b.imagem_url,
+                button_var: b.botao_variavel,
+            },
+        )
+        .await?;
+    Ok((StatusCode::CREATED, Json(json!({"data": view}))))
+}
+
+/// The multipart form of `POST /api/campaigns/import`.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub(crate) struct ImportForm {
+    /// The CSV (`;` or `,`, header row, UTF-8; up to 100,000 rows).
+    #[schema(value_type = String, format = Binary)]
+    arquivo: Vec<u8>,
+    /// Name.
+    nome: String,
+    /// Library template id.
+    template_id: i64,
+    /// Sending number ids, comma-separated (`12,13`).
+    numeros: String,
+    /// Most contacts sent.
+    volume: Option<i64>,
+    /// Columns that fill the template's variables, comma-separated, in order.
+    variaveis: Option<String>,
+    /// Header image URL.
+    imagem_url: Option<String>,
+    /// URL button suffix or its column.
+    botao_variavel: Option<String>,
+    /// The number's column (default `numero`, `telefone`, `phone` or `celular`).
+    coluna_numero: Option<String>,
+    /// The name's column (default `nome`).
+    coluna_nome: Option<String>,
+}
+
+fn form_int(field: &'static str, v: &str) -> Result<i64, ApiError> {
+    v.trim().parse().map_err(|_| {
+        ApiError::invalid(
+            field,
+            "campo_invalido",
+            format!("`{field}` deve ser um inteiro."),
+        )
+    })
+}
+
+#[utoipa::path(post, operation_id = "panel_campaigns_import", path = "/campaigns/import", tag = "Campanhas",
+    request_body(content = ImportForm, content_type = "multipart/form-data"),
+    responses((status = 201, description = "Campanha criada a partir do CSV (como `POST /campaigns`)", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 413, 422 (`csv_invalido`, `coluna_ausente`, e os de `POST /campaigns`)", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn import(
+    State(state): State<AppState>,
+    me: PanelUser,
+    multipart: Result<Multipart, axum::extract::multipart::MultipartRejection>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let mut multipart = multipart.map_err(|_| {
+        ApiError::invalid(
+            "arquivo",
+            "csv_invalido",
+            "Envie o CSV como multipart/form-data no campo `arquivo`.",
+        )
+    })?;
+    let mut file: Option<Bytes> = None;
+    let mut fields = std::collections::HashMap::new();
+    loop {
+        match multipart.next_field().await {
+            Ok(Some(field)) => {
+                let name = field.name().unwrap_or_default().to_string();
+                let bytes = field.bytes().await.map_err(|e| {
+                    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                        ApiError::PayloadTooLarge
+                    } else {
+                        ApiError::Malformed(e.body_text())
+                    }
+                })?;
+                if name == "arquivo" {
+                    file = Some(bytes);
+                } else {
+                    fields.insert(name, String::from_utf8_lossy(&bytes).trim().to_string());
+                }
+            }
+            Ok(None) => break,
+            Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+                return Err(ApiError::PayloadTooLarge)
+            }
+            Err(e) => return Err(ApiError::Malformed(e.body_text())),
+        }
+    }
+    let file = file.ok_or_else(|| {
+        ApiError::invalid(
+            "arquivo",
+            "csv_invalido",
+            "O campo `arquivo` (o CSV) é obrigatório.",
+        )
+    })?;
+    let required = |f: &'static str| {
+        fields
+            .get(f)
+            .filter(|v| !v.is_empty())
+            .cloned()
+            .ok_or_else(|| {
+                ApiError::invalid(
+                    f,
+                    "campo_obrigatorio",
+                    format!("O campo `{f}` é obrigatório."),
+                )
+            })
+    };
+    let optional = |f: &str| fields.get(f).filter(|v| !v.is_empty()).cloned();
+    let name = required("nome")?;
+    name_ok(&name)?;
+    let template_id = form_int("template_id", &required("template_id")?)?;
+    let channels = required("numeros")?
+        .split(',')
+        .map(|n| form_int("numeros", n))
+        .collect::<Result<Vec<_>, _>>()?;
+    let volume = optional("volume")
+        .map(|v| form_int("volume", &v))
+        .transpose()?;
+    let variables: Vec<String> = optional("variaveis")
+        .map(|v| {
+            v.split(',')
+                .map(|c| c.trim().to_string())
+                .filter(|c| !c.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    let mapping = CsvMapping {
+        number: optional("coluna_numero"),
+        name: optional("coluna_nome"),
+    };
+    let contacts = engine::panel_campaign::contacts_from_csv(&file, &mapping)?;
+    let view = state
+        .runtime
+        .create_panel_campaign(
+            me.account_id(),
+            &actor(&me),
+            PanelCampaignInput {
+                name,
+                template_id,
+                volume,
+                channels,
+                contacts,
+                variables,
+                image_url: optional("imagem_url"),
+                button_var: optional("botao_variavel"),
+            },
+        )
+        .await?;
+    Ok((StatusCode::CREATED, Json(json!({"data": view}))))
+}
+
+/// Filters of `GET /api/campaigns`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ListQuery {
+    /// Engine state: `draft`, `running`, `paused`, `completed`, `cancelled`.
+    estado: Option<String>,
+    /// The `next_cursor` of the previous page.
+    cursor: Option<String>,
+    /// Page size, 1 to 200 (default 50).
+    limit: Option<i64>,
+}
+
+#[utoipa::path(get, operation_id = "panel_campaigns_list", path = "/campaigns", tag = "Campanhas",
+    params(ListQuery),
+    responses((status = 200, description = "`data`: campanhas do painel no seu escopo, a mais nova primeiro; `has_more`, `next_cursor`", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 422", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    me: PanelUser,
+    q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(q) = q.map_err(crate::extract::query_rejection)?;
+    if let Some(s) = &q.estado {
+        if engine::campaign::CampaignState::parse(s).is_none() {
+            return Err(ApiError::invalid(
+                "estado",
+                "estado_invalido",
+                "`estado` deve ser draft, scheduled, running, paused, completed ou cancelled.",
+            ));
+        }
+    }
+    let limit = q.limit.unwrap_or(50).clamp(1, 200);
+    let rows = state
+        .runtime
+        .panel_campaigns(
+            me.account_id(),
+            &me.scope(),
+            q.estado.as_deref(),
+            cursor(&q.cursor)?,
+            limit + 1,
+        )
+        .await?;
+    Ok(Json(page(rows, limit, |c| c.id)))
+}
+
+#[utoipa::path(get, operation_id = "panel_campaigns_read", path = "/campaigns/{id}", tag = "Campanhas",
+    params(("id" = i64, Path, description = "Id da campanha")),
+    responses((status = 200, description = "`data`: a campanha (`status`, `higienizacao`, `contatos`, `stats`, `retida`…)", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn read(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    let view = state
+        .runtime
+        .panel_campaign_view(me.account_id(), &me.scope(), id)
+        .await?;
+    Ok(Json(json!({"data": view})))
+}
+
+/// `PUT /api/campaigns/{id}` (the spec's "Campaign update").
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CampaignPatch {
+    /// New name.
+    nome: Option<String>,
+    /// `pausada`, `em_andamento` (resume) or `cancelada`.
+    status: Option<String>,
+    /// New volume (not below the contacts already released).
+    volume: Option<i64>,
+}
+
+#[utoipa::path(put, operation_id = "panel_campaigns_update", path = "/campaigns/{id}", tag = "Campanhas",
+    params(("id" = i64, Path, description = "Id da campanha")),
+    request_body = CampaignPatch,
+    responses((status = 200, description = "`data`: a campanha; uma pausa vale antes da próxima chamada ao provedor", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 409 (`invalid_state`, `disparo_desligado`), 422", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn update(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+    ApiJson(b): ApiJson<CampaignPatch>,
+) -> Result<Json<Value>, ApiError> {
+    let view = state
+        .runtime
+        .update_panel_campaign(me.account_id(), &actor(&me), id, b.nome, b.volume, b.status)
+        .await?;
+    Ok(Json(json!({"data": view})))
+}
+
+#[utoipa::path(delete, operation_id = "panel_campaigns_delete", path = "/campaigns/{id}", tag = "Campanhas",
+    params(("id" = i64, Path, description = "Id da campanha")),
+    responses((status = 200, description = "Removida (só antes do disparo)", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422 (`campanha_disparada`)", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn remove(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    state
+        .runtime
+        .delete_panel_campaign(me.account_id(), &me.scope(), id)
+        .await?;
+    Ok(Json(json!({"data": {"id": id, "deleted": true}})))
+}
+
+#[utoipa::path(post, operation_id = "panel_campaigns_hygiene", path = "/campaigns/{id}/hygiene", tag = "Campanhas",
+    params(("id" = i64, Path, description = "Id da campanha")),
+    responses((status = 200, description = "Contatos reenviados à higienização", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 409 (`invalid_state`)", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn resubmit(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    let view = state
+        .runtime
+        .resubmit_hygiene(me.account_id(), &me.scope(), id)
+        .await?;
+    Ok(Json(json!({"data": view})))
+}
+
+#[utoipa::path(post, operation_id = "panel_campaigns_validate", path = "/campaigns/{id}/validate", tag = "Campanhas",
+    params(("id" = i64, Path, description = "Id da campanha")),
+    responses((status = 200, description = "Relatório aplicado: contatos válidos/inválidos; `status` `aguardando_aprovacao`", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 409 (`higienizacao_em_andamento` com `done`/`total`, `higienizacao_falhou`, `invalid_state`)", body = crate::openapi::ErrorBody),
+        (status = 503, description = "`higienizacao_indisponivel`: o serviço não respondeu; nada mudou", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn validate(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    let view = state
+        .runtime
+        .validate_panel_campaign(me.account_id(), &me.scope(), id)
+        .await?;
+    Ok(Json(json!({"data": view})))
+}
+
+#[utoipa::path(post, operation_id = "panel_campaigns_approve", path = "/campaigns/{id}/approve", tag = "Campanhas",
+    params(("id" = i64, Path, description = "Id da campanha")),
+    responses((status = 200, description = "Aprovada; o disparo começa (ou fica `retida` com o disparo desligado)", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403 (`papel_insuficiente`, `aprovacao_propria`), 404, 409 (`invalid_state`)", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn approve(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    let view = state
+        .runtime
+        .approve_panel_campaign(me.account_id(), &actor(&me), id)
+        .await?;
+    Ok(Json(json!({"data": view})))
+}
+
+#[utoipa::path(post, operation_id = "panel_campaigns_dispatch", path = "/campaigns/{id}/dispatch", tag = "Campanhas",
+    params(("id" = i64, Path, description = "Id da campanha")),
+    responses((status = 200, description = "(Re)disparada: contatos válidos liberados até o volume", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 409 (`invalid_state`, `disparo_desligado`)", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn dispatch(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    let view = state
+        .runtime
+        .dispatch_panel_campaign(me.account_id(), &me.scope(), id)
+        .await?;
+    Ok(Json(json!({"data": view})))
+}
+
+/// `POST /api/campaigns/{id}/test-send`.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TestSendIn {
+    /// Destination number with country code.
+    destino: String,
+}
+
+#[utoipa::path(post, operation_id = "panel_campaigns_test_send", path = "/campaigns/{id}/test-send", tag = "Campanhas",
+    params(("id" = i64, Path, description = "Id da campanha")),
+    request_body = TestSendIn,
+    responses((status = 201, description = "`data`: a mensagem de teste (fora das estatísticas da campanha; conta no limite de 24 h do número)", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422, 429", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn test_send(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+    ApiJson(b): ApiJson<TestSendIn>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let m = state
+        .runtime
+        .test_send_panel_campaign(me.account_id(), &me.scope(), id, &b.destino)
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({"data": crate::routes::messages::message_json(&m)})),
+    ))
+}
+
+/// Filters of `GET /api/campaigns/{id}/contacts`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ContactsQuery {
+    /// `valid`, `invalid`, `unknown` or `pending` (not checked yet).
+    status: Option<String>,
+    /// The `next_cursor` of the previous page.
+    cursor: Option<String>,
+    /// Page size, 1 to 1000 (default 100).
+    limit: Option<i64>,
+}
+
+#[utoipa::path(get, operation_id = "panel_campaigns_contacts", path = "/campaigns/{id}/contacts", tag = "Campanhas",
+    params(("id" = i64, Path, description = "Id da campanha"), ContactsQuery),
+    responses((status = 200, description = "`data`: contatos com `higienizacao` e `motivo`; `has_more`, `next_cursor`", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn contacts(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+    q: Result<Query<ContactsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(q) = q.map_err(crate::extract::query_rejection)?;
+    if let Some(s) = &q.status {
+        if !["valid", "invalid", "unknown", "pending"].contains(&s.as_str()) {
+            return Err(ApiError::invalid(
+                "status",
+                "status_invalido",
+                "`status` deve ser valid, invalid, unknown ou pending.",
+            ));
+        }
+    }
+    let store = state.runtime.store();
+    store
+        .scoped_panel_campaign(me.account_id(), &me.scope(), id)
+        .await?;
+    let limit = q.limit.unwrap_or(100).clamp(1, 1000);
+    let rows = store
+        .campaign_contacts(id, q.status.as_deref(), cursor(&q.cursor)?, limit + 1)
+        .await?;
+    Ok(Json(page(rows, limit, |c| c.id)))
+}
+
+#[utoipa::path(get, operation_id = "panel_campaigns_report", path = "/campaigns/{id}/report", tag = "Campanhas",
+    params(("id" = i64, Path, description = "Id da campanha")),
+    responses((status = 200, description = "`data`: KPIs `{total, validos, invalidos, desconhecidos, enviados, entregues, lidos, falhas, ignorados, na_fila, por_numero[]}`", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn report(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    let view = state
+        .runtime
+        .panel_campaign_view(me.account_id(), &me.scope(), id)
+        .await?;
+    let per_number = state.runtime.store().campaign_number_counts(id).await?;
+    Ok(Json(json!({"data": {
+        "total": view.contacts.total,
+        "validos": view.contacts.valid,
+        "invalidos": view.contacts.invalid,
+        "desconhecidos": view.contacts.unknown,
+        "liberados": view.contacts.released,
+        "na_fila": view.stats.queued + view.stats.sending,
+        "enviados": view.stats.sent,
+        "entregues": view.stats.delivered,
+        "lidos": view.stats.read,
+        "falhas": view.stats.failed,
+        "ignorados": view.stats.skipped,
+        "por_numero": per_number,
+    }})))
+}
+
+/// Filters of `/sends` and `/sends/export`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SendsQuery {
+    /// `queued`, `sending`, `sent`, `delivered`, `read`, `failed`, `skipped`.
+    status: Option<String>,
+    /// Sending number id.
+    numero_id: Option<i64>,
+    /// Destination (digits with country code).
+    destino: Option<String>,
+    /// The `next_cursor` of the previous page (not on the export).
+    cursor: Option<String>,
+    /// Page size, 1 to 1000 (default 100; not on the export).
+    limit: Option<i64>,
+}
+
+fn send_filter(q: &SendsQuery) -> Result<SendFilter, ApiError> {
+    if let Some(s) = &q.status {
+        if ![
+            "queued",
+            "sending",
+            "sent",
+            "delivered",
+            "read",
+            "failed",
+            "skipped",
+        ]
+        .contains(&s.as_str())
+        {
+            return Err(ApiError::invalid(
+                "status",
+                "status_invalido",
+                "`status` deve ser queued, sending, sent, delivered, read, failed ou skipped.",
+            ));
+        }
+    }
+    let phone = q
+        .destino
+        .as_deref()
+        .map(|d| engine::phone::Phone::parse("destino", d).map(|p| p.as_str().to_string()))
+        .transpose()?;
+    Ok(SendFilter {
+        status: q.status.clone(),
+        channel_id: q.numero_id,
+        phone,
+    })
+}
+
+#[utoipa::path(get, operation_id = "panel_campaigns_sends", path = "/campaigns/{id}/sends", tag = "Campanhas",
+    params(("id" = i64, Path, description = "Id da campanha"), SendsQuery),
+    responses((status = 200, description = "`data`: envios (contato liberado e sua mensagem) em ordem; `has_more`, `next_cursor`", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn sends(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+    q: Result<Query<SendsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(q) = q.map_err(crate::extract::query_rejection)?;
+    let f = send_filter(&q)?;
+    let store = state.runtime.store();
+    store
+        .scoped_panel_campaign(me.account_id(), &me.scope(), id)
+        .await?;
+    let limit = q.limit.unwrap_or(100).clamp(1, 1000);
+    let rows = store
+        .campaign_sends(id, &f, cursor(&q.cursor)?, limit + 1)
+        .await?;
+    let rows: Vec<Value> = rows.iter().map(send_json).collect();
+    Ok(Json(page(rows, limit, |r| r["id"].as_i64().unwrap_or(0))))
+}
+
+fn send_json(r: &SendRow) -> Value {
+    let iso = |t: Option<i64>| t.map(actors::time::iso);
+    json!({
+        "id": r.id,
+        "numero": r.phone,
+        "nome": r.name,
+        "channel_id": r.channel_id,
+        "numero_envio": r.channel_phone,
+        "estado": r.state,
+        "status": r.status,
+        "wamid": r.wamid,
+        "erro": r.error,
+        "enviado_em": iso(r.sent_at),
+        "entregue_em": iso(r.delivered_at),
+        "lido_em": iso(r.read_at),
+    })
+}
+
+const EXPORT_HEADER: [&str; 12] = [
+    "id",
+    "numero",
+    "nome",
+    "channel_id",
+    "numero_envio",
+    "estado",
+    "status",
+    "wamid",
+    "erro",
+    "enviado_em",
+    "entregue_em",
+    "lido_em",
+];
+
+fn export_record(r: &SendRow) -> Vec<String> {
+    let s = |v: &Option<String>| v.clone().unwrap_or_default();
+    let t = |v: Option<i64>| v.map(actors::time::iso).unwrap_or_default();
+    vec![
+        r.id.to_string(),
+        r.phone.clone(),
+        s(&r.name),
+        r.channel_id.map(|c| c.to_string()).unwrap_or_default(),
+        s(&r.channel_phone),
+        r.state.clone(),
+        s(&r.status),
+        s(&r.wamid),
+        s(&r.error),
+        t(r.sent_at),
+        t(r.delivered_at),
+        t(r.read_at),
+    ]
+}
+
+#[utoipa::path(get, operation_id = "panel_campaigns_sends_export", path = "/campaigns/{id}/sends/export", tag = "Campanhas",
+    params(("id" = i64, Path, description = "Id da campanha"), SendsQuery),
+    responses((status = 200, description = "CSV (`;`, BOM UTF-8) de todo o filtro, transmitido em partes; as mesmas colunas de `/sends`", content_type = "text/csv"),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn export(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+    q: Result<Query<SendsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(q) = q.map_err(crate::extract::query_rejection)?;
+    let f = send_filter(&q)?;
+    state
+        .runtime
+        .store()
+        .scoped_panel_campaign(me.account_id(), &me.scope(), id)
+        .await?;
+    const CHUNK: usize = 500;
+    let (tx, rx) = tokio::sync::mpsc::channel(2 * CHUNK);
+    let reader = state.clone();
+    tokio::spawn(async move {
+        reader
+            .runtime
+            .store()
+            .stream_campaign_sends(id, &f, tx)
+            .await;
+    });
+    let mut head = crate::routes::reports::BOM.as_bytes().to_vec();
+    head.extend_from_slice(&crate::routes::reports::csv_bytes([EXPORT_HEADER]));
+    let first =
+        futures::stream::once(async move { Ok::<Bytes, std::io::Error>(Bytes::from(head)) });
+    let rows = futures::stream::unfold(rx, |mut rx| async move {
+        let mut batch = Vec::with_capacity(CHUNK);
+        if rx.recv_many(&mut batch, CHUNK).await == 0 {
+            return None;
+        }
+        let mut records = Vec::with_capacity(batch.len());
+        for item in batch {
+            match item {
+                Ok(r) => records.push(export_record(&r)),
+                Err(e) => {
+                    tracing::error!(error = %e, "campaign sends export failed mid-way");
+                    return Some((Err(std::io::Error::other("export failed")), rx));
+                }
+            }
+        }
+        Some((Ok(crate::routes::reports::csv_bytes(records)), rx))
+    });
+    Ok(crate::routes::reports::csv_response(
+        &format!("campanha-{id}-envios.csv"),
+        Body::from_stream(futures::StreamExt::chain(first, rows)),
+    ))
+}
+
+#[utoipa::path(get, operation_id = "panel_settings_dispatch", path = "/settings/dispatch", tag = "Campanhas",
+    responses((status = 200, description = "`data`: `{habilitado, retidas[]}`: o interruptor de disparo da conta (DISPARO_ENABLED) e as campanhas retidas por ele", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn dispatch_setting(
+    State(state): State<AppState>,
+    me: PanelUser,
+) -> Result<Json<Value>, ApiError> {
+    let s = state.runtime.dispatch_setting(me.account_id()).await?;
+    Ok(Json(json!({"data": s})))
+}
+
+/// `PUT /api/settings/dispatch`.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DispatchIn {
+    /// `false` halts every running campaign of the account at once (kill switch); `true`
+    /// releases the held ones.
+    habilitado: bool,
+}
+
+#[utoipa::path(put, operation_id = "panel_settings_dispatch_set", path = "/settings/dispatch", tag = "Campanhas",
+    request_body = DispatchIn,
+    responses((status = 200, description = "`data`: `{habilitado, retidas[]}` depois da mudança; desligar para as campanhas em andamento antes da resposta", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403 (só Admin), 422", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn set_dispatch_setting(
+    State(state): State<AppState>,
+    me: PanelUser,
+    ApiJson(b): ApiJson<DispatchIn>,
+) -> Result<Json<Value>, ApiError> {
+    let s = state
+        .runtime
+        .set_dispatch_enabled(me.account_id(), b.habilitado)
+        .await?;
+    Ok(Json(json!({"data": s})))
+}
