@@ -182,6 +182,14 @@ impl Application {
                         job_timeout: Duration::from_millis(
                             settings.hygiene_job_timeout_ms.max(1000),
                         ),
+                        callback_url: Some(format!(
+                            "{}/api/hygiene/callback",
+                            settings
+                                .public_url
+                                .clone()
+                                .unwrap_or_else(|| format!("http://{addr}"))
+                                .trim_end_matches('/')
+                        )),
                     }
                 }),
                 dispatch_enabled: settings.dispatch_enabled,

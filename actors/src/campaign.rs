@@ -588,7 +588,12 @@ impl Runtime {
             // The halt waits for the provider calls under way (each bounded by the provider
             // timeout).
             let wait = self.shared.config.call_timeout + Duration::from_secs(35);
-            crate::ask(&actor, CampaignMsg::Halt, wait).await?;
+            if let Err(e) = crate::ask(&actor, CampaignMsg::Halt, wait).await {
+                // Gone meanwhile (it completed, or another halt stopped it): nothing runs.
+                if self.shared.campaigns.contains_key(&id) {
+                    return Err(e);
+                }
+            }
         }
         Ok(())
     }

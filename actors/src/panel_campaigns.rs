@@ -29,6 +29,9 @@ pub struct HygieneSettings {
     /// How long a job may take before the campaign shows it failed
     /// (`HYGIENE_JOB_TIMEOUT_MS`, default 30 min).
     pub job_timeout: std::time::Duration,
+    /// Where the service posts its completion callback (`{public URL}/api/hygiene/callback`);
+    /// none: no callback is asked for.
+    pub callback_url: Option<String>,
 }
 
 /// Who acts on a panel campaign.
@@ -357,7 +360,13 @@ impl Runtime {
                 .await?;
             return Ok(());
         };
-        match client.submit(&numbers, None).await {
+        let callback = self
+            .shared
+            .config
+            .hygiene
+            .as_ref()
+            .and_then(|h| h.callback_url.clone());
+        match client.submit(&numbers, callback.as_deref()).await {
             Ok(job) => {
                 tracing::info!(
                     campaign_id,
@@ -525,6 +534,51 @@ impl Runtime {
             "hygiene report applied"
         );
         self.panel_campaign_view(account_id, scope, id).await
+    }
+
+    /// `POST /api/hygiene/callback`: the service says a job ended. The body must be signed
+    /// with `HYGIENE_API_KEY` (`X-Hygiene-Signature`, else [`ActorError::InvalidSignature`]);
+    /// the job's campaign is then validated at once, as `POST /api/campaigns/{id}/validate`
+    /// would (a job no campaign waits for any more, e.g. replaced by a resubmission, is
+    /// ignored). Returns the campaign validated, if any.
+    pub async fn hygiene_callback(
+        &self,
+        body: &[u8],
+        signature: Option<&str>,
+    ) -> Result<Option<i64>, ActorError> {
+        let Some(settings) = &self.shared.config.hygiene else {
+            return Err(ActorError::NotFound);
+        };
+        let key = settings.api_key.expose();
+        if key.is_empty() || !signature.is_some_and(|s| provider::hygiene::verify(key, body, s)) {
+            return Err(ActorError::InvalidSignature);
+        }
+        #[derive(serde::Deserialize)]
+        struct Callback {
+            job_id: String,
+        }
+        let cb: Callback = serde_json::from_slice(body)
+            .map_err(|_| ActorError::BadPayload("esperado {job_id, status}".into()))?;
+        let Some((id, account_id)) = self
+            .shared
+            .store
+            .campaign_by_hygiene_job(&cb.job_id)
+            .await?
+        else {
+            return Ok(None);
+        };
+        match self
+            .validate_panel_campaign(account_id, &Scope::Bms(Vec::new()), id)
+            .await
+        {
+            Ok(_) => Ok(Some(id)),
+            // Already validated, failed (now recorded) or still running: nothing else to do.
+            Err(ActorError::Refused { code, .. }) => {
+                tracing::info!(campaign_id = id, code, "hygiene callback: nothing to apply");
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// `POST /api/campaigns/{id}/approve`: Admin, or an Operador who did not create it (403

@@ -195,6 +195,10 @@ pub fn router(state: AppState) -> Router {
         .nest("/api/v1", api)
         .nest("/api", panel_api)
         .merge(provider)
+        .merge(
+            panel::hygiene_callback_routes()
+                .layer(DefaultBodyLimit::max(state.config.max_notification_bytes)),
+        )
         .merge(routes::ops::routes())
         .merge(openapi::routes())
         .merge(routes::wiki::public_routes())

@@ -284,6 +284,16 @@ impl Store {
             .collect()
     }
 
+    /// The panel campaign waiting at stage `hygiene` for `job`: `(id, account_id)`.
+    pub async fn campaign_by_hygiene_job(&self, job: &str) -> Result<Option<(i64, i64)>> {
+        let row = sqlx::query("SELECT id, account_id FROM campaigns WHERE hygiene_job = $1 AND stage = 'hygiene' AND origin = 'panel' ORDER BY id DESC LIMIT 1")
+            .bind(job)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| Ok((r.try_get("id")?, r.try_get("account_id")?)))
+            .transpose()
+    }
+
     /// Records a hygiene submission: the job (none when it could not be submitted), the
     /// stage, and why it failed.
     pub async fn set_hygiene(

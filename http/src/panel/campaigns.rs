@@ -23,6 +23,29 @@ use utoipa_axum::routes;
 /// 100,000 contacts with their columns.
 const CONTACTS_BODY_LIMIT: usize = 64 * 1024 * 1024;
 
+/// `POST /api/hygiene/callback`: public (the hygiene service calls it), signed with
+/// `HYGIENE_API_KEY` (D-062).
+pub fn callback_routes() -> axum::Router<AppState> {
+    axum::Router::new().route(
+        "/api/hygiene/callback",
+        axum::routing::post(hygiene_callback),
+    )
+}
+
+/// The service says a job ended: 200 `{validated: id|null}`; 401 unsigned or badly signed;
+/// 404 when no service is configured; 400 a body that is not `{job_id, status}`.
+async fn hygiene_callback(
+    State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
+    crate::extract::RawBody(body): crate::extract::RawBody,
+) -> Result<Json<Value>, ApiError> {
+    let signature = headers
+        .get("x-hygiene-signature")
+        .and_then(|v| v.to_str().ok());
+    let validated = state.runtime.hygiene_callback(&body, signature).await?;
+    Ok(Json(json!({"data": {"validated": validated}})))
+}
+
 pub(super) fn routes() -> OpenApiRouter<AppState> {
     let (s1, p1, create_route) = routes!(list, create);
     let (s2, p2, import_route) = routes!(import);

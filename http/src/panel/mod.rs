@@ -252,6 +252,11 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(campaigns::routes())
 }
 
+/// `POST /api/hygiene/callback` (no session: the hygiene service signs it).
+pub fn hygiene_callback_routes() -> axum::Router<AppState> {
+    campaigns::callback_routes()
+}
+
 /// `POST /api/login` (no session), with its document.
 pub fn public_routes() -> OpenApiRouter<AppState> {
     session::public_routes()
