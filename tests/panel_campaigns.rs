@@ -1025,7 +1025,54 @@ async fn switch_off_at_boot_holds(backend: Backend) {
     assert_eq!(sent_by(&app, &n1).await, 2);
 }
 
+async fn a_job_past_its_timeout_fails_visibly(backend: Backend) {
+    let app = TestApp::spawn_with(backend, |s| s.hygiene_job_timeout_ms = 1000).await;
+    let (_, admin) = app
+        .panel_user("admin@acme.test", "Admin", None, vec![])
+        .await;
+    let (c1, _) = number(&app, 0).await;
+    let tpl = template(&app, &[c1]).await;
+    sim(
+        &app,
+        Method::PUT,
+        "/_sim/hygiene/faults",
+        json!({"delay_ms": 60_000}),
+    )
+    .await;
+    let id = create(&app, &admin, tpl, &[c1], 2, None).await;
+    let b = eventually(10, "timed out", || async {
+        let (s, b) = call(
+            &app,
+            Method::POST,
+            &admin,
+            &format!("/api/campaigns/{id}/validate"),
+            None,
+        )
+        .await;
+        (s == StatusCode::CONFLICT && b["code"] == "higienizacao_falhou").then_some(b)
+    })
+    .await;
+    assert!(
+        b["message"].as_str().unwrap().contains("tempo esgotado"),
+        "{b}"
+    );
+    let c = campaign(&app, &admin, id).await;
+    assert_eq!(c["status"], "falha_higienizacao");
+    sim(&app, Method::PUT, "/_sim/hygiene/faults", json!({})).await;
+    let (s, _) = call(
+        &app,
+        Method::POST,
+        &admin,
+        &format!("/api/campaigns/{id}/hygiene"),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(validated(&app, &admin, id).await["contatos"]["validos"], 2);
+}
+
 on_both_backends! {
+    timeout => a_job_past_its_timeout_fails_visibly;
     flow => whole_flow_from_csv_to_read;
     hygiene => slow_failing_and_unreachable_hygiene;
     switch => the_switch_holds_and_stops_campaigns;
