@@ -154,7 +154,7 @@ async fn whole_flow_from_csv_to_read(backend: Backend) {
                5511977700002;Bruno;Natal\n\
                (55) 11 97770-0003;Carla;Olinda\n\
                5511977700004;Davi;Recife\n\
-               5511977700005;Eva;Natal\n\
+               5511977700005;=Eva;Natal\n\
                5511977700009;Zé;Recife\n\
                12345;Curto;Recife\n\
                +55 11 97770-0001;Ana de novo;Recife\n";
@@ -423,6 +423,10 @@ async fn whole_flow_from_csv_to_read(backend: Backend) {
         .starts_with("text/csv"));
     let csv = r.text().await.unwrap();
     let csv = csv.strip_prefix('\u{FEFF}').expect("BOM");
+    assert!(
+        csv.contains(";'=Eva;"),
+        "a cell starting with = is made inert: {csv}"
+    );
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(lines[0], "id;numero;nome;channel_id;numero_envio;estado;status;wamid;erro;enviado_em;entregue_em;lido_em");
     assert_eq!(lines.len(), 6);

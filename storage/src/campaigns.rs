@@ -223,15 +223,19 @@ impl Store {
             .fetch_optional(&self.pool)
             .await?;
         let mut rec = found(row, read)?;
+        rec.channels = self.campaign_channels(id).await?;
+        Ok(rec)
+    }
+
+    /// A campaign's numbers and weights, by channel id.
+    pub(crate) async fn campaign_channels(&self, campaign_id: i64) -> Result<Vec<(i64, i64)>> {
         let rows = sqlx::query("SELECT channel_id, weight FROM campaign_channels WHERE campaign_id = $1 ORDER BY channel_id")
-            .bind(id)
+            .bind(campaign_id)
             .fetch_all(&self.pool)
             .await?;
-        rec.channels = rows
-            .iter()
+        rows.iter()
             .map(|r| Ok((r.try_get("channel_id")?, r.try_get("weight")?)))
-            .collect::<Result<_>>()?;
-        Ok(rec)
+            .collect()
     }
 
     /// Adds recipients `(phone, vars JSON)` as `planned`; a phone already in the campaign is

@@ -576,14 +576,7 @@ impl Store {
             .map(read)
             .collect::<Result<_>>()?;
         for rec in &mut out {
-            let rows = sqlx::query("SELECT channel_id, weight FROM campaign_channels WHERE campaign_id = $1 ORDER BY channel_id")
-                .bind(rec.id)
-                .fetch_all(&self.pool)
-                .await?;
-            rec.channels = rows
-                .iter()
-                .map(|r| Ok((r.try_get("channel_id")?, r.try_get("weight")?)))
-                .collect::<Result<_>>()?;
+            rec.channels = self.campaign_channels(rec.id).await?;
         }
         Ok(out)
     }

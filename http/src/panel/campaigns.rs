@@ -8,7 +8,7 @@ use crate::error::ApiError;
 use crate::extract::{ApiJson, IdPath};
 use crate::AppState;
 use actors::panel_campaigns::{PanelActor, PanelCampaignInput};
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Multipart, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -699,11 +699,12 @@ const EXPORT_HEADER: [&str; 12] = [
 ];
 
 fn export_record(r: &SendRow) -> Vec<String> {
-    let s = |v: &Option<String>| v.clone().unwrap_or_default();
+    use crate::routes::reports::inert;
+    let s = |v: &Option<String>| inert(v.as_deref().unwrap_or_default());
     let t = |v: Option<i64>| v.map(actors::time::iso).unwrap_or_default();
     vec![
         r.id.to_string(),
-        r.phone.clone(),
+        inert(&r.phone),
         s(&r.name),
         r.channel_id.map(|c| c.to_string()).unwrap_or_default(),
         s(&r.channel_phone),
@@ -734,8 +735,7 @@ pub(crate) async fn export(
         .store()
         .scoped_panel_campaign(me.account_id(), &me.scope(), id)
         .await?;
-    const CHUNK: usize = 500;
-    let (tx, rx) = tokio::sync::mpsc::channel(2 * CHUNK);
+    let (tx, rx) = tokio::sync::mpsc::channel(2 * crate::routes::reports::CHUNK_ROWS);
     let reader = state.clone();
     tokio::spawn(async move {
         reader
@@ -744,30 +744,9 @@ pub(crate) async fn export(
             .stream_campaign_sends(id, &f, tx)
             .await;
     });
-    let mut head = crate::routes::reports::BOM.as_bytes().to_vec();
-    head.extend_from_slice(&crate::routes::reports::csv_bytes([EXPORT_HEADER]));
-    let first =
-        futures::stream::once(async move { Ok::<Bytes, std::io::Error>(Bytes::from(head)) });
-    let rows = futures::stream::unfold(rx, |mut rx| async move {
-        let mut batch = Vec::with_capacity(CHUNK);
-        if rx.recv_many(&mut batch, CHUNK).await == 0 {
-            return None;
-        }
-        let mut records = Vec::with_capacity(batch.len());
-        for item in batch {
-            match item {
-                Ok(r) => records.push(export_record(&r)),
-                Err(e) => {
-                    tracing::error!(error = %e, "campaign sends export failed mid-way");
-                    return Some((Err(std::io::Error::other("export failed")), rx));
-                }
-            }
-        }
-        Some((Ok(crate::routes::reports::csv_bytes(records)), rx))
-    });
     Ok(crate::routes::reports::csv_response(
         &format!("campanha-{id}-envios.csv"),
-        Body::from_stream(futures::StreamExt::chain(first, rows)),
+        crate::routes::reports::csv_body(&EXPORT_HEADER, rx, export_record),
     ))
 }
 

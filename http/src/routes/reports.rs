@@ -213,7 +213,9 @@ const SUMMARY_HEADER: [&str; 13] = [
 /// `=`, `+`, `-`, `@`, a tab or a carriage return is prefixed with `'`, so Excel, LibreOffice
 /// and Sheets show it as text instead of running it as a formula (issue 15). Numbers and
 /// timestamps disparo writes itself never start so.
-fn inert(cell: &str) -> String {
+/// A cell a spreadsheet will not run as a formula (a leading `=`, `+`, `-`, `@`, tab or CR is
+/// quoted with `'`).
+pub(crate) fn inert(cell: &str) -> String {
     match cell.chars().next() {
         Some('=' | '+' | '-' | '@' | '\t' | '\r') => format!("'{cell}"),
         _ => cell.to_string(),
@@ -416,11 +418,10 @@ async fn campaign_messages(
 }
 
 /// Rows per CSV chunk.
-const CHUNK_ROWS: usize = 500;
+pub(crate) const CHUNK_ROWS: usize = 500;
 
 /// The detail CSV as a streamed body: a task reads the rows in order into a bounded channel;
-/// the body encodes them in chunks. A database error mid-way ends the body with an error (the
-/// client sees a cut transfer, not a short file that looks whole).
+/// [`csv_body`] encodes them.
 fn stream_csv(state: AppState, account_id: i64, f: ReportFilter) -> Body {
     let (tx, rx) = tokio::sync::mpsc::channel(2 * CHUNK_ROWS);
     tokio::spawn(async move {
@@ -430,11 +431,27 @@ fn stream_csv(state: AppState, account_id: i64, f: ReportFilter) -> Body {
             .stream_campaign_messages(account_id, &f, tx)
             .await;
     });
+    csv_body(&DETAIL_HEADER, rx, detail_record)
+}
+
+/// A streamed CSV body (BOM, `header`, then the rows of `rx` encoded by `record` in chunks of
+/// [`CHUNK_ROWS`]). A database error mid-way ends the body with an error (the client sees a cut
+/// transfer, not a short file that looks whole).
+pub(crate) fn csv_body<T, R>(
+    header: &[&str],
+    rx: tokio::sync::mpsc::Receiver<Result<T, storage::StorageError>>,
+    record: fn(&T) -> R,
+) -> Body
+where
+    T: Send + 'static,
+    R: IntoIterator + 'static,
+    R::Item: AsRef<[u8]>,
+{
     let mut head = BOM.as_bytes().to_vec();
-    head.extend_from_slice(&csv_bytes([DETAIL_HEADER]));
+    head.extend_from_slice(&csv_bytes([header]));
     let first =
         futures::stream::once(async move { Ok::<Bytes, std::io::Error>(Bytes::from(head)) });
-    let rows = futures::stream::unfold(rx, |mut rx| async move {
+    let rows = futures::stream::unfold(rx, move |mut rx| async move {
         let mut batch = Vec::with_capacity(CHUNK_ROWS);
         if rx.recv_many(&mut batch, CHUNK_ROWS).await == 0 {
             return None;
@@ -442,10 +459,10 @@ fn stream_csv(state: AppState, account_id: i64, f: ReportFilter) -> Body {
         let mut records = Vec::with_capacity(batch.len());
         for item in batch {
             match item {
-                Ok(r) => records.push(detail_record(&r)),
+                Ok(r) => records.push(record(&r)),
                 Err(e) => {
-                    tracing::error!(error = %e, "report export failed mid-way");
-                    return Some((Err(std::io::Error::other("report export failed")), rx));
+                    tracing::error!(error = %e, "CSV export failed mid-way");
+                    return Some((Err(std::io::Error::other("export failed")), rx));
                 }
             }
         }
