@@ -194,6 +194,13 @@ async fn summary(app: &TestApp) -> Value {
     app.sim_summary().await
 }
 
+/// Sends the simulator's ledger holds for a number.
+async fn sent_by(app: &TestApp, phone_number_id: &str) -> u64 {
+    summary(app).await["per_number"][phone_number_id]
+        .as_u64()
+        .unwrap_or(0)
+}
+
 /// Waits for `state` with nothing left in flight (`sending` 0).
 async fn wait_settled(app: &TestApp, id: i64, state: &str) -> Value {
     eventually(30, state, || async {
@@ -1029,7 +1036,246 @@ async fn failed_messages_are_resent_through_another_number(backend: Backend) {
     );
 }
 
+/// Issue 17: an integrator lists, edits, pauses, resumes and cancels campaigns, and hears each
+/// move as `campaign.status`.
+async fn an_operator_lists_pauses_resumes_and_cancels(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (c1, n1) = app.connect_number("TIER_10K", Some(1000)).await;
+    let (s, g) = app
+        .patch(
+            &format!("/api/v1/channels/{c1}/guardrails"),
+            json!({"daily_cap": null, "cadence_ms": 50, "warmup": false}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{g}");
+    let receiver = common::Receiver::start().await;
+    app.subscribe(c1, &receiver, &["campaign.status"]).await;
+    let template = approved_template(&app, &[c1]).await;
+    let (s, c) = app
+        .post(
+            "/api/v1/campaigns",
+            json!({"name": "Controle", "template_id": template, "channels": [{"channel_id": c1}]}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{c}");
+    let id = c["data"]["id"].as_i64().unwrap();
+    let rows: Vec<Value> = (0..60)
+        .map(|i| json!({"phone": format!("55119444{i:05}"), "vars": {"nome": format!("C{i}")}}))
+        .collect();
+    let (s, _) = app
+        .post(
+            &format!("/api/v1/campaigns/{id}/recipients"),
+            json!({"recipients": rows}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+
+    // Edits before it starts: rename, schedule, unschedule; a past time is refused.
+    let (s, e) = app
+        .patch(
+            &format!("/api/v1/campaigns/{id}"),
+            json!({"name": "Controle 2", "scheduled_at": "2099-01-01T10:00"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{e}");
+    assert_eq!(
+        (e["data"]["name"].as_str(), e["data"]["state"].as_str()),
+        (Some("Controle 2"), Some("scheduled"))
+    );
+    let (s, e) = app
+        .patch(
+            &format!("/api/v1/campaigns/{id}"),
+            json!({"scheduled_at": null}),
+        )
+        .await;
+    assert_eq!(
+        (s, e["data"]["state"].as_str()),
+        (StatusCode::OK, Some("draft")),
+        "{e}"
+    );
+    let (s, e) = app
+        .patch(
+            &format!("/api/v1/campaigns/{id}"),
+            json!({"scheduled_at": "2001-01-01T10:00:00Z"}),
+        )
+        .await;
+    assert_eq!(
+        (s, e["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_date")),
+        "{e}"
+    );
+    let (s, e) = app
+        .post(&format!("/api/v1/campaigns/{id}/pause"), json!({}))
+        .await;
+    assert_eq!(
+        (s, e["code"].as_str()),
+        (StatusCode::CONFLICT, Some("invalid_state")),
+        "{e}"
+    );
+
+    let (s, _) = app
+        .post(&format!("/api/v1/campaigns/{id}/start"), json!({}))
+        .await;
+    assert_eq!(s, StatusCode::OK);
+
+    eventually(10, "under way", || async {
+        (sent_by(&app, &n1.phone_number_id).await >= 5).then_some(())
+    })
+    .await;
+    let (s, p) = app
+        .post(&format!("/api/v1/campaigns/{id}/pause"), json!({}))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{p}");
+    assert_eq!(p["data"]["state"], "paused");
+    assert!(
+        p["data"]["pause_reason"]
+            .as_str()
+            .unwrap()
+            .contains("ci-token"),
+        "{p}"
+    );
+    let at_pause = sent_by(&app, &n1.phone_number_id).await;
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    assert_eq!(
+        sent_by(&app, &n1.phone_number_id).await,
+        at_pause,
+        "no send after the pause answered"
+    );
+    let (s, e) = app
+        .patch(&format!("/api/v1/campaigns/{id}"), json!({"name": "Tarde"}))
+        .await;
+    assert_eq!(
+        (s, e["code"].as_str()),
+        (StatusCode::CONFLICT, Some("invalid_state")),
+        "{e}"
+    );
+    let (s, r) = app
+        .post(&format!("/api/v1/campaigns/{id}/resume"), json!({}))
+        .await;
+    assert_eq!(
+        (s, r["data"]["state"].as_str()),
+        (StatusCode::OK, Some("running")),
+        "{r}"
+    );
+    eventually(10, "resumed", || async {
+        (sent_by(&app, &n1.phone_number_id).await >= at_pause + 5).then_some(())
+    })
+    .await;
+    let (s, x) = app
+        .post(&format!("/api/v1/campaigns/{id}/cancel"), json!({}))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{x}");
+    assert_eq!(x["data"]["campaign"]["state"], "cancelled");
+    let at_cancel = sent_by(&app, &n1.phone_number_id).await;
+    assert!(at_cancel < 60);
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    assert_eq!(
+        sent_by(&app, &n1.phone_number_id).await,
+        at_cancel,
+        "a cancelled campaign sends nothing more"
+    );
+    let done = wait_settled(&app, id, "cancelled").await;
+    assert_eq!(done["stats"]["sent"].as_u64().unwrap(), at_cancel);
+    assert_eq!(
+        done["stats"]["skipped"].as_u64().unwrap(),
+        60 - at_cancel,
+        "{done}"
+    );
+    let (s, r) = app
+        .post(&format!("/api/v1/campaigns/{id}/resume"), json!({}))
+        .await;
+    assert_eq!(
+        (s, r["code"].as_str()),
+        (StatusCode::CONFLICT, Some("invalid_state"))
+    );
+
+    // Every move was heard, in order.
+    let statuses = eventually(10, "campaign.status events", || async {
+        let seen: Vec<String> = receiver
+            .events()
+            .iter()
+            .filter(|e| e.event() == "campaign.status")
+            .map(|e| {
+                e.json()["data"]["status"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect();
+        (seen.last().map(String::as_str) == Some("cancelled")).then_some(seen)
+    })
+    .await;
+    assert_eq!(
+        statuses,
+        vec![
+            "scheduled",
+            "draft",
+            "running",
+            "paused",
+            "running",
+            "cancelled"
+        ]
+    );
+
+    // The list: newest first, filters, cursor paging.
+    for i in 0..3 {
+        let (s, _) = app.post("/api/v1/campaigns", json!({"name": format!("Rascunho {i}"), "template_id": template, "channels": [{"channel_id": c1}]})).await;
+        assert_eq!(s, StatusCode::CREATED);
+    }
+    let (s, page) = app.get("/api/v1/campaigns?limit=2").await;
+    assert_eq!(s, StatusCode::OK, "{page}");
+    assert_eq!(
+        (
+            page["data"].as_array().unwrap().len(),
+            page["has_more"].as_bool()
+        ),
+        (2, Some(true))
+    );
+    assert_eq!(page["data"][0]["name"], "Rascunho 2");
+    let cursor = page["next_cursor"].as_str().unwrap();
+    let (_, rest) = app
+        .get(&format!("/api/v1/campaigns?limit=2&cursor={cursor}"))
+        .await;
+    assert_eq!(
+        (
+            rest["data"].as_array().unwrap().len(),
+            rest["has_more"].as_bool()
+        ),
+        (2, Some(false))
+    );
+    assert_eq!(rest["data"][1]["id"], id);
+    let (_, cancelled) = app.get("/api/v1/campaigns?state=cancelled").await;
+    assert_eq!(cancelled["data"].as_array().unwrap().len(), 1);
+    let (_, by_channel) = app
+        .get(&format!("/api/v1/campaigns?channel_id={c1}&state=draft"))
+        .await;
+    assert_eq!(by_channel["data"].as_array().unwrap().len(), 3);
+    let (_, future) = app
+        .get("/api/v1/campaigns?created_since=2099-01-01T00:00:00Z")
+        .await;
+    assert_eq!(future["data"], json!([]));
+    let (s, b) = app.get("/api/v1/campaigns?state=voando").await;
+    assert_eq!(
+        (s, b["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_filter"))
+    );
+    let (s, b) = app.get("/api/v1/campaigns?cursor=abc").await;
+    assert_eq!(
+        (s, b["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_cursor"))
+    );
+    // Another account sees none of them.
+    let other = app.other_account_token().await;
+    let (_, theirs) = app.get_as(&other, "/api/v1/campaigns").await;
+    assert_eq!(theirs["data"], json!([]));
+    let (s, _) = app
+        .post_as(&other, &format!("/api/v1/campaigns/{id}/pause"), json!({}))
+        .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+}
+
 on_both_backends! {
+    controls => an_operator_lists_pauses_resumes_and_cancels;
     daily_cap => daily_cap_stops_a_number_until_an_admin_authorizes_more;
     warmup => a_young_number_warms_up_day_by_day;
     cadence => cadence_spaces_a_numbers_campaign_sends;

@@ -369,9 +369,14 @@ async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<()
     let (planned, open) = store.campaign_open_work(st.campaign_id).await?;
     if !planned {
         if !open {
-            store
-                .set_campaign_state(st.campaign_id, CampaignState::Completed.as_str(), None)
-                .await?;
+            crate::campaign::move_campaign(
+                &st.shared,
+                st.account_id,
+                st.campaign_id,
+                CampaignState::Completed,
+                None,
+            )
+            .await?;
             tracing::info!("campaign completed");
             st.shared.campaigns.remove(&st.campaign_id);
             myself.stop(None);
@@ -383,22 +388,28 @@ async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<()
         if !st.paused_by_rules {
             st.paused_by_rules = true;
             let reason = format!("Nenhum número disponível ({})", reasons.join(", "));
-            store
-                .set_campaign_state(
-                    st.campaign_id,
-                    CampaignState::Paused.as_str(),
-                    Some(&reason),
-                )
-                .await?;
+            crate::campaign::move_campaign(
+                &st.shared,
+                st.account_id,
+                st.campaign_id,
+                CampaignState::Paused,
+                Some(&reason),
+            )
+            .await?;
             tracing::warn!(reason, "campaign paused");
         }
         return Ok(());
     }
     if st.paused_by_rules {
         st.paused_by_rules = false;
-        store
-            .set_campaign_state(st.campaign_id, CampaignState::Running.as_str(), None)
-            .await?;
+        crate::campaign::move_campaign(
+            &st.shared,
+            st.account_id,
+            st.campaign_id,
+            CampaignState::Running,
+            None,
+        )
+        .await?;
         tracing::info!("campaign resumed");
     }
     if wait_for_busy {
@@ -460,6 +471,41 @@ async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<()
         st.slots[i].dispatched += items.len() as u64;
         hand_out(st, &share, items).await?;
     }
+    Ok(())
+}
+
+/// Moves campaign `id` of `account_id` to `state` (with a pause reason, or none) and emits
+/// `campaign.status` to the subscriptions of each of its numbers (issue 17): `{campaign_id,
+/// name, status, previous_status, reason}`. A move to the state it is already in emits
+/// nothing.
+pub(crate) async fn move_campaign(
+    shared: &Shared,
+    account_id: i64,
+    id: i64,
+    state: CampaignState,
+    reason: Option<&str>,
+) -> Result<(), storage::StorageError> {
+    let store = &shared.store;
+    let before = store.campaign(account_id, id).await?;
+    store.set_campaign_state(id, state.as_str(), reason).await?;
+    if before.state == state.as_str() && before.pause_reason.as_deref() == reason {
+        return Ok(());
+    }
+    let now = storage::now_ms();
+    let mut events = Vec::with_capacity(before.channels.len());
+    for (channel_id, _) in &before.channels {
+        let Ok(channel) = store.channel_unscoped(*channel_id).await else {
+            continue;
+        };
+        events.push(crate::events::campaign_status(
+            &channel,
+            &before,
+            state.as_str(),
+            reason,
+            now,
+        ));
+    }
+    shared.emit(&events).await;
     Ok(())
 }
 
@@ -573,8 +619,7 @@ impl Runtime {
             });
         }
         self.may_start(&c).await?;
-        store
-            .set_campaign_state(id, CampaignState::Running.as_str(), None)
+        crate::campaign::move_campaign(&self.shared, account_id, id, CampaignState::Running, None)
             .await?;
         self.spawn_campaign(id, account_id).await?;
         self.campaign_view(account_id, id).await
@@ -623,13 +668,120 @@ impl Runtime {
         self.halt_campaign(id).await?;
         let now = CampaignState::parse(&store.campaign(account_id, id).await?.state);
         if matches!(now, Some(CampaignState::Running | CampaignState::Paused)) {
-            store
-                .set_campaign_state(id, CampaignState::Paused.as_str(), Some(reason))
-                .await?;
+            crate::campaign::move_campaign(
+                &self.shared,
+                account_id,
+                id,
+                CampaignState::Paused,
+                Some(reason),
+            )
+            .await?;
             store.set_campaign_held(id, false).await?;
         }
         tracing::info!(campaign_id = id, "campaign paused by an operator");
         Ok(())
+    }
+
+    /// `PATCH /campaigns/{id}`: a new name and/or start time (`Some(None)` unschedules it
+    /// back to `draft`) before the campaign starts; 409 `invalid_state` once it started, 422
+    /// `campanha_do_painel` to schedule a panel campaign (its approval starts it), 422
+    /// `invalid_date` for a time in the past.
+    pub async fn edit_campaign(
+        &self,
+        account_id: i64,
+        id: i64,
+        name: Option<String>,
+        schedule: Option<Option<i64>>,
+    ) -> Result<crate::campaigns::CampaignView, ActorError> {
+        let store = &self.shared.store;
+        let c = store.campaign(account_id, id).await?;
+        if let Some(n) = &name {
+            if n.trim().is_empty() || n.len() > 200 {
+                return Err(engine::ValidationError::new(
+                    "invalid_name",
+                    "name",
+                    "`name` deve ter de 1 a 200 caracteres.",
+                )
+                .into());
+            }
+        }
+        if let Some(Some(at)) = schedule {
+            if at <= storage::now_ms() {
+                return Err(engine::ValidationError::new(
+                    "invalid_date",
+                    "scheduled_at",
+                    "`scheduled_at` deve estar no futuro.",
+                )
+                .into());
+            }
+        }
+        if schedule.is_some() && c.origin == "panel" {
+            return Err(ActorError::Rejected {
+                code: "campanha_do_painel",
+                message:
+                    "Campanhas do painel começam pela aprovação; não podem ser agendadas aqui."
+                        .into(),
+                details: serde_json::json!({}),
+            });
+        }
+        let refused = || ActorError::Refused {
+            status: 409,
+            code: "invalid_state",
+            message: "Só campanhas em rascunho ou agendadas podem ser editadas.".into(),
+            details: serde_json::json!({"state": c.state}),
+        };
+        if !matches!(c.state.as_str(), "draft" | "scheduled") {
+            return Err(refused());
+        }
+        if !store
+            .edit_campaign(id, name.as_deref().map(str::trim), schedule)
+            .await?
+        {
+            return Err(refused());
+        }
+        if schedule.is_some() {
+            let after = store.campaign(account_id, id).await?;
+            if after.state != c.state {
+                // Announce the move (the row already holds it).
+                let state = CampaignState::parse(&after.state).unwrap_or(CampaignState::Draft);
+                let mut before = c.clone();
+                before.name = after.name.clone();
+                let now = storage::now_ms();
+                let mut events = Vec::new();
+                for (channel_id, _) in &before.channels {
+                    if let Ok(channel) = store.channel_unscoped(*channel_id).await {
+                        events.push(crate::events::campaign_status(
+                            &channel,
+                            &before,
+                            state.as_str(),
+                            None,
+                            now,
+                        ));
+                    }
+                }
+                self.shared.emit(&events).await;
+            }
+        }
+        self.campaign_view(account_id, id).await
+    }
+
+    /// The account's campaigns, newest first (`GET /campaigns`), paged by id.
+    pub async fn list_campaigns(
+        &self,
+        account_id: i64,
+        filter: &storage::campaigns::CampaignFilter,
+        before_id: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<crate::campaigns::CampaignView>, ActorError> {
+        let store = &self.shared.store;
+        let mut out = Vec::new();
+        for c in store
+            .list_campaigns(account_id, filter, before_id, limit)
+            .await?
+        {
+            out.push(self.campaign_view(account_id, c.id).await?);
+        }
+        Ok(out)
     }
 
     /// Resumes a paused campaign (409 `disparo_desligado` while the account's switch is off).
@@ -645,8 +797,7 @@ impl Runtime {
             });
         }
         self.may_start(&c).await?;
-        store
-            .set_campaign_state(id, CampaignState::Running.as_str(), None)
+        crate::campaign::move_campaign(&self.shared, account_id, id, CampaignState::Running, None)
             .await?;
         store.set_campaign_held(id, false).await?;
         self.spawn_campaign(id, account_id).await
@@ -671,9 +822,14 @@ impl Runtime {
             });
         }
         self.halt_campaign(id).await?;
-        store
-            .set_campaign_state(id, CampaignState::Cancelled.as_str(), None)
-            .await?;
+        crate::campaign::move_campaign(
+            &self.shared,
+            account_id,
+            id,
+            CampaignState::Cancelled,
+            None,
+        )
+        .await?;
         store.set_campaign_held(id, false).await?;
         let skipped = store.skip_unsent(id).await?;
         tracing::info!(campaign_id = id, skipped, "campaign cancelled");
@@ -730,9 +886,14 @@ impl Runtime {
                     let _ = actor.cast(CampaignMsg::Refresh);
                 }
                 None => {
-                    store
-                        .set_campaign_state(id, CampaignState::Running.as_str(), None)
-                        .await?;
+                    crate::campaign::move_campaign(
+                        &self.shared,
+                        account_id,
+                        id,
+                        CampaignState::Running,
+                        None,
+                    )
+                    .await?;
                     self.spawn_campaign(id, account_id).await?;
                 }
             }

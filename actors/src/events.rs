@@ -116,3 +116,21 @@ pub fn session_status(
     let data = json!({"status": status.as_str(), "previous_status": previous.as_str(), "phone": channel.phone});
     event(EventKind::SessionStatus, channel, data, at)
 }
+
+/// `campaign.status`: a campaign that sends through this number moved to `status` (issue 17).
+pub fn campaign_status(
+    channel: &ChannelRecord,
+    campaign: &storage::campaigns::CampaignRecord,
+    status: &str,
+    reason: Option<&str>,
+    at: i64,
+) -> NewEvent {
+    let data = json!({
+        "campaign_id": campaign.id,
+        "name": campaign.name,
+        "status": status,
+        "previous_status": campaign.state,
+        "reason": reason,
+    });
+    event(EventKind::CampaignStatus, channel, data, at)
+}

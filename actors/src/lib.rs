@@ -341,13 +341,14 @@ impl Runtime {
         for (id, account_id) in store.running_campaigns().await? {
             if !rt.dispatch_enabled(account_id).await? {
                 // The switch is off: held, not resumed.
-                store
-                    .set_campaign_state(
-                        id,
-                        engine::campaign::CampaignState::Paused.as_str(),
-                        Some(panel_campaigns::SWITCH_REASON),
-                    )
-                    .await?;
+                crate::campaign::move_campaign(
+                    &rt.shared,
+                    account_id,
+                    id,
+                    engine::campaign::CampaignState::Paused,
+                    Some(panel_campaigns::SWITCH_REASON),
+                )
+                .await?;
                 store.set_campaign_held(id, true).await?;
                 tracing::warn!(
                     campaign_id = id,

@@ -683,9 +683,14 @@ impl Runtime {
         };
         if run {
             if state != CampaignState::Running {
-                store
-                    .set_campaign_state(c.id, CampaignState::Running.as_str(), None)
-                    .await?;
+                crate::campaign::move_campaign(
+                    &self.shared,
+                    account_id,
+                    c.id,
+                    CampaignState::Running,
+                    None,
+                )
+                .await?;
             }
             store.set_campaign_held(c.id, false).await?;
             self.spawn_campaign(c.id, account_id).await?;
@@ -970,9 +975,14 @@ impl Runtime {
             self.halt_campaign(id).await?;
             let c = store.campaign(account_id, id).await?;
             if matches!(state_of(&c), CampaignState::Running | CampaignState::Paused) {
-                store
-                    .set_campaign_state(id, CampaignState::Paused.as_str(), Some(SWITCH_REASON))
-                    .await?;
+                crate::campaign::move_campaign(
+                    &self.shared,
+                    account_id,
+                    id,
+                    CampaignState::Paused,
+                    Some(SWITCH_REASON),
+                )
+                .await?;
                 store.set_campaign_held(id, true).await?;
                 tracing::warn!(campaign_id = id, "campaign held by the dispatch switch");
             }
@@ -990,9 +1000,14 @@ impl Runtime {
                     self.release(account_id, &c).await?;
                 }
                 CampaignState::Paused => {
-                    store
-                        .set_campaign_state(id, CampaignState::Running.as_str(), None)
-                        .await?;
+                    crate::campaign::move_campaign(
+                        &self.shared,
+                        account_id,
+                        id,
+                        CampaignState::Running,
+                        None,
+                    )
+                    .await?;
                     store.set_campaign_held(id, false).await?;
                     self.spawn_campaign(id, account_id).await?;
                 }

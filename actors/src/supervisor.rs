@@ -265,15 +265,14 @@ impl Actor for CampaignSupervisor {
                 "campaign actor out of restarts; campaign paused"
             );
             metrics::counter!("disparo_campaign_actor_gave_up_total").increment(1);
-            if let Err(e) = st
-                .shared
-                .store
-                .set_campaign_state(
-                    campaign_id,
-                    engine::campaign::CampaignState::Paused.as_str(),
-                    Some(&reason),
-                )
-                .await
+            if let Err(e) = crate::campaign::move_campaign(
+                &st.shared,
+                account_id,
+                campaign_id,
+                engine::campaign::CampaignState::Paused,
+                Some(&reason),
+            )
+            .await
             {
                 tracing::error!(campaign_id, error = %e, "could not pause a failing campaign");
             }

@@ -76,6 +76,7 @@ impl CampaignState {
                 | (Draft, Scheduled)
                 | (Draft, Cancelled)
                 | (Scheduled, Running)
+                | (Scheduled, Draft)
                 | (Scheduled, Cancelled)
                 | (Running, Paused)
                 | (Running, Completed)

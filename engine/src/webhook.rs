@@ -22,6 +22,10 @@ pub enum EventKind {
     /// `session.status`: the number connected or disconnected.
     #[serde(rename = "session.status")]
     SessionStatus,
+    /// `campaign.status`: a campaign of the number started, paused, resumed, completed or was
+    /// cancelled (issue 17); one event per number of the campaign.
+    #[serde(rename = "campaign.status")]
+    CampaignStatus,
     /// `ping`: sent by `POST /webhooks/{id}/test`; every subscription receives it.
     #[serde(rename = "ping")]
     Ping,
@@ -33,12 +37,13 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every kind a subscription may list.
-    pub const SUBSCRIBABLE: [EventKind; 5] = [
+    pub const SUBSCRIBABLE: [EventKind; 6] = [
         EventKind::MessageReceived,
         EventKind::MessageSent,
         EventKind::MessageAck,
         EventKind::TemplateStatus,
         EventKind::SessionStatus,
+        EventKind::CampaignStatus,
     ];
 
     /// The wire name.
@@ -49,6 +54,7 @@ impl EventKind {
             EventKind::MessageAck => "message.ack",
             EventKind::TemplateStatus => "template.status",
             EventKind::SessionStatus => "session.status",
+            EventKind::CampaignStatus => "campaign.status",
             EventKind::Ping => "ping",
             EventKind::WebhookDisabled => "webhook.disabled",
         }

@@ -63,8 +63,13 @@ pub const ROUTES: &[(&str, &str, Level)] = &[
         Level::Write,
     ),
     // Campaigns
+    ("GET", "/api/v1/campaigns", Level::Read),
     ("POST", "/api/v1/campaigns", Level::Write),
     ("GET", "/api/v1/campaigns/{id}", Level::Read),
+    ("PATCH", "/api/v1/campaigns/{id}", Level::Write),
+    ("POST", "/api/v1/campaigns/{id}/pause", Level::Write),
+    ("POST", "/api/v1/campaigns/{id}/resume", Level::Write),
+    ("POST", "/api/v1/campaigns/{id}/cancel", Level::Write),
     ("POST", "/api/v1/campaigns/{id}/recipients", Level::Write),
     ("POST", "/api/v1/campaigns/{id}/start", Level::Write),
     ("POST", "/api/v1/campaigns/{id}/resend", Level::Write),

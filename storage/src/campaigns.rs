@@ -86,6 +86,21 @@ pub struct NewCampaign {
     pub mode: String,
 }
 
+/// Filters of `GET /campaigns`.
+#[derive(Debug, Clone, Default)]
+pub struct CampaignFilter {
+    /// State (`draft`, `scheduled`, `running`, `paused`, `completed`, `cancelled`).
+    pub state: Option<String>,
+    /// Campaigns sending through this number.
+    pub channel_id: Option<i64>,
+    /// Campaigns made for this sending group.
+    pub group_id: Option<i64>,
+    /// Created at or after (ms).
+    pub created_since: Option<i64>,
+    /// Created before (ms).
+    pub created_until: Option<i64>,
+}
+
 /// The counters of `GET /campaigns/{id}` (`stats`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct CampaignStats {
@@ -199,6 +214,87 @@ impl Store {
             .execute(&self.writer)
             .await?;
         Ok(())
+    }
+
+    /// Renames a campaign and sets (or clears: back to `draft`) when it starts; only a
+    /// campaign still `draft` or `scheduled` changes (false otherwise, e.g. it started
+    /// meanwhile).
+    pub async fn edit_campaign(
+        &self,
+        id: i64,
+        name: Option<&str>,
+        schedule: Option<Option<i64>>,
+    ) -> Result<bool> {
+        let (set_schedule, at) = match schedule {
+            None => (0i64, None),
+            Some(at) => (1, at),
+        };
+        let n = sqlx::query(
+            "UPDATE campaigns SET name = COALESCE($2, name), \
+             scheduled_at = CASE WHEN $3 = 1 THEN $4 ELSE scheduled_at END, \
+             state = CASE WHEN $3 = 1 AND $4 IS NULL THEN 'draft' WHEN $3 = 1 THEN 'scheduled' ELSE state END, \
+             updated_at = $5 WHERE id = $1 AND state IN ('draft', 'scheduled')",
+        )
+        .bind(id)
+        .bind(name)
+        .bind(set_schedule)
+        .bind(at)
+        .bind(now_ms())
+        .execute(&self.writer)
+        .await?
+        .rows_affected();
+        Ok(n == 1)
+    }
+
+    /// The account's campaigns, newest first: at most `limit` (1–200) with an id below
+    /// `before_id`, filtered by `f`.
+    pub async fn list_campaigns(
+        &self,
+        account_id: i64,
+        f: &CampaignFilter,
+        before_id: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<CampaignRecord>> {
+        let mut conds = vec!["account_id = $1".to_string()];
+        if f.state.is_some() {
+            conds.push("state = $2".into());
+        }
+        if let Some(c) = f.channel_id {
+            conds.push(format!(
+                "id IN (SELECT campaign_id FROM campaign_channels WHERE channel_id = {c})"
+            ));
+        }
+        if let Some(g) = f.group_id {
+            conds.push(format!("group_id = {g}"));
+        }
+        if let Some(t) = f.created_since {
+            conds.push(format!("created_at >= {t}"));
+        }
+        if let Some(t) = f.created_until {
+            conds.push(format!("created_at < {t}"));
+        }
+        if let Some(b) = before_id {
+            conds.push(format!("id < {b}"));
+        }
+        let sql = format!(
+            "SELECT {COLUMNS} FROM campaigns WHERE {} ORDER BY id DESC LIMIT {}",
+            conds.join(" AND "),
+            limit.clamp(1, 201)
+        );
+        let mut q = sqlx::query(&sql).bind(account_id);
+        if let Some(s) = &f.state {
+            q = q.bind(s);
+        }
+        let mut out: Vec<CampaignRecord> = q
+            .fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(read)
+            .collect::<Result<_>>()?;
+        for rec in &mut out {
+            rec.channels = self.campaign_channels(rec.id).await?;
+        }
+        Ok(out)
     }
 
     /// Scheduled campaigns whose time has come: `(id, account_id)`.

@@ -19,9 +19,12 @@ pub fn routes() -> OpenApiRouter<AppState> {
     // 10,000 rows with their columns do not fit the default 1 MiB.
     let (schemas, paths, recipients_route) = routes!(recipients);
     OpenApiRouter::new()
-        .routes(routes!(create))
-        .routes(routes!(read))
+        .routes(routes!(list, create))
+        .routes(routes!(read, edit))
         .routes(routes!(start))
+        .routes(routes!(pause))
+        .routes(routes!(resume))
+        .routes(routes!(cancel))
         .routes(routes!(resend))
         .routes((
             schemas,
@@ -239,4 +242,216 @@ async fn resend(
     Ok(Json(
         json!({ "data": {"resent": resent, "campaign": campaign} }),
     ))
+}
+
+/// Filters and paging of `GET /campaigns`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    /// `draft`, `scheduled`, `running`, `paused`, `completed`, `cancelled`.
+    state: Option<String>,
+    /// Campaigns sending through this number.
+    channel_id: Option<i64>,
+    /// Campaigns made for this sending group.
+    group_id: Option<i64>,
+    /// Created at or after (ISO 8601 with zone).
+    created_since: Option<String>,
+    /// Created before (ISO 8601 with zone).
+    created_until: Option<String>,
+    /// The `next_cursor` of the previous page (opaque).
+    cursor: Option<String>,
+    /// Page size, 1 to 200 (default 50).
+    limit: Option<i64>,
+}
+
+fn instant(field: &'static str, v: &Option<String>) -> Result<Option<i64>, ApiError> {
+    v.as_deref()
+        .map(|s| {
+            chrono::DateTime::parse_from_rfc3339(s)
+                .map(|t| t.timestamp_millis())
+                .map_err(|_| {
+                    ApiError::invalid(
+                        field,
+                        "invalid_filter",
+                        format!("`{field}` deve ser uma data e hora ISO 8601 com fuso."),
+                    )
+                })
+        })
+        .transpose()
+}
+
+/// `GET /campaigns`: the account's campaigns, newest first, with their counters;
+/// `{data, has_more, next_cursor}`.
+#[utoipa::path(
+    get,
+    operation_id = "campaigns_list",
+    path = "/campaigns",
+    tag = "Campanhas",
+    params(ListQuery),
+    responses((status = 200, description = "`data`: campanhas com `stats`, a mais nova primeiro; `has_more`, `next_cursor`", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 422 filtro inválido)", body = crate::openapi::ErrorBody))
+)]
+async fn list(
+    State(state): State<AppState>,
+    auth: Auth,
+    q: Result<axum::extract::Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let axum::extract::Query(q) = q.map_err(crate::extract::query_rejection)?;
+    if let Some(s) = &q.state {
+        if engine::campaign::CampaignState::parse(s).is_none() {
+            return Err(ApiError::invalid(
+                "state",
+                "invalid_filter",
+                "`state` deve ser draft, scheduled, running, paused, completed ou cancelled.",
+            ));
+        }
+    }
+    let before = q
+        .cursor
+        .as_deref()
+        .map(|c| {
+            c.parse::<i64>().map_err(|_| {
+                ApiError::invalid(
+                    "cursor",
+                    "invalid_cursor",
+                    "`cursor` inválido: use o next_cursor da página anterior.",
+                )
+            })
+        })
+        .transpose()?;
+    let limit = q.limit.unwrap_or(50);
+    if !(1..=200).contains(&limit) {
+        return Err(ApiError::invalid(
+            "limit",
+            "invalid_filter",
+            "`limit` deve estar entre 1 e 200.",
+        ));
+    }
+    let filter = storage::campaigns::CampaignFilter {
+        state: q.state.clone(),
+        channel_id: q.channel_id,
+        group_id: q.group_id,
+        created_since: instant("created_since", &q.created_since)?,
+        created_until: instant("created_until", &q.created_until)?,
+    };
+    let mut rows = state
+        .runtime
+        .list_campaigns(auth.account_id(), &filter, before, limit + 1)
+        .await?;
+    let has_more = rows.len() as i64 > limit;
+    rows.truncate(limit as usize);
+    let next = if has_more {
+        rows.last().map(|c| c.id.to_string())
+    } else {
+        None
+    };
+    Ok(Json(
+        json!({"data": rows, "has_more": has_more, "next_cursor": next}),
+    ))
+}
+
+/// `PATCH /campaigns/{id}` body: each field optional.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+struct EditIn {
+    /// New name.
+    name: Option<String>,
+    /// When it starts (ISO 8601; without zone: Brasília time); `null` unschedules it.
+    #[serde(default, deserialize_with = "crate::extract::present")]
+    #[schema(value_type = Option<String>)]
+    scheduled_at: Option<Option<String>>,
+}
+
+/// `PATCH /campaigns/{id}`: name and `scheduled_at` before it starts.
+#[utoipa::path(
+    patch,
+    operation_id = "campaigns_edit",
+    path = "/campaigns/{id}",
+    tag = "Campanhas",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    request_body = EditIn,
+    responses((status = 200, description = "Campanha editada", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401, 404, 409 já iniciada, 422 inválido)", body = crate::openapi::ErrorBody))
+)]
+async fn edit(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+    ApiJson(b): ApiJson<EditIn>,
+) -> Result<Json<Value>, ApiError> {
+    let schedule = match b.scheduled_at {
+        None => None,
+        Some(None) => Some(None),
+        Some(Some(s)) => Some(Some(crate::routes::groups::parse_schedule(&s)?)),
+    };
+    Ok(Json(json!({ "data": state
+        .runtime
+        .edit_campaign(auth.account_id(), id, b.name, schedule)
+        .await? })))
+}
+
+/// `POST /campaigns/{id}/pause`: halts the campaign (no provider call of it starts after the
+/// answer); `{data: campaign}`.
+#[utoipa::path(
+    post,
+    operation_id = "campaigns_pause",
+    path = "/campaigns/{id}/pause",
+    tag = "Campanhas",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    responses((status = 200, description = "Campanha pausada", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401, 404, 409 `invalid_state`)", body = crate::openapi::ErrorBody))
+)]
+async fn pause(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    let reason = format!("Pausada por {}", auth.0.token_name);
+    state
+        .runtime
+        .pause_campaign(auth.account_id(), id, &reason)
+        .await?;
+    Ok(Json(
+        json!({ "data": state.runtime.campaign_view(auth.account_id(), id).await? }),
+    ))
+}
+
+/// `POST /campaigns/{id}/resume`: a paused campaign runs again.
+#[utoipa::path(
+    post,
+    operation_id = "campaigns_resume",
+    path = "/campaigns/{id}/resume",
+    tag = "Campanhas",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    responses((status = 200, description = "Campanha retomada", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401, 404, 409 `invalid_state` / `disparo_desligado`)", body = crate::openapi::ErrorBody))
+)]
+async fn resume(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    state.runtime.resume_campaign(auth.account_id(), id).await?;
+    Ok(Json(
+        json!({ "data": state.runtime.campaign_view(auth.account_id(), id).await? }),
+    ))
+}
+
+/// `POST /campaigns/{id}/cancel`: stops it for good; its unsent recipients become `skipped`
+/// (`cancelada`); `{data: {skipped, campaign}}`.
+#[utoipa::path(
+    post,
+    operation_id = "campaigns_cancel",
+    path = "/campaigns/{id}/cancel",
+    tag = "Campanhas",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    responses((status = 200, description = "`data` {skipped, campaign}", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401, 404, 409 `invalid_state`)", body = crate::openapi::ErrorBody))
+)]
+async fn cancel(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    let skipped = state.runtime.cancel_campaign(auth.account_id(), id).await?;
+    Ok(Json(json!({ "data": {
+        "skipped": skipped,
+        "campaign": state.runtime.campaign_view(auth.account_id(), id).await?,
+    } })))
 }

@@ -40,7 +40,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 /// `scheduled_at`: a date-time without zone is America/Sao_Paulo (UTC−03:00, D-038);
 /// RFC 3339 with a zone is taken as is.
-fn parse_schedule(s: &str) -> Result<i64, ApiError> {
+pub(crate) fn parse_schedule(s: &str) -> Result<i64, ApiError> {
     let s = s.trim();
     if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
         return Ok(t.timestamp_millis());
