@@ -1264,6 +1264,51 @@ async fn an_operator_lists_pauses_resumes_and_cancels(backend: Backend) {
         (s, b["code"].as_str()),
         (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_cursor"))
     );
+    // Bad input answers in Portuguese, with no serde English in the envelope.
+    let (s, b) = app
+        .post(
+            "/api/v1/campaigns",
+            json!({"nome": "X", "template_id": template, "channels": []}),
+        )
+        .await;
+    assert_eq!(
+        (s, b["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_field")),
+        "{b}"
+    );
+    let msg = b["message"].as_str().unwrap();
+    assert!(
+        msg.contains("campo desconhecido `nome`")
+            && !msg.contains("unknown")
+            && !msg.contains("expected"),
+        "{msg}"
+    );
+    let (s, b) = app.get("/api/v1/campaigns?limit=muitos").await;
+    assert_eq!(
+        (s, b["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_query")),
+        "{b}"
+    );
+    assert!(!b["message"].as_str().unwrap().contains("Failed"), "{b}");
+    let r = app
+        .http
+        .post(app.url("/api/v1/campaigns"))
+        .bearer_auth(&app.token)
+        .header("content-type", "application/json")
+        .body("{\"name\": ")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let b: Value = r.json().await.unwrap();
+    assert_eq!(b["code"], "invalid_json");
+    assert!(
+        b["detail"]
+            .as_str()
+            .unwrap()
+            .contains("termina antes do fim"),
+        "{b}"
+    );
     // Another account sees none of them.
     let other = app.other_account_token().await;
     let (_, theirs) = app.get_as(&other, "/api/v1/campaigns").await;

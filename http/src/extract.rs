@@ -52,11 +52,11 @@ pub fn parse_json<T: DeserializeOwned>(
             message: format!(
                 "Campo inválido ou ausente no corpo: {}: {}",
                 e.path(),
-                e.inner()
+                in_portuguese(&e.inner().to_string())
             ),
             details: serde_json::Map::new(),
         }),
-        Err(e) => Err(ApiError::Malformed(e.inner().to_string())),
+        Err(e) => Err(ApiError::Malformed(in_portuguese(&e.inner().to_string()))),
     }
 }
 
@@ -69,11 +69,19 @@ fn json_rejection(r: JsonRejection) -> ApiError {
                 .unwrap_or_else(|| e.body_text());
             ApiError::Unprocessable {
                 code: "invalid_field",
-                message: format!("Campo inválido ou ausente no corpo: {detail}"),
+                message: format!(
+                    "Campo inválido ou ausente no corpo: {}",
+                    in_portuguese(&detail)
+                ),
                 details: serde_json::Map::new(),
             }
         }
-        JsonRejection::JsonSyntaxError(e) => ApiError::Malformed(e.body_text()),
+        JsonRejection::JsonSyntaxError(e) => {
+            let detail = std::error::Error::source(&e)
+                .map(|s| s.to_string())
+                .unwrap_or_else(|| e.body_text());
+            ApiError::Malformed(in_portuguese(&detail))
+        }
         JsonRejection::MissingJsonContentType(_) => ApiError::UnsupportedMediaType,
         other if other.status() == StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge,
         other => ApiError::Malformed(other.body_text()),
@@ -86,8 +94,228 @@ pub fn query_rejection(e: axum::extract::rejection::QueryRejection) -> ApiError 
     ApiError::invalid(
         "query",
         "invalid_query",
-        format!("Parâmetro de consulta inválido: {}", e.body_text()),
+        format!(
+            "Parâmetro de consulta inválido: {}",
+            in_portuguese(
+                e.body_text()
+                    .trim_start_matches("Failed to deserialize query string: ")
+            )
+        ),
     )
+}
+
+/// serde's (and serde_json's) error messages in Portuguese, so no English reaches a client:
+/// missing and unknown fields, unknown variants, invalid types, values and lengths, and the
+/// JSON syntax errors, each with its line and column; anything else becomes a generic
+/// sentence (issue 17, "honest errors").
+pub fn in_portuguese(msg: &str) -> String {
+    let (body, at) = match msg.rfind(" at line ") {
+        Some(i) => {
+            let pos = &msg[i + " at line ".len()..];
+            let (line, col) = pos.split_once(" column ").unwrap_or((pos, ""));
+            (&msg[..i], format!(" (linha {line}, coluna {col})"))
+        }
+        None => (msg, String::new()),
+    };
+    let body = body.trim();
+    let tick = |s: &str| s.to_string();
+    let said = if let Some(rest) = body.strip_prefix("missing field ") {
+        format!("o campo {} é obrigatório", tick(rest))
+    } else if let Some(rest) = body.strip_prefix("unknown field ") {
+        match rest.split_once(", expected one of ") {
+            Some((f, list)) => format!("campo desconhecido {f}; os aceitos são {list}"),
+            None => match rest.split_once(", expected ") {
+                Some((f, one)) => format!("campo desconhecido {f}; o aceito é {one}"),
+                None => format!(
+                    "campo desconhecido {}",
+                    rest.trim_end_matches(", there are no fields")
+                ),
+            },
+        }
+    } else if let Some(rest) = body.strip_prefix("unknown variant ") {
+        match rest.split_once(", expected one of ") {
+            Some((v, list)) => format!("valor desconhecido {v}; os aceitos são {list}"),
+            None => match rest.split_once(", expected ") {
+                Some((v, one)) => format!("valor desconhecido {v}; o aceito é {one}"),
+                None => format!("valor desconhecido {rest}"),
+            },
+        }
+    } else if let Some(rest) = body.strip_prefix("invalid type: ") {
+        match rest.split_once(", expected ") {
+            Some((got, want)) => format!(
+                "tipo inválido: veio {}, esperado {}",
+                kind(got),
+                expected(want)
+            ),
+            None => format!("tipo inválido: {}", kind(rest)),
+        }
+    } else if let Some(rest) = body.strip_prefix("invalid value: ") {
+        match rest.split_once(", expected ") {
+            Some((got, want)) => {
+                format!("valor inválido: {}, esperado {}", kind(got), expected(want))
+            }
+            None => format!("valor inválido: {}", kind(rest)),
+        }
+    } else if let Some(rest) = body.strip_prefix("invalid length ") {
+        match rest.split_once(", expected ") {
+            Some((n, want)) => format!("tamanho inválido ({n}), esperado {}", expected(want)),
+            None => format!("tamanho inválido ({rest})"),
+        }
+    } else if let Some(rest) = body.strip_prefix("duplicate field ") {
+        format!("campo repetido {rest}")
+    } else if body.starts_with("EOF while parsing") {
+        "o JSON termina antes do fim".into()
+    } else if body.starts_with("expected value") {
+        "esperado um valor JSON".into()
+    } else if body.starts_with("trailing characters") || body.starts_with("trailing comma") {
+        "há caracteres depois do fim do JSON (ou uma vírgula sobrando)".into()
+    } else if body.starts_with("key must be a string") {
+        "as chaves de um objeto JSON devem ser textos".into()
+    } else if body.starts_with("expected `:`") {
+        "esperado `:` depois da chave".into()
+    } else if body.starts_with("expected `,` or `}`") || body.starts_with("expected `,` or `]`") {
+        "esperada uma vírgula ou o fecho do objeto ou da lista".into()
+    } else if body.starts_with("invalid escape")
+        || body.starts_with("invalid unicode")
+        || body.starts_with("control character")
+        || body.starts_with("lone leading surrogate")
+    {
+        "texto com escape ou caractere inválido".into()
+    } else if body.starts_with("invalid number") || body.starts_with("number out of range") {
+        "número inválido ou fora do intervalo".into()
+    } else if body.starts_with("recursion limit exceeded") {
+        "JSON aninhado demais".into()
+    } else if body.starts_with("invalid digit found in string")
+        || body.starts_with("cannot parse integer")
+    {
+        "esperado um número inteiro".into()
+    } else if body.is_empty() {
+        "entrada inválida".into()
+    } else {
+        // Messages of our own deserializers are already Portuguese; anything else is not shown.
+        let ascii_english = body.split_whitespace().any(|w| {
+            [
+                "expected", "invalid", "failed", "unknown", "missing", "the", "with",
+            ]
+            .contains(&w.to_ascii_lowercase().as_str())
+        });
+        if ascii_english {
+            "entrada em formato inesperado".into()
+        } else {
+            body.to_string()
+        }
+    };
+    format!("{said}{at}")
+}
+
+/// serde's words for what it found (`string "abc"`, `integer `-1``, `null`…) in Portuguese.
+fn kind(got: &str) -> String {
+    let pairs = [
+        ("string ", "o texto "),
+        ("integer ", "o inteiro "),
+        ("floating point ", "o número "),
+        ("boolean ", "o booleano "),
+        ("character ", "o caractere "),
+    ];
+    for (en, pt) in pairs {
+        if let Some(rest) = got.strip_prefix(en) {
+            return format!("{pt}{rest}");
+        }
+    }
+    match got {
+        "null" => "nulo".into(),
+        "map" => "um objeto".into(),
+        "sequence" => "uma lista".into(),
+        "unit value" | "unit" => "vazio".into(),
+        "string" => "um texto".into(),
+        "integer" => "um inteiro".into(),
+        other => other.replace("newtype struct", "estrutura"),
+    }
+}
+
+/// serde's words for what it expected (`i64`, `a string`, `struct CreateIn`…) in Portuguese.
+fn expected(want: &str) -> String {
+    let w = want.trim();
+    let int = [
+        "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "usize", "isize",
+    ];
+    if int.contains(&w) || w.contains("integer") {
+        return "um número inteiro".into();
+    }
+    if ["f32", "f64"].contains(&w) || w.contains("float") {
+        return "um número".into();
+    }
+    match w {
+        "a string" | "string" | "a borrowed string" => "um texto".into(),
+        "a boolean" | "bool" => "verdadeiro ou falso".into(),
+        "a sequence" => "uma lista".into(),
+        "a map" => "um objeto".into(),
+        "a character" | "char" => "um caractere".into(),
+        w if w.starts_with("struct ") || w.starts_with("a map") => "um objeto".into(),
+        w if w.starts_with("a sequence")
+            || w.starts_with("an array")
+            || w.starts_with("a tuple") =>
+        {
+            "uma lista".into()
+        }
+        w if w.starts_with("variant identifier") || w.starts_with("enum ") => {
+            "um dos valores aceitos".into()
+        }
+        w if w.starts_with("field identifier") => "um nome de campo".into(),
+        w if w.chars().all(|c| c.is_ascii_digit() || c == ' ') => w.to_string(),
+        w if w.starts_with("an ") || w.starts_with("a ") => "outro formato".into(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod portuguese_tests {
+    use super::in_portuguese;
+
+    #[test]
+    fn serde_messages_read_in_portuguese() {
+        assert_eq!(
+            in_portuguese("missing field `to` at line 1 column 2"),
+            "o campo `to` é obrigatório (linha 1, coluna 2)"
+        );
+        assert_eq!(
+            in_portuguese("unknown field `cnpj`, expected one of `nome`, `documento`"),
+            "campo desconhecido `cnpj`; os aceitos são `nome`, `documento`"
+        );
+        assert_eq!(
+            in_portuguese("invalid type: string \"abc\", expected i64 at line 1 column 9"),
+            "tipo inválido: veio o texto \"abc\", esperado um número inteiro (linha 1, coluna 9)"
+        );
+        assert_eq!(
+            in_portuguese("EOF while parsing a value at line 1 column 0"),
+            "o JSON termina antes do fim (linha 1, coluna 0)"
+        );
+        assert_eq!(
+            in_portuguese("invalid type: null, expected a string"),
+            "tipo inválido: veio nulo, esperado um texto"
+        );
+        assert_eq!(
+            in_portuguese("something unexpected with the input"),
+            "entrada em formato inesperado"
+        );
+        assert_eq!(
+            in_portuguese("`volume` deve ser ao menos 1."),
+            "`volume` deve ser ao menos 1."
+        );
+        for m in [
+            "unknown variant `x`, expected `a` or `b`",
+            "invalid value: integer `-1`, expected u64",
+            "invalid length 0, expected a non-empty list",
+            "trailing characters at line 1 column 3",
+            "key must be a string at line 1 column 2",
+        ] {
+            let pt = in_portuguese(m);
+            assert!(
+                !pt.contains("expected") && !pt.contains("invalid "),
+                "{m} → {pt}"
+            );
+        }
+    }
 }
 
 /// The raw request body (for handlers that hash it, like idempotent sends); a body over the

@@ -51,8 +51,9 @@ struct WabaQuery {
 async fn wabas(
     State(state): State<AppState>,
     auth: Auth,
-    Query(q): Query<WabaQuery>,
+    q: Result<Query<WabaQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
+    let Query(q) = q.map_err(crate::extract::query_rejection)?;
     if let Some(h) = &q.health {
         if !["good", "bad", "attention"].contains(&h.as_str()) {
             return Err(ApiError::invalid(

@@ -168,8 +168,9 @@ async fn deliveries(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
-    Query(page): Query<Page>,
+    page: Result<Query<Page>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
+    let Query(page) = page.map_err(crate::extract::query_rejection)?;
     let store = state.runtime.store();
     store.subscription(auth.account_id(), id).await?;
     let limit = page.limit.unwrap_or(50);
