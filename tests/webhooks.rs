@@ -551,3 +551,256 @@ on_both_backends! {
     ssrf => webhook_urls_to_private_addresses_are_refused_at_subscription_and_at_delivery;
     redirects => a_redirect_is_a_failed_attempt_and_is_not_followed;
 }
+
+/// The status of a delivery in the subscription's log.
+async fn delivery_status(app: &TestApp, sub: i64, delivery: i64) -> String {
+    let (_, log) = app.get(&format!("/api/v1/webhooks/{sub}/deliveries")).await;
+    log["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["id"] == delivery)
+        .map(|d| d["status"].as_str().unwrap().to_string())
+        .unwrap_or_default()
+}
+
+async fn ping(app: &TestApp, sub: i64) -> i64 {
+    let (s, b) = app
+        .post(&format!("/api/v1/webhooks/{sub}/test"), json!({}))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    b["data"]["delivery_id"].as_i64().unwrap()
+}
+
+/// Issue 17: an integrator reads, edits, pauses, rotates the secret of, retries, recovers and
+/// deletes a subscription.
+async fn an_integrator_manages_a_subscription(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (channel_id, _) = app.connect_channel().await;
+    let r = Receiver::start().await;
+    let (sub, first_secret) = app.subscribe(channel_id, &r, &["message.sent"]).await;
+
+    let (s, b) = app.get(&format!("/api/v1/webhooks/{sub}")).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(
+        (b["data"]["url"].as_str(), b["data"]["secret"].is_null()),
+        (Some(r.url().as_str()), true),
+        "{b}"
+    );
+    let (s, b) = app
+        .patch(
+            &format!("/api/v1/webhooks/{sub}"),
+            json!({"events": ["message.sent", "campaign.status"]}),
+        )
+        .await;
+    assert_eq!(
+        (s, b["data"]["events"].clone()),
+        (StatusCode::OK, json!(["message.sent", "campaign.status"])),
+        "{b}"
+    );
+    let (s, b) = app
+        .patch(
+            &format!("/api/v1/webhooks/{sub}"),
+            json!({"url": "http://10.1.2.3/hook"}),
+        )
+        .await;
+    assert_eq!(
+        (s, b["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("private_url")),
+        "{b}"
+    );
+    let (s, b) = app
+        .patch(
+            &format!("/api/v1/webhooks/{sub}"),
+            json!({"events": ["message.nope"]}),
+        )
+        .await;
+    assert_eq!(
+        (s, b["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("unknown_event")),
+        "{b}"
+    );
+
+    // Rotation: during the overlap both signatures come, comma-separated; each verifies.
+    let (s, b) = app
+        .post(
+            &format!("/api/v1/webhooks/{sub}/rotate-secret"),
+            json!({"overlap_seconds": 3600}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let second_secret = b["data"]["secret"].as_str().unwrap().to_string();
+    assert!(second_secret.starts_with("whsec_") && second_secret != first_secret);
+    ping(&app, sub).await;
+    let got = eventually(10, "ping after rotation", || async {
+        r.events().into_iter().last()
+    })
+    .await;
+    let header = got.headers["x-svc-signature"].to_str().unwrap().to_string();
+    let parts: Vec<&str> = header.split(',').collect();
+    assert_eq!(parts.len(), 2, "{header}");
+    assert!(engine::webhook::verify_signature(
+        &second_secret,
+        &got.body,
+        parts[0]
+    ));
+    assert!(engine::webhook::verify_signature(
+        &first_secret,
+        &got.body,
+        parts[1]
+    ));
+    // Without an overlap only the newest signs.
+    let (_, b) = app
+        .post(
+            &format!("/api/v1/webhooks/{sub}/rotate-secret"),
+            json!({"overlap_seconds": 0}),
+        )
+        .await;
+    let third_secret = b["data"]["secret"].as_str().unwrap().to_string();
+    let before = r.events().len();
+    ping(&app, sub).await;
+    let got = eventually(10, "ping after a rotation without overlap", || async {
+        r.events().get(before).cloned()
+    })
+    .await;
+    let header = got.headers["x-svc-signature"].to_str().unwrap();
+    assert!(!header.contains(','), "{header}");
+    assert!(engine::webhook::verify_signature(
+        &third_secret,
+        &got.body,
+        header
+    ));
+    let (s, b) = app
+        .post(
+            &format!("/api/v1/webhooks/{sub}/rotate-secret"),
+            json!({"overlap_seconds": 9_999_999}),
+        )
+        .await;
+    assert_eq!(
+        (s, b["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_overlap"))
+    );
+
+    // A delivery that exhausted its attempts is retried by hand; recover re-queues the rest.
+    r.fail_first.store(5, Ordering::SeqCst);
+    let failed = ping(&app, sub).await;
+    eventually(15, "failed after its attempts", || async {
+        (delivery_status(&app, sub, failed).await == "failed").then_some(())
+    })
+    .await;
+    let (s, b) = app
+        .post(
+            &format!("/api/v1/webhooks/{sub}/deliveries/{failed}/retry"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{b}");
+    eventually(10, "delivered on retry", || async {
+        (delivery_status(&app, sub, failed).await == "delivered").then_some(())
+    })
+    .await;
+    let (s, b) = app
+        .post(
+            &format!("/api/v1/webhooks/{sub}/deliveries/{failed}/retry"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(
+        (s, b["code"].as_str()),
+        (StatusCode::CONFLICT, Some("not_failed"))
+    );
+    let (s, _) = app
+        .post(
+            &format!("/api/v1/webhooks/{sub}/deliveries/999999/retry"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    // One failed before `since` stays failed; the two after it are recovered.
+    r.fail_first.store(5, Ordering::SeqCst);
+    let old = ping(&app, sub).await;
+    eventually(15, "old one failed", || async {
+        (delivery_status(&app, sub, old).await == "failed").then_some(())
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let since = actors::time::iso(storage::now_ms());
+    r.fail_first.store(10, Ordering::SeqCst);
+    let (a, b2) = (ping(&app, sub).await, ping(&app, sub).await);
+    eventually(20, "both failed", || async {
+        (delivery_status(&app, sub, a).await == "failed"
+            && delivery_status(&app, sub, b2).await == "failed")
+            .then_some(())
+    })
+    .await;
+    r.fail_first.store(0, Ordering::SeqCst);
+    let (s, b) = app
+        .post(
+            &format!("/api/v1/webhooks/{sub}/recover"),
+            json!({"since": since}),
+        )
+        .await;
+    assert_eq!(
+        (s, b["data"]["requeued"].as_u64()),
+        (StatusCode::ACCEPTED, Some(2)),
+        "{b}"
+    );
+    eventually(10, "recovered", || async {
+        (delivery_status(&app, sub, a).await == "delivered"
+            && delivery_status(&app, sub, b2).await == "delivered")
+            .then_some(())
+    })
+    .await;
+    assert_eq!(delivery_status(&app, sub, old).await, "failed");
+    let (s, b) = app
+        .post(
+            &format!("/api/v1/webhooks/{sub}/recover"),
+            json!({"since": "ontem"}),
+        )
+        .await;
+    assert_eq!(
+        (s, b["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_date"))
+    );
+
+    // Inactive: deliveries wait; active again: they go.
+    let (s, b) = app
+        .patch(&format!("/api/v1/webhooks/{sub}"), json!({"active": false}))
+        .await;
+    assert_eq!(
+        (s, b["data"]["active"].as_bool()),
+        (StatusCode::OK, Some(false))
+    );
+    let waiting = ping(&app, sub).await;
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    assert_eq!(delivery_status(&app, sub, waiting).await, "pending");
+    let (s, _) = app
+        .patch(&format!("/api/v1/webhooks/{sub}"), json!({"active": true}))
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    eventually(10, "delivered once active", || async {
+        (delivery_status(&app, sub, waiting).await == "delivered").then_some(())
+    })
+    .await;
+
+    // Other accounts reach none of it; delete removes it.
+    let other = app.other_account_token().await;
+    let (s, _) = app.get_as(&other, &format!("/api/v1/webhooks/{sub}")).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, _) = app
+        .post_as(
+            &other,
+            &format!("/api/v1/webhooks/{sub}/rotate-secret"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, _) = app.delete(&format!("/api/v1/webhooks/{sub}")).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _) = app.get(&format!("/api/v1/webhooks/{sub}")).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+}
+
+on_both_backends! {
+    manage => an_integrator_manages_a_subscription;
+}

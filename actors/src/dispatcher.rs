@@ -217,7 +217,15 @@ async fn poll(myself: &ActorRef<DispatcherMsg>, st: &mut DispatcherState) {
 
 async fn attempt(store: &Store, http: &reqwest::Client, config: &DispatcherConfig, d: DueDelivery) {
     let body = render_envelope(&d);
-    let signature = signature_header(d.secret.expose(), &body);
+    // During a rotation's overlap both secrets sign: `sha256=<new>,sha256=<previous>` (D-064).
+    let signature = match &d.previous_secret {
+        Some(previous) => format!(
+            "{},{}",
+            signature_header(d.secret.expose(), &body),
+            signature_header(previous.expose(), &body)
+        ),
+        None => signature_header(d.secret.expose(), &body),
+    };
     // Checked again at every attempt: a literal address connects without a resolution, and
     // the policy may have changed since the subscription was made.
     if let Err(refusal) = config.guard.check_url(&d.url) {

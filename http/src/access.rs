@@ -50,6 +50,16 @@ pub const ROUTES: &[(&str, &str, Level)] = &[
     ("POST", "/api/v1/channels/{id}/webhooks", Level::Write),
     ("GET", "/api/v1/webhooks/{id}/deliveries", Level::Read),
     ("POST", "/api/v1/webhooks/{id}/test", Level::Write),
+    ("GET", "/api/v1/webhooks/{id}", Level::Read),
+    ("PATCH", "/api/v1/webhooks/{id}", Level::Write),
+    ("DELETE", "/api/v1/webhooks/{id}", Level::Write),
+    ("POST", "/api/v1/webhooks/{id}/rotate-secret", Level::Write),
+    (
+        "POST",
+        "/api/v1/webhooks/{id}/deliveries/{delivery_id}/retry",
+        Level::Write,
+    ),
+    ("POST", "/api/v1/webhooks/{id}/recover", Level::Write),
     // Templates
     ("GET", "/api/v1/templates", Level::Read),
     ("POST", "/api/v1/templates", Level::Write),

@@ -79,6 +79,8 @@ pub struct DueDelivery {
     pub url: String,
     /// Signing secret.
     pub secret: Secret,
+    /// The secret a rotation replaced, while its overlap lasts: attempts are signed with both.
+    pub previous_secret: Option<Secret>,
     /// Event kind (wire name).
     pub event: String,
     /// The envelope's `channel` object.
@@ -375,6 +377,155 @@ impl Store {
         found(row, read_subscription)
     }
 
+    /// Changes a subscription's `url`, `events` and `active` (each when given); turning it
+    /// active again clears why it was disabled (its pending deliveries resume).
+    pub async fn update_subscription(
+        &self,
+        account_id: i64,
+        id: i64,
+        url: Option<&str>,
+        events: Option<&[EventKind]>,
+        active: Option<bool>,
+    ) -> Result<SubscriptionRecord> {
+        let names = events.map(|e| {
+            serde_json::to_string(&e.iter().map(|k| k.as_str()).collect::<Vec<_>>())
+                .expect("strings serialise")
+        });
+        let row = sqlx::query(
+            "UPDATE webhook_subscriptions SET url = COALESCE($3, url), events = COALESCE($4, events), \
+               active = COALESCE($5, active), \
+               disabled_at = CASE WHEN $5 = 1 THEN NULL ELSE disabled_at END, \
+               disabled_reason = CASE WHEN $5 = 1 THEN NULL ELSE disabled_reason END, \
+               failing_since = CASE WHEN $5 = 1 THEN NULL ELSE failing_since END \
+             WHERE account_id = $1 AND id = $2 AND client_id IS NULL \
+             RETURNING id, account_id, channel_id, url, events, active, disabled_at, disabled_reason, created_at",
+        )
+        .bind(account_id)
+        .bind(id)
+        .bind(url)
+        .bind(names)
+        .bind(active.map(i64::from))
+        .fetch_optional(&self.writer)
+        .await?;
+        found(row, read_subscription)
+    }
+
+    /// Deletes a subscription and its delivery log (pending deliveries are dropped).
+    pub async fn delete_subscription(&self, account_id: i64, id: i64) -> Result<()> {
+        let mut tx = self.begin_write().await?;
+        let exists = sqlx::query(
+            "SELECT id FROM webhook_subscriptions WHERE account_id = $1 AND id = $2 AND client_id IS NULL",
+        )
+        .bind(account_id)
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if exists.is_none() {
+            return Err(StorageError::NotFound);
+        }
+        sqlx::query("DELETE FROM webhook_deliveries WHERE subscription_id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM webhook_subscriptions WHERE id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Gives a subscription a new signing secret (returned once); the previous one keeps
+    /// signing, beside it, until `overlap_until` (ms).
+    pub async fn rotate_subscription_secret(
+        &self,
+        account_id: i64,
+        id: i64,
+        overlap_until: i64,
+    ) -> Result<Secret> {
+        let mut tx = self.begin_write().await?;
+        let row = sqlx::query(
+            "SELECT secret_enc FROM webhook_subscriptions WHERE account_id = $1 AND id = $2 AND client_id IS NULL",
+        )
+        .bind(account_id)
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or(StorageError::NotFound)?;
+        let sealed: String = row.try_get("secret_enc")?;
+        let current = self
+            .cipher
+            .open(&sealed, "webhook_subscriptions", "secret_enc", id)?;
+        let fresh = new_signing_secret();
+        sqlx::query(
+            "UPDATE webhook_subscriptions SET secret_enc = $2, previous_secret_enc = $3, previous_secret_until = $4 WHERE id = $1",
+        )
+        .bind(id)
+        .bind(self.cipher.seal(&fresh, "webhook_subscriptions", "secret_enc", id))
+        .bind(
+            self.cipher
+                .seal(&current, "webhook_subscriptions", "previous_secret_enc", id),
+        )
+        .bind(overlap_until)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(fresh)
+    }
+
+    /// Queues a failed delivery of the subscription again (a fresh run of attempts, now).
+    /// NotFound when it is not the subscription's; Conflict `not_failed` when it is pending
+    /// or delivered.
+    pub async fn retry_delivery(
+        &self,
+        account_id: i64,
+        subscription_id: i64,
+        delivery_id: i64,
+    ) -> Result<()> {
+        let row = sqlx::query(
+            "SELECT status FROM webhook_deliveries WHERE id = $1 AND subscription_id = $2 AND account_id = $3",
+        )
+        .bind(delivery_id)
+        .bind(subscription_id)
+        .bind(account_id)
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or(StorageError::NotFound)?;
+        let status: String = row.try_get("status")?;
+        if status != "failed" {
+            return Err(StorageError::Conflict("not_failed".into()));
+        }
+        sqlx::query(
+            "UPDATE webhook_deliveries SET status = 'pending', attempts = 0, next_attempt_at = $2 WHERE id = $1 AND status = 'failed'",
+        )
+        .bind(delivery_id)
+        .bind(now_ms())
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
+    /// Queues every failed delivery of the subscription created at or after `since` (ms)
+    /// again; returns how many.
+    pub async fn recover_deliveries(
+        &self,
+        account_id: i64,
+        subscription_id: i64,
+        since: i64,
+    ) -> Result<u64> {
+        Ok(sqlx::query(
+            "UPDATE webhook_deliveries SET status = 'pending', attempts = 0, next_attempt_at = $4 \
+             WHERE subscription_id = $1 AND account_id = $2 AND status = 'failed' AND created_at >= $3",
+        )
+        .bind(subscription_id)
+        .bind(account_id)
+        .bind(since)
+        .bind(now_ms())
+        .execute(&self.writer)
+        .await?
+        .rows_affected())
+    }
+
     /// Writes events to the outbox in a transaction of their own.
     pub async fn enqueue_events(&self, events: &[NewEvent]) -> Result<u64> {
         let mut tx = self.begin_write().await?;
@@ -399,7 +550,7 @@ impl Store {
         // A client's lane (D-061) takes the client's current URL and secret.
         let rows = sqlx::query(
             "SELECT d.id, d.subscription_id, s.client_id, COALESCE(cl.webhook_url, s.url) AS url, s.secret_enc, cl.webhook_secret_enc, \
-               d.event, d.channel, d.data, d.created_at, d.attempts \
+               s.previous_secret_enc, s.previous_secret_until, d.event, d.channel, d.data, d.created_at, d.attempts \
              FROM webhook_subscriptions s JOIN webhook_deliveries d ON d.id = \
                (SELECT MIN(h.id) FROM webhook_deliveries h WHERE h.subscription_id = s.id AND h.status = 'pending') \
              LEFT JOIN clients cl ON cl.id = s.client_id \
@@ -434,6 +585,23 @@ impl Store {
                     )?
                 }
             };
+            let previous_until: Option<i64> = r.try_get("previous_secret_until")?;
+            let previous_secret = match (client_id, previous_until) {
+                (None, Some(until)) if until > now => {
+                    let sealed: Option<String> = r.try_get("previous_secret_enc")?;
+                    sealed
+                        .map(|sealed| {
+                            self.cipher.open(
+                                &sealed,
+                                "webhook_subscriptions",
+                                "previous_secret_enc",
+                                subscription_id,
+                            )
+                        })
+                        .transpose()?
+                }
+                _ => None,
+            };
             let channel: String = r.try_get("channel")?;
             let data: String = r.try_get("data")?;
             out.push(DueDelivery {
@@ -442,6 +610,7 @@ impl Store {
                 client_id,
                 url: r.try_get("url")?,
                 secret,
+                previous_secret,
                 event: r.try_get("event")?,
                 channel: serde_json::from_str(&channel)
                     .map_err(|e| StorageError::Corrupt(e.to_string()))?,
