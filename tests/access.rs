@@ -122,6 +122,9 @@ async fn every_route_with_an_id_answers_404_to_another_account(backend: Backend)
                 json!({"to": "5511900003333", "template_id": template})
             }
             ("PATCH", r) if r.ends_with("/guardrails") => json!({"cadence_ms": 10}),
+            ("PATCH", "/api/v1/webhooks/{id}") => json!({"active": true}),
+            (_, r) if r.ends_with("/rotate-secret") => json!({"overlap_seconds": 0}),
+            (_, r) if r.ends_with("/recover") => json!({"since": "2026-01-01T00:00:00Z"}),
             ("PATCH", _) => json!({"name": "x"}),
             (_, r) if r.ends_with("/guardrails/authorize") => json!({"extra": 1}),
             (_, r) if r.ends_with("/resend") => json!({"target_channel_id": channel}),

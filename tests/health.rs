@@ -68,10 +68,11 @@ async fn a_number_is_linked_to_a_waba_with_code_and_with_pin(backend: Backend) {
         )
         .await;
     assert_eq!(
-        status,
-        StatusCode::BAD_GATEWAY,
-        "a wrong code is the provider's refusal: {err}"
+        (status, err["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("codigo_invalido")),
+        "a wrong code is the operator's mistake, with the provider's reason: {err}"
     );
+    assert_eq!(err["provider_code"], 136025);
     let code = sim(
         &app,
         reqwest::Method::GET,
@@ -186,17 +187,18 @@ async fn a_number_is_linked_to_a_waba_with_code_and_with_pin(backend: Backend) {
         (status, err["code"].as_str()),
         (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_pin"))
     );
-    let (status, _) = app
+    let (status, err) = app
         .post(
             &format!("/api/v1/channels/{pinned_channel}/register"),
             json!({"pin": "111111"}),
         )
         .await;
     assert_eq!(
-        status,
-        StatusCode::BAD_GATEWAY,
-        "the provider refuses a PIN that is not the number's"
+        (status, err["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("registro_recusado")),
+        "the provider refuses a PIN that is not the number's: {err}"
     );
+    assert!(err["message"].as_str().unwrap().contains("PIN"), "{err}");
     let (status, body) = app
         .post(
             &format!("/api/v1/channels/{pinned_channel}/register"),

@@ -318,10 +318,26 @@ impl Runtime {
         }
         let code_requested = method != "NONE";
         if code_requested {
-            self.shared
+            if let Err(e) = self
+                .shared
                 .graph
                 .request_code(token, &phone_number_id, &method, "pt_BR")
-                .await?;
+                .await
+            {
+                // The number exists now: say which channel it is, so the code can be asked
+                // again with POST /channels/{id}/request-code.
+                return Err(ActorError::Refused {
+                    status: 502,
+                    code: "provider_refused",
+                    message: format!(
+                        "Número criado (canal {}), mas o provedor recusou enviar o código: {}. Peça de novo com POST /channels/{}/request-code.",
+                        record.id,
+                        e.reason(),
+                        record.id
+                    ),
+                    details: serde_json::json!({"channel_id": record.id, "provider_code": e.code()}),
+                });
+            }
         }
         Ok(AddedNumber {
             message: if code_requested {
@@ -381,7 +397,8 @@ impl Runtime {
         let graph = &self.shared.graph;
         graph
             .verify_code(token.expose(), &record.phone_number_id, &digits)
-            .await?;
+            .await
+            .map_err(operator_mistake)?;
         let number = graph
             .phone_number(token.expose(), &record.phone_number_id)
             .await?;
@@ -424,7 +441,8 @@ impl Runtime {
         self.shared
             .graph
             .register(token.expose(), &record.phone_number_id, pin)
-            .await?;
+            .await
+            .map_err(operator_mistake)?;
         self.shared
             .store
             .set_channel_pin(channel_id, &Secret::new(pin))
@@ -956,5 +974,23 @@ impl From<ErrorKind> for ActorError {
             code: None,
             reason: format!("{kind:?}"),
         }
+    }
+}
+
+/// A provider refusal of a verification code or PIN that is the operator's mistake (a wrong or
+/// unrequested code 136025, a wrong PIN or a step out of order: the registration kind) is 422
+/// with the provider's reason, not a 502 a client would retry as an outage (issue 17); other
+/// refusals stay as they are.
+fn operator_mistake(e: provider::ProviderError) -> ActorError {
+    let code = e.code();
+    let (ours, what) = match (code, e.kind()) {
+        (Some(136025), _) => ("codigo_invalido", "o código de verificação"),
+        (_, provider::ErrorKind::Registration) => ("registro_recusado", "o registro do número"),
+        _ => return e.into(),
+    };
+    ActorError::Rejected {
+        code: ours,
+        message: format!("O provedor recusou {what}: {}", e.reason()),
+        details: serde_json::json!({"provider_code": code}),
     }
 }

@@ -58,7 +58,9 @@ pub enum ActorError {
         details: serde_json::Value,
     },
     /// A rule refused the request with a status other than 422: 409 (the record's state does
-    /// not allow it now: `details` say why) or 403 (a rule about who may do it).
+    /// not allow it now: `details` say why), 403 (a rule about who may do it), 503 (a service
+    /// it needs did not answer) or 502 (the provider refused, with details such as the
+    /// `channel_id` already created).
     #[error("{message}")]
     Refused {
         /// 403 or 409.

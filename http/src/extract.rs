@@ -109,6 +109,24 @@ pub fn query_rejection(e: axum::extract::rejection::QueryRejection) -> ApiError 
 /// JSON syntax errors, each with its line and column; anything else becomes a generic
 /// sentence (issue 17, "honest errors").
 pub fn in_portuguese(msg: &str) -> String {
+    let mut msg = msg.trim();
+    for prefix in [
+        "Failed to deserialize the JSON body into the target type: ",
+        "Failed to parse the request body as JSON: ",
+        "Failed to deserialize query string: ",
+    ] {
+        msg = msg.strip_prefix(prefix).unwrap_or(msg);
+    }
+    // A leading `field.path: ` (serde_path_to_error, axum) names where; keep it.
+    if let Some((path, rest)) = msg.split_once(": ") {
+        let is_path = !path.is_empty()
+            && path
+                .chars()
+                .all(|c| c.is_alphanumeric() || matches!(c, '_' | '.' | '[' | ']' | '?'));
+        if is_path && !["invalid type", "invalid value", "invalid length"].contains(&path) {
+            return format!("{path}: {}", in_portuguese(rest));
+        }
+    }
     let (body, at) = match msg.rfind(" at line ") {
         Some(i) => {
             let pos = &msg[i + " at line ".len()..];
