@@ -815,7 +815,106 @@ async fn the_server_limits_rates_slow_clients_long_requests_and_floods(backend: 
     );
 }
 
+/// Issue 17: `GET /messages` reads back every message, with filters and keyset paging over
+/// 2,500 rows.
+async fn messages_are_listed_with_filters_and_cursor_paging(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (channel, n) = app.fast_channel().await;
+    let template = app
+        .approved_template(
+            json!({"name": "Aviso", "body": "Olá {{1}}.", "var_map": {"1": {"field": "nome", "default": "cliente"}}}),
+            &[channel],
+        )
+        .await;
+    let (s, c) = app
+        .post("/api/v1/campaigns", json!({"name": "Muitos", "template_id": template, "channels": [{"channel_id": channel}]}))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{c}");
+    let id = c["data"]["id"].as_i64().unwrap();
+    let rows: Vec<Value> = (0..2500)
+        .map(|i| json!({"phone": format!("5511933{i:06}")}))
+        .collect();
+    let (s, _) = app
+        .post(
+            &format!("/api/v1/campaigns/{id}/recipients"),
+            json!({"recipients": rows}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (s, _) = app
+        .post(&format!("/api/v1/campaigns/{id}/start"), json!({}))
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    eventually(60, "campaign completed", || async {
+        let (_, c) = app.get(&format!("/api/v1/campaigns/{id}")).await;
+        (c["data"]["state"] == "completed").then_some(())
+    })
+    .await;
+    app.inbound(&n.phone_number_id, "5511933000007", "oi").await;
+
+    let mut seen = std::collections::HashSet::new();
+    let mut last_id = i64::MAX;
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let path = match &cursor {
+            Some(c) => format!("/api/v1/messages?direction=out&limit=500&cursor={c}"),
+            None => "/api/v1/messages?direction=out&limit=500".to_string(),
+        };
+        let (s, page) = app.get(&path).await;
+        assert_eq!(s, StatusCode::OK, "{page}");
+        pages += 1;
+        for m in page["data"].as_array().unwrap() {
+            let mid = m["id"].as_i64().unwrap();
+            assert!(mid < last_id, "newest first, no repeat");
+            last_id = mid;
+            assert!(seen.insert(mid));
+            assert_eq!(m["direction"], "out");
+        }
+        match page["next_cursor"].as_str() {
+            Some(c) if page["has_more"] == true => cursor = Some(c.to_string()),
+            _ => break,
+        }
+    }
+    assert_eq!((seen.len(), pages), (2500, 5));
+    let inbound = eventually(10, "the inbound message listed", || async {
+        let (_, b) = app.get("/api/v1/messages?direction=in").await;
+        (b["data"].as_array()?.len() == 1).then_some(b)
+    })
+    .await;
+    assert_eq!(inbound["data"][0]["status"], "received");
+    let (_, one) = app.get("/api/v1/messages?to=%2B55%2011%2093300-0007").await;
+    assert_eq!(
+        one["data"].as_array().unwrap().len(),
+        2,
+        "the send and the reply: {one}"
+    );
+    let (_, none) = app
+        .get(&format!("/api/v1/messages?channel_id={}", channel + 1000))
+        .await;
+    assert_eq!(none["data"], json!([]));
+    let (_, future) = app.get("/api/v1/messages?since=2099-01-01T00:00:00Z").await;
+    assert_eq!(future["data"], json!([]));
+    let (_, failed) = app.get("/api/v1/messages?status=failed").await;
+    assert_eq!(failed["data"], json!([]));
+    for bad in [
+        "direction=up",
+        "status=lido",
+        "limit=0",
+        "cursor=x",
+        "since=ontem",
+        "to=123",
+    ] {
+        let (s, b) = app.get(&format!("/api/v1/messages?{bad}")).await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{bad}: {b}");
+    }
+    let other = app.other_account_token().await;
+    let (_, theirs) = app.get_as(&other, "/api/v1/messages").await;
+    assert_eq!(theirs["data"], json!([]));
+}
+
 on_both_backends! {
+    list_messages => messages_are_listed_with_filters_and_cursor_paging;
     server_limits => the_server_limits_rates_slow_clients_long_requests_and_floods;
     abuse_limits => oversized_webhooks_metrics_and_cap_raises_are_guarded;
     template_message_end_to_end => a_template_message_travels_to_read_and_the_integrator_gets_signed_events;

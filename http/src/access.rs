@@ -42,6 +42,7 @@ pub const ROUTES: &[(&str, &str, Level)] = &[
     ("POST", "/api/v1/bms/{id}/sync", Level::Write),
     ("POST", "/api/v1/bms/{id}/payment-check", Level::Write),
     // Messages
+    ("GET", "/api/v1/messages", Level::Read),
     ("POST", "/api/v1/messages", Level::Write),
     ("GET", "/api/v1/messages/{id}", Level::Read),
     ("GET", "/api/v1/messages/{id}/media", Level::Read),

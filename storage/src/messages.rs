@@ -632,3 +632,67 @@ pub(crate) async fn recipients_with_last_send(
     }
     Ok(())
 }
+
+/// Filters of `GET /messages` (issue 17): the read side integrators reconcile with.
+#[derive(Debug, Clone, Default)]
+pub struct MessageFilter {
+    /// One number.
+    pub channel_id: Option<i64>,
+    /// The contact (digits).
+    pub contact: Option<String>,
+    /// `in` or `out`.
+    pub direction: Option<String>,
+    /// `queued`, `sending`, `sent`, `delivered`, `read`, `failed`, `received`.
+    pub status: Option<String>,
+    /// Created at or after (ms).
+    pub since: Option<i64>,
+    /// Created before (ms).
+    pub until: Option<i64>,
+}
+
+impl Store {
+    /// The account's messages newest first: at most `limit` (1–501) with an id below
+    /// `before_id`, filtered by `f` (keyset on the id: a deep page costs what the first does).
+    pub async fn list_messages(
+        &self,
+        account_id: i64,
+        f: &MessageFilter,
+        before_id: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<MessageRecord>> {
+        let mut conds = vec!["account_id = $1".to_string()];
+        let mut texts: Vec<&str> = Vec::new();
+        if let Some(c) = f.channel_id {
+            conds.push(format!("channel_id = {c}"));
+        }
+        for (column, value) in [
+            ("contact_phone", &f.contact),
+            ("direction", &f.direction),
+            ("status", &f.status),
+        ] {
+            if let Some(v) = value {
+                texts.push(v.as_str());
+                conds.push(format!("{column} = ${}", texts.len() + 1));
+            }
+        }
+        if let Some(t) = f.since {
+            conds.push(format!("created_at >= {t}"));
+        }
+        if let Some(t) = f.until {
+            conds.push(format!("created_at < {t}"));
+        }
+        if let Some(b) = before_id {
+            conds.push(format!("id < {b}"));
+        }
+        let sql = format!(
+            "SELECT {COLUMNS} FROM messages WHERE {} ORDER BY id DESC LIMIT {}",
+            conds.join(" AND "),
+            limit.clamp(1, 501)
+        );
+        let mut q = sqlx::query(&sql).bind(account_id);
+        for t in texts {
+            q = q.bind(t);
+        }
+        q.fetch_all(&self.pool).await?.iter().map(read).collect()
+    }
+}

@@ -20,7 +20,7 @@ use utoipa_axum::routes;
 /// Routes of this section (under `/api/v1`).
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
-        .routes(routes!(send))
+        .routes(routes!(list, send))
         .routes(routes!(read))
         .routes(routes!(media))
 }
@@ -493,4 +493,139 @@ async fn media(
         );
     }
     Ok(resp)
+}
+
+/// Filters and paging of `GET /messages`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    /// One number (channel id).
+    channel_id: Option<i64>,
+    /// The contact, with country code (formatting allowed).
+    to: Option<String>,
+    /// `in` (received) or `out` (sent).
+    direction: Option<String>,
+    /// `queued`, `sending`, `sent`, `delivered`, `read`, `failed`, `skipped`, `received`.
+    status: Option<String>,
+    /// Created at or after (ISO 8601 with zone).
+    since: Option<String>,
+    /// Created before (ISO 8601 with zone).
+    until: Option<String>,
+    /// The `next_cursor` of the previous page (opaque).
+    cursor: Option<String>,
+    /// Page size, 1 to 500 (default 100).
+    limit: Option<i64>,
+}
+
+fn instant(field: &'static str, v: &Option<String>) -> Result<Option<i64>, ApiError> {
+    v.as_deref()
+        .map(|s| {
+            chrono::DateTime::parse_from_rfc3339(s)
+                .map(|t| t.timestamp_millis())
+                .map_err(|_| {
+                    ApiError::invalid(
+                        field,
+                        "invalid_filter",
+                        format!("`{field}` deve ser uma data e hora ISO 8601 com fuso."),
+                    )
+                })
+        })
+        .transpose()
+}
+
+/// `GET /messages`: the account's messages, newest first (issue 17); `{data, has_more,
+/// next_cursor}`.
+#[utoipa::path(
+    get,
+    operation_id = "messages_list",
+    path = "/messages",
+    tag = "Mensagens",
+    params(ListQuery),
+    responses((status = 200, description = "`data`: mensagens (enviadas e recebidas), a mais nova primeiro; `has_more`, `next_cursor`", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 422 filtro inválido)", body = crate::openapi::ErrorBody))
+)]
+async fn list(
+    State(state): State<AppState>,
+    auth: Auth,
+    q: Result<axum::extract::Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let axum::extract::Query(q) = q.map_err(crate::extract::query_rejection)?;
+    if let Some(d) = &q.direction {
+        if d != "in" && d != "out" {
+            return Err(ApiError::invalid(
+                "direction",
+                "invalid_filter",
+                "`direction` deve ser in ou out.",
+            ));
+        }
+    }
+    const STATUSES: [&str; 8] = [
+        "queued",
+        "sending",
+        "sent",
+        "delivered",
+        "read",
+        "failed",
+        "skipped",
+        "received",
+    ];
+    if let Some(s) = &q.status {
+        if !STATUSES.contains(&s.as_str()) {
+            return Err(ApiError::invalid(
+                "status",
+                "invalid_filter",
+                format!("`status` deve ser um de: {}.", STATUSES.join(", ")),
+            ));
+        }
+    }
+    let contact =
+        q.to.as_deref()
+            .map(|t| engine::phone::Phone::parse("to", t).map(|p| p.as_str().to_string()))
+            .transpose()?;
+    let before = q
+        .cursor
+        .as_deref()
+        .map(|c| {
+            c.parse::<i64>().map_err(|_| {
+                ApiError::invalid(
+                    "cursor",
+                    "invalid_cursor",
+                    "`cursor` inválido: use o next_cursor da página anterior.",
+                )
+            })
+        })
+        .transpose()?;
+    let limit = q.limit.unwrap_or(100);
+    if !(1..=500).contains(&limit) {
+        return Err(ApiError::invalid(
+            "limit",
+            "invalid_filter",
+            "`limit` deve estar entre 1 e 500.",
+        ));
+    }
+    let filter = storage::messages::MessageFilter {
+        channel_id: q.channel_id,
+        contact,
+        direction: q.direction.clone(),
+        status: q.status.clone(),
+        since: instant("since", &q.since)?,
+        until: instant("until", &q.until)?,
+    };
+    let mut rows = state
+        .runtime
+        .store()
+        .list_messages(auth.account_id(), &filter, before, limit + 1)
+        .await?;
+    let has_more = rows.len() as i64 > limit;
+    rows.truncate(limit as usize);
+    let next = if has_more {
+        rows.last().map(|m| m.id.to_string())
+    } else {
+        None
+    };
+    Ok(Json(json!({
+        "data": rows.iter().map(message_json).collect::<Vec<_>>(),
+        "has_more": has_more,
+        "next_cursor": next,
+    })))
 }
