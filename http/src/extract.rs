@@ -104,6 +104,44 @@ pub fn query_rejection(e: axum::extract::rejection::QueryRejection) -> ApiError 
     )
 }
 
+/// An optional ISO 8601 time with zone from a query (`field` names it) in ms; otherwise 422
+/// with `code` (`invalid_filter` on the account API, `data_invalida` on the panel).
+pub fn instant(
+    field: &'static str,
+    v: &Option<String>,
+    code: &'static str,
+) -> Result<Option<i64>, ApiError> {
+    v.as_deref()
+        .map(|s| {
+            chrono::DateTime::parse_from_rfc3339(s.trim())
+                .map(|t| t.timestamp_millis())
+                .map_err(|_| {
+                    ApiError::invalid(
+                        field,
+                        code,
+                        format!("`{field}` deve ser uma data e hora ISO 8601 com fuso (2026-11-24T10:00:00Z)."),
+                    )
+                })
+        })
+        .transpose()
+}
+
+/// The keyset cursor of a list (the `next_cursor` of the previous page: opaque to clients,
+/// the last id today); otherwise 422 with `code` (`invalid_cursor` / `cursor_invalido`).
+pub fn cursor(raw: &Option<String>, code: &'static str) -> Result<Option<i64>, ApiError> {
+    raw.as_deref()
+        .map(|c| {
+            c.trim().parse::<i64>().map_err(|_| {
+                ApiError::invalid(
+                    "cursor",
+                    code,
+                    "`cursor` inválido: use o next_cursor da página anterior.",
+                )
+            })
+        })
+        .transpose()
+}
+
 /// serde's (and serde_json's) error messages in Portuguese, so no English reaches a client:
 /// missing and unknown fields, unknown variants, invalid types, values and lengths, and the
 /// JSON syntax errors, each with its line and column; anything else becomes a generic

@@ -82,20 +82,6 @@ fn actor(me: &PanelUser) -> PanelActor {
     }
 }
 
-fn cursor(raw: &Option<String>) -> Result<Option<i64>, ApiError> {
-    raw.as_deref()
-        .map(|c| {
-            c.parse::<i64>().map_err(|_| {
-                ApiError::invalid(
-                    "cursor",
-                    "cursor_invalido",
-                    "`cursor` inválido: use o next_cursor da página anterior.",
-                )
-            })
-        })
-        .transpose()
-}
-
 /// A page: `{data, has_more, next_cursor}` from `limit + 1` rows.
 fn page<T: serde::Serialize>(mut rows: Vec<T>, limit: i64, id: impl Fn(&T) -> i64) -> Value {
     let has_more = rows.len() as i64 > limit;
@@ -355,7 +341,7 @@ pub(crate) async fn list(
             me.account_id(),
             &me.scope(),
             q.estado.as_deref(),
-            cursor(&q.cursor)?,
+            crate::extract::cursor(&q.cursor, "cursor_invalido")?,
             limit + 1,
         )
         .await?;
@@ -557,7 +543,12 @@ pub(crate) async fn contacts(
         .await?;
     let limit = q.limit.unwrap_or(100).clamp(1, 1000);
     let rows = store
-        .campaign_contacts(id, q.status.as_deref(), cursor(&q.cursor)?, limit + 1)
+        .campaign_contacts(
+            id,
+            q.status.as_deref(),
+            crate::extract::cursor(&q.cursor, "cursor_invalido")?,
+            limit + 1,
+        )
         .await?;
     Ok(Json(page(rows, limit, |c| c.id)))
 }
@@ -659,7 +650,12 @@ pub(crate) async fn sends(
         .await?;
     let limit = q.limit.unwrap_or(100).clamp(1, 1000);
     let rows = store
-        .campaign_sends(id, &f, cursor(&q.cursor)?, limit + 1)
+        .campaign_sends(
+            id,
+            &f,
+            crate::extract::cursor(&q.cursor, "cursor_invalido")?,
+            limit + 1,
+        )
         .await?;
     let rows: Vec<Value> = rows.iter().map(send_json).collect();
     Ok(Json(page(rows, limit, |r| r["id"].as_i64().unwrap_or(0))))

@@ -63,22 +63,6 @@ pub(crate) struct SendsQuery {
     limit: Option<i64>,
 }
 
-fn instant(field: &str, v: &Option<String>) -> Result<Option<i64>, ApiError> {
-    v.as_deref()
-        .map(|s| {
-            chrono::DateTime::parse_from_rfc3339(s)
-                .map(|t| t.timestamp_millis())
-                .map_err(|_| {
-                    ApiError::invalid(
-                        field,
-                        "data_invalida",
-                        format!("`{field}` deve ser uma data e hora ISO 8601 com fuso."),
-                    )
-                })
-        })
-        .transpose()
-}
-
 #[utoipa::path(get, operation_id = "panel_client_sends", path = "/client/sends", tag = "Cliente",
     params(SendsQuery),
     responses((status = 200, description = "`data`: as mensagens enviadas pelos números do cliente, a mais nova primeiro, com a linha do tempo; `has_more`, `next_cursor`", body = crate::openapi::DataEnvelope),
@@ -89,16 +73,7 @@ pub(crate) async fn sends(
     q: Result<Query<SendsQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Query(q) = q.map_err(crate::extract::query_rejection)?;
-    let before_id = match &q.cursor {
-        Some(c) => Some(c.parse::<i64>().map_err(|_| {
-            ApiError::invalid(
-                "cursor",
-                "cursor_invalido",
-                "`cursor` inválido: use o next_cursor da página anterior.",
-            )
-        })?),
-        None => None,
-    };
+    let before_id = crate::extract::cursor(&q.cursor, "cursor_invalido")?;
     let limit = q.limit.unwrap_or(100).clamp(1, 500);
     let mut rows = state
         .runtime
@@ -108,8 +83,8 @@ pub(crate) async fn sends(
             &me.scope(),
             q.numero_id,
             q.status.as_deref(),
-            instant("desde", &q.desde)?,
-            instant("ate", &q.ate)?,
+            crate::extract::instant("desde", &q.desde, "data_invalida")?,
+            crate::extract::instant("ate", &q.ate, "data_invalida")?,
             before_id,
             limit + 1,
         )

@@ -45,18 +45,6 @@ pub(crate) struct LogQuery {
     limit: Option<i64>,
 }
 
-fn instant(field: &str, v: &Option<String>) -> Result<Option<i64>, ApiError> {
-    v.as_deref()
-        .map(|s| {
-            chrono::DateTime::parse_from_rfc3339(s)
-                .map(|t| t.timestamp_millis())
-                .map_err(|_| {
-                    ApiError::invalid(field, "data_invalida", format!("`{field}` deve ser uma data e hora ISO 8601 com fuso (2026-11-24T10:00:00Z)."))
-                })
-        })
-        .transpose()
-}
-
 #[utoipa::path(get, operation_id = "panel_webhook_logs", path = "/webhook-logs", tag = "Webhooks do provedor",
     params(LogQuery),
     responses((status = 200, description = "`data`: linhas, a mais nova primeiro: `{id, tipo, received_at, assinatura, http_status, aplicado, wabas, numeros, campos, detalhe, corpo (enquanto retido), encaminhamento, entregas: [{id, client_id, phone_number_id, status, attempts, last_status_code, last_error}]}`; `has_more`, `next_cursor`", body = crate::openapi::DataEnvelope),
@@ -76,16 +64,7 @@ pub(crate) async fn list(
             ));
         }
     }
-    let before_id = match &q.cursor {
-        Some(c) => Some(c.parse::<i64>().map_err(|_| {
-            ApiError::invalid(
-                "cursor",
-                "cursor_invalido",
-                "`cursor` inválido: use o next_cursor da página anterior.",
-            )
-        })?),
-        None => None,
-    };
+    let before_id = crate::extract::cursor(&q.cursor, "cursor_invalido")?;
     let limit = q.limit.unwrap_or(50).clamp(1, 200);
     let mut lines = state
         .runtime
@@ -97,8 +76,8 @@ pub(crate) async fn list(
                 phone_number_id: q.numero.clone(),
                 client_id: q.cliente_id,
                 signature: q.assinatura.clone(),
-                since: instant("desde", &q.desde)?,
-                until: instant("ate", &q.ate)?,
+                since: crate::extract::instant("desde", &q.desde, "data_invalida")?,
+                until: crate::extract::instant("ate", &q.ate, "data_invalida")?,
                 before_id,
                 limit: limit + 1,
             },

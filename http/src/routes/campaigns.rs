@@ -265,22 +265,6 @@ struct ListQuery {
     limit: Option<i64>,
 }
 
-fn instant(field: &'static str, v: &Option<String>) -> Result<Option<i64>, ApiError> {
-    v.as_deref()
-        .map(|s| {
-            chrono::DateTime::parse_from_rfc3339(s)
-                .map(|t| t.timestamp_millis())
-                .map_err(|_| {
-                    ApiError::invalid(
-                        field,
-                        "invalid_filter",
-                        format!("`{field}` deve ser uma data e hora ISO 8601 com fuso."),
-                    )
-                })
-        })
-        .transpose()
-}
-
 /// `GET /campaigns`: the account's campaigns, newest first, with their counters;
 /// `{data, has_more, next_cursor}`.
 #[utoipa::path(
@@ -306,19 +290,7 @@ async fn list(
             ));
         }
     }
-    let before = q
-        .cursor
-        .as_deref()
-        .map(|c| {
-            c.parse::<i64>().map_err(|_| {
-                ApiError::invalid(
-                    "cursor",
-                    "invalid_cursor",
-                    "`cursor` inválido: use o next_cursor da página anterior.",
-                )
-            })
-        })
-        .transpose()?;
+    let before = crate::extract::cursor(&q.cursor, "invalid_cursor")?;
     let limit = q.limit.unwrap_or(50);
     if !(1..=200).contains(&limit) {
         return Err(ApiError::invalid(
@@ -331,8 +303,16 @@ async fn list(
         state: q.state.clone(),
         channel_id: q.channel_id,
         group_id: q.group_id,
-        created_since: instant("created_since", &q.created_since)?,
-        created_until: instant("created_until", &q.created_until)?,
+        created_since: crate::extract::instant(
+            "created_since",
+            &q.created_since,
+            "invalid_filter",
+        )?,
+        created_until: crate::extract::instant(
+            "created_until",
+            &q.created_until,
+            "invalid_filter",
+        )?,
     };
     let mut rows = state
         .runtime

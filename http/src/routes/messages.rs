@@ -518,22 +518,6 @@ struct ListQuery {
     limit: Option<i64>,
 }
 
-fn instant(field: &'static str, v: &Option<String>) -> Result<Option<i64>, ApiError> {
-    v.as_deref()
-        .map(|s| {
-            chrono::DateTime::parse_from_rfc3339(s)
-                .map(|t| t.timestamp_millis())
-                .map_err(|_| {
-                    ApiError::invalid(
-                        field,
-                        "invalid_filter",
-                        format!("`{field}` deve ser uma data e hora ISO 8601 com fuso."),
-                    )
-                })
-        })
-        .transpose()
-}
-
 /// `GET /messages`: the account's messages, newest first (issue 17); `{data, has_more,
 /// next_cursor}`.
 #[utoipa::path(
@@ -582,19 +566,7 @@ async fn list(
         q.to.as_deref()
             .map(|t| engine::phone::Phone::parse("to", t).map(|p| p.as_str().to_string()))
             .transpose()?;
-    let before = q
-        .cursor
-        .as_deref()
-        .map(|c| {
-            c.parse::<i64>().map_err(|_| {
-                ApiError::invalid(
-                    "cursor",
-                    "invalid_cursor",
-                    "`cursor` inválido: use o next_cursor da página anterior.",
-                )
-            })
-        })
-        .transpose()?;
+    let before = crate::extract::cursor(&q.cursor, "invalid_cursor")?;
     let limit = q.limit.unwrap_or(100);
     if !(1..=500).contains(&limit) {
         return Err(ApiError::invalid(
@@ -608,8 +580,8 @@ async fn list(
         contact,
         direction: q.direction.clone(),
         status: q.status.clone(),
-        since: instant("since", &q.since)?,
-        until: instant("until", &q.until)?,
+        since: crate::extract::instant("since", &q.since, "invalid_filter")?,
+        until: crate::extract::instant("until", &q.until, "invalid_filter")?,
     };
     let mut rows = state
         .runtime
