@@ -548,6 +548,33 @@ async fn slow_failing_and_unreachable_hygiene(backend: Backend) {
     })
     .await;
     assert_eq!(c["contatos"]["validos"], 3);
+    // An instant job calls back before the gateway recorded it: the service's retry lands.
+    sim(
+        &app,
+        Method::PUT,
+        "/_sim/hygiene/faults",
+        json!({"delay_ms": 0}),
+    )
+    .await;
+    let id = create(&app, &admin, tpl, &[c1], 2, None).await;
+    eventually(20, "validated by a retried callback", || async {
+        (campaign(&app, &admin, id).await["status"] == "aguardando_aprovacao").then_some(())
+    })
+    .await;
+    // A signed callback for a job no campaign waits for is 404 (the service may retry).
+    let body = br#"{"job_id": "hyg_nenhum", "status": "done"}"#;
+    let r = app
+        .http
+        .post(app.url("/api/hygiene/callback"))
+        .header(
+            "x-hygiene-signature",
+            provider::hygiene::sign("hygiene-test-key", body),
+        )
+        .body(body.to_vec())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
     // A callback not signed with the key is refused.
     let r = app
         .http

@@ -539,8 +539,8 @@ impl Runtime {
     /// `POST /api/hygiene/callback`: the service says a job ended. The body must be signed
     /// with `HYGIENE_API_KEY` (`X-Hygiene-Signature`, else [`ActorError::InvalidSignature`]);
     /// the job's campaign is then validated at once, as `POST /api/campaigns/{id}/validate`
-    /// would (a job no campaign waits for any more, e.g. replaced by a resubmission, is
-    /// ignored). Returns the campaign validated, if any.
+    /// would. [`ActorError::NotFound`] when no campaign waits for the job (yet: the service
+    /// retries). Returns the campaign validated, if any.
     pub async fn hygiene_callback(
         &self,
         body: &[u8],
@@ -565,7 +565,10 @@ impl Runtime {
             .campaign_by_hygiene_job(&cb.job_id)
             .await?
         else {
-            return Ok(None);
+            // No campaign waits for it: a job replaced by a resubmission, or a callback faster
+            // than our record of the job (a service may call back before its answer to the
+            // job's creation reached us). 404 lets the service retry.
+            return Err(ActorError::NotFound);
         };
         match self
             .validate_panel_campaign(account_id, &Scope::Bms(Vec::new()), id)

@@ -33,7 +33,8 @@ pub fn callback_routes() -> axum::Router<AppState> {
 }
 
 /// The service says a job ended: 200 `{validated: id|null}`; 401 unsigned or badly signed;
-/// 404 when no service is configured; 400 a body that is not `{job_id, status}`.
+/// 404 when no service is configured or no campaign waits for the job (yet); 400 a body that
+/// is not `{job_id, status}`.
 async fn hygiene_callback(
     State(state): State<AppState>,
     headers: axum::http::HeaderMap,

@@ -5,6 +5,8 @@
 //! every other is `valid`. A job takes `delay_ms` (`PUT /_sim/hygiene/faults`, default 0) to
 //! finish, its `done` growing with the time; `fail_next` makes the next jobs fail halfway;
 //! `unavailable` answers 503 to every call. `GET /_sim/hygiene/jobs` lists the jobs (tests).
+//! A job created with a `callback_url` is announced there when it ends (signed; retried up to
+//! six times over ~9 s while the answer is not 2xx).
 //! Calls need `Authorization: Bearer <key>`: the simulator's `hygiene_api_key` when set, any
 //! non-empty key otherwise.
 
@@ -227,13 +229,22 @@ async fn create_job(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: S
             let body = json!({"job_id": job_id, "status": if fails { "failed" } else { "done" }})
                 .to_string();
             let signature = crate::hygiene::sign(&key, body.as_bytes());
-            let _ = reqwest::Client::new()
-                .post(url)
-                .header("content-type", "application/json")
-                .header("x-hygiene-signature", signature)
-                .body(body)
-                .send()
-                .await;
+            // Retried on a non-2xx answer or no answer, like a real service's callbacks: the
+            // gateway may not have recorded the job yet.
+            let client = reqwest::Client::new();
+            for wait_ms in [0u64, 200, 500, 1000, 2000, 5000] {
+                tokio::time::sleep(std::time::Duration::from_millis(wait_ms)).await;
+                let sent = client
+                    .post(&url)
+                    .header("content-type", "application/json")
+                    .header("x-hygiene-signature", &signature)
+                    .body(body.clone())
+                    .send()
+                    .await;
+                if sent.is_ok_and(|r| r.status().is_success()) {
+                    break;
+                }
+            }
         });
     }
     (
