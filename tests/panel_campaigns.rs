@@ -1102,6 +1102,25 @@ async fn a_job_past_its_timeout_fails_visibly(backend: Backend) {
     assert_eq!(validated(&app, &admin, id).await["contatos"]["validos"], 2);
 }
 
+/// The simulated hygiene service takes a job of 200,000 numbers of 15 digits (~3.6 MB of JSON,
+/// above axum's default body limit).
+#[tokio::test]
+async fn the_simulated_hygiene_service_takes_the_largest_job() {
+    let sim = provider::sim::Simulator::new(provider::sim::SimConfig::default());
+    let addr = sim.spawn("127.0.0.1:0").await.unwrap();
+    let numbers: Vec<String> = (0..200_000).map(|i| format!("5511{i:011}")).collect();
+    let r = reqwest::Client::new()
+        .post(format!("http://{addr}/hygiene/v1/jobs"))
+        .bearer_auth("k")
+        .json(&json!({"numbers": numbers}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    let b: Value = r.json().await.unwrap();
+    assert_eq!(b["total"], 200_000);
+}
+
 on_both_backends! {
     timeout => a_job_past_its_timeout_fails_visibly;
     flow => whole_flow_from_csv_to_read;

@@ -96,7 +96,11 @@ pub(crate) struct HygieneState {
 
 pub(crate) fn routes() -> Router<Arc<Inner>> {
     Router::new()
-        .route("/hygiene/v1/jobs", post(create_job))
+        // 200,000 numbers of 15 digits are ~3.6 MB of JSON: above axum's 2 MB default.
+        .route(
+            "/hygiene/v1/jobs",
+            post(create_job).layer(axum::extract::DefaultBodyLimit::max(16 * 1024 * 1024)),
+        )
         .route("/hygiene/v1/jobs/{id}", get(read_job))
         .route("/hygiene/v1/jobs/{id}/results", get(results))
         .route("/_sim/hygiene/invalid", post(mark_invalid))
