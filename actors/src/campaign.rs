@@ -491,22 +491,33 @@ pub(crate) async fn move_campaign(
     if before.state == state.as_str() && before.pause_reason.as_deref() == reason {
         return Ok(());
     }
+    announce_campaign(shared, &before, state, reason).await;
+    Ok(())
+}
+
+/// Emits `campaign.status` (`before`'s state as the previous one, `state` as the new) to the
+/// subscriptions of each of the campaign's numbers.
+async fn announce_campaign(
+    shared: &Shared,
+    before: &storage::campaigns::CampaignRecord,
+    state: CampaignState,
+    reason: Option<&str>,
+) {
     let now = storage::now_ms();
     let mut events = Vec::with_capacity(before.channels.len());
     for (channel_id, _) in &before.channels {
-        let Ok(channel) = store.channel_unscoped(*channel_id).await else {
+        let Ok(channel) = shared.store.channel_unscoped(*channel_id).await else {
             continue;
         };
         events.push(crate::events::campaign_status(
             &channel,
-            &before,
+            before,
             state.as_str(),
             reason,
             now,
         ));
     }
     shared.emit(&events).await;
-    Ok(())
 }
 
 /// Records how long a phase of a tick took (s) in
@@ -746,20 +757,7 @@ impl Runtime {
                 let state = CampaignState::parse(&after.state).unwrap_or(CampaignState::Draft);
                 let mut before = c.clone();
                 before.name = after.name.clone();
-                let now = storage::now_ms();
-                let mut events = Vec::new();
-                for (channel_id, _) in &before.channels {
-                    if let Ok(channel) = store.channel_unscoped(*channel_id).await {
-                        events.push(crate::events::campaign_status(
-                            &channel,
-                            &before,
-                            state.as_str(),
-                            None,
-                            now,
-                        ));
-                    }
-                }
-                self.shared.emit(&events).await;
+                announce_campaign(&self.shared, &before, state, None).await;
             }
         }
         self.campaign_view(account_id, id).await

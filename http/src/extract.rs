@@ -142,6 +142,26 @@ pub fn cursor(raw: &Option<String>, code: &'static str) -> Result<Option<i64>, A
         .transpose()
 }
 
+/// A keyset page `{data, has_more, next_cursor}` from up to `limit + 1` rows read after the
+/// cursor: the extra row only says there is more; `next_cursor` is the last row's `id`;
+/// each row is written by `render`.
+pub fn cursor_page<T>(
+    mut rows: Vec<T>,
+    limit: i64,
+    id: impl Fn(&T) -> i64,
+    render: impl Fn(&T) -> serde_json::Value,
+) -> serde_json::Value {
+    let has_more = rows.len() as i64 > limit;
+    rows.truncate(limit.max(0) as usize);
+    let next = if has_more {
+        rows.last().map(|r| id(r).to_string())
+    } else {
+        None
+    };
+    let data: Vec<serde_json::Value> = rows.iter().map(render).collect();
+    serde_json::json!({"data": data, "has_more": has_more, "next_cursor": next})
+}
+
 /// serde's (and serde_json's) error messages in Portuguese, so no English reaches a client:
 /// missing and unknown fields, unknown variants, invalid types, values and lengths, and the
 /// JSON syntax errors, each with its line and column; anything else becomes a generic

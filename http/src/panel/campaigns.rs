@@ -83,18 +83,6 @@ fn actor(me: &PanelUser) -> PanelActor {
     }
 }
 
-/// A page: `{data, has_more, next_cursor}` from `limit + 1` rows.
-fn page<T: serde::Serialize>(mut rows: Vec<T>, limit: i64, id: impl Fn(&T) -> i64) -> Value {
-    let has_more = rows.len() as i64 > limit;
-    rows.truncate(limit as usize);
-    let next = if has_more {
-        rows.last().map(|r| id(r).to_string())
-    } else {
-        None
-    };
-    json!({"data": rows, "has_more": has_more, "next_cursor": next})
-}
-
 /// `POST /api/campaigns` (the spec's "Campaign create" fields).
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -346,7 +334,12 @@ pub(crate) async fn list(
             limit + 1,
         )
         .await?;
-    Ok(Json(page(rows, limit, |c| c.id)))
+    Ok(Json(crate::extract::cursor_page(
+        rows,
+        limit,
+        |c| c.id,
+        |c| json!(c),
+    )))
 }
 
 #[utoipa::path(get, operation_id = "panel_campaigns_read", path = "/campaigns/{id}", tag = "Campanhas",
@@ -551,7 +544,12 @@ pub(crate) async fn contacts(
             limit + 1,
         )
         .await?;
-    Ok(Json(page(rows, limit, |c| c.id)))
+    Ok(Json(crate::extract::cursor_page(
+        rows,
+        limit,
+        |c| c.id,
+        |c| json!(c),
+    )))
 }
 
 #[utoipa::path(get, operation_id = "panel_campaigns_report", path = "/campaigns/{id}/report", tag = "Campanhas",
@@ -658,8 +656,12 @@ pub(crate) async fn sends(
             limit + 1,
         )
         .await?;
-    let rows: Vec<Value> = rows.iter().map(send_json).collect();
-    Ok(Json(page(rows, limit, |r| r["id"].as_i64().unwrap_or(0))))
+    Ok(Json(crate::extract::cursor_page(
+        rows,
+        limit,
+        |r| r.id,
+        send_json,
+    )))
 }
 
 fn send_json(r: &SendRow) -> Value {

@@ -75,7 +75,7 @@ pub(crate) async fn sends(
     let Query(q) = q.map_err(crate::extract::query_rejection)?;
     let before_id = crate::extract::cursor(&q.cursor, "cursor_invalido")?;
     let limit = q.limit.unwrap_or(100).clamp(1, 500);
-    let mut rows = state
+    let rows = state
         .runtime
         .store()
         .client_sends(
@@ -89,16 +89,10 @@ pub(crate) async fn sends(
             limit + 1,
         )
         .await?;
-    let has_more = rows.len() as i64 > limit;
-    rows.truncate(limit as usize);
-    let next_cursor = if has_more {
-        rows.last().map(|m| m.id.to_string())
-    } else {
-        None
-    };
-    Ok(Json(json!({
-        "data": rows.iter().map(crate::routes::messages::message_json).collect::<Vec<_>>(),
-        "has_more": has_more,
-        "next_cursor": next_cursor,
-    })))
+    Ok(Json(crate::extract::cursor_page(
+        rows,
+        limit,
+        |m| m.id,
+        crate::routes::messages::message_json,
+    )))
 }

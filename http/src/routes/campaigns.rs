@@ -314,20 +314,16 @@ async fn list(
             "invalid_filter",
         )?,
     };
-    let mut rows = state
+    let rows = state
         .runtime
         .list_campaigns(auth.account_id(), &filter, before, limit + 1)
         .await?;
-    let has_more = rows.len() as i64 > limit;
-    rows.truncate(limit as usize);
-    let next = if has_more {
-        rows.last().map(|c| c.id.to_string())
-    } else {
-        None
-    };
-    Ok(Json(
-        json!({"data": rows, "has_more": has_more, "next_cursor": next}),
-    ))
+    Ok(Json(crate::extract::cursor_page(
+        rows,
+        limit,
+        |c| c.id,
+        |c| json!(c),
+    )))
 }
 
 /// `PATCH /campaigns/{id}` body: each field optional.

@@ -583,21 +583,15 @@ async fn list(
         since: crate::extract::instant("since", &q.since, "invalid_filter")?,
         until: crate::extract::instant("until", &q.until, "invalid_filter")?,
     };
-    let mut rows = state
+    let rows = state
         .runtime
         .store()
         .list_messages(auth.account_id(), &filter, before, limit + 1)
         .await?;
-    let has_more = rows.len() as i64 > limit;
-    rows.truncate(limit as usize);
-    let next = if has_more {
-        rows.last().map(|m| m.id.to_string())
-    } else {
-        None
-    };
-    Ok(Json(json!({
-        "data": rows.iter().map(message_json).collect::<Vec<_>>(),
-        "has_more": has_more,
-        "next_cursor": next,
-    })))
+    Ok(Json(crate::extract::cursor_page(
+        rows,
+        limit,
+        |m| m.id,
+        message_json,
+    )))
 }
