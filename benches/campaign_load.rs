@@ -9,7 +9,11 @@
 //! - the end-to-end rate: messages/s from the start to the last `read` counted;
 //! - the gateway's peak RSS (VmHWM);
 //! - p50 / p99 of `POST /messages` latency, measured by template sends made during the run;
-//! - the throughput (130429) and pair-rate (131056) refusals the gateway saw (its metrics).
+//! - the throughput (130429) and pair-rate (131056) refusals the gateway saw (its metrics);
+//! - one webhook subscription's delivery rate: the first number's `message.sent` and
+//!   `message.ack` events, received by a local endpoint (deliveries/s from the first to the
+//!   last received, how long after the last read it caught up, and whether every contact's
+//!   events arrived in order; issue 17, D-065).
 //!
 //! Run: `cargo bench --bench campaign_load` (settings: `LOAD_RECIPIENTS`, default 100000;
 //! `LOAD_NUMBERS`, default 10; `LOAD_BACKEND` `sqlite` (default) or `postgres`, which
@@ -24,6 +28,89 @@ use support::{
     cpu_secs, env_num, histogram_means, load_token, metric_sum, peak_rss_mb, serve_command,
     wait_until_up, Api, Gateway,
 };
+
+/// The webhook endpoint of one subscription: counts deliveries, when the first and last
+/// arrived, and deliveries of a contact that arrived after a later one of the same contact.
+#[derive(Clone, Default)]
+struct Receiver {
+    addr: String,
+    state: std::sync::Arc<std::sync::Mutex<ReceiverState>>,
+}
+
+#[derive(Default)]
+struct ReceiverState {
+    count: u64,
+    first: Option<Instant>,
+    last: Option<Instant>,
+    last_per_contact: std::collections::HashMap<String, i64>,
+    out_of_order: u64,
+}
+
+struct ReceiverSummary {
+    count: u64,
+    first: f64,
+    last: f64,
+    out_of_order: u64,
+}
+
+impl Receiver {
+    async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let r = Receiver {
+            addr: listener.local_addr().unwrap().to_string(),
+            state: Default::default(),
+        };
+        let state = r.state.clone();
+        let app = axum::Router::new().route(
+            "/hook",
+            axum::routing::post(move |body: axum::body::Bytes| {
+                let state = state.clone();
+                async move {
+                    let v: Value = serde_json::from_slice(&body).unwrap_or_default();
+                    let contact = v["data"]["contact"]["phone"]
+                        .as_str()
+                        .or(v["data"]["to"].as_str())
+                        .unwrap_or_default()
+                        .to_string();
+                    let id = v["delivery_id"].as_i64().unwrap_or_default();
+                    let mut s = state.lock().unwrap();
+                    let now = Instant::now();
+                    s.count += 1;
+                    s.first.get_or_insert(now);
+                    s.last = Some(now);
+                    if s.last_per_contact
+                        .insert(contact, id)
+                        .is_some_and(|p| p > id)
+                    {
+                        s.out_of_order += 1;
+                    }
+                    axum::http::StatusCode::OK
+                }
+            }),
+        );
+        tokio::spawn(async move { axum::serve(listener, app).await.ok() });
+        r
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/hook", self.addr)
+    }
+
+    fn count(&self) -> u64 {
+        self.state.lock().unwrap().count
+    }
+
+    fn summary(&self, start: Instant) -> ReceiverSummary {
+        let s = self.state.lock().unwrap();
+        let at = |t: Option<Instant>| t.map_or(f64::NAN, |t| (t - start).as_secs_f64());
+        ReceiverSummary {
+            count: s.count,
+            first: at(s.first),
+            last: at(s.last),
+            out_of_order: s.out_of_order,
+        }
+    }
+}
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
@@ -52,6 +139,9 @@ async fn main() {
         }),
     )
     .await;
+    let mut env = env;
+    env.push(("DISPARO_ALLOW_PRIVATE_URLS", "true".into()));
+    let receiver = Receiver::start().await;
     let gw = Gateway {
         child: serve_command(&env).spawn().expect("gateway"),
     };
@@ -86,6 +176,12 @@ async fn main() {
         .await;
         channels.push(id);
     }
+    api(
+        reqwest::Method::POST,
+        "/webhooks",
+        Some(json!({"channel_id": channels[0], "url": receiver.url(), "events": ["message.sent", "message.ack"]})),
+    )
+    .await;
     let t = api(reqwest::Method::POST, "/templates", Some(json!({"name": "Carga", "body": "Olá {{1}}, seu código é {{2}}.", "var_map": {"1": {"field": "nome"}, "2": {"field": "codigo"}}, "submit_channels": channels}))).await;
     let template = t["data"]["id"].as_i64().unwrap();
     loop {
@@ -199,6 +295,16 @@ async fn main() {
         );
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    // The subscription catches up: wait until nothing new arrived for 2 s.
+    let mut seen = receiver.count();
+    loop {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let now = receiver.count();
+        if now == seen || start.elapsed() > Duration::from_secs(1500) {
+            break;
+        }
+        seen = now;
+    }
     let mut latencies = probe.await.unwrap();
     latencies.sort_by(|a, b| a.total_cmp(b));
     let metrics = http
@@ -244,6 +350,16 @@ async fn main() {
         latencies.len()
     );
     println!("  throughput / pair-rate refusals: {throttled}");
+    let w = receiver.summary(start);
+    println!(
+        "  one subscription: {} deliveries at {:.0} deliveries/s (first at {:.2} s, last at {:.2} s, {:.2} s after the last read), {} out of order per contact",
+        w.count,
+        w.count as f64 / (w.last - w.first).max(1e-3),
+        w.first,
+        w.last,
+        w.last - read_secs,
+        w.out_of_order
+    );
     // Where the time goes while dispatching: CPU of the gateway and of this process (the
     // simulator and the probes), in cores busy on average; and the campaign's ticks.
     if let ((Some(g0), Some(h0)), (Some(g1), Some(h1))) = (cpu_at_start, cpu_at_sent) {

@@ -158,6 +158,7 @@ impl Application {
                     None => RetrySchedule::default(),
                 },
                 webhook_timeout: Duration::from_millis(settings.webhook_timeout_ms),
+                webhook_max_per_endpoint: settings.webhook_per_endpoint,
                 webhook_disable_after: Duration::from_millis(settings.webhook_disable_after_ms),
                 webhook_retention: Duration::from_secs(settings.webhook_retention_days * 86_400),
                 outbound: engine::net::OutboundPolicy {

@@ -68,6 +68,11 @@ pub struct Settings {
     /// Timeout of one outbound webhook attempt, ms.
     #[arg(long, env = "DISPARO_WEBHOOK_TIMEOUT_MS", default_value_t = 10_000)]
     pub webhook_timeout_ms: u64,
+    /// Outbound webhook attempts in flight at once to one subscription, each for a different
+    /// conversation: a contact's events stay in order, contacts do not wait for each other
+    /// (D-065).
+    #[arg(long, env = "DISPARO_WEBHOOK_PER_ENDPOINT", default_value_t = 8)]
+    pub webhook_per_endpoint: usize,
     /// A webhook subscription whose attempts have only failed for this long is disabled and
     /// the account's other subscriptions get `webhook.disabled`, ms (default 5 days).
     #[arg(

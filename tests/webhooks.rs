@@ -1,5 +1,6 @@
-//! Outbound webhooks an integrator can rely on: ordered per channel, every event once, across
-//! a receiver outage and a server restart; `ping`.
+//! Outbound webhooks an integrator can rely on: ordered per conversation, every event once,
+//! across a receiver outage and a server restart, one contact's failures not delaying
+//! another's; `ping`; subscription management.
 
 mod common;
 
@@ -49,15 +50,19 @@ async fn a_receiver_down_for_a_while_gets_every_event_once_in_order_after_a_rest
         .as_i64()
         .unwrap();
     assert!(head_attempts >= 1);
+    // Each contact is its own queue (D-065): while the receiver fails only the head of each
+    // of the three contacts' queues — its `message.sent` — is attempted.
+    let attempted: Vec<&serde_json::Value> = log["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["attempts"].as_i64() > Some(0))
+        .collect();
     assert!(
-        log["data"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .rev()
-            .skip(1)
-            .all(|d| d["attempts"] == 0),
-        "only the head of the queue is attempted while it fails: {log}"
+        !attempted.is_empty()
+            && attempted.len() <= 3
+            && attempted.iter().all(|d| d["event"] == "message.sent"),
+        "only the head of each contact's queue is attempted while it fails: {log}"
     );
 
     app.restart().await;
@@ -70,11 +75,7 @@ async fn a_receiver_down_for_a_while_gets_every_event_once_in_order_after_a_rest
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let got_all = receiver.events();
     assert_eq!(got_all.len(), got.len(), "nothing delivered twice");
-    let ids: Vec<i64> = got_all
-        .iter()
-        .map(|c| c.json()["delivery_id"].as_i64().unwrap())
-        .collect();
-    assert!(ids.windows(2).all(|w| w[0] < w[1]), "in order: {ids:?}");
+    assert_in_order_per_contact(&got_all);
     for c in &got_all {
         let sig = c.headers.get("x-svc-signature").unwrap().to_str().unwrap();
         assert!(engine::webhook::verify_signature(&secret, &c.body, sig));
@@ -92,6 +93,110 @@ async fn a_receiver_down_for_a_while_gets_every_event_once_in_order_after_a_rest
             .all(|d| d["status"] == "delivered"),
         "{log}"
     );
+}
+
+/// The contact an event is about (`data.contact.phone` or `data.to`).
+fn contact_of(c: &common::Captured) -> String {
+    let j = c.json();
+    j["data"]["contact"]["phone"]
+        .as_str()
+        .or(j["data"]["to"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Every contact's events arrived in the order they were written (delivery ids ascending).
+fn assert_in_order_per_contact(got: &[common::Captured]) {
+    let mut last: std::collections::HashMap<String, i64> = Default::default();
+    for c in got {
+        let id = c.json()["delivery_id"].as_i64().unwrap();
+        let prev = last.insert(contact_of(c), id);
+        assert!(
+            prev.is_none_or(|p| p < id),
+            "{} out of order after {prev:?}",
+            id
+        );
+    }
+}
+
+/// Issue 17: a receiver that fails every event of one contact does not delay another
+/// contact's; deliveries of different contacts are in flight at once up to the bound per
+/// endpoint; each contact's events arrive in order.
+async fn a_failing_contact_does_not_delay_another(backend: Backend) {
+    let app = TestApp::spawn_with(backend, |s| {
+        s.webhook_retry_ms = Some(vec![150; 60]);
+        s.webhook_per_endpoint = 3;
+    })
+    .await;
+    let (channel_id, _) = app.connect_channel().await;
+    let receiver = Receiver::start().await;
+    let (subscription_id, _) = app
+        .subscribe(channel_id, &receiver, &["message.sent", "message.ack"])
+        .await;
+    let failing = "5511977770000";
+    *receiver.refuse.lock().unwrap() = Some(failing.to_string());
+    receiver.hold_ms.store(150, Ordering::SeqCst);
+    let send = |to: String| {
+        let app = &app;
+        async move {
+            let (status, body) = app
+                .post(
+                    "/api/v1/messages",
+                    json!({"to": to, "template": {"name": "hello_world", "language": "en_US"}}),
+                )
+                .await;
+            assert_eq!(status, StatusCode::CREATED, "{body}");
+        }
+    };
+    send(failing.to_string()).await;
+    for i in 1..=6 {
+        send(format!("551197777000{i}")).await;
+    }
+    // Six healthy contacts: `message.sent` and at least one ack each, while the failing one
+    // is retried.
+    let got = eventually(30, "the healthy contacts' events", || async {
+        let e = receiver.events();
+        (e.len() >= 12).then_some(e)
+    })
+    .await;
+    assert!(
+        got.iter().all(|c| contact_of(c) != failing),
+        "nothing of the failing contact was accepted"
+    );
+    assert_in_order_per_contact(&got);
+    let peak = receiver.peak.load(Ordering::SeqCst);
+    assert!(
+        (2..=3).contains(&peak),
+        "several contacts in flight at once, at most 3 per endpoint: {peak}"
+    );
+    let (_, log) = app
+        .get(&format!(
+            "/api/v1/webhooks/{subscription_id}/deliveries?limit=200"
+        ))
+        .await;
+    let pending: Vec<&serde_json::Value> = log["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["status"] == "pending")
+        .collect();
+    assert!(!pending.is_empty(), "{log}");
+    let retried = pending.iter().filter(|d| d["attempts"].as_i64() > Some(0));
+    assert_eq!(
+        retried.count(),
+        1,
+        "only the failing contact's head is retried: {log}"
+    );
+
+    // The receiver takes the contact again: its events arrive, in order.
+    *receiver.refuse.lock().unwrap() = None;
+    receiver.hold_ms.store(0, Ordering::SeqCst);
+    let all = eventually(30, "the failing contact's events", || async {
+        let e = receiver.events();
+        (e.iter().filter(|c| contact_of(c) == failing).count() >= 2).then_some(e)
+    })
+    .await;
+    assert_in_order_per_contact(&all);
 }
 
 async fn a_ping_reaches_only_the_subscription_tested(backend: Backend) {
@@ -118,6 +223,7 @@ async fn a_ping_reaches_only_the_subscription_tested(backend: Backend) {
 on_both_backends! {
     outage_and_restart => a_receiver_down_for_a_while_gets_every_event_once_in_order_after_a_restart;
     ping => a_ping_reaches_only_the_subscription_tested;
+    failing_contact => a_failing_contact_does_not_delay_another;
 }
 
 async fn a_repeated_idempotency_key_returns_the_first_result_and_never_sends_twice(

@@ -9,7 +9,7 @@ use engine::webhook::{signature_header, RetrySchedule};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use rand::Rng;
 use serde_json::json;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 use storage::webhooks::{AttemptOutcome, DueDelivery};
@@ -22,8 +22,8 @@ pub enum DispatcherMsg {
     Wake,
     /// Look now (timer, or after a wake).
     Poll,
-    /// An attempt of this subscription finished.
-    Done(i64),
+    /// An attempt of this subscription and ordering key finished.
+    Done(i64, String),
     /// Delete settled deliveries past the retention.
     Purge,
     /// Publish the backlog gauges.
@@ -39,6 +39,9 @@ pub struct DispatcherConfig {
     pub timeout: Duration,
     /// Most attempts in flight at once.
     pub max_in_flight: usize,
+    /// Most attempts in flight at once to one subscription (endpoint), each of a different
+    /// ordering key (D-065).
+    pub max_per_endpoint: usize,
     /// How often the outbox is polled for due retries.
     pub poll_interval: Duration,
     /// The SSRF guard every attempt goes through (D-042).
@@ -69,8 +72,11 @@ pub struct DispatcherState {
     store: Store,
     config: Arc<DispatcherConfig>,
     http: reqwest::Client,
-    /// Subscription ids with an attempt in flight (one per subscription keeps order).
-    in_flight: HashSet<i64>,
+    /// The ordering keys with an attempt in flight, per subscription (one per key keeps a
+    /// conversation's order; D-065).
+    in_flight: HashMap<i64, HashSet<String>>,
+    /// Attempts in flight, all subscriptions.
+    attempts_in_flight: usize,
     poll_scheduled: bool,
 }
 
@@ -124,7 +130,8 @@ impl Actor for WebhookDispatcher {
             store: args.store,
             config: Arc::new(args.config),
             http,
-            in_flight: HashSet::new(),
+            in_flight: HashMap::new(),
+            attempts_in_flight: 0,
             poll_scheduled: false,
         })
     }
@@ -169,8 +176,15 @@ impl Actor for WebhookDispatcher {
                     tracing::error!(error = %e, "could not drop provider log bodies");
                 }
             }
-            DispatcherMsg::Done(subscription_id) => {
-                st.in_flight.remove(&subscription_id);
+            DispatcherMsg::Done(subscription_id, key) => {
+                if let Some(keys) = st.in_flight.get_mut(&subscription_id) {
+                    if keys.remove(&key) {
+                        st.attempts_in_flight -= 1;
+                    }
+                    if keys.is_empty() {
+                        st.in_flight.remove(&subscription_id);
+                    }
+                }
                 // The subscription's next delivery may be waiting behind the one just done.
                 if !st.poll_scheduled {
                     st.poll_scheduled = true;
@@ -183,14 +197,21 @@ impl Actor for WebhookDispatcher {
 }
 
 async fn poll(myself: &ActorRef<DispatcherMsg>, st: &mut DispatcherState) {
-    let free = st.config.max_in_flight.saturating_sub(st.in_flight.len());
+    let free = st
+        .config
+        .max_in_flight
+        .saturating_sub(st.attempts_in_flight);
     if free == 0 {
         return;
     }
-    let in_flight: Vec<i64> = st.in_flight.iter().copied().collect();
     let due = match st
         .store
-        .due_deliveries(now_ms(), free as i64, &in_flight)
+        .due_deliveries(
+            now_ms(),
+            free as i64,
+            st.config.max_per_endpoint,
+            &st.in_flight,
+        )
         .await
     {
         Ok(d) => d,
@@ -200,7 +221,14 @@ async fn poll(myself: &ActorRef<DispatcherMsg>, st: &mut DispatcherState) {
         }
     };
     for d in due {
-        st.in_flight.insert(d.subscription_id);
+        if st
+            .in_flight
+            .entry(d.subscription_id)
+            .or_default()
+            .insert(d.order_key.clone())
+        {
+            st.attempts_in_flight += 1;
+        }
         let (store, http, config, me) = (
             st.store.clone(),
             st.http.clone(),
@@ -208,9 +236,9 @@ async fn poll(myself: &ActorRef<DispatcherMsg>, st: &mut DispatcherState) {
             myself.clone(),
         );
         tokio::spawn(async move {
-            let subscription_id = d.subscription_id;
+            let (subscription_id, key) = (d.subscription_id, d.order_key.clone());
             attempt(&store, &http, &config, d).await;
-            let _ = me.cast(DispatcherMsg::Done(subscription_id));
+            let _ = me.cast(DispatcherMsg::Done(subscription_id, key));
         });
     }
 }

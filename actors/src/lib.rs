@@ -67,6 +67,9 @@ pub struct RuntimeConfig {
     pub webhook_timeout: Duration,
     /// Webhook attempts in flight at once.
     pub webhook_max_in_flight: usize,
+    /// Webhook attempts in flight at once to one subscription, each for a different
+    /// conversation (`DISPARO_WEBHOOK_PER_ENDPOINT`, default 8; D-065).
+    pub webhook_max_per_endpoint: usize,
     /// How often the outbox is polled for due retries.
     pub webhook_poll_interval: Duration,
     /// A subscription whose attempts have only failed for this long is disabled
@@ -111,6 +114,7 @@ impl Default for RuntimeConfig {
             webhook_retry: RetrySchedule::default(),
             webhook_timeout: Duration::from_secs(10),
             webhook_max_in_flight: 64,
+            webhook_max_per_endpoint: 8,
             webhook_poll_interval: Duration::from_millis(250),
             webhook_disable_after: Duration::from_secs(5 * 24 * 3600),
             webhook_retention: Duration::from_secs(30 * 24 * 3600),
@@ -256,6 +260,7 @@ impl Runtime {
                     schedule: config.webhook_retry.clone(),
                     timeout: config.webhook_timeout,
                     max_in_flight: config.webhook_max_in_flight,
+                    max_per_endpoint: config.webhook_max_per_endpoint.max(1),
                     poll_interval: config.webhook_poll_interval,
                     disable_after: config.webhook_disable_after,
                     retention: config.webhook_retention,

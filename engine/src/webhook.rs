@@ -131,9 +131,175 @@ pub fn verify_signature(secret: &str, body: &[u8], header: &str) -> bool {
     mac.verify_slice(&sig).is_ok()
 }
 
+/// The ordering key of an event inside one subscription (issue 17, D-065): deliveries with the
+/// same key reach the endpoint strictly in the order they were written; deliveries with
+/// different keys may be in flight at once. The conversation is the unit of order:
+///
+/// - `contact:<phone>` for `message.received`/`message.sent` (`data.contact.phone`),
+///   `message.ack` (`data.to`) and forwarded provider payloads naming a contact
+///   (`messages[0].from`, `statuses[0].recipient_id`, `contacts[0].wa_id`);
+/// - `template:<id>`, `campaign:<id>` for `template.status` and `campaign.status`;
+/// - `session` for `session.status`, `event:<name>` for anything else (`ping`,
+///   `webhook.disabled`, provider fields without a contact).
+pub fn order_key(event: &str, data: &serde_json::Value) -> String {
+    let text = |pointer: &str| {
+        data.pointer(pointer).and_then(|v| match v {
+            serde_json::Value::String(s) if !s.is_empty() => Some(s.clone()),
+            serde_json::Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        })
+    };
+    let contact = match event {
+        "message.received" | "message.sent" => text("/contact/phone"),
+        "message.ack" => text("/to"),
+        _ => None,
+    }
+    .or_else(|| text("/messages/0/from"))
+    .or_else(|| text("/statuses/0/recipient_id"))
+    .or_else(|| text("/contacts/0/wa_id"));
+    if let Some(c) = contact {
+        return format!("contact:{c}");
+    }
+    match (event, text("/template_id"), text("/campaign_id")) {
+        ("template.status", Some(id), _) => format!("template:{id}"),
+        ("campaign.status", _, Some(id)) => format!("campaign:{id}"),
+        ("session.status", ..) => "session".to_owned(),
+        (other, ..) => format!("event:{other}"),
+    }
+}
+
+/// One pending delivery as the dispatcher's picker sees it: its id, subscription, ordering
+/// key ([`order_key`]) and when its next attempt is due (ms).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingDelivery {
+    /// Delivery id (the outbox's order).
+    pub id: i64,
+    /// Subscription (the endpoint).
+    pub subscription_id: i64,
+    /// Ordering key.
+    pub order_key: String,
+    /// Next attempt, ms.
+    pub next_attempt_at: i64,
+}
+
+/// Picks the deliveries to attempt now (D-065): from each subscription's first pending
+/// deliveries in id order, the head of each ordering key — the earliest pending delivery of
+/// that key — when it is due at `now`, its key has no attempt in flight (`busy` answers for a
+/// subscription and key) and the subscription has fewer than `per_endpoint` attempts in
+/// flight (`in_flight` per subscription) counting those picked. A key whose head waits for a
+/// retry holds only that key's later deliveries; a delivery that exhausted its attempts is no
+/// longer pending and holds nothing. At most `limit`, earliest due first.
+pub fn pick_due(
+    pending: &[PendingDelivery],
+    now: i64,
+    per_endpoint: usize,
+    limit: usize,
+    in_flight: impl Fn(i64) -> usize,
+    busy: impl Fn(i64, &str) -> bool,
+) -> Vec<i64> {
+    use std::collections::{HashMap, HashSet};
+    let mut rows: Vec<&PendingDelivery> = pending.iter().collect();
+    rows.sort_by_key(|d| (d.subscription_id, d.id));
+    let mut seen: HashSet<(i64, &str)> = HashSet::new();
+    let mut taken: HashMap<i64, usize> = HashMap::new();
+    let mut picked: Vec<&PendingDelivery> = Vec::new();
+    for d in rows {
+        if !seen.insert((d.subscription_id, d.order_key.as_str())) {
+            continue; // behind its key's head
+        }
+        if d.next_attempt_at > now || busy(d.subscription_id, &d.order_key) {
+            continue;
+        }
+        let n = taken.entry(d.subscription_id).or_default();
+        if in_flight(d.subscription_id) + *n >= per_endpoint {
+            continue;
+        }
+        *n += 1;
+        picked.push(d);
+    }
+    picked.sort_by_key(|d| (d.next_attempt_at, d.id));
+    picked.into_iter().take(limit).map(|d| d.id).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn pd(id: i64, sub: i64, key: &str, at: i64) -> PendingDelivery {
+        PendingDelivery {
+            id,
+            subscription_id: sub,
+            order_key: key.into(),
+            next_attempt_at: at,
+        }
+    }
+
+    #[test]
+    fn order_keys_follow_the_conversation() {
+        use serde_json::json;
+        let sent = json!({"contact": {"phone": "5511999990001"}, "message": {}});
+        assert_eq!(order_key("message.sent", &sent), "contact:5511999990001");
+        assert_eq!(
+            order_key("message.ack", &json!({"to": "5511999990001"})),
+            "contact:5511999990001"
+        );
+        let forwarded = json!({"statuses": [{"recipient_id": "5511"}]});
+        assert_eq!(order_key("messages", &forwarded), "contact:5511");
+        assert_eq!(
+            order_key("campaign.status", &json!({"campaign_id": 7})),
+            "campaign:7"
+        );
+        assert_eq!(order_key("session.status", &json!({})), "session");
+        assert_eq!(order_key("ping", &json!({})), "event:ping");
+    }
+
+    #[test]
+    fn a_retried_head_holds_only_its_own_key() {
+        // Contact a's head waits for a retry at 500; b and c are due at 100.
+        let rows = [
+            pd(1, 9, "contact:a", 500),
+            pd(2, 9, "contact:b", 100),
+            pd(3, 9, "contact:a", 100),
+            pd(4, 9, "contact:c", 100),
+            pd(5, 9, "contact:b", 100),
+        ];
+        let got = pick_due(&rows, 200, 8, 10, |_| 0, |_, _| false);
+        assert_eq!(got, vec![2, 4]);
+        // Once a's head is due it goes before its follower, never together.
+        let got = pick_due(&rows, 600, 8, 10, |_| 0, |_, _| false);
+        assert_eq!(got, vec![2, 4, 1]);
+    }
+
+    #[test]
+    fn a_busy_key_and_the_endpoint_bound_hold_deliveries() {
+        let rows = [
+            pd(1, 1, "contact:a", 0),
+            pd(2, 1, "contact:b", 0),
+            pd(3, 1, "contact:c", 0),
+            pd(4, 2, "contact:a", 0),
+        ];
+        // `a` of subscription 1 is in flight: its key waits, subscription 2's `a` does not.
+        let got = pick_due(
+            &rows,
+            10,
+            8,
+            10,
+            |s| usize::from(s == 1),
+            |s, k| s == 1 && k == "contact:a",
+        );
+        assert_eq!(got, vec![2, 3, 4]);
+        // Two per endpoint, one already in flight: one more for subscription 1.
+        let got = pick_due(
+            &rows,
+            10,
+            2,
+            10,
+            |s| usize::from(s == 1),
+            |s, k| s == 1 && k == "contact:a",
+        );
+        assert_eq!(got, vec![2, 4]);
+        assert_eq!(pick_due(&rows, 10, 8, 1, |_| 0, |_, _| false), vec![1]);
+    }
 
     #[test]
     fn event_kinds_round_trip() {

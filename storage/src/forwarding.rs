@@ -317,8 +317,8 @@ impl Store {
                 .map(|i| ids[i]);
             let lane = lane_tx(&mut tx, f.account_id, f.client_id, f.channel_id).await?;
             sqlx::query(
-                "INSERT INTO webhook_deliveries (account_id, subscription_id, event, channel, data, status, attempts, next_attempt_at, created_at, log_id) \
-                 VALUES ($1, $2, $3, $4, $5, 'pending', 0, $6, $6, $7)",
+                "INSERT INTO webhook_deliveries (account_id, subscription_id, event, channel, data, status, attempts, next_attempt_at, created_at, log_id, order_key) \
+                 VALUES ($1, $2, $3, $4, $5, 'pending', 0, $6, $6, $7, $8)",
             )
             .bind(f.account_id)
             .bind(lane)
@@ -327,6 +327,7 @@ impl Store {
             .bind(f.payload.to_string())
             .bind(now)
             .bind(log_id)
+            .bind(engine::webhook::order_key(&f.field, &f.payload))
             .execute(&mut *tx)
             .await?;
         }
@@ -349,8 +350,8 @@ impl Store {
         }
         let now = now_ms();
         let n = sqlx::query(
-            "INSERT INTO webhook_deliveries (account_id, subscription_id, event, channel, data, status, attempts, next_attempt_at, created_at, log_id) \
-             SELECT account_id, subscription_id, event, channel, data, 'pending', 0, $3, $3, log_id FROM webhook_deliveries \
+            "INSERT INTO webhook_deliveries (account_id, subscription_id, event, channel, data, status, attempts, next_attempt_at, created_at, log_id, order_key) \
+             SELECT account_id, subscription_id, event, channel, data, 'pending', 0, $3, $3, log_id, order_key FROM webhook_deliveries \
              WHERE log_id = $1 AND account_id = $2 AND id IN (SELECT MIN(id) FROM webhook_deliveries WHERE log_id = $1 GROUP BY subscription_id, data)",
         )
         .bind(log_id)

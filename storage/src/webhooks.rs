@@ -5,11 +5,12 @@
 //! nothing; the dispatcher reads due rows, attempts them and records each attempt.
 
 use crate::{found, now_ms, Result, StorageError, Store};
-use engine::webhook::EventKind;
+use engine::webhook::{order_key, pick_due, EventKind, PendingDelivery};
 use engine::Secret;
 use serde::Serialize;
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
+use std::collections::{HashMap, HashSet};
 
 /// A webhook subscription of a channel.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -91,6 +92,8 @@ pub struct DueDelivery {
     pub created_at: i64,
     /// Attempts already made.
     pub attempts: i64,
+    /// Its ordering key (D-065): the dispatcher holds the key while the attempt is in flight.
+    pub order_key: String,
 }
 
 /// A delivery as the delivery log shows it.
@@ -243,21 +246,22 @@ impl Subscriptions {
         for chunk in crate::shaped_chunks(&deliveries, DELIVERY_CHUNK) {
             let values: Vec<String> = (0..chunk.len())
                 .map(|j| {
-                    let p = 1 + 6 * j;
+                    let p = 1 + 7 * j;
                     format!(
-                        "(${}, ${}, ${}, ${}, ${}, 'pending', 0, ${}, ${})",
+                        "(${}, ${}, ${}, ${}, ${}, 'pending', 0, ${}, ${}, ${})",
                         p,
                         p + 1,
                         p + 2,
                         p + 3,
                         p + 4,
                         p + 5,
-                        p + 5
+                        p + 5,
+                        p + 6
                     )
                 })
                 .collect();
             let sql = format!(
-                "INSERT INTO webhook_deliveries (account_id, subscription_id, event, channel, data, status, attempts, next_attempt_at, created_at) VALUES {}",
+                "INSERT INTO webhook_deliveries (account_id, subscription_id, event, channel, data, status, attempts, next_attempt_at, created_at, order_key) VALUES {}",
                 values.join(", ")
             );
             let mut q = sqlx::query(&sql);
@@ -268,7 +272,8 @@ impl Subscriptions {
                     .bind(e.kind.as_str())
                     .bind(e.channel.to_string())
                     .bind(e.data.to_string())
-                    .bind(e.created_at);
+                    .bind(e.created_at)
+                    .bind(order_key(e.kind.as_str(), &e.data));
             }
             q.execute(&mut **tx).await?;
         }
@@ -276,7 +281,7 @@ impl Subscriptions {
     }
 }
 
-/// Most rows per multi-row `INSERT` of deliveries (6 parameters each: 768 per statement, well
+/// Most rows per multi-row `INSERT` of deliveries (7 parameters each: 896 per statement, well
 /// under SQLite's and PostgreSQL's limits); shaped chunks.
 const DELIVERY_CHUNK: usize = 128;
 
@@ -307,6 +312,11 @@ pub fn new_signing_secret() -> Secret {
         .collect();
     Secret::new(format!("whsec_{body}"))
 }
+
+/// How many pending deliveries of each subscription the dispatcher looks at per poll, in id
+/// order (D-065): a key whose head waits holds at most this many rows of the window; keys
+/// behind a longer stall wait for the window to move.
+pub const DUE_WINDOW: i64 = 512;
 
 const DELIVERY_COLUMNS: &str =
     "id, event, status, attempts, last_status_code, last_error, next_attempt_at, delivered_at, created_at";
@@ -534,40 +544,68 @@ impl Store {
         Ok(n)
     }
 
-    /// The next delivery of each subscription's queue, when it is due at `now`: a
-    /// subscription's deliveries are attempted strictly in order (a later one waits while the
-    /// head is retried), so integrators receive each channel's events in order. Subscriptions
-    /// in `busy` (an attempt in flight) are skipped. At most `limit`.
+    /// The deliveries to attempt now (issue 17, D-065): per active subscription, its first
+    /// [`DUE_WINDOW`] pending deliveries in id order are read (one index probe on
+    /// `webhook_deliveries_queue` each, so a dead endpoint's growing backlog is never
+    /// rescanned, issue 15), and [`engine::webhook::pick_due`] takes the head of each ordering
+    /// key that is due, whose key has no attempt in flight (`in_flight`: subscription → keys)
+    /// and whose subscription has fewer than `per_endpoint` attempts in flight. At most
+    /// `limit`, earliest due first, with their URL and secrets.
     pub async fn due_deliveries(
         &self,
         now: i64,
         limit: i64,
-        busy: &[i64],
+        per_endpoint: usize,
+        in_flight: &HashMap<i64, HashSet<String>>,
     ) -> Result<Vec<DueDelivery>> {
-        // Only each active subscription's head is looked at (one index probe per subscription
-        // on `webhook_deliveries_queue`), so a dead endpoint's growing backlog is never
-        // rescanned (issue 15).
         // A client's lane (D-061) takes the client's current URL and secret.
-        let rows = sqlx::query(
-            "SELECT d.id, d.subscription_id, s.client_id, COALESCE(cl.webhook_url, s.url) AS url, s.secret_enc, cl.webhook_secret_enc, \
-               s.previous_secret_enc, s.previous_secret_until, d.event, d.channel, d.data, d.created_at, d.attempts \
-             FROM webhook_subscriptions s JOIN webhook_deliveries d ON d.id = \
-               (SELECT MIN(h.id) FROM webhook_deliveries h WHERE h.subscription_id = s.id AND h.status = 'pending') \
+        let window = sqlx::query(
+            "SELECT d.id, d.subscription_id, d.order_key, d.next_attempt_at \
+             FROM webhook_subscriptions s JOIN webhook_deliveries d ON d.subscription_id = s.id \
              LEFT JOIN clients cl ON cl.id = s.client_id \
-             WHERE s.active = 1 AND d.next_attempt_at <= $1 \
+             WHERE s.active = 1 \
                AND (s.client_id IS NULL OR (cl.webhook_url IS NOT NULL AND cl.webhook_secret_enc IS NOT NULL)) \
-             ORDER BY d.next_attempt_at, d.id LIMIT $2",
+               AND d.id IN (SELECT h.id FROM webhook_deliveries h WHERE h.subscription_id = s.id AND h.status = 'pending' ORDER BY h.id LIMIT $1)",
         )
-        .bind(now)
-        .bind(limit + busy.len() as i64)
+        .bind(DUE_WINDOW)
         .fetch_all(&self.pool)
         .await?;
+        let mut pending = Vec::with_capacity(window.len());
+        for r in window {
+            pending.push(PendingDelivery {
+                id: r.try_get("id")?,
+                subscription_id: r.try_get("subscription_id")?,
+                order_key: r.try_get("order_key")?,
+                next_attempt_at: r.try_get("next_attempt_at")?,
+            });
+        }
+        let ids = pick_due(
+            &pending,
+            now,
+            per_endpoint,
+            limit.max(0) as usize,
+            |s| in_flight.get(&s).map_or(0, HashSet::len),
+            |s, k| in_flight.get(&s).is_some_and(|keys| keys.contains(k)),
+        );
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT d.id, d.subscription_id, s.client_id, COALESCE(cl.webhook_url, s.url) AS url, s.secret_enc, cl.webhook_secret_enc, \
+               s.previous_secret_enc, s.previous_secret_until, d.event, d.channel, d.data, d.created_at, d.attempts, d.order_key \
+             FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id \
+             LEFT JOIN clients cl ON cl.id = s.client_id \
+             WHERE d.status = 'pending' AND d.id IN ({}) ORDER BY d.next_attempt_at, d.id",
+            crate::messages::placeholders(1, ids.len())
+        );
+        let mut q = sqlx::query(&sql);
+        for id in &ids {
+            q = q.bind(*id);
+        }
+        let rows = q.fetch_all(&self.pool).await?;
         let mut out = Vec::with_capacity(rows.len());
         for r in rows {
             let subscription_id: i64 = r.try_get("subscription_id")?;
-            if busy.contains(&subscription_id) {
-                continue;
-            }
             let client_id: Option<i64> = r.try_get("client_id")?;
             let secret = match client_id {
                 Some(c) => {
@@ -618,10 +656,8 @@ impl Store {
                     .map_err(|e| StorageError::Corrupt(e.to_string()))?,
                 created_at: r.try_get("created_at")?,
                 attempts: r.try_get("attempts")?,
+                order_key: r.try_get("order_key")?,
             });
-            if out.len() as i64 == limit {
-                break;
-            }
         }
         Ok(out)
     }
@@ -637,8 +673,8 @@ impl Store {
     ) -> Result<i64> {
         let now = now_ms();
         let row = sqlx::query(
-            "INSERT INTO webhook_deliveries (account_id, subscription_id, event, channel, data, status, attempts, next_attempt_at, created_at) \
-             VALUES ($1, $2, $3, $4, $5, 'pending', 0, $6, $6) RETURNING id",
+            "INSERT INTO webhook_deliveries (account_id, subscription_id, event, channel, data, status, attempts, next_attempt_at, created_at, order_key) \
+             VALUES ($1, $2, $3, $4, $5, 'pending', 0, $6, $6, $7) RETURNING id",
         )
         .bind(account_id)
         .bind(subscription_id)
@@ -646,6 +682,7 @@ impl Store {
         .bind(channel.to_string())
         .bind(data.to_string())
         .bind(now)
+        .bind(order_key(kind.as_str(), data))
         .fetch_one(&self.writer)
         .await?;
         Ok(row.try_get("id")?)
@@ -781,8 +818,8 @@ impl Store {
     ) -> Result<u64> {
         let now = now_ms();
         Ok(sqlx::query(
-            "INSERT INTO webhook_deliveries (account_id, subscription_id, event, channel, data, status, attempts, next_attempt_at, created_at) \
-             SELECT account_id, id, $3, $4, $5, 'pending', 0, $6, $6 FROM webhook_subscriptions \
+            "INSERT INTO webhook_deliveries (account_id, subscription_id, event, channel, data, status, attempts, next_attempt_at, created_at, order_key) \
+             SELECT account_id, id, $3, $4, $5, 'pending', 0, $6, $6, $7 FROM webhook_subscriptions \
              WHERE account_id = $1 AND id <> $2 AND active = 1 AND client_id IS NULL",
         )
         .bind(account_id)
@@ -791,6 +828,7 @@ impl Store {
         .bind(channel.to_string())
         .bind(data.to_string())
         .bind(now)
+        .bind(order_key(kind.as_str(), data))
         .execute(&self.writer)
         .await?
         .rows_affected())

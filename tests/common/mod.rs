@@ -115,13 +115,19 @@ impl Captured {
     }
 }
 
-/// A local webhook receiver: records every POST, and answers 500 to the first `fail_first`.
+/// A local webhook receiver: records every POST, and answers 500 to the first `fail_first`
+/// and to every body containing `refuse` (when set); holds each answer `hold_ms`; counts the
+/// most requests it had open at once (`peak`).
 #[derive(Clone)]
 pub struct Receiver {
     pub addr: SocketAddr,
     pub captured: Arc<Mutex<Vec<Captured>>>,
     pub fail_first: Arc<AtomicUsize>,
     pub hits: Arc<AtomicUsize>,
+    pub refuse: Arc<Mutex<Option<String>>>,
+    pub hold_ms: Arc<AtomicUsize>,
+    pub open: Arc<AtomicUsize>,
+    pub peak: Arc<AtomicUsize>,
 }
 
 impl Receiver {
@@ -132,6 +138,10 @@ impl Receiver {
             captured: Arc::default(),
             fail_first: Arc::default(),
             hits: Arc::default(),
+            refuse: Arc::default(),
+            hold_ms: Arc::default(),
+            open: Arc::default(),
+            peak: Arc::default(),
         };
         let app = Router::new()
             .route("/hook", post(receive))
@@ -151,6 +161,22 @@ impl Receiver {
 
 async fn receive(State(r): State<Receiver>, headers: HeaderMap, body: Bytes) -> StatusCode {
     r.hits.fetch_add(1, Ordering::SeqCst);
+    let open = r.open.fetch_add(1, Ordering::SeqCst) + 1;
+    r.peak.fetch_max(open, Ordering::SeqCst);
+    let hold = r.hold_ms.load(Ordering::SeqCst);
+    if hold > 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(hold as u64)).await;
+    }
+    r.open.fetch_sub(1, Ordering::SeqCst);
+    let refused = r
+        .refuse
+        .lock()
+        .unwrap()
+        .as_deref()
+        .is_some_and(|needle| String::from_utf8_lossy(&body).contains(needle));
+    if refused {
+        return StatusCode::INTERNAL_SERVER_ERROR;
+    }
     let failing = r
         .fail_first
         .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
