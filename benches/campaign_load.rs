@@ -13,7 +13,8 @@
 //! - one webhook subscription's delivery rate: the first number's `message.sent` and
 //!   `message.ack` events, received by a local endpoint (deliveries/s from the first to the
 //!   last received, how long after the last read it caught up, and whether every contact's
-//!   events arrived in order; issue 17, D-065).
+//!   events arrived in order; issue 17, D-065); `LOAD_WEBHOOK_LATENCY_MS` (default 0) makes
+//!   the endpoint answer that much later, as a real integrator's would.
 //!
 //! Run: `cargo bench --bench campaign_load` (settings: `LOAD_RECIPIENTS`, default 100000;
 //! `LOAD_NUMBERS`, default 10; `LOAD_BACKEND` `sqlite` (default) or `postgres`, which
@@ -61,11 +62,15 @@ impl Receiver {
             state: Default::default(),
         };
         let state = r.state.clone();
+        let latency_ms = env_num("LOAD_WEBHOOK_LATENCY_MS", 0);
         let app = axum::Router::new().route(
             "/hook",
             axum::routing::post(move |body: axum::body::Bytes| {
                 let state = state.clone();
                 async move {
+                    if latency_ms > 0 {
+                        tokio::time::sleep(Duration::from_millis(latency_ms)).await;
+                    }
                     let v: Value = serde_json::from_slice(&body).unwrap_or_default();
                     let contact = v["data"]["contact"]["phone"]
                         .as_str()
@@ -178,8 +183,8 @@ async fn main() {
     }
     api(
         reqwest::Method::POST,
-        "/webhooks",
-        Some(json!({"channel_id": channels[0], "url": receiver.url(), "events": ["message.sent", "message.ack"]})),
+        &format!("/channels/{}/webhooks", channels[0]),
+        Some(json!({"url": receiver.url(), "events": ["message.sent", "message.ack"]})),
     )
     .await;
     let t = api(reqwest::Method::POST, "/templates", Some(json!({"name": "Carga", "body": "Olá {{1}}, seu código é {{2}}.", "var_map": {"1": {"field": "nome"}, "2": {"field": "codigo"}}, "submit_channels": channels}))).await;

@@ -111,8 +111,11 @@ fn with_env(mut c: Command, env: &[(&str, String)]) -> Command {
         )
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
-    // The allocator's settings pass through (e.g. `MIMALLOC_PURGE_DELAY=0`).
-    for (k, v) in std::env::vars().filter(|(k, _)| k.starts_with("MIMALLOC_")) {
+    // The allocator's and the webhook dispatcher's settings pass through (e.g.
+    // `MIMALLOC_PURGE_DELAY=0`, `DISPARO_WEBHOOK_PER_ENDPOINT=1`).
+    for (k, v) in std::env::vars()
+        .filter(|(k, _)| k.starts_with("MIMALLOC_") || k.starts_with("DISPARO_WEBHOOK_"))
+    {
         c.env(k, v);
     }
     for (k, v) in env {

@@ -316,7 +316,7 @@ pub fn new_signing_secret() -> Secret {
 /// How many pending deliveries of each subscription the dispatcher looks at per poll, in id
 /// order (D-065): a key whose head waits holds at most this many rows of the window; keys
 /// behind a longer stall wait for the window to move.
-pub const DUE_WINDOW: i64 = 512;
+pub const DUE_WINDOW: i64 = 128;
 
 const DELIVERY_COLUMNS: &str =
     "id, event, status, attempts, last_status_code, last_error, next_attempt_at, delivered_at, created_at";
@@ -558,26 +558,46 @@ impl Store {
         per_endpoint: usize,
         in_flight: &HashMap<i64, HashSet<String>>,
     ) -> Result<Vec<DueDelivery>> {
-        // A client's lane (D-061) takes the client's current URL and secret.
-        let window = sqlx::query(
-            "SELECT d.id, d.subscription_id, d.order_key, d.next_attempt_at \
-             FROM webhook_subscriptions s JOIN webhook_deliveries d ON d.subscription_id = s.id \
-             LEFT JOIN clients cl ON cl.id = s.client_id \
+        // The subscriptions with pending work: one index probe each. A client's lane (D-061)
+        // takes the client's current URL and secret, and waits while the client has none.
+        let busy_rows = sqlx::query(
+            "SELECT s.id FROM webhook_subscriptions s LEFT JOIN clients cl ON cl.id = s.client_id \
              WHERE s.active = 1 \
                AND (s.client_id IS NULL OR (cl.webhook_url IS NOT NULL AND cl.webhook_secret_enc IS NOT NULL)) \
-               AND d.id IN (SELECT h.id FROM webhook_deliveries h WHERE h.subscription_id = s.id AND h.status = 'pending' ORDER BY h.id LIMIT $1)",
+               AND EXISTS (SELECT 1 FROM webhook_deliveries h WHERE h.subscription_id = s.id AND h.status = 'pending')",
         )
-        .bind(DUE_WINDOW)
         .fetch_all(&self.pool)
         .await?;
-        let mut pending = Vec::with_capacity(window.len());
-        for r in window {
-            pending.push(PendingDelivery {
-                id: r.try_get("id")?,
-                subscription_id: r.try_get("subscription_id")?,
-                order_key: r.try_get("order_key")?,
-                next_attempt_at: r.try_get("next_attempt_at")?,
-            });
+        let mut subscriptions = Vec::with_capacity(busy_rows.len());
+        for r in busy_rows {
+            subscriptions.push(r.try_get::<i64, _>("id")?);
+        }
+        // Each one's window: the first pending rows in id order, one index range each
+        // (`webhook_deliveries_queue`), several subscriptions per statement.
+        let mut pending = Vec::new();
+        for chunk in subscriptions.chunks(32) {
+            let parts: Vec<String> = (0..chunk.len())
+                .map(|i| {
+                    format!(
+                        "SELECT * FROM (SELECT id, subscription_id, order_key, next_attempt_at FROM webhook_deliveries \
+                         WHERE subscription_id = ${} AND status = 'pending' ORDER BY id LIMIT {DUE_WINDOW}) w{i}",
+                        i + 1
+                    )
+                })
+                .collect();
+            let sql = parts.join(" UNION ALL ");
+            let mut q = sqlx::query(&sql);
+            for id in chunk {
+                q = q.bind(*id);
+            }
+            for r in q.fetch_all(&self.pool).await? {
+                pending.push(PendingDelivery {
+                    id: r.try_get("id")?,
+                    subscription_id: r.try_get("subscription_id")?,
+                    order_key: r.try_get("order_key")?,
+                    next_attempt_at: r.try_get("next_attempt_at")?,
+                });
+            }
         }
         let ids = pick_due(
             &pending,
@@ -756,7 +776,7 @@ impl Store {
         .await?;
         let row = if delivered.is_some() {
             sqlx::query(
-                "UPDATE webhook_subscriptions SET failing_since = NULL WHERE id = $1 RETURNING failing_since",
+                "UPDATE webhook_subscriptions SET failing_since = NULL WHERE id = $1 AND failing_since IS NOT NULL RETURNING failing_since",
             )
             .bind(subscription_id)
             .fetch_optional(&self.writer)
