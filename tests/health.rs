@@ -97,11 +97,15 @@ async fn a_number_is_linked_to_a_waba_with_code_and_with_pin(backend: Backend) {
         ),
         (Some(true), Some(false))
     );
+    // Registered and read at the provider: a new number operates (`ok`) and says it is in
+    // warm-up in its next action (issue 17: the warm-up never takes the place of `ok`).
+    let h = health(&app, channel_id).await;
     assert_eq!(
-        health(&app, channel_id).await["code"],
-        "aquecimento",
-        "registered and read at the provider (a new number: in warm-up)"
+        (h["code"].as_str(), h["good"].as_bool()),
+        (Some("ok"), Some(true)),
+        "{h}"
     );
+    assert_eq!(h["next_action"], engine::channel::WARMUP_ACTION, "{h}");
     let (_, cfg) = app
         .get(&format!("/api/v1/channels/{channel_id}/official"))
         .await;
@@ -243,6 +247,40 @@ async fn a_number_is_linked_to_a_waba_with_code_and_with_pin(backend: Backend) {
         )
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+    // The number is created but the provider refuses to send the code (issue 17): the 502
+    // names the channel, so the code can be asked again on it.
+    let r = app
+        .http
+        .put(format!("http://{}/_sim/faults", app.sim_addr))
+        .json(&json!({"next_errors": [{"waba_id": number.waba_id, "edge": "request_code", "code": 131000}]}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    let (status, err) = app
+        .post(
+            &format!("/api/v1/wabas/{}/numbers", number.waba_id),
+            json!({"phone": "11977775555", "verified_name": "Loja Três"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_GATEWAY, "{err}");
+    let created = err["channel_id"]
+        .as_i64()
+        .expect("the 502 names the channel");
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains(&created.to_string()),
+        "{err}"
+    );
+    let (status, again) = app
+        .post(
+            &format!("/api/v1/channels/{created}/request-code"),
+            json!({"method": "SMS"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{again}");
     let _ = lender;
 }
 
@@ -303,8 +341,8 @@ async fn quality_red_blocks_business_initiated_sends_until_it_recovers(backend: 
     .await;
     let h = eventually(10, "GREEN again", || async {
         let h = health(&app, channel_id).await;
-        // A new TIER_250 number is in warm-up (D-031): its best code is `aquecimento`.
-        (h["code"] == "aquecimento").then_some(h)
+        // A new TIER_250 number in warm-up (D-031) reads as operating.
+        (h["code"] == "ok").then_some(h)
     })
     .await;
     assert_eq!(h["limit_24h"], 2000);
@@ -489,7 +527,7 @@ async fn a_payment_check_releases_a_payment_lock(backend: Backend) {
         (StatusCode::OK, Some(true)),
         "{check}"
     );
-    assert_eq!(health(&app, channel_id).await["code"], "aquecimento");
+    assert_eq!(health(&app, channel_id).await["code"], "ok");
     let (status, _) = template(&app, channel_id, "5511911112222").await;
     assert_eq!(status, StatusCode::CREATED);
 }

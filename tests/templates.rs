@@ -483,7 +483,258 @@ async fn a_review_webhook_before_the_answer_is_not_lost(backend: Backend) {
     .await;
 }
 
+/// The health code of a number.
+async fn health_code(app: &TestApp, channel_id: i64) -> String {
+    let (_, h) = app
+        .get(&format!("/api/v1/channels/{channel_id}/health"))
+        .await;
+    h["data"]["code"].as_str().unwrap_or_default().to_string()
+}
+
+/// The state of a template on a number (`null` when it has none).
+async fn state_on(app: &TestApp, id: i64, channel_id: i64) -> Value {
+    template_of(app, id).await["channels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["channel_id"] == channel_id)
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// Issue 17: templates follow the numbers (`auto_replicate`, `template_ausente`), are edited
+/// as the provider allows (in place, else a new version), and are deleted by their provider
+/// id, never every language of the name.
+async fn templates_follow_the_numbers_and_are_edited_and_deleted_by_id(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let a = app
+        .sim
+        .create_number(CreateNumber {
+            throughput_mps: Some(1000),
+            ..Default::default()
+        })
+        .unwrap();
+    let ca = connect(&app, &a).await;
+    let t1 = app
+        .approved_template(
+            json!({"name": "Segue os números", "body": "Olá {{1}}, tudo certo com seu pedido?", "var_map": {"1": {"field": "nome"}}}),
+            &[ca],
+        )
+        .await;
+    let t2 = app
+        .approved_template(
+            json!({"name": "Só deste número", "body": "Oi {{1}}, até logo.", "auto_replicate": false}),
+            &[ca],
+        )
+        .await;
+    assert_eq!(template_of(&app, t1).await["auto_replicate"], true);
+    assert_eq!(template_of(&app, t2).await["auto_replicate"], false);
+
+    // A number added to the WABA inherits the library's T1 (the WABA has it: linked).
+    let (status, added) = app
+        .post(
+            &format!("/api/v1/wabas/{}/numbers", a.waba_id),
+            json!({"phone": "11987650001", "verified_name": "Loja Filial", "method": "NONE"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{added}");
+    let cb = added["data"]["channel_id"].as_i64().unwrap();
+    eventually(10, "T1 on the added number", || async {
+        (state_on(&app, t1, cb).await["status"] == "approved").then_some(())
+    })
+    .await;
+    assert_eq!(state_on(&app, t2, cb).await, Value::Null, "T2 stays put");
+
+    // A number connected in another WABA gets T1 submitted there.
+    let c = app
+        .sim
+        .create_number(CreateNumber {
+            throughput_mps: Some(1000),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_ne!(c.waba_id, a.waba_id);
+    let cc = connect(&app, &c).await;
+    let on_c = eventually(10, "T1 approved on the connected number", || async {
+        let s = state_on(&app, t1, cc).await;
+        (s["status"] == "approved").then_some(s)
+    })
+    .await;
+    let provider_name = template_of(&app, t1).await["provider_name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(sim_templates(&app, &c)
+        .await
+        .iter()
+        .any(|x| x.name == provider_name && x.status == "APPROVED"));
+    assert_eq!(state_on(&app, t2, cc).await, Value::Null);
+    assert_eq!(health_code(&app, cc).await, "ok");
+
+    // T1 paused on the new number's WABA: the number misses a library template.
+    let c_template = on_c["provider_template_id"].as_str().unwrap().to_string();
+    let status_of = |status: &'static str| {
+        let (app, id) = (&app, c_template.clone());
+        async move {
+            let r = app
+                .http
+                .post(format!(
+                    "http://{}/_sim/templates/{id}/status",
+                    app.sim_addr
+                ))
+                .json(&json!({"status": status}))
+                .send()
+                .await
+                .unwrap();
+            assert!(r.status().is_success());
+        }
+    };
+    status_of("PAUSED").await;
+    eventually(10, "template_ausente", || async {
+        (health_code(&app, cc).await == "template_ausente").then_some(())
+    })
+    .await;
+    assert_eq!(health_code(&app, ca).await, "ok", "A still has it");
+    status_of("UNPAUSED").await;
+    eventually(10, "ok again", || async {
+        (health_code(&app, cc).await == "ok").then_some(())
+    })
+    .await;
+
+    // Edit: approved in both WABAs, so edited in place and reviewed again.
+    let (status, edited) = app
+        .patch(
+            &format!("/api/v1/templates/{t1}"),
+            json!({"body": "Olá {{1}}, seu pedido saiu para entrega!", "footer_text": "Loja Teste"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{edited}");
+    let edits = edited["data"]["edits"].as_array().unwrap();
+    assert_eq!(edits.len(), 2, "{edited}");
+    assert!(edits.iter().all(|e| e["mode"] == "edited"), "{edited}");
+    assert_eq!(
+        edited["data"]["body"],
+        "Olá {{1}}, seu pedido saiu para entrega!"
+    );
+    app.wait_approved(t1, 3).await;
+    let at_a = sim_templates(&app, &a).await;
+    let body_at_a = at_a
+        .iter()
+        .find(|x| x.name == provider_name)
+        .map(|x| serde_json::to_string(&x.components).unwrap())
+        .unwrap();
+    assert!(body_at_a.contains("saiu para entrega"), "{body_at_a}");
+    assert!(body_at_a.contains("FOOTER"), "{body_at_a}");
+
+    // Again the same day: the provider refuses a second edit of an approved template within
+    // 24 h, so each WABA gets the next version.
+    let (status, again) = app
+        .patch(
+            &format!("/api/v1/templates/{t1}"),
+            json!({"body": "Olá {{1}}, seu pedido chegou!"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{again}");
+    for e in again["data"]["edits"].as_array().unwrap() {
+        assert_eq!(e["mode"], "new_version", "{again}");
+        assert_eq!(e["provider_name"], format!("{provider_name}_v2"), "{again}");
+        assert!(
+            e["reason"].as_str().is_some_and(|r| r.contains("24")),
+            "{again}"
+        );
+    }
+    app.wait_approved(t1, 3).await;
+    assert!(sim_templates(&app, &c)
+        .await
+        .iter()
+        .any(|x| x.name == format!("{provider_name}_v2") && x.status == "APPROVED"));
+
+    // Only the variables: nothing at the provider.
+    let (status, vars) = app
+        .patch(
+            &format!("/api/v1/templates/{t1}"),
+            json!({"var_map": {"1": {"field": "primeiro_nome"}}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{vars}");
+    assert_eq!(vars["data"]["edits"], json!([]));
+    assert_eq!(vars["data"]["var_map"]["1"]["field"], "primeiro_nome");
+    // A submitted template cannot be saved with problems; nothing changes.
+    let (status, err) = app
+        .patch(&format!("/api/v1/templates/{t1}"), json!({"body": "{{1}}"}))
+        .await;
+    assert_eq!(
+        (status, err["code"].as_str()),
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some("template_has_problems")
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        template_of(&app, t1).await["body"],
+        "Olá {{1}}, seu pedido chegou!"
+    );
+    // Unknown fields, another account's template.
+    let (status, err) = app
+        .patch(&format!("/api/v1/templates/{t1}"), json!({"corpo": "x"}))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+    let other = app.other_account_token().await;
+    let r = app
+        .http
+        .patch(app.url(&format!("/api/v1/templates/{t1}")))
+        .bearer_auth(&other)
+        .json(&json!({"body": "Olá {{1}}, outro texto aqui."}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+
+    // Deletion by id: the same name in another language at the provider stays.
+    let client = provider::GraphClient::new(provider::GraphConfig {
+        base_url: format!("http://{}", app.sim_addr),
+        ..Default::default()
+    });
+    client
+        .create_template(
+            &a.access_token,
+            &a.waba_id,
+            &provider::wire::CreateTemplate {
+                name: provider_name.clone(),
+                language: "en_US".into(),
+                category: "MARKETING".into(),
+                parameter_format: None,
+                components: vec![
+                    json!({"type": "BODY", "text": "Hello there, your order is on its way."}),
+                ],
+            },
+        )
+        .await
+        .unwrap();
+    let (status, body) = app.delete(&format!("/api/v1/templates/{t1}")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let left = sim_templates(&app, &a).await;
+    assert!(
+        left.iter()
+            .any(|x| x.name == provider_name && x.language == "en_US"),
+        "the other language stays: {left:?}"
+    );
+    assert!(
+        !left
+            .iter()
+            .any(|x| x.name.starts_with(&provider_name) && x.language == "pt_BR"),
+        "every version of this language is gone: {left:?}"
+    );
+    assert!(!sim_templates(&app, &c)
+        .await
+        .iter()
+        .any(|x| x.name.starts_with(&provider_name)));
+    assert_eq!(template_of(&app, t1).await, Value::Null);
+}
+
 on_both_backends! {
     library => the_library_follows_the_provider_from_submission_to_deletion;
     review_before_answer => a_review_webhook_before_the_answer_is_not_lost;
+    follow_edit_delete => templates_follow_the_numbers_and_are_edited_and_deleted_by_id;
 }

@@ -313,6 +313,7 @@ impl Runtime {
                 .await?;
         }
         self.start_channel(record.id).await?;
+        self.replicate_in_background(account_id, record.id);
         if let (true, Some(group_id)) = (req.same_group, lender.group_id) {
             self.refresh_group(group_id).await;
         }
@@ -653,6 +654,7 @@ impl Runtime {
                     Err(e) => return Err(e.into()),
                 };
                 self.start_channel(rec.id).await?;
+                self.replicate_in_background(account_id, rec.id);
                 created.push(serde_json::json!({"channel_id": rec.id, "phone": rec.phone, "phone_number_id": rec.phone_number_id}));
             }
             // With all of the WABA's numbers as channels: its templates and profile pictures.

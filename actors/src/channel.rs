@@ -152,6 +152,9 @@ pub enum ChannelMsg {
     Outcome(SendOutcome),
     /// The WABA's standing changed (`account_update`).
     WabaStanding(WabaStanding),
+    /// Whether an `auto_replicate` library template approved elsewhere in the account is not
+    /// approved on this number (health `template_ausente`; issue 17).
+    TemplateMissing(bool),
     /// Re-read the number at the provider (quality, tier, status, name); replies with the
     /// new state, or the provider's refusal. `None`: no one waits for the answer.
     Sync(Option<RpcReplyPort<Result<ChannelSnapshot, ActorError>>>),
@@ -256,6 +259,8 @@ pub struct ChannelArgs {
 
 /// The actor's state, rebuilt from storage on every start.
 pub struct ChannelState {
+    /// A library template is missing on the number ([`ChannelMsg::TemplateMissing`]).
+    template_missing: bool,
     record: Arc<ChannelRecord>,
     secrets: ChannelSecrets,
     status: ChannelStatus,
@@ -426,7 +431,7 @@ impl ChannelState {
             limit_24h: self.tier.as_ref().and_then(Tier::limit_24h),
             sent_24h: self.recipients.count(now),
             external_available: bm_available,
-            template_missing: false,
+            template_missing: self.template_missing,
             warming_up: guardrail::warmup(&self.guardrails, self.tier_limit(), now).is_some(),
             daily_cap_reached: self.cap(now).reached(self.cap_sent),
             group: self
@@ -718,10 +723,19 @@ impl Actor for ChannelActor {
         let group = load_group(&args.shared, &record)
             .await
             .map_err(|e| ActorProcessingErr::from(e.to_string()))?;
+        let template_missing = args
+            .shared
+            .store
+            .numbers_missing_templates(record.account_id, Some(record.id))
+            .await
+            .map_err(|e| ActorProcessingErr::from(e.to_string()))?
+            .first()
+            .is_some_and(|(_, missing)| *missing);
         register(&args.shared, &record, &secrets, &myself);
         tracing::info!(channel_id = record.id, "channel actor started");
         let record_arc = Arc::new(record.clone());
         let mut st = ChannelState {
+            template_missing,
             status: ChannelStatus::parse(&record.status),
             quality: Quality::parse(&record.quality),
             tier: record.tier.as_deref().and_then(Tier::parse),
@@ -862,6 +876,7 @@ async fn handle_msg(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut Chan
                 );
             }
         }
+        ChannelMsg::TemplateMissing(missing) => st.template_missing = missing,
         ChannelMsg::WabaStanding(standing) => {
             tracing::warn!(?standing, "WABA standing changed");
             st.waba = standing;

@@ -114,6 +114,7 @@ impl Runtime {
         };
         let record = shared.store.insert_channel(&new).await?;
         self.start_channel(record.id).await?;
+        self.replicate_in_background(account_id, record.id);
         Ok((
             record,
             Verification {

@@ -1569,6 +1569,9 @@ impl Runtime {
                             buttons: json!([]),
                             var_map: json!({}),
                             problems: json!([]),
+                            // Imported from one WABA: it follows new numbers only when an
+                            // operator says so (D-066).
+                            auto_replicate: false,
                         })
                         .await
                     {

@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use storage::templates::{NewTemplate, TemplateChannel, TemplateChannelState, TemplateRecord};
 use storage::webhooks::NewEvent;
+use tracing::Instrument;
 
 /// `POST /templates` input.
 #[derive(Debug, Clone)]
@@ -37,10 +38,12 @@ pub struct TemplateInput {
     pub var_map: VarMap,
     /// Channels to submit to at once.
     pub submit_channels: Vec<i64>,
+    /// Submitted by itself to every number later added or connected (default true; issue 17).
+    pub auto_replicate: bool,
 }
 
-/// A change to a never-submitted template; `None` keeps the field (`Some(None)` clears the
-/// header or footer).
+/// A change to a template (`PATCH /templates/{id}`, the panel's `PUT`); `None` keeps the field
+/// (`Some(None)` clears the header or footer).
 #[derive(Debug, Clone, Default)]
 pub struct TemplatePatch {
     /// Library name.
@@ -55,6 +58,28 @@ pub struct TemplatePatch {
     pub footer_text: Option<Option<String>>,
     /// Variable bindings.
     pub var_map: Option<VarMap>,
+    /// Buttons (a full replacement).
+    pub buttons: Option<Vec<Button>>,
+    /// Follows new numbers.
+    pub auto_replicate: Option<bool>,
+}
+
+/// What an edit did at the provider in one WABA (`edits[]` of `PATCH /templates/{id}`).
+#[derive(Debug, Clone, Serialize)]
+pub struct ProviderEdit {
+    /// The WABA.
+    pub waba_id: String,
+    /// `edited` (the provider's template edited in place, reviewed again), `new_version`
+    /// (`_vN` submitted: the provider does not edit a template in its state, or refused the
+    /// edit), `resubmitted` (the template never reached the provider there: sent again) or
+    /// `failed`.
+    pub mode: &'static str,
+    /// The provider name now in use (or submitted) in the WABA.
+    pub provider_name: String,
+    /// The library status of its numbers after the call.
+    pub status: String,
+    /// Why the edit went another way, or why it failed (the provider's reason).
+    pub reason: Option<String>,
 }
 
 /// A template as the API shows it, with its state on each number.
@@ -92,7 +117,7 @@ pub struct TemplateView {
     pub channels: Vec<Value>,
     /// Count of numbers per status.
     pub channels_by_status: BTreeMap<String, i64>,
-    /// Submitted to new numbers of its WABAs automatically (not yet: false).
+    /// Submitted by itself to every number added to or connected in the account (issue 17).
     pub auto_replicate: bool,
     /// Created (ISO 8601).
     pub created_at: String,
@@ -123,7 +148,7 @@ fn view(t: &TemplateRecord, rows: &[TemplateChannel]) -> TemplateView {
             .map(|r| json!({"channel_id": r.channel_id, "status": r.status, "rejection_reason": r.rejection_reason, "provider_name": r.provider_name, "provider_template_id": r.provider_template_id}))
             .collect(),
         channels_by_status: by_status,
-        auto_replicate: false,
+        auto_replicate: t.auto_replicate,
         created_at: crate::time::iso(t.created_at),
     }
 }
@@ -260,6 +285,7 @@ impl Runtime {
                 buttons: serde_json::to_value(&input.buttons).unwrap_or(Value::Array(vec![])),
                 var_map: serde_json::to_value(&input.var_map).unwrap_or(json!({})),
                 problems: serde_json::to_value(&found).unwrap_or(Value::Array(vec![])),
+                auto_replicate: input.auto_replicate,
             })
             .await?;
         if found.is_empty() && !input.submit_channels.is_empty() {
@@ -270,31 +296,28 @@ impl Runtime {
         self.template_view(account_id, record.id).await
     }
 
-    /// Edits a library template that was never submitted to a number (panel
-    /// `PUT /api/templates/{id}`): name, category, body, header, footer and variables; the
-    /// problems are found again. A submitted template is the provider's to review: 422
-    /// `template_ja_enviado` (reactivate it as a new version instead).
-    pub async fn update_template(
+    /// Edits a library template (`PATCH /api/v1/templates/{id}`, panel `PUT
+    /// /api/templates/{id}`; issue 17, D-066): name, category, body, header, footer, buttons,
+    /// var_map and `auto_replicate`; the problems are found again. A template never submitted
+    /// is only rewritten. A submitted one must stay free of problems (422
+    /// `template_has_problems`, nothing changes); when its text changed, each WABA it lives in
+    /// gets it as the provider allows (PROVIDER.md §6.3): an `APPROVED`, `REJECTED` or
+    /// `PAUSED` template is edited in place and reviewed again (its numbers go `pending`);
+    /// otherwise — `PENDING`, `DISABLED`, or the provider refused the edit (once per 24 h for an
+    /// approved one, never into another category) — the next version `_vN` is submitted, as a
+    /// reactivation does. `edits` says what happened in each WABA; the library keeps the new
+    /// text whatever the provider answered.
+    pub async fn edit_template(
         &self,
         account_id: i64,
         id: i64,
         patch: TemplatePatch,
-    ) -> Result<TemplateView, ActorError> {
+    ) -> Result<(TemplateView, Vec<ProviderEdit>), ActorError> {
         let store = &self.shared.store;
         let t = store.template(account_id, id).await?;
-        if !store.template_channels(id).await?.is_empty() {
-            return Err(ActorError::Rejected {
-                code: "template_ja_enviado",
-                message: "O template já foi enviado ao provedor e só muda por uma nova versão (reative-o); crie outro para mudar o texto.".into(),
-                details: json!({"field": "id"}),
-            });
-        }
-        let var_map: VarMap = match patch.var_map {
-            Some(v) => v,
-            None => serde_json::from_value(t.var_map.clone()).unwrap_or_default(),
-        };
-        let buttons: Vec<Button> = serde_json::from_value(t.buttons.clone()).unwrap_or_default();
-        let name = patch.name.unwrap_or(t.name);
+        let rows = store.template_channels(id).await?;
+        let old = draft_of(&t);
+        let name = patch.name.unwrap_or_else(|| t.name.clone());
         if name.trim().is_empty() {
             return Err(engine::ValidationError::new(
                 "required",
@@ -305,29 +328,295 @@ impl Runtime {
         }
         let draft = Draft {
             provider_name: t.provider_name.clone(),
-            category: patch.category.unwrap_or(t.category),
+            category: patch.category.unwrap_or_else(|| old.category.clone()),
             language: t.language.clone(),
-            body: patch.body.unwrap_or(t.body),
-            header_text: patch.header_text.unwrap_or(t.header_text),
-            footer_text: patch.footer_text.unwrap_or(t.footer_text),
-            buttons,
-            var_map,
+            body: patch.body.unwrap_or_else(|| old.body.clone()),
+            header_text: patch.header_text.unwrap_or_else(|| old.header_text.clone()),
+            footer_text: patch.footer_text.unwrap_or_else(|| old.footer_text.clone()),
+            buttons: patch.buttons.unwrap_or_else(|| old.buttons.clone()),
+            var_map: patch.var_map.unwrap_or_else(|| old.var_map.clone()),
         };
         let found = problems(&draft);
-        store
-            .update_template_draft(
+        let live: Vec<&TemplateChannel> = rows.iter().filter(|r| r.status != "deleted").collect();
+        if !live.is_empty() && !found.is_empty() {
+            return Err(ActorError::TemplateHasProblems(
+                serde_json::to_value(&found).unwrap_or(json!([])),
+            ));
+        }
+        let text_changed = draft.category != old.category
+            || draft.body != old.body
+            || draft.header_text != old.header_text
+            || draft.footer_text != old.footer_text
+            || serde_json::to_value(&draft.buttons).ok() != serde_json::to_value(&old.buttons).ok();
+        let buttons = serde_json::to_value(&draft.buttons).unwrap_or(json!([]));
+        let var_map = serde_json::to_value(&draft.var_map).unwrap_or(json!({}));
+        let problems_json = serde_json::to_value(&found).unwrap_or(json!([]));
+        let record = store
+            .update_template_content(
                 account_id,
                 id,
-                name.trim(),
-                &draft.category,
-                &draft.body,
-                draft.header_text.as_deref(),
-                draft.footer_text.as_deref(),
-                &serde_json::to_value(&draft.var_map).unwrap_or(json!({})),
-                &serde_json::to_value(&found).unwrap_or(json!([])),
+                &storage::templates::TemplateContent {
+                    name: name.trim(),
+                    category: &draft.category,
+                    body: &draft.body,
+                    header_text: draft.header_text.as_deref(),
+                    footer_text: draft.footer_text.as_deref(),
+                    buttons: &buttons,
+                    var_map: &var_map,
+                    problems: &problems_json,
+                    auto_replicate: patch.auto_replicate.unwrap_or(t.auto_replicate),
+                },
             )
             .await?;
-        self.template_view(account_id, id).await
+        let mut edits = Vec::new();
+        if text_changed && !live.is_empty() {
+            let mut by_waba: BTreeMap<&str, Vec<&TemplateChannel>> = BTreeMap::new();
+            for r in &live {
+                by_waba.entry(r.waba_id.as_str()).or_default().push(r);
+            }
+            for (waba, rs) in by_waba {
+                edits.push(
+                    self.edit_in_waba(account_id, &record, &old, waba, &rs)
+                        .await?,
+                );
+            }
+        }
+        self.refresh_template_health(account_id).await;
+        Ok((self.template_view(account_id, id).await?, edits))
+    }
+
+    /// One WABA's part of [`Runtime::edit_template`].
+    async fn edit_in_waba(
+        &self,
+        account_id: i64,
+        t: &TemplateRecord,
+        old: &Draft,
+        waba: &str,
+        rs: &[&TemplateChannel],
+    ) -> Result<ProviderEdit, ActorError> {
+        let store = &self.shared.store;
+        let head = rs
+            .iter()
+            .max_by_key(|r| r.version)
+            .copied()
+            .expect("a WABA has rows");
+        let token = store.channel_secrets(head.channel_id).await?.access_token;
+        let outcome =
+            |mode, provider_name: &str, status: &str, reason: Option<String>| ProviderEdit {
+                waba_id: waba.to_string(),
+                mode,
+                provider_name: provider_name.to_string(),
+                status: status.to_string(),
+                reason,
+            };
+        let mut why_new = None;
+        if let (Some(pid), true) = (
+            head.provider_template_id.as_deref(),
+            ["approved", "rejected", "paused"].contains(&head.status.as_str()),
+        ) {
+            let components = provider_body(t, &head.provider_name).components;
+            let category = (t.category != old.category).then(|| t.category.to_ascii_uppercase());
+            // Pending before the call: the review webhook can come before the answer (D-040);
+            // a refusal puts the rows back as they were.
+            for r in rs {
+                store
+                    .set_template_channel_status(r.id, "pending", None)
+                    .await?;
+            }
+            let answer = self
+                .shared
+                .graph
+                .edit_template(token.expose(), pid, category.as_deref(), &components)
+                .await;
+            if answer.is_err() {
+                for r in rs {
+                    store
+                        .set_template_channel_status(r.id, &r.status, r.rejection_reason.as_deref())
+                        .await?;
+                }
+            }
+            match answer {
+                Ok(_) => return Ok(outcome("edited", &head.provider_name, "pending", None)),
+                Err(e @ provider::ProviderError::Graph { .. }) => why_new = Some(e.reason()),
+                Err(e) => {
+                    return Ok(outcome(
+                        "failed",
+                        &head.provider_name,
+                        &head.status,
+                        Some(e.reason()),
+                    ))
+                }
+            }
+        } else if head.provider_template_id.is_some() {
+            why_new = Some(format!("o provedor não edita um template {}", head.status));
+        }
+        // The template never reached the provider in this WABA: send it again under its
+        // name; otherwise the next version.
+        let (mode, version) = if head.provider_template_id.is_none() {
+            ("resubmitted", head.version)
+        } else {
+            ("new_version", head.version + 1)
+        };
+        match self
+            .submit_version(account_id, t, rs, &token, version)
+            .await
+        {
+            Ok((name, status)) => Ok(outcome(mode, &name, status, why_new)),
+            Err(e) => Ok(outcome(
+                "failed",
+                &head.provider_name,
+                &head.status,
+                Some(e.to_string()),
+            )),
+        }
+    }
+
+    /// Submits `version` of a template in one WABA (version 1 under its provider name, then
+    /// `<provider_name>_vN`) and points the WABA's numbers `rows` at it. As in a submission the
+    /// rows name the version before the call (its review webhook can come first); a refused
+    /// creation puts them back as they were. Returns the name and the library status.
+    async fn submit_version(
+        &self,
+        account_id: i64,
+        t: &TemplateRecord,
+        rows: &[&TemplateChannel],
+        token: &engine::Secret,
+        version: i64,
+    ) -> Result<(String, &'static str), ActorError> {
+        let store = &self.shared.store;
+        let waba = rows[0].waba_id.clone();
+        let name = if version <= 1 {
+            t.provider_name.clone()
+        } else {
+            format!("{}_v{version}", t.provider_name)
+        };
+        let next = |provider_id, status| TemplateChannelState {
+            waba_id: &waba,
+            provider_name: &name,
+            provider_template_id: provider_id,
+            version,
+            status,
+            rejection_reason: None,
+        };
+        for r in rows {
+            store
+                .upsert_template_channel(account_id, t.id, r.channel_id, next(None, "pending"))
+                .await?;
+        }
+        let created = match self
+            .shared
+            .graph
+            .create_template(token.expose(), &waba, &provider_body(t, &name))
+            .await
+        {
+            Ok(created) => created,
+            Err(e) => {
+                for r in rows {
+                    store
+                        .upsert_template_channel(account_id, t.id, r.channel_id, r.state())
+                        .await?;
+                }
+                return Err(e.into());
+            }
+        };
+        let status = library_status(&created.status).unwrap_or("pending");
+        for r in rows {
+            store
+                .record_template_answer(
+                    account_id,
+                    t.id,
+                    r.channel_id,
+                    next(Some(&created.id), status),
+                )
+                .await?;
+        }
+        Ok((name, status))
+    }
+
+    /// Submits the account's `auto_replicate` templates to a number just added or connected
+    /// (issue 17; the spec: "the new number inherits the account's layouts"): each template
+    /// without problems that was submitted somewhere and has no state on the number yet. A
+    /// WABA that has the template already links the number to it; another WABA gets it
+    /// submitted. A refusal is logged and leaves that template missing (health
+    /// `template_ausente`). Returns how many templates were replicated.
+    pub async fn replicate_templates(&self, account_id: i64, channel_id: i64) -> usize {
+        let store = &self.shared.store;
+        let (templates, rows) = match (
+            store.list_templates(account_id).await,
+            store.account_template_channels(account_id).await,
+        ) {
+            (Ok(t), Ok(r)) => (t, r),
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::error!(error = %e, "could not read the library to replicate");
+                return 0;
+            }
+        };
+        let mut n = 0;
+        for t in templates
+            .iter()
+            .filter(|t| t.auto_replicate && t.problems.as_array().is_none_or(|p| p.is_empty()))
+        {
+            let of_t: Vec<&TemplateChannel> =
+                rows.iter().filter(|r| r.template_id == t.id).collect();
+            if of_t.iter().any(|r| r.channel_id == channel_id)
+                || !of_t.iter().any(|r| r.status != "deleted")
+            {
+                continue;
+            }
+            match self
+                .submit_template(account_id, t.id, Some(vec![channel_id]))
+                .await
+            {
+                Ok(_) => n += 1,
+                Err(e) => tracing::warn!(
+                    template_id = t.id,
+                    channel_id,
+                    error = %e,
+                    "template not replicated to the new number"
+                ),
+            }
+        }
+        self.refresh_template_health(account_id).await;
+        n
+    }
+
+    /// [`Runtime::replicate_templates`] in the background, so adding or connecting a number
+    /// answers without waiting for the provider's template calls.
+    pub(crate) fn replicate_in_background(&self, account_id: i64, channel_id: i64) {
+        let runtime = self.clone();
+        tokio::spawn(
+            async move {
+                let n = runtime.replicate_templates(account_id, channel_id).await;
+                tracing::info!(
+                    channel_id,
+                    templates = n,
+                    "library replicated to the number"
+                );
+            }
+            .instrument(tracing::info_span!("replicate", channel_id)),
+        );
+    }
+
+    /// Tells each of the account's numbers whether a library template is missing on it
+    /// (health `template_ausente`), after the library or a number changed.
+    pub(crate) async fn refresh_template_health(&self, account_id: i64) {
+        match self
+            .shared
+            .store
+            .numbers_missing_templates(account_id, None)
+            .await
+        {
+            Ok(rows) => {
+                for (channel_id, missing) in rows {
+                    if let Some(e) = self.shared.registry.get(channel_id) {
+                        let _ = e
+                            .actor
+                            .cast(crate::channel::ChannelMsg::TemplateMissing(missing));
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "could not read the numbers missing templates"),
+        }
     }
 
     /// The view of one template.
@@ -468,6 +757,7 @@ impl Runtime {
                     .await?;
             }
         }
+        self.refresh_template_health(account_id).await;
         self.template_view(account_id, id).await
     }
 
@@ -521,6 +811,12 @@ impl Runtime {
             );
         }
         self.shared.emit(&events).await;
+        let mut accounts: Vec<i64> = events.iter().map(|e| e.account_id).collect();
+        accounts.sort_unstable();
+        accounts.dedup();
+        for a in accounts {
+            self.refresh_template_health(a).await;
+        }
         Ok(n)
     }
 
@@ -586,6 +882,7 @@ impl Runtime {
             }
         }
         self.shared.emit(&events).await;
+        self.refresh_template_health(account_id).await;
         Ok(synced)
     }
 
@@ -623,52 +920,12 @@ impl Runtime {
             .max()
             .unwrap_or(1)
             + 1;
-        let name = format!("{}_v{version}", t.provider_name);
         let waba_rows: Vec<&TemplateChannel> =
             rows.iter().filter(|r| r.waba_id == row.waba_id).collect();
-        // The WABA's rows naming the new version.
-        let next = |provider_id, status| TemplateChannelState {
-            waba_id: &row.waba_id,
-            provider_name: &name,
-            provider_template_id: provider_id,
-            version,
-            status,
-            rejection_reason: None,
-        };
-        // As in a submission, the rows name the new version before the call (its review
-        // webhook can come first); a refused creation puts them back as they were.
-        for r in &waba_rows {
-            store
-                .upsert_template_channel(account_id, id, r.channel_id, next(None, "pending"))
-                .await?;
-        }
-        let created = match self
-            .shared
-            .graph
-            .create_template(token.expose(), &row.waba_id, &provider_body(&t, &name))
-            .await
-        {
-            Ok(created) => created,
-            Err(e) => {
-                for r in &waba_rows {
-                    store
-                        .upsert_template_channel(account_id, id, r.channel_id, r.state())
-                        .await?;
-                }
-                return Err(e.into());
-            }
-        };
-        let status = library_status(&created.status).unwrap_or("pending");
-        for r in waba_rows {
-            store
-                .record_template_answer(
-                    account_id,
-                    id,
-                    r.channel_id,
-                    next(Some(&created.id), status),
-                )
-                .await?;
-        }
+        let (name, _) = self
+            .submit_version(account_id, &t, &waba_rows, &token, version)
+            .await?;
+        self.refresh_template_health(account_id).await;
         Ok(name)
     }
 
@@ -689,15 +946,37 @@ impl Runtime {
         let mut deleted = Vec::new();
         for (waba, rs) in &wabas {
             let token = store.channel_secrets(rs[0].channel_id).await?.access_token;
-            // Every version that may exist in this WABA: the base name and `_v2`…`_vN`.
+            // Every version that may exist in this WABA — the base name and `_v2`…`_vN` — in
+            // this template's language only: each is deleted by its provider id with its name
+            // (`hsm_id` + `name`), never by name alone, which deletes every language of the
+            // name (PROVIDER.md §6.3; issue 17).
             let max_version = rs.iter().map(|r| r.version).max().unwrap_or(1);
             let mut names = vec![t.provider_name.clone()];
             names.extend((2..=max_version).map(|v| format!("{}_v{v}", t.provider_name)));
-            for name in &names {
+            let refused = |e: provider::ProviderError, deleted: Vec<String>| {
+                ActorError::TemplateDeleteRefused {
+                    reason: e.reason(),
+                    failed_waba: waba.to_string(),
+                    deleted_wabas: deleted,
+                }
+            };
+            let listed = match self.shared.graph.list_templates(token.expose(), waba).await {
+                Ok(l) => l,
+                Err(e) => {
+                    self.mark_deleted(&rows, &deleted).await?;
+                    return Err(refused(e, deleted));
+                }
+            };
+            let targets: Vec<(String, String)> = listed
+                .into_iter()
+                .filter(|x| names.contains(&x.name) && x.language == t.language)
+                .map(|x| (x.name, x.id))
+                .collect();
+            for (name, hsm_id) in &targets {
                 match self
                     .shared
                     .graph
-                    .delete_template(token.expose(), waba, name, None)
+                    .delete_template(token.expose(), waba, name, Some(hsm_id))
                     .await
                 {
                     Ok(_) => {}
@@ -705,22 +984,30 @@ impl Runtime {
                     Err(provider::ProviderError::Graph { error, .. })
                         if error.code == 100 && error.error_subcode == Some(2593002) => {}
                     Err(e) => {
-                        for r in rows.iter().filter(|r| deleted.contains(&r.waba_id)) {
-                            store
-                                .set_template_channel_status(r.id, "deleted", None)
-                                .await?;
-                        }
-                        return Err(ActorError::TemplateDeleteRefused {
-                            reason: e.reason(),
-                            failed_waba: waba.to_string(),
-                            deleted_wabas: deleted,
-                        });
+                        self.mark_deleted(&rows, &deleted).await?;
+                        return Err(refused(e, deleted));
                     }
                 }
             }
             deleted.push(waba.to_string());
         }
         store.delete_template(account_id, t.id).await?;
+        self.refresh_template_health(account_id).await;
+        Ok(())
+    }
+
+    /// After a refused deletion: the numbers of the WABAs already deleted show `deleted`.
+    async fn mark_deleted(
+        &self,
+        rows: &[TemplateChannel],
+        deleted: &[String],
+    ) -> Result<(), ActorError> {
+        for r in rows.iter().filter(|r| deleted.contains(&r.waba_id)) {
+            self.shared
+                .store
+                .set_template_channel_status(r.id, "deleted", None)
+                .await?;
+        }
         Ok(())
     }
 

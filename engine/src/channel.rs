@@ -174,11 +174,9 @@ pub enum HealthCode {
     DailyCapReached,
     /// `qualidade_yellow`: quality YELLOW.
     QualityYellow,
-    /// `template_ausente`: a library template is not approved on this number.
+    /// `template_ausente`: a library template that follows the numbers (`auto_replicate`) is
+    /// approved elsewhere in the account but not on this number (issue 17).
     TemplateMissing,
-    /// `aquecimento`: a young number in warm-up, with a reduced daily campaign cap; tone `ok`
-    /// (nothing to do: the cap ramps up by itself).
-    WarmingUp,
     /// `provedor_alternativo`: a number of an alternative provider, referenced only (spec
     /// "What the service does" item 11, D-034); tone `ok`, no limits, disparo does not send
     /// through it.
@@ -189,7 +187,7 @@ pub enum HealthCode {
 
 impl HealthCode {
     /// Every code, worst first.
-    pub const ALL: [HealthCode; 13] = [
+    pub const ALL: [HealthCode; 12] = [
         HealthCode::WabaBanned,
         HealthCode::CredentialInvalid,
         HealthCode::Disconnected,
@@ -200,7 +198,6 @@ impl HealthCode {
         HealthCode::DailyCapReached,
         HealthCode::QualityYellow,
         HealthCode::TemplateMissing,
-        HealthCode::WarmingUp,
         HealthCode::AlternativeProvider,
         HealthCode::Ok,
     ];
@@ -218,7 +215,6 @@ impl HealthCode {
             HealthCode::DailyCapReached => "limite_diario_atingido",
             HealthCode::QualityYellow => "qualidade_yellow",
             HealthCode::TemplateMissing => "template_ausente",
-            HealthCode::WarmingUp => "aquecimento",
             HealthCode::AlternativeProvider => "provedor_alternativo",
             HealthCode::Ok => "ok",
         }
@@ -237,8 +233,7 @@ impl HealthCode {
             | HealthCode::DailyCapReached
             | HealthCode::QualityYellow
             | HealthCode::TemplateMissing => Tone::Attention,
-            // Informational: the number operates; its campaign cap ramps up by itself (D-031).
-            HealthCode::WarmingUp | HealthCode::AlternativeProvider | HealthCode::Ok => Tone::Ok,
+            HealthCode::AlternativeProvider | HealthCode::Ok => Tone::Ok,
         }
     }
 
@@ -255,7 +250,6 @@ impl HealthCode {
             HealthCode::DailyCapReached => "Limite diário de campanha atingido",
             HealthCode::QualityYellow => "Qualidade média",
             HealthCode::TemplateMissing => "Template ausente",
-            HealthCode::WarmingUp => "Em aquecimento",
             HealthCode::AlternativeProvider => "Provedor alternativo",
             HealthCode::Ok => "Operando",
         }
@@ -274,7 +268,6 @@ impl HealthCode {
             HealthCode::DailyCapReached => "O número volta às campanhas amanhã (00:00, horário de Brasília); um admin pode liberar mais envios hoje em POST /channels/{id}/guardrails/authorize.",
             HealthCode::QualityYellow => "Reduza o volume e revise os templates antes que a qualidade caia.",
             HealthCode::TemplateMissing => "Envie o template ao número com POST /templates/{id}/channels.",
-            HealthCode::WarmingUp => "Número em aquecimento: o limite diário sobe a cada dia.",
             HealthCode::AlternativeProvider => "Envios por este número são feitos no provedor alternativo; o disparo só relê os templates do remetente (POST /channels/{id}/sync).",
             HealthCode::Ok => return None,
         })
@@ -392,7 +385,6 @@ impl HealthCode {
             (input.daily_cap_reached, HealthCode::DailyCapReached),
             (input.quality == Quality::Yellow, HealthCode::QualityYellow),
             (input.template_missing, HealthCode::TemplateMissing),
-            (input.warming_up, HealthCode::WarmingUp),
         ]
         .into_iter()
         .filter_map(|(applies, code)| applies.then_some(code))
@@ -410,6 +402,9 @@ impl HealthCode {
     }
 }
 
+/// The `next_action` of a working number in warm-up.
+pub const WARMUP_ACTION: &str = "Número em aquecimento: o limite diário de campanha sobe a cada dia (veja GET /channels/{id}/guardrails).";
+
 /// Computes the health object of a channel.
 pub fn health(input: &HealthInput) -> Health {
     let code = HealthCode::worst(input);
@@ -419,7 +414,12 @@ pub fn health(input: &HealthInput) -> Health {
         tone,
         label: code.label().to_string(),
         code: code.as_str().to_string(),
-        next_action: code.next_action().map(str::to_string),
+        // A number in warm-up operates (the spec: a fully working number reads as operating);
+        // its reduced campaign cap is in the guardrails, and said here (D-031, issue 17).
+        next_action: match (code, input.warming_up) {
+            (HealthCode::Ok, true) => Some(WARMUP_ACTION.to_string()),
+            _ => code.next_action().map(str::to_string),
+        },
         group: input.group.clone(),
         limit_24h: input.limit_24h.unwrap_or(-1),
         sent_24h: input.sent_24h,
@@ -492,6 +492,12 @@ mod tests {
         assert_eq!(h.code, "ok");
         assert_eq!(h.available, 240);
         assert_eq!(h.next_action, None);
+        let warming = health(&HealthInput {
+            warming_up: true,
+            ..working()
+        });
+        assert_eq!((warming.code.as_str(), warming.good), ("ok", true));
+        assert_eq!(warming.next_action.as_deref(), Some(WARMUP_ACTION));
     }
 
     #[test]
@@ -501,6 +507,7 @@ mod tests {
         assert_eq!(health(&input).code, "qualidade_yellow");
         input.warming_up = true;
         assert_eq!(health(&input).code, "qualidade_yellow");
+        assert_ne!(health(&input).next_action.as_deref(), Some(WARMUP_ACTION));
         input.daily_cap_reached = true;
         assert_eq!(health(&input).code, "limite_diario_atingido");
         assert_eq!(health(&input).tone, Tone::Attention);

@@ -65,6 +65,7 @@ pub const ROUTES: &[(&str, &str, Level)] = &[
     ("GET", "/api/v1/templates", Level::Read),
     ("POST", "/api/v1/templates", Level::Write),
     ("DELETE", "/api/v1/templates/{id}", Level::Admin),
+    ("PATCH", "/api/v1/templates/{id}", Level::Write),
     ("POST", "/api/v1/templates/{id}/sync", Level::Write),
     ("POST", "/api/v1/templates/{id}/submit", Level::Write),
     ("POST", "/api/v1/templates/{id}/channels", Level::Write),

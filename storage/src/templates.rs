@@ -37,6 +37,8 @@ pub struct TemplateRecord {
     pub var_map: serde_json::Value,
     /// Problems (JSON array).
     pub problems: serde_json::Value,
+    /// Submitted by itself to every number added to or connected in the account (issue 17).
+    pub auto_replicate: bool,
     /// Created, ms.
     pub created_at: i64,
     /// Updated, ms.
@@ -125,9 +127,35 @@ pub struct NewTemplate {
     pub var_map: serde_json::Value,
     /// Problems JSON.
     pub problems: serde_json::Value,
+    /// Follows new numbers (issue 17).
+    pub auto_replicate: bool,
 }
 
-const T_COLUMNS: &str = "id, account_id, name, provider_name, kind, category, language, body, header_type, header_text, footer_text, has_media_header, buttons, var_map, problems, created_at, updated_at";
+/// A library template's new content (`PATCH /templates/{id}`, the panel's `PUT`): every field
+/// is written; the provider name and language stay.
+#[derive(Debug, Clone)]
+pub struct TemplateContent<'a> {
+    /// Library name.
+    pub name: &'a str,
+    /// Category.
+    pub category: &'a str,
+    /// Body.
+    pub body: &'a str,
+    /// Header text.
+    pub header_text: Option<&'a str>,
+    /// Footer.
+    pub footer_text: Option<&'a str>,
+    /// Buttons JSON.
+    pub buttons: &'a serde_json::Value,
+    /// var_map JSON.
+    pub var_map: &'a serde_json::Value,
+    /// Problems JSON.
+    pub problems: &'a serde_json::Value,
+    /// Follows new numbers.
+    pub auto_replicate: bool,
+}
+
+const T_COLUMNS: &str = "id, account_id, name, provider_name, kind, category, language, body, header_type, header_text, footer_text, has_media_header, buttons, var_map, problems, auto_replicate, created_at, updated_at";
 const C_COLUMNS: &str = "id, template_id, channel_id, waba_id, provider_name, provider_template_id, version, status, rejection_reason, updated_at";
 
 fn json(r: &AnyRow, col: &str) -> Result<serde_json::Value> {
@@ -152,6 +180,7 @@ fn read_t(r: &AnyRow) -> Result<TemplateRecord> {
         buttons: json(r, "buttons")?,
         var_map: json(r, "var_map")?,
         problems: json(r, "problems")?,
+        auto_replicate: r.try_get::<i64, _>("auto_replicate")? != 0,
         created_at: r.try_get("created_at")?,
         updated_at: r.try_get("updated_at")?,
     })
@@ -178,8 +207,8 @@ impl Store {
     pub async fn insert_template(&self, t: &NewTemplate) -> Result<TemplateRecord> {
         let now = now_ms();
         let sql = format!(
-            "INSERT INTO templates (account_id, name, provider_name, kind, category, language, body, header_type, header_text, footer_text, has_media_header, buttons, var_map, problems, created_at, updated_at) \
-             VALUES ($1, $2, $3, 'official', $4, $5, $6, $7, $8, $9, 0, $10, $11, $12, $13, $13) RETURNING {T_COLUMNS}"
+            "INSERT INTO templates (account_id, name, provider_name, kind, category, language, body, header_type, header_text, footer_text, has_media_header, buttons, var_map, problems, created_at, updated_at, auto_replicate) \
+             VALUES ($1, $2, $3, 'official', $4, $5, $6, $7, $8, $9, 0, $10, $11, $12, $13, $13, $14) RETURNING {T_COLUMNS}"
         );
         let res = sqlx::query(&sql)
             .bind(t.account_id)
@@ -195,6 +224,7 @@ impl Store {
             .bind(t.var_map.to_string())
             .bind(t.problems.to_string())
             .bind(now)
+            .bind(i64::from(t.auto_replicate))
             .fetch_one(&self.writer)
             .await;
         match res {
@@ -209,35 +239,32 @@ impl Store {
         }
     }
 
-    /// Rewrites a library template that was never submitted (its text, category and
-    /// variables, with the problems found for them); the provider name stays.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn update_template_draft(
+    /// Rewrites a library template's content (its text, category, buttons, variables and
+    /// `auto_replicate`, with the problems found for them); the provider name and language
+    /// stay. Errors: [`StorageError::NotFound`] outside the account.
+    pub async fn update_template_content(
         &self,
         account_id: i64,
         id: i64,
-        name: &str,
-        category: &str,
-        body: &str,
-        header_text: Option<&str>,
-        footer_text: Option<&str>,
-        var_map: &serde_json::Value,
-        problems: &serde_json::Value,
+        c: &TemplateContent<'_>,
     ) -> Result<TemplateRecord> {
         let n = sqlx::query(
-            "UPDATE templates SET name = $3, category = $4, body = $5, header_type = $6, header_text = $7, footer_text = $8, var_map = $9, problems = $10, updated_at = $11 \
+            "UPDATE templates SET name = $3, category = $4, body = $5, header_type = $6, header_text = $7, footer_text = $8, \
+               buttons = $9, var_map = $10, problems = $11, auto_replicate = $12, updated_at = $13 \
              WHERE id = $1 AND account_id = $2",
         )
         .bind(id)
         .bind(account_id)
-        .bind(name)
-        .bind(category)
-        .bind(body)
-        .bind(header_text.map(|_| "text"))
-        .bind(header_text)
-        .bind(footer_text)
-        .bind(var_map.to_string())
-        .bind(problems.to_string())
+        .bind(c.name)
+        .bind(c.category)
+        .bind(c.body)
+        .bind(c.header_text.map(|_| "text"))
+        .bind(c.header_text)
+        .bind(c.footer_text)
+        .bind(c.buttons.to_string())
+        .bind(c.var_map.to_string())
+        .bind(c.problems.to_string())
+        .bind(i64::from(c.auto_replicate))
         .bind(now_ms())
         .execute(&self.writer)
         .await?
@@ -246,6 +273,30 @@ impl Store {
             return Err(StorageError::NotFound);
         }
         self.template(account_id, id).await
+    }
+
+    /// The account's official numbers that miss a template (issue 17): for each, whether an
+    /// `auto_replicate` template approved on some number of the account is not approved on
+    /// it. `channel_id` narrows to one number.
+    pub async fn numbers_missing_templates(
+        &self,
+        account_id: i64,
+        channel_id: Option<i64>,
+    ) -> Result<Vec<(i64, bool)>> {
+        let rows = sqlx::query(
+            "SELECT c.id, CASE WHEN EXISTS (SELECT 1 FROM templates t WHERE t.account_id = c.account_id AND t.auto_replicate = 1 \
+                 AND EXISTS (SELECT 1 FROM template_channels a WHERE a.template_id = t.id AND a.status = 'approved') \
+                 AND NOT EXISTS (SELECT 1 FROM template_channels b WHERE b.template_id = t.id AND b.channel_id = c.id AND b.status = 'approved')) \
+               THEN 1 ELSE 0 END AS missing \
+             FROM channels c WHERE c.account_id = $1 AND c.official = 1 AND c.id = COALESCE($2, c.id) ORDER BY c.id",
+        )
+        .bind(account_id)
+        .bind(channel_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("id")?, r.try_get::<i64, _>("missing")? != 0)))
+            .collect()
     }
 
     /// A library template of this account.

@@ -562,6 +562,8 @@ pub(crate) struct TemplatePatchIn {
     /// Variable bindings (`var_map` of the account API).
     #[schema(value_type = Option<Object>)]
     variables: Option<engine::library::VarMap>,
+    /// Submit it by itself to every number later added or connected.
+    auto_replicate: Option<bool>,
     /// Refused: the provider decides it.
     #[schema(value_type = Option<String>)]
     status: Option<Value>,
@@ -569,8 +571,8 @@ pub(crate) struct TemplatePatchIn {
 
 #[utoipa::path(put, operation_id = "panel_templates_update", path = "/templates/{id}", tag = "Templates",
     params(("id" = i64, Path, description = "Id do template")), request_body = TemplatePatchIn,
-    responses((status = 200, description = "Template alterado (só antes de enviado ao provedor)", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422 (`template_ja_enviado`, `campo_do_provedor`)", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "Template alterado; já enviado, editado no provedor como ele permite ou em nova versão (`edits` por WABA, D-066)", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422 (`template_has_problems`, `campo_do_provedor`)", body = crate::openapi::ErrorBody)))]
 pub(crate) async fn update_template(
     State(state): State<AppState>,
     auth: Auth,
@@ -584,9 +586,9 @@ pub(crate) async fn update_template(
             "O status do template vem do provedor e não é editável.",
         ));
     }
-    let view = state
+    let (view, edits) = state
         .runtime
-        .update_template(
+        .edit_template(
             auth.account_id(),
             id,
             actors::templates::TemplatePatch {
@@ -596,10 +598,14 @@ pub(crate) async fn update_template(
                 header_text: b.header_text.map(|h| h.filter(|h| !h.is_empty())),
                 footer_text: b.footer_text.map(|f| f.filter(|f| !f.is_empty())),
                 var_map: b.variables,
+                buttons: None,
+                auto_replicate: b.auto_replicate,
             },
         )
         .await?;
-    Ok(Json(json!({"data": view})))
+    let mut data = serde_json::to_value(view).unwrap_or_default();
+    data["edits"] = json!(edits);
+    Ok(Json(json!({"data": data})))
 }
 
 #[utoipa::path(delete, operation_id = "panel_templates_delete", path = "/templates/{id}", tag = "Templates",

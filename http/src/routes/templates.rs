@@ -17,7 +17,7 @@ use utoipa_axum::routes;
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list, create))
-        .routes(routes!(delete))
+        .routes(routes!(delete, edit))
         .routes(routes!(sync))
         .routes(routes!(submit))
         .routes(routes!(link))
@@ -44,6 +44,8 @@ pub(crate) struct CreateIn {
     #[serde(default)]
     submit_channels: Vec<i64>,
     kind: Option<String>,
+    /// Submit it by itself to every number later added or connected (default true).
+    auto_replicate: Option<bool>,
 }
 
 #[utoipa::path(
@@ -87,6 +89,7 @@ pub(crate) async fn create(
         buttons: b.buttons,
         var_map: b.var_map,
         submit_channels: b.submit_channels,
+        auto_replicate: b.auto_replicate.unwrap_or(true),
     };
     let view = state
         .runtime
@@ -240,4 +243,62 @@ pub(crate) async fn delete(
 ) -> Result<Json<Value>, ApiError> {
     state.runtime.delete_template(auth.account_id(), id).await?;
     Ok(Json(json!({"data": {"deleted": true, "id": id}})))
+}
+
+/// `PATCH /templates/{id}` body: only the fields sent change; `header_text: null` or
+/// `footer_text: null` (or `""`) removes it; `buttons` replaces the list.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TemplatePatchIn {
+    name: Option<String>,
+    category: Option<String>,
+    body: Option<String>,
+    #[serde(default, deserialize_with = "crate::extract::present")]
+    #[schema(value_type = Option<String>)]
+    header_text: Option<Option<String>>,
+    #[serde(default, deserialize_with = "crate::extract::present")]
+    #[schema(value_type = Option<String>)]
+    footer_text: Option<Option<String>>,
+    #[schema(value_type = Option<Vec<Object>>)]
+    buttons: Option<Vec<Button>>,
+    #[schema(value_type = Option<Object>)]
+    var_map: Option<VarMap>,
+    auto_replicate: Option<bool>,
+}
+
+#[utoipa::path(
+    patch,
+    operation_id = "templates_edit",
+    path = "/templates/{id}",
+    tag = "Templates",
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
+    request_body = TemplatePatchIn,
+    responses((status = 200, description = "`data`: o template com `edits` [{waba_id, mode (edited, new_version, resubmitted, failed), provider_name, status, reason}] — o que o provedor fez em cada WABA", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 404 fora da conta, 422 inválido ou `template_has_problems` num template já enviado)", body = crate::openapi::ErrorBody))
+)]
+pub(crate) async fn edit(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+    ApiJson(b): ApiJson<TemplatePatchIn>,
+) -> Result<Json<Value>, ApiError> {
+    let (view, edits) = state
+        .runtime
+        .edit_template(
+            auth.account_id(),
+            id,
+            actors::templates::TemplatePatch {
+                name: b.name,
+                category: b.category.map(|c| c.to_ascii_lowercase()),
+                body: b.body,
+                header_text: b.header_text.map(|h| h.filter(|h| !h.is_empty())),
+                footer_text: b.footer_text.map(|f| f.filter(|f| !f.is_empty())),
+                var_map: b.var_map,
+                buttons: b.buttons,
+                auto_replicate: b.auto_replicate,
+            },
+        )
+        .await?;
+    let mut data = serde_json::to_value(view).unwrap_or_default();
+    data["edits"] = json!(edits);
+    Ok(Json(json!({ "data": data })))
 }

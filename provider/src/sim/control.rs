@@ -115,6 +115,7 @@ fn hello_world(inner: &Inner) -> Template {
             {"type": "FOOTER", "text": "WhatsApp Business Platform sample message"}
         ]),
         body_params: 0,
+        edits: Vec::new(),
     }
 }
 

@@ -33,14 +33,15 @@ pub(crate) async fn inject(State(inner): State<Arc<Inner>>, req: Request, next: 
             Duration::from_millis(ms as u64)
         });
         let waba_of_node = inner.numbers.get(&node).map(|n| n.waba_id.clone());
-        let queued = f
-            .next_errors
-            .iter()
-            .position(|e| match (&e.phone_number_id, &e.waba_id) {
-                (Some(p), _) => *p == node,
-                (None, Some(w)) => *w == node || waba_of_node.as_deref() == Some(w.as_str()),
-                (None, None) => true,
-            });
+        let edge = req.uri().path().rsplit('/').next().unwrap_or_default();
+        let queued = f.next_errors.iter().position(|e| {
+            e.edge.as_deref().is_none_or(|x| x == edge)
+                && match (&e.phone_number_id, &e.waba_id) {
+                    (Some(p), _) => *p == node,
+                    (None, Some(w)) => *w == node || waba_of_node.as_deref() == Some(w.as_str()),
+                    (None, None) => true,
+                }
+        });
         let action = if let Some(i) = queued {
             let code = f.next_errors[i].code;
             f.next_errors[i].count = f.next_errors[i].count.saturating_sub(1);

@@ -52,6 +52,14 @@ pub(crate) async fn post_node(
     if node.starts_with("upload:") {
         return super::profile::upload_data(&inner, &node, &headers, body);
     }
+    // `POST /{template_id}` edits a template (§6.3).
+    if let Ok(business) = super::graph::authenticate(&inner, &headers, &query) {
+        if let Some(super::graph::Node::Template(waba)) =
+            super::graph::resolve(&inner, &business, &node)
+        {
+            return super::templates::edit(&inner, &waba, &node, &body);
+        }
+    }
     let (inner, node, p) = match number_call(inner, node, &query, &headers, &body) {
         Ok(x) => x,
         Err(r) => return r,

@@ -55,6 +55,10 @@ pub struct Template {
     /// Count of distinct `{{n}}` in the BODY component.
     #[serde(skip)]
     pub body_params: usize,
+    /// When each edit of the template was accepted, ms (PROVIDER.md §6.3 limits edits of an
+    /// approved template to 1 per 24 h and 10 per 30 days).
+    #[serde(skip)]
+    pub edits: Vec<i64>,
 }
 
 /// A token bucket: `capacity` tokens, refilled at `per_sec` tokens per second.
@@ -191,6 +195,9 @@ pub struct NextError {
     /// Only requests to this WABA (its node and edges).
     #[serde(default)]
     pub waba_id: Option<String>,
+    /// Only requests to this edge: the last path segment (`request_code`, `messages`, …).
+    #[serde(default)]
+    pub edge: Option<String>,
     /// Graph error code (see PROVIDER.md §7.1).
     pub code: i64,
     /// How many requests (default 1).

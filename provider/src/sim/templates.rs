@@ -240,6 +240,7 @@ pub(crate) async fn create(
         status: "PENDING".into(),
         components,
         body_params,
+        edits: Vec::new(),
     });
     drop(waba);
     let review = inner.cfg.template_review_ms;
@@ -397,6 +398,80 @@ pub(crate) async fn list(
         ));
     }
     Json(json!({"data": page, "paging": paging})).into_response()
+}
+
+/// `POST /{template_id}` `{category?, components?}` (PROVIDER.md §6.3): edits a template of
+/// one of the caller's WABAs. Only `APPROVED`, `REJECTED` and `PAUSED` templates; an approved
+/// one at most once per 24 h and 10 times per 30 days, and never into another category. The
+/// components replace the old ones (checked as at creation); the template goes back to
+/// `PENDING` and is reviewed again (the review timer, then `message_template_status_update`).
+/// Answers `{"success": true}`.
+pub(crate) fn edit(inner: &Arc<Inner>, waba_id: &str, template_id: &str, body: &[u8]) -> Response {
+    let Ok(req) = serde_json::from_slice::<Value>(body) else {
+        return invalid("The request body is not valid JSON.", None);
+    };
+    let Some(mut waba) = inner.wabas.get_mut(waba_id) else {
+        return unknown_node(template_id);
+    };
+    let Some(t) = waba.templates.iter_mut().find(|t| t.id == template_id) else {
+        return unknown_node(template_id);
+    };
+    if !["APPROVED", "REJECTED", "PAUSED"].contains(&t.status.as_str()) {
+        return invalid(
+            &format!("A template with status {} can't be edited.", t.status),
+            None,
+        );
+    }
+    let category = match req.get("category").and_then(Value::as_str) {
+        Some(c) => c.to_ascii_uppercase(),
+        None => t.category.clone(),
+    };
+    if !["MARKETING", "UTILITY", "AUTHENTICATION"].contains(&category.as_str()) {
+        return invalid(
+            "category must be MARKETING, UTILITY or AUTHENTICATION.",
+            None,
+        );
+    }
+    let now = super::now_ms();
+    if t.status == "APPROVED" {
+        if category != t.category {
+            return invalid(
+                "The category of an approved template can't be changed.",
+                None,
+            );
+        }
+        const DAY: i64 = 24 * 3600 * 1000;
+        let last_day = t.edits.iter().filter(|&&e| now - e < DAY).count();
+        let last_month = t.edits.iter().filter(|&&e| now - e < 30 * DAY).count();
+        if last_day >= 1 || last_month >= 10 {
+            return invalid(
+                "An approved template can be edited once per 24 hours and 10 times per 30 days.",
+                None,
+            );
+        }
+    }
+    let components = match req.get("components") {
+        Some(c) => c.clone(),
+        None => t.components.clone(),
+    };
+    let body_params = match check_components(&category, &components) {
+        Ok(n) => n,
+        Err(reason) => return invalid(&reason, Some(2388043)),
+    };
+    t.category = category;
+    t.components = components;
+    t.body_params = body_params;
+    t.status = "PENDING".into();
+    t.edits.push(now);
+    let id = t.id.clone();
+    drop(waba);
+    let review = inner.cfg.template_review_ms;
+    let inner2 = inner.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(review)).await;
+        set_status(&inner2, &id, "APPROVED", None, true);
+    });
+    Json(json!({"success": true})).into_response()
 }
 
 pub(crate) async fn delete(
