@@ -877,6 +877,20 @@ async fn messages_are_listed_with_filters_and_cursor_paging(backend: Backend) {
         }
     }
     assert_eq!((seen.len(), pages), (2500, 5));
+    // The campaign's detail report pages with a cursor too (offset stays, the spec's).
+    let base = format!("/api/v1/reports/campaign-messages?campanha={id}&limit=1000");
+    let ids = page_through(&app, &base, true).await;
+    assert_eq!(ids.len(), 2500);
+    let (_, p) = app.get(&format!("{base}&offset=2000")).await;
+    assert_eq!(
+        p["data"].as_array().unwrap().len(),
+        500,
+        "offset still works"
+    );
+    assert_eq!(
+        (p["has_more"].as_bool(), p["next_cursor"].as_str()),
+        (Some(false), None)
+    );
     let inbound = eventually(10, "the inbound message listed", || async {
         let (_, b) = app.get("/api/v1/messages?direction=in").await;
         (b["data"].as_array()?.len() == 1).then_some(b)
@@ -913,7 +927,163 @@ async fn messages_are_listed_with_filters_and_cursor_paging(backend: Backend) {
     assert_eq!(theirs["data"], json!([]));
 }
 
+/// Pages through a list with its cursor until `has_more` is false; checks the order (`asc`:
+/// ids rising, else falling) and that no row repeats. Returns the ids.
+async fn page_through(app: &TestApp, base: &str, asc: bool) -> Vec<i64> {
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let mut ids: Vec<i64> = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let path = match &cursor {
+            Some(c) => format!("{base}{sep}cursor={c}"),
+            None => base.to_string(),
+        };
+        let (s, page) = app.get(&path).await;
+        assert_eq!(s, StatusCode::OK, "{path}: {page}");
+        for row in page["data"].as_array().unwrap() {
+            let id = row["id"].as_i64().unwrap();
+            if let Some(&last) = ids.last() {
+                assert!(
+                    if asc { id > last } else { id < last },
+                    "{path}: order at {id}"
+                );
+            }
+            ids.push(id);
+        }
+        match (page["has_more"].as_bool(), page["next_cursor"].as_str()) {
+            (Some(true), Some(c)) => cursor = Some(c.to_string()),
+            (Some(false), None) => break,
+            other => panic!("{path}: has_more/next_cursor {other:?}"),
+        }
+    }
+    ids
+}
+
+/// Issue 17: every list of the account API pages with `limit` and an opaque `cursor` (keyset
+/// on the id) over 2,500 rows: channels, templates, groups, wiki pages, tokens and a
+/// subscription's deliveries; a bad cursor or limit is a 422 in the envelope.
+async fn every_list_pages_with_a_cursor(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (channel, _) = app.connect_channel().await;
+    let store = app.runtime.store();
+    let a = app.account_id;
+    const N: usize = 2500;
+    for i in 0..N {
+        store
+            .insert_alternative_channel(&storage::alternative::NewAlternativeChannel {
+                account_id: a,
+                name: format!("Remetente {i}"),
+                phone: format!("5511955{i:06}"),
+                engine: "360dialog".into(),
+                provider_url: None,
+                api_key: engine::Secret::new(format!("chave-{i}")),
+            })
+            .await
+            .unwrap();
+        store
+            .insert_template(&storage::templates::NewTemplate {
+                account_id: a,
+                name: format!("Modelo {i}"),
+                provider_name: format!("modelo_{i}"),
+                category: "utility".into(),
+                language: "pt_BR".into(),
+                body: "Olá, seu pedido saiu.".into(),
+                header_text: None,
+                footer_text: None,
+                buttons: json!([]),
+                var_map: json!({}),
+                problems: json!([]),
+                auto_replicate: false,
+            })
+            .await
+            .unwrap();
+        store
+            .insert_group(a, &format!("Grupo {i}"), None)
+            .await
+            .unwrap();
+        store
+            .insert_wiki_page(
+                a,
+                &format!("Página {i}"),
+                &format!("pagina-{i}"),
+                None,
+                "private",
+                false,
+                "",
+                "Texto.",
+            )
+            .await
+            .unwrap();
+        store
+            .create_token(a, &format!("token {i}"), "read")
+            .await
+            .unwrap();
+    }
+    let receiver = Receiver::start().await;
+    let (sub, _) = app.subscribe(channel, &receiver, &["message.ack"]).await;
+    let (s, _) = app
+        .patch(&format!("/api/v1/webhooks/{sub}"), json!({"active": false}))
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    for _ in 0..N {
+        store
+            .enqueue_for_subscription(
+                a,
+                sub,
+                engine::webhook::EventKind::Ping,
+                &json!({}),
+                &json!({}),
+            )
+            .await
+            .unwrap();
+    }
+
+    for (path, asc, total) in [
+        ("/api/v1/channels?limit=500", true, N + 1),
+        ("/api/v1/templates?limit=500", true, N),
+        ("/api/v1/groups?limit=500", true, N),
+        ("/api/v1/wiki?limit=500", false, N),
+        ("/api/v1/tokens?limit=500", false, N + 1),
+        (
+            &format!("/api/v1/webhooks/{sub}/deliveries?limit=200"),
+            false,
+            N,
+        ),
+    ] {
+        let ids = page_through(&app, path, asc).await;
+        assert_eq!(ids.len(), total, "{path}");
+    }
+    // A filter on live state fills the page from further rows, and reads to the end when
+    // nothing matches (every number here operates).
+    let (_, ok) = app.get("/api/v1/channels?tone=ok&limit=3").await;
+    assert_eq!(ok["data"].as_array().unwrap().len(), 3, "{ok}");
+    let (_, none) = app.get("/api/v1/channels?tone=bad&limit=3").await;
+    assert_eq!(
+        (
+            none["data"].as_array().unwrap().len(),
+            none["has_more"].as_bool()
+        ),
+        (0, Some(false)),
+        "{none}"
+    );
+    for bad in [
+        "/api/v1/channels?cursor=abc",
+        "/api/v1/templates?limit=0",
+        "/api/v1/groups?limit=501",
+        "/api/v1/wiki?cursor=1.5",
+        "/api/v1/tokens?limit=x",
+    ] {
+        let (s, err) = app.get(bad).await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{bad}: {err}");
+        assert!(
+            err["code"].is_string() && err["message"].is_string(),
+            "{bad}: {err}"
+        );
+    }
+}
+
 on_both_backends! {
+    every_list_pages => every_list_pages_with_a_cursor;
     list_messages => messages_are_listed_with_filters_and_cursor_paging;
     server_limits => the_server_limits_rates_slow_clients_long_requests_and_floods;
     abuse_limits => oversized_webhooks_metrics_and_cap_raises_are_guarded;

@@ -549,6 +549,26 @@ impl Runtime {
         Ok(out)
     }
 
+    /// A keyset page of the account's groups in id order (issue 17): up to `limit` after the id
+    /// `after`, each with its numbers and headroom.
+    pub async fn groups_page(
+        &self,
+        account_id: i64,
+        after: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<GroupDetail>, ActorError> {
+        let mut out = Vec::new();
+        for g in self
+            .shared
+            .store
+            .list_groups_page(account_id, after, limit)
+            .await?
+        {
+            out.push(self.group_detail(account_id, g.id).await?);
+        }
+        Ok(out)
+    }
+
     /// Library templates approved on every one of `members` (none for an empty group).
     async fn templates_in_common(
         &self,

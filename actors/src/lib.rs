@@ -528,6 +528,50 @@ impl Runtime {
         snapshots.into_iter().collect()
     }
 
+    /// A keyset page of the account's channels in id order (issue 17): up to `limit` live
+    /// states after the id `after` that `keep` accepts (filters on live state read further
+    /// pages until the page is full or the channels end).
+    pub async fn channels_page(
+        &self,
+        account_id: i64,
+        after: Option<i64>,
+        limit: usize,
+        keep: impl Fn(&ChannelSnapshot) -> bool,
+    ) -> Result<Vec<ChannelSnapshot>, ActorError> {
+        let mut out = Vec::new();
+        let mut after = after;
+        loop {
+            let chunk = (limit.max(1) as i64).clamp(50, 500);
+            let records = self
+                .shared
+                .store
+                .list_channels_page(account_id, after, chunk)
+                .await?;
+            let n = records.len() as i64;
+            after = records.last().map(|r| r.id).or(after);
+            let snapshots = futures::future::join_all(records.into_iter().map(|r| async move {
+                if r.official {
+                    self.snapshot(account_id, r.id).await
+                } else {
+                    Ok(alternative::snapshot(r))
+                }
+            }))
+            .await;
+            for s in snapshots {
+                let s = s?;
+                if keep(&s) {
+                    out.push(s);
+                    if out.len() >= limit {
+                        return Ok(out);
+                    }
+                }
+            }
+            if n < chunk {
+                return Ok(out);
+            }
+        }
+    }
+
     /// A channel of the account and its decrypted access token (for provider calls made on
     /// the account's behalf outside the channel's actor).
     pub(crate) async fn channel_with_token(

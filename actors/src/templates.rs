@@ -645,6 +645,27 @@ impl Runtime {
             .collect())
     }
 
+    /// A keyset page of the library in id order with per-number status (issue 17): up to
+    /// `limit` templates after the id `after`.
+    pub async fn library_page(
+        &self,
+        account_id: i64,
+        after: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<TemplateView>, ActorError> {
+        let store = &self.shared.store;
+        let templates = store.list_templates_page(account_id, after, limit).await?;
+        let ids: Vec<i64> = templates.iter().map(|t| t.id).collect();
+        let mut rows: HashMap<i64, Vec<TemplateChannel>> = HashMap::new();
+        for r in store.template_channels_of(&ids).await? {
+            rows.entry(r.template_id).or_default().push(r);
+        }
+        Ok(templates
+            .iter()
+            .map(|t| view(t, rows.get(&t.id).map(Vec::as_slice).unwrap_or_default()))
+            .collect())
+    }
+
     /// Submits a template to numbers (default: every official number of the account with a
     /// WABA): one provider template per WABA; numbers of a WABA where it already exists are
     /// linked to it. Refused when the template has problems.

@@ -142,6 +142,41 @@ pub fn cursor(raw: &Option<String>, code: &'static str) -> Result<Option<i64>, A
         .transpose()
 }
 
+/// The `limit` (1 to `max`, default `default`) and `cursor` of a keyset list (issue 17):
+/// 422 `invalid_limit` / `invalid_cursor` otherwise.
+pub fn page_params(
+    limit: Option<i64>,
+    cursor: &Option<String>,
+    default: i64,
+    max: i64,
+) -> Result<(i64, Option<i64>), ApiError> {
+    let limit = limit.unwrap_or(default);
+    if !(1..=max).contains(&limit) {
+        return Err(ApiError::invalid(
+            "limit",
+            "invalid_limit",
+            format!("`limit` deve estar entre 1 e {max}."),
+        ));
+    }
+    Ok((limit, self::cursor(cursor, "invalid_cursor")?))
+}
+
+/// Query parameters of a keyset list: `limit` and the previous page's `next_cursor`.
+#[derive(Debug, Clone, Default, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PageQuery {
+    /// Page size (1 to 500, default 100).
+    pub limit: Option<i64>,
+    /// The `next_cursor` of the previous page (opaque).
+    pub cursor: Option<String>,
+}
+
+/// Default and largest page of the account's inventory lists (channels, templates, groups,
+/// wiki pages, tokens).
+pub const LIST_DEFAULT: i64 = 100;
+/// See [`LIST_DEFAULT`].
+pub const LIST_MAX: i64 = 500;
+
 /// A keyset page `{data, has_more, next_cursor}` from up to `limit + 1` rows read after the
 /// cursor: the extra row only says there is more; `next_cursor` is the last row's `id`;
 /// each row is written by `render`.

@@ -246,6 +246,34 @@ impl Store {
             .collect()
     }
 
+    /// A keyset page of the account's tokens, newest first: up to `limit` before the id
+    /// `before` (issue 17).
+    pub async fn list_tokens_page(
+        &self,
+        account_id: i64,
+        before: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<TokenRecord>> {
+        let rows = sqlx::query("SELECT id, name, prefix, level, created_at, revoked_at FROM api_tokens WHERE account_id = $1 AND id < $2 ORDER BY id DESC LIMIT $3")
+            .bind(account_id)
+            .bind(before.unwrap_or(i64::MAX))
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(TokenRecord {
+                    id: r.try_get("id")?,
+                    name: r.try_get("name")?,
+                    prefix: r.try_get("prefix")?,
+                    level: r.try_get("level")?,
+                    created_at: r.try_get("created_at")?,
+                    revoked_at: r.try_get("revoked_at")?,
+                })
+            })
+            .collect()
+    }
+
     /// Revokes a token of the account; it stops working at once.
     pub async fn revoke_token(&self, account_id: i64, id: i64) -> Result<()> {
         let n = sqlx::query("UPDATE api_tokens SET revoked_at = $3 WHERE id = $1 AND account_id = $2 AND revoked_at IS NULL")

@@ -233,6 +233,26 @@ impl Store {
         rows.iter().map(read).collect()
     }
 
+    /// A keyset page of the account's channels in id order: up to `limit` after the id
+    /// `after` (issue 17; the caller asks one more to learn whether more follow).
+    pub async fn list_channels_page(
+        &self,
+        account_id: i64,
+        after: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<ChannelRecord>> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM channels WHERE account_id = $1 AND id > $2 ORDER BY id LIMIT $3"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(account_id)
+            .bind(after.unwrap_or(0))
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(read).collect()
+    }
+
     /// Every Cloud API channel id (for starting actors at boot; numbers of an alternative
     /// provider have none, D-034).
     pub async fn all_channel_ids(&self) -> Result<Vec<i64>> {

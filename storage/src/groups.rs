@@ -97,6 +97,26 @@ impl Store {
         rows.iter().map(read).collect()
     }
 
+    /// A keyset page of the account's groups in id order: up to `limit` after the id `after`
+    /// (issue 17).
+    pub async fn list_groups_page(
+        &self,
+        account_id: i64,
+        after: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<GroupRecord>> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM sending_groups WHERE account_id = $1 AND id > $2 ORDER BY id LIMIT $3"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(account_id)
+            .bind(after.unwrap_or(0))
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(read).collect()
+    }
+
     /// Every group id (for starting their actors).
     pub async fn all_group_ids(&self) -> Result<Vec<i64>> {
         let rows = sqlx::query("SELECT id FROM sending_groups ORDER BY id")

@@ -299,21 +299,25 @@ fn read_detail(r: &AnyRow) -> Result<MessageReportRow> {
 }
 
 impl Store {
-    /// A page of the detail report in row order: `limit` rows after `offset` (the caller
-    /// bounds `limit`). Answers one row more than asked when there are more.
+    /// A page of the detail report in row order: `limit` rows after `offset`, or (keyset,
+    /// issue 17) after the row id `after` (the caller bounds `limit`). Answers one row more
+    /// than asked when there are more.
     pub async fn campaign_messages_page(
         &self,
         account_id: i64,
         filter: &ReportFilter,
         limit: i64,
         offset: i64,
+        after: Option<i64>,
     ) -> Result<Vec<MessageReportRow>> {
         let (cond, mut binds) = where_clause(account_id, filter);
+        binds.push(Bind::Int(after.unwrap_or(0)));
+        let a = binds.len();
         binds.push(Bind::Int(limit + 1));
         binds.push(Bind::Int(offset));
         let (l, o) = (binds.len() - 1, binds.len());
         let sql = format!(
-            "SELECT {DETAIL_COLUMNS} {FROM} WHERE {cond} ORDER BY r.id LIMIT ${l} OFFSET ${o}"
+            "SELECT {DETAIL_COLUMNS} {FROM} WHERE {cond} AND r.id > ${a} ORDER BY r.id LIMIT ${l} OFFSET ${o}"
         );
         let rows = bind_all(sqlx::query(&sql), &binds)
             .fetch_all(&self.pool)

@@ -337,6 +337,45 @@ impl Store {
         rows.iter().map(read_t).collect()
     }
 
+    /// A keyset page of the account's library in id order: up to `limit` after the id `after`
+    /// (issue 17).
+    pub async fn list_templates_page(
+        &self,
+        account_id: i64,
+        after: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<TemplateRecord>> {
+        let sql = format!(
+            "SELECT {T_COLUMNS} FROM templates WHERE account_id = $1 AND id > $2 ORDER BY id LIMIT $3"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(account_id)
+            .bind(after.unwrap_or(0))
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(read_t).collect()
+    }
+
+    /// The per-number states of some templates (a page of the library).
+    pub async fn template_channels_of(&self, template_ids: &[i64]) -> Result<Vec<TemplateChannel>> {
+        let mut out = Vec::new();
+        for chunk in crate::shaped_chunks(template_ids, 256) {
+            let sql = format!(
+                "SELECT {C_COLUMNS} FROM template_channels WHERE template_id IN ({}) ORDER BY template_id, channel_id",
+                crate::messages::placeholders(1, chunk.len())
+            );
+            let mut q = sqlx::query(&sql);
+            for id in chunk {
+                q = q.bind(*id);
+            }
+            for r in q.fetch_all(&self.pool).await? {
+                out.push(read_c(&r)?);
+            }
+        }
+        Ok(out)
+    }
+
     /// The per-number states of a template.
     pub async fn template_channels(&self, template_id: i64) -> Result<Vec<TemplateChannel>> {
         let sql = format!(

@@ -51,6 +51,10 @@ pub struct PageFilter {
     pub visibility: Option<String>,
     /// Only pages that are (or are not) bot knowledge.
     pub bot_knowledge: Option<bool>,
+    /// Keyset paging (issue 17): only pages created before this id…
+    pub before_id: Option<i64>,
+    /// …and at most this many (all when absent).
+    pub limit: Option<i64>,
 }
 
 const P_COLUMNS: &str = "id, account_id, title, slug, category_id, visibility, bot_knowledge, excerpt, content, created_at, updated_at";
@@ -187,7 +191,7 @@ impl Store {
         found(row, read_page)
     }
 
-    /// The account's pages, newest first, filtered.
+    /// The account's pages, newest first (by creation: the id), filtered and paged.
     pub async fn list_wiki_pages(
         &self,
         account_id: i64,
@@ -196,13 +200,15 @@ impl Store {
         let sql = format!(
             "SELECT {P_COLUMNS} FROM wiki_pages WHERE account_id = $1 \
              AND ($2 IS NULL OR category_id = $2) AND ($3 IS NULL OR visibility = $3) AND ($4 IS NULL OR bot_knowledge = $4) \
-             ORDER BY updated_at DESC, id DESC"
+             AND id < $5 ORDER BY id DESC LIMIT $6"
         );
         let rows = sqlx::query(&sql)
             .bind(account_id)
             .bind(f.category_id)
             .bind(f.visibility.clone())
             .bind(f.bot_knowledge.map(|b| b as i64))
+            .bind(f.before_id.unwrap_or(i64::MAX))
+            .bind(f.limit.unwrap_or(i64::MAX))
             .fetch_all(&self.pool)
             .await?;
         rows.iter().map(read_page).collect()

@@ -510,13 +510,18 @@ pub(crate) async fn delete_task(
 // ---- templates (the account's library) -----------------------------------------------
 
 #[utoipa::path(get, operation_id = "panel_templates_list", path = "/templates", tag = "Templates",
-    responses((status = 200, description = "A biblioteca da conta (a mesma de /api/v1/templates) com status por número", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403", body = crate::openapi::ErrorBody)))]
+    params(crate::extract::PageQuery),
+    responses((status = 200, description = "A biblioteca da conta (a mesma de /api/v1/templates) com status por número; `has_more`, `next_cursor`", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 422", body = crate::openapi::ErrorBody)))]
 pub(crate) async fn list_templates(
     state: State<AppState>,
     auth: Auth,
+    q: Result<
+        axum::extract::Query<crate::extract::PageQuery>,
+        axum::extract::rejection::QueryRejection,
+    >,
 ) -> Result<Json<Value>, ApiError> {
-    crate::routes::templates::list(state, auth, None).await
+    crate::routes::templates::list(state, auth, None, q).await
 }
 
 #[utoipa::path(post, operation_id = "panel_templates_create", path = "/templates", tag = "Templates",

@@ -64,6 +64,10 @@ struct ListQuery {
     status: Option<String>,
     quality: Option<String>,
     tone: Option<String>,
+    /// Page size (1 to 500, default 100).
+    limit: Option<i64>,
+    /// The `next_cursor` of the previous page (opaque).
+    cursor: Option<String>,
 }
 
 #[utoipa::path(
@@ -72,7 +76,7 @@ struct ListQuery {
     path = "/channels",
     tag = "Números",
     params(ListQuery),
-    responses((status = 200, description = "`data`: array de números (Channel)", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "`data`: números (Channel) em ordem de criação; `has_more`, `next_cursor`", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
 )]
 async fn list(
     State(state): State<AppState>,
@@ -89,30 +93,36 @@ async fn list(
             ));
         }
     }
-    let channels = state.runtime.list_channels(auth.account_id()).await?;
-    let data: Vec<Value> = channels
-        .iter()
-        .filter(|c| {
-            q.status
-                .as_deref()
-                .is_none_or(|s| c.record.status.eq_ignore_ascii_case(s))
-        })
-        .filter(|c| {
-            q.quality
+    let (limit, after) = crate::extract::page_params(
+        q.limit,
+        &q.cursor,
+        crate::extract::LIST_DEFAULT,
+        crate::extract::LIST_MAX,
+    )?;
+    let keep = |c: &ChannelSnapshot| {
+        q.status
+            .as_deref()
+            .is_none_or(|s| c.record.status.eq_ignore_ascii_case(s))
+            && q.quality
                 .as_deref()
                 .is_none_or(|s| c.record.quality.eq_ignore_ascii_case(s))
-        })
-        .filter(|c| {
-            q.tone.as_deref().is_none_or(|t| {
+            && q.tone.as_deref().is_none_or(|t| {
                 serde_json::to_value(c.health.tone)
                     .ok()
                     .and_then(|v| v.as_str().map(|x| x == t))
                     .unwrap_or(false)
             })
-        })
-        .map(channel_json)
-        .collect();
-    Ok(Json(json!({ "data": data })))
+    };
+    let rows = state
+        .runtime
+        .channels_page(auth.account_id(), after, limit as usize + 1, keep)
+        .await?;
+    Ok(Json(crate::extract::cursor_page(
+        rows,
+        limit,
+        |c| c.record.id,
+        channel_json,
+    )))
 }
 
 /// `POST /channels/official` body ("Official channel configuration"). `phone_number_id`,

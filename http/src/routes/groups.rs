@@ -172,12 +172,34 @@ struct CampaignIn {
     operation_id = "groups_list",
     path = "/groups",
     tag = "Grupos de envio",
-    responses((status = 200, description = "`data`: grupos com limite, enviados em 24 h, disponível e templates em comum", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}`", body = crate::openapi::ErrorBody))
+    params(crate::extract::PageQuery),
+    responses((status = 200, description = "`data`: grupos com limite, enviados em 24 h, disponível e templates em comum, em ordem de criação; `has_more`, `next_cursor`", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}`", body = crate::openapi::ErrorBody))
 )]
-async fn list(State(state): State<AppState>, auth: Auth) -> Result<Json<Value>, ApiError> {
-    let groups = state.runtime.list_groups(auth.account_id()).await?;
-    let data: Vec<Value> = groups.iter().map(|g| group_json(g, false)).collect();
-    Ok(Json(json!({ "data": data })))
+async fn list(
+    State(state): State<AppState>,
+    auth: Auth,
+    q: Result<
+        axum::extract::Query<crate::extract::PageQuery>,
+        axum::extract::rejection::QueryRejection,
+    >,
+) -> Result<Json<Value>, ApiError> {
+    let axum::extract::Query(q) = q.map_err(crate::extract::query_rejection)?;
+    let (limit, after) = crate::extract::page_params(
+        q.limit,
+        &q.cursor,
+        crate::extract::LIST_DEFAULT,
+        crate::extract::LIST_MAX,
+    )?;
+    let groups = state
+        .runtime
+        .groups_page(auth.account_id(), after, limit + 1)
+        .await?;
+    Ok(Json(crate::extract::cursor_page(
+        groups,
+        limit,
+        |g| g.state.id,
+        |g| group_json(g, false),
+    )))
 }
 
 /// `POST /groups`: 201 with the group and its numbers.

@@ -37,7 +37,8 @@ pub const BOM: &str = "\u{FEFF}";
 /// `template` (library template id), `audiencia` (`coluna:valor`, an audience column's exact
 /// value), `status` (queued, sending, sent, delivered, read, failed, skipped), `q` (text in
 /// the phone, the audience columns or the campaign name); `limit` (1–1000, default 100) and
-/// `offset` for the detail page; `format` `json` (default) or `csv`.
+/// `offset` (the spec's) or `cursor` (the previous page's `next_cursor`: keyset, issue 17) for
+/// the detail page; `format` `json` (default) or `csv`.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
@@ -52,6 +53,7 @@ struct ReportQuery {
     q: Option<String>,
     limit: Option<String>,
     offset: Option<String>,
+    cursor: Option<String>,
     format: Option<String>,
 }
 
@@ -403,18 +405,16 @@ async fn campaign_messages(
             "`offset` não pode ser negativo.",
         ));
     }
-    let mut rows = state
+    let after = crate::extract::cursor(&q.cursor, "invalid_filter")?;
+    let rows = state
         .runtime
         .store()
-        .campaign_messages_page(auth.account_id(), &f, limit, offset)
+        .campaign_messages_page(auth.account_id(), &f, limit, offset, after)
         .await?;
-    let has_more = rows.len() as i64 > limit;
-    rows.truncate(limit as usize);
-    let data: Vec<Value> = rows.iter().map(detail_json).collect();
-    Ok(
-        Json(json!({"data": data, "limit": limit, "offset": offset, "has_more": has_more}))
-            .into_response(),
-    )
+    let mut page = crate::extract::cursor_page(rows, limit, |r| r.id, detail_json);
+    page["limit"] = json!(limit);
+    page["offset"] = json!(offset);
+    Ok(Json(page).into_response())
 }
 
 /// Rows per CSV chunk.

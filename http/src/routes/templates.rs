@@ -103,19 +103,38 @@ pub(crate) async fn create(
     operation_id = "templates_list",
     path = "/templates",
     tag = "Templates",
-    responses((status = 200, description = "Templates da biblioteca com status por número", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    params(crate::extract::PageQuery),
+    responses((status = 200, description = "Templates da biblioteca com status por número, em ordem de criação; `has_more`, `next_cursor`", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
 )]
 pub(crate) async fn list(
     State(state): State<AppState>,
     auth: Auth,
     sender: Option<axum::Extension<storage::sender::SenderCaller>>,
+    q: Result<
+        axum::extract::Query<crate::extract::PageQuery>,
+        axum::extract::rejection::QueryRejection,
+    >,
 ) -> Result<Json<Value>, ApiError> {
     if let Some(axum::Extension(caller)) = sender {
         return crate::routes::sender::templates(&state, &caller).await;
     }
-    Ok(Json(
-        json!({ "data": state.runtime.list_library(auth.account_id()).await? }),
-    ))
+    let axum::extract::Query(q) = q.map_err(crate::extract::query_rejection)?;
+    let (limit, after) = crate::extract::page_params(
+        q.limit,
+        &q.cursor,
+        crate::extract::LIST_DEFAULT,
+        crate::extract::LIST_MAX,
+    )?;
+    let rows = state
+        .runtime
+        .library_page(auth.account_id(), after, limit + 1)
+        .await?;
+    Ok(Json(crate::extract::cursor_page(
+        rows,
+        limit,
+        |t| t.id,
+        |t| json!(t),
+    )))
 }
 
 /// `{channels: [ids]}`; without channels, every official number of the account.

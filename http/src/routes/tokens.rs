@@ -24,18 +24,38 @@ pub fn routes() -> OpenApiRouter<AppState> {
     operation_id = "tokens_list",
     path = "/tokens",
     tag = "Tokens",
-    responses((status = 200, description = "Tokens da conta (sem o valor)", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    params(crate::extract::PageQuery),
+    responses((status = 200, description = "Tokens da conta (sem o valor), o mais novo primeiro; `has_more`, `next_cursor`", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
 )]
-async fn list(State(state): State<AppState>, auth: Auth) -> Result<Json<Value>, ApiError> {
-    let tokens = state.runtime.store().list_tokens(auth.account_id()).await?;
-    let data: Vec<Value> = tokens
-        .iter()
-        .map(|t| {
+async fn list(
+    State(state): State<AppState>,
+    auth: Auth,
+    q: Result<
+        axum::extract::Query<crate::extract::PageQuery>,
+        axum::extract::rejection::QueryRejection,
+    >,
+) -> Result<Json<Value>, ApiError> {
+    let axum::extract::Query(q) = q.map_err(crate::extract::query_rejection)?;
+    let (limit, before) = crate::extract::page_params(
+        q.limit,
+        &q.cursor,
+        crate::extract::LIST_DEFAULT,
+        crate::extract::LIST_MAX,
+    )?;
+    let tokens = state
+        .runtime
+        .store()
+        .list_tokens_page(auth.account_id(), before, limit + 1)
+        .await?;
+    Ok(Json(crate::extract::cursor_page(
+        tokens,
+        limit,
+        |t| t.id,
+        |t| {
             json!({"id": t.id, "name": t.name, "prefix": t.prefix, "level": t.level,
                    "created_at": actors::time::iso(t.created_at), "revoked_at": super::iso_opt(t.revoked_at)})
-        })
-        .collect();
-    Ok(Json(json!({ "data": data })))
+        },
+    )))
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]

@@ -144,11 +144,13 @@ async fn list(
 }
 
 /// Cursor pagination of the delivery log: newest first, `limit` (1–200, default 50), and
-/// `before` = the last id of the previous page.
+/// `cursor` = the previous page's `next_cursor` (`before`/`next_before`, the last id, still
+/// work).
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 struct Page {
     limit: Option<i64>,
+    cursor: Option<String>,
     before: Option<i64>,
 }
 
@@ -183,24 +185,16 @@ async fn deliveries(
     let Query(page) = page.map_err(crate::extract::query_rejection)?;
     let store = state.runtime.store();
     store.subscription(auth.account_id(), id).await?;
-    let limit = page.limit.unwrap_or(50);
-    if !(1..=200).contains(&limit) {
-        return Err(ApiError::invalid(
-            "limit",
-            "invalid_limit",
-            "`limit` deve estar entre 1 e 200.",
-        ));
-    }
-    let mut rows = store
-        .list_deliveries(auth.account_id(), id, limit + 1, page.before)
+    let (limit, cursor) = crate::extract::page_params(page.limit, &page.cursor, 50, 200)?;
+    let rows = store
+        .list_deliveries(auth.account_id(), id, limit + 1, cursor.or(page.before))
         .await?;
-    let has_more = rows.len() as i64 > limit;
-    rows.truncate(limit as usize);
-    Ok(Json(json!({
-        "data": rows.iter().map(delivery_json).collect::<Vec<_>>(),
-        "has_more": has_more,
-        "next_before": if has_more { rows.last().map(|d| d.id) } else { None },
-    })))
+    let mut out = crate::extract::cursor_page(rows, limit, |d| d.id, delivery_json);
+    out["next_before"] = out["next_cursor"]
+        .as_str()
+        .and_then(|c| c.parse::<i64>().ok())
+        .map_or(Value::Null, Value::from);
+    Ok(Json(out))
 }
 
 #[utoipa::path(

@@ -105,6 +105,10 @@ pub(crate) struct ListQuery {
     category_id: Option<i64>,
     visibility: Option<String>,
     bot_knowledge: Option<bool>,
+    /// Page size (1 to 500, default 100).
+    limit: Option<i64>,
+    /// The `next_cursor` of the previous page (opaque).
+    cursor: Option<String>,
 }
 
 #[utoipa::path(
@@ -124,10 +128,18 @@ pub(crate) async fn list(
     if let Some(v) = &q.visibility {
         check_visibility(v)?;
     }
+    let (limit, before) = crate::extract::page_params(
+        q.limit,
+        &q.cursor,
+        crate::extract::LIST_DEFAULT,
+        crate::extract::LIST_MAX,
+    )?;
     let filter = PageFilter {
         category_id: q.category_id,
         visibility: q.visibility,
         bot_knowledge: q.bot_knowledge,
+        before_id: before,
+        limit: Some(limit + 1),
     };
     let pages = state
         .runtime
@@ -135,9 +147,12 @@ pub(crate) async fn list(
         .list_wiki_pages(auth.account_id(), &filter)
         .await?;
     let slug = &auth.0.account_slug;
-    Ok(Json(
-        json!({"data": pages.iter().map(|p| page_json(p, slug, false)).collect::<Vec<_>>()}),
-    ))
+    Ok(Json(crate::extract::cursor_page(
+        pages,
+        limit,
+        |p| p.id,
+        |p| page_json(p, slug, false),
+    )))
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
