@@ -147,10 +147,17 @@ impl Application {
             api_version: settings.provider_api_version.clone(),
             timeout: Duration::from_millis(settings.provider_timeout_ms),
         });
+        let public_url = settings
+            .public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{addr}"))
+            .trim_end_matches('/')
+            .to_string();
         let runtime = Runtime::start(
             store,
             graph,
             RuntimeConfig {
+                public_url: public_url.clone(),
                 app_secret: settings.provider_app_secret.clone(),
                 call_timeout: Duration::from_millis(settings.call_timeout_ms),
                 webhook_retry: match &settings.webhook_retry_ms {
@@ -183,14 +190,7 @@ impl Application {
                         job_timeout: Duration::from_millis(
                             settings.hygiene_job_timeout_ms.max(1000),
                         ),
-                        callback_url: Some(format!(
-                            "{}/api/hygiene/callback",
-                            settings
-                                .public_url
-                                .clone()
-                                .unwrap_or_else(|| format!("http://{addr}"))
-                                .trim_end_matches('/')
-                        )),
+                        callback_url: Some(format!("{public_url}/api/hygiene/callback")),
                     }
                 }),
                 dispatch_enabled: settings.dispatch_enabled,

@@ -795,7 +795,97 @@ async fn a_number_that_gains_a_limit_knows_who_already_counts(backend: Backend) 
     );
 }
 
+/// Issue 17: the fields that were always empty are filled — a BM's verification read at the
+/// provider, a WABA's `layouts_by_status`, a send result's `header`.
+async fn the_fields_integrators_read_are_filled(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let n = app
+        .sim
+        .create_number(provider::sim::CreateNumber {
+            throughput_mps: Some(1000),
+            ..Default::default()
+        })
+        .unwrap();
+    let r = app
+        .http
+        .post(format!(
+            "http://{}/_sim/businesses/{}/verification",
+            app.sim_addr, n.business_id
+        ))
+        .json(&json!({"status": "pending"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    let (status, c) = app
+        .post("/api/v1/channels/official", json!({"phone_number_id": n.phone_number_id, "waba_id": n.waba_id, "access_token": n.access_token, "app_secret": n.app_secret}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{c}");
+    let channel = c["data"]["id"].as_i64().unwrap();
+    let (_, overview) = app.get("/api/v1/wabas").await;
+    let waba = overview["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["id"] == n.waba_id.as_str())
+        .cloned()
+        .unwrap();
+    let bm_id = waba["bm"]["id"].as_i64().unwrap();
+    let (_, bm) = app.get(&format!("/api/v1/bms/{bm_id}")).await;
+    assert_eq!(
+        bm["data"]["verification"], "pending",
+        "read at the provider: {bm}"
+    );
+    assert_eq!(waba["layouts_by_status"], json!({}), "no template yet");
+
+    let t = app
+        .approved_template(
+            json!({"name": "Com cabeçalho", "header_text": "Seu pedido", "body": "Olá {{1}}, seu pedido saiu.", "var_map": {"1": {"field": "nome"}}}),
+            &[channel],
+        )
+        .await;
+    app.post(
+        "/api/v1/templates",
+        json!({"name": "Rascunho", "body": "Só um rascunho."}),
+    )
+    .await;
+    let (_, overview) = app.get("/api/v1/wabas").await;
+    let waba = overview["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["id"] == n.waba_id.as_str())
+        .cloned()
+        .unwrap();
+    assert_eq!(waba["layouts_by_status"], json!({"approved": 1}), "{waba}");
+
+    let (status, sent) = app
+        .post(
+            "/api/v1/messages",
+            json!({"channel_id": channel, "to": "5511944445555", "template": {"id": t, "vars": {"nome": "Ana"}}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{sent}");
+    assert_eq!(
+        sent["data"]["header"],
+        json!({"type": "text", "text": "Seu pedido"}),
+        "{sent}"
+    );
+    let id = sent["data"]["id"].as_i64().unwrap();
+    let (_, read) = app.get(&format!("/api/v1/messages/{id}")).await;
+    assert_eq!(read["data"]["header"]["text"], "Seu pedido");
+    // A template sent by name whose layout disparo does not hold: no header to show.
+    let (_, plain) = app
+        .post(
+            "/api/v1/messages",
+            json!({"channel_id": channel, "to": "5511944445556", "template": {"name": "hello_world", "language": "en_US"}}),
+        )
+        .await;
+    assert_eq!(plain["data"]["header"], Value::Null, "{plain}");
+}
+
 on_both_backends! {
+    fields_filled => the_fields_integrators_read_are_filled;
     gained_limit => a_number_that_gains_a_limit_knows_who_already_counts;
     bm_limit => numbers_of_one_bm_share_its_24h_limit;
     registration => a_number_is_linked_to_a_waba_with_code_and_with_pin;

@@ -96,7 +96,11 @@ async fn the_wiki_keeps_pages_and_serves_public_ones_as_html(backend: Backend) {
         ),
         (Some("Promoção de Natal"), Some(content))
     );
-    assert_eq!(updated["data"]["public_url"], "/w/acme/promocao-de-natal");
+    // Absolute, under the public URL (issue 17): a link an integrator can hand out.
+    assert_eq!(
+        updated["data"]["public_url"],
+        app.url("/w/acme/promocao-de-natal")
+    );
     let r = app
         .http
         .get(app.url("/w/acme/promocao-de-natal"))

@@ -116,7 +116,8 @@ pub struct WabaView {
     pub standing: String,
     /// `good`, `attention` or `bad`: the worst of its numbers and its standing.
     pub health: String,
-    /// Templates at the provider by status (from the last read; empty until templates land).
+    /// The library's templates in this WABA by status (`approved`, `pending`, …), each
+    /// counted once (issue 17).
     pub layouts_by_status: BTreeMap<String, i64>,
     /// The provider's reason the last time adding a number failed.
     pub last_upload_failure: Option<String>,
@@ -857,13 +858,18 @@ impl Runtime {
             .map(|b| (b.id, b))
             .collect();
         let wabas = self.shared.store.list_wabas(account_id).await?;
+        let mut layouts: HashMap<String, BTreeMap<String, i64>> = HashMap::new();
+        for (waba, status, n) in self.shared.store.layouts_by_waba(account_id).await? {
+            layouts.entry(waba).or_default().insert(status, n);
+        }
         let mut out = Vec::new();
         for w in wabas {
             let mine: Vec<&ChannelSnapshot> = snapshots
                 .iter()
                 .filter(|s| s.record.waba_id == w.provider_waba_id)
                 .collect();
-            let view = waba_view(&w, w.bm_id.and_then(|id| bms.get(&id)), &mine);
+            let mut view = waba_view(&w, w.bm_id.and_then(|id| bms.get(&id)), &mine);
+            view.layouts_by_status = layouts.remove(&w.provider_waba_id).unwrap_or_default();
             if health.is_none_or(|h| h == view.health) {
                 out.push(view);
             }

@@ -53,6 +53,9 @@ pub enum SendContent {
         /// Public URL of the header image, for a template with an image header (the provider
         /// fetches it).
         header_image: Option<String>,
+        /// The library template's text header, when known: stored with the message so the
+        /// send result shows it (`header`; issue 17).
+        header_text: Option<String>,
     },
     /// Media at a public URL (only inside the 24-hour window); the runtime downloads it into
     /// [`SendContent::MediaFile`] before the channel sees it.
@@ -797,6 +800,7 @@ async fn handle_msg(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut Chan
         }
         ChannelMsg::Inbound(items, reply) => {
             let record = st.record.clone();
+            let base = st.shared.config.public_url.clone();
             let mut stored = 0;
             let mut result = Ok(());
             for item in items {
@@ -805,7 +809,7 @@ async fn handle_msg(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut Chan
                     .shared
                     .store
                     .record_inbound(&item, |m| {
-                        vec![events::message_received(&record, m, name.as_deref())]
+                        vec![events::message_received(&record, m, name.as_deref(), &base)]
                     })
                     .await
                 {
@@ -1049,6 +1053,7 @@ async fn admit_and_send(
             params,
             button_param,
             header_image,
+            header_text,
         } => NewOutbound {
             account_id: st.record.account_id,
             channel_id: st.record.id,
@@ -1057,11 +1062,15 @@ async fn admit_and_send(
             body: None,
             template_name: Some(name.clone()),
             template_language: Some(language.clone()),
-            params: Some(match header_image {
-                Some(url) => {
-                    serde_json::json!({"body": params, "button": button_param, "header_image": url})
+            params: Some({
+                let mut p = serde_json::json!({"body": params, "button": button_param});
+                if let Some(url) = header_image {
+                    p["header_image"] = serde_json::json!(url);
                 }
-                None => serde_json::json!({"body": params, "button": button_param}),
+                if let Some(text) = header_text {
+                    p["header_text"] = serde_json::json!(text);
+                }
+                p
             }),
             preview_text: cmd.preview_text.clone(),
             media: None,
@@ -1104,6 +1113,7 @@ async fn admit_and_send(
             params,
             button_param,
             header_image,
+            header_text: _,
         } => {
             let mut payload =
                 TemplatePayload::positional(&name, &language, &params, button_param.as_deref());
@@ -1251,9 +1261,10 @@ impl SendTask {
                 metrics::counter!("disparo_messages_sent_total", "channel_id" => channel_label)
                     .increment(1);
                 let record = self.record.clone();
+                let base = &self.shared.config.public_url;
                 let result = store
                     .mark_message_sent(queued.id, &wamid, |m| {
-                        vec![events::message_sent(&record, m, now_ms())]
+                        vec![events::message_sent(&record, m, now_ms(), base)]
                     })
                     .await;
                 let _ = self.myself.cast(ChannelMsg::Outcome(SendOutcome::Accepted));

@@ -229,6 +229,22 @@ impl Runtime {
             None => None,
         };
         let bm_id = bm.map(|b| b.id);
+        // The business verification status (issue 17: a BM learnt here no longer reads
+        // `unknown` until a sync); a refusal leaves it as it was.
+        if let (Some(id), Some(owner)) = (bm_id, &waba.owner_business_info) {
+            match shared.graph.business(token, &owner.id).await {
+                Ok(b) => {
+                    if let Some(v) = b.verification_status {
+                        if let Err(e) = shared.store.set_bm_verification(id, &v).await {
+                            tracing::error!(bm_id = id, error = %e, "could not record the verification");
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(bm_id = id, error = %e, "could not read the business node")
+                }
+            }
+        }
         if let Err(e) = shared
             .store
             .upsert_waba(account_id, bm_id, waba_id, &waba.name)

@@ -18,8 +18,9 @@ pub fn channel_object(c: &ChannelRecord) -> Value {
     })
 }
 
-/// The `message` object inside `message.received` / `message.sent`.
-pub fn message_object(m: &MessageRecord) -> Value {
+/// The `message` object inside `message.received` / `message.sent`; `media_src` is absolute
+/// under `base` (the public URL; issue 17).
+pub fn message_object(m: &MessageRecord, base: &str) -> Value {
     let mut v = json!({
         "id": m.id,
         "provider_message_id": m.provider_message_id,
@@ -38,7 +39,7 @@ pub fn message_object(m: &MessageRecord) -> Value {
         }
     }
     if m.media.is_some() {
-        v["media_src"] = json!(format!("/api/v1/messages/{}/media", m.id));
+        v["media_src"] = json!(format!("{base}/api/v1/messages/{}/media", m.id));
         v["media"] = m.media.clone().unwrap_or(Value::Null);
     }
     v
@@ -55,26 +56,27 @@ fn event(kind: EventKind, channel: &ChannelRecord, data: Value, at: i64) -> NewE
     }
 }
 
-/// `message.sent`: the provider accepted a message at `at` (ms).
-pub fn message_sent(channel: &ChannelRecord, m: &MessageRecord, at: i64) -> NewEvent {
+/// `message.sent`: the provider accepted a message at `at` (ms); `base` is the public URL.
+pub fn message_sent(channel: &ChannelRecord, m: &MessageRecord, at: i64, base: &str) -> NewEvent {
     let data = json!({
         "conversation_id": m.conversation_id,
         "contact": {"phone": m.contact_phone},
-        "message": message_object(m),
+        "message": message_object(m, base),
     });
     event(EventKind::MessageSent, channel, data, at)
 }
 
-/// `message.received`: a contact wrote.
+/// `message.received`: a contact wrote; `base` is the public URL.
 pub fn message_received(
     channel: &ChannelRecord,
     m: &MessageRecord,
     contact_name: Option<&str>,
+    base: &str,
 ) -> NewEvent {
     let data = json!({
         "conversation_id": m.conversation_id,
         "contact": {"phone": m.contact_phone, "name": contact_name},
-        "message": message_object(m),
+        "message": message_object(m, base),
     });
     event(EventKind::MessageReceived, channel, data, m.created_at)
 }

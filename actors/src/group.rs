@@ -771,6 +771,7 @@ impl Runtime {
                 params,
                 button_param: None,
                 header_image: None,
+                header_text: template.header_text.clone(),
             },
             preview_text: None,
             idempotency_key,

@@ -54,6 +54,9 @@ use supervisor::{ChannelSupervisor, SupervisorMsg};
 /// Runtime settings.
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
+    /// `DISPARO_PUBLIC_URL` without a trailing `/` (default `http://<listen address>`): the
+    /// base of the absolute URLs events carry (`media_src`; issue 17). Empty: relative paths.
+    pub public_url: String,
     /// `PROVIDER_APP_SECRET`: verifies provider webhooks of channels without their own app
     /// secret.
     pub app_secret: Option<Secret>,
@@ -108,6 +111,7 @@ pub struct RuntimeConfig {
 impl Default for RuntimeConfig {
     fn default() -> Self {
         Self {
+            public_url: String::new(),
             app_secret: None,
             call_timeout: Duration::from_secs(30),
             channel_max_in_flight: 64,
@@ -463,6 +467,7 @@ impl Runtime {
                     params,
                     button_param,
                     header_image: None,
+                    header_text: t.header_text,
                 }
             }
             channel::SendContent::Template {
@@ -471,6 +476,7 @@ impl Runtime {
                 params,
                 button_param,
                 header_image,
+                header_text,
             } => {
                 let name = self
                     .versioned_name(account_id, channel_id, &name, &language)
@@ -481,6 +487,7 @@ impl Runtime {
                     params,
                     button_param,
                     header_image,
+                    header_text,
                 }
             }
             other => other,

@@ -849,6 +849,7 @@ impl Runtime {
                     params,
                     button_param: button,
                     header_image: c.image_url.clone(),
+                    header_text: template.header_text.clone(),
                 },
                 preview_text: Some(preview),
                 idempotency_key: None,

@@ -317,6 +317,7 @@ impl Runtime {
                         params: req.variables,
                         button_param: req.button_variable,
                         header_image: req.image_url,
+                        header_text: template.header_text.clone(),
                     },
                     preview_text: Some(preview.clone()),
                     idempotency_key: req.idempotency_key,

@@ -156,7 +156,12 @@ async fn write(shared: &Shared, batch: &[SettleItem]) {
         let res = shared
             .store
             .settle_campaign_sends(&settlements, |i, m| {
-                vec![events::message_sent(&batch[i].record, m, now_ms())]
+                vec![events::message_sent(
+                    &batch[i].record,
+                    m,
+                    now_ms(),
+                    &shared.config.public_url,
+                )]
             })
             .await;
         match res {

@@ -277,6 +277,17 @@ impl Store {
         Ok(())
     }
 
+    /// Records the business verification status the provider reported for a BM
+    /// (`verified`, `pending`, `not_verified`, …).
+    pub async fn set_bm_verification(&self, id: i64, verification: &str) -> Result<()> {
+        sqlx::query("UPDATE bms SET verification_status = $2 WHERE id = $1")
+            .bind(id)
+            .bind(verification)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
     /// Records a sync of a BM.
     pub async fn set_bm_synced(
         &self,

@@ -275,6 +275,21 @@ impl Store {
         self.template(account_id, id).await
     }
 
+    /// The account's library by WABA and status (issue 17, a WABA's `layouts_by_status`):
+    /// `(waba_id, status, templates)`, each template counted once per WABA and status.
+    pub async fn layouts_by_waba(&self, account_id: i64) -> Result<Vec<(String, String, i64)>> {
+        let rows = sqlx::query(
+            "SELECT waba_id, status, COUNT(DISTINCT template_id) AS n FROM template_channels \
+             WHERE account_id = $1 GROUP BY waba_id, status ORDER BY waba_id, status",
+        )
+        .bind(account_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("waba_id")?, r.try_get("status")?, r.try_get("n")?)))
+            .collect()
+    }
+
     /// The account's official numbers that miss a template (issue 17): for each, whether an
     /// `auto_replicate` template approved on some number of the account is not approved on
     /// it. `channel_id` narrows to one number.

@@ -666,7 +666,7 @@ pub(crate) async fn get_wiki(
         .wiki_page_by_slug(auth.account_id(), &slug)
         .await?;
     Ok(Json(
-        json!({"data": crate::routes::wiki::page_json(&page, &auth.0.account_slug, true)}),
+        json!({"data": crate::routes::wiki::page_json(&page, &state.config.public_url, &auth.0.account_slug, true)}),
     ))
 }
 

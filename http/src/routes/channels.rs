@@ -444,7 +444,14 @@ async fn request_code(
     } else {
         serde_json::from_slice::<MethodIn>(&body)
             .map_err(|e| {
-                ApiError::invalid("method", "invalid_field", format!("Corpo inválido: {e}"))
+                ApiError::invalid(
+                    "method",
+                    "invalid_field",
+                    format!(
+                        "Corpo inválido: {}",
+                        crate::extract::in_portuguese(&e.to_string())
+                    ),
+                )
             })?
             .method
     };

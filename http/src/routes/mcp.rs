@@ -75,7 +75,16 @@ fn rpc_result(id: Value, result: Value) -> Response {
 async fn rpc(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
     let msg: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
-        Err(e) => return rpc_error(Value::Null, code::PARSE, format!("JSON inválido: {e}")),
+        Err(e) => {
+            return rpc_error(
+                Value::Null,
+                code::PARSE,
+                format!(
+                    "JSON inválido: {}",
+                    crate::extract::in_portuguese(&e.to_string())
+                ),
+            )
+        }
     };
     let Some(obj) = msg.as_object() else {
         return rpc_error(
@@ -211,7 +220,12 @@ impl Caller {
         };
         let req = match req {
             Ok(r) => r,
-            Err(e) => return failure(format!("Requisição inválida: {e}")),
+            Err(e) => {
+                return failure(format!(
+                    "Requisição inválida: {}",
+                    crate::extract::in_portuguese(&e.to_string())
+                ))
+            }
         };
         let resp = match crate::router(self.state.clone()).oneshot(req).await {
             Ok(r) => r,

@@ -201,6 +201,7 @@ fn parse(body: SendIn) -> Result<(Option<i64>, SendCommand), ApiError> {
                 params: t.params,
                 button_param: t.button_param.filter(|b| !b.is_empty()),
                 header_image: None,
+                header_text: None,
             }
         }
         (Some(_), Some(_)) => {
@@ -231,6 +232,22 @@ fn parse(body: SendIn) -> Result<(Option<i64>, SendCommand), ApiError> {
     ))
 }
 
+/// The send result's `header` (issue 17): `{type: "image", link}` for a header image,
+/// `{type: "text", text}` for a library template's text header, null otherwise (a template
+/// sent by name whose layout disparo does not hold, or a message without one).
+fn header_of(m: &MessageRecord) -> Value {
+    let p = m.params.as_ref();
+    match (
+        p.and_then(|p| p.get("header_image"))
+            .and_then(Value::as_str),
+        p.and_then(|p| p.get("header_text")).and_then(Value::as_str),
+    ) {
+        (Some(link), _) => json!({"type": "image", "link": link}),
+        (None, Some(text)) => json!({"type": "text", "text": text}),
+        _ => Value::Null,
+    }
+}
+
 /// The send result ("Message" › send result).
 pub fn send_result(m: &MessageRecord) -> Value {
     json!({
@@ -242,7 +259,7 @@ pub fn send_result(m: &MessageRecord) -> Value {
         "channel_id": m.channel_id,
         "provider_message_id": m.provider_message_id,
         "status": m.status.as_str(),
-        "header": Value::Null,
+        "header": header_of(m),
         "preview_text": m.preview_text,
         "template": m.template_name.as_ref().map(|n| json!({"name": n, "language": m.template_language})),
         "created_at": actors::time::iso(m.created_at),

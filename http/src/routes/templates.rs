@@ -163,7 +163,14 @@ async fn submit(
         Some(Json(v)) => {
             serde_json::from_value::<ChannelsIn>(v)
                 .map_err(|e| {
-                    ApiError::invalid("channels", "invalid_field", format!("Corpo inválido: {e}"))
+                    ApiError::invalid(
+                        "channels",
+                        "invalid_field",
+                        format!(
+                            "Corpo inválido: {}",
+                            crate::extract::in_portuguese(&e.to_string())
+                        ),
+                    )
                 })?
                 .channels
         }

@@ -39,7 +39,14 @@ fn stamp(ms: i64) -> String {
         .to_string()
 }
 
-pub(crate) fn page_json(p: &PageRecord, account_slug: &str, with_content: bool) -> Value {
+/// A wiki page as the API shows it; `public_url` is absolute under `base` (the gateway's public
+/// URL, `DISPARO_PUBLIC_URL`; issue 17) and null for a private page.
+pub(crate) fn page_json(
+    p: &PageRecord,
+    base: &str,
+    account_slug: &str,
+    with_content: bool,
+) -> Value {
     let mut v = json!({
         "id": p.id,
         "title": p.title,
@@ -48,7 +55,7 @@ pub(crate) fn page_json(p: &PageRecord, account_slug: &str, with_content: bool) 
         "visibility": p.visibility,
         "bot_knowledge": p.bot_knowledge,
         "excerpt": p.excerpt,
-        "public_url": (p.visibility == "public").then(|| format!("/w/{account_slug}/{}", p.slug)),
+        "public_url": (p.visibility == "public").then(|| format!("{}/w/{account_slug}/{}", base.trim_end_matches('/'), p.slug)),
         "created_at": stamp(p.created_at),
         "updated_at": stamp(p.updated_at),
     });
@@ -151,7 +158,7 @@ pub(crate) async fn list(
         pages,
         limit,
         |p| p.id,
-        |p| page_json(p, slug, false),
+        |p| page_json(p, &state.config.public_url, slug, false),
     )))
 }
 
@@ -224,7 +231,9 @@ pub(crate) async fn create(
         .await?;
     Ok((
         StatusCode::CREATED,
-        Json(json!({"data": page_json(&page, &auth.0.account_slug, true)})),
+        Json(
+            json!({"data": page_json(&page, &state.config.public_url, &auth.0.account_slug, true)}),
+        ),
     ))
 }
 
@@ -247,7 +256,7 @@ async fn read(
         .wiki_page(auth.account_id(), id)
         .await?;
     Ok(Json(
-        json!({"data": page_json(&page, &auth.0.account_slug, true)}),
+        json!({"data": page_json(&page, &state.config.public_url, &auth.0.account_slug, true)}),
     ))
 }
 
@@ -319,7 +328,7 @@ pub(crate) async fn update(
     }
     let page = state.runtime.store().update_wiki_page(&page).await?;
     Ok(Json(
-        json!({"data": page_json(&page, &auth.0.account_slug, true)}),
+        json!({"data": page_json(&page, &state.config.public_url, &auth.0.account_slug, true)}),
     ))
 }
 

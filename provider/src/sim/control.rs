@@ -28,6 +28,10 @@ pub(crate) fn routes() -> Router<Arc<Inner>> {
         .route("/_sim/numbers/{id}/code", get(get_code))
         .route("/_sim/numbers/{id}", axum::routing::delete(delete_number))
         .route("/_sim/businesses/{id}/payment", post(post_payment))
+        .route(
+            "/_sim/businesses/{id}/verification",
+            post(post_verification),
+        )
         .route("/_sim/templates/{id}/status", post(post_template_status))
         .route("/_sim/wabas/{id}/account-update", post(post_account_update))
         .route("/_sim/faults", put(put_faults).get(get_faults))
@@ -182,6 +186,7 @@ pub(crate) fn create_number(inner: &Inner, req: CreateNumber) -> Result<CreatedN
                     .clone()
                     .unwrap_or_else(|| inner.random_from(b"0123456789abcdef", 32)),
                 payment_ok: true,
+                verification_status: "verified".into(),
             };
             let waba = Waba {
                 // Adoption (a known token with a known WABA id) keeps the WABA's id.
@@ -646,6 +651,29 @@ async fn delete_number(State(inner): State<Arc<Inner>>, Path(id): Path<String>) 
 #[serde(deny_unknown_fields)]
 struct Payment {
     ok: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Verification {
+    status: String,
+}
+
+/// `POST /_sim/businesses/{business_id}/verification` `{status}`: sets the business
+/// verification status the business node answers.
+async fn post_verification(
+    State(inner): State<Arc<Inner>>,
+    Path(id): Path<String>,
+    Json(req): Json<Verification>,
+) -> Response {
+    match inner.businesses.get_mut(&id) {
+        Some(mut b) => {
+            b.verification_status = req.status.clone();
+            Json(json!({"data": {"business_id": id, "verification_status": req.status}}))
+                .into_response()
+        }
+        None => not_found("business"),
+    }
 }
 
 /// `POST /_sim/businesses/{business_id}/payment` `{ok}`: breaks or fixes the business's payment

@@ -272,10 +272,17 @@ async fn get_node(
     match resolve(&inner, &business, &node) {
         Some(Node::Number) => {}
         Some(Node::Waba) => return super::business::get_waba(&inner, &node),
-        Some(Node::Business) => return Json(
-            json!({"id": node, "name": "Disparo Sim Business", "verification_status": "verified"}),
-        )
-        .into_response(),
+        Some(Node::Business) => {
+            let verification = inner
+                .businesses
+                .get(&node)
+                .map(|b| b.verification_status.clone())
+                .unwrap_or_else(|| "verified".into());
+            return Json(
+                json!({"id": node, "name": "Disparo Sim Business", "verification_status": verification}),
+            )
+            .into_response();
+        }
         Some(Node::Media) => return super::media::describe(&inner, &node, &headers, &query),
         Some(Node::Template(waba)) => return super::templates::get_one(&inner, &waba, &node),
         None => return unknown_node(&node),

@@ -15,6 +15,9 @@ pub struct Business {
     /// Whether the business's payment method works; when not, business-initiated sends fail
     /// with 131042 and WABAs report it in `health_status` (error 141006).
     pub payment_ok: bool,
+    /// The business verification status `GET /{business_id}?fields=verification_status`
+    /// answers (`verified` by default; `pending`, `not_verified`, `rejected`…).
+    pub verification_status: String,
 }
 
 /// A WhatsApp Business Account.
