@@ -399,11 +399,16 @@ impl From<ActorError> for ApiError {
                 message: format!("O provedor recusou a credencial: {reason}"),
                 details: Map::new(),
             },
-            ActorError::Conflict(what) => ApiError::Unprocessable {
-                code: "conflict",
-                message: format!("Conflito com um registro existente: {what}"),
-                details: Map::new(),
-            },
+            ActorError::Conflict(what) => {
+                // `what` is storage's own note (English, for the log): the client gets the
+                // sentence in Portuguese (issue 17, honest errors).
+                tracing::debug!(conflict = %what, "conflict with an existing record");
+                ApiError::Unprocessable {
+                    code: "conflict",
+                    message: "Já existe um registro com esses dados (nome, número ou identificador já em uso nesta conta ou no provedor).".into(),
+                    details: Map::new(),
+                }
+            }
                         ActorError::InvalidSignature => ApiError::InvalidSignature,
                         ActorError::Rejected { code, message, details } => ApiError::Unprocessable {
                 code,

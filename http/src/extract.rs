@@ -84,7 +84,7 @@ fn json_rejection(r: JsonRejection) -> ApiError {
         }
         JsonRejection::MissingJsonContentType(_) => ApiError::UnsupportedMediaType,
         other if other.status() == StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge,
-        other => ApiError::Malformed(other.body_text()),
+        other => ApiError::Malformed(in_portuguese(&other.body_text())),
     }
 }
 
