@@ -654,6 +654,9 @@ impl Runtime {
                     Err(storage::StorageError::Conflict(_)) => continue, // connected in another account
                     Err(e) => return Err(e.into()),
                 };
+                store
+                    .set_channel_throughput(rec.id, i64::from(n.throughput_mps()))
+                    .await?;
                 self.start_channel(rec.id).await?;
                 self.replicate_in_background(account_id, rec.id);
                 created.push(serde_json::json!({"channel_id": rec.id, "phone": rec.phone, "phone_number_id": rec.phone_number_id}));

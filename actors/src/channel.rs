@@ -13,9 +13,10 @@ use engine::channel::{
     business_initiated_allowed, health, ChannelStatus, Health, HealthCode, HealthInput, Quality,
     Tier, WabaStanding,
 };
-use engine::guardrail::{self, Cadence, CapToday, Guardrails};
+use engine::guardrail::{self, CapToday, Guardrails};
 use engine::limits::RollingUnique;
 use engine::message::{window_open, MessageKind};
+use engine::pacing::Pacer;
 use engine::phone::Phone;
 use engine::{Secret, DAY_MS};
 use provider::wire::{SendMessageRequest, TemplatePayload};
@@ -131,6 +132,23 @@ pub enum SendOutcome {
     Accepted,
     /// The provider refused it.
     Refused(ErrorKind),
+    /// The provider refused it for the number's throughput (130429), with its `Retry-After`
+    /// in ms when it sent one (issue 25).
+    Throttled(Option<u64>),
+}
+
+/// The outcome a refused send reports to its channel.
+fn refused(e: &provider::ProviderError) -> SendOutcome {
+    match (e.kind(), e) {
+        (
+            ErrorKind::RateLimited,
+            provider::ProviderError::Graph {
+                retry_after_s: s, ..
+            },
+        ) => SendOutcome::Throttled(s.map(|s| s * 1000)),
+        (ErrorKind::RateLimited, _) => SendOutcome::Throttled(None),
+        (kind, _) => SendOutcome::Refused(kind),
+    }
 }
 
 /// Messages of a [`ChannelActor`].
@@ -285,11 +303,11 @@ pub struct ChannelState {
     cap_sent: i64,
     /// Extra campaign sends authorized today.
     cap_authorized: i64,
-    cadence: Cadence,
+    /// Campaign sends paced at the provider's throughput and the cadence, adapted by the
+    /// provider's answers (issue 25).
+    pacer: Pacer,
     /// No campaign work until then (ms): the provider rate-limited the number.
     backoff_until: i64,
-    /// Consecutive rate-limit answers (sets the back-off's length).
-    backoff_attempt: u32,
     /// Whether business-initiated sends are refused now (RED, ban, payment, credential,
     /// disconnected); read by send tasks right before the provider call, so a RED event stops
     /// even sends admitted before it.
@@ -500,9 +518,9 @@ impl ChannelState {
         let headroom =
             engine::channel::available(input.limit_24h, input.sent_24h, input.external_available)
                 .map_or(usize::MAX, |a| a as usize);
-        let cadence =
-            self.cadence
-                .slots_within(self.guardrails.cadence_ms, now, CADENCE_HORIZON_MS);
+        let cadence = self
+            .pacer
+            .slots_within(self.guardrails.cadence_ms, now, CADENCE_HORIZON_MS);
         window.min(cap).min(headroom).min(cadence)
     }
 
@@ -756,9 +774,13 @@ impl Actor for ChannelActor {
             cap_day,
             cap_sent,
             cap_authorized,
-            cadence: Cadence::default(),
+            pacer: Pacer::new(
+                record
+                    .throughput_mps
+                    .and_then(|m| u32::try_from(m).ok())
+                    .unwrap_or(engine::pacing::DEFAULT_MPS),
+            ),
             backoff_until: 0,
-            backoff_attempt: 0,
             blocked: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             shared: args.shared,
         };
@@ -862,21 +884,21 @@ async fn handle_msg(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut Chan
             let _ = reply.send(st.snapshot());
         }
         ChannelMsg::Outcome(SendOutcome::Accepted) => {
-            st.backoff_attempt = 0;
+            st.pacer.on_accepted();
             st.set_credential_valid(true).await;
         }
-        ChannelMsg::Outcome(SendOutcome::Refused(ErrorKind::RateLimited)) => {
-            // The number's throughput was exceeded: no campaign work for a while, longer at
-            // each consecutive refusal (1 s, 2 s, 4 s… up to 60 s; PROVIDER.md §7.1).
-            st.backoff_attempt += 1;
-            if let provider::NextStep::RetryAfter(ms) =
-                ErrorKind::RateLimited.next_step(st.backoff_attempt)
-            {
-                st.backoff_until = now_ms() + ms as i64;
+        ChannelMsg::Outcome(SendOutcome::Throttled(retry_after_ms)) => {
+            // The number's throughput was exceeded: one signal per burst (the sends in flight
+            // are refused together): the rate halves and campaign work pauses for the
+            // provider's Retry-After, else 1 s; accepted sends raise it back (issue 25).
+            let now = now_ms();
+            if let Some(until) = st.pacer.on_throttled(now, retry_after_ms) {
+                st.backoff_until = until;
                 metrics::counter!("disparo_channel_backoffs_total", "channel_id" => st.record.id.to_string()).increment(1);
                 tracing::warn!(
-                    backoff_ms = ms,
-                    "the provider rate-limited the number; backing off"
+                    pause_ms = until - now,
+                    rate = st.pacer.rate(),
+                    "the provider rate-limited the number; pacing slower"
                 );
             }
         }
@@ -1286,9 +1308,7 @@ impl SendTask {
             Err(e) => {
                 let kind = e.kind();
                 metrics::counter!("disparo_messages_failed_total", "channel_id" => channel_label, "kind" => format!("{kind:?}")).increment(1);
-                let _ = self
-                    .myself
-                    .cast(ChannelMsg::Outcome(SendOutcome::Refused(kind)));
+                let _ = self.myself.cast(ChannelMsg::Outcome(refused(&e)));
                 if matches!(e, provider::ProviderError::Timeout) {
                     // In doubt: the provider may have accepted it. The row stays `sending`
                     // until a status webhook (carrying our id) settles it.
@@ -1338,6 +1358,15 @@ async fn apply_sync(
                 st.fit_counter().await;
             }
             st.credential_valid = true;
+            let mps = pn.throughput_mps();
+            if mps != st.pacer.ceiling() {
+                tracing::info!(throughput_mps = mps, "the number's throughput changed");
+                st.pacer.set_ceiling(mps);
+                st.shared
+                    .store
+                    .set_channel_throughput(st.record.id, i64::from(mps))
+                    .await?;
+            }
             let tier = st.tier.as_ref().map(|t| t.as_str().to_string());
             st.shared
                 .store
@@ -1383,7 +1412,7 @@ async fn dispatch(myself: ActorRef<ChannelMsg>, batch: Dispatch, st: &mut Channe
         }
         st.cap_sent += 1;
         st.campaign_in_flight += 1;
-        let send_at = st.cadence.take(st.guardrails.cadence_ms, now);
+        let send_at = st.pacer.take(st.guardrails.cadence_ms, now);
         let mut payload = TemplatePayload::positional(
             &batch.template_name,
             &batch.language,
@@ -1533,9 +1562,7 @@ impl CampaignSend {
             };
             let kind = e.kind();
             metrics::counter!("disparo_messages_failed_total", "channel_id" => channel_label.clone(), "kind" => format!("{kind:?}")).increment(1);
-            let _ = self
-                .myself
-                .cast(ChannelMsg::Outcome(SendOutcome::Refused(kind)));
+            let _ = self.myself.cast(ChannelMsg::Outcome(refused(&e)));
             return match kind {
                 // No answer: the provider may have taken it. A status webhook (carrying our id)
                 // settles it, or the grace period sends it again (D-032).

@@ -113,6 +113,11 @@ impl Runtime {
             bm_id,
         };
         let record = shared.store.insert_channel(&new).await?;
+        // Read before the actor starts: it paces campaign sends at it (issue 25).
+        shared
+            .store
+            .set_channel_throughput(record.id, i64::from(number.throughput_mps()))
+            .await?;
         self.start_channel(record.id).await?;
         self.replicate_in_background(account_id, record.id);
         Ok((

@@ -14,6 +14,7 @@ pub mod limits;
 pub mod media;
 pub mod message;
 pub mod net;
+pub mod pacing;
 pub mod panel;
 pub mod panel_campaign;
 pub mod phone;

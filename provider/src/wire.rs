@@ -387,9 +387,22 @@ pub struct PhoneNumber {
     /// Whether two-step verification is on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub is_pin_enabled: Option<bool>,
+    /// Whether the number is also on the WhatsApp Business app (coexistence: a fixed 20
+    /// messages/s; PROVIDER.md §10.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_on_biz_app: Option<bool>,
 }
 
 impl PhoneNumber {
+    /// The number's throughput, messages/s, from its `throughput.level` and coexistence
+    /// ([`engine::pacing::throughput_mps`]).
+    pub fn throughput_mps(&self) -> u32 {
+        engine::pacing::throughput_mps(
+            self.throughput.as_ref().map(|t| t.level.as_str()),
+            self.is_on_biz_app == Some(true),
+        )
+    }
+
     /// The tier to use: the portfolio limit when present, else the legacy per-number tier.
     pub fn tier(&self) -> Option<&str> {
         self.whatsapp_business_manager_messaging_limit
@@ -406,7 +419,7 @@ pub struct Throughput {
 }
 
 /// The fields disparo reads from a phone number node.
-pub const PHONE_NUMBER_FIELDS: &str = "id,display_phone_number,verified_name,quality_rating,messaging_limit_tier,whatsapp_business_manager_messaging_limit,throughput,status,name_status,code_verification_status,platform_type,account_mode,is_pin_enabled";
+pub const PHONE_NUMBER_FIELDS: &str = "id,display_phone_number,verified_name,quality_rating,messaging_limit_tier,whatsapp_business_manager_messaging_limit,throughput,status,name_status,code_verification_status,platform_type,account_mode,is_pin_enabled,is_on_biz_app";
 
 /// A business portfolio node (`GET /{business_id}?fields=id,name,verification_status`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

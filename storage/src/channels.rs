@@ -56,6 +56,8 @@ pub struct ChannelRecord {
     pub client_id: Option<i64>,
     /// The profile picture's URL at the provider, from the last sync or upload.
     pub photo_url: Option<String>,
+    /// The provider's throughput for the number, messages/s (issue 25); `None` until read.
+    pub throughput_mps: Option<i64>,
 }
 
 /// A channel's decrypted credentials.
@@ -98,7 +100,7 @@ pub struct NewChannel {
     pub bm_id: Option<i64>,
 }
 
-pub(crate) const COLUMNS: &str = "id, account_id, name, phone, official, engine, status, quality, tier, phone_number_id, waba_id, verified_name, verify_token, credential_valid, created_at, updated_at, last_sync_at, bm_id, payment_locked_until, provider_url, group_id, client_id, photo_url";
+pub(crate) const COLUMNS: &str = "id, account_id, name, phone, official, engine, status, quality, tier, phone_number_id, waba_id, verified_name, verify_token, credential_valid, created_at, updated_at, last_sync_at, bm_id, payment_locked_until, provider_url, group_id, client_id, photo_url, throughput_mps";
 
 pub(crate) fn read(row: &AnyRow) -> Result<ChannelRecord> {
     Ok(ChannelRecord {
@@ -125,10 +127,21 @@ pub(crate) fn read(row: &AnyRow) -> Result<ChannelRecord> {
         group_id: row.try_get("group_id")?,
         client_id: row.try_get("client_id")?,
         photo_url: row.try_get("photo_url")?,
+        throughput_mps: row.try_get("throughput_mps")?,
     })
 }
 
 impl Store {
+    /// Records the number's provider throughput, messages/s (issue 25).
+    pub async fn set_channel_throughput(&self, id: i64, mps: i64) -> Result<()> {
+        sqlx::query("UPDATE channels SET throughput_mps = $2 WHERE id = $1")
+            .bind(id)
+            .bind(mps)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
     /// Stores a new channel. Errors: [`StorageError::Conflict`] when the phone number id is
     /// already connected.
     pub async fn insert_channel(&self, c: &NewChannel) -> Result<ChannelRecord> {

@@ -306,6 +306,11 @@ async fn get_node(
         "STANDARD"
     };
     all.insert("throughput".into(), json!({ "level": level }));
+    // A number held at the coexistence rate reports itself on the Business app (§4.1, §10.1).
+    all.insert(
+        "is_on_biz_app".into(),
+        json!(n.throughput_mps <= engine::pacing::COEXISTENCE_MPS),
+    );
     let banned = inner
         .wabas
         .get(&n.waba_id)
