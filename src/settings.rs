@@ -29,7 +29,8 @@ pub struct Settings {
     /// directory) and reused.
     #[arg(long, env = "DISPARO_MASTER_KEY", value_parser = secret, hide_env_values = true)]
     pub master_key: Option<Secret>,
-    /// Public base URL of the gateway (used in the webhook URLs shown to operators); default
+    /// Public base URL of the gateway: the base of every absolute URL it hands out (webhook
+    /// blocks, the hygiene callback, wiki `public_url`, events' `media_src`); default
     /// `http://<listen address>`.
     #[arg(long, env = "DISPARO_PUBLIC_URL")]
     pub public_url: Option<String>,

@@ -540,15 +540,6 @@ impl Runtime {
         })
     }
 
-    /// Every group of the account with its reading and templates in common.
-    pub async fn list_groups(&self, account_id: i64) -> Result<Vec<GroupDetail>, ActorError> {
-        let mut out = Vec::new();
-        for g in self.shared.store.list_groups(account_id).await? {
-            out.push(self.group_detail(account_id, g.id).await?);
-        }
-        Ok(out)
-    }
-
     /// A keyset page of the account's groups in id order (issue 17): up to `limit` after the id
     /// `after`, each with its numbers and headroom.
     pub async fn groups_page(

@@ -161,6 +161,15 @@ pub fn page_params(
     Ok((limit, self::cursor(cursor, "invalid_cursor")?))
 }
 
+/// The page of a list route that takes only [`PageQuery`]: its `limit` (default
+/// [`LIST_DEFAULT`], at most [`LIST_MAX`]) and cursor, or the 422 of a bad query.
+pub fn list_page(
+    q: Result<axum::extract::Query<PageQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<(i64, Option<i64>), ApiError> {
+    let axum::extract::Query(q) = q.map_err(query_rejection)?;
+    page_params(q.limit, &q.cursor, LIST_DEFAULT, LIST_MAX)
+}
+
 /// Query parameters of a keyset list: `limit` and the previous page's `next_cursor`.
 #[derive(Debug, Clone, Default, serde::Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]

@@ -226,26 +226,6 @@ pub struct TokenRecord {
 }
 
 impl Store {
-    /// The account's tokens, newest first.
-    pub async fn list_tokens(&self, account_id: i64) -> Result<Vec<TokenRecord>> {
-        let rows = sqlx::query("SELECT id, name, prefix, level, created_at, revoked_at FROM api_tokens WHERE account_id = $1 ORDER BY id DESC")
-            .bind(account_id)
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(TokenRecord {
-                    id: r.try_get("id")?,
-                    name: r.try_get("name")?,
-                    prefix: r.try_get("prefix")?,
-                    level: r.try_get("level")?,
-                    created_at: r.try_get("created_at")?,
-                    revoked_at: r.try_get("revoked_at")?,
-                })
-            })
-            .collect()
-    }
-
     /// A keyset page of the account's tokens, newest first: up to `limit` before the id
     /// `before` (issue 17).
     pub async fn list_tokens_page(

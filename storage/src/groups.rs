@@ -87,16 +87,6 @@ impl Store {
         }
     }
 
-    /// The account's groups, oldest first.
-    pub async fn list_groups(&self, account_id: i64) -> Result<Vec<GroupRecord>> {
-        let sql = format!("SELECT {COLUMNS} FROM sending_groups WHERE account_id = $1 ORDER BY id");
-        let rows = sqlx::query(&sql)
-            .bind(account_id)
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter().map(read).collect()
-    }
-
     /// A keyset page of the account's groups in id order: up to `limit` after the id `after`
     /// (issue 17).
     pub async fn list_groups_page(

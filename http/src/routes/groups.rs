@@ -183,13 +183,7 @@ async fn list(
         axum::extract::rejection::QueryRejection,
     >,
 ) -> Result<Json<Value>, ApiError> {
-    let axum::extract::Query(q) = q.map_err(crate::extract::query_rejection)?;
-    let (limit, after) = crate::extract::page_params(
-        q.limit,
-        &q.cursor,
-        crate::extract::LIST_DEFAULT,
-        crate::extract::LIST_MAX,
-    )?;
+    let (limit, after) = crate::extract::list_page(q)?;
     let groups = state
         .runtime
         .groups_page(auth.account_id(), after, limit + 1)

@@ -118,13 +118,7 @@ pub(crate) async fn list(
     if let Some(axum::Extension(caller)) = sender {
         return crate::routes::sender::templates(&state, &caller).await;
     }
-    let axum::extract::Query(q) = q.map_err(crate::extract::query_rejection)?;
-    let (limit, after) = crate::extract::page_params(
-        q.limit,
-        &q.cursor,
-        crate::extract::LIST_DEFAULT,
-        crate::extract::LIST_MAX,
-    )?;
+    let (limit, after) = crate::extract::list_page(q)?;
     let rows = state
         .runtime
         .library_page(auth.account_id(), after, limit + 1)

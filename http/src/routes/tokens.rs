@@ -35,13 +35,7 @@ async fn list(
         axum::extract::rejection::QueryRejection,
     >,
 ) -> Result<Json<Value>, ApiError> {
-    let axum::extract::Query(q) = q.map_err(crate::extract::query_rejection)?;
-    let (limit, before) = crate::extract::page_params(
-        q.limit,
-        &q.cursor,
-        crate::extract::LIST_DEFAULT,
-        crate::extract::LIST_MAX,
-    )?;
+    let (limit, before) = crate::extract::list_page(q)?;
     let tokens = state
         .runtime
         .store()
