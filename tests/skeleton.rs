@@ -1082,7 +1082,49 @@ async fn every_list_pages_with_a_cursor(backend: Backend) {
     }
 }
 
+/// Issue 16 (first part): a WABA-level field disparo does not act on, signed by the secret of a
+/// number of that WABA (not the app secret), is answered 200 — a 401 makes the provider retry
+/// it for days — and counted; the same body unsigned or signed by another secret is 401.
+async fn a_signed_waba_level_field_is_accepted_whatever_the_field(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (_, number) = app.connect_channel().await;
+    let bodies = [
+        json!({"object": "whatsapp_business_account", "entry": [{"id": number.waba_id, "time": 1743451903, "changes": [
+            {"field": "business_capability_update", "value": {"max_daily_conversations_per_business": 2000, "max_phone_numbers_per_business": 2}}]}]}),
+        json!({"object": "whatsapp_business_account", "entry": [{"id": number.waba_id, "time": 1743451903, "changes": [
+            {"field": "account_update", "value": {"event": "ACCOUNT_VIOLATION", "violation_info": {"violation_type": "SCAM"}}}]}]}),
+        json!({"object": "whatsapp_business_account", "entry": [{"id": number.waba_id, "time": 1743451903, "changes": [
+            {"field": "account_update", "value": {"event": "PARTNER_ADDED", "waba_info": {"waba_id": number.waba_id, "owner_business_id": number.business_id}}}]}]}),
+    ];
+    for body in &bodies {
+        let raw = body.to_string();
+        let signed = provider::signature::sign(&number.app_secret, raw.as_bytes());
+        assert_eq!(
+            app.provider_post(&raw, &signed).await,
+            StatusCode::OK,
+            "{raw}"
+        );
+        let forged = provider::signature::sign("someone-else", raw.as_bytes());
+        assert_eq!(
+            app.provider_post(&raw, &forged).await,
+            StatusCode::UNAUTHORIZED,
+            "{raw}"
+        );
+    }
+    let metrics = app.metrics().await;
+    let ignored: f64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("disparo_provider_fields_ignored_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .fold(0.0, |a, b| a + b);
+    assert!(
+        ignored >= 1.0,
+        "the field not acted on is counted: {ignored}"
+    );
+}
+
 on_both_backends! {
+    waba_level_fields => a_signed_waba_level_field_is_accepted_whatever_the_field;
     every_list_pages => every_list_pages_with_a_cursor;
     list_messages => messages_are_listed_with_filters_and_cursor_paging;
     server_limits => the_server_limits_rates_slow_clients_long_requests_and_floods;

@@ -454,6 +454,11 @@ impl Runtime {
                         }
                     }
                     ChangeValue::Other(_) => {
+                        // A field disparo does not act on (yet): answered 200 once the body
+                        // is signed — a refusal makes the provider retry it for days and can
+                        // disable the app's webhook (issue 16) — logged and counted.
+                        tracing::info!(field = change.field, "provider field not acted on");
+                        metrics::counter!("disparo_provider_fields_ignored_total").increment(1);
                         report.ignored += 1;
                     }
                 }
@@ -462,15 +467,10 @@ impl Runtime {
         if any_unverified && !any_verified {
             return Err(ActorError::InvalidSignature);
         }
-        if !any_verified && routed.is_none() {
-            // Nothing addressed a known channel: accept only what the app secret signed.
-            let fallback_ok = verifier
-                .fallback
-                .is_some_and(|s| signature::verify(s.expose(), body, header));
-            if !fallback_ok {
-                return Err(ActorError::InvalidSignature);
-            }
-        }
+        // Nothing was for a channel here (a WABA-level field disparo does not act on, an
+        // account_update that is no ban): the signature checked at the top — by a channel of
+        // a number or WABA the body names, or the app secret — is what makes it authentic,
+        // and it is answered 200 (issue 16: a 401 would make the provider retry it for days).
 
         Ok((
             report,
