@@ -75,8 +75,6 @@ pub struct DispatcherState {
     /// The ordering keys with an attempt in flight, per subscription (one per key keeps a
     /// conversation's order; D-065).
     in_flight: HashMap<i64, HashSet<String>>,
-    /// Attempts in flight, all subscriptions.
-    attempts_in_flight: usize,
     poll_scheduled: bool,
 }
 
@@ -131,7 +129,6 @@ impl Actor for WebhookDispatcher {
             config: Arc::new(args.config),
             http,
             in_flight: HashMap::new(),
-            attempts_in_flight: 0,
             poll_scheduled: false,
         })
     }
@@ -178,9 +175,7 @@ impl Actor for WebhookDispatcher {
             }
             DispatcherMsg::Done(subscription_id, key) => {
                 if let Some(keys) = st.in_flight.get_mut(&subscription_id) {
-                    if keys.remove(&key) {
-                        st.attempts_in_flight -= 1;
-                    }
+                    keys.remove(&key);
                     if keys.is_empty() {
                         st.in_flight.remove(&subscription_id);
                     }
@@ -200,7 +195,7 @@ async fn poll(myself: &ActorRef<DispatcherMsg>, st: &mut DispatcherState) {
     let free = st
         .config
         .max_in_flight
-        .saturating_sub(st.attempts_in_flight);
+        .saturating_sub(st.in_flight.values().map(HashSet::len).sum());
     if free == 0 {
         return;
     }
@@ -221,14 +216,10 @@ async fn poll(myself: &ActorRef<DispatcherMsg>, st: &mut DispatcherState) {
         }
     };
     for d in due {
-        if st
-            .in_flight
+        st.in_flight
             .entry(d.subscription_id)
             .or_default()
-            .insert(d.order_key.clone())
-        {
-            st.attempts_in_flight += 1;
-        }
+            .insert(d.order_key.clone());
         let (store, http, config, me) = (
             st.store.clone(),
             st.http.clone(),

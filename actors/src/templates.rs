@@ -328,11 +328,21 @@ impl Runtime {
         }
         let draft = Draft {
             provider_name: t.provider_name.clone(),
-            category: patch.category.unwrap_or_else(|| old.category.clone()),
+            category: patch
+                .category
+                .map(|c| c.to_ascii_lowercase())
+                .unwrap_or_else(|| old.category.clone()),
             language: t.language.clone(),
             body: patch.body.unwrap_or_else(|| old.body.clone()),
-            header_text: patch.header_text.unwrap_or_else(|| old.header_text.clone()),
-            footer_text: patch.footer_text.unwrap_or_else(|| old.footer_text.clone()),
+            // `""` removes a header or footer, as `null` does.
+            header_text: patch
+                .header_text
+                .map(|h| h.filter(|h| !h.is_empty()))
+                .unwrap_or_else(|| old.header_text.clone()),
+            footer_text: patch
+                .footer_text
+                .map(|f| f.filter(|f| !f.is_empty()))
+                .unwrap_or_else(|| old.footer_text.clone()),
             buttons: patch.buttons.unwrap_or_else(|| old.buttons.clone()),
             var_map: patch.var_map.unwrap_or_else(|| old.var_map.clone()),
         };

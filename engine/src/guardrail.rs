@@ -165,42 +165,6 @@ pub fn cap_today(
     }
 }
 
-/// Cadence: the number's next free send slot. `next_free` is the earliest instant the next
-/// campaign send may go; [`Cadence::take`] books a slot and returns when to send.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Cadence {
-    next_free: i64,
-}
-
-impl Cadence {
-    /// Books the next slot at or after `now_ms`; returns its instant (ms).
-    pub fn take(&mut self, cadence_ms: i64, now_ms: i64) -> i64 {
-        let at = self.next_free.max(now_ms);
-        self.next_free = at + cadence_ms.max(0);
-        at
-    }
-
-    /// Gives back the last booked slot (a send that was not made).
-    pub fn give_back(&mut self, cadence_ms: i64) {
-        self.next_free -= cadence_ms.max(0);
-    }
-
-    /// How many more slots start within `horizon_ms` of `now_ms` (`usize::MAX` without a
-    /// cadence).
-    pub fn slots_within(&self, cadence_ms: i64, now_ms: i64, horizon_ms: i64) -> usize {
-        if cadence_ms <= 0 {
-            return usize::MAX;
-        }
-        let start = self.next_free.max(now_ms);
-        let end = now_ms + horizon_ms;
-        if start > end {
-            0
-        } else {
-            ((end - start) / cadence_ms + 1) as usize
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,27 +241,5 @@ mod tests {
         assert!(warmup_by_default(Some("TIER_50")));
         assert!(!warmup_by_default(Some("TIER_2K")));
         assert!(!warmup_by_default(Some("TIER_UNLIMITED")));
-    }
-
-    #[test]
-    fn cadence_spaces_slots() {
-        let mut c = Cadence::default();
-        assert_eq!(c.take(25, 1000), 1000);
-        assert_eq!(c.take(25, 1000), 1025);
-        assert_eq!(c.take(25, 1010), 1050);
-        assert_eq!(
-            c.slots_within(25, 1010, 100),
-            2,
-            "1075 and 1100 start by 1110"
-        );
-        c.give_back(25);
-        assert_eq!(c.take(25, 1010), 1050);
-        assert_eq!(c.take(25, 5000), 5000, "an idle number sends at once");
-        assert_eq!(c.slots_within(0, 0, 0), usize::MAX);
-        assert_eq!(
-            c.slots_within(25, 5000, 10),
-            0,
-            "next slot 5025 is past the horizon"
-        );
     }
 }

@@ -598,10 +598,10 @@ pub(crate) async fn update_template(
             id,
             actors::templates::TemplatePatch {
                 name: b.name,
-                category: b.category.map(|c| c.to_ascii_lowercase()),
+                category: b.category,
                 body: b.body,
-                header_text: b.header_text.map(|h| h.filter(|h| !h.is_empty())),
-                footer_text: b.footer_text.map(|f| f.filter(|f| !f.is_empty())),
+                header_text: b.header_text,
+                footer_text: b.footer_text,
                 var_map: b.variables,
                 buttons: None,
                 auto_replicate: b.auto_replicate,
