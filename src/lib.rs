@@ -138,6 +138,15 @@ impl Application {
                 .await
                 .with_context(|| format!("binding {}", settings.listen))?,
         };
+        anyhow::ensure!(
+            settings
+                .provider_app_secret
+                .as_ref()
+                .is_some_and(|s| !s.expose().is_empty()),
+            "PROVIDER_APP_SECRET is required: the provider signs every webhook with the app's \
+             secret, and a number connected without its own is verified with it (spec \
+             \"Authentication\"; `serve --simulator` sets one)"
+        );
         let addr = listener.local_addr()?;
         // The recorder first: handles taken before it is installed would record nothing.
         let metrics = http::install_metrics();
@@ -159,6 +168,8 @@ impl Application {
             RuntimeConfig {
                 public_url: public_url.clone(),
                 app_secret: settings.provider_app_secret.clone(),
+                app_id: settings.provider_app_id.clone(),
+                config_id: settings.provider_config_id.clone(),
                 call_timeout: Duration::from_millis(settings.call_timeout_ms),
                 webhook_retry: match &settings.webhook_retry_ms {
                     Some(list) => RetrySchedule::from_delays_ms(list.clone()),
@@ -266,7 +277,18 @@ pub struct Demo {
 impl Demo {
     /// Starts a simulator whose webhooks go to `gateway` and points the settings at it.
     pub async fn start(settings: &mut Settings, gateway: SocketAddr) -> anyhow::Result<Self> {
+        // One app secret for the simulated app, unless one is configured: the simulator's
+        // businesses sign with it like the provider's app does (issue 16).
+        let app_secret = settings
+            .provider_app_secret
+            .get_or_insert_with(|| engine::Secret::new(actors::connect::random_verify_token()))
+            .expose()
+            .to_string();
+        if settings.provider_app_id.is_none() {
+            settings.provider_app_id = Some(provider::sim::SIM_APP_ID.to_string());
+        }
         let sim = Simulator::new(SimConfig {
+            app_secret: Some(app_secret),
             webhook_url: Some(format!("http://{gateway}/webhooks/messaging")),
             status_delays: provider::sim::StatusDelays {
                 sent_ms: 300,

@@ -42,9 +42,11 @@ pub struct Settings {
     )]
     pub provider_base_url: String,
     /// Graph API version path segment.
-    #[arg(long, env = "PROVIDER_API_VERSION", default_value = "v21.0")]
+    #[arg(long, env = "PROVIDER_API_VERSION", default_value = "v25.0")]
     pub provider_api_version: String,
-    /// App secret: verifies provider webhooks of channels that have no app secret of their own.
+    /// App secret (required by `serve`; `serve --simulator` makes one): verifies provider
+    /// webhooks of channels that have no app secret of their own and exchanges embedded-signup
+    /// codes (spec "Authentication").
     #[arg(long, env = "PROVIDER_APP_SECRET", value_parser = secret, hide_env_values = true)]
     pub provider_app_secret: Option<Secret>,
     /// Verify token of the app-level webhook handshake (`GET /webhooks/messaging`).

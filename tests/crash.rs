@@ -25,6 +25,7 @@ impl Gateway {
         c.env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("DISPARO_LOG", "warn")
+            .env("PROVIDER_APP_SECRET", "crash-test-app-secret")
             .stdout(Stdio::null())
             .stderr(match std::env::var("DISPARO_TEST_CHILD_LOG") {
                 Ok(p) => Stdio::from(

@@ -989,6 +989,7 @@ async fn every_list_pages_with_a_cursor(backend: Backend) {
                 language: "pt_BR".into(),
                 body: "Olá, seu pedido saiu.".into(),
                 header_text: None,
+                header_media: None,
                 footer_text: None,
                 buttons: json!([]),
                 var_map: json!({}),

@@ -733,7 +733,182 @@ async fn templates_follow_the_numbers_and_are_edited_and_deleted_by_id(backend: 
     assert_eq!(template_of(&app, t1).await, Value::Null);
 }
 
+/// Every component a template needs reaches the provider, on 1:1 (library and by name), group
+/// and campaign sends: the header variable, the body, a dynamic URL suffix (from the var_map,
+/// else the layout's example), the quick reply's payload and the copy code; a template the
+/// library does not hold is sent as given and the provider's refusal reaches the caller
+/// (issue 16; D-071).
+async fn template_sends_carry_every_component(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (channel, n) = app.connect_channel().await;
+    let t = app
+        .approved_template(
+            json!({
+                "name": "Pedido completo", "category": "utility",
+                "header_text": "Pedido {{1}}",
+                "body": "Olá {{1}}, seu pedido {{2}} saiu.",
+                "buttons": [
+                    {"type": "url", "text": "Ver", "url": "https://loja.example/p/{{1}}", "example": "A1"},
+                    {"type": "quick_reply", "text": "Parar"},
+                    {"type": "copy_code", "text": "", "example": "PROMO10"}
+                ],
+                "var_map": {"1": {"field": "nome"}, "2": {"field": "pedido"}, "header:1": {"field": "pedido"}}
+            }),
+            &[channel],
+        )
+        .await;
+    let provider_name = template_of(&app, t).await["provider_name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let components = |payload: &Value| payload["template"]["components"].clone();
+
+    // A library send: the var_map fills header and body; no btn:0, so the layout's example.
+    let (status, body) = app
+        .post(
+            "/api/v1/messages",
+            json!({"to": "5511911110001", "template": {"id": t, "vars": {"nome": "Ana", "pedido": "B7"}}}),
+        )
+        .await;
+    assert!(status.is_success(), "{body}");
+    assert_eq!(
+        components(&ledger_last(&app, &n).await),
+        json!([
+            {"type": "header", "parameters": [{"type": "text", "text": "B7"}]},
+            {"type": "body", "parameters": [{"type": "text", "text": "Ana"}, {"type": "text", "text": "B7"}]},
+            {"type": "button", "sub_type": "url", "index": "0", "parameters": [{"type": "text", "text": "A1"}]},
+            {"type": "button", "sub_type": "quick_reply", "index": "1", "parameters": [{"type": "payload", "payload": "Parar"}]},
+            {"type": "button", "sub_type": "copy_code", "index": "2", "parameters": [{"type": "coupon_code", "coupon_code": "PROMO10"}]}
+        ])
+    );
+
+    // By name: what the caller gives wins over the examples.
+    let (status, body) = app
+        .post(
+            "/api/v1/messages",
+            json!({"to": "5511911110002", "template": {"name": provider_name, "language": "pt_BR", "params": ["Bia", "C8"], "button_param": "C8", "header_param": "Nº C8", "coupon_code": "NATAL"}}),
+        )
+        .await;
+    assert!(status.is_success(), "{body}");
+    let sent = components(&ledger_last(&app, &n).await);
+    assert_eq!(sent[0]["parameters"][0]["text"], "Nº C8");
+    assert_eq!(sent[2]["parameters"][0]["text"], "C8");
+    assert_eq!(sent[4]["parameters"][0]["coupon_code"], "NATAL");
+
+    // A group send: body parameters given, the rest from the layout.
+    let (status, g) = app
+        .post(
+            "/api/v1/groups",
+            json!({"name": "Todos", "channel_ids": [channel]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{g}");
+    let (status, body) = app
+        .post(
+            &format!("/api/v1/groups/{}/messages", g["data"]["id"]),
+            json!({"to": "5511911110003", "template_id": t, "params": ["Caio", "D9"]}),
+        )
+        .await;
+    assert!(status.is_success(), "{body}");
+    let sent = components(&ledger_last(&app, &n).await);
+    assert_eq!(sent.as_array().unwrap().len(), 5, "{sent}");
+    assert_eq!(sent[0]["parameters"][0]["text"], "exemplo");
+    assert_eq!(sent[2]["parameters"][0]["text"], "A1");
+
+    // A campaign: each recipient's row fills the header.
+    let (status, c) = app
+        .post(
+            "/api/v1/campaigns",
+            json!({"name": "Pedidos", "template_id": t, "channels": [{"channel_id": channel, "weight": 1}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{c}");
+    let id = c["data"]["id"].as_i64().unwrap();
+    let (status, body) = app
+        .post(
+            &format!("/api/v1/campaigns/{id}/recipients"),
+            json!({"recipients": [{"phone": "5511911110004", "vars": {"nome": "Duda", "pedido": "E1"}}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    app.post(&format!("/api/v1/campaigns/{id}/start"), json!({}))
+        .await;
+    let sent = eventually(20, "the campaign's send", || async {
+        let p = ledger_last(&app, &n).await;
+        (p["to"] == "5511911110004").then(|| components(&p))
+    })
+    .await;
+    assert_eq!(sent[0]["parameters"][0]["text"], "E1");
+    assert_eq!(sent[1]["parameters"][0]["text"], "Duda");
+    assert_eq!(sent[3]["sub_type"], "quick_reply");
+
+    // A template the library does not hold, sent by name without its URL suffix: the
+    // provider refuses it with its code (v25.0: 132018), and the caller learns it.
+    let graph = provider::GraphClient::new(provider::GraphConfig {
+        base_url: format!("http://{}", app.sim_addr),
+        ..Default::default()
+    });
+    let tid = graph
+        .create_template(
+            &n.access_token,
+            &n.waba_id,
+            &provider::wire::CreateTemplate {
+                name: "fora_da_biblioteca".into(),
+                language: "pt_BR".into(),
+                category: "UTILITY".into(),
+                parameter_format: None,
+                components: vec![
+                    json!({"type": "BODY", "text": "Seu pedido saiu."}),
+                    json!({"type": "BUTTONS", "buttons": [{"type": "URL", "text": "Ver", "url": "https://loja.example/p/{{1}}", "example": ["A1"]}]}),
+                ],
+            },
+        )
+        .await
+        .unwrap()
+        .id;
+    app.http
+        .post(format!(
+            "http://{}/_sim/templates/{tid}/status",
+            app.sim_addr
+        ))
+        .json(&json!({"status": "APPROVED"}))
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = app
+        .post(
+            "/api/v1/messages",
+            json!({"to": "5511911110005", "template": {"name": "fora_da_biblioteca", "language": "pt_BR"}}),
+        )
+        .await;
+    assert!(
+        status.is_client_error() || status.is_server_error(),
+        "{body}"
+    );
+    assert_eq!(body["provider_code"], 132018, "{body}");
+    let (status, body) = app
+        .post(
+            "/api/v1/messages",
+            json!({"to": "5511911110005", "template": {"name": "fora_da_biblioteca", "language": "pt_BR", "button_param": "F2"}}),
+        )
+        .await;
+    assert!(status.is_success(), "{body}");
+    // Header media given wrong is refused before the provider is called.
+    let (status, body) = app
+        .post(
+            "/api/v1/messages",
+            json!({"to": "5511911110006", "template": {"name": "fora_da_biblioteca", "language": "pt_BR", "header_media": {"type": "gif", "link": "https://x.example/a.gif"}}}),
+        )
+        .await;
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_media_type")),
+        "{body}"
+    );
+}
+
 on_both_backends! {
+    components => template_sends_carry_every_component;
     library => the_library_follows_the_provider_from_submission_to_deletion;
     review_before_answer => a_review_webhook_before_the_answer_is_not_lost;
     follow_edit_delete => templates_follow_the_numbers_and_are_edited_and_deleted_by_id;

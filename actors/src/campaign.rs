@@ -97,6 +97,8 @@ pub struct CampaignRun {
     sequential: bool,
     /// Header image of every send (panel campaigns).
     header_image: Option<String>,
+    /// The template's layout, every send completed from it (issue 16).
+    layout: Arc<engine::template::Layout>,
     /// Open while the campaign may call the provider.
     gate: CampaignGate,
     shared: Arc<Shared>,
@@ -147,6 +149,7 @@ impl Actor for CampaignActor {
         myself.send_interval(TICK, || CampaignMsg::Tick);
         metrics::gauge!("disparo_campaign_running", "campaign_id" => campaign.id.to_string())
             .set(1.0);
+        let layout = Arc::new(crate::templates::layout_of(&template));
         Ok(CampaignRun {
             campaign_id: campaign.id,
             account_id: campaign.account_id,
@@ -160,6 +163,7 @@ impl Actor for CampaignActor {
             sequential: campaign.mode == "sequential",
             gate: Arc::new(tokio::sync::RwLock::new(true)),
             header_image: campaign.image_url.clone(),
+            layout,
             shared: args.shared,
         })
     }
@@ -566,14 +570,21 @@ async fn hand_out(
         .into_iter()
         .map(|c| {
             let vars: BTreeMap<String, String> = serde_json::from_str(&c.vars).unwrap_or_default();
-            let (params, button) =
+            let mut given =
                 engine::library::render(&st.template.body, &st.var_map, &vars).unwrap_or_default();
+            given.header_media =
+                st.header_image
+                    .as_ref()
+                    .map(|link| engine::template::GivenMedia {
+                        kind: engine::template::HeaderMedia::Image,
+                        link: Some(link.clone()),
+                        id: None,
+                    });
             DispatchItem {
                 recipient_id: c.recipient_id,
                 message_id: c.message_id,
                 phone: c.phone,
-                params,
-                button,
+                given,
             }
         })
         .collect();
@@ -584,7 +595,7 @@ async fn hand_out(
                 language: st.template.language.clone(),
                 items,
                 group_limited: st.group_id.is_some(),
-                header_image: st.header_image.clone(),
+                layout: st.layout.clone(),
                 gate: st.gate.clone(),
             })));
         }

@@ -47,13 +47,13 @@ pub enum SendContent {
         name: String,
         /// Locale, e.g. `pt_BR`.
         language: String,
-        /// Positional body parameters.
-        params: Vec<String>,
-        /// Suffix of a dynamic URL button (button 0).
-        button_param: Option<String>,
-        /// Public URL of the header image, for a template with an image header (the provider
-        /// fetches it).
-        header_image: Option<String>,
+        /// What the caller gave: body parameters, header variable or media (by link or
+        /// uploaded id), URL button suffix, copy code.
+        given: engine::template::Given,
+        /// The template's layout when disparo holds it (a library template): the send is
+        /// completed from it (every component the template needs, issue 16); `None` sends
+        /// exactly what was given.
+        layout: Option<Arc<engine::template::Layout>>,
         /// The library template's text header, when known: stored with the message so the
         /// send result shows it (`header`; issue 17).
         header_text: Option<String>,
@@ -155,7 +155,10 @@ fn refused(e: &provider::ProviderError) -> SendOutcome {
 #[derive(Debug)]
 pub enum ChannelMsg {
     /// Send one message; the reply comes when the provider answered.
-    Send(SendCommand, RpcReplyPort<Result<MessageRecord, ActorError>>),
+    Send(
+        Box<SendCommand>,
+        RpcReplyPort<Result<MessageRecord, ActorError>>,
+    ),
     /// Apply status reports from a provider webhook; replies when stored.
     Statuses(Vec<StatusReport>, RpcReplyPort<Result<usize, ActorError>>),
     /// Record inbound messages from a provider webhook; replies when stored.
@@ -236,8 +239,8 @@ pub struct Dispatch {
     /// A group campaign's sends (D-038): each new recipient must fit the number's group's 24 h
     /// limit, else it goes back to the campaign.
     pub group_limited: bool,
-    /// Header image of every send (a panel campaign's `imagem_url`).
-    pub header_image: Option<String>,
+    /// The template's layout: every send is completed from it (issue 16).
+    pub layout: Arc<engine::template::Layout>,
     /// The campaign's gate: a send calls the provider only while it is open; halting the
     /// campaign closes it after the calls under way ended (issue 20).
     pub gate: crate::campaign::CampaignGate,
@@ -252,10 +255,9 @@ pub struct DispatchItem {
     pub message_id: i64,
     /// Phone digits.
     pub phone: String,
-    /// Body parameters.
-    pub params: Vec<String>,
-    /// URL button suffix.
-    pub button: Option<String>,
+    /// What the recipient's row gave (body, header variable, URL suffix) and the campaign's
+    /// header media.
+    pub given: engine::template::Given,
 }
 
 /// Campaign sends a channel keeps in flight at most (its share of the in-flight window): 256
@@ -804,7 +806,7 @@ impl Actor for ChannelActor {
 async fn handle_msg(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut ChannelState) {
     match msg {
         ChannelMsg::Send(cmd, reply) => {
-            if let Err(e) = admit_and_send(myself, cmd, reply, st).await {
+            if let Err(e) = admit_and_send(myself, *cmd, reply, st).await {
                 tracing::warn!(error = %e, "send not admitted");
             }
         }
@@ -1072,9 +1074,8 @@ async fn admit_and_send(
         SendContent::Template {
             name,
             language,
-            params,
-            button_param,
-            header_image,
+            given,
+            layout: _,
             header_text,
         } => NewOutbound {
             account_id: st.record.account_id,
@@ -1085,9 +1086,16 @@ async fn admit_and_send(
             template_name: Some(name.clone()),
             template_language: Some(language.clone()),
             params: Some({
-                let mut p = serde_json::json!({"body": params, "button": button_param});
-                if let Some(url) = header_image {
-                    p["header_image"] = serde_json::json!(url);
+                let mut p = serde_json::json!({"body": given.body, "button": given.url_suffix});
+                if let Some(m) = &given.header_media {
+                    match (&m.link, m.kind) {
+                        (Some(url), engine::template::HeaderMedia::Image) => {
+                            p["header_image"] = serde_json::json!(url);
+                        }
+                        _ => {
+                            p["header_media"] = serde_json::json!({"type": m.kind.as_str(), "link": m.link, "id": m.id});
+                        }
+                    }
                 }
                 if let Some(text) = header_text {
                     p["header_text"] = serde_json::json!(text);
@@ -1132,22 +1140,15 @@ async fn admit_and_send(
         SendContent::Template {
             name,
             language,
-            params,
-            button_param,
-            header_image,
+            given,
+            layout,
             header_text: _,
         } => {
-            let mut payload =
-                TemplatePayload::positional(&name, &language, &params, button_param.as_deref());
-            if let Some(link) = header_image {
-                payload = payload.with_header_media(
-                    "image",
-                    provider::wire::MediaObject {
-                        link: Some(link),
-                        ..Default::default()
-                    },
-                );
-            }
+            let filled = match &layout {
+                Some(l) => l.fill(&given),
+                None => engine::template::Layout::unknown(&given),
+            };
+            let payload = TemplatePayload::filled(&name, &language, &filled);
             Prepared::Ready(Box::new(
                 SendMessageRequest::template(&to, payload).with_callback_data(callback),
             ))
@@ -1413,21 +1414,11 @@ async fn dispatch(myself: ActorRef<ChannelMsg>, batch: Dispatch, st: &mut Channe
         st.cap_sent += 1;
         st.campaign_in_flight += 1;
         let send_at = st.pacer.take(st.guardrails.cadence_ms, now);
-        let mut payload = TemplatePayload::positional(
+        let payload = TemplatePayload::filled(
             &batch.template_name,
             &batch.language,
-            &item.params,
-            item.button.as_deref(),
+            &batch.layout.fill(&item.given),
         );
-        if let Some(link) = &batch.header_image {
-            payload = payload.with_header_media(
-                "image",
-                provider::wire::MediaObject {
-                    link: Some(link.clone()),
-                    ..Default::default()
-                },
-            );
-        }
         let request = SendMessageRequest::template(&item.phone, payload)
             .with_callback_data(format!("{CALLBACK_PREFIX}{}", item.message_id));
         let task = CampaignSend {

@@ -34,6 +34,9 @@ pub struct ConnectOfficial {
 pub struct Verification {
     /// True: the provider answered with the number.
     pub ok: bool,
+    /// The WABA is subscribed to the app's webhooks (it was, or disparo subscribed it now;
+    /// false when the provider refused: no webhook of the number would arrive).
+    pub subscribed: bool,
     /// The provider's display number.
     pub display_phone_number: String,
     /// The provider's verified name.
@@ -75,6 +78,9 @@ impl Runtime {
             &req.phone_number_id,
         )
         .await?;
+        let subscribed = self
+            .ensure_subscribed(req.access_token.expose(), &req.waba_id)
+            .await;
         let display = number.display_phone_number.clone().unwrap_or_default();
         let verified_name = number.verified_name.clone().unwrap_or_default();
         let status = match number.status.as_deref() {
@@ -124,6 +130,7 @@ impl Runtime {
             record,
             Verification {
                 ok: true,
+                subscribed,
                 display_phone_number: display,
                 verified_name,
             },
@@ -162,7 +169,182 @@ pub struct UpdateOfficial {
     pub verify_token: Option<String>,
 }
 
+/// `POST /channels/embedded-signup` input: what the Embedded Signup popup hands the front end
+/// (spec "Authentication" 6–8; PROVIDER.md §5.6).
+#[derive(Debug, Clone)]
+pub struct CompleteSignup {
+    /// The code of the `FB.login` callback (single use, short-lived).
+    pub code: Secret,
+    /// The WABA the customer shared.
+    pub waba_id: String,
+    /// The number the customer chose.
+    pub phone_number_id: String,
+    /// Display name; default the provider's verified name.
+    pub name: Option<String>,
+    /// 6-digit PIN to register the number with; default a random one, kept sealed.
+    pub pin: Option<Secret>,
+}
+
+/// How registering the number after embedded signup went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Registration {
+    /// The provider registered the number.
+    pub ok: bool,
+    /// pt-BR: what happened and, on failure, what to do.
+    pub message: String,
+}
+
+/// What the embedded-signup front end needs (`GET /signup/config`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignupConfig {
+    /// `PROVIDER_APP_ID`.
+    pub app_id: Option<String>,
+    /// `PROVIDER_CONFIG_ID`.
+    pub config_id: Option<String>,
+    /// Whether signup can complete here (app id and secret configured).
+    pub available: bool,
+}
+
 impl Runtime {
+    /// The embedded-signup settings the front end opens the popup with.
+    pub fn signup_config(&self) -> SignupConfig {
+        let c = &self.shared.config;
+        SignupConfig {
+            app_id: c.app_id.clone(),
+            config_id: c.config_id.clone(),
+            available: c.app_id.is_some() && c.app_secret.is_some(),
+        }
+    }
+
+    /// Completes embedded signup: exchanges the code for the business token with the app id
+    /// and secret (PROVIDER.md §5.6), connects the number like `POST /channels/official` (the
+    /// WABA proven, subscribed to the app, the token sealed), then registers the number with
+    /// the PIN given or a random one (kept sealed; D-072).
+    ///
+    /// Errors: 422 `cadastro_indisponivel` without `PROVIDER_APP_ID`/`PROVIDER_APP_SECRET`;
+    /// 422 `codigo_invalido` when the provider refuses the code (used, expired, another app's);
+    /// then the errors of [`Runtime::connect_official`]. A failed registration keeps the
+    /// channel and says so in [`Registration`].
+    pub async fn complete_signup(
+        &self,
+        account_id: i64,
+        req: CompleteSignup,
+    ) -> Result<(ChannelRecord, Verification, Registration), ActorError> {
+        let c = &self.shared.config;
+        let (Some(app_id), Some(app_secret)) = (c.app_id.clone(), c.app_secret.clone()) else {
+            return Err(ActorError::Rejected {
+                code: "cadastro_indisponivel",
+                message: "O cadastro incorporado não está configurado: defina PROVIDER_APP_ID e PROVIDER_APP_SECRET.".into(),
+                details: serde_json::json!({}),
+            });
+        };
+        let pin = match req.pin {
+            Some(p) if p.expose().len() == 6 && p.expose().bytes().all(|b| b.is_ascii_digit()) => p,
+            Some(_) => {
+                return Err(engine::ValidationError::new(
+                    "invalid_pin",
+                    "pin",
+                    "O PIN deve ter exatamente 6 dígitos.",
+                )
+                .into())
+            }
+            None => Secret::new(format!("{:06}", rand::thread_rng().gen_range(0..1_000_000))),
+        };
+        let token = self
+            .shared
+            .graph
+            .exchange_code(&app_id, app_secret.expose(), req.code.expose())
+            .await
+            .map_err(|e| match e.kind() {
+                ErrorKind::Transient | ErrorKind::RateLimited => ActorError::from(e),
+                _ => ActorError::Rejected {
+                    code: "codigo_invalido",
+                    message: format!(
+                        "O provedor recusou o código do cadastro incorporado ({}). Refaça o cadastro: o código vale uma vez e por pouco tempo.",
+                        e.reason()
+                    ),
+                    details: serde_json::json!({"provider_code": e.code()}),
+                },
+            })?;
+        let (record, verification) = self
+            .connect_official(
+                account_id,
+                ConnectOfficial {
+                    name: req.name,
+                    phone_number_id: req.phone_number_id,
+                    waba_id: req.waba_id,
+                    access_token: Secret::new(token.access_token),
+                    app_secret: None,
+                    verify_token: None,
+                },
+            )
+            .await?;
+        let registration = match self
+            .shared
+            .graph
+            .register(
+                self.shared
+                    .store
+                    .channel_secrets(record.id)
+                    .await?
+                    .access_token
+                    .expose(),
+                &record.phone_number_id,
+                pin.expose(),
+            )
+            .await
+        {
+            Ok(_) => {
+                self.shared.store.set_channel_pin(record.id, &pin).await?;
+                let _ = self.sync_channel(account_id, record.id).await;
+                Registration {
+                    ok: true,
+                    message: "Número registrado no provedor.".into(),
+                }
+            }
+            Err(e) => {
+                tracing::warn!(channel = record.id, code = ?e.code(), "registering after embedded signup failed");
+                Registration {
+                    ok: false,
+                    message: format!(
+                        "O número foi conectado, mas o registro falhou ({}). Registre com `POST /channels/{}/register` e o PIN de duas etapas do número.",
+                        e.reason(),
+                        record.id
+                    ),
+                }
+            }
+        };
+        Ok((record, verification, registration))
+    }
+
+    /// Subscribes the app to the WABA's webhooks unless it is already (PROVIDER.md §5.3: "a
+    /// partner must subscribe each customer WABA"); with `PROVIDER_APP_ID` set, an app of
+    /// another id does not count. A refusal is logged and answered `false`: the number is
+    /// connected anyway, its webhooks would not arrive until the WABA is subscribed.
+    pub(crate) async fn ensure_subscribed(&self, token: &str, waba_id: &str) -> bool {
+        let graph = &self.shared.graph;
+        let ours = |apps: &[serde_json::Value]| {
+            apps.iter().any(|a| match &self.shared.config.app_id {
+                Some(id) => a["whatsapp_business_api_data"]["id"].as_str() == Some(id),
+                None => true,
+            })
+        };
+        match graph.subscribed_apps(token, waba_id).await {
+            Ok(apps) if ours(&apps) => return true,
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(waba = waba_id, code = ?e.code(), "reading subscribed apps failed")
+            }
+        }
+        match graph.subscribe_app(token, waba_id).await {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::warn!(waba = waba_id, code = ?e.code(), "subscribing the app to the WABA failed");
+                false
+            }
+        }
+    }
+
     /// Proves at the provider that the number belongs to the WABA and that the token reaches
     /// that WABA: the number must be listed by `GET /{waba_id}/phone_numbers` with this token
     /// (PROVIDER.md §5.2). An account may never claim a WABA it cannot prove (issue 15).

@@ -759,9 +759,11 @@ impl Runtime {
             content: SendContent::Template {
                 name: template.provider_name.clone(),
                 language: template.language.clone(),
-                params,
-                button_param: None,
-                header_image: None,
+                given: engine::template::Given {
+                    body: params,
+                    ..Default::default()
+                },
+                layout: None,
                 header_text: template.header_text.clone(),
             },
             preview_text: None,

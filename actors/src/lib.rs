@@ -58,8 +58,13 @@ pub struct RuntimeConfig {
     /// base of the absolute URLs events carry (`media_src`; issue 17). Empty: relative paths.
     pub public_url: String,
     /// `PROVIDER_APP_SECRET`: verifies provider webhooks of channels without their own app
-    /// secret.
+    /// secret; exchanges embedded-signup codes.
     pub app_secret: Option<Secret>,
+    /// `PROVIDER_APP_ID`: the app embedded signup runs under (exchanges codes, names the app a
+    /// WABA must be subscribed to).
+    pub app_id: Option<String>,
+    /// `PROVIDER_CONFIG_ID`: the embedded-signup configuration the front end opens.
+    pub config_id: Option<String>,
     /// How long an HTTP request waits for an actor (then 503).
     pub call_timeout: Duration,
     /// Provider calls in flight per channel (the in-flight window).
@@ -113,6 +118,8 @@ impl Default for RuntimeConfig {
         Self {
             public_url: String::new(),
             app_secret: None,
+            app_id: None,
+            config_id: None,
             call_timeout: Duration::from_secs(30),
             channel_max_in_flight: 64,
             webhook_retry: RetrySchedule::default(),
@@ -450,43 +457,40 @@ impl Runtime {
                 channel::SendContent::MediaFile { file, caption }
             }
             channel::SendContent::Library { id, vars } => {
-                let (t, params, button_param) = self.render_library(account_id, id, &vars).await?;
+                let (t, given) = self.render_library(account_id, id, &vars).await?;
                 if cmd.preview_text.is_none() {
                     let mut text = t.body.clone();
-                    for (i, p) in params.iter().enumerate() {
+                    for (i, p) in given.body.iter().enumerate() {
                         text = text.replace(&format!("{{{{{}}}}}", i + 1), p);
                     }
                     cmd.preview_text = Some(text);
                 }
-                let name = self
+                let (name, layout) = self
                     .versioned_name(account_id, channel_id, &t.provider_name, &t.language)
                     .await?;
                 channel::SendContent::Template {
                     name,
                     language: t.language,
-                    params,
-                    button_param,
-                    header_image: None,
+                    given,
+                    layout,
                     header_text: t.header_text,
                 }
             }
             channel::SendContent::Template {
                 name,
                 language,
-                params,
-                button_param,
-                header_image,
+                given,
+                layout,
                 header_text,
             } => {
-                let name = self
+                let (name, found) = self
                     .versioned_name(account_id, channel_id, &name, &language)
                     .await?;
                 channel::SendContent::Template {
                     name,
                     language,
-                    params,
-                    button_param,
-                    header_image,
+                    given,
+                    layout: layout.or(found),
                     header_text,
                 }
             }
@@ -496,7 +500,7 @@ impl Runtime {
         // by then, and a send made later would be a second message if it retries.
         let timeout = self.shared.config.call_timeout;
         cmd.deadline = Some(std::time::Instant::now() + timeout);
-        ask(&actor, |r| ChannelMsg::Send(cmd, r), timeout).await?
+        ask(&actor, |r| ChannelMsg::Send(Box::new(cmd), r), timeout).await?
     }
 
     /// The live state of a channel of the account.

@@ -1565,8 +1565,9 @@ impl Runtime {
                             language: t.language.clone(),
                             body: text("BODY").unwrap_or_default(),
                             header_text: text("HEADER"),
+                            header_media: imported_header_media(&t.components),
                             footer_text: text("FOOTER"),
-                            buttons: json!([]),
+                            buttons: imported_buttons(&t.components),
                             var_map: json!({}),
                             problems: json!([]),
                             // Imported from one WABA: it follows new numbers only when an
@@ -1996,4 +1997,59 @@ pub fn task_json(t: &TaskRecord) -> Value {
         "created_at": crate::time::iso(t.created_at),
         "updated_at": crate::time::iso(t.updated_at),
     })
+}
+
+/// The media format of an imported template's header (`image`, `video`, `document`), D-071.
+fn imported_header_media(components: &Value) -> Option<String> {
+    components.as_array()?.iter().find_map(|c| {
+        let is_header = c["type"]
+            .as_str()
+            .is_some_and(|t| t.eq_ignore_ascii_case("HEADER"));
+        let format = c["format"].as_str()?;
+        is_header
+            .then(|| engine::template::HeaderMedia::parse(format))
+            .flatten()
+            .map(|m| m.as_str().to_string())
+    })
+}
+
+/// An imported template's buttons as the library holds them (`type` lower case, the URL
+/// example kept), so its sends are completed from them (D-071).
+fn imported_buttons(components: &Value) -> Value {
+    let buttons = components
+        .as_array()
+        .and_then(|cs| {
+            cs.iter().find(|c| {
+                c["type"]
+                    .as_str()
+                    .is_some_and(|t| t.eq_ignore_ascii_case("BUTTONS"))
+            })
+        })
+        .and_then(|c| c["buttons"].as_array().cloned())
+        .unwrap_or_default();
+    Value::Array(
+        buttons
+            .iter()
+            .map(|b| {
+                let example = match &b["example"] {
+                    Value::Array(a) => a.first().cloned().unwrap_or(Value::Null),
+                    other => other.clone(),
+                };
+                let mut out = json!({
+                    "type": b["type"].as_str().unwrap_or_default().to_ascii_lowercase(),
+                    "text": b["text"].as_str().unwrap_or_default(),
+                });
+                for (k, v) in [
+                    ("url", b["url"].clone()),
+                    ("phone_number", b["phone_number"].clone()),
+                    ("example", example),
+                ] {
+                    if !v.is_null() {
+                        out[k] = v;
+                    }
+                }
+                out
+            })
+            .collect(),
+    )
 }

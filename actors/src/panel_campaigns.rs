@@ -826,7 +826,7 @@ impl Runtime {
             .unwrap_or_default();
         let var_map: engine::library::VarMap =
             serde_json::from_value(c.var_map.clone()).unwrap_or_default();
-        let (params, button) =
+        let mut given =
             engine::library::render(&template.body, &var_map, &row).map_err(|missing| {
                 ActorError::Rejected {
                     code: "variaveis_ausentes",
@@ -835,9 +835,17 @@ impl Runtime {
                 }
             })?;
         let mut preview = template.body.clone();
-        for (i, p) in params.iter().enumerate() {
+        for (i, p) in given.body.iter().enumerate() {
             preview = preview.replace(&format!("{{{{{}}}}}", i + 1), p);
         }
+        given.header_media = c
+            .image_url
+            .clone()
+            .map(|link| engine::template::GivenMedia {
+                kind: engine::template::HeaderMedia::Image,
+                link: Some(link),
+                id: None,
+            });
         self.send(
             account_id,
             Some(channel_id),
@@ -846,9 +854,8 @@ impl Runtime {
                 content: crate::channel::SendContent::Template {
                     name: template.provider_name.clone(),
                     language: template.language.clone(),
-                    params,
-                    button_param: button,
-                    header_image: c.image_url.clone(),
+                    given,
+                    layout: Some(std::sync::Arc::new(crate::templates::layout_of(&template))),
                     header_text: template.header_text.clone(),
                 },
                 preview_text: Some(preview),

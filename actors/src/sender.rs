@@ -314,9 +314,17 @@ impl Runtime {
                     content: SendContent::Template {
                         name: template.provider_name.clone(),
                         language: template.language.clone(),
-                        params: req.variables,
-                        button_param: req.button_variable,
-                        header_image: req.image_url,
+                        given: engine::template::Given {
+                            body: req.variables,
+                            url_suffix: req.button_variable,
+                            header_media: req.image_url.map(|link| engine::template::GivenMedia {
+                                kind: engine::template::HeaderMedia::Image,
+                                link: Some(link),
+                                id: None,
+                            }),
+                            ..Default::default()
+                        },
+                        layout: None,
                         header_text: template.header_text.clone(),
                     },
                     preview_text: Some(preview.clone()),

@@ -179,6 +179,13 @@ fn draft_of(t: &TemplateRecord) -> Draft {
     }
 }
 
+/// What a send of a library template must carry: the layout of the components disparo submits
+/// for it (one derivation for submission and sends).
+pub(crate) fn layout_of(t: &TemplateRecord) -> engine::template::Layout {
+    let body = provider_body(t, &t.provider_name);
+    engine::template::Layout::from_components(&Value::Array(body.components))
+}
+
 /// The provider's create body for a library template under `provider_name`, with examples
 /// taken from the var_map's defaults (or placeholders).
 fn provider_body(t: &TemplateRecord, provider_name: &str) -> CreateTemplate {
@@ -193,10 +200,23 @@ fn provider_body(t: &TemplateRecord, provider_name: &str) -> CreateTemplate {
         })
         .collect();
     let mut components = Vec::new();
-    if let Some(h) = &d.header_text {
+    let media = t
+        .header_type
+        .as_deref()
+        .and_then(engine::template::HeaderMedia::parse);
+    if let Some(m) = media {
+        // A media header imported from the provider (D-071): its example handle is the
+        // provider's; the library keeps only the format.
+        components.push(json!({"type": "HEADER", "format": m.as_str().to_ascii_uppercase(), "example": {"header_handle": ["4::imported"]}}));
+    } else if let Some(h) = &d.header_text {
         let mut c = json!({"type": "HEADER", "format": "TEXT", "text": h});
         if engine::template::parameter_count(h) == 1 {
-            c["example"] = json!({"header_text": ["exemplo"]});
+            let example = d
+                .var_map
+                .get(engine::library::HEADER_KEY)
+                .and_then(|b| b.default.clone())
+                .unwrap_or_else(|| "exemplo".into());
+            c["example"] = json!({"header_text": [example]});
         }
         components.push(c);
     }
@@ -223,7 +243,10 @@ fn provider_body(t: &TemplateRecord, provider_name: &str) -> CreateTemplate {
                 "phone_number" => {
                     json!({"type": "PHONE_NUMBER", "text": b.text, "phone_number": b.phone_number})
                 }
-                _ => json!({"type": "QUICK_REPLY", "text": b.text}),
+                "copy_code" => json!({"type": "COPY_CODE", "example": b.example}),
+                "quick_reply" => json!({"type": "QUICK_REPLY", "text": b.text}),
+                // An imported button of another kind (OTP, FLOW…) keeps its kind.
+                other => json!({"type": other.to_ascii_uppercase(), "text": b.text}),
             })
             .collect();
         components.push(json!({"type": "BUTTONS", "buttons": buttons}));
@@ -281,6 +304,7 @@ impl Runtime {
                 language: input.language,
                 body: input.body,
                 header_text: input.header_text,
+                header_media: None,
                 footer_text: input.footer_text,
                 buttons: serde_json::to_value(&input.buttons).unwrap_or(Value::Array(vec![])),
                 var_map: serde_json::to_value(&input.var_map).unwrap_or(json!({})),
@@ -1042,27 +1066,29 @@ impl Runtime {
         Ok(())
     }
 
-    /// The name to send for `name`/`language` on a channel: when it is a library template
-    /// whose current version on the channel's WABA was renamed (`_v2`…) and approved, that
-    /// version.
+    /// The name to send for `name`/`language` on a channel and the template's layout: when it
+    /// is a library template, its layout, and when its current version on the channel's WABA
+    /// was renamed (`_v2`…) and approved, that version's name. A name the library does not
+    /// hold is sent as given, without a layout.
     pub(crate) async fn versioned_name(
         &self,
         account_id: i64,
         channel_id: i64,
         name: &str,
         language: &str,
-    ) -> Result<String, ActorError> {
+    ) -> Result<(String, Option<std::sync::Arc<engine::template::Layout>>), ActorError> {
         let store = &self.shared.store;
         let Some(t) = store
             .template_by_provider_name(account_id, name, language)
             .await?
         else {
-            return Ok(name.to_string());
+            return Ok((name.to_string(), None));
         };
+        let layout = Some(std::sync::Arc::new(layout_of(&t)));
         let rows = store.template_channels(t.id).await?;
         Ok(match rows.iter().find(|r| r.channel_id == channel_id) {
-            Some(r) if r.status == "approved" => r.provider_name.clone(),
-            _ => name.to_string(),
+            Some(r) if r.status == "approved" => (r.provider_name.clone(), layout),
+            _ => (name.to_string(), layout),
         })
     }
 
@@ -1072,11 +1098,11 @@ impl Runtime {
         account_id: i64,
         id: i64,
         row: &BTreeMap<String, String>,
-    ) -> Result<(TemplateRecord, Vec<String>, Option<String>), ActorError> {
+    ) -> Result<(TemplateRecord, engine::template::Given), ActorError> {
         let t = self.shared.store.template(account_id, id).await?;
         let var_map: VarMap = serde_json::from_value(t.var_map.clone()).unwrap_or_default();
         match engine::library::render(&t.body, &var_map, row) {
-            Ok((params, button)) => Ok((t, params, button)),
+            Ok(given) => Ok((t, given)),
             Err(missing) => Err(engine::ValidationError::new(
                 "missing_vars",
                 "template.vars",

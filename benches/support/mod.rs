@@ -105,6 +105,7 @@ pub fn serve_command(env: &[(&str, String)]) -> Command {
 fn with_env(mut c: Command, env: &[(&str, String)]) -> Command {
     c.env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("PROVIDER_APP_SECRET", "bench-app-secret")
         .env(
             "DISPARO_LOG",
             std::env::var("LOAD_GATEWAY_LOG").unwrap_or_else(|_| "warn".into()),

@@ -37,7 +37,8 @@ pub struct VarBinding {
     pub default: Option<String>,
 }
 
-/// A var_map: `"1".."n"` for body variables, `"btn:0"` for the URL button's suffix.
+/// A var_map: `"1".."n"` for body variables, `"btn:0"` for the URL button's suffix,
+/// `"header:1"` for the variable of a text header (D-071).
 pub type VarMap = BTreeMap<String, VarBinding>;
 
 /// A template as the library holds it.
@@ -208,7 +209,7 @@ pub fn problems(d: &Draft) -> Vec<Problem> {
     let mut url_var_at_0 = false;
     for (i, b) in d.buttons.iter().enumerate() {
         let kind = b.kind.to_ascii_lowercase();
-        if b.text.is_empty() || b.text.chars().count() > 25 {
+        if kind != "copy_code" && (b.text.is_empty() || b.text.chars().count() > 25) {
             out.push(problem(
                 format!("buttons[{i}].text"),
                 "button_text",
@@ -248,6 +249,15 @@ pub fn problems(d: &Draft) -> Vec<Problem> {
                 }
             }
             "quick_reply" => {}
+            "copy_code" => {
+                if b.example.as_deref().is_none_or(str::is_empty) {
+                    out.push(problem(
+                        format!("buttons[{i}].example"),
+                        "button_example_missing",
+                        "Botão de copiar código precisa de `example` (o código de exemplo).",
+                    ));
+                }
+            }
             "phone_number" => {
                 if b.phone_number.as_deref().is_none_or(str::is_empty) {
                     out.push(problem(
@@ -260,7 +270,7 @@ pub fn problems(d: &Draft) -> Vec<Problem> {
             _ => out.push(problem(
                 format!("buttons[{i}].type"),
                 "button_type",
-                "`type` do botão deve ser url, quick_reply ou phone_number.",
+                "`type` do botão deve ser url, quick_reply, phone_number ou copy_code.",
             )),
         }
     }
@@ -272,8 +282,17 @@ pub fn problems(d: &Draft) -> Vec<Problem> {
         ));
     }
     let body_vars = parameter_count(&d.body);
+    let header_vars = d.header_text.as_deref().map_or(0, parameter_count);
     for (key, binding) in &d.var_map {
-        if key == "btn:0" {
+        if key == HEADER_KEY {
+            if header_vars != 1 {
+                out.push(problem(
+                    "var_map.header:1",
+                    "var_map_header",
+                    "`header:1` só vale quando o cabeçalho de texto tem a variável {{1}}.",
+                ));
+            }
+        } else if key == "btn:0" {
             if !url_var_at_0 {
                 out.push(problem(
                     "var_map.btn:0",
@@ -302,14 +321,19 @@ pub fn problems(d: &Draft) -> Vec<Problem> {
     out
 }
 
-/// Fills the send parameters from an audience row: body variables `1..n` and the URL button
-/// suffix (`btn:0`). A variable whose column is absent or empty takes the default; without a
-/// default it is reported in the error list (column names).
+/// The var_map key of a text header's variable (D-071).
+pub const HEADER_KEY: &str = "header:1";
+
+/// Fills the send parameters from an audience row: body variables `1..n`, the URL button
+/// suffix (`btn:0`) and the header variable (`header:1`); what the var_map does not bind is
+/// left to the layout's examples ([`crate::template::Layout::fill`]). A variable whose column
+/// is absent or empty takes the default; without a default it is reported in the error list
+/// (column names).
 pub fn render(
     body: &str,
     var_map: &VarMap,
     row: &BTreeMap<String, String>,
-) -> Result<(Vec<String>, Option<String>), Vec<String>> {
+) -> Result<crate::template::Given, Vec<String>> {
     let n = parameter_count(body);
     let mut params = Vec::with_capacity(n);
     let mut missing = Vec::new();
@@ -337,8 +361,14 @@ pub fn render(
         }
     }
     let button = value("btn:0", &mut missing);
+    let header = value(HEADER_KEY, &mut missing);
     if missing.is_empty() {
-        Ok((params, button))
+        Ok(crate::template::Given {
+            body: params,
+            header_text: header,
+            url_suffix: button,
+            ..Default::default()
+        })
     } else {
         Err(missing)
     }
@@ -433,10 +463,10 @@ mod tests {
             ("pedido".into(), "A1".into()),
         ]
         .into();
-        assert_eq!(
-            render("Oi {{1}}, cupom {{2}}.", &vm, &row),
-            Ok((vec!["Ana".into(), "BEMVINDO".into()], Some("A1".into())))
-        );
+        let given = render("Oi {{1}}, cupom {{2}}.", &vm, &row).unwrap();
+        assert_eq!(given.body, vec!["Ana".to_string(), "BEMVINDO".into()]);
+        assert_eq!(given.url_suffix.as_deref(), Some("A1"));
+        assert_eq!(given.header_text, None);
         let row: BTreeMap<String, String> = [("pedido".into(), "A1".into())].into();
         assert_eq!(
             render("Oi {{1}}, cupom {{2}}.", &vm, &row),

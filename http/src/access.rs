@@ -10,6 +10,8 @@ pub const ROUTES: &[(&str, &str, Level)] = &[
     // Channels
     ("GET", "/api/v1/channels", Level::Read),
     ("POST", "/api/v1/channels/official", Level::Write),
+    ("POST", "/api/v1/channels/embedded-signup", Level::Write),
+    ("GET", "/api/v1/signup/config", Level::Read),
     ("POST", "/api/v1/channels/alternative", Level::Write),
     (
         "GET",

@@ -16,18 +16,18 @@ pub struct GraphConfig {
     /// Base URL without version, e.g. `https://graph.facebook.com` (setting
     /// `PROVIDER_BASE_URL`).
     pub base_url: String,
-    /// Version path segment, e.g. `v21.0` (setting `PROVIDER_API_VERSION`).
+    /// Version path segment, e.g. `v25.0` (setting `PROVIDER_API_VERSION`).
     pub api_version: String,
     /// Timeout of one call, connect included.
     pub timeout: Duration,
 }
 
 impl Default for GraphConfig {
-    /// `https://graph.facebook.com`, `v21.0`, 30 s.
+    /// `https://graph.facebook.com`, `v25.0`, 30 s.
     fn default() -> Self {
         Self {
             base_url: "https://graph.facebook.com".into(),
-            api_version: "v21.0".into(),
+            api_version: "v25.0".into(),
             timeout: Duration::from_secs(30),
         }
     }
@@ -267,6 +267,19 @@ impl GraphClient {
             &serde_json::json!({}),
         )
         .await
+    }
+
+    /// The apps subscribed to the WABA's webhooks (§5.3): `[{whatsapp_business_api_data: {id,
+    /// link, name}, override_callback_uri?}]`.
+    pub async fn subscribed_apps(
+        &self,
+        token: &str,
+        waba_id: &str,
+    ) -> Result<Vec<serde_json::Value>, ProviderError> {
+        let r: serde_json::Value = self
+            .get_json(token, &format!("{waba_id}/subscribed_apps"), &[])
+            .await?;
+        Ok(r["data"].as_array().cloned().unwrap_or_default())
     }
 
     /// Every WABA the business owns (§5.4), following the pages.

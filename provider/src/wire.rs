@@ -175,33 +175,86 @@ pub struct TemplatePayload {
 
 impl TemplatePayload {
     /// A template with positional body parameters and an optional dynamic URL button suffix
-    /// (button index 0).
+    /// (button index 0), for a template whose layout is not known.
     pub fn positional(
         name: &str,
         language: &str,
         body_params: &[String],
         url_button_suffix: Option<&str>,
     ) -> Self {
+        Self::filled(
+            name,
+            language,
+            &engine::template::Filled {
+                header: None,
+                body: body_params.to_vec(),
+                buttons: url_button_suffix
+                    .map(|s| vec![(0, engine::template::ButtonValue::UrlSuffix(s.into()))])
+                    .unwrap_or_default(),
+            },
+        )
+    }
+
+    /// A template send with every component parameter of `filled` (header, body, buttons in
+    /// index order; PROVIDER.md §2.4), as [`engine::template::Layout::fill`] completes them.
+    pub fn filled(name: &str, language: &str, filled: &engine::template::Filled) -> Self {
+        use engine::template::{ButtonValue, HeaderValue};
         let mut components = Vec::new();
-        if !body_params.is_empty() {
+        if let Some(h) = &filled.header {
+            let parameter = match h {
+                HeaderValue::Text(text) => Parameter::Text { text: text.clone() },
+                HeaderValue::Media { kind, link, id } => {
+                    let media = MediaObject {
+                        id: id.clone(),
+                        link: link.clone(),
+                        ..Default::default()
+                    };
+                    match kind {
+                        engine::template::HeaderMedia::Image => Parameter::Image { image: media },
+                        engine::template::HeaderMedia::Video => Parameter::Video { video: media },
+                        engine::template::HeaderMedia::Document => {
+                            Parameter::Document { document: media }
+                        }
+                    }
+                }
+            };
+            components.push(TemplateComponent {
+                kind: "header".into(),
+                sub_type: None,
+                index: None,
+                parameters: vec![parameter],
+            });
+        }
+        if !filled.body.is_empty() {
             components.push(TemplateComponent {
                 kind: "body".into(),
                 sub_type: None,
                 index: None,
-                parameters: body_params
+                parameters: filled
+                    .body
                     .iter()
                     .map(|p| Parameter::Text { text: p.clone() })
                     .collect(),
             });
         }
-        if let Some(suffix) = url_button_suffix {
+        for (index, value) in &filled.buttons {
+            let (sub_type, parameter) = match value {
+                ButtonValue::UrlSuffix(s) => ("url", Parameter::Text { text: s.clone() }),
+                ButtonValue::Payload(p) => {
+                    ("quick_reply", Parameter::Payload { payload: p.clone() })
+                }
+                ButtonValue::CouponCode(c) => (
+                    "copy_code",
+                    Parameter::CouponCode {
+                        coupon_code: c.clone(),
+                    },
+                ),
+            };
             components.push(TemplateComponent {
                 kind: "button".into(),
-                sub_type: Some("url".into()),
-                index: Some("0".into()),
-                parameters: vec![Parameter::Text {
-                    text: suffix.into(),
-                }],
+                sub_type: Some(sub_type.into()),
+                index: Some(index.to_string()),
+                parameters: vec![parameter],
             });
         }
         Self {

@@ -135,9 +135,12 @@ impl Env {
         params: &[&str],
     ) -> Result<String, ProviderError> {
         let params: Vec<String> = params.iter().map(|p| p.to_string()).collect();
+        // `hello_world` has no buttons; the tests' own templates (`template()`) have a
+        // dynamic URL button, whose suffix every send must carry.
+        let suffix = (name != "hello_world").then_some("abc");
         let req = SendMessageRequest::template(
             to,
-            TemplatePayload::positional(name, lang, &params, None),
+            TemplatePayload::positional(name, lang, &params, suffix),
         );
         self.client
             .send_message(&n.access_token, &n.phone_number_id, &req)
@@ -1056,4 +1059,185 @@ async fn a_seed_makes_ids_repeatable() {
         b.create_number(CreateNumber::default()).unwrap(),
     );
     assert_eq!(x, y);
+}
+
+/// A template send is checked against the template's components like the provider: the
+/// header's variable or media, the body's count, each button's parameter (issue 16), with the
+/// codes of the API version called (132018 from v23.0 for component problems, D-071).
+#[tokio::test]
+async fn template_sends_are_checked_component_by_component() {
+    use engine::template::{ButtonValue, Filled, HeaderMedia, HeaderValue};
+    let env = env().await;
+    let n = env.number(CreateNumber::default());
+    let c = &env.client;
+    let full = CreateTemplate {
+        name: "pedido_completo".into(),
+        language: "pt_BR".into(),
+        category: "UTILITY".into(),
+        parameter_format: None,
+        components: vec![
+            json!({"type": "HEADER", "format": "TEXT", "text": "Pedido {{1}}", "example": {"header_text": ["A1"]}}),
+            json!({"type": "BODY", "text": "Olá {{1}}, seu pedido {{2}} saiu.", "example": {"body_text": [["Ana", "A1"]]}}),
+            json!({"type": "BUTTONS", "buttons": [
+                {"type": "URL", "text": "Ver", "url": "https://loja.example/p/{{1}}", "example": ["https://loja.example/p/A1"]},
+                {"type": "QUICK_REPLY", "text": "Parar"},
+                {"type": "COPY_CODE", "example": "PROMO10"}
+            ]}),
+        ],
+    };
+    let media = CreateTemplate {
+        name: "pedido_foto".into(),
+        language: "pt_BR".into(),
+        category: "UTILITY".into(),
+        parameter_format: None,
+        components: vec![
+            json!({"type": "HEADER", "format": "IMAGE", "example": {"header_handle": ["4::aW1n"]}}),
+            json!({"type": "BODY", "text": "Seu pedido saiu."}),
+        ],
+    };
+    for t in [&full, &media] {
+        c.create_template(&n.access_token, &n.waba_id, t)
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let complete = Filled {
+        header: Some(HeaderValue::Text("B2".into())),
+        body: vec!["Ana".into(), "B2".into()],
+        buttons: vec![
+            (0, ButtonValue::UrlSuffix("B2".into())),
+            (1, ButtonValue::Payload("parar".into())),
+            (2, ButtonValue::CouponCode("NATAL".into())),
+        ],
+    };
+    let send = |version: &'static str, name: &'static str, f: Filled| {
+        let n = n.clone();
+        let base = env.base.clone();
+        async move {
+            let client = GraphClient::new(GraphConfig {
+                base_url: base,
+                api_version: version.into(),
+                timeout: Duration::from_secs(5),
+            });
+            let req = SendMessageRequest::template(
+                "5511900000042",
+                TemplatePayload::filled(name, "pt_BR", &f),
+            );
+            client
+                .send_message(&n.access_token, &n.phone_number_id, &req)
+                .await
+                .map(|_| ())
+                .map_err(|e| code(&e))
+        }
+    };
+    assert_eq!(
+        send("v21.0", "pedido_completo", complete.clone()).await,
+        Ok(())
+    );
+    assert_eq!(
+        send("v25.0", "pedido_completo", complete.clone()).await,
+        Ok(())
+    );
+    let without = |f: &dyn Fn(&mut Filled)| {
+        let mut x = complete.clone();
+        f(&mut x);
+        x
+    };
+    let cases: Vec<(&str, Filled, i64, i64)> = vec![
+        (
+            "no header variable",
+            without(&|x| x.header = None),
+            131008,
+            132018,
+        ),
+        (
+            "no URL suffix",
+            without(&|x| {
+                x.buttons.remove(0);
+            }),
+            131008,
+            132018,
+        ),
+        (
+            "no coupon code",
+            without(&|x| {
+                x.buttons.pop();
+            }),
+            131008,
+            132018,
+        ),
+        (
+            "one body parameter short",
+            without(&|x| {
+                x.body.pop();
+            }),
+            132000,
+            132000,
+        ),
+        (
+            "image for a text header",
+            without(&|x| {
+                x.header = Some(HeaderValue::Media {
+                    kind: HeaderMedia::Image,
+                    link: Some("https://loja.example/a.png".into()),
+                    id: None,
+                })
+            }),
+            132012,
+            132018,
+        ),
+        (
+            "payload for the URL button",
+            without(&|x| x.buttons[0] = (0, ButtonValue::Payload("x".into()))),
+            132012,
+            132018,
+        ),
+        (
+            "a button the template lacks",
+            without(&|x| x.buttons.push((7, ButtonValue::Payload("x".into())))),
+            132000,
+            132000,
+        ),
+    ];
+    for (what, filled, old, new) in cases {
+        assert_eq!(
+            send("v21.0", "pedido_completo", filled.clone()).await,
+            Err(old),
+            "{what} (v21.0)"
+        );
+        assert_eq!(
+            send("v25.0", "pedido_completo", filled).await,
+            Err(new),
+            "{what} (v25.0)"
+        );
+    }
+    let image = |kind| Filled {
+        header: Some(HeaderValue::Media {
+            kind,
+            link: Some("https://loja.example/a.png".into()),
+            id: None,
+        }),
+        ..Filled::default()
+    };
+    assert_eq!(
+        send("v22.0", "pedido_foto", image(HeaderMedia::Image)).await,
+        Ok(())
+    );
+    assert_eq!(
+        send("v22.0", "pedido_foto", image(HeaderMedia::Video)).await,
+        Err(132012)
+    );
+    assert_eq!(
+        send("v22.0", "pedido_foto", Filled::default()).await,
+        Err(131008)
+    );
+    // Versions: older than v21.0 is served as v21.0; a version after v25.0 does not exist.
+    assert_eq!(
+        send("v19.0", "pedido_foto", Filled::default()).await,
+        Err(131008)
+    );
+    assert_eq!(
+        send("v26.0", "pedido_foto", image(HeaderMedia::Image)).await,
+        Err(2500)
+    );
 }

@@ -119,6 +119,9 @@ pub struct NewTemplate {
     pub body: String,
     /// Header text.
     pub header_text: Option<String>,
+    /// Header format of a media header imported from the provider (`image`, `video`,
+    /// `document`); `None`: `text` when there is header text.
+    pub header_media: Option<String>,
     /// Footer.
     pub footer_text: Option<String>,
     /// Buttons JSON.
@@ -208,7 +211,7 @@ impl Store {
         let now = now_ms();
         let sql = format!(
             "INSERT INTO templates (account_id, name, provider_name, kind, category, language, body, header_type, header_text, footer_text, has_media_header, buttons, var_map, problems, created_at, updated_at, auto_replicate) \
-             VALUES ($1, $2, $3, 'official', $4, $5, $6, $7, $8, $9, 0, $10, $11, $12, $13, $13, $14) RETURNING {T_COLUMNS}"
+             VALUES ($1, $2, $3, 'official', $4, $5, $6, $7, $8, $9, $15, $10, $11, $12, $13, $13, $14) RETURNING {T_COLUMNS}"
         );
         let res = sqlx::query(&sql)
             .bind(t.account_id)
@@ -217,7 +220,11 @@ impl Store {
             .bind(&t.category)
             .bind(&t.language)
             .bind(&t.body)
-            .bind(t.header_text.as_ref().map(|_| "text"))
+            .bind(
+                t.header_media
+                    .as_deref()
+                    .or(t.header_text.as_ref().map(|_| "text")),
+            )
             .bind(&t.header_text)
             .bind(&t.footer_text)
             .bind(t.buttons.to_string())
@@ -225,6 +232,7 @@ impl Store {
             .bind(t.problems.to_string())
             .bind(now)
             .bind(i64::from(t.auto_replicate))
+            .bind(i64::from(t.header_media.is_some()))
             .fetch_one(&self.writer)
             .await;
         match res {

@@ -20,6 +20,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list))
         .routes(routes!(connect))
+        .routes(routes!(embedded_signup))
+        .routes(routes!(signup_config))
         .routes(routes!(official, update))
         .routes(routes!(health))
         .routes(routes!(verify))
@@ -210,13 +212,96 @@ async fn connect(
         StatusCode::CREATED,
         Json(json!({
             "data": channel_json(&snapshot),
-            "verification": {
-                "ok": verification.ok,
-                "display_phone_number": verification.display_phone_number,
-                "verified_name": verification.verified_name,
-            }
+            "verification": verification_json(&verification),
         })),
     ))
+}
+
+fn verification_json(v: &actors::connect::Verification) -> Value {
+    json!({
+        "ok": v.ok,
+        "subscribed": v.subscribed,
+        "display_phone_number": v.display_phone_number,
+        "verified_name": v.verified_name,
+    })
+}
+
+/// `POST /channels/embedded-signup` body: what the Embedded Signup popup returns (D-072). Its
+/// `Debug` hides the code and the PIN.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+struct SignupIn {
+    /// The code of the `FB.login` callback.
+    code: String,
+    /// The WABA shared in the popup.
+    waba_id: String,
+    /// The number chosen in the popup.
+    phone_number_id: String,
+    name: Option<String>,
+    /// 6 digits; default a random PIN, kept sealed.
+    pin: Option<String>,
+}
+
+impl std::fmt::Debug for SignupIn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SignupIn")
+            .field("code", &"***")
+            .field("waba_id", &self.waba_id)
+            .field("phone_number_id", &self.phone_number_id)
+            .field("name", &self.name)
+            .field("pin", &self.pin.as_ref().map(|_| "***"))
+            .finish()
+    }
+}
+
+#[utoipa::path(
+    post,
+    operation_id = "channels_embedded_signup",
+    path = "/channels/embedded-signup",
+    tag = "Números",
+    request_body = SignupIn,
+    responses((status = 201, description = "`data`: número conectado (como `POST /channels/official`), `verification`, `registration` `{ok, message}`", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (422 `codigo_invalido`, `cadastro_indisponivel`, `waba_invalida`; 409 já conectado)", body = crate::openapi::ErrorBody))
+)]
+async fn embedded_signup(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiJson(body): ApiJson<SignupIn>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    required("code", &body.code)?;
+    digits_id("phone_number_id", &body.phone_number_id)?;
+    digits_id("waba_id", &body.waba_id)?;
+    let req = actors::connect::CompleteSignup {
+        code: Secret::new(body.code.trim()),
+        waba_id: body.waba_id,
+        phone_number_id: body.phone_number_id,
+        name: body.name,
+        pin: body.pin.filter(|p| !p.is_empty()).map(Secret::new),
+    };
+    let (record, verification, registration) = state
+        .runtime
+        .complete_signup(auth.account_id(), req)
+        .await?;
+    let snapshot = state.runtime.snapshot(auth.account_id(), record.id).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({
+            "data": channel_json(&snapshot),
+            "verification": verification_json(&verification),
+            "registration": {"ok": registration.ok, "message": registration.message},
+        })),
+    ))
+}
+
+#[utoipa::path(
+    get,
+    operation_id = "signup_config",
+    path = "/signup/config",
+    tag = "Números",
+    responses((status = 200, description = "`data`: `{app_id, config_id, available}` para abrir o cadastro incorporado", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token)", body = crate::openapi::ErrorBody))
+)]
+async fn signup_config(State(state): State<AppState>, _auth: Auth) -> Json<Value> {
+    let c = state.runtime.signup_config();
+    Json(json!({"data": {"app_id": c.app_id, "config_id": c.config_id, "available": c.available}}))
 }
 
 #[utoipa::path(

@@ -61,6 +61,23 @@ struct TemplateIn {
     #[serde(default)]
     params: Vec<String>,
     button_param: Option<String>,
+    /// The variable of a text header (D-071).
+    header_param: Option<String>,
+    /// Header media of an image, video or document header: `{type, link}` or `{type, id}`
+    /// (an id from `POST /media` at the provider; D-071).
+    header_media: Option<HeaderMediaIn>,
+    /// Code of a copy-code button (D-071).
+    coupon_code: Option<String>,
+}
+
+/// `template.header_media`: `{type: image|video|document, link | id}`.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+struct HeaderMediaIn {
+    #[serde(rename = "type")]
+    kind: String,
+    link: Option<String>,
+    id: Option<String>,
 }
 
 /// Longest free text the provider accepts (PROVIDER.md §2.2).
@@ -195,12 +212,48 @@ fn parse(body: SendIn) -> Result<(Option<i64>, SendCommand), ApiError> {
                     format!("`template.params[{i}]` deve ter de 1 a 1024 caracteres."),
                 ));
             }
+            let header_media = match t.header_media {
+                None => None,
+                Some(m) => {
+                    let Some(kind) = engine::template::HeaderMedia::parse(&m.kind) else {
+                        return Err(ApiError::invalid(
+                            "template.header_media.type",
+                            "invalid_media_type",
+                            "`template.header_media.type` deve ser image, video ou document.",
+                        ));
+                    };
+                    let link = m.link.filter(|l| !l.trim().is_empty());
+                    let id = m.id.filter(|i| !i.trim().is_empty());
+                    if link.is_some() == id.is_some() {
+                        return Err(ApiError::invalid(
+                            "template.header_media",
+                            "invalid_header_media",
+                            "Informe `link` ou `id` em `template.header_media`, um dos dois.",
+                        ));
+                    }
+                    if let Some(l) = &link {
+                        if !(l.starts_with("https://") || l.starts_with("http://")) {
+                            return Err(ApiError::invalid(
+                                "template.header_media.link",
+                                "invalid_url",
+                                "`template.header_media.link` deve ser uma URL http(s).",
+                            ));
+                        }
+                    }
+                    Some(engine::template::GivenMedia { kind, link, id })
+                }
+            };
             SendContent::Template {
                 name,
                 language,
-                params: t.params,
-                button_param: t.button_param.filter(|b| !b.is_empty()),
-                header_image: None,
+                given: engine::template::Given {
+                    body: t.params,
+                    header_text: t.header_param.filter(|h| !h.trim().is_empty()),
+                    header_media,
+                    url_suffix: t.button_param.filter(|b| !b.is_empty()),
+                    coupon_code: t.coupon_code.filter(|c| !c.trim().is_empty()),
+                },
+                layout: None,
                 header_text: None,
             }
         }

@@ -107,7 +107,7 @@ pub struct CreatedNumber {
 
 /// The sample template every new WABA has at the provider.
 fn hello_world(inner: &Inner) -> Template {
-    Template {
+    let mut t = Template {
         id: inner.digits(16),
         name: "hello_world".into(),
         language: "en_US".into(),
@@ -118,9 +118,11 @@ fn hello_world(inner: &Inner) -> Template {
             {"type": "BODY", "text": "Welcome and congratulations!! This message demonstrates your ability to send a WhatsApp message notification from the Cloud API, hosted by Meta. Thank you for taking the time to test with us."},
             {"type": "FOOTER", "text": "WhatsApp Business Platform sample message"}
         ]),
-        body_params: 0,
+        layout: engine::template::Layout::default(),
         edits: Vec::new(),
-    }
+    };
+    t.layout = engine::template::Layout::from_components(&t.components);
+    t
 }
 
 pub(crate) fn create_number(inner: &Inner, req: CreateNumber) -> Result<CreatedNumber, String> {
@@ -184,6 +186,7 @@ pub(crate) fn create_number(inner: &Inner, req: CreateNumber) -> Result<CreatedN
                 app_secret: req
                     .app_secret
                     .clone()
+                    .or_else(|| inner.cfg.app_secret.clone())
                     .unwrap_or_else(|| inner.random_from(b"0123456789abcdef", 32)),
                 payment_ok: true,
                 verification_status: "verified".into(),
@@ -392,8 +395,7 @@ async fn post_inbound(State(inner): State<Arc<Inner>>, Json(req): Json<Inbound>)
     inner
         .windows
         .insert((req.phone_number_id.clone(), from.clone()), now);
-    let contact =
-        json!({"profile": {"name": req.name.unwrap_or_else(|| "Contato".into())}, "wa_id": from});
+    let contact = json!({"profile": {"name": req.name.unwrap_or_else(|| "Contato".into())}, "wa_id": from, "user_id": super::webhooks::bsuid(&from)});
     inner.emit_now(
         &business,
         waba,
@@ -631,6 +633,13 @@ async fn post_signup(State(inner): State<Arc<Inner>>, Json(req): Json<Signup>) -
         )
     );
     inner.signup_codes.insert(code.clone(), business);
+    // The popup verifies the customer's number by code before it hands one back: the WABA's
+    // numbers only await `/register` (PROVIDER.md §5.6 "Follow-up").
+    for mut n in inner.numbers.iter_mut() {
+        if n.waba_id == req.waba_id {
+            n.code_verified = true;
+        }
+    }
     (
         StatusCode::CREATED,
         Json(json!({"data": {"code": code, "app_id": super::business::SIM_APP_ID}})),

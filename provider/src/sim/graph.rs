@@ -202,14 +202,19 @@ pub(crate) fn unknown_node(id: &str) -> Response {
     )
 }
 
+/// The oldest and newest Graph API versions the simulator serves (PROVIDER.md §1.1: v21.0 to
+/// v25.0). An older version is served as the oldest (Graph upgrades calls to expired
+/// versions); a newer one does not exist yet and is refused like an unknown path.
+pub const API_VERSIONS: std::ops::RangeInclusive<u32> = 21..=25;
+
 fn check_version(version: &str) -> Result<u32, Response> {
     let parsed = version
         .strip_prefix('v')
         .and_then(|v| v.split_once('.'))
         .and_then(|(maj, min)| Some((maj.parse::<u32>().ok()?, min.parse::<u32>().ok()?)));
     match parsed {
-        Some((major, _)) => Ok(major),
-        None => Err(graph_error(
+        Some((major, _)) if major <= *API_VERSIONS.end() => Ok(major.max(*API_VERSIONS.start())),
+        _ => Err(graph_error(
             StatusCode::BAD_REQUEST,
             2500,
             &format!("Unknown path components: /{version}"),
@@ -344,6 +349,19 @@ async fn get_node(
     all.insert("platform_type".into(), json!("CLOUD_API"));
     all.insert("account_mode".into(), json!("LIVE"));
     all.insert("is_pin_enabled".into(), json!(n.pin.is_some()));
+    all.insert("quality_score".into(), json!({"score": n.quality}));
+    all.insert("is_official_business_account".into(), json!(false));
+    all.insert("new_name_status".into(), json!("NONE"));
+    all.insert("search_visibility".into(), json!("VISIBLE"));
+    let digits: String = n
+        .display_phone_number
+        .chars()
+        .filter(char::is_ascii_digit)
+        .collect();
+    if digits.starts_with("55") {
+        all.insert("country_code".into(), json!("BR"));
+        all.insert("country_dial_code".into(), json!("55"));
+    }
     drop(n);
     let wanted: Vec<String> = match query.get("fields") {
         Some(f) => f
@@ -355,7 +373,22 @@ async fn get_node(
             .map(String::from)
             .to_vec(),
     };
-    if let Some(bad) = wanted.iter().find(|f| !all.contains_key(f.as_str())) {
+    // Fields of the node the simulator holds no value for: Graph leaves an empty field out of
+    // the answer rather than refusing it (what pywa asks for, issue 16).
+    const EMPTY_FIELDS: [&str; 8] = [
+        "conversational_automation",
+        "webhook_configuration",
+        "is_preverified_number",
+        "eligibility_for_api_business_global_search",
+        "certificate",
+        "new_certificate",
+        "last_onboarded_time",
+        "messaging_limit",
+    ];
+    if let Some(bad) = wanted
+        .iter()
+        .find(|f| !all.contains_key(f.as_str()) && !EMPTY_FIELDS.contains(&f.as_str()))
+    {
         return graph_error(
             StatusCode::BAD_REQUEST,
             100,
@@ -389,7 +422,7 @@ struct Found {
     name: String,
     status: String,
     category: String,
-    body_params: usize,
+    layout: engine::template::Layout,
 }
 
 /// What a send needs from the number, read under its lock.
@@ -420,7 +453,22 @@ async fn send_message(
         Err(e) if e.is_syntax() || e.is_eof() => {
             return invalid_parameter("The request body is not valid JSON.")
         }
-        Err(e) => return invalid_parameter(&format!("Invalid request body: {e}")),
+        Err(e) => {
+            // A read receipt (and typing indicator) is no message: `{messaging_product,
+            // status: "read", message_id, typing_indicator?}` → `{"success": true}`.
+            let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+            if v["status"] == "read" && v["message_id"].is_string() {
+                if inner
+                    .numbers
+                    .get(&node)
+                    .is_none_or(|n| n.business_id != business)
+                {
+                    return unknown_node(&node);
+                }
+                return Json(serde_json::json!({"success": true})).into_response();
+            }
+            return invalid_parameter(&format!("Invalid request body: {e}"));
+        }
     };
     if req.messaging_product != "whatsapp" {
         return invalid_parameter("messaging_product must be \"whatsapp\".");
@@ -531,19 +579,19 @@ async fn send_message(
                         name: x.name.clone(),
                         status: x.status.clone(),
                         category: x.category.clone(),
-                        body_params: x.body_params,
+                        layout: x.layout.clone(),
                     })
             });
             drop(waba);
             match found {
                 Some(x) if x.status == "APPROVED" => {
-                    let given = t.body_parameter_count();
-                    if given != x.body_params {
+                    if let Err(problem) = super::templates::check_send(&x.layout, t) {
+                        let (code, message, details) = problem.answer(major);
                         return graph_error(
                             StatusCode::BAD_REQUEST,
-                            132000,
-                            "(#132000) Number of parameters does not match the expected number of params",
-                            Some(&format!("body: number of localizable_params ({given}) does not match the expected number of params ({})", x.body_params)),
+                            code,
+                            message,
+                            Some(&details),
                             None,
                         );
                     }

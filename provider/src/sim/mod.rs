@@ -73,6 +73,10 @@ impl Default for StatusDelays {
 pub struct SimConfig {
     /// Makes every random choice (ids, tokens, failure draws) repeatable.
     pub seed: Option<u64>,
+    /// The app's secret: a business created without its own signs its webhooks with it (the
+    /// provider signs with the secret of the one app every WABA is subscribed to, PROVIDER.md
+    /// §8.2); none = each business gets a random one.
+    pub app_secret: Option<String>,
     /// Where webhooks are POSTed (the app's callback URL); none = not sent.
     pub webhook_url: Option<String>,
     /// Status timing.
@@ -111,6 +115,7 @@ impl Default for SimConfig {
     fn default() -> Self {
         Self {
             seed: None,
+            app_secret: None,
             webhook_url: None,
             status_delays: StatusDelays::default(),
             failed_share: 0.0,

@@ -55,9 +55,9 @@ pub struct Template {
     pub status: String,
     /// Components as created.
     pub components: serde_json::Value,
-    /// Count of distinct `{{n}}` in the BODY component.
+    /// What a send of it must carry, read from `components` (checked at every send).
     #[serde(skip)]
-    pub body_params: usize,
+    pub layout: engine::template::Layout,
     /// When each edit of the template was accepted, ms (PROVIDER.md §6.3 limits edits of an
     /// approved template to 1 per 24 h and 10 per 30 days).
     #[serde(skip)]

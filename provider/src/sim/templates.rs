@@ -133,7 +133,7 @@ pub(crate) fn check_components(category: &str, components: &Value) -> Result<usi
                 .unwrap_or_default()
                 .to_ascii_uppercase();
             let t = button["text"].as_str().unwrap_or_default();
-            if kind != "OTP" && (t.is_empty() || t.chars().count() > 25) {
+            if kind != "OTP" && kind != "COPY_CODE" && (t.is_empty() || t.chars().count() > 25) {
                 return Err("Button text must have 1 to 25 characters".into());
             }
             if kind == "URL" {
@@ -158,6 +158,203 @@ pub(crate) fn check_components(category: &str, components: &Value) -> Result<usi
         return Err("AUTHENTICATION templates need an OTP button".into());
     }
     Ok(sorted.len())
+}
+
+/// Why the provider refuses a template send's parameters (PROVIDER.md §2.4, §7.1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum SendProblem {
+    /// A component's parameter count differs from the template's variables: 132000.
+    Count(String),
+    /// A parameter the template needs is absent: 131008 (132018 from v23.0).
+    Missing(String),
+    /// A parameter's type does not match the template (a header media of another kind, text
+    /// for a media header, a button of another sub-type): 132012 (132018 from v23.0).
+    Format(String),
+}
+
+impl SendProblem {
+    /// `(code, message, details)` as the provider answers at API version `major` ("since v23.0,
+    /// send-time template-component parameter problems are reported as 132018", §2.4; a body
+    /// count mismatch keeps 132000, D-071).
+    pub(crate) fn answer(&self, major: u32) -> (i64, &'static str, String) {
+        match self {
+            SendProblem::Count(d) => (
+                132000,
+                "(#132000) Number of parameters does not match the expected number of params",
+                d.clone(),
+            ),
+            SendProblem::Missing(d) | SendProblem::Format(d) if major >= 23 => (
+                132018,
+                "(#132018) There was an issue with the parameters in your template.",
+                d.clone(),
+            ),
+            SendProblem::Missing(d) => {
+                (131008, "(#131008) Required parameter is missing", d.clone())
+            }
+            SendProblem::Format(d) => (
+                132012,
+                "(#132012) Parameter format does not match format in the created template",
+                d.clone(),
+            ),
+        }
+    }
+}
+
+/// Checks a template send's components against the template's layout like the provider:
+/// the header the template declares (its variable, or media of its format), the body's
+/// parameter count and types, each button's parameter by `index` and `sub_type` (a dynamic
+/// URL needs its suffix, a copy-code button its `coupon_code`).
+pub(crate) fn check_send(
+    layout: &engine::template::Layout,
+    sent: &crate::wire::TemplatePayload,
+) -> Result<(), SendProblem> {
+    use crate::wire::Parameter;
+    use engine::template::{ButtonLayout, HeaderLayout};
+    let of = |kind: &'static str| {
+        sent.components
+            .iter()
+            .filter(move |c| c.kind.eq_ignore_ascii_case(kind))
+    };
+    // Header.
+    let headers: Vec<_> = of("header").collect();
+    if headers.len() > 1 {
+        return Err(SendProblem::Count(
+            "header: more than one header component".into(),
+        ));
+    }
+    let header = headers.first().map(|c| c.parameters.as_slice());
+    match (&layout.header, header) {
+        (Some(HeaderLayout::Text { variables, .. }), h) => {
+            let given = h.map_or(0, <[Parameter]>::len);
+            if *variables > 0 && given == 0 {
+                return Err(SendProblem::Missing(
+                    "header: the parameter of the header text is required".into(),
+                ));
+            }
+            if given != *variables {
+                return Err(SendProblem::Count(format!(
+                    "header: number of localizable_params ({given}) does not match the expected number of params ({variables})"
+                )));
+            }
+            if let Some(p) = h.and_then(<[Parameter]>::first) {
+                if !matches!(p, Parameter::Text { .. }) {
+                    return Err(SendProblem::Format(
+                        "header: the template's header format is TEXT".into(),
+                    ));
+                }
+            }
+        }
+        (Some(HeaderLayout::Media(kind)), None) => {
+            return Err(SendProblem::Missing(format!(
+                "header: a {} parameter is required",
+                kind.as_str()
+            )))
+        }
+        (Some(HeaderLayout::Media(kind)), Some(params)) => {
+            let [p] = params else {
+                return Err(SendProblem::Count(format!(
+                    "header: number of localizable_params ({}) does not match the expected number of params (1)",
+                    params.len()
+                )));
+            };
+            let (given, media) = match p {
+                Parameter::Image { image } => ("image", image),
+                Parameter::Video { video } => ("video", video),
+                Parameter::Document { document } => ("document", document),
+                _ => {
+                    return Err(SendProblem::Format(format!(
+                        "header: the template's header format is {}",
+                        kind.as_str().to_ascii_uppercase()
+                    )))
+                }
+            };
+            if given != kind.as_str() {
+                return Err(SendProblem::Format(format!(
+                    "header: expected {}, got {given}",
+                    kind.as_str()
+                )));
+            }
+            if media.id.is_some() == media.link.is_some() {
+                return Err(SendProblem::Missing(format!(
+                    "header: {given} needs exactly one of id or link"
+                )));
+            }
+        }
+        (Some(HeaderLayout::Location), None) => {
+            return Err(SendProblem::Missing(
+                "header: a location parameter is required".into(),
+            ))
+        }
+        (Some(HeaderLayout::Location), Some(_)) => {}
+        (None, Some(params)) => {
+            return Err(SendProblem::Count(format!(
+                "header: number of localizable_params ({}) does not match the expected number of params (0)",
+                params.len()
+            )))
+        }
+        (None, None) => {}
+    }
+    // Body.
+    let given = sent.body_parameter_count();
+    if given != layout.body_variables {
+        return Err(SendProblem::Count(format!(
+            "body: number of localizable_params ({given}) does not match the expected number of params ({})",
+            layout.body_variables
+        )));
+    }
+    for c in of("body") {
+        if c.parameters.iter().any(|p| {
+            !matches!(
+                p,
+                Parameter::Text { .. } | Parameter::Currency { .. } | Parameter::DateTime { .. }
+            )
+        }) {
+            return Err(SendProblem::Format(
+                "body: parameters must be text, currency or date_time".into(),
+            ));
+        }
+    }
+    // Buttons.
+    let mut seen = vec![false; layout.buttons.len()];
+    for c in of("button") {
+        let index = c.index.as_deref().and_then(|i| i.parse::<usize>().ok());
+        let Some(i) = index.filter(|i| *i < layout.buttons.len()) else {
+            return Err(SendProblem::Count(format!(
+                "buttons: the template has no button at index {}",
+                c.index.as_deref().unwrap_or("(none)")
+            )));
+        };
+        let sub = c
+            .sub_type
+            .as_deref()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        let ok = match (&layout.buttons[i], sub.as_str(), c.parameters.as_slice()) {
+            (ButtonLayout::Url { dynamic: true, .. }, "url", [Parameter::Text { .. }]) => true,
+            (ButtonLayout::QuickReply { .. }, "quick_reply", [Parameter::Payload { .. }]) => true,
+            (ButtonLayout::CopyCode { .. }, "copy_code", [Parameter::CouponCode { .. }]) => true,
+            (ButtonLayout::Other(k), s, _) => k.eq_ignore_ascii_case(s),
+            _ => false,
+        };
+        if !ok {
+            return Err(SendProblem::Format(format!(
+                "buttons: parameter of button {i} does not match the template's button (sub_type {sub})"
+            )));
+        }
+        seen[i] = true;
+    }
+    for (i, b) in layout.buttons.iter().enumerate() {
+        let needs = matches!(
+            b,
+            ButtonLayout::Url { dynamic: true, .. } | ButtonLayout::CopyCode { .. }
+        );
+        if needs && !seen[i] {
+            return Err(SendProblem::Missing(format!(
+                "buttons: the parameter of button {i} is required"
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn valid_language(l: &str) -> bool {
@@ -211,10 +408,10 @@ pub(crate) async fn create(
         );
     }
     let components = req.get("components").cloned().unwrap_or(Value::Null);
-    let body_params = match check_components(&category, &components) {
-        Ok(n) => n,
-        Err(reason) => return invalid(&reason, Some(2388043)),
-    };
+    if let Err(reason) = check_components(&category, &components) {
+        return invalid(&reason, Some(2388043));
+    }
+    let layout = engine::template::Layout::from_components(&components);
     let Some(mut waba) = inner.wabas.get_mut(&waba_id) else {
         return unknown_node(&node);
     };
@@ -239,7 +436,7 @@ pub(crate) async fn create(
         category: category.clone(),
         status: "PENDING".into(),
         components,
-        body_params,
+        layout,
         edits: Vec::new(),
     });
     drop(waba);
@@ -454,13 +651,12 @@ pub(crate) fn edit(inner: &Arc<Inner>, waba_id: &str, template_id: &str, body: &
         Some(c) => c.clone(),
         None => t.components.clone(),
     };
-    let body_params = match check_components(&category, &components) {
-        Ok(n) => n,
-        Err(reason) => return invalid(&reason, Some(2388043)),
-    };
+    if let Err(reason) = check_components(&category, &components) {
+        return invalid(&reason, Some(2388043));
+    }
     t.category = category;
+    t.layout = engine::template::Layout::from_components(&components);
     t.components = components;
-    t.body_params = body_params;
     t.status = "PENDING".into();
     t.edits.push(now);
     let id = t.id.clone();

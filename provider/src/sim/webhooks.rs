@@ -304,6 +304,22 @@ fn envelope(emissions: Vec<Emission>) -> Value {
                     &phone_number_id,
                     &display,
                 );
+                // `contacts` accompanies non-failed statuses (PROVIDER.md §9.1), once per user.
+                if status["status"] != "failed" {
+                    if let Some(to) = status["recipient_id"].as_str() {
+                        let known = change
+                            .get("contacts")
+                            .and_then(Value::as_array)
+                            .is_some_and(|cs| cs.iter().any(|c| c["wa_id"] == to));
+                        if !known {
+                            push_array(
+                                change,
+                                "contacts",
+                                json!({"wa_id": to, "user_id": bsuid(to)}),
+                            );
+                        }
+                    }
+                }
                 push_array(change, "statuses", status);
             }
             EmissionKind::Inbound {
@@ -371,6 +387,27 @@ fn messages_change<'a>(
     changes[i]["value"]
         .as_object_mut()
         .expect("built as an object")
+}
+
+/// The business-scoped user id of a user (PROVIDER.md §9.8: `"US.1349…"`, the region and 20
+/// digits, in webhooks since April 2026): repeatable per phone here, the region from the
+/// country code (55 BR, 1 US, else ZZ).
+pub(crate) fn bsuid(wa_id: &str) -> String {
+    use sha2::Digest;
+    let region = if wa_id.starts_with("55") {
+        "BR"
+    } else if wa_id.starts_with('1') {
+        "US"
+    } else {
+        "ZZ"
+    };
+    let digest = sha2::Sha256::digest(wa_id.as_bytes());
+    let digits: String = digest
+        .iter()
+        .take(20)
+        .map(|b| char::from(b'0' + b % 10))
+        .collect();
+    format!("{region}.{digits}")
 }
 
 fn push_array(obj: &mut Map<String, Value>, key: &str, item: Value) {
