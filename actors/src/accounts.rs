@@ -143,7 +143,7 @@ pub struct NumbersSummary {
 /// One item of `needs_action`.
 #[derive(Debug, Clone, Serialize)]
 pub struct NeedsAction {
-    /// `number`, `waba` or `bm`.
+    /// `number`, `waba`, `bm` or `alert` (the provider's `account_alerts`, D-074).
     #[serde(rename = "type")]
     pub kind: &'static str,
     /// Id of the record (channel id, provider WABA id, BM id).
@@ -710,27 +710,8 @@ impl Runtime {
         let (bm, paid) = self.payment_check_bm(account_id, bm_id).await?;
         let health = self.bm_health(&bm).await?;
         store.set_bm_health(bm_id, health, None).await?;
-        if let Some(limit) = bm.tier.as_deref().and_then(engine::channel::Tier::parse) {
-            let limit = limit.limit_24h();
-            let counter = self.shared.bm_counters.get(&bm_id).map(|c| c.clone());
-            if let Some(counter) = counter {
-                let exact = counter
-                    .lock()
-                    .expect("bm counter lock")
-                    .recipients
-                    .is_exact();
-                if limit.is_some() && !exact {
-                    // A limit now: the counter must know who counts, from storage.
-                    let rebuilt = crate::bm::BmCounter::load(&self.shared.store, bm_id).await?;
-                    *counter.lock().expect("bm counter lock") = rebuilt;
-                } else {
-                    let mut c = counter.lock().expect("bm counter lock");
-                    c.limit = limit;
-                    if limit.is_none() {
-                        c.recipients.forget_members();
-                    }
-                }
-            }
+        if let Some(tier) = bm.tier.as_deref().and_then(engine::channel::Tier::parse) {
+            self.apply_bm_limit(bm_id, &tier).await?;
         }
         Ok(BmSyncResult {
             created_numbers: created,
@@ -780,13 +761,19 @@ impl Runtime {
             let code = match w.standing.as_str() {
                 "banned" => HealthCode::WabaBanned,
                 "restricted" => HealthCode::WabaRestricted,
+                "violation" => HealthCode::PolicyViolation,
                 _ => continue,
             };
             needs.push(NeedsAction {
                 kind: "waba",
                 id: w.provider_waba_id.clone(),
                 name: w.name.clone(),
-                label: code.label().into(),
+                label: match (code, w.standing_detail.as_deref()) {
+                    (HealthCode::PolicyViolation, Some(kind)) => {
+                        format!("{} ({kind})", code.label())
+                    }
+                    _ => code.label().into(),
+                },
                 code: code.as_str().into(),
                 next_action: code.next_action().map(str::to_string),
                 rank: code,
@@ -802,6 +789,37 @@ impl Runtime {
                 code: code.as_str().into(),
                 next_action: code.next_action().map(str::to_string),
                 rank: code,
+            });
+        }
+        // The provider's `account_alerts` still active (D-074), ranked by severity.
+        for a in self
+            .shared
+            .store
+            .active_provider_alerts(account_id, 50)
+            .await?
+        {
+            let rank = match a.severity.to_ascii_uppercase().as_str() {
+                "CRITICAL" => HealthCode::WabaRestricted,
+                "WARNING" => HealthCode::PolicyViolation,
+                _ => HealthCode::TemplateMissing,
+            };
+            needs.push(NeedsAction {
+                kind: "alert",
+                id: a.entity_id.clone(),
+                name: format!("{} {}", a.entity_type, a.entity_id),
+                label: if a.description.is_empty() {
+                    a.alert_type.clone()
+                } else {
+                    a.description.clone()
+                },
+                code: a.alert_type.to_ascii_lowercase(),
+                next_action: Some(format!(
+                    "Alerta {} do provedor ({}): veja o gerenciador do WhatsApp da WABA {}.",
+                    a.severity.to_ascii_lowercase(),
+                    a.alert_type,
+                    a.waba_id
+                )),
+                rank,
             });
         }
         // Worst first; a WABA before its numbers for the same code.

@@ -45,3 +45,36 @@ impl BmCounter {
         self.limit.map(|l| (l - used).max(0))
     }
 }
+
+impl crate::Runtime {
+    /// Applies a BM's (new) tier to its live shared counter at once: the limit changes, and a
+    /// counter that kept only an estimate is rebuilt exactly from storage when the BM gains a
+    /// limit. A BM no number has used yet has no counter; it is built with the tier later.
+    pub(crate) async fn apply_bm_limit(
+        &self,
+        bm_id: i64,
+        tier: &Tier,
+    ) -> Result<(), storage::StorageError> {
+        let limit = tier.limit_24h();
+        let counter = self.shared.bm_counters.get(&bm_id).map(|c| c.clone());
+        if let Some(counter) = counter {
+            let exact = counter
+                .lock()
+                .expect("bm counter lock")
+                .recipients
+                .is_exact();
+            if limit.is_some() && !exact {
+                // A limit now: the counter must know who counts, from storage.
+                let rebuilt = BmCounter::load(&self.shared.store, bm_id).await?;
+                *counter.lock().expect("bm counter lock") = rebuilt;
+            } else {
+                let mut c = counter.lock().expect("bm counter lock");
+                c.limit = limit;
+                if limit.is_none() {
+                    c.recipients.forget_members();
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -557,12 +557,62 @@ async fn claim(
     Ok(claimed)
 }
 
+/// The reason a marketing campaign skips a contact who stopped marketing messages.
+pub const OPT_OUT_REASON: &str =
+    "O contato pediu para não receber mensagens de marketing (opt-out no WhatsApp).";
+
+/// A marketing campaign's claimed recipients without the contacts who stopped marketing
+/// messages (`user_preferences`, D-074): those are settled `skipped` with the reason, never
+/// sent.
+async fn skip_opted_out(
+    st: &CampaignRun,
+    share: &ClaimShare,
+    claimed: Vec<storage::campaigns::Claimed>,
+) -> Result<Vec<storage::campaigns::Claimed>, ActorError> {
+    if !st.template.category.eq_ignore_ascii_case("marketing") {
+        return Ok(claimed);
+    }
+    let phones: Vec<&str> = claimed.iter().map(|c| c.phone.as_str()).collect();
+    let out = st
+        .shared
+        .store
+        .opted_out(st.account_id, "marketing_messages", &phones)
+        .await?;
+    if out.is_empty() {
+        return Ok(claimed);
+    }
+    let (skipped, kept): (Vec<_>, Vec<_>) =
+        claimed.into_iter().partition(|c| out.contains(&c.phone));
+    let settlements: Vec<_> = skipped
+        .iter()
+        .map(|c| storage::campaigns::Settlement {
+            channel_id: share.channel_id,
+            recipient_id: c.recipient_id,
+            message_id: c.message_id,
+            result: storage::campaigns::SendResult::Failed {
+                code: None,
+                reason: OPT_OUT_REASON.into(),
+                skip: true,
+            },
+        })
+        .collect();
+    st.shared
+        .store
+        .settle_campaign_sends(&settlements, |_, _| Vec::new())
+        .await?;
+    Ok(kept)
+}
+
 /// Hands claimed recipients to their number with their rendered parameters.
 async fn hand_out(
     st: &CampaignRun,
     share: &ClaimShare,
     claimed: Vec<storage::campaigns::Claimed>,
 ) -> Result<(), ActorError> {
+    if claimed.is_empty() {
+        return Ok(());
+    }
+    let claimed = skip_opted_out(st, share, claimed).await?;
     if claimed.is_empty() {
         return Ok(());
     }

@@ -176,9 +176,16 @@ pub enum ChannelMsg {
     Outcome(SendOutcome),
     /// The WABA's standing changed (`account_update`).
     WabaStanding(WabaStanding),
-    /// Whether an `auto_replicate` library template approved elsewhere in the account is not
-    /// approved on this number (health `template_ausente`; issue 17).
-    TemplateMissing(bool),
+    /// The number's template flags: whether an `auto_replicate` library template approved
+    /// elsewhere in the account is not approved on it (health `template_ausente`; issue 17),
+    /// and whether a template approved on it has RED quality (`template_qualidade_baixa`,
+    /// D-074).
+    TemplateFlags {
+        /// A template is missing.
+        missing: bool,
+        /// A template's quality is RED.
+        quality_red: bool,
+    },
     /// Re-read the number at the provider (quality, tier, status, name); replies with the
     /// new state, or the provider's refusal. `None`: no one waits for the answer.
     Sync(Option<RpcReplyPort<Result<ChannelSnapshot, ActorError>>>),
@@ -282,8 +289,10 @@ pub struct ChannelArgs {
 
 /// The actor's state, rebuilt from storage on every start.
 pub struct ChannelState {
-    /// A library template is missing on the number ([`ChannelMsg::TemplateMissing`]).
+    /// A library template is missing on the number ([`ChannelMsg::TemplateFlags`]).
     template_missing: bool,
+    /// A template approved on the number has RED quality ([`ChannelMsg::TemplateFlags`]).
+    template_quality_red: bool,
     record: Arc<ChannelRecord>,
     secrets: ChannelSecrets,
     status: ChannelStatus,
@@ -325,6 +334,7 @@ fn waba_standing(s: &str) -> WabaStanding {
     match s {
         "banned" => WabaStanding::Banned,
         "restricted" => WabaStanding::Restricted,
+        "violation" => WabaStanding::Violation,
         _ => WabaStanding::Ok,
     }
 }
@@ -455,6 +465,7 @@ impl ChannelState {
             sent_24h: self.recipients.count(now),
             external_available: bm_available,
             template_missing: self.template_missing,
+            template_quality_red: self.template_quality_red,
             warming_up: guardrail::warmup(&self.guardrails, self.tier_limit(), now).is_some(),
             daily_cap_reached: self.cap(now).reached(self.cap_sent),
             group: self
@@ -597,6 +608,7 @@ impl ChannelState {
             WabaStanding::Ok => 0.0,
             WabaStanding::Restricted => 1.0,
             WabaStanding::Banned => 2.0,
+            WabaStanding::Violation => 3.0,
         });
     }
 
@@ -746,19 +758,20 @@ impl Actor for ChannelActor {
         let group = load_group(&args.shared, &record)
             .await
             .map_err(|e| ActorProcessingErr::from(e.to_string()))?;
-        let template_missing = args
+        let (template_missing, template_quality_red) = args
             .shared
             .store
             .numbers_missing_templates(record.account_id, Some(record.id))
             .await
             .map_err(|e| ActorProcessingErr::from(e.to_string()))?
             .first()
-            .is_some_and(|(_, missing)| *missing);
+            .map_or((false, false), |(_, missing, red)| (*missing, *red));
         register(&args.shared, &record, &secrets, &myself);
         tracing::info!(channel_id = record.id, "channel actor started");
         let record_arc = Arc::new(record.clone());
         let mut st = ChannelState {
             template_missing,
+            template_quality_red,
             status: ChannelStatus::parse(&record.status),
             quality: Quality::parse(&record.quality),
             tier: record.tier.as_deref().and_then(Tier::parse),
@@ -904,7 +917,17 @@ async fn handle_msg(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut Chan
                 );
             }
         }
-        ChannelMsg::TemplateMissing(missing) => st.template_missing = missing,
+        ChannelMsg::TemplateFlags {
+            missing,
+            quality_red,
+        } => {
+            st.template_missing = missing;
+            st.template_quality_red = quality_red;
+        }
+        // A violation is news only for a WABA in good standing: it never hides a ban or a
+        // restriction (D-074).
+        ChannelMsg::WabaStanding(WabaStanding::Violation)
+            if matches!(st.waba, WabaStanding::Banned | WabaStanding::Restricted) => {}
         ChannelMsg::WabaStanding(standing) => {
             tracing::warn!(?standing, "WABA standing changed");
             st.waba = standing;

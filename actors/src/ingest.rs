@@ -30,6 +30,9 @@ pub struct IngestReport {
     pub account_updates: usize,
     /// Template states changed (`message_template_status_update`).
     pub template_updates: usize,
+    /// Other provider fields acted on (capability, template quality and category, names,
+    /// alerts, opt-outs, violations, verification; D-074).
+    pub field_updates: usize,
     /// Changes not acted on (unknown numbers, fields disparo does not use yet).
     pub ignored: usize,
 }
@@ -44,6 +47,34 @@ struct WebhookWork {
     quality: Vec<(Arc<ChannelEntry>, Option<Quality>, Option<String>)>,
     standings: Vec<Standing>,
     template_updates: Vec<TemplateUpdate>,
+    /// WABA-level changes, each with the WABA's channels whose secret verified it.
+    waba_changes: Vec<(String, WabaChange, Vec<Arc<ChannelEntry>>)>,
+    /// Number-level changes, for the verified channel.
+    number_changes: Vec<(Arc<ChannelEntry>, NumberChange)>,
+}
+
+/// A WABA-level field disparo acts on (D-074).
+#[derive(Debug)]
+pub(crate) enum WabaChange {
+    /// `business_capability_update`: the portfolio's tier.
+    Capability(String),
+    /// `message_template_quality_update`.
+    TemplateQuality(provider::wire::TemplateQualityValue),
+    /// `template_category_update`.
+    TemplateCategory(provider::wire::TemplateCategoryValue),
+    /// `account_alerts`.
+    Alert(provider::wire::AccountAlertValue),
+    /// `account_update` `VERIFIED_ACCOUNT`: the business is verified.
+    Verified,
+}
+
+/// A number-level field disparo acts on (D-074).
+#[derive(Debug)]
+pub(crate) enum NumberChange {
+    /// `phone_number_name_update` approved: the new verified name.
+    Name(String),
+    /// `user_preferences`: `(contact phone, category, stop)`.
+    Preferences(Vec<(String, String, bool)>),
 }
 
 /// A template's new status for a WABA: WABA id, the change, and the channels whose secret
@@ -324,6 +355,37 @@ impl Runtime {
         let mut report = IngestReport::default();
         let mut any_verified = false;
         let mut any_unverified = false;
+        let mut waba_changes = Vec::new();
+        let mut number_changes = Vec::new();
+        // The WABA's channels whose secret verifies the body; counts the outcome.
+        let waba_verified = |waba: &str,
+                             verifier: &mut Verifier<'_>,
+                             report: &mut IngestReport,
+                             any_verified: &mut bool,
+                             any_unverified: &mut bool|
+         -> Option<Vec<Arc<ChannelEntry>>> {
+            let of_waba: Vec<Arc<ChannelEntry>> = shared
+                .registry
+                .all()
+                .into_iter()
+                .filter(|e| e.waba_id == waba)
+                .collect();
+            if of_waba.is_empty() {
+                report.ignored += 1;
+                return None;
+            }
+            let verified: Vec<Arc<ChannelEntry>> = of_waba
+                .into_iter()
+                .filter(|e| verifier.verifies_for(e))
+                .collect();
+            if verified.is_empty() {
+                *any_unverified = true;
+                None
+            } else {
+                *any_verified = true;
+                Some(verified)
+            }
+        };
         for entry in &payload.entry {
             for change in &entry.changes {
                 let value = match change.parse() {
@@ -402,8 +464,21 @@ impl Runtime {
                             }
                             ("DISABLED_UPDATE", Some("REINSTATE")) => Some(WabaStanding::Ok),
                             ("ACCOUNT_RESTRICTION", _) => Some(WabaStanding::Restricted),
+                            ("ACCOUNT_VIOLATION", _) => Some(WabaStanding::Violation),
                             _ => None,
                         };
+                        if a.event == "VERIFIED_ACCOUNT" {
+                            if let Some(v) = waba_verified(
+                                &entry.id,
+                                &mut verifier,
+                                &mut report,
+                                &mut any_verified,
+                                &mut any_unverified,
+                            ) {
+                                waba_changes.push((entry.id.clone(), WabaChange::Verified, v));
+                            }
+                            continue;
+                        }
                         let targets: Vec<Arc<ChannelEntry>> = shared
                             .registry
                             .all()
@@ -422,13 +497,29 @@ impl Runtime {
                                     .as_ref()
                                     .map(|b| b.waba_ban_state.clone())
                                     .or_else(|| {
+                                        a.violation_info.as_ref().and_then(|v| {
+                                            v["violation_type"].as_str().map(str::to_string)
+                                        })
+                                    })
+                                    .or_else(|| {
                                         a.restriction_info.as_ref().map(|r| {
                                             serde_json::Value::Array(r.clone()).to_string()
                                         })
                                     });
                                 standings.push((entry.id.clone(), st, detail, verified));
                             }
-                            _ => report.ignored += 1,
+                            (None, _) => {
+                                // An event disparo does not act on (PARTNER_ADDED…): logged
+                                // and counted like an unknown field.
+                                tracing::info!(
+                                    event = a.event,
+                                    "provider account_update event not acted on"
+                                );
+                                metrics::counter!("disparo_provider_fields_ignored_total")
+                                    .increment(1);
+                                report.ignored += 1;
+                            }
+                            (Some(_), true) => report.ignored += 1,
                         }
                     }
                     ChangeValue::TemplateStatus(t) => {
@@ -452,6 +543,121 @@ impl Runtime {
                         } else {
                             any_unverified = true;
                         }
+                    }
+                    ChangeValue::BusinessCapability(c) => {
+                        let Some(tier) = c.tier() else {
+                            report.ignored += 1;
+                            continue;
+                        };
+                        if let Some(v) = waba_verified(
+                            &entry.id,
+                            &mut verifier,
+                            &mut report,
+                            &mut any_verified,
+                            &mut any_unverified,
+                        ) {
+                            waba_changes.push((entry.id.clone(), WabaChange::Capability(tier), v));
+                        }
+                    }
+                    ChangeValue::TemplateQuality(q) => {
+                        if let Some(v) = waba_verified(
+                            &entry.id,
+                            &mut verifier,
+                            &mut report,
+                            &mut any_verified,
+                            &mut any_unverified,
+                        ) {
+                            waba_changes.push((
+                                entry.id.clone(),
+                                WabaChange::TemplateQuality(q),
+                                v,
+                            ));
+                        }
+                    }
+                    ChangeValue::TemplateCategory(c) => {
+                        if let Some(v) = waba_verified(
+                            &entry.id,
+                            &mut verifier,
+                            &mut report,
+                            &mut any_verified,
+                            &mut any_unverified,
+                        ) {
+                            waba_changes.push((
+                                entry.id.clone(),
+                                WabaChange::TemplateCategory(c),
+                                v,
+                            ));
+                        }
+                    }
+                    ChangeValue::AccountAlert(a) => {
+                        if let Some(v) = waba_verified(
+                            &entry.id,
+                            &mut verifier,
+                            &mut report,
+                            &mut any_verified,
+                            &mut any_unverified,
+                        ) {
+                            waba_changes.push((entry.id.clone(), WabaChange::Alert(a), v));
+                        }
+                    }
+                    ChangeValue::NameUpdate(n) => {
+                        let phone = Phone::from_provider_display(&n.display_phone_number);
+                        let targets = shared.registry.by_waba_and_phone(&entry.id, phone.as_str());
+                        let name = n
+                            .requested_verified_name
+                            .filter(|_| n.decision.eq_ignore_ascii_case("APPROVED"));
+                        if targets.is_empty() {
+                            report.ignored += 1;
+                        }
+                        for t in targets {
+                            if !verifier.verifies_for(&t) {
+                                any_unverified = true;
+                                continue;
+                            }
+                            any_verified = true;
+                            match &name {
+                                Some(name) => {
+                                    number_changes.push((t, NumberChange::Name(name.clone())))
+                                }
+                                // A rejected or deferred name changes nothing here.
+                                None => report.ignored += 1,
+                            }
+                        }
+                    }
+                    ChangeValue::UserPreferences(u) => {
+                        let target = match &routed {
+                            Some(r) if r.phone_number_id == u.metadata.phone_number_id => {
+                                Some(r.clone())
+                            }
+                            Some(_) => None,
+                            None => shared
+                                .registry
+                                .by_phone_number_id(&u.metadata.phone_number_id),
+                        };
+                        let Some(target) = target else {
+                            report.ignored += 1;
+                            continue;
+                        };
+                        if !verifier.verifies_for(&target) {
+                            any_unverified = true;
+                            continue;
+                        }
+                        any_verified = true;
+                        let prefs: Vec<(String, String, bool)> = u
+                            .user_preferences
+                            .iter()
+                            .filter_map(|p| {
+                                let stop = match p.value.to_ascii_lowercase().as_str() {
+                                    "stop" => true,
+                                    "resume" => false,
+                                    _ => return None,
+                                };
+                                let phone: String =
+                                    p.wa_id.chars().filter(char::is_ascii_digit).collect();
+                                (!phone.is_empty()).then(|| (phone, p.category.clone(), stop))
+                            })
+                            .collect();
+                        number_changes.push((target, NumberChange::Preferences(prefs)));
                     }
                     ChangeValue::Other(_) => {
                         // A field disparo does not act on (yet): answered 200 once the body
@@ -480,6 +686,8 @@ impl Runtime {
                 quality,
                 standings,
                 template_updates,
+                waba_changes,
+                number_changes,
             },
         ))
     }
@@ -497,6 +705,8 @@ impl Runtime {
             quality,
             standings,
             template_updates,
+            waba_changes,
+            number_changes,
         } = work;
         let timeout = shared.config.call_timeout;
         for (_, (entry, reports)) in statuses {
@@ -512,6 +722,7 @@ impl Runtime {
                 WabaStanding::Ok => "ok",
                 WabaStanding::Restricted => "restricted",
                 WabaStanding::Banned => "banned",
+                WabaStanding::Violation => "violation",
             };
             // Only the records of the accounts whose channels' secrets signed the event: another
             // account's WABA row with the same id is not this signer's to change (issue 15).
@@ -523,6 +734,11 @@ impl Runtime {
                 .await?
                 .into_iter()
                 .filter(|w| accounts.contains(&w.account_id))
+                // A violation never hides a ban or a restriction (D-074).
+                .filter(|w| {
+                    standing != WabaStanding::Violation
+                        || !matches!(w.standing.as_str(), "banned" | "restricted")
+                })
             {
                 shared
                     .store
@@ -540,6 +756,12 @@ impl Runtime {
             let verified: std::collections::HashSet<i64> =
                 channels.iter().map(|c| c.channel_id).collect();
             report.template_updates += self.apply_template_status(&waba_id, &t, &verified).await?;
+        }
+        for (waba_id, change, channels) in waba_changes {
+            report.field_updates += self.apply_waba_change(&waba_id, change, &channels).await?;
+        }
+        for (channel, change) in number_changes {
+            report.field_updates += self.apply_number_change(&channel, change).await?;
         }
         for (entry, q, tier) in quality {
             entry

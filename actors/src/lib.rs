@@ -19,6 +19,7 @@ pub mod connect;
 pub mod dispatcher;
 pub mod error;
 pub mod events;
+mod fields;
 pub mod forwarding;
 pub mod group;
 pub mod guardrails;

@@ -145,7 +145,7 @@ fn view(t: &TemplateRecord, rows: &[TemplateChannel]) -> TemplateView {
         problems: t.problems.clone(),
         channels: rows
             .iter()
-            .map(|r| json!({"channel_id": r.channel_id, "status": r.status, "rejection_reason": r.rejection_reason, "provider_name": r.provider_name, "provider_template_id": r.provider_template_id}))
+            .map(|r| json!({"channel_id": r.channel_id, "status": r.status, "rejection_reason": r.rejection_reason, "quality": r.quality, "provider_name": r.provider_name, "provider_template_id": r.provider_template_id}))
             .collect(),
         channels_by_status: by_status,
         auto_replicate: t.auto_replicate,
@@ -632,7 +632,9 @@ impl Runtime {
     }
 
     /// Tells each of the account's numbers whether a library template is missing on it
-    /// (health `template_ausente`), after the library or a number changed.
+    /// (health `template_ausente`) and whether one approved on it has RED quality
+    /// (`template_qualidade_baixa`), after the library, a number or a template's quality
+    /// changed.
     pub(crate) async fn refresh_template_health(&self, account_id: i64) {
         match self
             .shared
@@ -641,11 +643,12 @@ impl Runtime {
             .await
         {
             Ok(rows) => {
-                for (channel_id, missing) in rows {
+                for (channel_id, missing, quality_red) in rows {
                     if let Some(e) = self.shared.registry.get(channel_id) {
-                        let _ = e
-                            .actor
-                            .cast(crate::channel::ChannelMsg::TemplateMissing(missing));
+                        let _ = e.actor.cast(crate::channel::ChannelMsg::TemplateFlags {
+                            missing,
+                            quality_red,
+                        });
                     }
                 }
             }
@@ -875,7 +878,7 @@ impl Runtime {
         Ok(n)
     }
 
-    async fn template_event(
+    pub(crate) async fn template_event(
         &self,
         r: &TemplateChannel,
         event: &str,

@@ -135,6 +135,9 @@ pub enum WabaStanding {
     Restricted,
     /// `DISABLED_UPDATE` with `waba_ban_state` `DISABLE` or `SCHEDULE_FOR_DISABLE`.
     Banned,
+    /// `ACCOUNT_VIOLATION`: the provider found a policy violation (`violation_info`); sends go
+    /// on, a restriction or a ban may follow (PROVIDER.md §9.7; D-074).
+    Violation,
 }
 
 /// The overall tone of a health object.
@@ -174,6 +177,11 @@ pub enum HealthCode {
     DailyCapReached,
     /// `qualidade_yellow`: quality YELLOW.
     QualityYellow,
+    /// `violacao_de_politica`: the WABA received an `ACCOUNT_VIOLATION` (D-074).
+    PolicyViolation,
+    /// `template_qualidade_baixa`: a template approved on this number has RED quality
+    /// (`message_template_quality_update`; D-074) — the provider may pause it.
+    TemplateQualityRed,
     /// `template_ausente`: a library template that follows the numbers (`auto_replicate`) is
     /// approved elsewhere in the account but not on this number (issue 17).
     TemplateMissing,
@@ -187,7 +195,7 @@ pub enum HealthCode {
 
 impl HealthCode {
     /// Every code, worst first.
-    pub const ALL: [HealthCode; 12] = [
+    pub const ALL: [HealthCode; 14] = [
         HealthCode::WabaBanned,
         HealthCode::CredentialInvalid,
         HealthCode::Disconnected,
@@ -197,6 +205,8 @@ impl HealthCode {
         HealthCode::LimitExhausted,
         HealthCode::DailyCapReached,
         HealthCode::QualityYellow,
+        HealthCode::PolicyViolation,
+        HealthCode::TemplateQualityRed,
         HealthCode::TemplateMissing,
         HealthCode::AlternativeProvider,
         HealthCode::Ok,
@@ -214,6 +224,8 @@ impl HealthCode {
             HealthCode::LimitExhausted => "limite_24h_esgotado",
             HealthCode::DailyCapReached => "limite_diario_atingido",
             HealthCode::QualityYellow => "qualidade_yellow",
+            HealthCode::PolicyViolation => "violacao_de_politica",
+            HealthCode::TemplateQualityRed => "template_qualidade_baixa",
             HealthCode::TemplateMissing => "template_ausente",
             HealthCode::AlternativeProvider => "provedor_alternativo",
             HealthCode::Ok => "ok",
@@ -232,6 +244,8 @@ impl HealthCode {
             | HealthCode::LimitExhausted
             | HealthCode::DailyCapReached
             | HealthCode::QualityYellow
+            | HealthCode::PolicyViolation
+            | HealthCode::TemplateQualityRed
             | HealthCode::TemplateMissing => Tone::Attention,
             HealthCode::AlternativeProvider | HealthCode::Ok => Tone::Ok,
         }
@@ -249,6 +263,8 @@ impl HealthCode {
             HealthCode::LimitExhausted => "Limite de 24 h esgotado",
             HealthCode::DailyCapReached => "Limite diário de campanha atingido",
             HealthCode::QualityYellow => "Qualidade média",
+            HealthCode::PolicyViolation => "Violação de política",
+            HealthCode::TemplateQualityRed => "Template com qualidade baixa",
             HealthCode::TemplateMissing => "Template ausente",
             HealthCode::AlternativeProvider => "Provedor alternativo",
             HealthCode::Ok => "Operando",
@@ -267,6 +283,8 @@ impl HealthCode {
             HealthCode::LimitExhausted => "Aguarde a janela de 24 h liberar ou use outro número.",
             HealthCode::DailyCapReached => "O número volta às campanhas amanhã (00:00, horário de Brasília); um admin pode liberar mais envios hoje em POST /channels/{id}/guardrails/authorize.",
             HealthCode::QualityYellow => "Reduza o volume e revise os templates antes que a qualidade caia.",
+            HealthCode::PolicyViolation => "Revise o conteúdo enviado pela WABA: o provedor registrou uma violação de política (veja GET /wabas) e pode restringir ou banir.",
+            HealthCode::TemplateQualityRed => "Revise o template de qualidade baixa (GET /templates) antes que o provedor o pause; prefira outro template nas campanhas.",
             HealthCode::TemplateMissing => "Envie o template ao número com POST /templates/{id}/channels.",
             HealthCode::AlternativeProvider => "Envios por este número são feitos no provedor alternativo; o disparo só relê os templates do remetente (POST /channels/{id}/sync).",
             HealthCode::Ok => return None,
@@ -296,6 +314,8 @@ pub struct HealthInput {
     pub external_available: Option<i64>,
     /// A library template is not approved on this number.
     pub template_missing: bool,
+    /// A template approved on the number has RED quality (D-074).
+    pub template_quality_red: bool,
     /// The number is in warm-up.
     pub warming_up: bool,
     /// The daily campaign cap (or warm-up cap) is reached for today.
@@ -384,6 +404,11 @@ impl HealthCode {
             (avail == Some(0), HealthCode::LimitExhausted),
             (input.daily_cap_reached, HealthCode::DailyCapReached),
             (input.quality == Quality::Yellow, HealthCode::QualityYellow),
+            (
+                input.waba == WabaStanding::Violation,
+                HealthCode::PolicyViolation,
+            ),
+            (input.template_quality_red, HealthCode::TemplateQualityRed),
             (input.template_missing, HealthCode::TemplateMissing),
         ]
         .into_iter()
@@ -462,6 +487,7 @@ mod tests {
             sent_24h: 10,
             external_available: None,
             template_missing: false,
+            template_quality_red: false,
             warming_up: false,
             daily_cap_reached: false,
             group: String::new(),

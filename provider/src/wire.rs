@@ -570,6 +570,18 @@ pub enum ChangeValue {
     TemplateStatus(TemplateStatusValue),
     /// `account_update`.
     AccountUpdate(AccountUpdateValue),
+    /// `business_capability_update` (§9.7).
+    BusinessCapability(BusinessCapabilityValue),
+    /// `message_template_quality_update` (§9.6).
+    TemplateQuality(TemplateQualityValue),
+    /// `template_category_update` (§9.7).
+    TemplateCategory(TemplateCategoryValue),
+    /// `phone_number_name_update` (§9.7).
+    NameUpdate(NameUpdateValue),
+    /// `account_alerts` (§9.7).
+    AccountAlert(AccountAlertValue),
+    /// `user_preferences`: a user stopped (or resumed) marketing messages.
+    UserPreferences(UserPreferencesValue),
     /// Any other field, kept by name.
     Other(String),
 }
@@ -588,6 +600,20 @@ impl WebhookChange {
                 ChangeValue::TemplateStatus(TemplateStatusValue::deserialize(v)?)
             }
             "account_update" => ChangeValue::AccountUpdate(AccountUpdateValue::deserialize(v)?),
+            "business_capability_update" => {
+                ChangeValue::BusinessCapability(BusinessCapabilityValue::deserialize(v)?)
+            }
+            "message_template_quality_update" => {
+                ChangeValue::TemplateQuality(TemplateQualityValue::deserialize(v)?)
+            }
+            "template_category_update" => {
+                ChangeValue::TemplateCategory(TemplateCategoryValue::deserialize(v)?)
+            }
+            "phone_number_name_update" => ChangeValue::NameUpdate(NameUpdateValue::deserialize(v)?),
+            "account_alerts" => ChangeValue::AccountAlert(AccountAlertValue::deserialize(v)?),
+            "user_preferences" => {
+                ChangeValue::UserPreferences(UserPreferencesValue::deserialize(v)?)
+            }
             other => ChangeValue::Other(other.to_string()),
         })
     }
@@ -874,6 +900,140 @@ pub struct AccountUpdateValue {
     /// Legacy `VERIFIED_ACCOUNT` number.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phone_number: Option<String>,
+}
+
+/// `value` of `business_capability_update` (§9.7): integers, `-1` unlimited.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct BusinessCapabilityValue {
+    /// The portfolio's limit of unique business-initiated users per 24 h (250, 2000, 10000,
+    /// 100000; -1 unlimited).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_daily_conversations_per_business: Option<i64>,
+    /// Deprecated per-number form.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_daily_conversation_per_phone: Option<i64>,
+    /// Numbers allowed per business.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_phone_numbers_per_business: Option<i64>,
+}
+
+impl BusinessCapabilityValue {
+    /// The portfolio tier the limit means (`TIER_2K`, `TIER_UNLIMITED`…), when given.
+    pub fn tier(&self) -> Option<String> {
+        let n = self
+            .max_daily_conversations_per_business
+            .or(self.max_daily_conversation_per_phone)?;
+        Some(match n {
+            n if n < 0 => "TIER_UNLIMITED".to_string(),
+            n if n >= 1000 && n % 1000 == 0 => format!("TIER_{}K", n / 1000),
+            n => format!("TIER_{n}"),
+        })
+    }
+}
+
+/// `value` of `message_template_quality_update` (§9.6).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct TemplateQualityValue {
+    /// `GREEN`, `YELLOW`, `RED`, `UNKNOWN`.
+    #[serde(default)]
+    pub previous_quality_score: Option<String>,
+    /// `GREEN`, `YELLOW`, `RED`, `UNKNOWN`.
+    pub new_quality_score: String,
+    /// Template id (a JSON integer).
+    #[serde(deserialize_with = "string_or_number")]
+    pub message_template_id: String,
+    /// Name.
+    pub message_template_name: String,
+    /// Locale.
+    #[serde(default)]
+    pub message_template_language: String,
+}
+
+/// `value` of `template_category_update` (§9.7).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct TemplateCategoryValue {
+    /// Template id (a JSON integer).
+    #[serde(deserialize_with = "string_or_number")]
+    pub message_template_id: String,
+    /// Name.
+    pub message_template_name: String,
+    /// Locale.
+    #[serde(default)]
+    pub message_template_language: String,
+    /// Category before.
+    #[serde(default)]
+    pub previous_category: Option<String>,
+    /// Category now.
+    pub new_category: String,
+}
+
+/// `value` of `phone_number_name_update` (§9.7).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct NameUpdateValue {
+    /// The number, as the provider displays it.
+    pub display_phone_number: String,
+    /// `APPROVED`, `REJECTED`, `DEFERRED`…
+    pub decision: String,
+    /// The name asked for.
+    #[serde(default)]
+    pub requested_verified_name: Option<String>,
+    /// Why a name was rejected.
+    #[serde(default)]
+    pub rejection_reason: Option<String>,
+}
+
+/// `value` of `account_alerts` (§9.7).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct AccountAlertValue {
+    /// `WABA`, `PHONE_NUMBER`, `BUSINESS`…
+    #[serde(default)]
+    pub entity_type: String,
+    /// The entity's id.
+    #[serde(default, deserialize_with = "string_or_number")]
+    pub entity_id: String,
+    /// `{alert_severity, alert_status, alert_type, alert_description}`.
+    #[serde(default)]
+    pub alert_info: AlertInfo,
+}
+
+/// `alert_info` of `account_alerts`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct AlertInfo {
+    /// `CRITICAL`, `WARNING`, `INFORMATIONAL`…
+    #[serde(default)]
+    pub alert_severity: String,
+    /// `ACTIVE`, `NONE`…
+    #[serde(default)]
+    pub alert_status: String,
+    /// e.g. `INCREASED_CAPABILITIES_ELIGIBILITY_DEFERRED`.
+    #[serde(default)]
+    pub alert_type: String,
+    /// Text.
+    #[serde(default)]
+    pub alert_description: String,
+}
+
+/// `value` of `user_preferences`: `{messaging_product, metadata, contacts, user_preferences:
+/// [{wa_id, detail, category: "marketing_messages", value: "stop"|"resume", timestamp}]}`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct UserPreferencesValue {
+    /// Which business number it concerns.
+    pub metadata: Metadata,
+    /// The preferences.
+    #[serde(default)]
+    pub user_preferences: Vec<UserPreference>,
+}
+
+/// One entry of `user_preferences`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct UserPreference {
+    /// The user.
+    pub wa_id: String,
+    /// `marketing_messages`.
+    #[serde(default)]
+    pub category: String,
+    /// `stop` or `resume`.
+    pub value: String,
 }
 
 /// `ban_info` of `DISABLED_UPDATE`.

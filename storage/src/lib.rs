@@ -18,6 +18,7 @@ pub mod idempotency;
 pub mod messages;
 pub mod panel;
 pub mod panel_campaigns;
+pub mod provider_fields;
 pub mod reports;
 pub mod sender;
 pub mod templates;

@@ -66,6 +66,9 @@ pub struct TemplateChannel {
     pub status: String,
     /// The provider's reason, on rejection or failure.
     pub rejection_reason: Option<String>,
+    /// The template's quality on this number (`GREEN`, `YELLOW`, `RED`, `UNKNOWN`), from
+    /// `message_template_quality_update`; `None` until the provider reports one (D-074).
+    pub quality: Option<String>,
     /// Updated, ms.
     pub updated_at: i64,
 }
@@ -159,7 +162,7 @@ pub struct TemplateContent<'a> {
 }
 
 const T_COLUMNS: &str = "id, account_id, name, provider_name, kind, category, language, body, header_type, header_text, footer_text, has_media_header, buttons, var_map, problems, auto_replicate, created_at, updated_at";
-const C_COLUMNS: &str = "id, template_id, channel_id, waba_id, provider_name, provider_template_id, version, status, rejection_reason, updated_at";
+const C_COLUMNS: &str = "id, template_id, channel_id, waba_id, provider_name, provider_template_id, version, status, rejection_reason, quality, updated_at";
 
 fn json(r: &AnyRow, col: &str) -> Result<serde_json::Value> {
     let t: String = r.try_get(col)?;
@@ -200,6 +203,7 @@ fn read_c(r: &AnyRow) -> Result<TemplateChannel> {
         version: r.try_get("version")?,
         status: r.try_get("status")?,
         rejection_reason: r.try_get("rejection_reason")?,
+        quality: r.try_get("quality")?,
         updated_at: r.try_get("updated_at")?,
     })
 }
@@ -305,12 +309,14 @@ impl Store {
         &self,
         account_id: i64,
         channel_id: Option<i64>,
-    ) -> Result<Vec<(i64, bool)>> {
+    ) -> Result<Vec<(i64, bool, bool)>> {
         let rows = sqlx::query(
             "SELECT c.id, CASE WHEN EXISTS (SELECT 1 FROM templates t WHERE t.account_id = c.account_id AND t.auto_replicate = 1 \
                  AND EXISTS (SELECT 1 FROM template_channels a WHERE a.template_id = t.id AND a.status = 'approved') \
                  AND NOT EXISTS (SELECT 1 FROM template_channels b WHERE b.template_id = t.id AND b.channel_id = c.id AND b.status = 'approved')) \
-               THEN 1 ELSE 0 END AS missing \
+               THEN 1 ELSE 0 END AS missing, \
+             CASE WHEN EXISTS (SELECT 1 FROM template_channels q WHERE q.channel_id = c.id AND q.status = 'approved' AND q.quality = 'RED') \
+               THEN 1 ELSE 0 END AS quality_red \
              FROM channels c WHERE c.account_id = $1 AND c.official = 1 AND c.id = COALESCE($2, c.id) ORDER BY c.id",
         )
         .bind(account_id)
@@ -318,7 +324,13 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         rows.iter()
-            .map(|r| Ok((r.try_get("id")?, r.try_get::<i64, _>("missing")? != 0)))
+            .map(|r| {
+                Ok((
+                    r.try_get("id")?,
+                    r.try_get::<i64, _>("missing")? != 0,
+                    r.try_get::<i64, _>("quality_red")? != 0,
+                ))
+            })
             .collect()
     }
 
@@ -509,6 +521,28 @@ impl Store {
             .fetch_all(&self.pool)
             .await?;
         rows.iter().map(read_c).collect()
+    }
+
+    /// Records a template's quality on a number (D-074).
+    pub async fn set_template_channel_quality(&self, id: i64, quality: &str) -> Result<()> {
+        sqlx::query("UPDATE template_channels SET quality = $2, updated_at = $3 WHERE id = $1")
+            .bind(id)
+            .bind(quality)
+            .bind(now_ms())
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    /// Sets a library template's category (`template_category_update`, D-074).
+    pub async fn set_template_category(&self, id: i64, category: &str) -> Result<()> {
+        sqlx::query("UPDATE templates SET category = $2, updated_at = $3 WHERE id = $1")
+            .bind(id)
+            .bind(category)
+            .bind(now_ms())
+            .execute(&self.writer)
+            .await?;
+        Ok(())
     }
 
     /// Sets the status of a per-number state.

@@ -579,6 +579,24 @@ async fn post_account_update(
             }
             json!({"event": event, "restriction_info": [{"restriction_type": kind, "expiration": (now_ms() / 1000) + 7 * 86_400}]})
         }
+        "VERIFIED_ACCOUNT" => {
+            // Legacy shape (PROVIDER.md §9.7): the business is verified.
+            let phone = inner
+                .numbers
+                .iter()
+                .find(|n| n.waba_id == id)
+                .map(|n| {
+                    n.display_phone_number
+                        .chars()
+                        .filter(char::is_ascii_digit)
+                        .collect::<String>()
+                })
+                .unwrap_or_default();
+            if let Some(mut b) = inner.businesses.get_mut(&w.business_id) {
+                b.verification_status = "verified".into();
+            }
+            json!({"event": event, "phone_number": phone})
+        }
         "ACCOUNT_VIOLATION" => {
             json!({"event": event, "violation_info": {"violation_type": req.violation_type.unwrap_or_else(|| "SCAM".into())}})
         }

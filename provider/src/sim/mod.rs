@@ -19,6 +19,7 @@ pub use business::SIM_APP_ID;
 pub use d360::D360TemplateSpec;
 mod errors;
 mod faults;
+mod fields;
 mod graph;
 mod hygiene;
 pub use hygiene::HygieneFaults;
@@ -317,6 +318,7 @@ impl Simulator {
     pub fn router(&self) -> Router {
         control::routes()
             .merge(d360::routes())
+            .merge(fields::routes())
             .merge(hygiene::routes())
             .merge(graph::routes(self.inner.clone()))
             .with_state(self.inner.clone())
