@@ -68,6 +68,25 @@ pub(crate) enum WabaChange {
     Verified,
 }
 
+/// How a field is routed: a WABA-level change of [`WabaChange`], nothing to do (a capability
+/// update without a limit), or any other field, handled by value.
+enum Routed {
+    Waba(WabaChange),
+    Nothing,
+    Other(ChangeValue),
+}
+
+fn waba_change(value: ChangeValue) -> Routed {
+    let change = match value {
+        ChangeValue::BusinessCapability(c) => c.tier().map(WabaChange::Capability),
+        ChangeValue::TemplateQuality(q) => Some(WabaChange::TemplateQuality(q)),
+        ChangeValue::TemplateCategory(c) => Some(WabaChange::TemplateCategory(c)),
+        ChangeValue::AccountAlert(a) => Some(WabaChange::Alert(a)),
+        other => return Routed::Other(other),
+    };
+    change.map_or(Routed::Nothing, Routed::Waba)
+}
+
 /// A number-level field disparo acts on (D-074).
 #[derive(Debug)]
 pub(crate) enum NumberChange {
@@ -396,6 +415,25 @@ impl Runtime {
                         continue;
                     }
                 };
+                let value = match waba_change(value) {
+                    Routed::Waba(change) => {
+                        if let Some(v) = waba_verified(
+                            &entry.id,
+                            &mut verifier,
+                            &mut report,
+                            &mut any_verified,
+                            &mut any_unverified,
+                        ) {
+                            waba_changes.push((entry.id.clone(), change, v));
+                        }
+                        continue;
+                    }
+                    Routed::Nothing => {
+                        report.ignored += 1;
+                        continue;
+                    }
+                    Routed::Other(value) => value,
+                };
                 match value {
                     ChangeValue::Messages(v) => {
                         let target = match &routed {
@@ -544,62 +582,11 @@ impl Runtime {
                             any_unverified = true;
                         }
                     }
-                    ChangeValue::BusinessCapability(c) => {
-                        let Some(tier) = c.tier() else {
-                            report.ignored += 1;
-                            continue;
-                        };
-                        if let Some(v) = waba_verified(
-                            &entry.id,
-                            &mut verifier,
-                            &mut report,
-                            &mut any_verified,
-                            &mut any_unverified,
-                        ) {
-                            waba_changes.push((entry.id.clone(), WabaChange::Capability(tier), v));
-                        }
-                    }
-                    ChangeValue::TemplateQuality(q) => {
-                        if let Some(v) = waba_verified(
-                            &entry.id,
-                            &mut verifier,
-                            &mut report,
-                            &mut any_verified,
-                            &mut any_unverified,
-                        ) {
-                            waba_changes.push((
-                                entry.id.clone(),
-                                WabaChange::TemplateQuality(q),
-                                v,
-                            ));
-                        }
-                    }
-                    ChangeValue::TemplateCategory(c) => {
-                        if let Some(v) = waba_verified(
-                            &entry.id,
-                            &mut verifier,
-                            &mut report,
-                            &mut any_verified,
-                            &mut any_unverified,
-                        ) {
-                            waba_changes.push((
-                                entry.id.clone(),
-                                WabaChange::TemplateCategory(c),
-                                v,
-                            ));
-                        }
-                    }
-                    ChangeValue::AccountAlert(a) => {
-                        if let Some(v) = waba_verified(
-                            &entry.id,
-                            &mut verifier,
-                            &mut report,
-                            &mut any_verified,
-                            &mut any_unverified,
-                        ) {
-                            waba_changes.push((entry.id.clone(), WabaChange::Alert(a), v));
-                        }
-                    }
+                    // Taken by `waba_change` above.
+                    ChangeValue::BusinessCapability(_)
+                    | ChangeValue::TemplateQuality(_)
+                    | ChangeValue::TemplateCategory(_)
+                    | ChangeValue::AccountAlert(_) => {}
                     ChangeValue::NameUpdate(n) => {
                         let phone = Phone::from_provider_display(&n.display_phone_number);
                         let targets = shared.registry.by_waba_and_phone(&entry.id, phone.as_str());
