@@ -142,23 +142,34 @@ impl Store {
     }
 
     /// Resolves a presented token value to its owner; `None` for unknown or revoked tokens.
+    /// A token resolved in the last [`TOKEN_CACHE_TTL`] is answered from memory (D-075); unknown
+    /// values are never kept.
     pub async fn authenticate_token(&self, value: &str) -> Result<Option<TokenOwner>> {
+        let hash = hash_token(value);
+        if let Some(owner) = self.tokens.get(&hash) {
+            return Ok(Some(owner));
+        }
         let row = sqlx::query(
             "SELECT t.id, t.name, t.level, t.account_id, a.slug FROM api_tokens t JOIN accounts a ON a.id = t.account_id WHERE t.token_hash = $1 AND t.revoked_at IS NULL",
         )
-        .bind(hash_token(value))
+        .bind(&hash)
         .fetch_optional(&self.pool)
         .await?;
-        row.map(|r| {
-            Ok(TokenOwner {
-                token_id: r.try_get("id")?,
-                token_name: r.try_get("name")?,
-                level: r.try_get("level")?,
-                account_id: r.try_get("account_id")?,
-                account_slug: r.try_get("slug")?,
+        let owner = row
+            .map(|r| {
+                Ok::<_, StorageError>(TokenOwner {
+                    token_id: r.try_get("id")?,
+                    token_name: r.try_get("name")?,
+                    level: r.try_get("level")?,
+                    account_id: r.try_get("account_id")?,
+                    account_slug: r.try_get("slug")?,
+                })
             })
-        })
-        .transpose()
+            .transpose()?;
+        if let Some(o) = &owner {
+            self.tokens.put(hash, o.clone());
+        }
+        Ok(owner)
     }
 
     /// Appends one line to the account's audit log.
@@ -266,6 +277,39 @@ impl Store {
         if n == 0 {
             return Err(StorageError::NotFound);
         }
+        // It stops working here at once; another gateway process on the same database may
+        // honour it for up to TOKEN_CACHE_TTL.
+        self.tokens.forget(id);
         Ok(())
+    }
+}
+
+/// How long a resolved API token is answered from memory (D-075): a revocation through this
+/// process takes effect at once, through another process on the same database within this.
+pub const TOKEN_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Most tokens kept in memory; past it the cache starts over (tokens are few; this bounds
+/// memory whatever is presented).
+const TOKEN_CACHE_MAX: usize = 10_000;
+
+/// API tokens resolved recently, by the hash of their value.
+#[derive(Debug, Default)]
+pub(crate) struct TokenCache(dashmap::DashMap<String, (TokenOwner, std::time::Instant)>);
+
+impl TokenCache {
+    fn get(&self, hash: &str) -> Option<TokenOwner> {
+        let hit = self.0.get(hash)?;
+        (hit.1.elapsed() < TOKEN_CACHE_TTL).then(|| hit.0.clone())
+    }
+
+    fn put(&self, hash: String, owner: TokenOwner) {
+        if self.0.len() >= TOKEN_CACHE_MAX {
+            self.0.clear();
+        }
+        self.0.insert(hash, (owner, std::time::Instant::now()));
+    }
+
+    fn forget(&self, token_id: i64) {
+        self.0.retain(|_, (o, _)| o.token_id != token_id);
     }
 }

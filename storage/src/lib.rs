@@ -112,6 +112,8 @@ pub struct Store {
     bulk_lane: Arc<tokio::sync::Semaphore>,
     backend: Backend,
     cipher: Cipher,
+    /// Tokens resolved in the last [`accounts::TOKEN_CACHE_TTL`] (D-075).
+    tokens: Arc<accounts::TokenCache>,
 }
 
 impl Store {
@@ -167,6 +169,7 @@ impl Store {
             })),
             backend,
             cipher,
+            tokens: Arc::new(accounts::TokenCache::default()),
         })
     }
 
