@@ -266,6 +266,7 @@ impl Runtime {
                     details: serde_json::json!({"provider_code": e.code()}),
                 },
             })?;
+        let token = Secret::new(token.access_token);
         let (record, verification) = self
             .connect_official(
                 account_id,
@@ -273,7 +274,7 @@ impl Runtime {
                     name: req.name,
                     phone_number_id: req.phone_number_id,
                     waba_id: req.waba_id,
-                    access_token: Secret::new(token.access_token),
+                    access_token: token.clone(),
                     app_secret: None,
                     verify_token: None,
                 },
@@ -282,16 +283,7 @@ impl Runtime {
         let registration = match self
             .shared
             .graph
-            .register(
-                self.shared
-                    .store
-                    .channel_secrets(record.id)
-                    .await?
-                    .access_token
-                    .expose(),
-                &record.phone_number_id,
-                pin.expose(),
-            )
+            .register(token.expose(), &record.phone_number_id, pin.expose())
             .await
         {
             Ok(_) => {

@@ -377,6 +377,13 @@ impl Runtime {
         let mut waba_changes = Vec::new();
         let mut number_changes = Vec::new();
         // The WABA's channels whose secret verifies the body; counts the outcome.
+        // The channel a number-level change is for: the routed channel only when it is that
+        // number, else the running channel of the number.
+        let number_target = |phone_number_id: &str| match &routed {
+            Some(r) if r.phone_number_id == phone_number_id => Some(r.clone()),
+            Some(_) => None,
+            None => shared.registry.by_phone_number_id(phone_number_id),
+        };
         let waba_verified = |waba: &str,
                              verifier: &mut Verifier<'_>,
                              report: &mut IngestReport,
@@ -436,16 +443,7 @@ impl Runtime {
                 };
                 match value {
                     ChangeValue::Messages(v) => {
-                        let target = match &routed {
-                            Some(r) if r.phone_number_id == v.metadata.phone_number_id => {
-                                Some(r.clone())
-                            }
-                            Some(_) => None,
-                            None => shared
-                                .registry
-                                .by_phone_number_id(&v.metadata.phone_number_id),
-                        };
-                        let Some(target) = target else {
+                        let Some(target) = number_target(&v.metadata.phone_number_id) else {
                             report.ignored += 1;
                             continue;
                         };
@@ -612,16 +610,7 @@ impl Runtime {
                         }
                     }
                     ChangeValue::UserPreferences(u) => {
-                        let target = match &routed {
-                            Some(r) if r.phone_number_id == u.metadata.phone_number_id => {
-                                Some(r.clone())
-                            }
-                            Some(_) => None,
-                            None => shared
-                                .registry
-                                .by_phone_number_id(&u.metadata.phone_number_id),
-                        };
-                        let Some(target) = target else {
+                        let Some(target) = number_target(&u.metadata.phone_number_id) else {
                             report.ignored += 1;
                             continue;
                         };
