@@ -8,7 +8,10 @@
 //! - the dispatch rate: messages/s from the start to the last `sent` in the campaign's stats;
 //! - the end-to-end rate: messages/s from the start to the last `read` counted;
 //! - the gateway's peak RSS (VmHWM);
-//! - p50 / p99 of `POST /messages` latency, measured by template sends made during the run;
+//! - p50 / p99 of `POST /messages` latency under a concurrent 1:1 load: template sends to
+//!   distinct recipients at `LOAD_API_RATE` requests/s (default 100, open loop: one starts
+//!   every 10 ms whether or not the earlier ones answered; over the numbers in turn) for the
+//!   whole run (issue 25 part 2);
 //! - the throughput (130429) and pair-rate (131056) refusals the gateway saw (its metrics);
 //! - one webhook subscription's delivery rate: the first number's `message.sent` and
 //!   `message.ack` events, received by a local endpoint (deliveries/s from the first to the
@@ -20,16 +23,30 @@
 //! `LOAD_NUMBERS`, default 10; `LOAD_THROUGHPUT_MPS`, each number's provider throughput,
 //! default 1000; `LOAD_BACKEND` `sqlite` (default) or `postgres`, which
 //! creates a fresh database next to `DISPARO_TEST_POSTGRES_URL`; `LOAD_METRICS_OUT=<file>` keeps
-//! the gateway's `/metrics` text at the end).
+//! the gateway's `/metrics` text at the end; `LOAD_API_RATE`, 0 for no 1:1 load;
+//! `LOAD_CORES=1,2` runs once per core count, gateway and harness (with the simulator) pinned
+//! to the first N CPUs with `taskset`, and prints a row per count at the end).
 
 mod support;
 
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use support::{
-    cpu_secs, env_num, histogram_means, load_token, metric_sum, peak_rss_mb, serve_command,
+    cpu_secs, env_num, histogram_means, load_token, metric_sum, peak_rss_mb, serve_command_on,
     wait_until_up, Api, Gateway,
 };
+
+/// One run's headline figures (a row of the `LOAD_CORES` table).
+struct Row {
+    cores: Option<usize>,
+    dispatch: f64,
+    end_to_end: f64,
+    api_p50: f64,
+    api_p99: f64,
+    api_sends: usize,
+    api_refused: usize,
+    rss: f64,
+}
 
 /// The webhook endpoint of one subscription: counts deliveries, when the first and last
 /// arrived, and deliveries of a contact that arrived after a later one of the same contact.
@@ -127,11 +144,45 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    let cores: Vec<usize> = std::env::var("LOAD_CORES")
+        .ok()
+        .map(|v| {
+            v.split(',')
+                .map(|c| c.trim().parse().expect("LOAD_CORES: core counts, e.g. 1,2"))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut rows = Vec::new();
+    if cores.is_empty() {
+        rows.push(run(None).await);
+    } else {
+        for n in cores {
+            support::pin_self(n);
+            rows.push(run(Some(n)).await);
+        }
+    }
+    println!("cores | dispatch msg/s | end to end msg/s | 1:1 p50 ms | 1:1 p99 ms | 1:1 sends (refused) | peak RSS MB");
+    for r in rows {
+        println!(
+            "{} | {:.0} | {:.0} | {:.1} | {:.1} | {} ({}) | {:.0}",
+            r.cores.map_or("all".to_string(), |c| c.to_string()),
+            r.dispatch,
+            r.end_to_end,
+            r.api_p50,
+            r.api_p99,
+            r.api_sends,
+            r.api_refused,
+            r.rss
+        );
+    }
+}
+
+async fn run(cores: Option<usize>) -> Row {
     let n = env_num("LOAD_RECIPIENTS", 100_000) as usize;
     let numbers = env_num("LOAD_NUMBERS", 10) as usize;
     // The provider throughput of each number, messages/s (1,000: HIGH; 80 the default; 20 a
     // coexistence number): the issue-25 probe is `LOAD_RECIPIENTS=2000 LOAD_NUMBERS=1
-    // LOAD_THROUGHPUT_MPS=20`.
+    // LOAD_THROUGHPUT_MPS=20 LOAD_API_RATE=0`.
     let throughput = env_num("LOAD_THROUGHPUT_MPS", 1000) as u32;
     let backend = std::env::var("LOAD_BACKEND").unwrap_or_else(|_| "sqlite".into());
     let support::Stage {
@@ -153,7 +204,7 @@ async fn main() {
     env.push(("DISPARO_ALLOW_PRIVATE_URLS", "true".into()));
     let receiver = Receiver::start().await;
     let gw = Gateway {
-        child: serve_command(&env).spawn().expect("gateway"),
+        child: serve_command_on(&env, cores).spawn().expect("gateway"),
     };
     let http = reqwest::Client::new();
     wait_until_up(&http, &addr).await;
@@ -234,36 +285,54 @@ async fn main() {
     }
     let add_secs = add_start.elapsed().as_secs_f64();
 
-    // POST /messages latency during the run: template sends to other recipients, 20 per second.
+    // The concurrent 1:1 load: template sends to other recipients, `LOAD_API_RATE` per second
+    // (open loop), over the numbers in turn. `LOAD_API_RATE=0` leaves the numbers to the
+    // campaign (the pacing probe: 1:1 sends take part of a slow number's throughput).
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let probe = {
         let (http, token, addr, stop) = (http.clone(), token.clone(), addr.clone(), stop.clone());
-        let channel = channels[0];
+        let channels = channels.clone();
         tokio::spawn(async move {
-            let mut latencies = Vec::new();
-            let mut i = 0u64;
-            // `LOAD_API_PROBE=0` leaves the number to the campaign (the pacing probe: API
-            // sends are not paced and would take part of a slow number's throughput).
-            let probing = env_num("LOAD_API_PROBE", 1) != 0;
-            while probing && !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                i += 1;
-                let started = Instant::now();
-                let r = http
-                    .post(format!("http://{addr}/api/v1/messages"))
-                    .bearer_auth(&token)
-                    .json(&json!({"channel_id": channel, "to": format!("55219{i:08}"), "template": {"id": template, "vars": {"nome": "Sonda", "codigo": "S1"}}}))
-                    .send()
-                    .await;
-                if let Ok(r) = r {
-                    if r.status().is_success() {
-                        latencies.push(started.elapsed().as_secs_f64() * 1000.0);
-                    } else if latencies.is_empty() && i == 1 {
-                        eprintln!("probe send refused: {}", r.text().await.unwrap_or_default());
-                    }
+            let rate = env_num("LOAD_API_RATE", 100);
+            let mut sends = tokio::task::JoinSet::new();
+            if rate > 0 {
+                let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / rate as f64));
+                let mut i = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    tick.tick().await;
+                    i += 1;
+                    let channel = channels[i as usize % channels.len()];
+                    let req = http
+                        .post(format!("http://{addr}/api/v1/messages"))
+                        .bearer_auth(&token)
+                        .json(&json!({"channel_id": channel, "to": format!("55219{i:08}"), "template": {"id": template, "vars": {"nome": "Sonda", "codigo": "S1"}}}));
+                    sends.spawn(async move {
+                        let started = Instant::now();
+                        match req.send().await {
+                            Ok(r) if r.status().is_success() => {
+                                Ok(started.elapsed().as_secs_f64() * 1000.0)
+                            }
+                            Ok(r) => Err(format!(
+                                "{} {}",
+                                r.status(),
+                                r.text().await.unwrap_or_default()
+                            )),
+                            Err(e) => Err(e.to_string()),
+                        }
+                    });
                 }
-                tokio::time::sleep(Duration::from_millis(50)).await;
             }
-            latencies
+            let (mut latencies, mut refused) = (Vec::new(), Vec::new());
+            while let Some(r) = sends.join_next().await {
+                match r.expect("a 1:1 send task") {
+                    Ok(ms) => latencies.push(ms),
+                    Err(e) => refused.push(e),
+                }
+            }
+            if let Some(first) = refused.first() {
+                eprintln!("{} 1:1 sends refused, the first: {first}", refused.len());
+            }
+            (latencies, refused.len())
         })
     };
 
@@ -318,7 +387,7 @@ async fn main() {
         }
         seen = now;
     }
-    let mut latencies = probe.await.unwrap();
+    let (mut latencies, api_refused) = probe.await.unwrap();
     latencies.sort_by(|a, b| a.total_cmp(b));
     let metrics = http
         .get(format!("http://{addr}/metrics"))
@@ -342,7 +411,10 @@ async fn main() {
     let rss = peak_rss_mb(gw.child.id()).unwrap_or(f64::NAN);
     let sent_secs = sent_at.unwrap();
     let read_secs = read_at.unwrap();
-    println!("campaign_load backend={backend} recipients={n} numbers={numbers}");
+    println!(
+        "campaign_load backend={backend} recipients={n} numbers={numbers} cores={}",
+        cores.map_or("all".to_string(), |c| c.to_string())
+    );
     println!(
         "  add recipients:   {add_secs:.2} s ({:.0} rows/s)",
         n as f64 / add_secs
@@ -357,7 +429,7 @@ async fn main() {
     );
     println!("  gateway peak RSS: {rss:.0} MB");
     println!(
-        "  POST /messages:   p50 {:.1} ms, p99 {:.1} ms ({} sends)",
+        "  POST /messages:   p50 {:.1} ms, p99 {:.1} ms ({} sends, {api_refused} refused)",
         percentile(&latencies, 0.5),
         percentile(&latencies, 0.99),
         latencies.len()
@@ -434,4 +506,14 @@ async fn main() {
         }
     }
     drop(gw);
+    Row {
+        cores,
+        dispatch: n as f64 / sent_secs,
+        end_to_end: n as f64 / read_secs,
+        api_p50: percentile(&latencies, 0.5),
+        api_p99: percentile(&latencies, 0.99),
+        api_sends: latencies.len(),
+        api_refused,
+        rss,
+    }
 }

@@ -92,7 +92,6 @@ enum Prepared {
         file: crate::media::FetchedMedia,
         caption: Option<String>,
         to: String,
-        callback: String,
     },
 }
 
@@ -275,6 +274,12 @@ pub const CAMPAIGN_WINDOW: usize = 256;
 /// hands it at most what its cadence lets it send in this time.
 pub const CADENCE_HORIZON_MS: i64 = 250;
 
+/// How many of a number's `max_in_flight` provider calls campaign sends may hold: three
+/// quarters (at least one); the rest stays free for 1:1 sends (D-076).
+pub fn campaign_share(max_in_flight: usize) -> usize {
+    (max_in_flight - max_in_flight / 4).max(1)
+}
+
 /// Attempts of a campaign send the provider answered with a transient error (5xx, 131000…),
 /// the first included; then the recipient fails with the provider's error.
 pub const TRANSIENT_ATTEMPTS: u32 = 3;
@@ -305,7 +310,11 @@ pub struct ChannelState {
     bm: Option<Arc<std::sync::Mutex<crate::bm::BmCounter>>>,
     /// The sending group's shared counter, when the number is in a group (D-037).
     group: Option<crate::group::SharedGroupCounter>,
+    /// Provider calls in flight on the number (1:1 and campaign sends).
     in_flight: Arc<Semaphore>,
+    /// The part of `in_flight` campaign sends may hold: the rest is kept for 1:1 sends
+    /// (issue 25 part 2, D-076), so an API send never queues behind the campaign's window.
+    campaign_share: Arc<Semaphore>,
     campaign_in_flight: usize,
     guardrails: Guardrails,
     /// The local day `cap_sent` and `cap_authorized` count.
@@ -784,6 +793,9 @@ impl Actor for ChannelActor {
             bm,
             group,
             in_flight: Arc::new(Semaphore::new(args.shared.config.channel_max_in_flight)),
+            campaign_share: Arc::new(Semaphore::new(campaign_share(
+                args.shared.config.channel_max_in_flight,
+            ))),
             campaign_in_flight: 0,
             guardrails,
             cap_day,
@@ -1146,20 +1158,12 @@ async fn admit_and_send(
         },
         SendContent::Media { .. } | SendContent::Library { .. } => unreachable!("refused above"),
     };
-    let queued = match st
-        .shared
-        .store
-        .insert_outbound(&new, cmd.idempotency_key.as_deref())
-        .await
-    {
-        Ok(m) => m,
-        Err(e) => return refuse(reply, e.into()),
-    };
-    let callback = format!("{CALLBACK_PREFIX}{}", queued.id);
+    // A 1:1 send goes ahead of the campaign's slots on the number (D-076).
+    st.pacer.yield_to_priority(now);
     let prepared = match cmd.content {
-        SendContent::Text { body } => Prepared::Ready(Box::new(
-            SendMessageRequest::text(&to, &body).with_callback_data(callback),
-        )),
+        SendContent::Text { body } => {
+            Prepared::Ready(Box::new(SendMessageRequest::text(&to, &body)))
+        }
         SendContent::Template {
             name,
             language,
@@ -1172,15 +1176,12 @@ async fn admit_and_send(
                 None => engine::template::Layout::unknown(&given),
             };
             let payload = TemplatePayload::filled(&name, &language, &filled);
-            Prepared::Ready(Box::new(
-                SendMessageRequest::template(&to, payload).with_callback_data(callback),
-            ))
+            Prepared::Ready(Box::new(SendMessageRequest::template(&to, payload)))
         }
         SendContent::MediaFile { file, caption } => Prepared::Upload {
             file,
             caption,
             to: to.clone(),
-            callback,
         },
         SendContent::Media { .. } | SendContent::Library { .. } => unreachable!("refused above"),
     };
@@ -1193,7 +1194,7 @@ async fn admit_and_send(
         myself,
     };
     tokio::spawn(
-        task.run(queued, prepared, cmd.deadline, reply)
+        task.run(new, cmd.idempotency_key, prepared, cmd.deadline, reply)
             .in_current_span(),
     );
     Ok(())
@@ -1209,9 +1210,13 @@ struct SendTask {
 }
 
 impl SendTask {
+    /// Waits for a place in the number's in-flight window, stores the message `sending` (group
+    /// commit, D-076), makes the provider call and records its answer; the caller is answered
+    /// once that answer is stored.
     async fn run(
         self,
-        queued: MessageRecord,
+        new: NewOutbound,
+        idempotency_key: Option<String>,
         prepared: Prepared,
         deadline: Option<std::time::Instant>,
         reply: RpcReplyPort<Result<MessageRecord, ActorError>>,
@@ -1222,45 +1227,39 @@ impl SendTask {
         };
         let store = &self.shared.store;
         if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-            // The caller gave up while the send waited for the window: it is not sent now,
-            // when nobody expects it (a retry would send it a second time).
-            tracing::warn!(
-                message_id = queued.id,
-                "caller gave up before the provider call; send dropped"
-            );
-            if let Err(e) = store
-                .mark_message_failed(
-                    queued.id,
-                    None,
-                    "não enviada: o pedido expirou antes da chamada ao provedor",
-                    None,
-                    now_ms(),
-                )
-                .await
-            {
-                tracing::error!(message_id = queued.id, error = %e, "could not record a dropped send");
-            }
+            // The caller gave up while the send waited for the window: nothing is written or
+            // sent now, when nobody expects it (a retry would send it a second time).
+            tracing::warn!("caller gave up before the provider call; send dropped");
             let _ = reply.send(Err(ActorError::Unavailable));
             return;
         }
-        if let Err(e) = store.mark_message_sending(queued.id).await {
-            let _ = reply.send(Err(e.into()));
-            return;
-        }
+        // Written `sending` right before the call: the row exists before the provider can
+        // report a status for it, and a crash in between leaves it in doubt, as it should.
+        let queued = match store
+            .insert_outbound(
+                &new,
+                engine::message::MessageStatus::Sending,
+                idempotency_key.as_deref(),
+            )
+            .await
+        {
+            Ok(m) => m,
+            Err(e) => {
+                let _ = reply.send(Err(e.into()));
+                return;
+            }
+        };
+        let callback = format!("{CALLBACK_PREFIX}{}", queued.id);
         let channel_label = self.record.id.to_string();
         let graph = &self.shared.graph;
         let res = match prepared {
             Prepared::Ready(request) => {
+                let request = request.with_callback_data(callback);
                 graph
                     .send_message(self.token.expose(), &self.record.phone_number_id, &request)
                     .await
             }
-            Prepared::Upload {
-                file,
-                caption,
-                to,
-                callback,
-            } => {
+            Prepared::Upload { file, caption, to } => {
                 match graph
                     .upload_media(
                         self.token.expose(),
@@ -1307,11 +1306,13 @@ impl SendTask {
                 metrics::counter!("disparo_messages_sent_total", "channel_id" => channel_label)
                     .increment(1);
                 let record = self.record.clone();
-                let base = &self.shared.config.public_url;
+                let base = self.shared.config.public_url.clone();
                 let result = store
-                    .mark_message_sent(queued.id, &wamid, |m| {
-                        vec![events::message_sent(&record, m, now_ms(), base)]
-                    })
+                    .mark_message_sent(
+                        queued.id,
+                        &wamid,
+                        Box::new(move |m| vec![events::message_sent(&record, m, now_ms(), &base)]),
+                    )
                     .await;
                 let _ = self.myself.cast(ChannelMsg::Outcome(SendOutcome::Accepted));
                 match result {
@@ -1449,6 +1450,7 @@ async fn dispatch(myself: ActorRef<ChannelMsg>, batch: Dispatch, st: &mut Channe
             record: st.record.clone(),
             token: st.secrets.access_token.clone(),
             in_flight: st.in_flight.clone(),
+            campaign_share: st.campaign_share.clone(),
             blocked: st.blocked.clone(),
             myself: myself.clone(),
             gate: batch.gate.clone(),
@@ -1491,6 +1493,8 @@ struct CampaignSend {
     record: Arc<ChannelRecord>,
     token: Secret,
     in_flight: Arc<Semaphore>,
+    /// Taken before `in_flight`: campaign sends hold at most their share of the window.
+    campaign_share: Arc<Semaphore>,
     blocked: Arc<std::sync::atomic::AtomicBool>,
     myself: ActorRef<ChannelMsg>,
     gate: crate::campaign::CampaignGate,
@@ -1532,6 +1536,9 @@ impl CampaignSend {
         request: &SendMessageRequest,
         admitted: std::time::Instant,
     ) -> SendResult {
+        let Ok(_share) = self.campaign_share.clone().acquire_owned().await else {
+            return SendResult::Replan;
+        };
         let Ok(_permit) = self.in_flight.clone().acquire_owned().await else {
             return SendResult::Replan;
         };

@@ -87,8 +87,41 @@ pub fn gateway_command(env: &[(&str, String)]) -> Command {
 /// arguments, split at spaces) runs it under another program, e.g. `heaptrack -o /tmp/gw` with
 /// a `--features system-alloc` build (the RSS printed is then the wrapper's).
 pub fn serve_command(env: &[(&str, String)]) -> Command {
+    serve_command_on(env, None)
+}
+
+/// The CPUs `0..cores` as `taskset` names them (`0-1`).
+pub fn cpu_list(cores: usize) -> String {
+    format!("0-{}", cores.max(1) - 1)
+}
+
+/// Pins this process (every thread: the simulator and the harness) to the CPUs `0..cores`.
+pub fn pin_self(cores: usize) {
+    let ok = Command::new("taskset")
+        .args([
+            "-a",
+            "-p",
+            "-c",
+            &cpu_list(cores),
+            &std::process::id().to_string(),
+        ])
+        .stdout(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    assert!(
+        ok,
+        "taskset (util-linux) could not pin the harness to {cores} cores"
+    );
+}
+
+/// [`serve_command`], pinned to the CPUs `0..cores` with `taskset` when `cores` is given.
+pub fn serve_command_on(env: &[(&str, String)], cores: Option<usize>) -> Command {
     let bin = env!("CARGO_BIN_EXE_disparo");
-    let wrap = std::env::var("LOAD_GATEWAY_WRAP").unwrap_or_default();
+    let mut wrap = std::env::var("LOAD_GATEWAY_WRAP").unwrap_or_default();
+    if let Some(n) = cores {
+        wrap = format!("taskset -c {} {wrap}", cpu_list(n));
+    }
     let mut words = wrap.split_whitespace();
     let mut c = match words.next() {
         Some(program) => {

@@ -94,6 +94,15 @@ impl Pacer {
         at.ceil() as i64
     }
 
+    /// A 1:1 send (an API send or a reply) goes to the provider at `now` (ms) without waiting:
+    /// it takes the provider throughput a campaign send would have had, so the next free
+    /// campaign slot moves one interval of the adapted rate later (issue 25 part 2, D-076).
+    /// Slots already booked (the channel books at most its horizon ahead, 250 ms) keep their
+    /// time.
+    pub fn yield_to_priority(&mut self, now: i64) {
+        self.next_free = self.next_free.max(now as f64) + 1000.0 / self.rate;
+    }
+
     /// How many slots start within `horizon_ms` of `now`.
     pub fn slots_within(&self, cadence_ms: i64, now: i64, horizon_ms: i64) -> usize {
         let start = self.next_free.max(now as f64);
@@ -129,6 +138,18 @@ impl Pacer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_priority_send_pushes_the_next_campaign_slot() {
+        let mut p = Pacer::new(80);
+        assert_eq!(p.take(0, 1_000), 1_000);
+        // The campaign's next slot was 1,012.5; a 1:1 send at 1,001 takes it.
+        p.yield_to_priority(1_001);
+        assert_eq!(p.take(0, 1_001), 1_025);
+        // Idle: the 1:1 send takes the slot at its own time.
+        p.yield_to_priority(5_000);
+        assert_eq!(p.take(0, 5_000), 5_013);
+    }
 
     #[test]
     fn the_level_gives_the_ceiling() {

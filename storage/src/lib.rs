@@ -21,6 +21,7 @@ pub mod panel_campaigns;
 pub mod provider_fields;
 pub mod reports;
 pub mod sender;
+pub mod sends;
 pub mod templates;
 pub mod webhooks;
 pub mod wiki;
@@ -110,6 +111,10 @@ pub struct Store {
     /// one of them at a time waits for the write connection, so a request's own write (an
     /// API send) queues behind at most one bulk transaction, not behind every one of them.
     bulk_lane: Arc<tokio::sync::Semaphore>,
+    /// Bulk writers step aside for a waiting batch of 1:1 sends (issue 25 part 2, D-076).
+    priority: Arc<sends::Priority>,
+    /// The writer of 1:1 sends (group commit, D-076).
+    sends: sends::Sends,
     backend: Backend,
     cipher: Cipher,
     /// Tokens resolved in the last [`accounts::TOKEN_CACHE_TTL`] (D-075).
@@ -160,9 +165,13 @@ impl Store {
             }
             Backend::Postgres => pool.clone(),
         };
+        let priority = Arc::new(sends::Priority::default());
+        let sends = sends::Sends::start(writer.clone(), backend, priority.clone());
         Ok(Self {
             pool,
             writer,
+            priority,
+            sends,
             bulk_lane: Arc::new(tokio::sync::Semaphore::new(match backend {
                 Backend::Sqlite => 1,
                 Backend::Postgres => tokio::sync::Semaphore::MAX_PERMITS,
@@ -242,14 +251,12 @@ impl Store {
     /// writer committed in between (WAL mode), whereas an immediate one waits its turn under
     /// the busy timeout.
     pub(crate) async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>> {
-        Ok(match self.backend {
-            Backend::Sqlite => self.writer.begin_with("BEGIN IMMEDIATE").await?,
-            Backend::Postgres => self.writer.begin().await?,
-        })
+        begin_write_on(&self.writer, self.backend).await
     }
 
-    /// Waits for the bulk writers' lane (see `bulk_lane`); hold the guard until the bulk
-    /// transaction committed. `writer` names the caller in the metrics
+    /// Waits for the bulk writers' lane (see `bulk_lane`), then for no batch of 1:1 sends to
+    /// be waiting for the write connection (they go first, D-076); hold the guard until the
+    /// bulk transaction committed. `writer` names the caller in the metrics
     /// `disparo_store_lane_wait_seconds{writer}` (time waiting for the lane) and
     /// `disparo_store_lane_hold_seconds{writer}` (time holding it: the transaction).
     pub(crate) async fn bulk_lane(&self, writer: &'static str) -> LaneGuard {
@@ -260,6 +267,7 @@ impl Store {
             .acquire_owned()
             .await
             .expect("the bulk lane is never closed");
+        self.priority.yield_to_sends().await;
         metrics::histogram!("disparo_store_lane_wait_seconds", "writer" => writer)
             .record(asked.elapsed().as_secs_f64());
         LaneGuard {
@@ -284,6 +292,17 @@ impl Store {
         self.writer.close().await;
         self.pool.close().await;
     }
+}
+
+/// Begins a write transaction on `writer` (see [`Store::begin_write`]).
+pub(crate) async fn begin_write_on(
+    writer: &AnyPool,
+    backend: Backend,
+) -> Result<sqlx::Transaction<'static, sqlx::Any>> {
+    Ok(match backend {
+        Backend::Sqlite => writer.begin_with("BEGIN IMMEDIATE").await?,
+        Backend::Postgres => writer.begin().await?,
+    })
 }
 
 /// A place in the bulk writers' lane; records how long it was held when dropped.

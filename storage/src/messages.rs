@@ -223,57 +223,106 @@ async fn upsert_conversation(
     Ok(row.try_get("id")?)
 }
 
+/// Inserts an outbound message with `status` inside `tx` (and binds the idempotency key).
+pub(crate) async fn insert_outbound_tx(
+    tx: &mut Transaction<'_, Any>,
+    m: &NewOutbound,
+    status: MessageStatus,
+    idempotency_key: Option<&str>,
+) -> Result<MessageRecord> {
+    let conversation_id =
+        upsert_conversation(tx, m.account_id, m.channel_id, &m.contact_phone, None, None).await?;
+    let sql = format!(
+        "INSERT INTO messages (account_id, channel_id, conversation_id, direction, kind, contact_phone, body, template_name, template_language, params, preview_text, media, status, source, created_at) \
+         VALUES ($1, $2, $3, 'out', $4, $5, $6, $7, $8, $9, $10, $11, $14, $12, $13) RETURNING {COLUMNS}"
+    );
+    let row = sqlx::query(&sql)
+        .bind(m.account_id)
+        .bind(m.channel_id)
+        .bind(conversation_id)
+        .bind(m.kind.as_str())
+        .bind(&m.contact_phone)
+        .bind(&m.body)
+        .bind(&m.template_name)
+        .bind(&m.template_language)
+        .bind(m.params.as_ref().map(|p| p.to_string()))
+        .bind(&m.preview_text)
+        .bind(m.media.as_ref().map(|p| p.to_string()))
+        .bind(m.source)
+        .bind(now_ms())
+        .bind(status.as_str())
+        .fetch_one(&mut **tx)
+        .await?;
+    let rec = read(&row)?;
+    if let Some(key) = idempotency_key {
+        sqlx::query("UPDATE idempotency_keys SET message_id = $3 WHERE account_id = $1 AND idem_key = $2 AND state = 'pending'")
+            .bind(m.account_id)
+            .bind(key)
+            .bind(rec.id)
+            .execute(&mut **tx)
+            .await?;
+    }
+    Ok(rec)
+}
+
+/// Records the provider's acceptance of a message inside `tx` (see
+/// [`Store::mark_message_sent`]).
+pub(crate) async fn mark_sent_tx(
+    tx: &mut Transaction<'_, Any>,
+    id: i64,
+    provider_message_id: &str,
+) -> Result<MessageRecord> {
+    let sql = format!(
+        "UPDATE messages SET provider_message_id = $2, \
+         status = CASE WHEN status IN ('queued', 'sending') THEN 'sent' ELSE status END \
+         WHERE id = $1 RETURNING {COLUMNS}"
+    );
+    let row = sqlx::query(&sql)
+        .bind(id)
+        .bind(provider_message_id)
+        .fetch_optional(&mut **tx)
+        .await?
+        .ok_or(StorageError::NotFound)?;
+    read(&row)
+}
+
+/// Records a refusal inside `tx` (see [`Store::mark_message_failed`]).
+pub(crate) async fn mark_failed_tx(
+    tx: &mut Transaction<'_, Any>,
+    f: &crate::sends::Failure,
+) -> Result<MessageRecord> {
+    let sql = format!(
+        "UPDATE messages SET status = 'failed', failed_at = $2, error_code = $3, error_title = $4, error_detail = $5 \
+         WHERE id = $1 RETURNING {COLUMNS}"
+    );
+    let row = sqlx::query(&sql)
+        .bind(f.id)
+        .bind(f.at)
+        .bind(f.code)
+        .bind(&f.title)
+        .bind(&f.detail)
+        .fetch_optional(&mut **tx)
+        .await?
+        .ok_or(StorageError::NotFound)?;
+    read(&row)
+}
+
 impl Store {
-    /// Stores an outbound message as `queued` (creating its conversation when new).
+    /// Stores an outbound message with `status` (`queued`, or `sending` when its provider call
+    /// starts at once), creating its conversation when new, in the group commit of 1:1 sends
+    /// (D-076): the answer comes once the transaction holding it committed.
     ///
     /// With `idempotency_key`, the key's row (claimed `pending` by the API) is bound to the new
     /// message in the same transaction, so a key never outlives the knowledge of what it sent.
     pub async fn insert_outbound(
         &self,
         m: &NewOutbound,
+        status: MessageStatus,
         idempotency_key: Option<&str>,
     ) -> Result<MessageRecord> {
-        let mut tx = self.begin_write().await?;
-        let conversation_id = upsert_conversation(
-            &mut tx,
-            m.account_id,
-            m.channel_id,
-            &m.contact_phone,
-            None,
-            None,
-        )
-        .await?;
-        let sql = format!(
-            "INSERT INTO messages (account_id, channel_id, conversation_id, direction, kind, contact_phone, body, template_name, template_language, params, preview_text, media, status, source, created_at) \
-             VALUES ($1, $2, $3, 'out', $4, $5, $6, $7, $8, $9, $10, $11, 'queued', $12, $13) RETURNING {COLUMNS}"
-        );
-        let row = sqlx::query(&sql)
-            .bind(m.account_id)
-            .bind(m.channel_id)
-            .bind(conversation_id)
-            .bind(m.kind.as_str())
-            .bind(&m.contact_phone)
-            .bind(&m.body)
-            .bind(&m.template_name)
-            .bind(&m.template_language)
-            .bind(m.params.as_ref().map(|p| p.to_string()))
-            .bind(&m.preview_text)
-            .bind(m.media.as_ref().map(|p| p.to_string()))
-            .bind(m.source)
-            .bind(now_ms())
-            .fetch_one(&mut *tx)
-            .await?;
-        let rec = read(&row)?;
-        if let Some(key) = idempotency_key {
-            sqlx::query("UPDATE idempotency_keys SET message_id = $3 WHERE account_id = $1 AND idem_key = $2 AND state = 'pending'")
-                .bind(m.account_id)
-                .bind(key)
-                .bind(rec.id)
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
-        Ok(rec)
+        self.sends
+            .insert(m.clone(), status, idempotency_key.map(str::to_string))
+            .await
     }
 
     /// A message of this account.
@@ -302,45 +351,24 @@ impl Store {
         })
     }
 
-    /// Marks a message handed to the provider.
-    pub async fn mark_message_sending(&self, id: i64) -> Result<()> {
-        sqlx::query("UPDATE messages SET status = 'sending' WHERE id = $1 AND status = 'queued'")
-            .bind(id)
-            .execute(&self.writer)
-            .await?;
-        Ok(())
-    }
-
     /// Records the provider's acceptance (`wamid`, status `sent`) and, in the same
-    /// transaction, the events `make_events` builds from the updated message. `sent_at` is
-    /// left to the provider's `sent` status, so that status is reported exactly once whichever
-    /// arrives first; a status webhook that already moved the message further is kept.
-    /// Returns the message and how many deliveries were enqueued.
+    /// transaction (the group commit of 1:1 sends, D-076), the events `make_events` builds from
+    /// the updated message. `sent_at` is left to the provider's `sent` status, so that status
+    /// is reported exactly once whichever arrives first; a status webhook that already moved
+    /// the message further is kept. Returns the message and how many deliveries the commit
+    /// enqueued (its other sends' included).
     pub async fn mark_message_sent(
         &self,
         id: i64,
         provider_message_id: &str,
-        make_events: impl FnOnce(&MessageRecord) -> Vec<NewEvent>,
+        make_events: crate::sends::MakeEvents,
     ) -> Result<(MessageRecord, u64)> {
-        let mut tx = self.begin_write().await?;
-        let sql = format!(
-            "UPDATE messages SET provider_message_id = $2, \
-             status = CASE WHEN status IN ('queued', 'sending') THEN 'sent' ELSE status END \
-             WHERE id = $1 RETURNING {COLUMNS}"
-        );
-        let row = sqlx::query(&sql)
-            .bind(id)
-            .bind(provider_message_id)
-            .fetch_optional(&mut *tx)
-            .await?
-            .ok_or(StorageError::NotFound)?;
-        let rec = read(&row)?;
-        let n = crate::webhooks::enqueue_events_tx(&mut tx, &make_events(&rec)).await?;
-        tx.commit().await?;
-        Ok((rec, n))
+        self.sends
+            .sent(id, provider_message_id.to_string(), make_events)
+            .await
     }
 
-    /// Records a refusal by the provider.
+    /// Records a refusal by the provider (group commit of 1:1 sends, D-076).
     pub async fn mark_message_failed(
         &self,
         id: i64,
@@ -349,20 +377,15 @@ impl Store {
         detail: Option<&str>,
         at: i64,
     ) -> Result<MessageRecord> {
-        let sql = format!(
-            "UPDATE messages SET status = 'failed', failed_at = $2, error_code = $3, error_title = $4, error_detail = $5 \
-             WHERE id = $1 RETURNING {COLUMNS}"
-        );
-        let row = sqlx::query(&sql)
-            .bind(id)
-            .bind(at)
-            .bind(code)
-            .bind(title)
-            .bind(detail)
-            .fetch_optional(&self.writer)
-            .await?
-            .ok_or(StorageError::NotFound)?;
-        read(&row)
+        self.sends
+            .failed(crate::sends::Failure {
+                id,
+                code,
+                title: title.to_string(),
+                detail: detail.map(str::to_string),
+                at,
+            })
+            .await
     }
 
     /// Records an inbound message (deduplicated by `wamid`: a provider retry records nothing)
