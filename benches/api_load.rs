@@ -10,7 +10,9 @@ use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::{env_num, load_token, serve_command, wait_until_up, Api, Gateway};
+use support::{
+    cpu_secs, env_num, histogram_means, load_token, serve_command, wait_until_up, Api, Gateway,
+};
 
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
     if sorted.is_empty() {
@@ -84,13 +86,17 @@ async fn main() {
         "api_load: backend {backend}, channel {channel}, gateway pid {}",
         gw.child.id()
     );
-    println!("concurrency | sends | seconds | sends/s | p50 ms | p99 ms | errors");
+    println!(
+        "concurrency | sends | seconds | sends/s | p50 ms | p99 ms | errors | CPU gateway / simulator+harness (cores)"
+    );
+    let gw_pid = gw.child.id().to_string();
     let mut offset = 0usize;
     for conc in concurrencies {
         let n = if conc == 1 { serial.min(total) } else { total };
         let next = Arc::new(AtomicUsize::new(0));
         let errors = Arc::new(AtomicUsize::new(0));
         let started = Instant::now();
+        let cpu_at_start = (cpu_secs(&gw_pid), cpu_secs("self"));
         let mut workers = Vec::new();
         for _ in 0..conc {
             let (http, addr, token, next, errors) = (
@@ -136,15 +142,43 @@ async fn main() {
             all.extend(w.await.unwrap());
         }
         let secs = started.elapsed().as_secs_f64();
+        let cpu = match (cpu_at_start, (cpu_secs(&gw_pid), cpu_secs("self"))) {
+            ((Some(g0), Some(h0)), (Some(g1), Some(h1))) => {
+                format!("{:.2} / {:.2}", (g1 - g0) / secs, (h1 - h0) / secs)
+            }
+            _ => "?".into(),
+        };
         all.sort();
         println!(
-            "{conc} | {n} | {secs:.1} | {:.0} | {:.2} | {:.2} | {}",
+            "{conc} | {n} | {secs:.1} | {:.0} | {:.2} | {:.2} | {} | {cpu}",
             n as f64 / secs,
             percentile(&all, 0.5),
             percentile(&all, 0.99),
             errors.load(Ordering::Relaxed)
         );
         offset += n;
+    }
+    // Where a send's time goes in the gateway: its writers' transactions, the 1:1 commit
+    // batches, the time bulk writers waited (mean ms per series; batch sizes ×1,000).
+    let metrics = http
+        .get(format!("http://{addr}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for family in [
+        "disparo_api_send_phase_seconds",
+        "disparo_store_batch_seconds",
+        "disparo_send_commit_batch",
+        "disparo_store_lane_wait_seconds",
+        "disparo_store_lane_hold_seconds",
+        "disparo_http_request_duration_seconds",
+    ] {
+        for (labels, count, mean) in histogram_means(&metrics, family) {
+            println!("  {family}{labels}: {count:.0}, mean {mean:.2}");
+        }
     }
     drop(gw);
 }

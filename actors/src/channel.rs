@@ -1221,10 +1221,12 @@ impl SendTask {
         deadline: Option<std::time::Instant>,
         reply: RpcReplyPort<Result<MessageRecord, ActorError>>,
     ) {
+        let asked = std::time::Instant::now();
         let Ok(_permit) = self.in_flight.clone().acquire_owned().await else {
             let _ = reply.send(Err(ActorError::Unavailable));
             return;
         };
+        api_send_phase("window", asked.elapsed());
         let store = &self.shared.store;
         if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
             // The caller gave up while the send waited for the window: nothing is written or
@@ -1235,14 +1237,16 @@ impl SendTask {
         }
         // Written `sending` right before the call: the row exists before the provider can
         // report a status for it, and a crash in between leaves it in doubt, as it should.
-        let queued = match store
+        let writing = std::time::Instant::now();
+        let written = store
             .insert_outbound(
                 &new,
                 engine::message::MessageStatus::Sending,
                 idempotency_key.as_deref(),
             )
-            .await
-        {
+            .await;
+        api_send_phase("write", writing.elapsed());
+        let queued = match written {
             Ok(m) => m,
             Err(e) => {
                 let _ = reply.send(Err(e.into()));
@@ -1252,6 +1256,7 @@ impl SendTask {
         let callback = format!("{CALLBACK_PREFIX}{}", queued.id);
         let channel_label = self.record.id.to_string();
         let graph = &self.shared.graph;
+        let calling = std::time::Instant::now();
         let res = match prepared {
             Prepared::Ready(request) => {
                 let request = request.with_callback_data(callback);
@@ -1293,6 +1298,7 @@ impl SendTask {
                 }
             }
         };
+        api_send_phase("call", calling.elapsed());
         match res {
             Ok(resp) => {
                 let Some(wamid) = resp.message_id().map(str::to_string) else {
@@ -1307,6 +1313,7 @@ impl SendTask {
                     .increment(1);
                 let record = self.record.clone();
                 let base = self.shared.config.public_url.clone();
+                let answering = std::time::Instant::now();
                 let result = store
                     .mark_message_sent(
                         queued.id,
@@ -1314,6 +1321,7 @@ impl SendTask {
                         Box::new(move |m| vec![events::message_sent(&record, m, now_ms(), &base)]),
                     )
                     .await;
+                api_send_phase("answer", answering.elapsed());
                 let _ = self.myself.cast(ChannelMsg::Outcome(SendOutcome::Accepted));
                 match result {
                     Ok((rec, n)) => {
@@ -1627,6 +1635,13 @@ impl CampaignSend {
 /// and counts it in `disparo_campaign_send_phases_total`, both labelled `phase`: their ratio
 /// is the mean. Counters, not a histogram: the exporter keeps every histogram sample until its
 /// upkeep, and three per send were the largest part of its memory under a campaign.
+/// Where a 1:1 send's time goes (s), by phase: `window` (a place in the number's in-flight
+/// window), `write` (its row stored), `call` (the provider), `answer` (the answer stored).
+fn api_send_phase(phase: &'static str, elapsed: std::time::Duration) {
+    metrics::histogram!("disparo_api_send_phase_seconds", "phase" => phase)
+        .record(elapsed.as_secs_f64());
+}
+
 fn send_phase(phase: &'static str, elapsed: std::time::Duration) {
     let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
     metrics::counter!("disparo_campaign_send_phase_microseconds_total", "phase" => phase)

@@ -172,7 +172,10 @@ impl Store {
         Ok(owner)
     }
 
-    /// Appends one line to the account's audit log.
+    /// Appends one line to the account's audit log through the group commit of the request
+    /// path's writes (D-076): queued here, committed with the writer's next batch, within
+    /// milliseconds; the caller (a request about to be answered) does not wait for the commit.
+    /// Errors: only when the writer has stopped.
     pub async fn append_audit(
         &self,
         account_id: i64,
@@ -181,22 +184,23 @@ impl Store {
         target: &str,
         status: u16,
     ) -> Result<()> {
-        sqlx::query(
-            "INSERT INTO audit_log (account_id, token_name, action, target, status, at) VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(account_id)
-        .bind(token_name)
-        .bind(action)
-        .bind(target)
-        .bind(status as i64)
-        .bind(now_ms())
-        .execute(&self.writer)
-        .await?;
-        Ok(())
+        self.sends
+            .audit(crate::sends::AuditLine {
+                account_id,
+                token_name: token_name.to_string(),
+                action: action.to_string(),
+                target: target.to_string(),
+                status,
+                at: now_ms(),
+            })
+            .await
     }
 
-    /// The account's most recent audit lines, newest first.
+    /// The account's most recent audit lines, newest first; the lines queued before the call are
+    /// committed first (D-076), so a caller reads the lines of its own earlier requests.
     pub async fn list_audit(&self, account_id: i64, limit: i64) -> Result<Vec<AuditEntry>> {
+        // The lines queued before this read (its caller's own requests) are committed first.
+        self.sends.flush().await?;
         let rows = sqlx::query(
             "SELECT id, token_name, action, target, status, at FROM audit_log WHERE account_id = $1 ORDER BY id DESC LIMIT $2",
         )

@@ -376,6 +376,24 @@ pub(crate) fn shaped_chunks<T>(items: &[T], max: usize) -> Vec<&[T]> {
     out
 }
 
+/// Splits `items` into chunks of `max` (a power of two) and pads the last one to the next
+/// power of two by repeating its last item: every chunk's length is on the menu of
+/// [`shaped_chunks`] (statement texts stay few), in one statement per `max` items instead of
+/// one per power of two in the remainder. Only for statements where a repeated item changes
+/// nothing: an `IN` list, or the values an `UPDATE … FROM` joins on (the row is updated once).
+pub(crate) fn padded_chunks<T: Copy>(items: &[T], max: usize) -> Vec<Vec<T>> {
+    debug_assert!(max.is_power_of_two());
+    items
+        .chunks(max)
+        .map(|c| {
+            let mut v = c.to_vec();
+            let last = *c.last().expect("chunks are never empty");
+            v.resize(c.len().next_power_of_two(), last);
+            v
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod shaped_chunks_tests {
     #[test]
@@ -385,6 +403,11 @@ mod shaped_chunks_tests {
         let lens: Vec<usize> = chunks.iter().map(|c| c.len()).collect();
         assert_eq!(lens, vec![256, 256, 256, 128, 64, 32, 8]);
         assert_eq!(chunks.concat(), v);
+        let padded = super::padded_chunks(&v, 256);
+        let lens: Vec<usize> = padded.iter().map(|c| c.len()).collect();
+        assert_eq!(lens, vec![256, 256, 256, 256]);
+        assert_eq!(padded.concat()[..1000], v[..]);
+        assert!(padded[3][232..].iter().all(|x| *x == 999));
         assert!(super::shaped_chunks::<u32>(&[], 8).is_empty());
         assert_eq!(super::shaped_chunks(&[1, 2, 3], 8).len(), 2);
     }

@@ -223,67 +223,162 @@ async fn upsert_conversation(
     Ok(row.try_get("id")?)
 }
 
-/// Inserts an outbound message with `status` inside `tx` (and binds the idempotency key).
-pub(crate) async fn insert_outbound_tx(
+/// Binds an idempotency key (claimed `pending` by the API) to the message it sent, inside the
+/// transaction that wrote the message: a key never outlives the knowledge of what it sent.
+pub(crate) async fn bind_idempotency_key_tx(
     tx: &mut Transaction<'_, Any>,
-    m: &NewOutbound,
-    status: MessageStatus,
-    idempotency_key: Option<&str>,
-) -> Result<MessageRecord> {
-    let conversation_id =
-        upsert_conversation(tx, m.account_id, m.channel_id, &m.contact_phone, None, None).await?;
-    let sql = format!(
-        "INSERT INTO messages (account_id, channel_id, conversation_id, direction, kind, contact_phone, body, template_name, template_language, params, preview_text, media, status, source, created_at) \
-         VALUES ($1, $2, $3, 'out', $4, $5, $6, $7, $8, $9, $10, $11, $14, $12, $13) RETURNING {COLUMNS}"
-    );
-    let row = sqlx::query(&sql)
-        .bind(m.account_id)
-        .bind(m.channel_id)
-        .bind(conversation_id)
-        .bind(m.kind.as_str())
-        .bind(&m.contact_phone)
-        .bind(&m.body)
-        .bind(&m.template_name)
-        .bind(&m.template_language)
-        .bind(m.params.as_ref().map(|p| p.to_string()))
-        .bind(&m.preview_text)
-        .bind(m.media.as_ref().map(|p| p.to_string()))
-        .bind(m.source)
-        .bind(now_ms())
-        .bind(status.as_str())
-        .fetch_one(&mut **tx)
+    account_id: i64,
+    key: &str,
+    message_id: i64,
+) -> Result<()> {
+    sqlx::query("UPDATE idempotency_keys SET message_id = $3 WHERE account_id = $1 AND idem_key = $2 AND state = 'pending'")
+        .bind(account_id)
+        .bind(key)
+        .bind(message_id)
+        .execute(&mut **tx)
         .await?;
-    let rec = read(&row)?;
-    if let Some(key) = idempotency_key {
-        sqlx::query("UPDATE idempotency_keys SET message_id = $3 WHERE account_id = $1 AND idem_key = $2 AND state = 'pending'")
-            .bind(m.account_id)
-            .bind(key)
-            .bind(rec.id)
-            .execute(&mut **tx)
-            .await?;
-    }
-    Ok(rec)
+    Ok(())
 }
 
-/// Records the provider's acceptance of a message inside `tx` (see
-/// [`Store::mark_message_sent`]).
-pub(crate) async fn mark_sent_tx(
+/// Most messages per multi-row statement of the writer of 1:1 sends (14 parameters each).
+const OUTBOUND_CHUNK: usize = 64;
+
+/// Inserts outbound messages (each with its status) inside `tx` in a few multi-row statements
+/// (the conversations, then the messages, per chunk), for the writer of 1:1 sends (D-076).
+/// Returns the records in the order of `items`. A contact may appear more than once.
+pub(crate) async fn insert_outbound_many_tx(
     tx: &mut Transaction<'_, Any>,
-    id: i64,
-    provider_message_id: &str,
-) -> Result<MessageRecord> {
-    let sql = format!(
-        "UPDATE messages SET provider_message_id = $2, \
-         status = CASE WHEN status IN ('queued', 'sending') THEN 'sent' ELSE status END \
-         WHERE id = $1 RETURNING {COLUMNS}"
-    );
-    let row = sqlx::query(&sql)
-        .bind(id)
-        .bind(provider_message_id)
-        .fetch_optional(&mut **tx)
-        .await?
-        .ok_or(StorageError::NotFound)?;
-    read(&row)
+    items: &[(&NewOutbound, MessageStatus)],
+) -> Result<Vec<MessageRecord>> {
+    let now = now_ms();
+    let mut out = Vec::with_capacity(items.len());
+    for chunk in crate::shaped_chunks(items, OUTBOUND_CHUNK) {
+        // Conversations, created or found; each (number, contact) once per statement (a row
+        // cannot be updated twice by one upsert).
+        let mut pairs: Vec<(i64, i64, &str)> = chunk
+            .iter()
+            .map(|(m, _)| (m.channel_id, m.account_id, m.contact_phone.as_str()))
+            .collect();
+        pairs.sort_unstable();
+        pairs.dedup_by(|a, b| (a.0, a.2) == (b.0, b.2));
+        let mut conversation: HashMap<(i64, String), i64> = HashMap::new();
+        for part in crate::shaped_chunks(&pairs, OUTBOUND_CHUNK) {
+            let values: Vec<String> = (0..part.len())
+                .map(|i| format!("(${}, ${}, ${}, $1)", 2 + 3 * i, 3 + 3 * i, 4 + 3 * i))
+                .collect();
+            let sql = format!(
+                "INSERT INTO conversations (account_id, channel_id, contact_phone, created_at) VALUES {} \
+                 ON CONFLICT (channel_id, contact_phone) DO UPDATE SET contact_phone = excluded.contact_phone \
+                 RETURNING id, channel_id, contact_phone",
+                values.join(", ")
+            );
+            let mut q = sqlx::query(&sql).bind(now);
+            for (channel_id, account_id, phone) in part {
+                q = q.bind(*account_id).bind(*channel_id).bind(*phone);
+            }
+            for row in q.fetch_all(&mut **tx).await? {
+                conversation.insert(
+                    (row.try_get("channel_id")?, row.try_get("contact_phone")?),
+                    row.try_get("id")?,
+                );
+            }
+        }
+        let values: Vec<String> = (0..chunk.len())
+            .map(|i| {
+                let p = 2 + 13 * i;
+                let params: Vec<String> = (p..p + 13).map(|i| format!("${i}")).collect();
+                format!(
+                    "({}, 'out', {}, $1)",
+                    params[..4].join(", "),
+                    params[4..].join(", ")
+                )
+            })
+            .collect();
+        let sql = format!(
+            "INSERT INTO messages (account_id, channel_id, conversation_id, kind, direction, contact_phone, body, template_name, template_language, params, preview_text, media, status, source, created_at) \
+             VALUES {} RETURNING {COLUMNS}",
+            values.join(", ")
+        );
+        let mut q = sqlx::query(&sql).bind(now);
+        for (m, status) in chunk {
+            let conv = conversation
+                .get(&(m.channel_id, m.contact_phone.clone()))
+                .copied()
+                .ok_or_else(|| {
+                    StorageError::Corrupt(format!(
+                        "no conversation returned for {}",
+                        m.contact_phone
+                    ))
+                })?;
+            q = q
+                .bind(m.account_id)
+                .bind(m.channel_id)
+                .bind(conv)
+                .bind(m.kind.as_str())
+                .bind(&m.contact_phone)
+                .bind(&m.body)
+                .bind(&m.template_name)
+                .bind(&m.template_language)
+                .bind(m.params.as_ref().map(|p| p.to_string()))
+                .bind(&m.preview_text)
+                .bind(m.media.as_ref().map(|p| p.to_string()))
+                .bind(status.as_str())
+                .bind(m.source);
+        }
+        // Ids are drawn in the order of the rows: sorted by id, the records line up with
+        // `chunk` (checked, so a database that did otherwise fails the batch, not a message).
+        let mut recs = q
+            .fetch_all(&mut **tx)
+            .await?
+            .iter()
+            .map(read)
+            .collect::<Result<Vec<_>>>()?;
+        recs.sort_unstable_by_key(|r| r.id);
+        if recs.len() != chunk.len()
+            || recs.iter().zip(chunk).any(|(r, (m, _))| {
+                r.channel_id != m.channel_id || r.contact_phone != m.contact_phone
+            })
+        {
+            return Err(StorageError::Corrupt(
+                "the inserted messages came back out of order".into(),
+            ));
+        }
+        out.extend(recs);
+    }
+    Ok(out)
+}
+
+/// Records the provider's acceptance of several messages inside `tx`, in multi-row updates in
+/// id order (see [`Store::mark_message_sent`]). Returns the updated records by id; an unknown
+/// id is missing from the map.
+pub(crate) async fn mark_sent_many_tx(
+    tx: &mut Transaction<'_, Any>,
+    items: &[(i64, &str)],
+) -> Result<HashMap<i64, MessageRecord>> {
+    let mut sorted = items.to_vec();
+    sorted.sort_unstable_by_key(|(id, _)| *id);
+    let mut out = HashMap::with_capacity(items.len());
+    for chunk in crate::padded_chunks(&sorted, 2 * OUTBOUND_CHUNK) {
+        let values: Vec<String> = (0..chunk.len())
+            .map(|i| format!("(${}, ${})", 1 + 2 * i, 2 + 2 * i))
+            .collect();
+        let sql = format!(
+            "WITH v (mid, wamid) AS (VALUES {}) \
+             UPDATE messages SET provider_message_id = v.wamid, \
+             status = CASE WHEN messages.status IN ('queued', 'sending') THEN 'sent' ELSE messages.status END \
+             FROM v WHERE messages.id = v.mid RETURNING {COLUMNS}",
+            values.join(", ")
+        );
+        let mut q = sqlx::query(&sql);
+        for (id, wamid) in &chunk {
+            q = q.bind(*id).bind(*wamid);
+        }
+        for row in q.fetch_all(&mut **tx).await? {
+            let rec = read(&row)?;
+            out.insert(rec.id, rec);
+        }
+    }
+    Ok(out)
 }
 
 /// Records a refusal inside `tx` (see [`Store::mark_message_failed`]).
@@ -468,13 +563,13 @@ impl Store {
         wamids.dedup();
         let mut by_wamid: HashMap<String, MessageRecord> = HashMap::new();
         let mut by_id: HashMap<i64, MessageRecord> = HashMap::new();
-        for chunk in crate::shaped_chunks(&wamids, 256) {
+        for chunk in crate::padded_chunks(&wamids, 256) {
             let sql = format!(
                 "SELECT {COLUMNS} FROM messages WHERE provider_message_id IN ({})",
                 placeholders(1, chunk.len())
             );
             let mut q = sqlx::query(&sql);
-            for w in chunk {
+            for w in &chunk {
                 q = q.bind(*w);
             }
             for row in q.fetch_all(&mut *tx).await? {
@@ -489,13 +584,13 @@ impl Store {
             .collect();
         orphans.sort_unstable();
         orphans.dedup();
-        for chunk in crate::shaped_chunks(&orphans, 256) {
+        for chunk in crate::padded_chunks(&orphans, 256) {
             let sql = format!(
                 "SELECT {COLUMNS} FROM messages WHERE id IN ({})",
                 placeholders(1, chunk.len())
             );
             let mut q = sqlx::query(&sql);
-            for id in chunk {
+            for id in &chunk {
                 q = q.bind(*id);
             }
             for row in q.fetch_all(&mut *tx).await? {
@@ -584,7 +679,7 @@ impl Store {
         // One multi-row statement per chunk (a join with the new values), not one per
         // message: every statement is a round trip to the connection's thread.
         let updates: Vec<&MessageRecord> = updates.values().collect();
-        for chunk in crate::shaped_chunks(&updates, STATUS_UPDATE_CHUNK) {
+        for chunk in crate::padded_chunks(&updates, STATUS_UPDATE_CHUNK) {
             let values: Vec<String> = (0..chunk.len())
                 .map(|j| {
                     let p = 1 + 10 * j;
@@ -600,7 +695,7 @@ impl Store {
                 values.join(", ")
             );
             let mut q = sqlx::query(&sql);
-            for next in chunk {
+            for next in &chunk {
                 q = q
                     .bind(next.id)
                     .bind(next.status.as_str())

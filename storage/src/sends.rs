@@ -1,14 +1,15 @@
-//! The group commit of 1:1 sends (issue 25 part 4, decision D-076).
+//! The group commit of 1:1 sends and of the request path's audit lines (issue 25 part 4,
+//! decision D-076).
 //!
 //! Every `POST /messages` writes its message twice: the row before the provider call and the
-//! provider's answer after it. Written one transaction each, concurrent sends queue for the
-//! database's commit one by one (SQLite has one writer; each commit is a sync to disk). Here
-//! one task, the writer of 1:1 sends, takes every write waiting in its queue (up to
-//! [`MAX_BATCH`]), runs them in one transaction and answers each caller once that transaction
-//! committed: durability is unchanged (nothing is answered before it is on disk), and the
-//! commit's cost is shared by the sends that arrived while the previous one ran. Nothing waits
-//! for a timer: alone, a send is written at once (the latency of one send is unchanged); under
-//! load the batches grow by themselves.
+//! provider's answer after it, and its request appends an audit line. Written one transaction
+//! each, concurrent sends queue for the database's commit one by one (SQLite has one writer).
+//! Here one task, the writer of 1:1 sends, begins a transaction, takes every write that queued
+//! while it waited for the write connection (up to [`MAX_BATCH`]), runs them in a few multi-row
+//! statements and answers each caller once that transaction committed: durability is unchanged
+//! (nothing is answered before it is on disk). Nothing waits for a timer: alone, a send is
+//! written at once; under load the batches grow with the time the connection was busy. Audit
+//! lines are queued, not waited for.
 //!
 //! A statement that fails rolls the whole batch back; each write of it is then retried alone in
 //! its own transaction, so one bad write answers its own error and the others are kept.
@@ -18,7 +19,8 @@
 //! ([`Priority`]), so a 1:1 send queues behind at most the one bulk transaction already running.
 
 use crate::messages::{
-    insert_outbound_tx, mark_failed_tx, mark_sent_tx, MessageRecord, NewOutbound,
+    bind_idempotency_key_tx, insert_outbound_many_tx, mark_failed_tx, mark_sent_many_tx,
+    MessageRecord, NewOutbound,
 };
 use crate::webhooks::{enqueue_events_tx, NewEvent};
 use crate::{begin_write_on, Backend, Result, StorageError};
@@ -54,7 +56,29 @@ pub struct Failure {
     pub at: i64,
 }
 
+/// A line of an account's audit log (who did what, answered with which status, when in ms).
+#[derive(Debug, Clone)]
+pub struct AuditLine {
+    /// The account.
+    pub account_id: i64,
+    /// Who: the token's or the panel user's name.
+    pub token_name: String,
+    /// `METHOD /route/{template}`.
+    pub action: String,
+    /// The concrete path.
+    pub target: String,
+    /// The answer's status.
+    pub status: u16,
+    /// When, ms.
+    pub at: i64,
+}
+
 enum Op {
+    /// Nobody waits for an audit line: a failure is logged.
+    Audit { line: AuditLine },
+    /// Answered once everything queued before it is committed (a read of the audit log
+    /// reads its own request's line).
+    Flush { reply: oneshot::Sender<Result<()>> },
     Insert {
         new: NewOutbound,
         status: MessageStatus,
@@ -75,6 +99,8 @@ enum Op {
 
 /// What a write produced, kept until its transaction commits.
 enum Done {
+    Audit,
+    Flush,
     Insert(MessageRecord),
     Sent(MessageRecord),
     Failed(MessageRecord),
@@ -186,6 +212,21 @@ impl Sends {
         .await
     }
 
+    /// Queues an audit line; it is committed with the next batch (within milliseconds), and
+    /// the caller does not wait for that commit.
+    pub(crate) async fn audit(&self, line: AuditLine) -> Result<()> {
+        self.queue
+            .send(Op::Audit { line })
+            .await
+            .map_err(|_| StorageError::Corrupt("o gravador de envios parou".to_string()))
+    }
+
+    /// Waits until every write queued before this call is committed.
+    pub(crate) async fn flush(&self) -> Result<()> {
+        let (reply, rx) = oneshot::channel();
+        self.call(Op::Flush { reply }, rx).await
+    }
+
     pub(crate) async fn failed(&self, failure: Failure) -> Result<MessageRecord> {
         let (reply, rx) = oneshot::channel();
         self.call(Op::Failed { failure, reply }, rx).await
@@ -198,12 +239,24 @@ async fn run(
     priority: Arc<Priority>,
     mut rx: mpsc::Receiver<Op>,
 ) {
-    let mut batch = Vec::with_capacity(MAX_BATCH);
-    while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        let ops = std::mem::take(&mut batch);
+    while let Some(first) = rx.recv().await {
         let started = Instant::now();
+        // The batch is what waited while the write connection was busy: taken once the
+        // transaction began, so the time spent waiting for it fills the batch.
+        let begun = begin(&writer, backend, &priority).await;
+        let mut ops = vec![first];
+        while ops.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(op) => ops.push(op),
+                Err(_) => break,
+            }
+        }
         metrics::histogram!("disparo_send_commit_batch").record(ops.len() as f64);
-        match write(&writer, backend, &priority, &ops).await {
+        let written = match begun {
+            Ok(tx) => write_in(tx, &ops).await,
+            Err(e) => Err(e),
+        };
+        match written {
             Ok((done, delivered)) => answer(ops, done, delivered),
             Err(e) => {
                 if ops.len() > 1 {
@@ -223,46 +276,166 @@ async fn run(
     }
 }
 
-/// Runs `ops` in one transaction; the events of the accepted sends are written to the outbox
-/// in the same transaction. Returns each write's result and how many deliveries it enqueued.
+/// Begins the writer's transaction, bulk writers stepping aside while it waits.
+async fn begin(
+    writer: &AnyPool,
+    backend: Backend,
+    priority: &Priority,
+) -> Result<sqlx::Transaction<'static, sqlx::Any>> {
+    let asked = Instant::now();
+    let tx = {
+        let _waiting = priority.wait();
+        begin_write_on(writer, backend).await?
+    };
+    metrics::histogram!("disparo_store_lane_wait_seconds", "writer" => "sends")
+        .record(asked.elapsed().as_secs_f64());
+    Ok(tx)
+}
+
+/// Runs `ops` in one transaction (see [`write_in`]).
 async fn write(
     writer: &AnyPool,
     backend: Backend,
     priority: &Priority,
     ops: &[Op],
 ) -> Result<(Vec<Done>, u64)> {
-    let mut tx = {
-        let _waiting = priority.wait();
-        begin_write_on(writer, backend).await?
-    };
-    let mut done = Vec::with_capacity(ops.len());
-    let mut events = Vec::new();
-    for op in ops {
-        done.push(match op {
+    write_in(begin(writer, backend, priority).await?, ops).await
+}
+
+/// Runs `ops` in `tx` and commits; the events of the accepted sends are written to the outbox
+/// in the same transaction. Returns each write's result and how many deliveries it enqueued.
+async fn write_in(
+    mut tx: sqlx::Transaction<'static, sqlx::Any>,
+    ops: &[Op],
+) -> Result<(Vec<Done>, u64)> {
+    let begun = Instant::now();
+    // New rows first (a few multi-row statements), then the providers' answers in message id
+    // order: every writer of message rows (this, the status batches, the campaign writer)
+    // locks them in id order, so PostgreSQL never finds two transactions waiting on each other.
+    let mut done: Vec<Option<Done>> = (0..ops.len()).map(|_| None).collect();
+    let inserts: Vec<(usize, &NewOutbound, MessageStatus, Option<&str>)> = ops
+        .iter()
+        .enumerate()
+        .filter_map(|(i, op)| match op {
             Op::Insert {
                 new, status, key, ..
-            } => Done::Insert(insert_outbound_tx(&mut tx, new, *status, key.as_deref()).await?),
-            Op::Sent {
-                id,
-                wamid,
-                make_events,
-                ..
-            } => {
-                let rec = mark_sent_tx(&mut tx, *id, wamid).await?;
-                events.extend(make_events(&rec));
-                Done::Sent(rec)
+            } => Some((i, new, *status, key.as_deref())),
+            _ => None,
+        })
+        .collect();
+    if !inserts.is_empty() {
+        let items: Vec<(&NewOutbound, MessageStatus)> =
+            inserts.iter().map(|(_, m, s, _)| (*m, *s)).collect();
+        let recs = insert_outbound_many_tx(&mut tx, &items).await?;
+        for ((i, m, _, key), rec) in inserts.into_iter().zip(recs) {
+            if let Some(key) = key {
+                bind_idempotency_key_tx(&mut tx, m.account_id, key, rec.id).await?;
             }
-            Op::Failed { failure, .. } => Done::Failed(mark_failed_tx(&mut tx, failure).await?),
-        });
+            done[i] = Some(Done::Insert(rec));
+        }
     }
+    let sent: Vec<(i64, &str)> = ops
+        .iter()
+        .filter_map(|op| match op {
+            Op::Sent { id, wamid, .. } => Some((*id, wamid.as_str())),
+            _ => None,
+        })
+        .collect();
+    let mut events = Vec::new();
+    if !sent.is_empty() {
+        let mut recs = mark_sent_many_tx(&mut tx, &sent).await?;
+        for (i, op) in ops.iter().enumerate() {
+            if let Op::Sent {
+                id, make_events, ..
+            } = op
+            {
+                // An unknown message fails the batch; each write is then retried alone and
+                // this one answers `NotFound`.
+                let rec = recs.remove(id).ok_or(StorageError::NotFound)?;
+                events.extend(make_events(&rec));
+                done[i] = Some(Done::Sent(rec));
+            }
+        }
+    }
+    let audit: Vec<&AuditLine> = ops
+        .iter()
+        .filter_map(|op| match op {
+            Op::Audit { line, .. } => Some(line),
+            _ => None,
+        })
+        .collect();
+    if !audit.is_empty() {
+        insert_audit_lines_tx(&mut tx, &audit).await?;
+        for (i, op) in ops.iter().enumerate() {
+            if matches!(op, Op::Audit { .. }) {
+                done[i] = Some(Done::Audit);
+            }
+        }
+    }
+    for (i, op) in ops.iter().enumerate() {
+        if matches!(op, Op::Flush { .. }) {
+            done[i] = Some(Done::Flush);
+        }
+    }
+    for (i, op) in ops.iter().enumerate() {
+        if let Op::Failed { failure, .. } = op {
+            done[i] = Some(Done::Failed(mark_failed_tx(&mut tx, failure).await?));
+        }
+    }
+    let done: Vec<Done> = done.into_iter().flatten().collect();
     let delivered = enqueue_events_tx(&mut tx, &events).await?;
     tx.commit().await?;
+    metrics::histogram!("disparo_store_lane_hold_seconds", "writer" => "sends")
+        .record(begun.elapsed().as_secs_f64());
     Ok((done, delivered))
+}
+
+/// Appends audit lines inside `tx`, 64 per multi-row statement (6 parameters each).
+async fn insert_audit_lines_tx(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    lines: &[&AuditLine],
+) -> Result<()> {
+    for chunk in crate::shaped_chunks(lines, 64) {
+        let values: Vec<String> = (0..chunk.len())
+            .map(|i| {
+                let p = 1 + 6 * i;
+                format!(
+                    "(${}, ${}, ${}, ${}, ${}, ${})",
+                    p,
+                    p + 1,
+                    p + 2,
+                    p + 3,
+                    p + 4,
+                    p + 5
+                )
+            })
+            .collect();
+        let sql = format!(
+            "INSERT INTO audit_log (account_id, token_name, action, target, status, at) VALUES {}",
+            values.join(", ")
+        );
+        let mut q = sqlx::query(&sql);
+        for l in chunk {
+            q = q
+                .bind(l.account_id)
+                .bind(&l.token_name)
+                .bind(&l.action)
+                .bind(&l.target)
+                .bind(i64::from(l.status))
+                .bind(l.at);
+        }
+        q.execute(&mut **tx).await?;
+    }
+    Ok(())
 }
 
 fn answer<I: IntoIterator<Item = Op>>(ops: I, done: Vec<Done>, delivered: u64) {
     for (op, d) in ops.into_iter().zip(done) {
         match (op, d) {
+            (Op::Audit { .. }, Done::Audit) => {}
+            (Op::Flush { reply }, Done::Flush) => {
+                let _ = reply.send(Ok(()));
+            }
             (Op::Insert { reply, .. }, Done::Insert(r)) => {
                 let _ = reply.send(Ok(r));
             }
@@ -280,6 +453,12 @@ fn answer<I: IntoIterator<Item = Op>>(ops: I, done: Vec<Done>, delivered: u64) {
 fn fail(ops: [Op; 1], e: StorageError) {
     let [op] = ops;
     match op {
+        Op::Flush { reply } => {
+            let _ = reply.send(Err(e));
+        }
+        Op::Audit { line } => {
+            tracing::error!(error = %e, account_id = line.account_id, action = %line.action, "could not append to the audit log");
+        }
         Op::Insert { reply, .. } => {
             let _ = reply.send(Err(e));
         }
@@ -331,7 +510,8 @@ mod tests {
         NewOutbound {
             account_id,
             channel_id,
-            contact_phone: format!("55119{i:08}"),
+            // 150 contacts: some are written twice in one batch.
+            contact_phone: format!("55119{:08}", i % 150),
             kind: MessageKind::Text,
             body: Some("oi".into()),
             template_name: None,
@@ -343,7 +523,8 @@ mod tests {
         }
     }
 
-    /// Concurrent writes share transactions, each caller gets its own row, and a write that
+    /// Concurrent writes share transactions, each caller gets its own row (a contact written
+    /// twice in one batch too), and a write that
     /// fails in a batch (an unknown message) answers its own error while the batch's other
     /// writes are kept.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -365,6 +546,12 @@ mod tests {
         ids.dedup();
         assert_eq!(ids.len(), 200);
         assert!(inserted.iter().all(|m| m.status == MessageStatus::Sending));
+        for (i, m) in inserted.iter().enumerate() {
+            assert_eq!(m.contact_phone, format!("55119{:08}", i % 150));
+        }
+        let conversations: std::collections::HashSet<i64> =
+            inserted.iter().map(|m| m.conversation_id).collect();
+        assert_eq!(conversations.len(), 150, "one conversation per contact");
 
         let marks =
             futures::future::join_all(inserted.iter().map(|m| m.id).chain([i64::MAX]).map(|id| {
