@@ -11,7 +11,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::{
-    cpu_secs, env_num, histogram_means, load_token, serve_command, wait_until_up, Api, Gateway,
+    cpu_secs, env_num, histogram_means, load_token, metric_sum, serve_command, wait_until_up, Api,
+    Gateway,
 };
 
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
@@ -169,7 +170,6 @@ async fn main() {
         .await
         .unwrap();
     for family in [
-        "disparo_api_send_phase_seconds",
         "disparo_store_batch_seconds",
         "disparo_send_commit_batch",
         "disparo_store_lane_wait_seconds",
@@ -178,6 +178,20 @@ async fn main() {
     ] {
         for (labels, count, mean) in histogram_means(&metrics, family) {
             println!("  {family}{labels}: {count:.0}, mean {mean:.2}");
+        }
+    }
+    for phase in ["window", "write", "call", "answer"] {
+        let label = format!("{{phase=\"{phase}\"}}");
+        let sum = metric_sum(
+            &metrics,
+            &format!("disparo_api_send_phase_microseconds_total{label}"),
+        );
+        let count = metric_sum(&metrics, &format!("disparo_api_send_phases_total{label}"));
+        if count > 0.0 {
+            println!(
+                "  1:1 send phase {phase}: {count:.0}, mean {:.2} ms",
+                sum / count / 1000.0
+            );
         }
     }
     drop(gw);

@@ -532,6 +532,9 @@ fn phase(name: &'static str, since: std::time::Instant) {
         .record(since.elapsed().as_secs_f64());
 }
 
+/// Most recipients claimed in one transaction (a tick claims in rounds of this many).
+pub const CLAIM_ROUND: usize = 512;
+
 /// Claims the shares; counts them in `disparo_campaign_claimed_total{campaign_id}`.
 async fn claim(
     st: &CampaignRun,
@@ -539,17 +542,51 @@ async fn claim(
     shares: &[ClaimShare],
 ) -> Result<Vec<Vec<storage::campaigns::Claimed>>, ActorError> {
     let started = std::time::Instant::now();
-    let claimed = st
-        .shared
-        .store
-        .claim_recipients(
-            st.account_id,
-            st.campaign_id,
-            pinned,
-            shares,
-            &st.template.language,
-        )
-        .await?;
+    // In rounds of at most CLAIM_ROUND recipients, one transaction each: 1:1 sends' writes
+    // wait for one round, not for the whole tick's claim (issue 25 part 2, D-076).
+    let mut left: Vec<usize> = shares.iter().map(|s| s.count).collect();
+    let mut claimed: Vec<Vec<storage::campaigns::Claimed>> =
+        shares.iter().map(|_| Vec::new()).collect();
+    loop {
+        let total: usize = left.iter().sum();
+        if total == 0 {
+            break;
+        }
+        let round: Vec<ClaimShare> = shares
+            .iter()
+            .zip(&left)
+            .map(|(s, &l)| ClaimShare {
+                count: if total <= CLAIM_ROUND {
+                    l
+                } else {
+                    (l * CLAIM_ROUND).div_ceil(total).min(l)
+                },
+                ..s.clone()
+            })
+            .collect();
+        let asked: usize = round.iter().map(|s| s.count).sum();
+        let got = st
+            .shared
+            .store
+            .claim_recipients(
+                st.account_id,
+                st.campaign_id,
+                pinned,
+                &round,
+                &st.template.language,
+            )
+            .await?;
+        let mut n = 0;
+        for (i, part) in got.into_iter().enumerate() {
+            left[i] -= part.len().min(left[i]);
+            n += part.len();
+            claimed[i].extend(part);
+        }
+        if n < asked {
+            // The audience ran out.
+            break;
+        }
+    }
     phase("claim", started);
     let n: usize = claimed.iter().map(Vec::len).sum();
     metrics::counter!("disparo_campaign_claimed_total", "campaign_id" => st.campaign_id.to_string())

@@ -1635,11 +1635,16 @@ impl CampaignSend {
 /// and counts it in `disparo_campaign_send_phases_total`, both labelled `phase`: their ratio
 /// is the mean. Counters, not a histogram: the exporter keeps every histogram sample until its
 /// upkeep, and three per send were the largest part of its memory under a campaign.
-/// Where a 1:1 send's time goes (s), by phase: `window` (a place in the number's in-flight
-/// window), `write` (its row stored), `call` (the provider), `answer` (the answer stored).
+/// Where a 1:1 send's time goes, by phase: `window` (a place in the number's in-flight
+/// window), `write` (its row stored), `call` (the provider), `answer` (the answer stored):
+/// `disparo_api_send_phase_microseconds_total{phase}` over `disparo_api_send_phases_total`
+/// (counters, as for campaign sends: four histogram samples per send would cost the exporter
+/// memory).
 fn api_send_phase(phase: &'static str, elapsed: std::time::Duration) {
-    metrics::histogram!("disparo_api_send_phase_seconds", "phase" => phase)
-        .record(elapsed.as_secs_f64());
+    let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+    metrics::counter!("disparo_api_send_phase_microseconds_total", "phase" => phase)
+        .increment(micros);
+    metrics::counter!("disparo_api_send_phases_total", "phase" => phase).increment(1);
 }
 
 fn send_phase(phase: &'static str, elapsed: std::time::Duration) {
