@@ -161,14 +161,7 @@ async fn main() {
     }
     // Where a send's time goes in the gateway: its writers' transactions, the 1:1 commit
     // batches, the time bulk writers waited (mean ms per series; batch sizes ×1,000).
-    let metrics = http
-        .get(format!("http://{addr}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = support::metrics_text(&http, &addr).await;
     for family in [
         "disparo_store_batch_seconds",
         "disparo_send_commit_batch",

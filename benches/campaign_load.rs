@@ -389,14 +389,7 @@ async fn run(cores: Option<usize>) -> Row {
     }
     let (mut latencies, api_refused) = probe.await.unwrap();
     latencies.sort_by(|a, b| a.total_cmp(b));
-    let metrics = http
-        .get(format!("http://{addr}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = support::metrics_text(&http, &addr).await;
     if let Ok(path) = std::env::var("LOAD_METRICS_OUT") {
         std::fs::write(path, &metrics).expect("write the gateway's /metrics");
     }

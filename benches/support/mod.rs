@@ -232,6 +232,17 @@ pub async fn stage(
     }
 }
 
+/// The gateway's `/metrics` text (Prometheus exposition).
+pub async fn metrics_text(http: &reqwest::Client, addr: &str) -> String {
+    http.get(format!("http://{addr}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
 /// Any call to the gateway with a bearer token (empty: none); the status and the JSON body.
 pub async fn call(
     http: &reqwest::Client,
