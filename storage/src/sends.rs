@@ -162,16 +162,8 @@ impl Sends {
     }
 
     async fn call<T>(&self, op: Op, rx: oneshot::Receiver<Result<T>>) -> Result<T> {
-        if self.queue.send(op).await.is_err() {
-            return Err(StorageError::Corrupt(
-                "o gravador de envios parou".to_string(),
-            ));
-        }
-        rx.await.unwrap_or_else(|_| {
-            Err(StorageError::Corrupt(
-                "o gravador de envios parou".to_string(),
-            ))
-        })
+        self.queue.send(op).await.map_err(|_| stopped())?;
+        rx.await.unwrap_or_else(|_| Err(stopped()))
     }
 
     pub(crate) async fn insert(
@@ -218,7 +210,7 @@ impl Sends {
         self.queue
             .send(Op::Audit { line })
             .await
-            .map_err(|_| StorageError::Corrupt("o gravador de envios parou".to_string()))
+            .map_err(|_| stopped())
     }
 
     /// Waits until every write queued before this call is committed.
@@ -231,6 +223,11 @@ impl Sends {
         let (reply, rx) = oneshot::channel();
         self.call(Op::Failed { failure, reply }, rx).await
     }
+}
+
+/// The error of a write handed to a writer that has stopped (the store is shutting down).
+fn stopped() -> StorageError {
+    StorageError::Corrupt("o gravador de envios parou".to_string())
 }
 
 async fn run(
