@@ -1,12 +1,14 @@
 //! The pages the binary serves, clicked through in a real browser: the Swagger UI of the
 //! account API (`/docs`), the panel (`/docs/painel`) and the public sender
-//! (`/docs/remetente`), driven by Playwright for Python on Debian's Chromium (both installed
-//! by `tests/setup.sh`; script `tests/browser/docs.py`).
+//! (`/docs/remetente`) (script `tests/browser/docs.py`), and the operators' web panel
+//! (`tests/browser/panel.py`), driven by Playwright for Python on Debian's Chromium with
+//! axe-core injected (all installed by `tests/setup.sh`).
 
 mod common;
 
-use common::{Backend, TestApp};
-use serde_json::Value;
+use common::{Backend, TestApp, PANEL_PASSWORD};
+use reqwest::Method;
+use serde_json::{json, Value};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_three_api_documents_render_open_and_link() {
@@ -46,4 +48,163 @@ async fn the_three_api_documents_render_open_and_link() {
     assert_eq!(count("/docs/painel") as usize, panel_ops);
     assert_eq!(count("/docs/remetente"), 4);
     assert!(count("/docs") > 50, "{seen}");
+}
+
+/// Runs a browser script with one JSON argument; what it printed.
+async fn browse(script: &str, arg: String) -> Value {
+    let script = format!("{}/tests/browser/{script}", env!("CARGO_MANIFEST_DIR"));
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("python3")
+            .args([script.as_str(), arg.as_str()])
+            .output()
+    })
+    .await
+    .unwrap()
+    .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "the browser run failed (run tests/setup.sh; screenshot and HTML in the out_dir):\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("the script prints JSON")
+}
+
+/// The operators' web panel (issue 23), clicked through as operators would: login, the
+/// dashboard's live KPIs, a BM sync, a client and users, a CSV campaign from upload through
+/// hygiene, approval by the Operador (a Client refused), live progress to 100 % and the
+/// export, a task dragged on the kanban, the webhook logs, logout and an expired session;
+/// every page passes axe-core and fits a phone's width (`tests/browser/panel.py`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operators_work_the_panel_in_a_browser() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let (_, admin) = app
+        .panel_user("admin@painel.test", "Admin", None, vec![])
+        .await;
+    let (c1, _) = app.fast_channel().await;
+    let (c2, _) = app.fast_channel().await;
+    let tpl = app
+        .approved_template(
+            json!({"name": "Aviso loja", "body": "Olá {{1}}, chegaram novidades.", "var_map": {"1": {"field": "nome"}}}),
+            &[c1, c2],
+        )
+        .await;
+    let (_, t) = app
+        .call(
+            Method::GET,
+            Some(&admin),
+            &format!("/api/templates/{tpl}"),
+            None,
+        )
+        .await;
+    let label = format!(
+        "{} ({})",
+        t["data"]["name"].as_str().unwrap(),
+        t["data"]["language"].as_str().unwrap()
+    );
+    // The provider calls the panel's receiver: its events show in /webhook-logs.
+    app.sim
+        .set_webhook_url(Some(app.url("/api/webhooks/provider")))
+        .await;
+    let out_dir = format!("{}/browser-output/panel", env!("CARGO_TARGET_TMPDIR"));
+    let seen = browse(
+        "panel.py",
+        json!({
+            "base": app.url(""),
+            "admin_email": "admin@painel.test",
+            "password": PANEL_PASSWORD,
+            "out_dir": out_dir,
+            "template_label": label,
+            "variables": "nome",
+        })
+        .to_string(),
+    )
+    .await;
+
+    // What the browser saw…
+    assert_eq!(
+        seen["wrong_password"], "E-mail ou senha incorretos.",
+        "{seen}"
+    );
+    assert_eq!(seen["dashboard_live"], true, "{seen}");
+    assert!(
+        seen["synced"].as_str().unwrap().starts_with("Sincronizado"),
+        "{seen}"
+    );
+    assert_eq!(seen["preview_rows"], 5, "{seen}");
+    assert!(
+        seen["hygiene"]
+            .as_str()
+            .unwrap()
+            .starts_with("4 válidos · 1 inválidos"),
+        "{seen}"
+    );
+    assert!(
+        seen["progress"].as_str().unwrap().contains("4 enviados"),
+        "{seen}"
+    );
+    assert_eq!(seen["export_rows"], 4, "{seen}");
+    assert_eq!(seen["task_moved"], true, "{seen}");
+    assert!(seen["webhook_log_rows"].as_u64().unwrap() >= 1, "{seen}");
+    assert!(
+        seen["client_refused"].as_str().unwrap().contains("Client"),
+        "{seen}"
+    );
+    assert_eq!(seen["expired"], true, "{seen}");
+    let pages = seen["axe"].as_object().unwrap();
+    for page in [
+        "login",
+        "dashboard",
+        "inventario",
+        "clientes",
+        "usuarios",
+        "templates",
+        "campanhas",
+        "campanha",
+        "tarefas",
+        "webhook-logs",
+    ] {
+        assert!(pages.contains_key(page), "{page} was not checked: {seen}");
+        assert_eq!(seen["phone_width"][page], true, "{seen}");
+    }
+
+    // …is what the API holds: the campaign finished with four sends, approved by the
+    // Operador; the task moved; the panel's writes are in the audit log under each user.
+    let (_, list) = app
+        .call(Method::GET, Some(&admin), "/api/campaigns", None)
+        .await;
+    let c = &list["data"][0];
+    assert_eq!(c["nome"], "Natal no navegador", "{list}");
+    assert_eq!(c["status"], "concluida", "{c}");
+    assert_eq!(c["stats"]["sent"], 4, "{c}");
+    assert_ne!(c["aprovado_por"], c["criado_por"], "{c}");
+    let (_, tasks) = app
+        .call(Method::GET, Some(&admin), "/api/tasks", None)
+        .await;
+    let moved = tasks["data"]["colunas"]["em_andamento"].as_array().unwrap();
+    assert!(
+        moved.iter().any(|t| t["titulo"] == "Trocar foto do número"),
+        "{tasks}"
+    );
+    let (_, audit) = app
+        .call(Method::GET, Some(&admin), "/api/audit-log?limit=500", None)
+        .await;
+    let lines = audit["data"].as_array().unwrap();
+    let by = |who: &str, action: &str| {
+        lines
+            .iter()
+            .any(|l| l["token_name"].as_str().unwrap().contains(who) && l["action"] == action)
+    };
+    assert!(
+        by("admin@painel.test", "POST /api/campaigns/import"),
+        "{audit}"
+    );
+    assert!(
+        by("olga@painel.test", "POST /api/campaigns/{id}/approve"),
+        "{audit}"
+    );
+    assert!(
+        by("admin@painel.test", "POST /api/business-managers/{id}/sync"),
+        "{audit}"
+    );
 }

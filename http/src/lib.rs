@@ -10,6 +10,7 @@ pub mod middleware;
 pub mod openapi;
 pub mod panel;
 pub mod routes;
+mod web;
 
 use actors::Runtime;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
@@ -177,6 +178,12 @@ pub fn router(state: AppState) -> Router {
         ))
         .merge(panel_public)
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes));
+    // The web panel calls the panel API in-process, through its own middleware (D-077).
+    let panel_service = web::PanelApi(
+        Router::new()
+            .nest("/api", panel_api.clone())
+            .with_state(state.clone()),
+    );
     let api = api
         .route("/numbers", axum::routing::get(routes::sender::numbers))
         .route_layer(axum::middleware::from_fn_with_state(
@@ -202,6 +209,7 @@ pub fn router(state: AppState) -> Router {
         .merge(routes::ops::routes())
         .merge(openapi::routes())
         .merge(routes::wiki::public_routes())
+        .merge(web::routes(panel_service))
         .fallback(|| async { error::ApiError::NotFound })
         .method_not_allowed_fallback(|| async { error::ApiError::MethodNotAllowed.into_response() })
         .layer(axum::middleware::from_fn(middleware::track_metrics))

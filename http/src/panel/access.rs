@@ -72,6 +72,8 @@ pub const ROUTES: &[(&str, &str, &[Role])] = &[
     // The provider webhook log (issue 21).
     ("GET", "/api/webhook-logs", STAFF),
     ("POST", "/api/webhook-logs/{id}/reforward", STAFF),
+    // The account's audit log (the web panel's /auditoria): who wrote what, Admin only.
+    ("GET", "/api/audit-log", ADMIN),
     // Templates (the account's library)
     ("GET", "/api/templates", STAFF),
     ("POST", "/api/templates", STAFF),

@@ -159,7 +159,7 @@ pub(crate) struct ImportForm {
     nome: String,
     /// Library template id.
     template_id: i64,
-    /// Sending number ids, comma-separated (`12,13`).
+    /// Sending number ids, comma-separated (`12,13`), or the field repeated once per number.
     numeros: String,
     /// Most contacts sent.
     volume: Option<i64>,
@@ -216,6 +216,16 @@ pub(crate) async fn import(
                 })?;
                 if name == "arquivo" {
                     file = Some(bytes);
+                } else if name == "numeros" {
+                    // Repeated `numeros` fields (a form's checkboxes) add up: `12,13`.
+                    let more = String::from_utf8_lossy(&bytes).trim().to_string();
+                    fields
+                        .entry(name)
+                        .and_modify(|v: &mut String| {
+                            v.push(',');
+                            v.push_str(&more);
+                        })
+                        .or_insert(more);
                 } else {
                     fields.insert(name, String::from_utf8_lossy(&bytes).trim().to_string());
                 }

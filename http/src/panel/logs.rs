@@ -18,6 +18,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list))
         .routes(routes!(reforward))
+        .routes(routes!(audit_log))
 }
 
 /// Filters of `GET /api/webhook-logs`.
@@ -119,4 +120,76 @@ pub(crate) async fn reforward(
 ) -> Result<Json<Value>, ApiError> {
     let queued = state.runtime.reforward(me.account_id(), id).await?;
     Ok(Json(json!({"data": {"id": id, "queued": queued}})))
+}
+
+/// Filters of `GET /api/audit-log`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AuditQuery {
+    /// Lines, 1 to 500 (default 100), the newest first.
+    #[param(minimum = 1, maximum = 500)]
+    limit: Option<i64>,
+}
+
+/// One line of the audit log: a write made through the account API or the panel.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub(crate) struct AuditLineOut {
+    /// Id.
+    id: i64,
+    /// Who: the token's name, or `Nome <email> (painel)` for a panel user.
+    token_name: String,
+    /// `METHOD /route/template`.
+    action: String,
+    /// The concrete path, with ids.
+    target: String,
+    /// The HTTP status answered.
+    status: i64,
+    /// When (ISO 8601, UTC).
+    at: String,
+}
+
+/// `{"data": [AuditLineOut]}`.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub(crate) struct AuditLogOut {
+    /// The lines, the newest first.
+    data: Vec<AuditLineOut>,
+}
+
+#[utoipa::path(get, operation_id = "panel_audit_log", path = "/audit-log", tag = "Auditoria",
+    params(AuditQuery),
+    responses((status = 200, description = "As escritas da conta (API e painel), a mais recente primeiro", body = AuditLogOut),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403 (só Admin), 422", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn audit_log(
+    State(state): State<AppState>,
+    me: PanelUser,
+    q: Result<Query<AuditQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<AuditLogOut>, ApiError> {
+    let Query(q) = q.map_err(crate::extract::query_rejection)?;
+    let limit = q.limit.unwrap_or(100);
+    if !(1..=500).contains(&limit) {
+        return Err(ApiError::invalid(
+            "limit",
+            "limite_invalido",
+            "`limit` deve estar entre 1 e 500.",
+        ));
+    }
+    let lines = state
+        .runtime
+        .store()
+        .list_audit(me.account_id(), limit)
+        .await?;
+    Ok(Json(AuditLogOut {
+        data: lines
+            .into_iter()
+            .map(|l| AuditLineOut {
+                id: l.id,
+                token_name: l.token_name,
+                action: l.action,
+                target: l.target,
+                status: l.status,
+                at: actors::time::iso(l.at),
+            })
+            .collect(),
+    }))
 }

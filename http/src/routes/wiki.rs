@@ -473,6 +473,18 @@ fn escape_html(s: &str) -> String {
     out
 }
 
+/// A page's Markdown as safe HTML: rendered by pulldown-cmark (every extension) and
+/// sanitized by ammonia (no script, no event handler, no `javascript:` link). The public page
+/// and the web panel's wiki show the same HTML.
+pub(crate) fn markdown_html(content: &str) -> String {
+    let mut html = String::new();
+    pulldown_cmark::html::push_html(
+        &mut html,
+        pulldown_cmark::Parser::new_ext(content, pulldown_cmark::Options::all()),
+    );
+    ammonia::clean(&html)
+}
+
 /// A public page as HTML: Markdown rendered (pulldown-cmark) and sanitized (ammonia). Private
 /// and missing pages are 404.
 async fn public_page(
@@ -492,12 +504,7 @@ async fn public_page(
         Err(storage::StorageError::NotFound) => return not_found(),
         Err(e) => return ApiError::from(e).into_response(),
     };
-    let mut html = String::new();
-    pulldown_cmark::html::push_html(
-        &mut html,
-        pulldown_cmark::Parser::new_ext(&p.content, pulldown_cmark::Options::all()),
-    );
-    let body = ammonia::clean(&html);
+    let body = markdown_html(&p.content);
     let title = escape_html(&p.title);
     Html(format!(
         "<!doctype html>\n<html lang=\"pt-BR\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\

@@ -1,0 +1,134 @@
+// disparo's web panel: the CSV preview and column mapping of a new campaign, the kanban's
+// drag and drop, and the example variables of a template's preview. Everything else is htmx.
+(function () {
+  "use strict";
+
+  // One CSV line split on `sep`, with "quoted" fields.
+  function splitLine(line, sep) {
+    var out = [], cur = "", quoted = false;
+    for (var i = 0; i < line.length; i++) {
+      var ch = line[i];
+      if (quoted) {
+        if (ch === '"') {
+          if (line[i + 1] === '"') { cur += '"'; i++; } else { quoted = false; }
+        } else { cur += ch; }
+      } else if (ch === '"') { quoted = true; }
+      else if (ch === sep) { out.push(cur); cur = ""; }
+      else { cur += ch; }
+    }
+    out.push(cur);
+    return out;
+  }
+
+  // The first rows of the chosen CSV as a table, and its header in the column selects.
+  function csvPreview() {
+    var input = document.getElementById("arquivo");
+    if (!input) return;
+    input.addEventListener("change", function () {
+      var file = input.files && input.files[0];
+      if (!file) return;
+      file.slice(0, 65536).text().then(function (text) {
+        var lines = text.replace(/^\uFEFF/, "").split(/\r?\n/)
+          .filter(function (l) { return l.trim() !== ""; }).slice(0, 6);
+        if (!lines.length) return;
+        var sep = lines[0].split(";").length >= lines[0].split(",").length ? ";" : ",";
+        var rows = lines.map(function (l) { return splitLine(l, sep); });
+        var table = document.getElementById("previa-tabela");
+        table.textContent = "";
+        var head = table.createTHead().insertRow();
+        rows[0].forEach(function (h) {
+          var th = document.createElement("th");
+          th.scope = "col";
+          th.textContent = h;
+          head.appendChild(th);
+        });
+        var body = table.createTBody();
+        rows.slice(1).forEach(function (r) {
+          var tr = body.insertRow();
+          r.forEach(function (c) { tr.insertCell().textContent = c; });
+        });
+        ["coluna_numero", "coluna_nome"].forEach(function (id) {
+          var select = document.getElementById(id);
+          while (select.options.length > 1) select.remove(1);
+          rows[0].forEach(function (h) {
+            var o = document.createElement("option");
+            o.value = h.trim();
+            o.textContent = h.trim();
+            select.appendChild(o);
+          });
+        });
+        document.getElementById("previa-csv").hidden = false;
+      });
+    });
+  }
+
+  // Cards dragged between the board's columns; the drop asks the server to move the task
+  // and swaps the board it answers.
+  function kanban() {
+    document.addEventListener("dragstart", function (e) {
+      var card = e.target.closest && e.target.closest("[data-tarefa]");
+      if (!card) return;
+      e.dataTransfer.setData("text/plain", card.dataset.tarefa);
+      e.dataTransfer.effectAllowed = "move";
+    });
+    document.addEventListener("dragover", function (e) {
+      if (e.target.closest && e.target.closest("[data-coluna]")) e.preventDefault();
+    });
+    document.addEventListener("drop", function (e) {
+      var column = e.target.closest && e.target.closest("[data-coluna]");
+      if (!column) return;
+      e.preventDefault();
+      var id = e.dataTransfer.getData("text/plain");
+      if (!id) return;
+      htmx.ajax("POST", "/tarefas/" + encodeURIComponent(id) + "/mover", {
+        target: "#quadro",
+        swap: "outerHTML",
+        values: { status: column.dataset.coluna },
+      });
+    });
+  }
+
+  // A template's body with example values typed by the operator for each {{n}}.
+  function templatePreview() {
+    document.querySelectorAll(".previa[data-corpo]").forEach(function (box) {
+      var body = box.dataset.corpo;
+      var pattern = /\{\{\s*(\w+)\s*\}\}/g;
+      var names = [], values = {}, m;
+      while ((m = pattern.exec(body))) {
+        if (names.indexOf(m[1]) < 0) names.push(m[1]);
+      }
+      var holder = box.querySelector(".variaveis");
+      var text = box.querySelector(".texto");
+      function paint() {
+        text.textContent = body.replace(pattern, function (_, n) {
+          return values[n] || "{{" + n + "}}";
+        });
+      }
+      names.forEach(function (n) {
+        var label = document.createElement("label");
+        label.textContent = "Exemplo para {{" + n + "}} ";
+        var input = document.createElement("input");
+        input.value = "exemplo " + n;
+        values[n] = input.value;
+        input.addEventListener("input", function () { values[n] = input.value; paint(); });
+        label.appendChild(input);
+        holder.appendChild(label);
+      });
+      paint();
+    });
+  }
+
+  // A form marked `data-limpar` is emptied once htmx has sent it successfully.
+  document.addEventListener("htmx:afterRequest", function (e) {
+    var form = e.detail.elt;
+    if (e.detail.successful && form && form.matches && form.matches("form[data-limpar]")) {
+      form.reset();
+    }
+  });
+
+  document.addEventListener("DOMContentLoaded", function () {
+    csvPreview();
+    kanban();
+    templatePreview();
+  });
+})();

@@ -1,0 +1,1028 @@
+//! The web panel's handlers: each reads or writes through the panel API as the operator's
+//! session ([`Caller`]) and renders an askama template (`http/templates/`). Form actions
+//! answer a redirect (or `HX-Refresh` / a fragment for htmx) on success and the API's own
+//! message on failure.
+
+use super::views::*;
+use super::{Caller, Envelope, Failure, WebError};
+use crate::AppState;
+use askama::Template;
+use axum::body::Body;
+use axum::extract::{Path, Query, RawQuery, State};
+use axum::http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use axum::http::{Method, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::Form;
+use futures::Stream;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::convert::Infallible;
+use std::time::Duration;
+
+// ---- rendering ---------------------------------------------------------------------------
+
+/// A template rendered as a page.
+fn render<T: Template>(t: &T) -> Result<Response, WebError> {
+    t.render().map(|s| Html(s).into_response()).map_err(|e| {
+        tracing::error!(error = %e, "a page template failed to render");
+        WebError {
+            failure: Failure::Api {
+                status: StatusCode::INTERNAL_SERVER_ERROR,
+                message: "A página não pôde ser montada.".into(),
+            },
+            htmx: false,
+        }
+    })
+}
+
+#[derive(Template)]
+#[template(path = "alerta.html")]
+struct AlertFragment<'a> {
+    message: &'a str,
+}
+
+/// An error alert (`role="alert"`), swapped into `#avisos` by htmx.
+pub(super) fn alert_fragment(message: &str) -> String {
+    AlertFragment { message }.render().unwrap_or_default()
+}
+
+#[derive(Template)]
+#[template(path = "erro.html")]
+struct ErrorPage<'a> {
+    status: u16,
+    message: &'a str,
+}
+
+/// A page that shows an error and the way back.
+pub(super) fn error_page(status: StatusCode, message: &str) -> String {
+    ErrorPage {
+        status: status.as_u16(),
+        message,
+    }
+    .render()
+    .unwrap_or_default()
+}
+
+/// After a successful form action: back to `to` (a redirect, or `HX-Location` for htmx).
+fn done(c: &Caller, to: &str) -> Response {
+    if c.htmx {
+        match HeaderValue::from_str(to) {
+            Ok(v) => (
+                StatusCode::OK,
+                [(HeaderName::from_static("hx-location"), v)],
+            )
+                .into_response(),
+            Err(_) => Redirect::to("/").into_response(),
+        }
+    } else {
+        Redirect::to(to).into_response()
+    }
+}
+
+/// `Some(n)` for a filled form field holding a number; `None` for blank.
+fn opt_id(v: &Option<String>) -> Option<i64> {
+    v.as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .and_then(|s| s.parse().ok())
+}
+
+/// A filled form field, trimmed; `None` for blank.
+fn opt_text(v: &Option<String>) -> Option<String> {
+    v.as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+}
+
+/// Percent-encodes a query value.
+fn q(v: &str) -> String {
+    url::form_urlencoded::byte_serialize(v.as_bytes()).collect()
+}
+
+// ---- login ---------------------------------------------------------------------------------
+
+#[derive(Template)]
+#[template(path = "login.html")]
+struct LoginPage {
+    message: Option<String>,
+    email: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct LoginQuery {
+    expirada: Option<String>,
+}
+
+pub(super) async fn login_page(Query(q): Query<LoginQuery>) -> Result<Response, WebError> {
+    render(&LoginPage {
+        message: q
+            .expirada
+            .map(|_| "Sua sessão expirou ou foi encerrada. Entre de novo.".into()),
+        email: String::new(),
+    })
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct LoginForm {
+    email: String,
+    password: String,
+}
+
+/// `POST /login`: `POST /api/login`, then the session in the cookie.
+pub(super) async fn login(
+    state: State<AppState>,
+    c: Caller,
+    Form(f): Form<LoginForm>,
+) -> Result<Response, WebError> {
+    let answer = c
+        .json(
+            Method::POST,
+            "/api/login",
+            Some(json!({"email": f.email, "password": f.password})),
+        )
+        .await;
+    match answer {
+        Ok(v) => {
+            let token = v["data"]["token"].as_str().unwrap_or_default();
+            let Some(cookie) = super::session_cookie(token, super::secure_cookies(&state)) else {
+                return Err(c.fail(Failure::LoggedOut));
+            };
+            Ok(([(header::SET_COOKIE, cookie)], Redirect::to("/")).into_response())
+        }
+        Err(WebError {
+            failure: Failure::Api { status, message },
+            ..
+        }) => {
+            let mut page = render(&LoginPage {
+                message: Some(message),
+                email: f.email,
+            })?;
+            *page.status_mut() = status;
+            Ok(page)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// `POST /logout`: revokes the session (`POST /api/logout`) and forgets the cookie.
+pub(super) async fn logout(c: Caller) -> Response {
+    if c.has_session() {
+        let _ = c.json(Method::POST, "/api/logout", None).await;
+    }
+    (
+        [(header::SET_COOKIE, super::clear_cookie())],
+        Redirect::to("/login"),
+    )
+        .into_response()
+}
+
+// ---- dashboard -------------------------------------------------------------------------
+
+#[derive(Template)]
+#[template(path = "dashboard.html")]
+struct DashboardPage {
+    me: Me,
+    kpis: Dashboard,
+    alerts: Vec<Alert>,
+}
+
+#[derive(Template)]
+#[template(path = "kpis.html")]
+struct KpisFragment {
+    kpis: Dashboard,
+}
+
+/// `GET /`: KPIs and alerts by severity.
+pub(super) async fn dashboard(c: Caller) -> Result<Response, WebError> {
+    if !c.has_session() {
+        return Ok(Redirect::to("/login").into_response());
+    }
+    let me: Me = c.data("/api/me").await?;
+    let kpis: Dashboard = c.data("/api/dashboard").await?;
+    let alerts: Vec<Alert> = c.data("/api/alertas").await?;
+    render(&DashboardPage { me, kpis, alerts })
+}
+
+/// A stream of rendered fragments: `make` every `every`, as SSE events named `name`; ends
+/// when the session does.
+fn live<F, Fut>(
+    every: Duration,
+    name: &'static str,
+    make: F,
+) -> impl Stream<Item = Result<Event, Infallible>>
+where
+    F: Fn() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<String, WebError>> + Send,
+{
+    futures::stream::unfold((make, true), move |(make, first)| async move {
+        if !first {
+            tokio::time::sleep(every).await;
+        }
+        match make().await {
+            Ok(html) => Some((Ok(Event::default().event(name).data(html)), (make, false))),
+            Err(WebError {
+                failure: Failure::LoggedOut,
+                ..
+            }) => None,
+            Err(WebError {
+                failure: Failure::Api { message, .. },
+                ..
+            }) => Some((
+                Ok(Event::default().event(name).data(alert_fragment(&message))),
+                (make, false),
+            )),
+        }
+    })
+}
+
+/// `GET /eventos/dashboard`: the KPIs, re-rendered every 2 s (SSE event `kpis`).
+pub(super) async fn dashboard_events(c: Caller) -> Result<Response, WebError> {
+    c.data::<Me>("/api/me").await?;
+    let c = std::sync::Arc::new(c);
+    let stream = live(Duration::from_secs(2), "kpis", move || {
+        let c = c.clone();
+        async move {
+            let kpis: Dashboard = c.data("/api/dashboard").await?;
+            KpisFragment { kpis }
+                .render()
+                .map_err(|_| c.fail(Failure::LoggedOut))
+        }
+    });
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
+
+// ---- inventory -------------------------------------------------------------------------
+
+#[derive(Template)]
+#[template(path = "inventario.html")]
+struct InventoryPage {
+    me: Me,
+    bms: Vec<Bm>,
+    clients: Vec<Client>,
+}
+
+#[derive(Template)]
+#[template(path = "bm.html")]
+struct BmFragment {
+    me: Me,
+    bm: Bm,
+    clients: Vec<Client>,
+    notice: Option<String>,
+}
+
+/// `GET /inventario`: BMs → WABAs → numbers.
+pub(super) async fn inventory(c: Caller) -> Result<Response, WebError> {
+    let me: Me = c.data("/api/me").await?;
+    let bms: Vec<Bm> = c.data("/api/business-managers").await?;
+    let clients: Vec<Client> = c.data("/api/clientes").await?;
+    render(&InventoryPage { me, bms, clients })
+}
+
+/// `POST /inventario/bms/{id}/sync`: `POST /api/business-managers/{id}/sync`; the BM's card
+/// again, with what the sync found.
+pub(super) async fn sync_bm(c: Caller, Path(id): Path<i64>) -> Result<Response, WebError> {
+    let me: Me = c.data("/api/me").await?;
+    let v = c
+        .json(
+            Method::POST,
+            &format!("/api/business-managers/{id}/sync"),
+            None,
+        )
+        .await?;
+    let bm: Bm = serde_json::from_value(v["data"]["bm"].clone()).map_err(|_| {
+        c.fail(Failure::Api {
+            status: StatusCode::BAD_GATEWAY,
+            message: "A resposta da sincronização não pôde ser lida.".into(),
+        })
+    })?;
+    let s = &v["data"]["sync"];
+    let notice = format!(
+        "Sincronizado: {} WABA(s), {} template(s) importado(s), {} número(s) novo(s), {} foto(s).",
+        s["wabas"].as_array().map_or(0, Vec::len),
+        s["templates_imported"].as_i64().unwrap_or(0),
+        s["created_numbers"].as_array().map_or(0, Vec::len),
+        s["photos"].as_i64().unwrap_or(0),
+    );
+    let clients: Vec<Client> = c.data("/api/clientes").await?;
+    render(&BmFragment {
+        me,
+        bm,
+        clients,
+        notice: Some(notice),
+    })
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct NumberForm {
+    nome_exibicao: Option<String>,
+    cliente_id: Option<String>,
+}
+
+/// `POST /inventario/numeros/{id}`: display name and client (`PUT /api/phone-numbers/{id}`).
+pub(super) async fn update_number(
+    c: Caller,
+    Path(id): Path<i64>,
+    Form(f): Form<NumberForm>,
+) -> Result<Response, WebError> {
+    let mut body = json!({"cliente_id": opt_id(&f.cliente_id)});
+    if let Some(n) = opt_text(&f.nome_exibicao) {
+        body["nome_exibicao"] = json!(n);
+    }
+    c.json(Method::PUT, &format!("/api/phone-numbers/{id}"), Some(body))
+        .await?;
+    Ok(done(&c, &format!("/inventario#numero-{id}")))
+}
+
+/// `POST /inventario/numeros/{id}/foto`: the multipart form as it came, to
+/// `POST /api/phone-numbers/{id}/foto`.
+pub(super) async fn number_photo(
+    c: Caller,
+    Path(id): Path<i64>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, WebError> {
+    let resp = c
+        .raw(
+            Method::POST,
+            &format!("/api/phone-numbers/{id}/foto"),
+            headers.get(header::CONTENT_TYPE).cloned(),
+            body,
+        )
+        .await?;
+    c.read(resp).await?;
+    Ok(done(&c, &format!("/inventario#numero-{id}")))
+}
+
+// ---- clients, users, API tokens ----------------------------------------------------------
+
+#[derive(Template)]
+#[template(path = "clientes.html")]
+struct ClientsPage {
+    me: Me,
+    clients: Vec<Client>,
+    secret: Option<(String, String)>,
+}
+
+/// `GET /clientes`.
+pub(super) async fn clients(c: Caller) -> Result<Response, WebError> {
+    let me: Me = c.data("/api/me").await?;
+    let clients: Vec<Client> = c.data("/api/clientes").await?;
+    render(&ClientsPage {
+        me,
+        clients,
+        secret: None,
+    })
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct ClientForm {
+    nome: String,
+    documento: Option<String>,
+    webhook_url: Option<String>,
+}
+
+/// `POST /clientes`: `POST /api/clientes`; the page again with the webhook secret, shown once.
+pub(super) async fn create_client(
+    c: Caller,
+    Form(f): Form<ClientForm>,
+) -> Result<Response, WebError> {
+    let v = c
+        .json(
+            Method::POST,
+            "/api/clientes",
+            Some(json!({"nome": f.nome, "documento": opt_text(&f.documento), "webhook_url": opt_text(&f.webhook_url)})),
+        )
+        .await?;
+    let secret = v["data"]["webhook_secret"].as_str().map(|s| {
+        (
+            v["data"]["nome"].as_str().unwrap_or_default().to_string(),
+            s.to_string(),
+        )
+    });
+    let me: Me = c.data("/api/me").await?;
+    let clients: Vec<Client> = c.data("/api/clientes").await?;
+    render(&ClientsPage {
+        me,
+        clients,
+        secret,
+    })
+}
+
+#[derive(Template)]
+#[template(path = "segredo.html")]
+struct SecretFragment {
+    label: String,
+    value: String,
+}
+
+/// `POST /clientes/{id}/segredo`: a new webhook secret (`POST /api/clientes/{id}/webhook-secret`),
+/// shown once in place.
+pub(super) async fn rotate_client_secret(
+    c: Caller,
+    Path(id): Path<i64>,
+) -> Result<Response, WebError> {
+    let v = c
+        .json(
+            Method::POST,
+            &format!("/api/clientes/{id}/webhook-secret"),
+            None,
+        )
+        .await?;
+    render(&SecretFragment {
+        label: "Novo segredo do webhook (mostrado uma vez; assinaturas antigas deixam de valer)"
+            .into(),
+        value: v["data"]["webhook_secret"]
+            .as_str()
+            .unwrap_or_default()
+            .into(),
+    })
+}
+
+#[derive(Template)]
+#[template(path = "usuarios.html")]
+struct UsersPage {
+    me: Me,
+    users: Vec<User>,
+    clients: Vec<Client>,
+}
+
+/// `GET /usuarios` (Admin: the API refuses the others).
+pub(super) async fn users(c: Caller) -> Result<Response, WebError> {
+    let me: Me = c.data("/api/me").await?;
+    let users: Vec<User> = c.data("/api/users").await?;
+    let clients: Vec<Client> = c.data("/api/clientes").await?;
+    render(&UsersPage { me, users, clients })
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct UserForm {
+    email: String,
+    name: String,
+    role: String,
+    password: String,
+    cliente_id: Option<String>,
+}
+
+/// `POST /usuarios`: `POST /api/users`.
+pub(super) async fn create_user(c: Caller, Form(f): Form<UserForm>) -> Result<Response, WebError> {
+    c.json(
+        Method::POST,
+        "/api/users",
+        Some(json!({"email": f.email, "name": f.name, "role": f.role, "password": f.password, "cliente_id": opt_id(&f.cliente_id)})),
+    )
+    .await?;
+    Ok(done(&c, "/usuarios"))
+}
+
+/// `POST /usuarios/{id}/token`: the user's public sender token (`POST /api/users/{id}/api-token`),
+/// shown once in place.
+pub(super) async fn create_api_token(c: Caller, Path(id): Path<i64>) -> Result<Response, WebError> {
+    let v = c
+        .json(Method::POST, &format!("/api/users/{id}/api-token"), None)
+        .await?;
+    render(&SecretFragment {
+        label: "Token do remetente público (mostrado uma vez; o anterior foi revogado)".into(),
+        value: v["data"]["token"].as_str().unwrap_or_default().into(),
+    })
+}
+
+// ---- templates -------------------------------------------------------------------------
+
+#[derive(Template)]
+#[template(path = "templates.html")]
+struct TemplatesPage {
+    me: Me,
+    templates: Vec<TemplateView>,
+    numbers: Vec<Number>,
+}
+
+impl TemplatesPage {
+    /// The number's phone, for a template's channel id.
+    fn phone(&self, channel_id: &i64) -> String {
+        phone_of(&self.numbers, *channel_id)
+    }
+}
+
+/// `GET /templates`: the library, per-number status and quality, a preview.
+pub(super) async fn templates(c: Caller) -> Result<Response, WebError> {
+    let me: Me = c.data("/api/me").await?;
+    let templates: Vec<TemplateView> = c.data("/api/templates?limit=200").await?;
+    let numbers: Vec<Number> = c.data("/api/phone-numbers").await?;
+    render(&TemplatesPage {
+        me,
+        templates,
+        numbers,
+    })
+}
+
+// ---- campaigns -------------------------------------------------------------------------
+
+#[derive(Template)]
+#[template(path = "campanhas.html")]
+struct CampaignsPage {
+    me: Me,
+    campaigns: Vec<Campaign>,
+    templates: Vec<TemplateView>,
+    numbers: Vec<Number>,
+    dispatch: DispatchSetting,
+}
+
+/// `GET /campanhas`: the list, the CSV form and the dispatch switch.
+pub(super) async fn campaigns(c: Caller) -> Result<Response, WebError> {
+    let me: Me = c.data("/api/me").await?;
+    let campaigns: Vec<Campaign> = c.data("/api/campaigns?limit=100").await?;
+    let templates: Vec<TemplateView> = c.data("/api/templates?limit=200").await?;
+    let numbers: Vec<Number> = c.data("/api/phone-numbers").await?;
+    let dispatch: DispatchSetting = c.data("/api/settings/dispatch").await?;
+    render(&CampaignsPage {
+        me,
+        campaigns,
+        templates,
+        numbers,
+        dispatch,
+    })
+}
+
+/// `POST /campanhas`: the multipart form as it came, to `POST /api/campaigns/import`; then
+/// the new campaign's page.
+pub(super) async fn import_campaign(
+    c: Caller,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, WebError> {
+    let resp = c
+        .raw(
+            Method::POST,
+            "/api/campaigns/import",
+            headers.get(header::CONTENT_TYPE).cloned(),
+            body,
+        )
+        .await?;
+    let v = c.read(resp).await?;
+    let id = v["data"]["id"].as_i64().unwrap_or_default();
+    Ok(done(&c, &format!("/campanhas/{id}")))
+}
+
+#[derive(Template)]
+#[template(path = "campanha.html")]
+struct CampaignPage {
+    me: Me,
+    campaign: Campaign,
+    report: Report,
+    invalid: Vec<Contact>,
+    sends: Envelope<Vec<SendLine>>,
+    numbers: Vec<Number>,
+    filter: SendsFilter,
+    export_query: String,
+}
+
+#[derive(Template)]
+#[template(path = "progresso.html")]
+struct ProgressFragment {
+    campaign: Campaign,
+    report: Report,
+    numbers: Vec<Number>,
+}
+
+/// The phone of a channel id among `numbers`.
+fn phone_of(numbers: &[Number], id: i64) -> String {
+    numbers
+        .iter()
+        .find(|n| n.id == id)
+        .map_or_else(|| format!("#{id}"), |n| n.telefone.clone())
+}
+
+impl CampaignPage {
+    fn phone(&self, id: &i64) -> String {
+        phone_of(&self.numbers, *id)
+    }
+
+    /// The sends' statuses a filter may pick.
+    fn statuses(&self) -> [&'static str; 7] {
+        [
+            "queued",
+            "sending",
+            "sent",
+            "delivered",
+            "read",
+            "failed",
+            "skipped",
+        ]
+    }
+
+    /// Whether the filter picked `status`.
+    fn selected(&self, status: &str) -> bool {
+        self.filter.status.as_deref() == Some(status)
+    }
+}
+
+impl ProgressFragment {
+    fn phone(&self, id: &i64) -> String {
+        phone_of(&self.numbers, *id)
+    }
+}
+
+/// The sends' filters of a campaign page.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct SendsFilter {
+    status: Option<String>,
+    destino: Option<String>,
+    cursor: Option<String>,
+}
+
+impl SendsFilter {
+    /// The query string of the API (and the export) for these filters.
+    fn query(&self, with_cursor: bool) -> String {
+        let mut parts = Vec::new();
+        if let Some(s) = opt_text(&self.status) {
+            parts.push(format!("status={}", q(&s)));
+        }
+        if let Some(d) = opt_text(&self.destino) {
+            parts.push(format!("destino={}", q(&d)));
+        }
+        if with_cursor {
+            if let Some(cur) = opt_text(&self.cursor) {
+                parts.push(format!("cursor={}", q(&cur)));
+            }
+        }
+        parts.join("&")
+    }
+}
+
+/// `GET /campanhas/{id}`: state, hygiene result, actions, live progress per number, charts,
+/// sends with filters.
+pub(super) async fn campaign(
+    c: Caller,
+    Path(id): Path<i64>,
+    Query(filter): Query<SendsFilter>,
+) -> Result<Response, WebError> {
+    let me: Me = c.data("/api/me").await?;
+    let campaign: Campaign = c.data(&format!("/api/campaigns/{id}")).await?;
+    let report: Report = c.data(&format!("/api/campaigns/{id}/report")).await?;
+    let invalid: Vec<Contact> = c
+        .data(&format!(
+            "/api/campaigns/{id}/contacts?status=invalid&limit=100"
+        ))
+        .await?;
+    let sends: Envelope<Vec<SendLine>> = c
+        .get(&format!(
+            "/api/campaigns/{id}/sends?limit=50&{}",
+            filter.query(true)
+        ))
+        .await?;
+    let numbers: Vec<Number> = c.data("/api/phone-numbers").await?;
+    let export_query = filter.query(false);
+    render(&CampaignPage {
+        me,
+        campaign,
+        report,
+        invalid,
+        sends,
+        numbers,
+        filter,
+        export_query,
+    })
+}
+
+/// `GET /campanhas/{id}/eventos`: the progress, re-rendered every second (SSE event
+/// `progresso`).
+pub(super) async fn campaign_events(c: Caller, Path(id): Path<i64>) -> Result<Response, WebError> {
+    c.data::<Campaign>(&format!("/api/campaigns/{id}")).await?;
+    let c = std::sync::Arc::new(c);
+    let stream = live(Duration::from_secs(1), "progresso", move || {
+        let c = c.clone();
+        async move {
+            let campaign: Campaign = c.data(&format!("/api/campaigns/{id}")).await?;
+            let report: Report = c.data(&format!("/api/campaigns/{id}/report")).await?;
+            let numbers: Vec<Number> = c.data("/api/phone-numbers").await?;
+            ProgressFragment {
+                campaign,
+                report,
+                numbers,
+            }
+            .render()
+            .map_err(|_| c.fail(Failure::LoggedOut))
+        }
+    });
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
+
+/// `GET /campanhas/{id}/export`: the API's CSV (`GET /api/campaigns/{id}/sends/export`), as it
+/// comes.
+pub(super) async fn export_campaign(
+    c: Caller,
+    Path(id): Path<i64>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, WebError> {
+    let path = match query {
+        Some(qs) if !qs.is_empty() => format!("/api/campaigns/{id}/sends/export?{qs}"),
+        _ => format!("/api/campaigns/{id}/sends/export"),
+    };
+    let resp = c.raw(Method::GET, &path, None, Body::empty()).await?;
+    if !resp.status().is_success() {
+        c.read(resp).await?;
+        return Err(c.fail(Failure::Api {
+            status: StatusCode::BAD_GATEWAY,
+            message: "A exportação não pôde ser lida.".into(),
+        }));
+    }
+    let (parts, body) = resp.into_parts();
+    let mut out = Response::new(body);
+    for h in [header::CONTENT_TYPE, header::CONTENT_DISPOSITION] {
+        if let Some(v) = parts.headers.get(&h) {
+            out.headers_mut().insert(h, v.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// `POST /campanhas/{id}/{acao}`: `higienizar`, `validar`, `aprovar`, `disparar`, `pausar`,
+/// `retomar`, `cancelar` — each one call of the panel API.
+pub(super) async fn campaign_action(
+    c: Caller,
+    Path((id, action)): Path<(i64, String)>,
+) -> Result<Response, WebError> {
+    let (method, path, body) = match action.as_str() {
+        "higienizar" => (Method::POST, format!("/api/campaigns/{id}/hygiene"), None),
+        "validar" => (Method::POST, format!("/api/campaigns/{id}/validate"), None),
+        "aprovar" => (Method::POST, format!("/api/campaigns/{id}/approve"), None),
+        "disparar" => (Method::POST, format!("/api/campaigns/{id}/dispatch"), None),
+        "pausar" => (
+            Method::PUT,
+            format!("/api/campaigns/{id}"),
+            Some(json!({"status": "pausada"})),
+        ),
+        "retomar" => (
+            Method::PUT,
+            format!("/api/campaigns/{id}"),
+            Some(json!({"status": "em_andamento"})),
+        ),
+        "cancelar" => (
+            Method::PUT,
+            format!("/api/campaigns/{id}"),
+            Some(json!({"status": "cancelada"})),
+        ),
+        _ => {
+            return Err(c.fail(Failure::Api {
+                status: StatusCode::NOT_FOUND,
+                message: "Ação desconhecida.".into(),
+            }))
+        }
+    };
+    c.json(method, &path, body).await?;
+    Ok(done(&c, &format!("/campanhas/{id}")))
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct DispatchForm {
+    habilitado: String,
+}
+
+/// `POST /configuracoes/disparo`: the `DISPARO_ENABLED` switch (`PUT /api/settings/dispatch`,
+/// Admin).
+pub(super) async fn set_dispatch(
+    c: Caller,
+    Form(f): Form<DispatchForm>,
+) -> Result<Response, WebError> {
+    c.json(
+        Method::PUT,
+        "/api/settings/dispatch",
+        Some(json!({"habilitado": f.habilitado == "true"})),
+    )
+    .await?;
+    Ok(done(&c, "/campanhas"))
+}
+
+// ---- tasks -------------------------------------------------------------------------------
+
+/// The kanban's columns, in order, with their titles.
+const COLUMNS: &[(&str, &str)] = &[
+    ("aberto", "Aberto"),
+    ("em_andamento", "Em andamento"),
+    ("aguardando", "Aguardando"),
+    ("resolvido", "Resolvido"),
+];
+
+#[derive(Template)]
+#[template(path = "tarefas.html")]
+struct TasksPage {
+    me: Me,
+    board: BoardView,
+}
+
+#[derive(Template)]
+#[template(path = "quadro.html")]
+struct BoardFragment {
+    board: BoardView,
+}
+
+/// The board's columns in order.
+struct BoardView {
+    columns: Vec<(String, String, Vec<Task>)>,
+}
+
+impl BoardView {
+    fn of(mut b: Board) -> Self {
+        Self {
+            columns: COLUMNS
+                .iter()
+                .map(|(k, t)| {
+                    (
+                        k.to_string(),
+                        t.to_string(),
+                        b.colunas.remove(*k).unwrap_or_default(),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// The columns a card may move to: `(key, title, "selected" or "")`.
+    fn options(&self, current: &str) -> Vec<(&'static str, &'static str, &'static str)> {
+        COLUMNS
+            .iter()
+            .map(|(k, t)| (*k, *t, if *k == current { "selected" } else { "" }))
+            .collect()
+    }
+}
+
+/// `GET /tarefas`: the kanban board.
+pub(super) async fn tasks(c: Caller) -> Result<Response, WebError> {
+    let me: Me = c.data("/api/me").await?;
+    let board = BoardView::of(c.data("/api/tasks").await?);
+    render(&TasksPage { me, board })
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct TaskForm {
+    titulo: String,
+    descricao: Option<String>,
+    prioridade: Option<String>,
+}
+
+/// `POST /tarefas`: `POST /api/tasks`; the board again (htmx) or the page.
+pub(super) async fn create_task(c: Caller, Form(f): Form<TaskForm>) -> Result<Response, WebError> {
+    c.json(
+        Method::POST,
+        "/api/tasks",
+        Some(json!({"titulo": f.titulo, "descricao": f.descricao.unwrap_or_default(), "prioridade": opt_text(&f.prioridade)})),
+    )
+    .await?;
+    if !c.htmx {
+        return Ok(done(&c, "/tarefas"));
+    }
+    let board = BoardView::of(c.data("/api/tasks").await?);
+    render(&BoardFragment { board })
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct MoveForm {
+    status: String,
+    posicao: Option<String>,
+}
+
+/// `POST /tarefas/{id}/mover`: the task in another column (`PUT /api/tasks/{id}` with its
+/// fields as read); the board again.
+pub(super) async fn move_task(
+    c: Caller,
+    Path(id): Path<i64>,
+    Form(f): Form<MoveForm>,
+) -> Result<Response, WebError> {
+    let current = c
+        .json(Method::GET, &format!("/api/tasks/{id}"), None)
+        .await?;
+    let t = &current["data"];
+    let mut body = serde_json::Map::new();
+    for k in [
+        "titulo",
+        "descricao",
+        "prioridade",
+        "responsavel_id",
+        "bm_id",
+        "waba_id",
+        "numero_id",
+        "campanha_id",
+    ] {
+        body.insert(k.into(), t[k].clone());
+    }
+    body.insert("status".into(), json!(f.status));
+    if let Some(p) = opt_id(&f.posicao) {
+        body.insert("posicao".into(), json!(p));
+    }
+    c.json(
+        Method::PUT,
+        &format!("/api/tasks/{id}"),
+        Some(Value::Object(body)),
+    )
+    .await?;
+    let board = BoardView::of(c.data("/api/tasks").await?);
+    render(&BoardFragment { board })
+}
+
+// ---- logs, audit, wiki -------------------------------------------------------------------
+
+#[derive(Template)]
+#[template(path = "webhook_logs.html")]
+struct LogsPage {
+    me: Me,
+    logs: Envelope<Vec<WebhookLog>>,
+    tipo: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct LogsQuery {
+    tipo: Option<String>,
+    cursor: Option<String>,
+}
+
+/// `GET /webhook-logs`: every verification and event the provider sent, with signature and
+/// forwarding status (spec "Events").
+pub(super) async fn webhook_logs(
+    c: Caller,
+    Query(lq): Query<LogsQuery>,
+) -> Result<Response, WebError> {
+    let me: Me = c.data("/api/me").await?;
+    let tipo = opt_text(&lq.tipo).unwrap_or_default();
+    let mut path = "/api/webhook-logs?limit=50".to_string();
+    if !tipo.is_empty() {
+        path.push_str(&format!("&tipo={}", q(&tipo)));
+    }
+    if let Some(cur) = opt_text(&lq.cursor) {
+        path.push_str(&format!("&cursor={}", q(&cur)));
+    }
+    let logs: Envelope<Vec<WebhookLog>> = c.get(&path).await?;
+    render(&LogsPage { me, logs, tipo })
+}
+
+#[derive(Template)]
+#[template(path = "aviso.html")]
+struct NoticeFragment {
+    message: String,
+}
+
+/// `POST /webhook-logs/{id}/reenviar`: `POST /api/webhook-logs/{id}/reforward`.
+pub(super) async fn reforward(c: Caller, Path(id): Path<i64>) -> Result<Response, WebError> {
+    let v = c
+        .json(
+            Method::POST,
+            &format!("/api/webhook-logs/{id}/reforward"),
+            None,
+        )
+        .await?;
+    render(&NoticeFragment {
+        message: format!(
+            "Reencaminhado: {} entrega(s) na fila.",
+            v["data"]["queued"].as_i64().unwrap_or(0)
+        ),
+    })
+}
+
+#[derive(Template)]
+#[template(path = "auditoria.html")]
+struct AuditPage {
+    me: Me,
+    lines: Vec<AuditLine>,
+}
+
+/// `GET /auditoria`: the account's audit log (`GET /api/audit-log`, Admin).
+pub(super) async fn audit(c: Caller) -> Result<Response, WebError> {
+    let me: Me = c.data("/api/me").await?;
+    let lines: Vec<AuditLine> = c.data("/api/audit-log?limit=200").await?;
+    render(&AuditPage { me, lines })
+}
+
+#[derive(Template)]
+#[template(path = "wiki.html")]
+struct WikiListPage {
+    me: Me,
+    pages: Vec<WikiEntry>,
+}
+
+/// `GET /wiki`.
+pub(super) async fn wiki(c: Caller) -> Result<Response, WebError> {
+    let me: Me = c.data("/api/me").await?;
+    let pages: Vec<WikiEntry> = c.data("/api/wiki?limit=200").await?;
+    render(&WikiListPage { me, pages })
+}
+
+#[derive(Template)]
+#[template(path = "wiki_pagina.html")]
+struct WikiShowPage {
+    me: Me,
+    page: WikiPage,
+    html: String,
+}
+
+/// `GET /wiki/{slug}`: the page's Markdown as sanitized HTML (the public page's renderer).
+pub(super) async fn wiki_page(c: Caller, Path(slug): Path<String>) -> Result<Response, WebError> {
+    let me: Me = c.data("/api/me").await?;
+    let page: WikiPage = c.data(&format!("/api/wiki/{}", q(&slug))).await?;
+    let html = crate::routes::wiki::markdown_html(&page.content);
+    render(&WikiShowPage { me, page, html })
+}

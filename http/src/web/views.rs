@@ -1,0 +1,452 @@
+//! What the pages read of the panel API's answers (`data` of `/api/…`): only the fields a page
+//! shows, so a renamed field fails the page's test instead of showing blanks. Shapes are the
+//! API's (spec `panel-api.md`, the panel's OpenAPI document at `/api/openapi.json`).
+
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// `GET /api/me`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Me {
+    pub name: String,
+    pub email: String,
+    /// `Admin`, `Operador` or `Client`.
+    pub role: String,
+    /// The account's slug.
+    pub account: String,
+}
+
+impl Me {
+    /// Admin or Operador.
+    pub fn staff(&self) -> bool {
+        self.role == "Admin" || self.role == "Operador"
+    }
+
+    /// Admin.
+    pub fn admin(&self) -> bool {
+        self.role == "Admin"
+    }
+}
+
+/// Counts by a label (`{"GREEN": 3}`).
+pub type Counts = BTreeMap<String, i64>;
+
+/// `GET /api/dashboard`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Dashboard {
+    pub alertas: AlertCounts,
+    pub bms: BmKpis,
+    pub wabas: WabaKpis,
+    pub numeros: NumberKpis,
+    pub tarefas_abertas: TaskKpis,
+}
+
+/// Alerts by severity.
+#[derive(Debug, Clone, Deserialize)]
+pub struct AlertCounts {
+    pub critica: i64,
+    pub atencao: i64,
+}
+
+/// BMs by health.
+#[derive(Debug, Clone, Deserialize)]
+pub struct BmKpis {
+    pub total: i64,
+    pub por_saude: Counts,
+}
+
+/// WABAs by standing.
+#[derive(Debug, Clone, Deserialize)]
+pub struct WabaKpis {
+    pub total: i64,
+    pub por_situacao: Counts,
+}
+
+/// Open tasks by priority.
+#[derive(Debug, Clone, Deserialize)]
+pub struct TaskKpis {
+    pub total: i64,
+    pub por_prioridade: Counts,
+}
+
+/// The numbers' KPIs.
+#[derive(Debug, Clone, Deserialize)]
+pub struct NumberKpis {
+    pub total: i64,
+    pub perto_do_limite: i64,
+    pub por_qualidade: Counts,
+    pub por_saude: Counts,
+    pub por_tier: Counts,
+}
+
+/// `GET /api/alertas` item.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Alert {
+    /// `critica` or `atencao`.
+    pub severidade: String,
+    /// `bm`, `waba`, `numero`, `template`.
+    pub tipo: String,
+    pub id: i64,
+    pub nome: String,
+    pub codigo: String,
+    pub mensagem: String,
+    pub proxima_acao: Option<String>,
+}
+
+impl Alert {
+    /// The page that shows the record at fault.
+    pub fn link(&self) -> String {
+        match self.tipo.as_str() {
+            "template" => "/templates".into(),
+            "bm" => format!("/inventario#bm-{}", self.id),
+            "waba" => format!("/inventario#waba-{}", self.id),
+            _ => format!("/inventario#numero-{}", self.id),
+        }
+    }
+}
+
+/// `GET /api/business-managers` item.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Bm {
+    pub id: i64,
+    pub nome: String,
+    pub id_provider: Option<String>,
+    pub health_status: String,
+    pub last_sync_at: Option<String>,
+    pub tier: Option<String>,
+    pub verificacao: Option<String>,
+    pub cliente: Option<String>,
+    pub wabas: Vec<Waba>,
+}
+
+/// A WABA of a BM.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Waba {
+    pub id: i64,
+    pub id_provider: String,
+    pub nome: Option<String>,
+    pub status: String,
+    pub numeros: Vec<Number>,
+}
+
+/// A number of a WABA (`GET /api/phone-numbers` item).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Number {
+    pub id: i64,
+    pub nome_exibicao: Option<String>,
+    pub telefone: String,
+    pub qualidade: String,
+    pub tier: Option<String>,
+    pub status: String,
+    pub foto_url: Option<String>,
+    pub cliente_id: Option<i64>,
+    pub health: Health,
+}
+
+impl Number {
+    /// Whether `client` is the number's own client.
+    pub fn has_client(&self, client: &i64) -> bool {
+        self.cliente_id == Some(*client)
+    }
+}
+
+/// A number's health (limit, headroom, next action).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Health {
+    pub available: i64,
+    pub code: String,
+    pub label: String,
+    pub limit_24h: i64,
+    pub sent_24h: i64,
+    pub next_action: Option<String>,
+    pub tone: String,
+}
+
+impl Health {
+    /// Sent in 24 h as a share of the limit, percent (0–100).
+    pub fn used_pct(&self) -> i64 {
+        pct(self.sent_24h, self.limit_24h)
+    }
+}
+
+/// `part` of `whole`, percent, 0–100.
+pub fn pct(part: i64, whole: i64) -> i64 {
+    if whole <= 0 {
+        0
+    } else {
+        (part.saturating_mul(100) / whole).clamp(0, 100)
+    }
+}
+
+/// `GET /api/clientes` item.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Client {
+    pub id: i64,
+    pub nome: String,
+    pub documento: Option<String>,
+    pub webhook_url: Option<String>,
+    pub vinculos: Links,
+}
+
+/// What a client is linked to.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Links {
+    pub bms: i64,
+    pub wabas: i64,
+    pub numeros: i64,
+}
+
+/// `GET /api/users` item.
+#[derive(Debug, Clone, Deserialize)]
+pub struct User {
+    pub id: i64,
+    pub name: String,
+    pub email: String,
+    pub role: String,
+    pub status: String,
+}
+
+/// `GET /api/templates` item.
+#[derive(Debug, Clone, Deserialize)]
+pub struct TemplateView {
+    pub id: i64,
+    pub name: String,
+    pub category: String,
+    pub language: String,
+    pub body: String,
+    pub header_text: Option<String>,
+    pub footer_text: Option<String>,
+    pub channels: Vec<TemplateChannel>,
+}
+
+/// A template's state on one number.
+#[derive(Debug, Clone, Deserialize)]
+pub struct TemplateChannel {
+    pub channel_id: i64,
+    pub status: String,
+    pub quality: Option<String>,
+    pub rejection_reason: Option<String>,
+}
+
+/// A campaign (`GET /api/campaigns/{id}`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Campaign {
+    pub id: i64,
+    pub nome: String,
+    /// `rascunho`, `higienizando`, `falha_higienizacao`, `aguardando_aprovacao`, `aprovada`,
+    /// `em_andamento`, `pausada`, `concluida`, `cancelada`.
+    pub status: String,
+    pub contatos: ContactCounts,
+    pub higienizacao: Hygiene,
+    pub motivo_pausa: Option<String>,
+    pub retida: bool,
+    pub created_at: String,
+}
+
+impl Campaign {
+    /// The status as operators read it.
+    pub fn status_label(&self) -> &'static str {
+        match self.status.as_str() {
+            "rascunho" => "Rascunho",
+            "higienizando" => "Higienizando",
+            "falha_higienizacao" => "Falha na higienização",
+            "aguardando_aprovacao" => "Aguardando aprovação",
+            "aprovada" => "Aprovada",
+            "em_andamento" => "Em andamento",
+            "pausada" => "Pausada",
+            "concluida" => "Concluída",
+            "cancelada" => "Cancelada",
+            _ => "—",
+        }
+    }
+
+    /// Whether it can still change (progress is streamed while it can).
+    pub fn live(&self) -> bool {
+        !matches!(self.status.as_str(), "concluida" | "cancelada")
+    }
+}
+
+/// The contacts' hygiene counts.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ContactCounts {
+    pub total: i64,
+    pub validos: i64,
+    pub invalidos: i64,
+    pub pendentes: i64,
+    pub desconhecidos: i64,
+}
+
+/// The hygiene job.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Hygiene {
+    pub erro: Option<String>,
+}
+
+/// `GET /api/campaigns/{id}/report`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Report {
+    pub liberados: i64,
+    pub na_fila: i64,
+    pub enviados: i64,
+    pub entregues: i64,
+    pub lidos: i64,
+    pub falhas: i64,
+    pub ignorados: i64,
+    pub por_numero: Vec<NumberProgress>,
+}
+
+impl Report {
+    /// Settled (sent, failed or skipped) out of those released, percent.
+    pub fn done_pct(&self) -> i64 {
+        pct(self.enviados + self.falhas + self.ignorados, self.liberados)
+    }
+
+    /// Delivered (or read) out of sent, percent.
+    pub fn delivery_pct(&self) -> i64 {
+        pct(self.entregues, self.enviados)
+    }
+
+    /// Read out of sent, percent.
+    pub fn read_pct(&self) -> i64 {
+        pct(self.lidos, self.enviados)
+    }
+
+    /// Failed out of attempted (sent or failed), percent.
+    pub fn failure_pct(&self) -> i64 {
+        pct(self.falhas, self.enviados + self.falhas)
+    }
+}
+
+/// One number's share of a campaign.
+#[derive(Debug, Clone, Deserialize)]
+pub struct NumberProgress {
+    pub channel_id: i64,
+    pub sent: i64,
+    pub delivered: i64,
+    pub read: i64,
+    pub failed: i64,
+}
+
+/// `GET /api/campaigns/{id}/contacts` item.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Contact {
+    pub numero: String,
+    pub nome: Option<String>,
+    /// `valid`, `invalid`, `unknown`, `pending`.
+    pub higienizacao: String,
+    pub motivo: Option<String>,
+}
+
+/// `GET /api/campaigns/{id}/sends` item.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SendLine {
+    pub numero: String,
+    pub nome: Option<String>,
+    pub numero_envio: Option<String>,
+    pub status: String,
+    pub erro: Option<Value>,
+    pub enviado_em: Option<String>,
+}
+
+impl SendLine {
+    /// The provider's error as operators read it (`131026: Message undeliverable`), or empty.
+    pub fn error_text(&self) -> String {
+        match &self.erro {
+            None | Some(Value::Null) => String::new(),
+            Some(Value::String(s)) => s.clone(),
+            Some(v) => {
+                let code = v
+                    .get("code")
+                    .map(|c| c.to_string().trim_matches('"').to_string());
+                let text = v
+                    .get("message")
+                    .or_else(|| v.get("title"))
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
+                match (code, text) {
+                    (Some(c), Some(t)) => format!("{c}: {t}"),
+                    (Some(c), None) => c,
+                    (None, Some(t)) => t,
+                    (None, None) => v.to_string(),
+                }
+            }
+        }
+    }
+}
+
+/// `GET /api/settings/dispatch`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct DispatchSetting {
+    pub habilitado: bool,
+}
+
+/// `GET /api/tasks`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Board {
+    pub colunas: BTreeMap<String, Vec<Task>>,
+}
+
+/// A task.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Task {
+    pub id: i64,
+    pub titulo: String,
+    pub descricao: String,
+    pub prioridade: String,
+}
+
+/// `GET /api/webhook-logs` item.
+#[derive(Debug, Clone, Deserialize)]
+pub struct WebhookLog {
+    pub id: i64,
+    pub tipo: String,
+    pub received_at: String,
+    pub assinatura: String,
+    pub http_status: i64,
+    pub campos: Value,
+    pub numeros: Value,
+    pub detalhe: Option<String>,
+    pub encaminhamento: String,
+    pub entregas: Vec<Value>,
+}
+
+impl WebhookLog {
+    /// The JSON list of a log field as `a, b`.
+    pub fn list(v: &Value) -> String {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|x| x.as_str().map_or_else(|| x.to_string(), str::to_string))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// `GET /api/audit-log` item.
+#[derive(Debug, Clone, Deserialize)]
+pub struct AuditLine {
+    pub token_name: String,
+    pub action: String,
+    pub target: String,
+    pub status: i64,
+    pub at: String,
+}
+
+/// `GET /api/wiki` item.
+#[derive(Debug, Clone, Deserialize)]
+pub struct WikiEntry {
+    pub slug: String,
+    pub title: String,
+}
+
+/// `GET /api/wiki/{slug}`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct WikiPage {
+    pub title: String,
+    /// Markdown.
+    pub content: String,
+    pub updated_at: String,
+}

@@ -1,0 +1,292 @@
+"""Clicks through the web panel in a real browser (Debian's Chromium driven by Playwright), as
+operators would: an Admin logs in, sees the dashboard (its KPIs change without a reload when a
+task is opened elsewhere), syncs a BM, creates a client and the Operador and Client users,
+uploads a CSV campaign and sees the preview of its rows; the Operador sees the hygiene result,
+approves, watches the progress reach 100 % live and exports the sends; moves a task on the
+kanban; reads the webhook logs; logs out. A Client is refused the campaign. A revoked session
+returns to the login page. Every page visited passes axe-core's accessibility check and fits a
+phone's width.
+
+Usage: python3 panel.py '<JSON: base, admin_email, password, out_dir>'. Prints one JSON line
+with what it saw; on a failure saves a screenshot and the page's HTML under out_dir and exits
+non-zero."""
+
+import json
+import os
+import re
+import sys
+import urllib.request
+
+from playwright.sync_api import expect, sync_playwright
+
+CFG = json.loads(sys.argv[1])
+BASE = CFG["base"]
+OUT = CFG["out_dir"]
+PASSWORD = CFG["password"]
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+AXE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node_modules", "axe-core", "axe.min.js")
+# axe-core's rule sets for WCAG 2 A and AA: labels on inputs, names on buttons and links,
+# landmarks, language, titles, contrast.
+AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "best-practice"]
+
+CSV = (
+    "telefone;nome;cidade\n"
+    "+55 11 97770-0001;Ana;Recife\n"
+    "5511977700002;Bruno;Natal\n"
+    "(55) 11 97770-0003;Carla;Olinda\n"
+    "5511977700004;Davi;Recife\n"
+    "12345;Curto;Recife\n"
+)
+
+seen = {"axe": {}, "phone_width": {}}
+
+
+def api(method, path, token, body=None):
+    """The panel API, straight (as another operator's tool would call it)."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(BASE + path, data=data, method=method)
+    req.add_header("Authorization", "Bearer " + token)
+    req.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(req, timeout=20) as r:
+        return json.loads(r.read() or b"null")
+
+
+def api_login(email):
+    req = urllib.request.Request(
+        BASE + "/api/login",
+        data=json.dumps({"email": email, "password": PASSWORD}).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=20) as r:
+        return json.loads(r.read())["data"]["token"]
+
+
+def check_page(page, name):
+    """axe-core on the page as it is (no violation allowed), then the page at a phone's width
+    (no horizontal scroll of the page itself)."""
+    page.add_script_tag(path=AXE)
+    result = page.evaluate(
+        "tags => axe.run(document, {runOnly: {type: 'tag', values: tags}})", AXE_TAGS
+    )
+    violations = [
+        {"id": v["id"], "impact": v["impact"], "nodes": [n["target"] for n in v["nodes"]][:5]}
+        for v in result["violations"]
+    ]
+    assert not violations, f"{name}: accessibility violations: {json.dumps(violations)}"
+    seen["axe"][name] = len(result["passes"])
+    size = page.viewport_size
+    page.set_viewport_size({"width": 390, "height": 844})
+    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    page.set_viewport_size(size)
+    assert overflow <= 0, f"{name}: {overflow}px wider than a phone"
+    seen["phone_width"][name] = True
+
+
+def login(page, email):
+    page.goto(BASE + "/login")
+    page.get_by_label("E-mail").fill(email)
+    page.get_by_label("Senha").fill(PASSWORD)
+    page.get_by_role("button", name="Entrar").click()
+    page.wait_for_url(BASE + "/")
+    expect(page.get_by_role("heading", name="Painel", exact=True)).to_be_visible()
+
+
+def logout(page):
+    page.get_by_role("button", name="Sair").click()
+    page.wait_for_url(BASE + "/login")
+
+
+def run(page, context):
+    admin = CFG["admin_email"]
+    # The login page, then a wrong password: the API's message.
+    page.goto(BASE + "/")
+    page.wait_for_url(BASE + "/login")
+    check_page(page, "login")
+    page.get_by_label("E-mail").fill(admin)
+    page.get_by_label("Senha").fill("senha-errada-123")
+    page.get_by_role("button", name="Entrar").click()
+    expect(page.get_by_role("alert")).to_be_visible()
+    seen["wrong_password"] = page.get_by_role("alert").inner_text()
+
+    # Dashboard: KPIs, and a task opened elsewhere shows up without a reload (SSE).
+    login(page, admin)
+    check_page(page, "dashboard")
+    kpi = page.locator("#kpis article", has_text="Tarefas abertas").locator(".kpi")
+    before = int(kpi.inner_text())
+    token = api_login(admin)
+    api("POST", "/api/tasks", token, {"titulo": "Conferir qualidade do número", "prioridade": "alta"})
+    expect(kpi).to_have_text(str(before + 1), timeout=15000)
+    seen["dashboard_live"] = True
+    page.screenshot(path=os.path.join(OUT, "dashboard.png"), full_page=True)
+
+    # Inventory: sync the BM.
+    page.get_by_role("link", name="Inventário").click()
+    page.wait_for_url(BASE + "/inventario")
+    check_page(page, "inventario")
+    page.get_by_role("button", name=re.compile("Sincronizar agora")).first.click()
+    expect(page.get_by_role("status").filter(has_text="Sincronizado")).to_be_visible(timeout=15000)
+    seen["synced"] = page.get_by_role("status").filter(has_text="Sincronizado").inner_text()
+
+    # A client with a webhook URL: its secret is shown once.
+    page.get_by_role("link", name="Clientes").click()
+    page.get_by_label("Nome").fill("Loja Centro")
+    page.get_by_label("URL do webhook").fill("https://loja-centro.example/webhook")
+    page.get_by_role("button", name="Criar cliente").click()
+    expect(page.locator(".segredo code")).to_contain_text("whsec_")
+    check_page(page, "clientes")
+
+    # The Operador and the Client users.
+    page.get_by_role("link", name="Usuários").click()
+    check_page(page, "usuarios")
+    for name, email, role, client in [
+        ("Olga Operadora", "olga@painel.test", "Operador", None),
+        ("Carlos Cliente", "carlos@painel.test", "Client", "Loja Centro"),
+    ]:
+        page.get_by_label("Nome").fill(name)
+        page.get_by_label("E-mail").fill(email)
+        page.get_by_label("Papel", exact=True).select_option(role)
+        if client:
+            page.get_by_label("Cliente (para o papel Client)").select_option(label=client)
+        page.get_by_label("Senha inicial").fill(PASSWORD)
+        page.get_by_role("button", name="Criar usuário").click()
+        expect(page.get_by_role("cell", name=email, exact=True)).to_be_visible()
+
+    # Templates: the library with a preview.
+    page.get_by_role("link", name="Templates").click()
+    check_page(page, "templates")
+
+    # A CSV campaign: the first rows previewed, the columns mapped, sent to hygiene.
+    page.get_by_role("link", name="Campanhas").click()
+    page.wait_for_url(BASE + "/campanhas")
+    check_page(page, "campanhas")
+    page.get_by_label("Nome", exact=True).fill("Natal no navegador")
+    page.get_by_label("Template", exact=True).select_option(label=CFG["template_label"])
+    for box in page.locator("input[name=numeros]").all():
+        box.check()
+    page.get_by_label(re.compile("Arquivo CSV")).set_input_files(
+        files=[{"name": "contatos.csv", "mimeType": "text/csv", "buffer": CSV.encode()}]
+    )
+    expect(page.locator("#previa-tabela")).to_contain_text("Bruno")
+    seen["preview_rows"] = page.locator("#previa-tabela tbody tr").count()
+    page.get_by_label("Coluna do número").select_option("telefone")
+    page.get_by_label("Coluna do nome").select_option("nome")
+    page.get_by_label(re.compile("Colunas das variáveis")).fill(CFG["variables"])
+    page.get_by_role("button", name="Enviar para higienização").click()
+    page.wait_for_url(re.compile(BASE + r"/campanhas/\d+$"))
+    campaign_url = page.url
+    logout(page)
+
+    # The Operador: hygiene result, approval, live progress to 100 %, export.
+    login(page, "olga@painel.test")
+    page.goto(campaign_url)
+    for _ in range(40):
+        if "Aguardando aprovação" in page.locator("#status").inner_text():
+            break
+        validate = page.get_by_role("button", name=re.compile("^Validar"))
+        if validate.count():
+            validate.click()
+        page.wait_for_timeout(500)
+        page.reload()
+    expect(page.locator("#status")).to_have_text("Aguardando aprovação")
+    hygiene = page.locator("#higiene").inner_text()
+    assert "4 válidos" in hygiene and "1 inválidos" in hygiene, hygiene
+    expect(page.get_by_role("cell", name="formato_invalido")).to_be_visible()
+    seen["hygiene"] = hygiene
+    check_page(page, "campanha")
+    page.get_by_role("button", name="Aprovar e disparar").click()
+    page.wait_for_load_state()
+    # No reload from here: the SSE stream moves the bar.
+    expect(page.locator("#pct")).to_have_text("100 %", timeout=60000)
+    expect(page.locator("#barra-total")).to_have_attribute("value", "100")
+    seen["progress"] = page.locator("#progresso p").first.inner_text()
+    with page.expect_download() as dl:
+        page.get_by_role("button", name="Exportar CSV").click()
+    path = dl.value.path()
+    with open(path, encoding="utf-8") as f:
+        exported = f.read()
+    rows = [line for line in exported.splitlines() if line.strip()]
+    assert len(rows) == 5, exported  # the header and the four valid contacts
+    assert "5511977700002" in exported, exported
+    seen["export_rows"] = len(rows) - 1
+
+    # The kanban: a new task, dragged to "Em andamento", stays there.
+    page.get_by_role("link", name="Tarefas").click()
+    page.get_by_label("Título").fill("Trocar foto do número")
+    page.get_by_role("button", name="Criar tarefa").click()
+    card = page.locator("article.cartao", has_text="Trocar foto do número")
+    expect(card).to_be_visible()
+    check_page(page, "tarefas")
+    page.evaluate("window.scrollTo(0, 0)")
+    card.drag_to(page.locator("section[data-coluna=em_andamento] h2"))
+    moved = page.locator("section[data-coluna=em_andamento] article.cartao", has_text="Trocar foto do número")
+    expect(moved).to_be_visible()
+    page.reload()
+    expect(moved).to_be_visible()
+    seen["task_moved"] = True
+
+    # The webhook logs: the provider's events, signature checked.
+    page.get_by_role("link", name="Webhooks").click()
+    page.wait_for_url(BASE + "/webhook-logs")
+    rows = page.locator("#logs tbody tr")
+    expect(rows.first).to_be_visible()
+    expect(page.locator("#logs")).to_contain_text("valida")
+    seen["webhook_log_rows"] = rows.count()
+    check_page(page, "webhook-logs")
+    logout(page)
+    # Logged out: the panel sends to the login page.
+    page.goto(BASE + "/inventario")
+    page.wait_for_url(re.compile(BASE + "/login"))
+
+    # The Client: no campaigns in the menu, and refused the campaign itself.
+    login(page, "carlos@painel.test")
+    expect(page.get_by_role("link", name="Campanhas")).to_have_count(0)
+    page.goto(campaign_url)
+    expect(page.get_by_role("alert")).to_contain_text("papel")
+    seen["client_refused"] = page.get_by_role("alert").inner_text()
+    logout(page)
+
+    # A session revoked elsewhere returns to the login page.
+    login(page, admin)
+    cookie = [c for c in context.cookies() if c["name"] == "disparo_sessao"][0]
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Lax", cookie
+    api("POST", "/api/logout", cookie["value"])
+    page.get_by_role("link", name="Inventário").click()
+    page.wait_for_url(re.compile(r"/login\?expirada=1"))
+    expect(page.get_by_role("alert")).to_contain_text("expirou")
+    seen["expired"] = True
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        context = browser.new_context(accept_downloads=True, bypass_csp=True, viewport={"width": 1280, "height": 900})
+        page = context.new_page()
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        try:
+            run(page, context)
+            assert not errors, f"page errors: {errors}"
+        except BaseException:
+            page.screenshot(path=os.path.join(OUT, "falha.png"), full_page=True)
+            with open(os.path.join(OUT, "falha.html"), "w", encoding="utf-8") as f:
+                f.write(page.content())
+            raise
+        finally:
+            browser.close()
+    print(json.dumps(seen))
+
+
+if __name__ == "__main__":
+    main()
