@@ -102,6 +102,15 @@ async fn operators_work_the_panel_in_a_browser() {
         t["data"]["name"].as_str().unwrap(),
         t["data"]["language"].as_str().unwrap()
     );
+    let (s, w) = app
+        .call(
+            Method::POST,
+            Some(&admin),
+            "/api/wiki",
+            Some(json!({"title": "Como aquecer um número", "content": "# Aquecimento\n\nSuba o volume **um passo por dia**.\n\n<script>alert(1)</script>"})),
+        )
+        .await;
+    assert_eq!(s, 201, "{w}");
     // The provider calls the panel's receiver: its events show in /webhook-logs.
     app.sim
         .set_webhook_url(Some(app.url("/api/webhooks/provider")))
@@ -151,6 +160,7 @@ async fn operators_work_the_panel_in_a_browser() {
         "{seen}"
     );
     assert_eq!(seen["expired"], true, "{seen}");
+    assert!(seen["chart_bars"].as_u64().unwrap() >= 1, "{seen}");
     let pages = seen["axe"].as_object().unwrap();
     for page in [
         "login",

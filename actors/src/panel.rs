@@ -281,6 +281,28 @@ pub struct NumberInput {
     pub client_id: Option<i64>,
 }
 
+/// Sends per hour per number (`GET /api/dashboard/envios-por-hora`).
+#[derive(Debug, Clone, Serialize)]
+pub struct HourlySends {
+    /// Each hour's start (ISO 8601, UTC), oldest first, ending with the current hour.
+    pub horas: Vec<String>,
+    /// One line per number the caller may see.
+    pub numeros: Vec<HourlyNumber>,
+}
+
+/// One number's sends per hour.
+#[derive(Debug, Clone, Serialize)]
+pub struct HourlyNumber {
+    /// The number's (channel's) id.
+    pub id: i64,
+    /// Its phone, digits.
+    pub telefone: String,
+    /// Sends accepted by the provider in each hour of [`HourlySends::horas`].
+    pub por_hora: Vec<i64>,
+    /// Their sum.
+    pub total: i64,
+}
+
 /// One active alert (`GET /api/alertas`).
 #[derive(Debug, Clone, Serialize)]
 pub struct Alert {
@@ -1765,6 +1787,46 @@ impl Runtime {
         }
         out.sort_by_key(|a| (a.severidade != "critica", a.tipo != "bm", a.tipo != "waba"));
         Ok(out)
+    }
+
+    /// Outbound messages the provider accepted, per number in `scope` and hour, over the last
+    /// `hours` hours ending with the current one (`GET /api/dashboard/envios-por-hora`, the web
+    /// panel's chart). Hours without sends count 0.
+    pub async fn panel_sends_per_hour(
+        &self,
+        account_id: i64,
+        scope: &Scope,
+        hours: i64,
+    ) -> Result<HourlySends, ActorError> {
+        const HOUR_MS: i64 = 3_600_000;
+        let store = &self.shared.store;
+        let channels = store.scoped_channels(account_id, scope).await?;
+        let current = storage::now_ms() / HOUR_MS * HOUR_MS;
+        let first = current - (hours - 1) * HOUR_MS;
+        let rows = store.sends_per_hour(account_id, first).await?;
+        let numeros = channels
+            .iter()
+            .map(|c| {
+                let mut per_hour = vec![0; hours as usize];
+                for (channel, hour, n) in &rows {
+                    if *channel == c.id && *hour >= first && *hour <= current {
+                        per_hour[((hour - first) / HOUR_MS) as usize] += n;
+                    }
+                }
+                HourlyNumber {
+                    id: c.id,
+                    telefone: c.phone.clone(),
+                    total: per_hour.iter().sum(),
+                    por_hora: per_hour,
+                }
+            })
+            .collect();
+        Ok(HourlySends {
+            horas: (0..hours)
+                .map(|h| crate::time::iso(first + h * HOUR_MS))
+                .collect(),
+            numeros,
+        })
     }
 
     /// `GET /api/dashboard`: risk KPIs in scope (D-059 gives the shape).

@@ -814,3 +814,37 @@ impl Store {
         q.fetch_all(&self.pool).await?.iter().map(read).collect()
     }
 }
+
+impl Store {
+    /// Outbound messages the provider accepted (they carry its message id), per channel and
+    /// hour, created at or after `since_ms`: `(channel_id, hour, count)` where `hour` is the
+    /// start (ms, UTC) of the hour of the provider's `sent` status, or of the message's
+    /// creation where that status never came (a campaign's send is settled from the provider's
+    /// answer, milliseconds after it is created); oldest first. Reads the
+    /// `messages_account_created` index.
+    pub async fn sends_per_hour(
+        &self,
+        account_id: i64,
+        since_ms: i64,
+    ) -> Result<Vec<(i64, i64, i64)>> {
+        let rows = sqlx::query(
+            "SELECT channel_id, (COALESCE(sent_at, created_at) / 3600000) * 3600000 AS hour, COUNT(*) AS n \
+             FROM messages WHERE account_id = $1 AND created_at >= $2 AND direction = 'out' \
+             AND provider_message_id IS NOT NULL \
+             GROUP BY channel_id, (COALESCE(sent_at, created_at) / 3600000) * 3600000 ORDER BY hour, channel_id",
+        )
+        .bind(account_id)
+        .bind(since_ms)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    r.try_get("channel_id")?,
+                    r.try_get("hour")?,
+                    r.try_get("n")?,
+                ))
+            })
+            .collect()
+    }
+}

@@ -144,7 +144,12 @@ def run(page, context):
     page.get_by_label("URL do webhook").fill("https://loja-centro.example/webhook")
     page.get_by_role("button", name="Criar cliente").click()
     expect(page.locator(".segredo code")).to_contain_text("whsec_")
+    first_secret = page.locator(".segredo code").inner_text()
     check_page(page, "clientes")
+    # Its secret rotated: a new one, shown in place.
+    page.get_by_role("button", name="Gerar novo segredo do webhook de Loja Centro").click()
+    expect(page.locator("td .segredo code")).to_contain_text("whsec_")
+    assert page.locator("td .segredo code").inner_text() != first_secret
 
     # The Operador and the Client users.
     page.get_by_role("link", name="Usuários").click()
@@ -161,15 +166,33 @@ def run(page, context):
         page.get_by_label("Senha inicial").fill(PASSWORD)
         page.get_by_role("button", name="Criar usuário").click()
         expect(page.get_by_role("cell", name=email, exact=True)).to_be_visible()
+    # The Operador's token for the public sender, shown once.
+    page.get_by_role("button", name="Gerar token do remetente público de Olga Operadora").click()
+    expect(page.locator(".segredo code")).to_contain_text("pub_")
 
     # Templates: the library with a preview.
     page.get_by_role("link", name="Templates").click()
     check_page(page, "templates")
+    page.get_by_role("button", name="Sincronizar status").first.click()
+    expect(page.get_by_role("status").filter(has_text="Status relido")).to_be_visible()
+    expect(page.locator(".previa .texto").first).not_to_contain_text("{{")
+
+    # The wiki: Markdown rendered, scripts removed.
+    page.get_by_role("link", name="Wiki").click()
+    page.get_by_role("link", name="Como aquecer um número").click()
+    expect(page.locator("article strong", has_text="um passo por dia")).to_be_visible()
+    assert page.locator("article script").count() == 0
+    check_page(page, "wiki")
 
     # A CSV campaign: the first rows previewed, the columns mapped, sent to hygiene.
     page.get_by_role("link", name="Campanhas").click()
     page.wait_for_url(BASE + "/campanhas")
     check_page(page, "campanhas")
+    # The dispatch switch (DISPARO_ENABLED), off and on again.
+    page.get_by_role("button", name="Suspender disparos").click()
+    expect(page.get_by_text("Disparos suspensos")).to_be_visible()
+    page.get_by_role("button", name="Habilitar disparos").click()
+    expect(page.get_by_text("Disparos habilitados")).to_be_visible()
     page.get_by_label("Nome", exact=True).fill("Natal no navegador")
     page.get_by_label("Template", exact=True).select_option(label=CFG["template_label"])
     for box in page.locator("input[name=numeros]").all():
@@ -256,8 +279,16 @@ def run(page, context):
     seen["client_refused"] = page.get_by_role("alert").inner_text()
     logout(page)
 
-    # A session revoked elsewhere returns to the login page.
+    # Back as Admin: the chart counts the campaign's sends; the audit log names who did what.
     login(page, admin)
+    expect(page.locator("svg.grafico-horas")).to_have_attribute("aria-label", re.compile(r": 4 no total"))
+    seen["chart_bars"] = page.locator("svg.grafico-horas rect").count()
+    page.get_by_role("link", name="Auditoria").click()
+    expect(page.get_by_role("cell", name="POST /api/campaigns/{id}/approve")).to_be_visible()
+    check_page(page, "auditoria")
+    page.get_by_role("link", name="Painel").click()
+
+    # A session revoked elsewhere returns to the login page.
     cookie = [c for c in context.cookies() if c["name"] == "disparo_sessao"][0]
     assert cookie["httpOnly"] and cookie["sameSite"] == "Lax", cookie
     api("POST", "/api/logout", cookie["value"])
@@ -273,6 +304,7 @@ def main():
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         context = browser.new_context(accept_downloads=True, bypass_csp=True, viewport={"width": 1280, "height": 900})
         page = context.new_page()
+        page.on("dialog", lambda d: d.accept())
         errors = []
         page.on("pageerror", lambda e: errors.append(str(e)))
         try:

@@ -21,10 +21,11 @@
   }
 
   // The first rows of the chosen CSV as a table, and its header in the column selects.
+  // (Delegated: the form may arrive later, swapped in by htmx.)
   function csvPreview() {
-    var input = document.getElementById("arquivo");
-    if (!input) return;
-    input.addEventListener("change", function () {
+    document.addEventListener("change", function (e) {
+      var input = e.target;
+      if (!input || input.id !== "arquivo") return;
       var file = input.files && input.files[0];
       if (!file) return;
       file.slice(0, 65536).text().then(function (text) {
@@ -89,8 +90,9 @@
   }
 
   // A template's body with example values typed by the operator for each {{n}}.
-  function templatePreview() {
-    document.querySelectorAll(".previa[data-corpo]").forEach(function (box) {
+  function templatePreview(root) {
+    root.querySelectorAll(".previa[data-corpo]:not([data-pronta])").forEach(function (box) {
+      box.setAttribute("data-pronta", "");
       var body = box.dataset.corpo;
       var pattern = /\{\{\s*(\w+)\s*\}\}/g;
       var names = [], values = {}, m;
@@ -126,9 +128,9 @@
     }
   });
 
-  document.addEventListener("DOMContentLoaded", function () {
-    csvPreview();
-    kanban();
-    templatePreview();
-  });
+  csvPreview();
+  kanban();
+  document.addEventListener("DOMContentLoaded", function () { templatePreview(document); });
+  // Content htmx swaps in (a page reached through HX-Location) gets its previews too.
+  document.addEventListener("htmx:load", function (e) { templatePreview(e.detail.elt.parentNode || document); });
 })();

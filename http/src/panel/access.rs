@@ -22,6 +22,7 @@ pub const ROUTES: &[(&str, &str, &[Role])] = &[
     // Overview
     ("GET", "/api/state", ALL),
     ("GET", "/api/dashboard", ALL),
+    ("GET", "/api/dashboard/envios-por-hora", ALL),
     ("GET", "/api/alertas", ALL),
     // BMs
     ("GET", "/api/business-managers", ALL),
@@ -80,6 +81,13 @@ pub const ROUTES: &[(&str, &str, &[Role])] = &[
     ("GET", "/api/templates/{id}", STAFF),
     ("PUT", "/api/templates/{id}", STAFF),
     ("DELETE", "/api/templates/{id}", STAFF),
+    ("POST", "/api/templates/{id}/submit", STAFF),
+    ("POST", "/api/templates/{id}/sync", STAFF),
+    (
+        "POST",
+        "/api/templates/{id}/channels/{channel_id}/reactivate",
+        STAFF,
+    ),
     // Tasks
     ("GET", "/api/tasks", STAFF),
     ("POST", "/api/tasks", STAFF),

@@ -20,6 +20,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(state_all))
         .routes(routes!(dashboard))
+        .routes(routes!(sends_per_hour))
         .routes(routes!(alerts))
         .routes(routes!(list_bms, create_bm))
         .routes(routes!(get_bm, update_bm, delete_bm))
@@ -76,6 +77,41 @@ pub(crate) async fn dashboard(
     let data = state
         .runtime
         .panel_dashboard(me.account_id(), &me.scope(), me.role.is_staff())
+        .await?;
+    Ok(Json(json!({ "data": data })))
+}
+
+/// Query of `GET /api/dashboard/envios-por-hora`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct HoursQuery {
+    /// Hours back, 1 to 168 (default 24), ending with the current hour.
+    #[param(minimum = 1, maximum = 168)]
+    horas: Option<i64>,
+}
+
+#[utoipa::path(get, operation_id = "panel_sends_per_hour", path = "/dashboard/envios-por-hora", tag = "Visão geral",
+    params(HoursQuery),
+    responses((status = 200, description = "Envios aceitos pelo provedor por número e hora, no escopo: `{horas: [ISO do início de cada hora], numeros: [{id, telefone, por_hora: [n por hora], total}]}`", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 422 (`horas` fora de 1 a 168)", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn sends_per_hour(
+    State(state): State<AppState>,
+    me: PanelUser,
+    q: Result<Query<HoursQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(q) = q.map_err(crate::extract::query_rejection)?;
+    let hours = q.horas.unwrap_or(24);
+    if !(1..=168).contains(&hours) {
+        return Err(ApiError::invalid(
+            "horas",
+            "horas_invalidas",
+            "`horas` deve estar entre 1 e 168.",
+        ));
+    }
+    let data = state
+        .runtime
+        .panel_sends_per_hour(me.account_id(), &me.scope(), hours)
         .await?;
     Ok(Json(json!({ "data": data })))
 }

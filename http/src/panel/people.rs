@@ -27,6 +27,9 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(get_task, update_task, delete_task))
         .routes(routes!(list_templates, create_template))
         .routes(routes!(get_template, update_template, delete_template))
+        .routes(routes!(submit_template))
+        .routes(routes!(sync_template))
+        .routes(routes!(reactivate_template))
         .routes(routes!(list_wiki, create_wiki))
         .routes(routes!(get_wiki, update_wiki, delete_wiki))
 }
@@ -534,6 +537,44 @@ pub(crate) async fn create_template(
     body: ApiJson<crate::routes::templates::CreateIn>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     crate::routes::templates::create(state, auth, body).await
+}
+
+#[utoipa::path(post, operation_id = "panel_templates_submit", path = "/templates/{id}/submit", tag = "Templates",
+    params(("id" = i64, Path, description = "Id do template")),
+    request_body(content = crate::routes::templates::ChannelsIn, description = "`channels`: os números (todos os da conta sem corpo)"),
+    responses((status = 200, description = "Submetido ao provedor nos números (como `POST /api/v1/templates/{id}/submit`)", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn submit_template(
+    state: State<AppState>,
+    auth: Auth,
+    id: IdPath,
+    body: Option<Json<Value>>,
+) -> Result<Json<Value>, ApiError> {
+    crate::routes::templates::submit(state, auth, id, body).await
+}
+
+#[utoipa::path(post, operation_id = "panel_templates_sync", path = "/templates/{id}/sync", tag = "Templates",
+    params(("id" = i64, Path, description = "Id do template")),
+    responses((status = 200, description = "Status e qualidade relidos do provedor: `{synced_channels}`", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn sync_template(
+    state: State<AppState>,
+    auth: Auth,
+    id: IdPath,
+) -> Result<Json<Value>, ApiError> {
+    crate::routes::templates::sync(state, auth, id).await
+}
+
+#[utoipa::path(post, operation_id = "panel_templates_reactivate", path = "/templates/{id}/channels/{channel_id}/reactivate", tag = "Templates",
+    params(("id" = i64, Path, description = "Id do template"), ("channel_id" = i64, Path, description = "Id do número")),
+    responses((status = 200, description = "Nova versão enviada para aprovação: `{nome, message}`", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 409, 422", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn reactivate_template(
+    state: State<AppState>,
+    auth: Auth,
+    path: axum::extract::Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    crate::routes::templates::reactivate(state, auth, path).await
 }
 
 #[utoipa::path(get, operation_id = "panel_templates_get", path = "/templates/{id}", tag = "Templates",

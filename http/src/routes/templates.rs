@@ -134,7 +134,7 @@ pub(crate) async fn list(
 /// `{channels: [ids]}`; without channels, every official number of the account.
 #[derive(Debug, Deserialize, Default, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct ChannelsIn {
+pub(crate) struct ChannelsIn {
     channels: Option<Vec<i64>>,
 }
 
@@ -147,7 +147,7 @@ struct ChannelsIn {
     request_body = ChannelsIn,
     responses((status = 200, description = "Resultado da submissão", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
 )]
-async fn submit(
+pub(crate) async fn submit(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
@@ -214,7 +214,7 @@ async fn link(
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
     responses((status = 200, description = "`data` {synced_channels}", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
 )]
-async fn sync(
+pub(crate) async fn sync(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
@@ -231,7 +231,7 @@ async fn sync(
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404"), ("channel_id" = i64, Path, description = "id do número")),
     responses((status = 200, description = "`data` {nome, message}", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
 )]
-async fn reactivate(
+pub(crate) async fn reactivate(
     State(state): State<AppState>,
     auth: Auth,
     Path((id, channel_id)): Path<(String, String)>,

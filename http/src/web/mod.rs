@@ -68,6 +68,11 @@ pub fn routes(api: PanelApi) -> Router<AppState> {
         .route("/usuarios", get(pages::users).post(pages::create_user))
         .route("/usuarios/{id}/token", post(pages::create_api_token))
         .route("/templates", get(pages::templates))
+        .route("/templates/{id}/{acao}", post(pages::template_action))
+        .route(
+            "/templates/{id}/numeros/{channel}/reativar",
+            post(pages::reactivate_template),
+        )
         .route(
             "/campanhas",
             get(pages::campaigns).post(pages::import_campaign),

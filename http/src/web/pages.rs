@@ -186,6 +186,7 @@ struct DashboardPage {
     me: Me,
     kpis: Dashboard,
     alerts: Vec<Alert>,
+    chart: SendsChart,
 }
 
 #[derive(Template)]
@@ -202,7 +203,13 @@ pub(super) async fn dashboard(c: Caller) -> Result<Response, WebError> {
     let me: Me = c.data("/api/me").await?;
     let kpis: Dashboard = c.data("/api/dashboard").await?;
     let alerts: Vec<Alert> = c.data("/api/alertas").await?;
-    render(&DashboardPage { me, kpis, alerts })
+    let hourly: HourlySends = c.data("/api/dashboard/envios-por-hora?horas=24").await?;
+    render(&DashboardPage {
+        me,
+        kpis,
+        alerts,
+        chart: SendsChart::of(&hourly),
+    })
 }
 
 /// A stream of rendered fragments: `make` every `every`, as SSE events named `name`; ends
@@ -516,6 +523,46 @@ pub(super) async fn templates(c: Caller) -> Result<Response, WebError> {
         me,
         templates,
         numbers,
+    })
+}
+
+/// `POST /templates/{id}/{acao}`: `submeter` (to every number of the account) or
+/// `sincronizar` (status and quality read again) — `POST /api/templates/{id}/submit|sync`.
+pub(super) async fn template_action(
+    c: Caller,
+    Path((id, action)): Path<(i64, String)>,
+) -> Result<Response, WebError> {
+    let path = match action.as_str() {
+        "submeter" => format!("/api/templates/{id}/submit"),
+        "sincronizar" => format!("/api/templates/{id}/sync"),
+        _ => {
+            return Err(c.fail(Failure::Api {
+                status: StatusCode::NOT_FOUND,
+                message: "Ação desconhecida.".into(),
+            }))
+        }
+    };
+    let v = c.json(Method::POST, &path, None).await?;
+    render(&NoticeFragment {
+        message: template_notice(&action, &v),
+    })
+}
+
+/// `POST /templates/{id}/numeros/{channel}/reativar`: a new version of a paused or disabled
+/// template on that number (`POST /api/templates/{id}/channels/{channel}/reactivate`).
+pub(super) async fn reactivate_template(
+    c: Caller,
+    Path((id, channel)): Path<(i64, i64)>,
+) -> Result<Response, WebError> {
+    let v = c
+        .json(
+            Method::POST,
+            &format!("/api/templates/{id}/channels/{channel}/reactivate"),
+            None,
+        )
+        .await?;
+    render(&NoticeFragment {
+        message: template_notice("reativar", &v),
     })
 }
 

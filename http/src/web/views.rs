@@ -450,3 +450,125 @@ pub struct WikiPage {
     pub content: String,
     pub updated_at: String,
 }
+
+/// `GET /api/dashboard/envios-por-hora`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct HourlySends {
+    /// Each hour's start (ISO 8601, UTC).
+    pub horas: Vec<String>,
+    pub numeros: Vec<HourlyNumber>,
+}
+
+/// One number's sends per hour.
+#[derive(Debug, Clone, Deserialize)]
+pub struct HourlyNumber {
+    pub telefone: String,
+    pub por_hora: Vec<i64>,
+    pub total: i64,
+}
+
+/// One bar segment of a stacked chart, in the SVG's units.
+#[derive(Debug, Clone)]
+pub struct Bar {
+    pub x: i64,
+    pub y: i64,
+    pub w: i64,
+    pub h: i64,
+    /// `s0`…`s7`: the number's colour.
+    pub class: String,
+    /// What a pointer shows (`<title>`).
+    pub title: String,
+}
+
+/// Sends per hour per number as a stacked bar chart (server-rendered SVG, 720 × 200).
+#[derive(Debug, Clone)]
+pub struct SendsChart {
+    pub bars: Vec<Bar>,
+    /// `(phone, class, total)` per number.
+    pub legend: Vec<(String, String, i64)>,
+    /// Hour labels: `(x, "HHh")`, every 3 hours.
+    pub labels: Vec<(i64, String)>,
+    /// The tallest hour's sends.
+    pub max: i64,
+    /// All sends in the period.
+    pub total: i64,
+}
+
+impl SendsChart {
+    /// Chart height available to the bars.
+    const PLOT: i64 = 170;
+
+    pub fn of(h: &HourlySends) -> Self {
+        let hours = h.horas.len().max(1) as i64;
+        let slot = 720 / hours;
+        let per_hour: Vec<i64> = (0..hours as usize)
+            .map(|i| {
+                h.numeros
+                    .iter()
+                    .map(|n| n.por_hora.get(i).copied().unwrap_or(0))
+                    .sum()
+            })
+            .collect();
+        let max = per_hour.iter().copied().max().unwrap_or(0);
+        let mut bars = Vec::new();
+        for (i, hour) in h.horas.iter().enumerate() {
+            let mut top = Self::PLOT;
+            for (k, n) in h.numeros.iter().enumerate() {
+                let v = n.por_hora.get(i).copied().unwrap_or(0);
+                if v == 0 || max == 0 {
+                    continue;
+                }
+                let height = (v * Self::PLOT / max).max(1);
+                top -= height;
+                bars.push(Bar {
+                    x: i as i64 * slot + 2,
+                    y: top,
+                    w: (slot - 4).max(1),
+                    h: height,
+                    class: format!("s{}", k % 8),
+                    title: format!("{} às {}: {v} envio(s)", n.telefone, hour_label(hour)),
+                });
+            }
+        }
+        let labels = h
+            .horas
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % 3 == 0)
+            .map(|(i, hour)| (i as i64 * slot + 2, hour_label(hour)))
+            .collect();
+        Self {
+            bars,
+            legend: h
+                .numeros
+                .iter()
+                .enumerate()
+                .map(|(k, n)| (n.telefone.clone(), format!("s{}", k % 8), n.total))
+                .collect(),
+            labels,
+            max,
+            total: h.numeros.iter().map(|n| n.total).sum(),
+        }
+    }
+}
+
+/// `2026-11-25T14:00:00…` → `14h` (UTC).
+fn hour_label(iso: &str) -> String {
+    iso.get(11..13)
+        .map_or_else(String::new, |h| format!("{h}h"))
+}
+
+/// `POST /api/templates/{id}/…` answers the pages read nothing from but their message.
+pub fn template_notice(action: &str, v: &Value) -> String {
+    match action {
+        "sincronizar" => format!(
+            "Status relido do provedor em {} número(s).",
+            v["data"]["synced_channels"].as_i64().unwrap_or(0)
+        ),
+        "reativar" => v["data"]["message"]
+            .as_str()
+            .unwrap_or("Nova versão enviada para aprovação.")
+            .to_string(),
+        _ => "Enviado ao provedor para aprovação.".into(),
+    }
+}
