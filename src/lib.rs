@@ -391,7 +391,7 @@ impl Demo {
              \n  account:  demo\n  token:    {token}   (shown once; keep it)\n  channel:  {cid} ({phone}, quality {quality})\n\
              \nSend a template message:\n\n  curl -s -X POST {base}/api/v1/messages \\\n    -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' \\\n    -d '{{\"to\": \"5511988887777\", \"template\": {{\"name\": \"hello_world\", \"language\": \"en_US\"}}}}'\n\
              \nThen read its status (sent → delivered → read) with the id it returns:\n\n  curl -s {base}/api/v1/messages/<id> -H 'Authorization: Bearer {token}'\n\
-             \nOperator panel API (/api, docs at {base}/docs/painel): admin@demo.local / {password}   (shown once)\n\n  curl -s -X POST {base}/api/login -H 'Content-Type: application/json' \\\n    -d '{{\"email\": \"admin@demo.local\", \"password\": \"{password}\"}}'\n",
+             \nOperator panel: open {base}/ and log in as admin@demo.local / {password}   (shown once)\n\nIts API (/api, docs at {base}/docs/painel) takes the same login:\n\n  curl -s -X POST {base}/api/login -H 'Content-Type: application/json' \\\n    -d '{{\"email\": \"admin@demo.local\", \"password\": \"{password}\"}}'\n",
             sim = self.sim_addr,
             token = token.value.expose(),
             cid = channel.id,

@@ -81,8 +81,30 @@ async fn operators_work_the_panel_in_a_browser() {
     let (_, admin) = app
         .panel_user("admin@painel.test", "Admin", None, vec![])
         .await;
-    let (c1, _) = app.fast_channel().await;
-    let (c2, _) = app.fast_channel().await;
+    let (c1, n1) = app.fast_channel().await;
+    let (c2, n2) = app.fast_channel().await;
+    // The BMs the numbers brought get their app secret, so the provider's webhooks are
+    // verified and applied (the inventory page shows credentials, it does not edit them).
+    let (_, bms) = app
+        .call(Method::GET, Some(&admin), "/api/business-managers", None)
+        .await;
+    for n in [&n1, &n2] {
+        let bm = bms["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["id_provider"] == n.business_id.as_str())
+            .expect("the number's BM");
+        let (s, b) = app
+            .call(
+                Method::PUT,
+                Some(&admin),
+                &format!("/api/business-managers/{}", bm["id"]),
+                Some(json!({"nome": bm["nome"], "app_id": provider::sim::SIM_APP_ID, "app_secret": n.app_secret, "access_token": n.access_token})),
+            )
+            .await;
+        assert_eq!(s, 200, "{b}");
+    }
     let tpl = app
         .approved_template(
             json!({"name": "Aviso loja", "body": "Olá {{1}}, chegaram novidades.", "var_map": {"1": {"field": "nome"}}}),

@@ -128,7 +128,6 @@ def run(page, context):
     api("POST", "/api/tasks", token, {"titulo": "Conferir qualidade do número", "prioridade": "alta"})
     expect(kpi).to_have_text(str(before + 1), timeout=15000)
     seen["dashboard_live"] = True
-    page.screenshot(path=os.path.join(OUT, "dashboard.png"), full_page=True)
 
     # Inventory: sync the BM.
     page.get_by_role("link", name="Inventário").click()
@@ -263,7 +262,7 @@ def run(page, context):
     page.wait_for_url(BASE + "/webhook-logs")
     rows = page.locator("#logs tbody tr")
     expect(rows.first).to_be_visible()
-    expect(page.locator("#logs")).to_contain_text("valida")
+    expect(page.locator("#logs .assinatura-valida").first).to_have_text("valida")
     seen["webhook_log_rows"] = rows.count()
     check_page(page, "webhook-logs")
     logout(page)
@@ -283,6 +282,7 @@ def run(page, context):
     login(page, admin)
     expect(page.locator("svg.grafico-horas")).to_have_attribute("aria-label", re.compile(r": 4 no total"))
     seen["chart_bars"] = page.locator("svg.grafico-horas rect").count()
+    page.screenshot(path=os.path.join(OUT, "dashboard.png"), full_page=True)
     page.get_by_role("link", name="Auditoria").click()
     expect(page.get_by_role("cell", name="POST /api/campaigns/{id}/approve")).to_be_visible()
     check_page(page, "auditoria")
