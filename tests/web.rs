@@ -184,6 +184,29 @@ async fn cookie_session_and_csrf_scenario(backend: Backend) {
     assert_eq!(r.headers()["hx-retarget"], "#avisos");
     assert!(r.text().await.unwrap().contains("role=\"alert\""));
 
+    // A form without its fields, a path that is not an id: clear pages, not plain text.
+    let r = web
+        .post(app.url("/tarefas"))
+        .header("cookie", &cookie)
+        .header("sec-fetch-site", "same-origin")
+        .form(&[("prioridade", "alta")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(r.text().await.unwrap().contains("Formulário incompleto"));
+    let r = web
+        .get(app.url("/campanhas/abc"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    assert!(r.text().await.unwrap().contains("role=\"alert\""));
+    // Without a cookie a page sends to the login page, which says nothing of an expiry.
+    let r = web.get(app.url("/inventario")).send().await.unwrap();
+    assert_eq!(r.headers()["location"], "/login");
+
     // The vendored assets.
     for (file, ct) in [
         ("htmx.min.js", "text/javascript"),

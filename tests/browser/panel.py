@@ -150,6 +150,24 @@ def run(page, context):
     expect(page.locator("td .segredo code")).to_contain_text("whsec_")
     assert page.locator("td .segredo code").inner_text() != first_secret
 
+    # The inventory again: a number linked to the client, its profile photo sent to the provider.
+    page.get_by_role("link", name="Inventário").click()
+    page.locator("tr.editar summary").first.click()
+    editor = page.locator("tr.editar").first
+    editor.get_by_label("Cliente").select_option(label="Loja Centro")
+    editor.get_by_role("button", name="Salvar").click()
+    page.wait_for_url(re.compile(r"/inventario#numero-\d+$"))
+    page.locator("tr.editar summary").first.click()
+    expect(page.locator("tr.editar").first.get_by_label("Cliente")).to_have_value(re.compile(r"\d+"))
+    png = b"\x89PNG\r\n\x1a\n" + bytes(i % 251 for i in range(2048))
+    page.locator("tr.editar").first.get_by_label(re.compile("Foto do perfil")).set_input_files(
+        files=[{"name": "foto.png", "mimeType": "image/png", "buffer": png}]
+    )
+    page.locator("tr.editar").first.get_by_role("button", name="Enviar foto ao provedor").click()
+    page.wait_for_url(re.compile(r"/inventario#numero-\d+$"))
+    expect(page.locator("img.foto").first).to_be_attached()
+    seen["photo"] = page.locator("img.foto").first.get_attribute("src")
+
     # The Operador and the Client users.
     page.get_by_role("link", name="Usuários").click()
     check_page(page, "usuarios")

@@ -148,7 +148,10 @@ pub fn is_same_origin(headers: &HeaderMap) -> bool {
 /// Why a page could not be served.
 #[derive(Debug)]
 pub(crate) enum Failure {
-    /// No session, or the API answered 401: back to the login page.
+    /// No session cookie: to the login page.
+    NoSession,
+    /// The API answered 401 to the session (expired or revoked): back to the login page,
+    /// which says so.
     LoggedOut,
     /// The API refused (its status and pt-BR message), or the request was refused here.
     Api {
@@ -169,7 +172,8 @@ pub(crate) struct WebError {
 impl IntoResponse for WebError {
     fn into_response(self) -> Response {
         match self.failure {
-            Failure::LoggedOut => {
+            Failure::NoSession if !self.htmx => Redirect::to("/login").into_response(),
+            Failure::NoSession | Failure::LoggedOut => {
                 let clear = clear_cookie();
                 if self.htmx {
                     (
@@ -373,7 +377,7 @@ impl Caller {
         path: &str,
     ) -> Result<Envelope<T>, WebError> {
         if self.token.is_none() {
-            return Err(self.fail(Failure::LoggedOut));
+            return Err(self.fail(Failure::NoSession));
         }
         let v = self.json(Method::GET, path, None).await?;
         serde_json::from_value(v).map_err(|e| {
@@ -388,6 +392,58 @@ impl Caller {
     /// `GET path`'s `data` as `T`.
     pub(crate) async fn data<T: DeserializeOwned>(&self, path: &str) -> Result<T, WebError> {
         Ok(self.get(path).await?.data)
+    }
+}
+
+/// A form body (`application/x-www-form-urlencoded`); a malformed or incomplete one is a pt-BR
+/// error on the page (422), not axum's plain-text rejection.
+pub(crate) struct WebForm<T>(pub T);
+
+impl<S, T> axum::extract::FromRequest<S> for WebForm<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned,
+{
+    type Rejection = WebError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, WebError> {
+        let htmx = req.headers().contains_key("hx-request");
+        axum::Form::<T>::from_request(req, state)
+            .await
+            .map(|axum::Form(v)| WebForm(v))
+            .map_err(|_| WebError {
+                failure: Failure::Api {
+                    status: StatusCode::UNPROCESSABLE_ENTITY,
+                    message: "Formulário incompleto ou inválido: preencha os campos obrigatórios."
+                        .into(),
+                },
+                htmx,
+            })
+    }
+}
+
+/// Path parameters; one that does not parse (`/campanhas/abc`) is the page's 404.
+pub(crate) struct WebPath<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for WebPath<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned + Send,
+{
+    type Rejection = WebError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, WebError> {
+        let htmx = parts.headers.contains_key("hx-request");
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|axum::extract::Path(v)| WebPath(v))
+            .map_err(|_| WebError {
+                failure: Failure::Api {
+                    status: StatusCode::NOT_FOUND,
+                    message: "Página não encontrada.".into(),
+                },
+                htmx,
+            })
     }
 }
 

@@ -5,15 +5,15 @@
 
 use super::views::*;
 use super::{Caller, Envelope, Failure, WebError};
+use super::{WebForm, WebPath};
 use crate::AppState;
 use askama::Template;
 use axum::body::Body;
-use axum::extract::{Path, Query, RawQuery, State};
+use axum::extract::{Query, RawQuery, State};
 use axum::http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use axum::http::{Method, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Redirect, Response};
-use axum::Form;
 use futures::Stream;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -134,7 +134,7 @@ pub(super) struct LoginForm {
 pub(super) async fn login(
     state: State<AppState>,
     c: Caller,
-    Form(f): Form<LoginForm>,
+    WebForm(f): WebForm<LoginForm>,
 ) -> Result<Response, WebError> {
     let answer = c
         .json(
@@ -147,7 +147,10 @@ pub(super) async fn login(
         Ok(v) => {
             let token = v["data"]["token"].as_str().unwrap_or_default();
             let Some(cookie) = super::session_cookie(token, super::secure_cookies(&state)) else {
-                return Err(c.fail(Failure::LoggedOut));
+                return Err(c.fail(Failure::Api {
+                    status: StatusCode::BAD_GATEWAY,
+                    message: "A sessão recebida não pôde ser guardada.".into(),
+                }));
             };
             Ok(([(header::SET_COOKIE, cookie)], Redirect::to("/")).into_response())
         }
@@ -230,7 +233,7 @@ where
         match make().await {
             Ok(html) => Some((Ok(Event::default().event(name).data(html)), (make, false))),
             Err(WebError {
-                failure: Failure::LoggedOut,
+                failure: Failure::LoggedOut | Failure::NoSession,
                 ..
             }) => None,
             Err(WebError {
@@ -252,9 +255,12 @@ pub(super) async fn dashboard_events(c: Caller) -> Result<Response, WebError> {
         let c = c.clone();
         async move {
             let kpis: Dashboard = c.data("/api/dashboard").await?;
-            KpisFragment { kpis }
-                .render()
-                .map_err(|_| c.fail(Failure::LoggedOut))
+            KpisFragment { kpis }.render().map_err(|_| {
+                c.fail(Failure::Api {
+                    status: StatusCode::INTERNAL_SERVER_ERROR,
+                    message: "A página não pôde ser montada.".into(),
+                })
+            })
         }
     });
     Ok(Sse::new(stream)
@@ -291,7 +297,7 @@ pub(super) async fn inventory(c: Caller) -> Result<Response, WebError> {
 
 /// `POST /inventario/bms/{id}/sync`: `POST /api/business-managers/{id}/sync`; the BM's card
 /// again, with what the sync found.
-pub(super) async fn sync_bm(c: Caller, Path(id): Path<i64>) -> Result<Response, WebError> {
+pub(super) async fn sync_bm(c: Caller, WebPath(id): WebPath<i64>) -> Result<Response, WebError> {
     let me: Me = c.data("/api/me").await?;
     let v = c
         .json(
@@ -332,8 +338,8 @@ pub(super) struct NumberForm {
 /// `POST /inventario/numeros/{id}`: display name and client (`PUT /api/phone-numbers/{id}`).
 pub(super) async fn update_number(
     c: Caller,
-    Path(id): Path<i64>,
-    Form(f): Form<NumberForm>,
+    WebPath(id): WebPath<i64>,
+    WebForm(f): WebForm<NumberForm>,
 ) -> Result<Response, WebError> {
     let mut body = json!({"cliente_id": opt_id(&f.cliente_id)});
     if let Some(n) = opt_text(&f.nome_exibicao) {
@@ -348,7 +354,7 @@ pub(super) async fn update_number(
 /// `POST /api/phone-numbers/{id}/foto`.
 pub(super) async fn number_photo(
     c: Caller,
-    Path(id): Path<i64>,
+    WebPath(id): WebPath<i64>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, WebError> {
@@ -395,7 +401,7 @@ pub(super) struct ClientForm {
 /// `POST /clientes`: `POST /api/clientes`; the page again with the webhook secret, shown once.
 pub(super) async fn create_client(
     c: Caller,
-    Form(f): Form<ClientForm>,
+    WebForm(f): WebForm<ClientForm>,
 ) -> Result<Response, WebError> {
     let v = c
         .json(
@@ -430,7 +436,7 @@ struct SecretFragment {
 /// shown once in place.
 pub(super) async fn rotate_client_secret(
     c: Caller,
-    Path(id): Path<i64>,
+    WebPath(id): WebPath<i64>,
 ) -> Result<Response, WebError> {
     let v = c
         .json(
@@ -475,7 +481,10 @@ pub(super) struct UserForm {
 }
 
 /// `POST /usuarios`: `POST /api/users`.
-pub(super) async fn create_user(c: Caller, Form(f): Form<UserForm>) -> Result<Response, WebError> {
+pub(super) async fn create_user(
+    c: Caller,
+    WebForm(f): WebForm<UserForm>,
+) -> Result<Response, WebError> {
     c.json(
         Method::POST,
         "/api/users",
@@ -487,7 +496,10 @@ pub(super) async fn create_user(c: Caller, Form(f): Form<UserForm>) -> Result<Re
 
 /// `POST /usuarios/{id}/token`: the user's public sender token (`POST /api/users/{id}/api-token`),
 /// shown once in place.
-pub(super) async fn create_api_token(c: Caller, Path(id): Path<i64>) -> Result<Response, WebError> {
+pub(super) async fn create_api_token(
+    c: Caller,
+    WebPath(id): WebPath<i64>,
+) -> Result<Response, WebError> {
     let v = c
         .json(Method::POST, &format!("/api/users/{id}/api-token"), None)
         .await?;
@@ -530,7 +542,7 @@ pub(super) async fn templates(c: Caller) -> Result<Response, WebError> {
 /// `sincronizar` (status and quality read again) — `POST /api/templates/{id}/submit|sync`.
 pub(super) async fn template_action(
     c: Caller,
-    Path((id, action)): Path<(i64, String)>,
+    WebPath((id, action)): WebPath<(i64, String)>,
 ) -> Result<Response, WebError> {
     let path = match action.as_str() {
         "submeter" => format!("/api/templates/{id}/submit"),
@@ -552,7 +564,7 @@ pub(super) async fn template_action(
 /// template on that number (`POST /api/templates/{id}/channels/{channel}/reactivate`).
 pub(super) async fn reactivate_template(
     c: Caller,
-    Path((id, channel)): Path<(i64, i64)>,
+    WebPath((id, channel)): WebPath<(i64, i64)>,
 ) -> Result<Response, WebError> {
     let v = c
         .json(
@@ -704,7 +716,7 @@ impl SendsFilter {
 /// sends with filters.
 pub(super) async fn campaign(
     c: Caller,
-    Path(id): Path<i64>,
+    WebPath(id): WebPath<i64>,
     Query(filter): Query<SendsFilter>,
 ) -> Result<Response, WebError> {
     let me: Me = c.data("/api/me").await?;
@@ -737,7 +749,10 @@ pub(super) async fn campaign(
 
 /// `GET /campanhas/{id}/eventos`: the progress, re-rendered every second (SSE event
 /// `progresso`).
-pub(super) async fn campaign_events(c: Caller, Path(id): Path<i64>) -> Result<Response, WebError> {
+pub(super) async fn campaign_events(
+    c: Caller,
+    WebPath(id): WebPath<i64>,
+) -> Result<Response, WebError> {
     c.data::<Campaign>(&format!("/api/campaigns/{id}")).await?;
     let c = std::sync::Arc::new(c);
     let stream = live(Duration::from_secs(1), "progresso", move || {
@@ -752,7 +767,12 @@ pub(super) async fn campaign_events(c: Caller, Path(id): Path<i64>) -> Result<Re
                 numbers,
             }
             .render()
-            .map_err(|_| c.fail(Failure::LoggedOut))
+            .map_err(|_| {
+                c.fail(Failure::Api {
+                    status: StatusCode::INTERNAL_SERVER_ERROR,
+                    message: "A página não pôde ser montada.".into(),
+                })
+            })
         }
     });
     Ok(Sse::new(stream)
@@ -764,7 +784,7 @@ pub(super) async fn campaign_events(c: Caller, Path(id): Path<i64>) -> Result<Re
 /// comes.
 pub(super) async fn export_campaign(
     c: Caller,
-    Path(id): Path<i64>,
+    WebPath(id): WebPath<i64>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, WebError> {
     let path = match query {
@@ -793,7 +813,7 @@ pub(super) async fn export_campaign(
 /// `retomar`, `cancelar` — each one call of the panel API.
 pub(super) async fn campaign_action(
     c: Caller,
-    Path((id, action)): Path<(i64, String)>,
+    WebPath((id, action)): WebPath<(i64, String)>,
 ) -> Result<Response, WebError> {
     let (method, path, body) = match action.as_str() {
         "higienizar" => (Method::POST, format!("/api/campaigns/{id}/hygiene"), None),
@@ -835,7 +855,7 @@ pub(super) struct DispatchForm {
 /// Admin).
 pub(super) async fn set_dispatch(
     c: Caller,
-    Form(f): Form<DispatchForm>,
+    WebForm(f): WebForm<DispatchForm>,
 ) -> Result<Response, WebError> {
     c.json(
         Method::PUT,
@@ -914,7 +934,10 @@ pub(super) struct TaskForm {
 }
 
 /// `POST /tarefas`: `POST /api/tasks`; the board again (htmx) or the page.
-pub(super) async fn create_task(c: Caller, Form(f): Form<TaskForm>) -> Result<Response, WebError> {
+pub(super) async fn create_task(
+    c: Caller,
+    WebForm(f): WebForm<TaskForm>,
+) -> Result<Response, WebError> {
     c.json(
         Method::POST,
         "/api/tasks",
@@ -938,8 +961,8 @@ pub(super) struct MoveForm {
 /// fields as read); the board again.
 pub(super) async fn move_task(
     c: Caller,
-    Path(id): Path<i64>,
-    Form(f): Form<MoveForm>,
+    WebPath(id): WebPath<i64>,
+    WebForm(f): WebForm<MoveForm>,
 ) -> Result<Response, WebError> {
     let current = c
         .json(Method::GET, &format!("/api/tasks/{id}"), None)
@@ -1014,7 +1037,7 @@ struct NoticeFragment {
 }
 
 /// `POST /webhook-logs/{id}/reenviar`: `POST /api/webhook-logs/{id}/reforward`.
-pub(super) async fn reforward(c: Caller, Path(id): Path<i64>) -> Result<Response, WebError> {
+pub(super) async fn reforward(c: Caller, WebPath(id): WebPath<i64>) -> Result<Response, WebError> {
     let v = c
         .json(
             Method::POST,
@@ -1067,7 +1090,10 @@ struct WikiShowPage {
 }
 
 /// `GET /wiki/{slug}`: the page's Markdown as sanitized HTML (the public page's renderer).
-pub(super) async fn wiki_page(c: Caller, Path(slug): Path<String>) -> Result<Response, WebError> {
+pub(super) async fn wiki_page(
+    c: Caller,
+    WebPath(slug): WebPath<String>,
+) -> Result<Response, WebError> {
     let me: Me = c.data("/api/me").await?;
     let page: WikiPage = c.data(&format!("/api/wiki/{}", q(&slug))).await?;
     let html = crate::routes::wiki::markdown_html(&page.content);
