@@ -140,3 +140,206 @@ on_both_backends! {
     document => the_document_covers_every_route_and_validates;
     docs_page => the_docs_page_is_served_without_a_cdn;
 }
+
+/// A path with every `{parameter}` written `{}`.
+fn normalized(path: &str) -> String {
+    let mut out = String::new();
+    let mut in_param = false;
+    for ch in path.chars() {
+        match ch {
+            '{' => {
+                in_param = true;
+                out.push_str("{}");
+            }
+            '}' => in_param = false,
+            _ if in_param => {}
+            _ => out.push(ch),
+        }
+    }
+    out
+}
+
+/// The paths the README's endpoint table ("The API in short") names in its first column.
+/// Shorthands resolve against the path before them in the cell: `…/resume` and a one-segment
+/// `/sync` after `/channels/{id}/verify` are siblings; `[/{key}]` is an optional suffix.
+fn readme_table_paths(heading: &str) -> BTreeSet<String> {
+    let readme = include_str!("../README.md");
+    let section = readme
+        .split(heading)
+        .nth(1)
+        .expect("the README has its API table")
+        .split("\n#")
+        .next()
+        .unwrap();
+    let parent = |p: &str| {
+        p.rsplit_once('/')
+            .map_or(String::new(), |(a, _)| a.to_string())
+    };
+    let first_segment = |p: &str| {
+        p.trim_start_matches('/')
+            .split('/')
+            .next()
+            .unwrap_or("")
+            .to_string()
+    };
+    let mut paths = BTreeSet::new();
+    for line in section.lines().filter(|l| l.starts_with("| `")) {
+        let cell = line[2..].split(" | ").next().unwrap();
+        let mut last: Option<String> = None;
+        for code in cell.split('`').skip(1).step_by(2) {
+            for token in code.split([' ', ',', ';']) {
+                let token = token.split('?').next().unwrap();
+                let relative = token.starts_with("…/");
+                if !(token.starts_with('/') || relative) {
+                    continue;
+                }
+                let forms: Vec<String> = match token.split_once('[') {
+                    Some((base, optional)) => vec![
+                        base.to_string(),
+                        format!("{base}{}", optional.trim_end_matches(']')),
+                    ],
+                    None => vec![token.to_string()],
+                };
+                for form in forms {
+                    let full = match (&last, form.strip_prefix('…')) {
+                        (Some(prev), Some(rest)) => format!("{}{rest}", parent(prev)),
+                        (Some(prev), None)
+                            if form.matches('/').count() == 1
+                                && first_segment(&form) != first_segment(prev) =>
+                        {
+                            format!("{}{form}", parent(prev))
+                        }
+                        _ => form.clone(),
+                    };
+                    last = Some(full.clone());
+                    paths.insert(normalized(&full));
+                }
+            }
+        }
+    }
+    paths
+}
+
+/// The README's endpoint table and the account API's document name the same operations'
+/// paths (issue 18): a documented path missing from the table, or a table path of `/api/v1`
+/// the document lacks, fails.
+#[test]
+fn the_readme_endpoint_table_matches_the_document() {
+    // Named in the table, served outside `/api/v1` (or not a path).
+    const OUTSIDE: &[&str] = &[
+        "/api/v1",
+        "/docs",
+        "/openapi.json",
+        "/metrics",
+        "/w/{}/{}",
+        "/webhooks/alternative",
+        "/webhooks/alternative/{}",
+        "/webhooks/messaging",
+        "/webhooks/messaging/{}",
+    ];
+    let table = readme_table_paths("## The API in short");
+    let documented: BTreeSet<String> = http::openapi::document()
+        .paths
+        .paths
+        .keys()
+        .map(|p| normalized(p))
+        .collect();
+    let missing: Vec<&String> = documented.difference(&table).collect();
+    assert!(
+        missing.is_empty(),
+        "documented, not in the README's table: {missing:?}"
+    );
+    let stale: Vec<&String> = table
+        .difference(&documented)
+        .filter(|p| !OUTSIDE.contains(&p.as_str()))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "in the README's table, not documented: {stale:?}"
+    );
+}
+
+/// Every schema name of the three documents belongs to one Rust type: utoipa keeps the last
+/// of two types with the same name, so a second `CreateIn` silently replaced the first
+/// request body (issue 18). Checked over the sources of `http`.
+#[test]
+fn schema_names_are_unique() {
+    let mut seen: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/http/src");
+    let mut stack = vec![std::path::PathBuf::from(dir)];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let mut pending_alias: Option<String> = None;
+            let mut derives_schema = false;
+            for line in text.lines().map(str::trim) {
+                if line.starts_with("#[derive(") && line.contains("ToSchema") {
+                    derives_schema = true;
+                    pending_alias = None;
+                } else if derives_schema && line.starts_with("#[schema(as = ") {
+                    pending_alias = line
+                        .trim_start_matches("#[schema(as = ")
+                        .split(')')
+                        .next()
+                        .map(|s| s.rsplit("::").next().unwrap().to_string());
+                } else if derives_schema && (line.contains("struct ") || line.contains("enum ")) {
+                    let name = line
+                        .split_whitespace()
+                        .skip_while(|w| *w != "struct" && *w != "enum")
+                        .nth(1)
+                        .unwrap()
+                        .trim_end_matches(['{', ';', '('])
+                        .split('<')
+                        .next()
+                        .unwrap()
+                        .to_string();
+                    seen.entry(pending_alias.take().unwrap_or(name))
+                        .or_default()
+                        .push(path.display().to_string());
+                    derives_schema = false;
+                } else if derives_schema && !line.starts_with("#[") && !line.starts_with("///") {
+                    derives_schema = false;
+                }
+            }
+        }
+    }
+    let twice: Vec<_> = seen.iter().filter(|(_, files)| files.len() > 1).collect();
+    assert!(twice.is_empty(), "schema names used twice: {twice:?}");
+    assert!(
+        seen.len() > 40,
+        "the scan found the schemas: {}",
+        seen.len()
+    );
+}
+
+/// The same for the panel API's table ("The operator panel API") and its document.
+#[test]
+fn the_readme_panel_table_matches_the_panel_document() {
+    // Public routes of `/api` outside the session document.
+    const OUTSIDE: &[&str] = &["/webhooks/provider", "/hygiene/callback"];
+    let table = readme_table_paths("## The operator panel API");
+    let documented: BTreeSet<String> = http::panel::document()
+        .paths
+        .paths
+        .keys()
+        .map(|p| normalized(p))
+        .collect();
+    let missing: Vec<&String> = documented.difference(&table).collect();
+    assert!(
+        missing.is_empty(),
+        "documented, not in the README's panel table: {missing:?}"
+    );
+    let stale: Vec<&String> = table
+        .difference(&documented)
+        .filter(|p| !OUTSIDE.contains(&p.as_str()))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "in the README's panel table, not documented: {stale:?}"
+    );
+}

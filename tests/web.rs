@@ -240,6 +240,16 @@ async fn cookie_session_and_csrf_scenario(backend: Backend) {
         .call(Method::POST, Some(&token), "/api/logout", None)
         .await;
     assert_eq!(s, 200);
+    // A live stream of the ended session stops (204) and leaves the cookie to the page…
+    let r = web
+        .get(app.url("/eventos/dashboard"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+    assert!(r.headers().get("set-cookie").is_none());
+    // …whose next navigation says the session expired.
     let r = web
         .get(app.url("/inventario"))
         .header("cookie", &cookie)
@@ -409,6 +419,49 @@ async fn tenant_and_roles_scenario(backend: Backend) {
         .call(Method::GET, Some(&admin), "/api/settings/dispatch", None)
         .await;
     assert_eq!(d["data"]["habilitado"], true);
+    // The Admin disables the Operador from the users page: its session stops at once.
+    let (_, users) = app
+        .call(Method::GET, Some(&admin), "/api/users", None)
+        .await;
+    let op_id = users["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["email"] == "op@web.test")
+        .unwrap()["id"]
+        .as_i64()
+        .unwrap();
+    let r = web
+        .post(app.url(&format!("/usuarios/{op_id}")))
+        .header("cookie", &cookie)
+        .header("sec-fetch-site", "same-origin")
+        .header("hx-request", "true")
+        .form(&[("role", "Operador"), ("status", "disabled")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.text().await.unwrap().contains("Usuário alterado."));
+    let r = web
+        .get(app.url("/campanhas"))
+        .header("cookie", &op)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.headers()["location"], "/login?expirada=1");
+    // The last Admin cannot demote itself: the API's refusal, shown as an alert.
+    let (_, me) = app.call(Method::GET, Some(&admin), "/api/me", None).await;
+    let r = web
+        .post(app.url(&format!("/usuarios/{}", me["data"]["id"])))
+        .header("cookie", &cookie)
+        .header("sec-fetch-site", "same-origin")
+        .header("hx-request", "true")
+        .form(&[("role", "Operador"), ("status", "active")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(r.headers()["hx-retarget"], "#avisos");
     // The campaign's own state did not move either.
     let (_, c) = app
         .call(

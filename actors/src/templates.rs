@@ -993,6 +993,20 @@ impl Runtime {
     pub async fn delete_template(&self, account_id: i64, id: i64) -> Result<(), ActorError> {
         let store = &self.shared.store;
         let t = store.template(account_id, id).await?;
+        // Campaigns keep the template they send (their history and reports name it): refused
+        // before anything is deleted at the provider.
+        let campaigns = store.campaigns_using_template(id).await?;
+        if !campaigns.is_empty() {
+            return Err(ActorError::Refused {
+                status: 409,
+                code: "template_em_uso",
+                message: format!(
+                    "O template é usado por {} campanha(s) e não pode ser removido; crie outro para as próximas.",
+                    campaigns.len()
+                ),
+                details: serde_json::json!({ "campanhas": campaigns }),
+            });
+        }
         let rows = store.template_channels(id).await?;
         let mut wabas: BTreeMap<&str, Vec<&TemplateChannel>> = BTreeMap::new();
         for r in rows

@@ -15,13 +15,45 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::server::Server;
 use utoipa::{Modify, OpenApi, ToSchema};
 
-/// The success envelope: `{"data": …}` (spec "Resources and their fields").
+/// The success envelope of one record or result: `{"data": {…}}` (spec "Resources and their
+/// fields").
 #[derive(ToSchema)]
 #[allow(dead_code)]
 pub struct DataEnvelope {
-    /// The result: an object or an array.
+    /// The record.
     #[schema(value_type = Object)]
     data: (),
+}
+
+/// The success envelope of a list: `{"data": [{…}], "has_more", "next_cursor"}` (keyset pages:
+/// pass `next_cursor` as `cursor` for the next page; lists that are not paged carry neither).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct ListEnvelope {
+    /// The records, in the order the operation states.
+    #[schema(value_type = Vec<Object>)]
+    data: (),
+    /// Whether more records follow this page.
+    has_more: Option<bool>,
+    /// The cursor of the next page; `null` on the last.
+    next_cursor: Option<String>,
+}
+
+/// A JSON-RPC 2.0 answer (`POST /mcp`): `result` on success, `error` otherwise.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct JsonRpcResponse {
+    /// Always `2.0`.
+    jsonrpc: String,
+    /// The request's id, as sent (any JSON value; `null` when it could not be read).
+    #[schema(value_type = serde_json::Value)]
+    id: (),
+    /// The method's result (absent on error).
+    #[schema(value_type = Option<Object>)]
+    result: Option<()>,
+    /// `{code, message, data?}` (absent on success).
+    #[schema(value_type = Option<Object>)]
+    error: Option<()>,
 }
 
 /// The error envelope (spec "Errors"): a pt-BR `message`, a stable `code`, and details such
@@ -67,7 +99,7 @@ impl Modify for Security {
     ),
     security(("bearer" = [])),
     modifiers(&Security),
-    components(schemas(DataEnvelope, ErrorBody))
+    components(schemas(DataEnvelope, ListEnvelope, ErrorBody))
 )]
 pub struct ApiDoc;
 
@@ -77,8 +109,100 @@ pub fn document() -> &'static utoipa::openapi::OpenApi {
     DOC.get_or_init(|| {
         let mut doc = crate::api_routes().split_for_parts().1;
         doc.merge(crate::public_api_routes().split_for_parts().1);
+        common_responses(&mut doc);
         doc
     })
+}
+
+/// The operations (of the three documents) that call the provider while they answer, so may
+/// answer 502 (the provider refused or failed; its reason in `message`, its code in
+/// `provider_code`). The contract test (`tests/contract.rs`) fails on a 502 from any other.
+pub const PROVIDER_OPERATIONS: &[&str] = &[
+    // Account API.
+    "accounts_add_number",
+    "accounts_sync_bm",
+    "accounts_payment_check",
+    "alternative_connect",
+    "channels_connect",
+    "channels_embedded_signup",
+    "channels_update",
+    "channels_verify",
+    "channels_sync",
+    "channels_templates",
+    "channels_request_code",
+    "channels_verify_code",
+    "channels_register",
+    "channels_payment_check",
+    "groups_send",
+    "mcp_rpc",
+    "messages_send",
+    "messages_media",
+    "templates_create",
+    "templates_submit",
+    "templates_link",
+    "templates_sync",
+    "templates_reactivate",
+    "templates_delete",
+    "templates_edit",
+    // Panel API.
+    "panel_bms_create",
+    "panel_bms_update",
+    "panel_bms_sync",
+    "panel_numbers_photo",
+    "panel_campaigns_test_send",
+    "panel_templates_create",
+    "panel_templates_submit",
+    "panel_templates_sync",
+    "panel_templates_reactivate",
+    "panel_templates_update",
+    "panel_templates_delete",
+    // Public sender.
+    "sender_send",
+];
+
+/// Adds to every operation of `doc` the answers it shares with all the others, each with the
+/// error envelope: 503 (`overloaded` or `timed_out`: the server is busy or the request took
+/// too long; `Retry-After`), and 502 for the [`PROVIDER_OPERATIONS`]. An operation's own
+/// annotation wins where it already lists the status.
+pub fn common_responses(doc: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+    let error = |description: &str| {
+        ResponseBuilder::new()
+            .description(description)
+            .content(
+                "application/json",
+                ContentBuilder::new()
+                    .schema(Some(Ref::from_schema_name("ErrorBody")))
+                    .build(),
+            )
+            .build()
+    };
+    for item in doc.paths.paths.values_mut() {
+        for op in [
+            &mut item.get,
+            &mut item.post,
+            &mut item.put,
+            &mut item.patch,
+            &mut item.delete,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let responses = &mut op.responses.responses;
+            responses.entry("503".into()).or_insert_with(|| {
+                error("`overloaded` ou `timed_out`: servidor ocupado ou pedido demorado demais; tente de novo após `Retry-After`").into()
+            });
+            if op
+                .operation_id
+                .as_deref()
+                .is_some_and(|id| PROVIDER_OPERATIONS.contains(&id))
+            {
+                responses.entry("502".into()).or_insert_with(|| {
+                    error("`provider_refused`: o provedor recusou ou falhou; o motivo está em `message`, o código em `provider_code`").into()
+                });
+            }
+        }
+    }
 }
 
 /// Routes outside the token layer: the document and its interactive page.

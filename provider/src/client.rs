@@ -608,7 +608,9 @@ impl GraphClient {
         &self,
         req: reqwest::RequestBuilder,
     ) -> Result<T, ProviderError> {
-        let request = req.build().map_err(map_transport)?;
+        let request = req
+            .build()
+            .map_err(|e| ProviderError::Request(e.to_string()))?;
         let op = operation(request.url());
         let started = std::time::Instant::now();
         let result = self.execute_built(request).await;
@@ -618,6 +620,7 @@ impl GraphClient {
                 ProviderError::Graph { error, .. } => error.code.to_string(),
                 ProviderError::Http { status, .. } => format!("http_{status}"),
                 ProviderError::Timeout => "timeout".into(),
+                ProviderError::Request(_) => "request".into(),
                 _ => "transport".into(),
             };
             metrics::counter!("disparo_provider_errors_total", "code" => code).increment(1);

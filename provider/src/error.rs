@@ -184,6 +184,11 @@ pub enum ProviderError {
     /// The request did not complete (connection refused, reset, DNS).
     #[error("provider unreachable: {0}")]
     Transport(String),
+    /// The request could not be built from the values given: a token (or another value)
+    /// that cannot go in an HTTP header or URL. Never sent; the caller's input is at fault,
+    /// so it reads as an invalid credential, never as a transient failure.
+    #[error("request not built: {0}")]
+    Request(String),
     /// The request timed out.
     #[error("provider timed out")]
     Timeout,
@@ -202,6 +207,7 @@ impl ProviderError {
             ProviderError::Http { status, .. } if *status == 401 => ErrorKind::InvalidCredential,
             ProviderError::Http { .. } | ProviderError::Decode(_) => ErrorKind::Other,
             ProviderError::Transport(_) | ProviderError::Timeout => ErrorKind::Transient,
+            ProviderError::Request(_) => ErrorKind::InvalidCredential,
         }
     }
 

@@ -209,6 +209,16 @@ fn read_c(r: &AnyRow) -> Result<TemplateChannel> {
 }
 
 impl Store {
+    /// The campaigns (of any state) that send library template `template_id`, oldest first:
+    /// a template they name cannot be removed (their rows reference it).
+    pub async fn campaigns_using_template(&self, template_id: i64) -> Result<Vec<i64>> {
+        let rows = sqlx::query("SELECT id FROM campaigns WHERE template_id = $1 ORDER BY id")
+            .bind(template_id)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(|r| Ok(r.try_get("id")?)).collect()
+    }
+
     /// Stores a library template. Errors: [`StorageError::Conflict`] when the provider name
     /// and language exist in the account.
     pub async fn insert_template(&self, t: &NewTemplate) -> Result<TemplateRecord> {

@@ -159,6 +159,13 @@ def run(page, context):
     page.wait_for_url(re.compile(r"/inventario#numero-\d+$"))
     page.locator("tr.editar summary").first.click()
     expect(page.locator("tr.editar").first.get_by_label("Cliente")).to_have_value(re.compile(r"\d+"))
+    # Its guardrails, loaded when the editor opens, saved in place.
+    guard = page.locator("tr.editar").first.locator(".guardrails")
+    expect(guard).to_contain_text("Guardrails")
+    guard.get_by_label(re.compile("Teto diário")).fill("5000")
+    guard.get_by_role("button", name="Salvar guardrails").click()
+    expect(page.locator("tr.editar").first.get_by_role("status")).to_have_text("Guardrails salvos.")
+    expect(page.locator("tr.editar").first.get_by_label(re.compile("Teto diário"))).to_have_value("5000")
     png = b"\x89PNG\r\n\x1a\n" + bytes(i % 251 for i in range(2048))
     page.locator("tr.editar").first.get_by_label(re.compile("Foto do perfil")).set_input_files(
         files=[{"name": "foto.png", "mimeType": "image/png", "buffer": png}]
@@ -282,6 +289,8 @@ def run(page, context):
     expect(rows.first).to_be_visible()
     expect(page.locator("#logs .assinatura-valida").first).to_have_text("valida")
     seen["webhook_log_rows"] = rows.count()
+    page.get_by_role("button", name=re.compile("Reencaminhar o evento")).first.click()
+    expect(page.get_by_role("status").filter(has_text="Reencaminhado")).to_be_visible()
     check_page(page, "webhook-logs")
     logout(page)
     # Logged out: the panel sends to the login page.

@@ -44,6 +44,9 @@ pub const ROUTES: &[(&str, &str, &[Role])] = &[
     ("PUT", "/api/phone-numbers/{id}", STAFF),
     ("DELETE", "/api/phone-numbers/{id}", STAFF),
     ("POST", "/api/phone-numbers/{id}/foto", STAFF),
+    // A number's guardrails (daily cap, cadence, warm-up): the account API's, within scope.
+    ("GET", "/api/phone-numbers/{id}/guardrails", STAFF),
+    ("PATCH", "/api/phone-numbers/{id}/guardrails", STAFF),
     // Clients
     ("GET", "/api/clientes", ALL),
     ("POST", "/api/clientes", STAFF),

@@ -85,6 +85,7 @@ fn actor(me: &PanelUser) -> PanelActor {
 
 /// `POST /api/campaigns` (the spec's "Campaign create" fields).
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[schema(as = PanelCampaignIn)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CampaignIn {
     /// Name (1–200 characters).
@@ -316,7 +317,7 @@ pub(crate) struct ListQuery {
 
 #[utoipa::path(get, operation_id = "panel_campaigns_list", path = "/campaigns", tag = "Campanhas",
     params(ListQuery),
-    responses((status = 200, description = "`data`: campanhas do painel no seu escopo, a mais nova primeiro; `has_more`, `next_cursor`", body = crate::openapi::DataEnvelope),
+    responses((status = 200, description = "`data`: campanhas do painel no seu escopo, a mais nova primeiro; `has_more`, `next_cursor`", body = crate::openapi::ListEnvelope),
         (status = "4XX", description = "Erro `{message, code}`: 401, 403, 422", body = crate::openapi::ErrorBody)))]
 pub(crate) async fn list(
     State(state): State<AppState>,
@@ -523,7 +524,7 @@ pub(crate) struct ContactsQuery {
 
 #[utoipa::path(get, operation_id = "panel_campaigns_contacts", path = "/campaigns/{id}/contacts", tag = "Campanhas",
     params(("id" = i64, Path, description = "Id da campanha"), ContactsQuery),
-    responses((status = 200, description = "`data`: contatos com `higienizacao` e `motivo`; `has_more`, `next_cursor`", body = crate::openapi::DataEnvelope),
+    responses((status = 200, description = "`data`: contatos com `higienizacao` e `motivo`; `has_more`, `next_cursor`", body = crate::openapi::ListEnvelope),
         (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422", body = crate::openapi::ErrorBody)))]
 pub(crate) async fn contacts(
     State(state): State<AppState>,
@@ -643,7 +644,7 @@ fn send_filter(q: &SendsQuery) -> Result<SendFilter, ApiError> {
 
 #[utoipa::path(get, operation_id = "panel_campaigns_sends", path = "/campaigns/{id}/sends", tag = "Campanhas",
     params(("id" = i64, Path, description = "Id da campanha"), SendsQuery),
-    responses((status = 200, description = "`data`: envios (contato liberado e sua mensagem) em ordem; `has_more`, `next_cursor`", body = crate::openapi::DataEnvelope),
+    responses((status = 200, description = "`data`: envios (contato liberado e sua mensagem) em ordem; `has_more`, `next_cursor`", body = crate::openapi::ListEnvelope),
         (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422", body = crate::openapi::ErrorBody)))]
 pub(crate) async fn sends(
     State(state): State<AppState>,

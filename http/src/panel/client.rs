@@ -65,7 +65,7 @@ pub(crate) struct SendsQuery {
 
 #[utoipa::path(get, operation_id = "panel_client_sends", path = "/client/sends", tag = "Cliente",
     params(SendsQuery),
-    responses((status = 200, description = "`data`: as mensagens enviadas pelos números do cliente, a mais nova primeiro, com a linha do tempo; `has_more`, `next_cursor`", body = crate::openapi::DataEnvelope),
+    responses((status = 200, description = "`data`: as mensagens enviadas pelos números do cliente, a mais nova primeiro, com a linha do tempo; `has_more`, `next_cursor`", body = crate::openapi::ListEnvelope),
         (status = "4XX", description = "Erro `{message, code}`: 401, 403, 422", body = crate::openapi::ErrorBody)))]
 pub(crate) async fn sends(
     State(state): State<AppState>,

@@ -29,6 +29,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(get_waba, update_waba, delete_waba))
         .routes(routes!(list_numbers, create_number))
         .routes(routes!(get_number, update_number, delete_number))
+        .routes(routes!(number_guardrails, set_number_guardrails))
         .merge(
             OpenApiRouter::new()
                 .routes(routes!(upload_photo))
@@ -117,7 +118,7 @@ pub(crate) async fn sends_per_hour(
 }
 
 #[utoipa::path(get, operation_id = "panel_alerts", path = "/alertas", tag = "Visão geral",
-    responses((status = 200, description = "Alertas ativos no escopo, `critica` primeiro: `[{severidade, tipo, id, nome, codigo, mensagem, proxima_acao}]`", body = crate::openapi::DataEnvelope),
+    responses((status = 200, description = "Alertas ativos no escopo, `critica` primeiro: `[{severidade, tipo, id, nome, codigo, mensagem, proxima_acao}]`", body = crate::openapi::ListEnvelope),
         (status = "4XX", description = "Erro `{message, code}`: 401", body = crate::openapi::ErrorBody)))]
 pub(crate) async fn alerts(
     State(state): State<AppState>,
@@ -193,7 +194,7 @@ impl BmIn {
 
 #[utoipa::path(get, operation_id = "panel_bms_list", path = "/business-managers", tag = "Inventário",
     params(BmQuery),
-    responses((status = 200, description = "BMs no escopo com WABAs, números (saúde ao vivo) e resumo; tokens nunca voltam", body = crate::openapi::DataEnvelope),
+    responses((status = 200, description = "BMs no escopo com WABAs, números (saúde ao vivo) e resumo; tokens nunca voltam", body = crate::openapi::ListEnvelope),
         (status = "4XX", description = "Erro `{message, code}`: 401, 422", body = crate::openapi::ErrorBody)))]
 pub(crate) async fn list_bms(
     State(state): State<AppState>,
@@ -338,7 +339,7 @@ pub(crate) struct WabaPatchIn {
 }
 
 #[utoipa::path(get, operation_id = "panel_wabas_list", path = "/wabas", tag = "Inventário",
-    responses((status = 200, description = "WABAs no escopo com seus números", body = crate::openapi::DataEnvelope),
+    responses((status = 200, description = "WABAs no escopo com seus números", body = crate::openapi::ListEnvelope),
         (status = "4XX", description = "Erro `{message, code}`: 401", body = crate::openapi::ErrorBody)))]
 pub(crate) async fn list_wabas(
     State(state): State<AppState>,
@@ -471,7 +472,7 @@ pub(crate) struct NumberPatchIn {
 }
 
 #[utoipa::path(get, operation_id = "panel_numbers_list", path = "/phone-numbers", tag = "Inventário",
-    responses((status = 200, description = "Números no escopo com saúde ao vivo (os mesmos canais de /api/v1/channels)", body = crate::openapi::DataEnvelope),
+    responses((status = 200, description = "Números no escopo com saúde ao vivo (os mesmos canais de /api/v1/channels)", body = crate::openapi::ListEnvelope),
         (status = "4XX", description = "Erro `{message, code}`: 401", body = crate::openapi::ErrorBody)))]
 pub(crate) async fn list_numbers(
     State(state): State<AppState>,
@@ -624,4 +625,43 @@ pub(crate) async fn upload_photo(
         .panel_number_photo(me.account_id(), &me.scope(), id, photo)
         .await?;
     Ok(Json(json!({ "data": n })))
+}
+
+#[utoipa::path(get, operation_id = "panel_numbers_guardrails", path = "/phone-numbers/{id}/guardrails", tag = "Inventário",
+    params(("id" = i64, Path, description = "Id do número")),
+    responses((status = 200, description = "Guardrails do número e o limite de hoje (como `GET /api/v1/channels/{id}/guardrails`)", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404 (fora do escopo)", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn number_guardrails(
+    state: State<AppState>,
+    me: PanelUser,
+    auth: crate::extract::Auth,
+    IdPath(id): IdPath,
+) -> Result<Json<Value>, ApiError> {
+    // The user's scope first: the account API's handler checks the account only.
+    state
+        .runtime
+        .store()
+        .scoped_channel(me.account_id(), &me.scope(), id)
+        .await?;
+    crate::routes::guardrails::read(state, auth, IdPath(id)).await
+}
+
+#[utoipa::path(patch, operation_id = "panel_numbers_guardrails_update", path = "/phone-numbers/{id}/guardrails", tag = "Inventário",
+    params(("id" = i64, Path, description = "Id do número")),
+    request_body = crate::routes::guardrails::PatchIn,
+    responses((status = 200, description = "Guardrails alterados (como `PATCH /api/v1/channels/{id}/guardrails`)", body = crate::openapi::DataEnvelope),
+        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404 (fora do escopo), 422", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn set_number_guardrails(
+    state: State<AppState>,
+    me: PanelUser,
+    auth: crate::extract::Auth,
+    IdPath(id): IdPath,
+    body: ApiJson<crate::routes::guardrails::PatchIn>,
+) -> Result<Json<Value>, ApiError> {
+    state
+        .runtime
+        .store()
+        .scoped_channel(me.account_id(), &me.scope(), id)
+        .await?;
+    crate::routes::guardrails::update(state, auth, IdPath(id), body).await
 }

@@ -48,7 +48,7 @@ pub(crate) struct LogQuery {
 
 #[utoipa::path(get, operation_id = "panel_webhook_logs", path = "/webhook-logs", tag = "Webhooks do provedor",
     params(LogQuery),
-    responses((status = 200, description = "`data`: linhas, a mais nova primeiro: `{id, tipo, received_at, assinatura, http_status, aplicado, wabas, numeros, campos, detalhe, corpo (enquanto retido), encaminhamento, entregas: [{id, client_id, phone_number_id, status, attempts, last_status_code, last_error}]}`; `has_more`, `next_cursor`", body = crate::openapi::DataEnvelope),
+    responses((status = 200, description = "`data`: linhas, a mais nova primeiro: `{id, tipo, received_at, assinatura, http_status, aplicado, wabas, numeros, campos, detalhe, corpo (enquanto retido), encaminhamento, entregas: [{id, client_id, phone_number_id, status, attempts, last_status_code, last_error}]}`; `has_more`, `next_cursor`", body = crate::openapi::ListEnvelope),
         (status = "4XX", description = "Erro `{message, code}`: 401, 403, 422", body = crate::openapi::ErrorBody)))]
 pub(crate) async fn list(
     State(state): State<AppState>,

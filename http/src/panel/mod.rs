@@ -237,7 +237,7 @@ impl Modify for Security {
     ),
     security(("sessao" = [])),
     modifiers(&Security),
-    components(schemas(crate::openapi::DataEnvelope, crate::openapi::ErrorBody))
+    components(schemas(crate::openapi::DataEnvelope, crate::openapi::ListEnvelope, crate::openapi::ErrorBody))
 )]
 pub struct PanelDoc;
 
@@ -268,6 +268,7 @@ pub fn document() -> &'static utoipa::openapi::OpenApi {
     DOC.get_or_init(|| {
         let mut doc = routes().split_for_parts().1;
         doc.merge(public_routes().split_for_parts().1);
+        crate::openapi::common_responses(&mut doc);
         doc
     })
 }

@@ -70,7 +70,7 @@ pub(crate) struct UserPatchIn {
 }
 
 #[utoipa::path(get, operation_id = "panel_users_list", path = "/users", tag = "Usuários",
-    responses((status = 200, description = "Usuários da conta (Admin)", body = crate::openapi::DataEnvelope),
+    responses((status = 200, description = "Usuários da conta (Admin)", body = crate::openapi::ListEnvelope),
         (status = "4XX", description = "Erro `{message, code}`: 401 sessão, 403 papel", body = crate::openapi::ErrorBody)))]
 pub(crate) async fn list_users(
     State(state): State<AppState>,
@@ -199,7 +199,7 @@ pub(crate) async fn create_api_token(
 
 #[utoipa::path(get, operation_id = "panel_users_api_token_list", path = "/users/{id}/api-token", tag = "Usuários",
     params(("id" = i64, Path, description = "Id do usuário")),
-    responses((status = 200, description = "Tokens do remetente público do usuário (prefixo, criação, revogação), o mais novo primeiro", body = crate::openapi::DataEnvelope),
+    responses((status = 200, description = "Tokens do remetente público do usuário (prefixo, criação, revogação), o mais novo primeiro", body = crate::openapi::ListEnvelope),
         (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404", body = crate::openapi::ErrorBody)))]
 pub(crate) async fn list_api_tokens(
     State(state): State<AppState>,
@@ -273,7 +273,7 @@ pub(crate) async fn rotate_client_secret(
 }
 
 #[utoipa::path(get, operation_id = "panel_clients_list", path = "/clientes", tag = "Clientes",
-    responses((status = 200, description = "Clientes com contagem de vínculos (BMs, WABAs, números); um usuário Client vê o seu", body = crate::openapi::DataEnvelope),
+    responses((status = 200, description = "Clientes com contagem de vínculos (BMs, WABAs, números); um usuário Client vê o seu", body = crate::openapi::ListEnvelope),
         (status = "4XX", description = "Erro `{message, code}`: 401, 403", body = crate::openapi::ErrorBody)))]
 pub(crate) async fn list_clients(
     State(state): State<AppState>,
@@ -514,7 +514,7 @@ pub(crate) async fn delete_task(
 
 #[utoipa::path(get, operation_id = "panel_templates_list", path = "/templates", tag = "Templates",
     params(crate::extract::PageQuery),
-    responses((status = 200, description = "A biblioteca da conta (a mesma de /api/v1/templates) com status por número; `has_more`, `next_cursor`", body = crate::openapi::DataEnvelope),
+    responses((status = 200, description = "A biblioteca da conta (a mesma de /api/v1/templates) com status por número; `has_more`, `next_cursor`", body = crate::openapi::ListEnvelope),
         (status = "4XX", description = "Erro `{message, code}`: 401, 403, 422", body = crate::openapi::ErrorBody)))]
 pub(crate) async fn list_templates(
     state: State<AppState>,
@@ -548,9 +548,10 @@ pub(crate) async fn submit_template(
     state: State<AppState>,
     auth: Auth,
     id: IdPath,
-    body: Option<Json<Value>>,
+    headers: axum::http::HeaderMap,
+    body: bytes::Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    crate::routes::templates::submit(state, auth, id, body).await
+    crate::routes::templates::submit(state, auth, id, headers, body).await
 }
 
 #[utoipa::path(post, operation_id = "panel_templates_sync", path = "/templates/{id}/sync", tag = "Templates",
@@ -594,6 +595,7 @@ pub(crate) async fn get_template(
 /// `PUT /api/templates/{id}` body: a template never submitted is edited; `status` comes from
 /// the provider and is refused.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[schema(as = PanelTemplatePatch)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct TemplatePatchIn {
     name: Option<String>,
@@ -670,7 +672,7 @@ pub(crate) async fn delete_template(
 
 #[utoipa::path(get, operation_id = "panel_wiki_list", path = "/wiki", tag = "Wiki",
     params(crate::routes::wiki::ListQuery),
-    responses((status = 200, description = "Páginas da conta (as mesmas de /api/v1/wiki), sem conteúdo", body = crate::openapi::DataEnvelope),
+    responses((status = 200, description = "Páginas da conta (as mesmas de /api/v1/wiki), sem conteúdo", body = crate::openapi::ListEnvelope),
         (status = "4XX", description = "Erro `{message, code}`: 401, 403, 422", body = crate::openapi::ErrorBody)))]
 pub(crate) async fn list_wiki(
     state: State<AppState>,

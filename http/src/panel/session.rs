@@ -58,6 +58,8 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Peer {
         (status = 401, description = "`login_invalido`: e-mail ou senha incorretos (a mesma resposta para os dois)", body = crate::openapi::ErrorBody),
         (status = 429, description = "`muitas_tentativas`: limite por e-mail ou por endereço; `Retry-After`", body = crate::openapi::ErrorBody),
         (status = 422, description = "Corpo inválido", body = crate::openapi::ErrorBody),
+        (status = 400, description = "`invalid_json`: o corpo não é JSON", body = crate::openapi::ErrorBody),
+        (status = 415, description = "`unsupported_media_type`: envie `Content-Type: application/json`", body = crate::openapi::ErrorBody),
     )
 )]
 pub(crate) async fn login(

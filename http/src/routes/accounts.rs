@@ -46,7 +46,7 @@ struct WabaQuery {
     path = "/wabas",
     tag = "WABAs, BMs e visão geral",
     params(WabaQuery),
-    responses((status = 200, description = "WABAs com BM, credencial e saúde dos números", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "WABAs com BM, credencial e saúde dos números", body = crate::openapi::ListEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
 )]
 async fn wabas(
     State(state): State<AppState>,

@@ -33,6 +33,7 @@ pub fn public_routes() -> Router<AppState> {
 
 /// `POST /channels/alternative` body. Its `Debug` hides the API key.
 #[derive(Deserialize, utoipa::ToSchema)]
+#[schema(as = ConnectAlternativeIn)]
 #[serde(deny_unknown_fields)]
 struct ConnectIn {
     name: Option<String>,

@@ -46,6 +46,7 @@ fn one() -> i64 {
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[schema(as = CampaignIn)]
 #[serde(deny_unknown_fields)]
 struct CreateIn {
     name: String,
@@ -273,7 +274,7 @@ struct ListQuery {
     path = "/campaigns",
     tag = "Campanhas",
     params(ListQuery),
-    responses((status = 200, description = "`data`: campanhas com `stats`, a mais nova primeiro; `has_more`, `next_cursor`", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 422 filtro inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "`data`: campanhas com `stats`, a mais nova primeiro; `has_more`, `next_cursor`", body = crate::openapi::ListEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 422 filtro inválido)", body = crate::openapi::ErrorBody))
 )]
 async fn list(
     State(state): State<AppState>,

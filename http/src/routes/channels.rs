@@ -78,7 +78,7 @@ struct ListQuery {
     path = "/channels",
     tag = "Números",
     params(ListQuery),
-    responses((status = 200, description = "`data`: números (Channel) em ordem de criação; `has_more`, `next_cursor`", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "`data`: números (Channel) em ordem de criação; `has_more`, `next_cursor`", body = crate::openapi::ListEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
 )]
 async fn list(
     State(state): State<AppState>,
@@ -130,6 +130,7 @@ async fn list(
 /// `POST /channels/official` body ("Official channel configuration"). `phone_number_id`,
 /// `waba_id` and `access_token` are required (decision D-002). Its `Debug` hides the secrets.
 #[derive(Deserialize, utoipa::ToSchema)]
+#[schema(as = ConnectOfficialIn)]
 #[serde(deny_unknown_fields)]
 struct ConnectIn {
     name: Option<String>,
@@ -352,6 +353,7 @@ async fn health(
 /// `PATCH /channels/{id}/official` body (decision D-002): any of these; blank secrets keep the
 /// stored ones. Its `Debug` hides the secrets.
 #[derive(Deserialize, utoipa::ToSchema)]
+#[schema(as = ChannelPatch)]
 #[serde(deny_unknown_fields)]
 struct UpdateIn {
     name: Option<String>,
@@ -455,7 +457,7 @@ async fn sync(
     path = "/channels/{id}/templates",
     tag = "Números",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
-    responses((status = 200, description = "Templates aprovados do número no provedor", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "Templates aprovados do número no provedor", body = crate::openapi::ListEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
 )]
 async fn templates(
     State(state): State<AppState>,

@@ -109,6 +109,7 @@ fn group_json(g: &GroupDetail, with_numbers: bool) -> Value {
 
 /// `POST /groups` body.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[schema(as = GroupIn)]
 #[serde(deny_unknown_fields)]
 struct CreateIn {
     name: String,
@@ -121,6 +122,7 @@ struct CreateIn {
 /// `PATCH /groups/{id}` body: only the fields sent change; `limit_24h: null` goes back to
 /// the numbers' sum.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[schema(as = GroupPatch)]
 #[serde(deny_unknown_fields)]
 struct UpdateIn {
     name: Option<String>,
@@ -138,6 +140,7 @@ struct NumbersIn {
 
 /// `POST /groups/{id}/messages` body.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[schema(as = GroupMessageIn)]
 #[serde(deny_unknown_fields)]
 struct SendIn {
     to: String,
@@ -148,6 +151,7 @@ struct SendIn {
 
 /// `POST /groups/{id}/campaigns` body.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[schema(as = GroupCampaignIn)]
 #[serde(deny_unknown_fields)]
 struct CampaignIn {
     name: String,
@@ -173,7 +177,7 @@ struct CampaignIn {
     path = "/groups",
     tag = "Grupos de envio",
     params(crate::extract::PageQuery),
-    responses((status = 200, description = "`data`: grupos com limite, enviados em 24 h, disponível e templates em comum, em ordem de criação; `has_more`, `next_cursor`", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}`", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "`data`: grupos com limite, enviados em 24 h, disponível e templates em comum, em ordem de criação; `has_more`, `next_cursor`", body = crate::openapi::ListEnvelope), (status = "4XX", description = "Erro: `{message, code, …}`", body = crate::openapi::ErrorBody))
 )]
 async fn list(
     State(state): State<AppState>,
@@ -293,7 +297,7 @@ async fn remove(
     path = "/groups/{id}/templates",
     tag = "Grupos de envio",
     params(("id" = i64, Path, description = "Id do grupo")),
-    responses((status = 200, description = "`data`: templates com id, name, provider_name, category, language, body, variables, header_type, has_media_header, buttons, var_map", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}`", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "`data`: templates com id, name, provider_name, category, language, body, variables, header_type, has_media_header, buttons, var_map", body = crate::openapi::ListEnvelope), (status = "4XX", description = "Erro: `{message, code, …}`", body = crate::openapi::ErrorBody))
 )]
 async fn templates(
     State(state): State<AppState>,

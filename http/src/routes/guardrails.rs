@@ -52,7 +52,7 @@ fn view_json(v: &GuardrailView) -> Value {
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
     responses((status = 200, description = "Guardrails e o limite de hoje", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
 )]
-async fn read(
+pub(crate) async fn read(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
@@ -63,7 +63,7 @@ async fn read(
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct PatchIn {
+pub(crate) struct PatchIn {
     #[serde(default, deserialize_with = "crate::extract::present")]
     daily_cap: Option<Option<i64>>,
     cadence_ms: Option<i64>,
@@ -94,7 +94,7 @@ fn parse_instant(s: &str) -> Option<i64> {
     request_body = PatchIn,
     responses((status = 200, description = "Guardrails atualizados", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
 )]
-async fn update(
+pub(crate) async fn update(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,

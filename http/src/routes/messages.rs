@@ -27,6 +27,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 /// The send request ("Message" › send request fields).
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[schema(as = MessageIn)]
 #[serde(deny_unknown_fields)]
 struct SendIn {
     to: Option<String>,
@@ -543,7 +544,7 @@ async fn send(
     path = "/messages/{id}/media",
     tag = "Mensagens",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
-    responses((status = 200, description = "O arquivo de mídia recebido", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "O arquivo de mídia recebido, com o `Content-Type` do provedor (imagem, áudio, vídeo, documento)", content_type = "*/*"), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
 )]
 async fn media(
     State(state): State<AppState>,
@@ -596,7 +597,7 @@ struct ListQuery {
     path = "/messages",
     tag = "Mensagens",
     params(ListQuery),
-    responses((status = 200, description = "`data`: mensagens (enviadas e recebidas), a mais nova primeiro; `has_more`, `next_cursor`", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 422 filtro inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "`data`: mensagens (enviadas e recebidas), a mais nova primeiro; `has_more`, `next_cursor`", body = crate::openapi::ListEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 422 filtro inválido)", body = crate::openapi::ErrorBody))
 )]
 async fn list(
     State(state): State<AppState>,

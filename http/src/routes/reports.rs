@@ -328,7 +328,7 @@ pub(crate) fn csv_response(filename: &str, body: Body) -> Response {
     path = "/reports/campaigns",
     tag = "Relatórios",
     params(ReportQuery),
-    responses((status = 200, description = "`data`: linhas por campanha, `totals`; ou o CSV (`;`, BOM)", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 422 filtro inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "`data`: linhas por campanha, `totals`; ou o CSV (`;`, BOM)", content((crate::openapi::ListEnvelope = "application/json"), (String = "text/csv"))), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 422 filtro inválido)", body = crate::openapi::ErrorBody))
 )]
 async fn campaigns(
     State(state): State<AppState>,
@@ -373,7 +373,7 @@ async fn campaigns(
     path = "/reports/campaign-messages",
     tag = "Relatórios",
     params(ReportQuery),
-    responses((status = 200, description = "`data`: linhas, `limit`, `offset`, `has_more`; ou o CSV de todo o filtro", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 422 filtro inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "`data`: linhas, `limit`, `offset`, `has_more`; ou o CSV de todo o filtro", content((crate::openapi::ListEnvelope = "application/json"), (String = "text/csv"))), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 422 filtro inválido)", body = crate::openapi::ErrorBody))
 )]
 async fn campaign_messages(
     State(state): State<AppState>,

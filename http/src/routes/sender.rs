@@ -21,7 +21,7 @@ use utoipa::OpenApi;
 /// `GET /api/v1/numbers`: the numbers the token's user may send from, with health and sends
 /// in the last 24 h.
 #[utoipa::path(get, operation_id = "sender_numbers", path = "/numbers", tag = "Remetente público",
-    responses((status = 200, description = "`data`: `[{id, phone, name, quality, health, sends_24h}]`", body = crate::openapi::DataEnvelope),
+    responses((status = 200, description = "`data`: `[{id, phone, name, quality, health, sends_24h}]`", body = crate::openapi::ListEnvelope),
         (status = "4XX", description = "Erro `{message, code}`: 401, 403 (token da conta), 429 (120 por minuto)", body = crate::openapi::ErrorBody)))]
 pub async fn numbers(
     State(state): State<AppState>,
@@ -36,7 +36,7 @@ pub async fn numbers(
 
 /// `GET /api/v1/templates` for a sender token.
 #[utoipa::path(get, operation_id = "sender_templates", path = "/templates", tag = "Remetente público",
-    responses((status = 200, description = "`data`: templates aprovados nos números do usuário, um por nome: `[{name, category, languages, variables, numbers}]`", body = crate::openapi::DataEnvelope),
+    responses((status = 200, description = "`data`: templates aprovados nos números do usuário, um por nome: `[{name, category, languages, variables, numbers}]`", body = crate::openapi::ListEnvelope),
         (status = "4XX", description = "Erro `{message, code}`: 401, 429", body = crate::openapi::ErrorBody)))]
 pub async fn templates(state: &AppState, caller: &SenderCaller) -> Result<Json<Value>, ApiError> {
     let list = state
@@ -48,6 +48,7 @@ pub async fn templates(state: &AppState, caller: &SenderCaller) -> Result<Json<V
 
 /// `POST /api/v1/messages` body of a sender token.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[schema(as = SenderMessageIn)]
 #[serde(deny_unknown_fields)]
 pub struct SendIn {
     /// Recipient, digits with country code.
@@ -218,12 +219,16 @@ impl utoipa::Modify for Security {
     paths(numbers, templates, send, message),
     security(("usuario" = [])),
     modifiers(&Security),
-    components(schemas(SendIn, crate::openapi::DataEnvelope, crate::openapi::ErrorBody))
+    components(schemas(SendIn, crate::openapi::DataEnvelope, crate::openapi::ListEnvelope, crate::openapi::ErrorBody))
 )]
 pub struct SenderDoc;
 
 /// The document (built once).
 pub fn document() -> &'static utoipa::openapi::OpenApi {
     static DOC: std::sync::OnceLock<utoipa::openapi::OpenApi> = std::sync::OnceLock::new();
-    DOC.get_or_init(SenderDoc::openapi)
+    DOC.get_or_init(|| {
+        let mut doc = SenderDoc::openapi();
+        crate::openapi::common_responses(&mut doc);
+        doc
+    })
 }

@@ -26,6 +26,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 /// `POST /templates` body.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[schema(as = TemplateCreateIn)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CreateIn {
     name: String,
@@ -104,7 +105,7 @@ pub(crate) async fn create(
     path = "/templates",
     tag = "Templates",
     params(crate::extract::PageQuery),
-    responses((status = 200, description = "Templates da biblioteca com status por número, em ordem de criação; `has_more`, `next_cursor`", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "Templates da biblioteca com status por número, em ordem de criação; `has_more`, `next_cursor`", body = crate::openapi::ListEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
 )]
 pub(crate) async fn list(
     State(state): State<AppState>,
@@ -151,24 +152,14 @@ pub(crate) async fn submit(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
-    body: Option<Json<Value>>,
+    headers: axum::http::HeaderMap,
+    body: bytes::Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    let channels = match body {
-        Some(Json(v)) => {
-            serde_json::from_value::<ChannelsIn>(v)
-                .map_err(|e| {
-                    ApiError::invalid(
-                        "channels",
-                        "invalid_field",
-                        format!(
-                            "Corpo inválido: {}",
-                            crate::extract::in_portuguese(&e.to_string())
-                        ),
-                    )
-                })?
-                .channels
-        }
-        None => None,
+    // No body: every number of the account; a body is `ChannelsIn` as JSON.
+    let channels = if body.iter().all(u8::is_ascii_whitespace) {
+        None
+    } else {
+        crate::extract::parse_json::<ChannelsIn>(&headers, &body)?.channels
     };
     let view = state
         .runtime
@@ -254,7 +245,7 @@ pub(crate) async fn reactivate(
     path = "/templates/{id}",
     tag = "Templates",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
-    responses((status = 200, description = "Removido da biblioteca e do provedor (nível admin); 502 se o provedor recusar", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "Removido da biblioteca e do provedor (nível admin)", body = crate::openapi::DataEnvelope), (status = 409, description = "`template_em_uso`: campanhas o enviam (`campanhas`: seus ids); nada foi removido", body = crate::openapi::ErrorBody), (status = 502, description = "O provedor recusou a remoção numa WABA (`failed_waba`, `deleted_wabas`)", body = crate::openapi::ErrorBody), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
 )]
 pub(crate) async fn delete(
     State(state): State<AppState>,
@@ -268,6 +259,7 @@ pub(crate) async fn delete(
 /// `PATCH /templates/{id}` body: only the fields sent change; `header_text: null` or
 /// `footer_text: null` (or `""`) removes it; `buttons` replaces the list.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[schema(as = TemplatePatch)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct TemplatePatchIn {
     name: Option<String>,

@@ -25,7 +25,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
     path = "/tokens",
     tag = "Tokens",
     params(crate::extract::PageQuery),
-    responses((status = 200, description = "Tokens da conta (sem o valor), o mais novo primeiro; `has_more`, `next_cursor`", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "Tokens da conta (sem o valor), o mais novo primeiro; `has_more`, `next_cursor`", body = crate::openapi::ListEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
 )]
 async fn list(
     State(state): State<AppState>,
@@ -53,6 +53,7 @@ async fn list(
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[schema(as = TokenIn)]
 #[serde(deny_unknown_fields)]
 struct CreateIn {
     name: String,

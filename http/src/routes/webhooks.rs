@@ -57,6 +57,7 @@ fn parse_events(names: &[String]) -> Result<Vec<EventKind>, ApiError> {
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[schema(as = WebhookIn)]
 #[serde(deny_unknown_fields)]
 struct CreateIn {
     url: String,
@@ -126,7 +127,7 @@ async fn create(
     path = "/channels/{id}/webhooks",
     tag = "Webhooks de saída",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
-    responses((status = 200, description = "Assinaturas do número", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "Assinaturas do número", body = crate::openapi::ListEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
 )]
 async fn list(
     State(state): State<AppState>,
@@ -174,7 +175,7 @@ fn delivery_json(d: &DeliveryRecord) -> Value {
     path = "/webhooks/{id}/deliveries",
     tag = "Webhooks de saída",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404"), Page),
-    responses((status = 200, description = "Histórico de entregas, mais recentes primeiro", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "Histórico de entregas, mais recentes primeiro", body = crate::openapi::ListEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
 )]
 async fn deliveries(
     State(state): State<AppState>,
@@ -203,7 +204,7 @@ async fn deliveries(
     path = "/webhooks/{id}/test",
     tag = "Webhooks de saída",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
-    responses((status = 200, description = "Evento ping enviado", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 201, description = "Evento ping enviado: a entrega criada", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
 )]
 async fn test(
     State(state): State<AppState>,
@@ -240,6 +241,7 @@ async fn read(
 
 /// `PATCH /webhooks/{id}`: each field optional.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[schema(as = WebhookPatch)]
 #[serde(deny_unknown_fields)]
 struct UpdateIn {
     /// New endpoint (checked as at creation).

@@ -124,7 +124,7 @@ pub(crate) struct ListQuery {
     path = "/wiki",
     tag = "Wiki",
     params(ListQuery),
-    responses((status = 200, description = "Páginas (sem conteúdo)", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "Páginas (sem conteúdo)", body = crate::openapi::ListEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
 )]
 pub(crate) async fn list(
     State(state): State<AppState>,
@@ -163,6 +163,7 @@ pub(crate) async fn list(
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[schema(as = WikiPageIn)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CreateIn {
     title: String,
@@ -263,6 +264,7 @@ async fn read(
 /// `PUT /wiki/{id}`: only the fields sent change (`title` renames the slug too; `category_id:
 /// null` removes the category).
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[schema(as = WikiPagePatch)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct UpdateIn {
     title: Option<String>,
@@ -358,7 +360,7 @@ pub(crate) async fn remove(
     operation_id = "wiki_categories",
     path = "/wiki/categories",
     tag = "Wiki",
-    responses((status = 200, description = "Categorias", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "Categorias", body = crate::openapi::ListEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
 )]
 async fn categories(State(state): State<AppState>, auth: Auth) -> Result<Json<Value>, ApiError> {
     let cats = state

@@ -63,9 +63,14 @@ pub fn routes(api: PanelApi) -> Router<AppState> {
         .route("/inventario/bms/{id}/sync", post(pages::sync_bm))
         .route("/inventario/numeros/{id}", post(pages::update_number))
         .route("/inventario/numeros/{id}/foto", post(pages::number_photo))
+        .route(
+            "/inventario/numeros/{id}/guardrails",
+            get(pages::number_guardrails).post(pages::set_number_guardrails),
+        )
         .route("/clientes", get(pages::clients).post(pages::create_client))
         .route("/clientes/{id}/segredo", post(pages::rotate_client_secret))
         .route("/usuarios", get(pages::users).post(pages::create_user))
+        .route("/usuarios/{id}", post(pages::update_user))
         .route("/usuarios/{id}/token", post(pages::create_api_token))
         .route("/templates", get(pages::templates))
         .route("/templates/{id}/{acao}", post(pages::template_action))

@@ -247,9 +247,25 @@ where
     })
 }
 
+/// How a live stream answers when its first read fails: a session that ended gets 204 (an
+/// `EventSource` stops on it) and keeps its cookie as it is — the page's next navigation
+/// says the session expired; an API refusal is the refusal.
+fn stream_refused<T>(first: Result<T, WebError>) -> Option<Result<Response, WebError>> {
+    match first {
+        Ok(_) => None,
+        Err(WebError {
+            failure: Failure::LoggedOut | Failure::NoSession,
+            ..
+        }) => Some(Ok(StatusCode::NO_CONTENT.into_response())),
+        Err(e) => Some(Err(e)),
+    }
+}
+
 /// `GET /eventos/dashboard`: the KPIs, re-rendered every 2 s (SSE event `kpis`).
 pub(super) async fn dashboard_events(c: Caller) -> Result<Response, WebError> {
-    c.data::<Me>("/api/me").await?;
+    if let Some(done) = stream_refused(c.data::<Me>("/api/me").await) {
+        return done;
+    }
     let c = std::sync::Arc::new(c);
     let stream = live(Duration::from_secs(2), "kpis", move || {
         let c = c.clone();
@@ -368,6 +384,82 @@ pub(super) async fn number_photo(
         .await?;
     c.read(resp).await?;
     Ok(done(&c, &format!("/inventario#numero-{id}")))
+}
+
+#[derive(Template)]
+#[template(path = "guardrails.html")]
+struct GuardrailsFragment {
+    id: i64,
+    g: Guardrails,
+    notice: Option<String>,
+}
+
+/// `GET /inventario/numeros/{id}/guardrails`: the number's guardrails and today's limit
+/// (`GET /api/phone-numbers/{id}/guardrails`), loaded when its editor opens.
+pub(super) async fn number_guardrails(
+    c: Caller,
+    WebPath(id): WebPath<i64>,
+) -> Result<Response, WebError> {
+    let g: Guardrails = c
+        .data(&format!("/api/phone-numbers/{id}/guardrails"))
+        .await?;
+    render(&GuardrailsFragment {
+        id,
+        g,
+        notice: None,
+    })
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct GuardrailsForm {
+    daily_cap: Option<String>,
+    cadence_ms: Option<String>,
+    warmup: Option<String>,
+}
+
+/// `POST /inventario/numeros/{id}/guardrails`: daily cap (blank: none), cadence and warm-up
+/// (`PATCH /api/phone-numbers/{id}/guardrails`); the fragment again.
+pub(super) async fn set_number_guardrails(
+    c: Caller,
+    WebPath(id): WebPath<i64>,
+    WebForm(f): WebForm<GuardrailsForm>,
+) -> Result<Response, WebError> {
+    let number = |field: &'static str, v: &Option<String>| -> Result<Option<i64>, WebError> {
+        match opt_text(v) {
+            None => Ok(None),
+            Some(t) => t.parse().map(Some).map_err(|_| {
+                c.fail(Failure::Api {
+                    status: StatusCode::UNPROCESSABLE_ENTITY,
+                    message: format!("`{field}` deve ser um número inteiro."),
+                })
+            }),
+        }
+    };
+    let mut body = json!({
+        "daily_cap": number("daily_cap", &f.daily_cap)?,
+        "warmup": f.warmup.is_some(),
+    });
+    if let Some(ms) = number("cadence_ms", &f.cadence_ms)? {
+        body["cadence_ms"] = json!(ms);
+    }
+    let v = c
+        .json(
+            Method::PATCH,
+            &format!("/api/phone-numbers/{id}/guardrails"),
+            Some(body),
+        )
+        .await?;
+    let g: Guardrails = serde_json::from_value(v["data"].clone()).map_err(|_| {
+        c.fail(Failure::Api {
+            status: StatusCode::BAD_GATEWAY,
+            message: "A resposta da API do painel não pôde ser lida.".into(),
+        })
+    })?;
+    render(&GuardrailsFragment {
+        id,
+        g,
+        notice: Some("Guardrails salvos.".into()),
+    })
 }
 
 // ---- clients, users, API tokens ----------------------------------------------------------
@@ -492,6 +584,30 @@ pub(super) async fn create_user(
     )
     .await?;
     Ok(done(&c, "/usuarios"))
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct UserChangeForm {
+    role: String,
+    status: String,
+}
+
+/// `POST /usuarios/{id}`: role and status (`PUT /api/users/{id}`; the API keeps the last
+/// Admin and ends a disabled user's sessions).
+pub(super) async fn update_user(
+    c: Caller,
+    WebPath(id): WebPath<i64>,
+    WebForm(f): WebForm<UserChangeForm>,
+) -> Result<Response, WebError> {
+    c.json(
+        Method::PUT,
+        &format!("/api/users/{id}"),
+        Some(json!({"role": f.role, "status": f.status})),
+    )
+    .await?;
+    render(&NoticeFragment {
+        message: "Usuário alterado.".into(),
+    })
 }
 
 /// `POST /usuarios/{id}/token`: the user's public sender token (`POST /api/users/{id}/api-token`),
@@ -753,7 +869,9 @@ pub(super) async fn campaign_events(
     c: Caller,
     WebPath(id): WebPath<i64>,
 ) -> Result<Response, WebError> {
-    c.data::<Campaign>(&format!("/api/campaigns/{id}")).await?;
+    if let Some(done) = stream_refused(c.data::<Campaign>(&format!("/api/campaigns/{id}")).await) {
+        return done;
+    }
     let c = std::sync::Arc::new(c);
     let stream = live(Duration::from_secs(1), "progresso", move || {
         let c = c.clone();

@@ -207,6 +207,16 @@ pub struct User {
     pub status: String,
 }
 
+impl User {
+    /// The roles a user may be given: `(role, "selected" or "")`.
+    pub fn role_options(&self) -> Vec<(&'static str, &'static str)> {
+        ["Admin", "Operador", "Client"]
+            .into_iter()
+            .map(|r| (r, if self.role == r { "selected" } else { "" }))
+            .collect()
+    }
+}
+
 /// `GET /api/templates` item.
 #[derive(Debug, Clone, Deserialize)]
 pub struct TemplateView {
@@ -571,4 +581,27 @@ pub fn template_notice(action: &str, v: &Value) -> String {
             .to_string(),
         _ => "Enviado ao provedor para aprovação.".into(),
     }
+}
+
+/// `GET /api/phone-numbers/{id}/guardrails`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Guardrails {
+    /// Campaign sends per local day; `None`: no cap of our own.
+    pub daily_cap: Option<i64>,
+    /// Least ms between two campaign sends.
+    pub cadence_ms: i64,
+    pub warmup: bool,
+    pub today: GuardrailsToday,
+    pub backoff_until: Option<String>,
+}
+
+/// Today's campaign limit of a number.
+#[derive(Debug, Clone, Deserialize)]
+pub struct GuardrailsToday {
+    pub cap: Option<i64>,
+    pub cap_source: Option<String>,
+    pub warmup_day: Option<i64>,
+    pub sent: i64,
+    pub remaining: Option<i64>,
+    pub resets_at: String,
 }
