@@ -37,6 +37,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
 #[serde(deny_unknown_fields)]
 struct ChannelWeight {
     channel_id: i64,
+    /// Share of the audience, 1 to 100 (default 1).
+    #[schema(minimum = 1, maximum = 100)]
     #[serde(default = "one")]
     weight: i64,
 }
@@ -49,20 +51,26 @@ fn one() -> i64 {
 #[schema(as = CampaignIn)]
 #[serde(deny_unknown_fields)]
 struct CreateIn {
+    /// Not blank.
+    #[schema(min_length = 1, pattern = r"\S")]
     name: String,
+    /// `marketing`, `utility` or `authentication` (default the template's).
+    #[schema(pattern = "^(marketing|utility|authentication)$")]
     category: Option<String>,
     template_id: i64,
     /// Template variable → audience column (`{"1": {"field": "nome", "default": "…"}}`);
     /// default the template's.
     #[schema(value_type = Option<Object>)]
     var_map: Option<VarMap>,
+    /// The numbers and their weights; at least one.
+    #[schema(min_items = 1)]
     channels: Vec<ChannelWeight>,
     /// With `true`: only check (decision D-033), answer 200, store nothing.
     #[serde(default)]
     dry_run: bool,
-    /// Audience to check in a dry run (refused otherwise: add it with
+    /// Audience to check in a dry run, up to 10,000 rows (refused otherwise: add it with
     /// `POST /campaigns/{id}/recipients`).
-    #[schema(value_type = Option<Vec<RecipientDoc>>)]
+    #[schema(value_type = Option<Vec<RecipientDoc>>, max_items = 10000)]
     recipients: Option<Vec<RecipientInput>>,
 }
 
@@ -169,8 +177,8 @@ async fn read(
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct RecipientsIn {
-    /// Up to 10,000 rows per call.
-    #[schema(value_type = Vec<RecipientDoc>)]
+    /// 1 to 10,000 rows per call (`actors::campaigns::MAX_RECIPIENTS_PER_CALL`).
+    #[schema(value_type = Vec<RecipientDoc>, min_items = 1, max_items = 10000)]
     recipients: Vec<RecipientInput>,
 }
 

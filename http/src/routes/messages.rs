@@ -44,7 +44,9 @@ struct SendIn {
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct MediaIn {
+    /// `image`, `document`, `video` or `audio`.
     #[serde(rename = "type")]
+    #[schema(pattern = "^(image|document|video|audio)$")]
     kind: String,
     url: String,
 }
@@ -56,7 +58,8 @@ struct TemplateIn {
     id: Option<i64>,
     #[serde(default)]
     vars: std::collections::BTreeMap<String, String>,
-    /// …or a template by name at the provider.
+    /// …or a template by name at the provider (`^[a-z0-9_]+$`).
+    #[schema(pattern = "^[a-z0-9_]+$")]
     name: Option<String>,
     language: Option<String>,
     #[serde(default)]
