@@ -8,28 +8,12 @@ mod common;
 
 use common::{Backend, TestApp, PANEL_PASSWORD};
 use reqwest::Method;
-use serde_json::{json, Value};
+use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_three_api_documents_render_open_and_link() {
     let app = TestApp::spawn(Backend::Sqlite).await;
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/browser/docs.py");
-    let base = app.url("");
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new("python3")
-            .args([script, base.as_str()])
-            .output()
-    })
-    .await
-    .unwrap()
-    .expect("python3 runs");
-    assert!(
-        out.status.success(),
-        "the browser run failed (run tests/setup.sh):\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let seen: Value = serde_json::from_slice(&out.stdout).expect("the script prints JSON");
+    let seen = common::python_json("browser/docs.py", app.url("")).await;
     // Each page shows its own document's operations, not another's.
     let count = |p: &str| seen[p].as_u64().unwrap();
     let panel_ops: usize = http::panel::document()
@@ -48,26 +32,6 @@ async fn the_three_api_documents_render_open_and_link() {
     assert_eq!(count("/docs/painel") as usize, panel_ops);
     assert_eq!(count("/docs/remetente"), 4);
     assert!(count("/docs") > 50, "{seen}");
-}
-
-/// Runs a browser script with one JSON argument; what it printed.
-async fn browse(script: &str, arg: String) -> Value {
-    let script = format!("{}/tests/browser/{script}", env!("CARGO_MANIFEST_DIR"));
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new("python3")
-            .args([script.as_str(), arg.as_str()])
-            .output()
-    })
-    .await
-    .unwrap()
-    .expect("python3 runs");
-    assert!(
-        out.status.success(),
-        "the browser run failed (run tests/setup.sh; screenshot and HTML in the out_dir):\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("the script prints JSON")
 }
 
 /// The operators' web panel (issue 23), clicked through as operators would: login, the
@@ -138,8 +102,8 @@ async fn operators_work_the_panel_in_a_browser() {
         .set_webhook_url(Some(app.url("/api/webhooks/provider")))
         .await;
     let out_dir = format!("{}/browser-output/panel", env!("CARGO_TARGET_TMPDIR"));
-    let seen = browse(
-        "panel.py",
+    let seen = common::python_json(
+        "browser/panel.py",
         json!({
             "base": app.url(""),
             "admin_email": "admin@painel.test",

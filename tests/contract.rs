@@ -218,22 +218,7 @@ async fn a_generated_client_runs_the_integrators_flow() {
         "app_secret": n.app_secret,
     })
     .to_string();
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/contract/client_flow.py");
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new("python3")
-            .args([script, arg.as_str()])
-            .output()
-    })
-    .await
-    .unwrap()
-    .expect("python3 runs");
-    assert!(
-        out.status.success(),
-        "the generated client's flow failed (run tests/setup.sh):\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let seen: Value = serde_json::from_slice(&out.stdout).expect("the script prints JSON");
+    let seen = common::python_json("contract/client_flow.py", arg).await;
     // What the client read is what the gateway did.
     let campaign = seen["report"]["campaign_id"].as_i64().unwrap();
     let (_, c) = app.get(&format!("/api/v1/campaigns/{campaign}")).await;

@@ -226,36 +226,44 @@ fn readme_table_paths(heading: &str) -> BTreeSet<String> {
 #[test]
 fn the_readme_endpoint_table_matches_the_document() {
     // Named in the table, served outside `/api/v1` (or not a path).
-    const OUTSIDE: &[&str] = &[
-        "/api/v1",
-        "/docs",
-        "/openapi.json",
-        "/metrics",
-        "/w/{}/{}",
-        "/webhooks/alternative",
-        "/webhooks/alternative/{}",
-        "/webhooks/messaging",
-        "/webhooks/messaging/{}",
-    ];
-    let table = readme_table_paths("## The API in short");
-    let documented: BTreeSet<String> = http::openapi::document()
-        .paths
-        .paths
-        .keys()
-        .map(|p| normalized(p))
-        .collect();
+    assert_same_paths(
+        "## The API in short",
+        http::openapi::document()
+            .paths
+            .paths
+            .keys()
+            .map(|p| normalized(p))
+            .collect(),
+        &[
+            "/api/v1",
+            "/docs",
+            "/openapi.json",
+            "/metrics",
+            "/w/{}/{}",
+            "/webhooks/alternative",
+            "/webhooks/alternative/{}",
+            "/webhooks/messaging",
+            "/webhooks/messaging/{}",
+        ],
+    );
+}
+
+/// The README table under `heading` and a document's `documented` paths are the same, but for
+/// `outside` (paths the table names that are served outside the document).
+fn assert_same_paths(heading: &str, documented: BTreeSet<String>, outside: &[&str]) {
+    let table = readme_table_paths(heading);
     let missing: Vec<&String> = documented.difference(&table).collect();
     assert!(
         missing.is_empty(),
-        "documented, not in the README's table: {missing:?}"
+        "documented, not in the README's table under {heading}: {missing:?}"
     );
     let stale: Vec<&String> = table
         .difference(&documented)
-        .filter(|p| !OUTSIDE.contains(&p.as_str()))
+        .filter(|p| !outside.contains(&p.as_str()))
         .collect();
     assert!(
         stale.is_empty(),
-        "in the README's table, not documented: {stale:?}"
+        "in the README's table under {heading}, not documented: {stale:?}"
     );
 }
 
@@ -321,25 +329,14 @@ fn schema_names_are_unique() {
 #[test]
 fn the_readme_panel_table_matches_the_panel_document() {
     // Public routes of `/api` outside the session document.
-    const OUTSIDE: &[&str] = &["/webhooks/provider", "/hygiene/callback"];
-    let table = readme_table_paths("## The operator panel API");
-    let documented: BTreeSet<String> = http::panel::document()
-        .paths
-        .paths
-        .keys()
-        .map(|p| normalized(p))
-        .collect();
-    let missing: Vec<&String> = documented.difference(&table).collect();
-    assert!(
-        missing.is_empty(),
-        "documented, not in the README's panel table: {missing:?}"
-    );
-    let stale: Vec<&String> = table
-        .difference(&documented)
-        .filter(|p| !OUTSIDE.contains(&p.as_str()))
-        .collect();
-    assert!(
-        stale.is_empty(),
-        "in the README's panel table, not documented: {stale:?}"
+    assert_same_paths(
+        "## The operator panel API",
+        http::panel::document()
+            .paths
+            .paths
+            .keys()
+            .map(|p| normalized(p))
+            .collect(),
+        &["/webhooks/provider", "/hygiene/callback"],
     );
 }

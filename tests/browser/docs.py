@@ -8,20 +8,10 @@ failed expectation."""
 import json
 import sys
 
+from chromium import launch
 from playwright.sync_api import sync_playwright
 
 BASE = sys.argv[1]
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 # Page → (an operation path it must show, the link text that leads to the next page).
 PAGES = {
@@ -35,7 +25,7 @@ NEXT = {"/docs": "/docs/painel", "/docs/painel": "/docs/remetente", "/docs/remet
 def main():
     seen = {}
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = launch(p)
         page = browser.new_page()
         errors = []
         page.on("pageerror", lambda e: errors.append(str(e)))

@@ -17,23 +17,13 @@ import re
 import sys
 import urllib.request
 
+from chromium import launch
 from playwright.sync_api import expect, sync_playwright
 
 CFG = json.loads(sys.argv[1])
 BASE = CFG["base"]
 OUT = CFG["out_dir"]
 PASSWORD = CFG["password"]
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 AXE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node_modules", "axe-core", "axe.min.js")
 # axe-core's rule sets for WCAG 2 A and AA: labels on inputs, names on buttons and links,
 # landmarks, language, titles, contrast.
@@ -155,7 +145,7 @@ def run(page, context):
     page.locator("tr.editar summary").first.click()
     editor = page.locator("tr.editar").first
     editor.get_by_label("Cliente").select_option(label="Loja Centro")
-    editor.get_by_role("button", name="Salvar").click()
+    editor.get_by_role("button", name="Salvar", exact=True).click()
     page.wait_for_url(re.compile(r"/inventario#numero-\d+$"))
     page.locator("tr.editar summary").first.click()
     expect(page.locator("tr.editar").first.get_by_label("Cliente")).to_have_value(re.compile(r"\d+"))
@@ -328,7 +318,7 @@ def run(page, context):
 def main():
     os.makedirs(OUT, exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = launch(p)
         context = browser.new_context(accept_downloads=True, bypass_csp=True, viewport={"width": 1280, "height": 900})
         page = context.new_page()
         page.on("dialog", lambda d: d.accept())

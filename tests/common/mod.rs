@@ -681,3 +681,24 @@ pub fn init_logs() {
             .try_init();
     }
 }
+
+/// Runs the Python script `tests/<script>` with one argument (installed by `tests/setup.sh`);
+/// panics with both outputs unless it succeeds, and returns the JSON line it printed.
+pub async fn python_json(script: &str, arg: String) -> Value {
+    let path = format!("{}/tests/{script}", env!("CARGO_MANIFEST_DIR"));
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("python3")
+            .args([path.as_str(), arg.as_str()])
+            .output()
+    })
+    .await
+    .unwrap()
+    .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "tests/{script} failed (run tests/setup.sh; browser runs leave a screenshot in their out_dir):\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("the script prints one JSON line")
+}
