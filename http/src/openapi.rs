@@ -161,8 +161,8 @@ pub const PROVIDER_OPERATIONS: &[&str] = &[
 ];
 
 /// Adds to every operation of `doc` the answers it shares with all the others, each with the
-/// error envelope: 503 (`overloaded` or `timed_out`: the server is busy or the request took
-/// too long; `Retry-After`), and 502 for the [`PROVIDER_OPERATIONS`]. An operation's own
+/// error envelope: 503 (`sobrecarregado` or `tempo_esgotado`: the server is busy or the
+/// request took too long; `Retry-After`), and 502 for the [`PROVIDER_OPERATIONS`]. An operation's own
 /// annotation wins where it already lists the status.
 pub fn common_responses(doc: &mut utoipa::openapi::OpenApi) {
     use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
@@ -190,7 +190,7 @@ pub fn common_responses(doc: &mut utoipa::openapi::OpenApi) {
         {
             let responses = &mut op.responses.responses;
             responses.entry("503".into()).or_insert_with(|| {
-                error("`overloaded` ou `timed_out`: servidor ocupado ou pedido demorado demais; tente de novo após `Retry-After`").into()
+                error("`sobrecarregado` ou `tempo_esgotado`: servidor ocupado ou pedido demorado demais; tente de novo após `Retry-After`").into()
             });
             if op
                 .operation_id

@@ -87,7 +87,7 @@ def main():
         ),
         201,
     )
-    channel_id = channel["id"]
+    channel_id = channel.id
     seen["channel"] = channel_id
 
     # Create a template and submit it to the number; the provider approves it.

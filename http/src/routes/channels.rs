@@ -33,28 +33,120 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(payment_check))
 }
 
-/// The channel object of the spec ("Channel").
+/// The channel object of the spec ("Channel"), as every channel answer carries it. Handlers
+/// serialize this type, so the document and the wire are one definition (issue 18).
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct ChannelOut {
+    /// Id.
+    id: i64,
+    /// The number, digits with country code.
+    phone: String,
+    /// Display name in disparo.
+    name: String,
+    /// A Cloud API number (`false`: an alternative provider's, referenced only).
+    official: bool,
+    /// The provider engine.
+    engine: String,
+    /// `WORKING`, `PENDING` or `DISCONNECTED`.
+    status: String,
+    /// The provider's quality rating: `GREEN`, `YELLOW`, `RED` or `UNKNOWN`.
+    quality: String,
+    /// The rating in pt-BR.
+    quality_label: String,
+    /// The messaging tier (`TIER_250`, `TIER_1K`… `TIER_UNLIMITED`), when known.
+    tier: Option<String>,
+    /// Whether business-initiated sends go now: `BLOCKED` (a bad health), `LIMITED` (no 24 h
+    /// headroom) or `AVAILABLE`.
+    #[schema(pattern = "^(AVAILABLE|LIMITED|BLOCKED)$")]
+    can_send: &'static str,
+    /// Live health (README "Health codes").
+    #[schema(value_type = HealthOut)]
+    health: engine::channel::Health,
+    /// When it was connected (ISO 8601, UTC).
+    created_at: String,
+}
+
+/// A channel's health (the document's view of `engine::channel::Health`).
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct HealthOut {
+    /// True when the tone is `ok`.
+    good: bool,
+    /// `ok`, `attention` or `bad`.
+    #[schema(pattern = "^(ok|attention|bad)$")]
+    tone: String,
+    /// Short pt-BR label; may change over time.
+    label: String,
+    /// Stable identifier (README "Health codes").
+    code: String,
+    /// What to do, when something is.
+    next_action: Option<String>,
+    /// The sending group's name; empty when none.
+    group: String,
+    /// Unique recipients per 24 h; `-1`: unlimited.
+    limit_24h: i64,
+    /// Unique business-initiated recipients in the last 24 h.
+    sent_24h: i64,
+    /// Headroom now; `-1`: unlimited.
+    available: i64,
+}
+
+/// `{"data": ChannelOut}`.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct ChannelData {
+    data: ChannelOut,
+}
+
+/// `{"data": [ChannelOut], "has_more", "next_cursor"}`.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct ChannelPage {
+    data: Vec<ChannelOut>,
+    /// Whether more channels follow.
+    has_more: bool,
+    /// The next page's `cursor`; `null` on the last.
+    next_cursor: Option<String>,
+}
+
+/// `POST /channels/official`'s answer: the channel and what the provider confirmed.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct ConnectedOut {
+    data: ChannelOut,
+    /// `{ok, subscribed, display_phone_number, …}`.
+    #[schema(value_type = Object)]
+    verification: (),
+}
+
+impl From<&ChannelSnapshot> for ChannelOut {
+    fn from(s: &ChannelSnapshot) -> Self {
+        let r = &s.record;
+        let can_send = match (s.health.tone, s.health.code.as_str()) {
+            (Tone::Bad, _) => "BLOCKED",
+            (_, "limite_24h_esgotado") => "LIMITED",
+            _ => "AVAILABLE",
+        };
+        ChannelOut {
+            id: r.id,
+            phone: r.phone.clone(),
+            name: r.name.clone(),
+            official: r.official,
+            engine: r.engine.clone(),
+            status: r.status.clone(),
+            quality: r.quality.clone(),
+            quality_label: Quality::parse(&r.quality).label().to_string(),
+            tier: r.tier.clone(),
+            can_send,
+            health: s.health.clone(),
+            created_at: actors::time::iso(r.created_at),
+        }
+    }
+}
+
+/// The channel object of the spec ("Channel") as JSON ([`ChannelOut`]).
 pub fn channel_json(s: &ChannelSnapshot) -> Value {
-    let r = &s.record;
-    let can_send = match (s.health.tone, s.health.code.as_str()) {
-        (Tone::Bad, _) => "BLOCKED",
-        (_, "limite_24h_esgotado") => "LIMITED",
-        _ => "AVAILABLE",
-    };
-    json!({
-        "id": r.id,
-        "phone": r.phone,
-        "name": r.name,
-        "official": r.official,
-        "engine": r.engine,
-        "status": r.status,
-        "quality": r.quality,
-        "quality_label": Quality::parse(&r.quality).label(),
-        "tier": r.tier,
-        "can_send": can_send,
-        "health": s.health,
-        "created_at": actors::time::iso(r.created_at),
-    })
+    serde_json::to_value(ChannelOut::from(s)).unwrap_or_default()
 }
 
 /// Filters of `GET /channels` (decision D-022): `status` (WORKING, PENDING, DISCONNECTED),
@@ -78,7 +170,7 @@ struct ListQuery {
     path = "/channels",
     tag = "Números",
     params(ListQuery),
-    responses((status = 200, description = "`data`: números (Channel) em ordem de criação; `has_more`, `next_cursor`", body = crate::openapi::ListEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "`data`: números (Channel) em ordem de criação; `has_more`, `next_cursor`", body = ChannelPage), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
 )]
 async fn list(
     State(state): State<AppState>,
@@ -183,7 +275,7 @@ fn digits_id(field: &str, value: &str) -> Result<(), ApiError> {
     path = "/channels/official",
     tag = "Números",
     request_body = ConnectIn,
-    responses((status = 201, description = "`data`: número conectado, `verification`", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 201, description = "`data`: número conectado, `verification`", body = ConnectedOut), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
 )]
 async fn connect(
     State(state): State<AppState>,
@@ -387,7 +479,7 @@ fn non_blank(v: Option<String>) -> Option<Secret> {
     tag = "Números",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
     request_body = UpdateIn,
-    responses((status = 200, description = "Número atualizado", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "Número atualizado", body = ChannelData), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
 )]
 async fn update(
     State(state): State<AppState>,
