@@ -610,19 +610,21 @@ pub(crate) struct SendsQuery {
     limit: Option<i64>,
 }
 
+/// The statuses a campaign's sends may be filtered by (`status` of `/campaigns/{id}/sends`;
+/// the web panel's filter offers the same).
+pub(crate) const SEND_STATUSES: [&str; 7] = [
+    "queued",
+    "sending",
+    "sent",
+    "delivered",
+    "read",
+    "failed",
+    "skipped",
+];
+
 fn send_filter(q: &SendsQuery) -> Result<SendFilter, ApiError> {
     if let Some(s) = &q.status {
-        if ![
-            "queued",
-            "sending",
-            "sent",
-            "delivered",
-            "read",
-            "failed",
-            "skipped",
-        ]
-        .contains(&s.as_str())
-        {
+        if !SEND_STATUSES.contains(&s.as_str()) {
             return Err(ApiError::invalid(
                 "status",
                 "status_invalido",

@@ -11,7 +11,7 @@
 //! presents the user to them as the account's caller.
 
 pub mod access;
-mod campaigns;
+pub(crate) mod campaigns;
 mod client;
 mod inventory;
 mod logs;

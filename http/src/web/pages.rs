@@ -776,17 +776,9 @@ impl CampaignPage {
         phone_of(&self.numbers, *id)
     }
 
-    /// The sends' statuses a filter may pick.
+    /// The sends' statuses a filter may pick (the panel API's own list).
     fn statuses(&self) -> [&'static str; 7] {
-        [
-            "queued",
-            "sending",
-            "sent",
-            "delivered",
-            "read",
-            "failed",
-            "skipped",
-        ]
+        crate::panel::campaigns::SEND_STATUSES
     }
 
     /// Whether the filter picked `status`.
