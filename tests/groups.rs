@@ -435,6 +435,40 @@ async fn group_campaigns_run_over_the_groups_numbers(backend: Backend) {
     // The group send route is refused too.
     let (status, _) = group_send(&app, all_group, "5511955550000", t).await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+
+    // A group with a campaign that is not over is kept (D-080): 409 naming it, nothing changed.
+    let paused_id = paused["id"].as_i64().unwrap();
+    let (status, refused) = app.delete(&format!("/api/v1/groups/{all_group}")).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{refused}");
+    assert_eq!(refused["code"], "grupo_com_campanhas", "{refused}");
+    let open: Vec<i64> = refused["campanhas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_i64)
+        .collect();
+    assert!(open.contains(&paused_id), "{refused}");
+    assert!(
+        !open.contains(&id),
+        "a completed campaign does not hold the group: {refused}"
+    );
+    let (status, _) = app.get(&format!("/api/v1/groups/{all_group}")).await;
+    assert_eq!(status, StatusCode::OK);
+    // Once they are over, the group goes; its finished campaigns keep their history.
+    for c in &open {
+        let (status, _) = app
+            .post(&format!("/api/v1/campaigns/{c}/cancel"), json!({}))
+            .await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    let (status, gone) = app.delete(&format!("/api/v1/groups/{all_group}")).await;
+    assert_eq!(status, StatusCode::OK, "{gone}");
+    let (status, _) = app.get(&format!("/api/v1/groups/{all_group}")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, kept) = app.get(&format!("/api/v1/campaigns/{id}")).await;
+    assert_eq!(status, StatusCode::OK, "{kept}");
+    assert_eq!(kept["data"]["state"], "completed", "{kept}");
+    assert_eq!(kept["data"]["group_id"], Value::Null, "{kept}");
 }
 
 async fn concurrent_group_sends_never_pass_the_groups_limit(backend: Backend) {

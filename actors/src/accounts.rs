@@ -31,7 +31,7 @@ pub struct AddNumber {
 }
 
 /// `POST /wabas/{waba}/numbers` result.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct AddedNumber {
     /// pt-BR summary.
     pub message: String,
@@ -46,7 +46,7 @@ pub struct AddedNumber {
 }
 
 /// `POST /channels/{id}/verify-code` result.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct CodeVerified {
     /// True when the number is registered and sending.
     pub active: bool,
@@ -102,19 +102,20 @@ fn random_pin() -> Secret {
 }
 
 /// A WABA as `GET /wabas` shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct WabaView {
     /// The provider's WABA id.
     pub id: String,
     /// Name.
     pub name: String,
     /// Its BM `{id, name}`.
-    pub bm: Option<serde_json::Value>,
+    pub bm: Option<BmRef>,
     /// A number of the account in this WABA has a working credential (it can add numbers).
     pub has_credential: bool,
-    /// `ok`, `restricted`, `banned`.
+    /// `ok`, `restricted`, `banned`, `violation`.
     pub standing: String,
     /// `good`, `attention` or `bad`: the worst of its numbers and its standing.
+    #[schema(pattern = "^(good|attention|bad)$")]
     pub health: String,
     /// The library's templates in this WABA by status (`approved`, `pending`, …), each
     /// counted once (issue 17).
@@ -122,11 +123,11 @@ pub struct WabaView {
     /// The provider's reason the last time adding a number failed.
     pub last_upload_failure: Option<String>,
     /// Its numbers with their health.
-    pub numbers: Vec<serde_json::Value>,
+    pub numbers: Vec<NumberHealth>,
 }
 
 /// Numbers summary of the overview.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, utoipa::ToSchema)]
 pub struct NumbersSummary {
     /// All numbers.
     pub total: i64,
@@ -141,7 +142,7 @@ pub struct NumbersSummary {
 }
 
 /// One item of `needs_action`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct NeedsAction {
     /// `number`, `waba`, `bm` or `alert` (the provider's `account_alerts`, D-074).
     #[serde(rename = "type")]
@@ -161,7 +162,7 @@ pub struct NeedsAction {
 }
 
 /// The account overview.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Overview {
     /// Numbers by health.
     pub numbers: NumbersSummary,
@@ -899,11 +900,7 @@ impl Runtime {
     }
 
     /// A BM with its payment, sending headroom and numbers.
-    pub async fn bm_view(
-        &self,
-        account_id: i64,
-        bm_id: i64,
-    ) -> Result<serde_json::Value, ActorError> {
+    pub async fn bm_view(&self, account_id: i64, bm_id: i64) -> Result<BmView, ActorError> {
         let bm = self.shared.store.bm(account_id, bm_id).await?;
         let snapshots: Vec<ChannelSnapshot> = self
             .list_channels(account_id)
@@ -924,23 +921,30 @@ impl Runtime {
             .await?
             .iter()
             .any(|w| w.bm_id == Some(bm_id) && w.standing == "banned");
-        Ok(serde_json::json!({
-            "id": bm.id,
-            "name": bm.name,
-            "provider_business_id": bm.provider_business_id,
-            "good": bm.payment_ok && !banned,
-            "verification": bm.verification_status.clone().unwrap_or_else(|| "unknown".into()),
-            "payment": if bm.payment_ok { "ok" } else { "pending" },
-            "tier": bm.tier,
-            "sending": {"limit_24h": limit.unwrap_or(-1), "sent_24h": sent, "available": available.unwrap_or(-1)},
-            "numbers": snapshots.iter().map(|s| number_json(&s)).collect::<Vec<_>>(),
-            "last_sync_at": bm.last_sync_at.map(crate::time::iso),
-        }))
+        Ok(BmView {
+            id: bm.id,
+            good: bm.payment_ok && !banned,
+            verification: bm
+                .verification_status
+                .clone()
+                .unwrap_or_else(|| "unknown".into()),
+            payment: if bm.payment_ok { "ok" } else { "pending" },
+            sending: BmSending {
+                limit_24h: limit.unwrap_or(-1),
+                sent_24h: sent,
+                available: available.unwrap_or(-1),
+            },
+            numbers: snapshots.iter().map(|s| number_json(&s)).collect(),
+            last_sync_at: bm.last_sync_at.map(crate::time::iso),
+            name: bm.name,
+            provider_business_id: bm.provider_business_id,
+            tier: bm.tier,
+        })
     }
 }
 
 /// What `POST /bms/{id}/sync` found.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct BmSyncResult {
     /// Numbers at the provider that became channels.
     pub created_numbers: Vec<serde_json::Value>,
@@ -965,8 +969,76 @@ pub struct BmSyncResult {
 /// that finds it clear may clear it; one a webhook set waits for the webhook's reinstatement).
 const SYNC_DETAIL: &str = "status do número no provedor (sincronização)";
 
-fn number_json(s: &&ChannelSnapshot) -> serde_json::Value {
-    serde_json::json!({"channel_id": s.record.id, "phone": s.record.phone, "name": s.record.name, "status": s.record.status, "health": s.health})
+/// A number of a WABA or BM with its live health.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct NumberHealth {
+    /// The channel.
+    pub channel_id: i64,
+    /// Digits with country code.
+    pub phone: String,
+    /// Display name.
+    pub name: String,
+    /// `WORKING`, `PENDING` or `DISCONNECTED`.
+    #[schema(value_type = engine::channel::ChannelStatus)]
+    pub status: String,
+    /// Live health.
+    pub health: engine::channel::Health,
+}
+
+fn number_json(s: &&ChannelSnapshot) -> NumberHealth {
+    NumberHealth {
+        channel_id: s.record.id,
+        phone: s.record.phone.clone(),
+        name: s.record.name.clone(),
+        status: s.record.status.clone(),
+        health: s.health.clone(),
+    }
+}
+
+/// A BM named in a record: `{id, name}`.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct BmRef {
+    /// The BM's id in disparo.
+    pub id: i64,
+    /// Its name.
+    pub name: String,
+}
+
+/// A BM as `GET /bms/{id}` shows it (spec "Account overview, WABA, BM").
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct BmView {
+    /// Id in disparo.
+    pub id: i64,
+    /// Name.
+    pub name: String,
+    /// The provider's Business ID.
+    pub provider_business_id: String,
+    /// Payment in order and no WABA banned.
+    pub good: bool,
+    /// The provider's business verification (`verified`, `unknown`…).
+    pub verification: String,
+    /// `ok` or `pending`.
+    #[schema(pattern = "^(ok|pending)$")]
+    pub payment: &'static str,
+    /// The BM's messaging tier (shared by its numbers), when known.
+    pub tier: Option<String>,
+    /// The BM's shared 24 h counter.
+    pub sending: BmSending,
+    /// Its numbers with their health.
+    pub numbers: Vec<NumberHealth>,
+    /// When it was last read from the provider (ISO 8601).
+    pub last_sync_at: Option<String>,
+}
+
+/// A BM's shared 24 h sending counter.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct BmSending {
+    /// Unique recipients per 24 h; `-1`: unlimited.
+    pub limit_24h: i64,
+    /// Unique business-initiated recipients in the last 24 h.
+    pub sent_24h: i64,
+    /// Headroom now; `-1`: unlimited.
+    pub available: i64,
 }
 
 fn waba_view(w: &WabaRecord, bm: Option<&BmRecord>, numbers: &[&ChannelSnapshot]) -> WabaView {
@@ -986,7 +1058,10 @@ fn waba_view(w: &WabaRecord, bm: Option<&BmRecord>, numbers: &[&ChannelSnapshot]
     WabaView {
         id: w.provider_waba_id.clone(),
         name: w.name.clone(),
-        bm: bm.map(|b| serde_json::json!({"id": b.id, "name": b.name})),
+        bm: bm.map(|b| BmRef {
+            id: b.id,
+            name: b.name.clone(),
+        }),
         has_credential: numbers.iter().any(|s| s.record.credential_valid),
         standing: w.standing.clone(),
         health: health.to_string(),

@@ -45,7 +45,7 @@ pub struct RecipientInput {
 }
 
 /// What an audience batch did.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct RecipientsAdded {
     /// Rows added.
     pub added: u64,
@@ -58,7 +58,7 @@ pub struct RecipientsAdded {
 }
 
 /// A campaign as `GET /campaigns/{id}` shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct CampaignView {
     /// Id.
     pub id: i64,
@@ -69,6 +69,7 @@ pub struct CampaignView {
     /// Library template.
     pub template_id: i64,
     /// State (D-029).
+    #[schema(value_type = engine::campaign::CampaignState)]
     pub state: String,
     /// Why it is paused.
     pub pause_reason: Option<String>,
@@ -99,7 +100,7 @@ pub(crate) struct CheckedCampaign {
 }
 
 /// The outcome of `POST /campaigns` with `dry_run: true`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct DryRun {
     /// Always true: nothing was stored or sent.
     pub dry_run: bool,
@@ -118,7 +119,7 @@ pub struct DryRun {
 }
 
 /// A number in a [`DryRun`].
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct DryRunChannel {
     /// Channel id.
     pub channel_id: i64,

@@ -505,11 +505,21 @@ impl Runtime {
         self.group_detail(account_id, group_id).await
     }
 
-    /// Deletes a group; its numbers leave it (and go on as single numbers).
+    /// Deletes a group; its numbers leave it (and go on as single numbers). 409
+    /// `grupo_com_campanhas` (`campanhas`: their ids) while a campaign of the group is not over;
+    /// finished ones keep their history without the group (D-080).
     pub async fn delete_group(&self, account_id: i64, group_id: i64) -> Result<(), ActorError> {
         let (_, actor) = self.group_actor(account_id, group_id).await?;
         let members = self.shared.store.group_members(group_id).await?;
-        self.shared.store.delete_group(group_id).await?;
+        let open = self.shared.store.delete_group(group_id).await?;
+        if !open.is_empty() {
+            return Err(ActorError::Refused {
+                status: 409,
+                code: "grupo_com_campanhas",
+                message: "O grupo tem campanhas em andamento (rascunho, agendada, enviando ou pausada); conclua ou cancele-as antes de removê-lo.".into(),
+                details: serde_json::json!({ "campanhas": open }),
+            });
+        }
         actor.stop(None);
         self.shared.groups.remove(&group_id);
         self.shared.group_counters.remove(&group_id);

@@ -24,7 +24,7 @@ use storage::templates::{NewTemplate, TemplateChannelState};
 pub const PHOTO_MAX_BYTES: usize = 5 * 1024 * 1024;
 
 /// A panel user as the API shows it (never its password).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct UserView {
     /// Id.
     pub id: i64,
@@ -33,8 +33,10 @@ pub struct UserView {
     /// Name.
     pub name: String,
     /// `Admin`, `Operador`, `Client`.
+    #[schema(value_type = engine::panel::Role)]
     pub role: String,
     /// `active`, `disabled`.
+    #[schema(value_type = engine::panel::UserStatus)]
     pub status: String,
     /// Scope: `{bms: [ids]}` (staff; empty = all) or `{cliente_id}` (Client).
     pub scope: Value,
@@ -103,7 +105,7 @@ pub struct UserChange {
 }
 
 /// A number as the panel shows it: the channel record with its live health.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct NumberView {
     /// Channel id (the same id `GET /api/v1/channels` shows).
     pub id: i64,
@@ -116,8 +118,10 @@ pub struct NumberView {
     /// Provider's verified name.
     pub verified_name: String,
     /// `WORKING`, `PENDING`, `DISCONNECTED` (from the provider).
+    #[schema(value_type = engine::channel::ChannelStatus)]
     pub status: String,
     /// Quality rating (from the provider).
+    #[schema(value_type = engine::channel::Quality)]
     pub qualidade: String,
     /// Tier (from the provider).
     pub tier: Option<String>,
@@ -136,7 +140,7 @@ pub struct NumberView {
 }
 
 /// A WABA as the panel shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct PanelWaba {
     /// disparo id.
     pub id: i64,
@@ -159,7 +163,7 @@ pub struct PanelWaba {
 }
 
 /// A BM as the panel shows it (never its token or secret).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct PanelBm {
     /// disparo id.
     pub id: i64,
@@ -195,7 +199,7 @@ pub struct PanelBm {
 }
 
 /// A client as the panel shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ClientView {
     /// Id.
     pub id: i64,

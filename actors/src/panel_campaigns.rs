@@ -69,7 +69,7 @@ pub struct PanelCampaignInput {
 }
 
 /// The hygiene part of a [`PanelCampaignView`].
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct HygieneView {
     /// The service's job.
     pub job_id: Option<String>,
@@ -82,7 +82,7 @@ pub struct HygieneView {
 }
 
 /// A panel campaign as `GET /api/campaigns/{id}` shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct PanelCampaignView {
     /// Id (the same campaign `/api/v1/campaigns/{id}` serves).
     pub id: i64,

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use storage::messages::MessageRecord;
 
 /// A number the sender may use, as `GET /api/v1/numbers` shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct SenderNumber {
     /// Channel id.
     pub id: i64,
@@ -24,6 +24,7 @@ pub struct SenderNumber {
     /// Display name.
     pub name: String,
     /// Quality rating.
+    #[schema(value_type = engine::channel::Quality)]
     pub quality: String,
     /// Live health (code, label, tone, limit_24h, sent_24h, available).
     pub health: engine::channel::Health,
@@ -32,7 +33,7 @@ pub struct SenderNumber {
 }
 
 /// A template the sender may use (`GET /api/v1/templates`): one entry per name.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct SenderTemplate {
     /// Name at the provider (what `template` names in a send).
     pub name: String,

@@ -65,7 +65,7 @@ pub struct TemplatePatch {
 }
 
 /// What an edit did at the provider in one WABA (`edits[]` of `PATCH /templates/{id}`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ProviderEdit {
     /// The WABA.
     pub waba_id: String,
@@ -83,7 +83,7 @@ pub struct ProviderEdit {
 }
 
 /// A template as the API shows it, with its state on each number.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct TemplateView {
     /// Id.
     pub id: i64,

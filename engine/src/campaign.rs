@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// A campaign's state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum CampaignState {
     /// Created; recipients may be added; nothing is sent.
@@ -89,7 +89,7 @@ impl CampaignState {
 
 /// A recipient's state: `planned → claimed → sent`, or `failed` / `skipped`. A row is claimed
 /// (with its message id) before the provider is called, so it is sent at most once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RecipientState {
     /// A panel campaign's contact not released for sending: before validation and approval,

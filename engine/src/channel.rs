@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// A number's quality rating as the provider reports it (`quality_rating`, PROVIDER.md §4.1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum Quality {
     /// High quality.
@@ -93,7 +93,7 @@ impl Tier {
 }
 
 /// A channel's connection status (spec: `WORKING` for a connected number).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum ChannelStatus {
     /// Connected and able to send.
@@ -125,7 +125,7 @@ impl ChannelStatus {
 }
 
 /// A WABA's standing after `account_update` events (PROVIDER.md §9.7).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum WabaStanding {
     /// No restriction known.
@@ -141,7 +141,7 @@ pub enum WabaStanding {
 }
 
 /// The overall tone of a health object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Tone {
     /// Operating normally.
@@ -192,6 +192,22 @@ pub enum HealthCode {
     /// `ok`: operating.
     Ok,
 }
+
+/// In the OpenAPI documents `HealthCode` is the string enum of its stable identifiers
+/// ([`HealthCode::as_str`]), as `health.code` carries them (D-079).
+impl utoipa::PartialSchema for HealthCode {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::schema::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .enum_values(Some(HealthCode::ALL.iter().map(|c| c.as_str())))
+            .description(Some(
+                "Identificador estável da saúde do número (README \"Health codes\"); a automação usa este, não o rótulo.",
+            ))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for HealthCode {}
 
 impl HealthCode {
     /// Every code, worst first.
@@ -325,7 +341,7 @@ pub struct HealthInput {
 }
 
 /// The health object of the spec (`health` on a channel).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Health {
     /// True when the tone is `ok`.
     pub good: bool,
@@ -334,6 +350,7 @@ pub struct Health {
     /// Short pt-BR label; may change over time.
     pub label: String,
     /// Stable machine identifier ([`HealthCode::as_str`]).
+    #[schema(value_type = HealthCode)]
     pub code: String,
     /// Recommended action, or null.
     pub next_action: Option<String>,

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Where a message travels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Direction {
     /// From the business to a contact.
@@ -23,7 +23,7 @@ impl Direction {
 }
 
 /// The payload kind of a message, named as the provider names its `type`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum MessageKind {
     /// Free text (`text.body`).
@@ -76,7 +76,19 @@ impl MessageKind {
 /// `skipped` marks a campaign recipient that was deliberately not sent. `delivered` and `read`
 /// also have their own timestamps, set whenever the provider reports them (see
 /// [`next_status`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum MessageStatus {
     /// Stored, not yet handed to the provider.
@@ -206,7 +218,7 @@ pub fn next_status(current: MessageStatus, reported: ProviderStatus) -> Option<M
 ///
 /// `ack` is an integer ordered like the delivery ladder so that automation can compare it;
 /// `ack_label` is its stable English name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Ack {
     /// -1: the provider reported a failure.

@@ -5,7 +5,7 @@ use crate::ValidationError;
 use serde::{Deserialize, Serialize};
 
 /// A panel user's role (spec "Authentication" item 4; on the wire as the spec writes them).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 pub enum Role {
     /// Everything, including users and public-sender tokens.
     Admin,
@@ -40,7 +40,7 @@ impl Role {
 }
 
 /// Whether a panel user may log in (`active`) or not (`disabled`: sessions stop at once).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum UserStatus {
     /// May log in.

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 pub const MAX_CONTACTS: usize = 100_000;
 
 /// The panel's step of a campaign before (and at) its approval.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Stage {
     /// The contacts are with the hygiene service.
@@ -52,7 +52,7 @@ impl Stage {
 }
 
 /// What the panel shows as a campaign's `status` (the spec leaves the values open: D-062).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PanelStatus {
     /// A draft of the account API (no panel flow).

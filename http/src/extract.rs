@@ -189,21 +189,24 @@ pub const LIST_MAX: i64 = 500;
 /// A keyset page `{data, has_more, next_cursor}` from up to `limit + 1` rows read after the
 /// cursor: the extra row only says there is more; `next_cursor` is the last row's `id`;
 /// each row is written by `render`.
-pub fn cursor_page<T>(
+pub fn cursor_page<T, O>(
     mut rows: Vec<T>,
     limit: i64,
     id: impl Fn(&T) -> i64,
-    render: impl Fn(&T) -> serde_json::Value,
-) -> serde_json::Value {
+    render: impl Fn(&T) -> O,
+) -> crate::openapi::Page<O> {
     let has_more = rows.len() as i64 > limit;
     rows.truncate(limit.max(0) as usize);
-    let next = if has_more {
+    let next_cursor = if has_more {
         rows.last().map(|r| id(r).to_string())
     } else {
         None
     };
-    let data: Vec<serde_json::Value> = rows.iter().map(render).collect();
-    serde_json::json!({"data": data, "has_more": has_more, "next_cursor": next})
+    crate::openapi::Page {
+        data: rows.iter().map(render).collect(),
+        has_more,
+        next_cursor,
+    }
 }
 
 /// serde's (and serde_json's) error messages in Portuguese, so no English reaches a client:

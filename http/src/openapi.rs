@@ -9,14 +9,72 @@ use crate::AppState;
 use axum::http::header;
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
-use axum::Router;
+use axum::{Json, Router};
+use serde::Serialize;
 use std::sync::OnceLock;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::server::Server;
 use utoipa::{Modify, OpenApi, ToSchema};
 
-/// The success envelope of one record or result: `{"data": {…}}` (spec "Resources and their
-/// fields").
+/// The success envelope of one record or result: `{"data": T}` (spec "Resources and their
+/// fields"). Handlers answer with it, so the document's schema and the wire are one type.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Data<T> {
+    /// The record or result.
+    pub data: T,
+}
+
+impl<T> Data<T> {
+    /// `Json({"data": data})`.
+    pub fn json(data: T) -> Json<Data<T>> {
+        Json(Data { data })
+    }
+}
+
+/// What a `DELETE` answers: `{"data": {"deleted": true, "id"}}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Deleted {
+    /// Always true.
+    pub deleted: bool,
+    /// The removed record's id.
+    pub id: i64,
+}
+
+impl Deleted {
+    /// `Json({"data": {"deleted": true, "id": id}})`.
+    pub fn json(id: i64) -> Json<Data<Deleted>> {
+        Data::json(Deleted { deleted: true, id })
+    }
+}
+
+/// The success envelope of a list that is not paged: `{"data": [T]}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct List<T> {
+    /// The records, in the order the operation states.
+    pub data: Vec<T>,
+}
+
+impl<T> List<T> {
+    /// `Json({"data": data})`.
+    pub fn json(data: Vec<T>) -> Json<List<T>> {
+        Json(List { data })
+    }
+}
+
+/// A keyset page: `{"data": [T], "has_more", "next_cursor"}` (pass `next_cursor` as
+/// `cursor` for the next page; built by [`crate::extract::cursor_page`]).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Page<T> {
+    /// The records, in the order the operation states.
+    pub data: Vec<T>,
+    /// Whether more records follow this page.
+    pub has_more: bool,
+    /// The cursor of the next page; `null` on the last.
+    pub next_cursor: Option<String>,
+}
+
+/// The success envelope of one record whose fields the document does not type yet (the
+/// panel API's records): `{"data": {…}}`.
 #[derive(ToSchema)]
 #[allow(dead_code)]
 pub struct DataEnvelope {
@@ -25,8 +83,8 @@ pub struct DataEnvelope {
     data: (),
 }
 
-/// The success envelope of a list: `{"data": [{…}], "has_more", "next_cursor"}` (keyset pages:
-/// pass `next_cursor` as `cursor` for the next page; lists that are not paged carry neither).
+/// A list whose items the document does not type yet (the panel API's):
+/// `{"data": [{…}], "has_more", "next_cursor"}` (lists that are not paged carry neither).
 #[derive(ToSchema)]
 #[allow(dead_code)]
 pub struct ListEnvelope {
@@ -109,7 +167,7 @@ pub fn document() -> &'static utoipa::openapi::OpenApi {
     DOC.get_or_init(|| {
         let mut doc = crate::api_routes().split_for_parts().1;
         doc.merge(crate::public_api_routes().split_for_parts().1);
-        common_responses(&mut doc);
+        common_responses(&mut doc, Surface::Account);
         doc
     })
 }
@@ -160,48 +218,468 @@ pub const PROVIDER_OPERATIONS: &[&str] = &[
     "sender_send",
 ];
 
-/// Adds to every operation of `doc` the answers it shares with all the others, each with the
-/// error envelope: 503 (`sobrecarregado` or `tempo_esgotado`: the server is busy or the
-/// request took too long; `Retry-After`), and 502 for the [`PROVIDER_OPERATIONS`]. An operation's own
-/// annotation wins where it already lists the status.
-pub fn common_responses(doc: &mut utoipa::openapi::OpenApi) {
-    use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
-    let error = |description: &str| {
-        ResponseBuilder::new()
-            .description(description)
-            .content(
-                "application/json",
-                ContentBuilder::new()
-                    .schema(Some(Ref::from_schema_name("ErrorBody")))
-                    .build(),
-            )
-            .build()
+/// The surface a document describes: its callers and so its errors differ (account tokens,
+/// panel sessions and roles, public-sender user tokens).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Surface {
+    /// `/api/v1` with an account token (levels, D-027; a per-token rate limit, D-043).
+    Account,
+    /// `/api` with a panel session (roles, D-054).
+    Panel,
+    /// `/api/v1` with a public-sender user token (120 requests per minute, D-060).
+    Sender,
+}
+
+/// The error answers the documents use: `(status, shared response name, description)`. Each
+/// is one definition in `components.responses`, whose schema (`Error<status>`) is the error
+/// envelope with `code` an enum of that status's codes ([`ERROR_CODES`]).
+pub const ERROR_RESPONSES: &[(u16, &str, &str)] = &[
+    (400, "BadRequest", "O corpo não é JSON válido (`invalid_json`) ou o formulário multipart está malformado (`formulario_invalido`)"),
+    (401, "Unauthorized", "Sem credencial válida (token ou sessão ausente, inválido, revogado ou expirado)"),
+    (403, "Forbidden", "A credencial não pode fazer isto (nível do token, papel do usuário ou uma regra)"),
+    (404, "NotFound", "Não existe ou não é desta conta (ou do escopo do usuário)"),
+    (409, "Conflict", "Conflito com o estado do recurso ou com um pedido em andamento"),
+    (413, "PayloadTooLarge", "Corpo maior que o limite"),
+    (415, "UnsupportedMediaType", "Corpo sem o Content-Type esperado"),
+    (422, "Unprocessable", "Dados inválidos ou uma regra de negócio recusou; `field` nomeia o campo quando é um"),
+    (429, "TooManyRequests", "Limite de requisições ou de envios esgotado; `Retry-After` quando se sabe"),
+    (502, "BadGateway", "`provider_refused`: o provedor recusou ou falhou; o motivo está em `message`, o código em `provider_code`"),
+    (503, "Unavailable", "Servidor ocupado ou pedido demorado demais; tente de novo após `Retry-After`"),
+];
+
+/// Every `code` an error answer carries, by status (the health codes of
+/// `engine::channel::HealthCode` are 422 codes too: a business-initiated send refused by the
+/// number's health). In debug builds [`crate::error::ApiError`] checks each answer against
+/// it, so a test that meets an error missing here fails; the documents' `Error<status>`
+/// schemas list them as `code` enums.
+pub const ERROR_CODES: &[(u16, &[&str])] = &[
+    (400, &["formulario_invalido", "invalid_json"]),
+    (
+        401,
+        &[
+            "invalid_signature",
+            "login_invalido",
+            "sessao_invalida",
+            "unauthorized",
+        ],
+    ),
+    (
+        403,
+        &[
+            "aprovacao_propria",
+            "forbidden",
+            "insufficient_level",
+            "papel_insuficiente",
+        ],
+    ),
+    (404, &["not_found"]),
+    (405, &["method_not_allowed"]),
+    (
+        409,
+        &[
+            "aprovacao_pendente",
+            "disparo_desligado",
+            "grupo_com_campanhas",
+            "higienizacao_em_andamento",
+            "higienizacao_falhou",
+            "idempotency_in_progress",
+            "invalid_state",
+            "not_failed",
+            "template_em_uso",
+        ],
+    ),
+    (413, &["payload_too_large"]),
+    (415, &["unsupported_media_type"]),
+    (
+        422,
+        &[
+            "ambiguous_content",
+            "ambiguous_recipient",
+            "ambiguous_template",
+            "bm_existente",
+            "bm_invalido",
+            "bm_sem_app_id",
+            "bm_sem_id_provider",
+            "cadastro_indisponivel",
+            "campaign_closed",
+            "campanha_disparada",
+            "campanha_do_painel",
+            "campanha_em_andamento",
+            "campo_do_provedor",
+            "campo_invalido",
+            "campo_obrigatorio",
+            "cliente_com_usuarios",
+            "cliente_existente",
+            "cliente_invalido",
+            "cliente_obrigatorio",
+            "cnpj_invalido",
+            "codigo_invalido",
+            "coluna_ausente",
+            "conflict",
+            "contatos_demais",
+            "contatos_invalidos",
+            "credencial_invalida",
+            "csv_invalido",
+            "cursor_invalido",
+            "data_invalida",
+            "duplicate_channel",
+            "email_em_uso",
+            "email_invalido",
+            "empty_group",
+            "engine_desconhecido",
+            "estado_invalido",
+            "foto_invalida",
+            "horas_invalidas",
+            "id_provider_invalido",
+            "idempotency_key_reused",
+            "imagem_url_invalida",
+            "in_other_group",
+            "invalid_batch",
+            "invalid_caption",
+            "invalid_category",
+            "invalid_cc",
+            "invalid_channels",
+            "invalid_code",
+            "invalid_cursor",
+            "invalid_date",
+            "invalid_field",
+            "invalid_filter",
+            "invalid_header_media",
+            "invalid_id",
+            "invalid_idempotency_key",
+            "invalid_kind",
+            "invalid_language",
+            "invalid_level",
+            "invalid_limit",
+            "invalid_media_type",
+            "invalid_media_url",
+            "invalid_method",
+            "invalid_mode",
+            "invalid_name",
+            "invalid_overlap",
+            "invalid_param",
+            "invalid_phone",
+            "invalid_pin",
+            "invalid_provider_name",
+            "invalid_query",
+            "invalid_state",
+            "invalid_template_name",
+            "invalid_text",
+            "invalid_url",
+            "invalid_var_map",
+            "invalid_verified_name",
+            "invalid_visibility",
+            "invalid_weight",
+            "janela_24h_fechada",
+            "limite_invalido",
+            "media_too_large",
+            "media_unreachable",
+            "missing_vars",
+            "nenhum_numero_elegivel",
+            "no_credential",
+            "nome_invalido",
+            "nome_obrigatorio",
+            "not_official",
+            "not_paused",
+            "not_prepared",
+            "numero_com_historico",
+            "numero_sem_bm",
+            "out_of_range",
+            "pagamento_bloqueado",
+            "papel_invalido",
+            "prioridade_invalida",
+            "private_media_url",
+            "private_url",
+            "provedor_alternativo",
+            "provider_url_not_allowed",
+            "qualidade_red",
+            "recipients_need_dry_run",
+            "registro_recusado",
+            "remetente_ambiguo",
+            "required",
+            "schedule_needs_start",
+            "senha_fraca",
+            "status_invalido",
+            "template_desconhecido",
+            "template_has_problems",
+            "template_missing",
+            "tipo_invalido",
+            "titulo_obrigatorio",
+            "ultimo_admin",
+            "unknown_category",
+            "unknown_engine",
+            "unknown_event",
+            "unknown_template",
+            "unsupported_media",
+            "variaveis_ausentes",
+            "variaveis_invalidas",
+            "vinculo_invalido",
+            "volume_invalido",
+            "waba_banida",
+            "waba_com_numeros",
+            "waba_invalida",
+            "waba_sem_bm",
+        ],
+    ),
+    (
+        429,
+        &[
+            "limite_24h_esgotado",
+            "limite_de_requisicoes",
+            "muitas_tentativas",
+        ],
+    ),
+    (502, &["provider_refused"]),
+    (
+        503,
+        &[
+            "higienizacao_indisponivel",
+            "sobrecarregado",
+            "tempo_esgotado",
+            "unavailable",
+        ],
+    ),
+];
+
+/// The statuses an operation answers beyond the rules of [`error_statuses`], by
+/// `operation_id`: 409 where the record's state refuses the move (`invalid_state`,
+/// `template_em_uso`, `not_failed`, `aprovacao_pendente`, `disparo_desligado`, the hygiene
+/// codes) or an `Idempotency-Key` is still running (`idempotency_in_progress`); 429 where a
+/// panel route sends through a number (its 24 h limit); 403 where a rule, not the role table,
+/// refuses (`aprovacao_propria`, a scoped user creating a BM).
+const EXTRA_STATUSES: &[(&str, &[u16])] = &[
+    // Account API.
+    ("campaigns_create", &[409]),
+    ("campaigns_start", &[409]),
+    ("campaigns_edit", &[409]),
+    ("campaigns_pause", &[409]),
+    ("campaigns_resume", &[409]),
+    ("campaigns_cancel", &[409]),
+    ("groups_remove", &[409]),
+    ("groups_send", &[409]),
+    ("messages_send", &[409]),
+    ("templates_delete", &[409]),
+    ("webhooks_delivery_retry", &[409]),
+    // Panel API.
+    ("panel_bms_create", &[403]),
+    ("panel_campaigns_update", &[409]),
+    ("panel_campaigns_hygiene", &[409]),
+    ("panel_campaigns_validate", &[409]),
+    ("panel_campaigns_approve", &[403, 409]),
+    ("panel_campaigns_dispatch", &[409]),
+    ("panel_campaigns_test_send", &[429]),
+    ("panel_templates_delete", &[409]),
+];
+
+/// The error statuses one operation answers, from what it is: 401 when it needs a credential,
+/// 403 when not every caller may call it (the level or role tables), 404 when its path or its
+/// body names a record, 400/413/415/422 when it takes a body, 422 when it takes parameters, 429 under a
+/// per-token limit, 502 for the [`PROVIDER_OPERATIONS`], 503 always, and its
+/// [`EXTRA_STATUSES`].
+pub fn error_statuses(
+    surface: Surface,
+    method: &axum::http::Method,
+    path: &str,
+    op: &utoipa::openapi::path::Operation,
+    schemas: &SchemaMap,
+) -> Vec<u16> {
+    let id = op.operation_id.as_deref().unwrap_or_default();
+    let public = op.security.as_ref().is_some_and(|s| {
+        s.iter().all(|r| {
+            serde_json::to_value(r).is_ok_and(|v| v.as_object().is_some_and(|o| o.is_empty()))
+        })
+    });
+    let mut statuses = vec![503];
+    if !public {
+        statuses.push(401);
+        let restricted = match surface {
+            Surface::Account => {
+                crate::access::required(method, &format!("/api/v1{path}"))
+                    != engine::access::Level::Read
+            }
+            Surface::Panel => {
+                crate::panel::access::allowed(method, &format!("/api{path}")).len() < 3
+            }
+            Surface::Sender => true,
+        };
+        if restricted {
+            statuses.push(403);
+        }
+        if surface != Surface::Panel {
+            statuses.push(429);
+        }
+    }
+    if path.contains('{') || body_names_a_record(op, schemas) {
+        statuses.push(404);
+    }
+    if op.request_body.is_some() {
+        // A JSON body that does not parse, or a multipart body whose framing does not.
+        statuses.extend([400, 413, 415, 422]);
+    }
+    if op.parameters.as_ref().is_some_and(|p| !p.is_empty()) {
+        statuses.push(422);
+    }
+    if PROVIDER_OPERATIONS.contains(&id) {
+        statuses.push(502);
+    }
+    if let Some((_, extra)) = EXTRA_STATUSES.iter().find(|(op_id, _)| *op_id == id) {
+        statuses.extend(extra.iter().copied());
+    }
+    statuses.sort_unstable();
+    statuses.dedup();
+    statuses
+}
+
+/// A document's named schemas.
+pub type SchemaMap =
+    std::collections::BTreeMap<String, utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>>;
+
+/// Whether the operation's body names a record by id (a field `…_id`, `…_ids`, `channels`,
+/// `submit_channels`, `numeros`): a record of another account, or none, answers 404 as in a
+/// path.
+fn body_names_a_record(op: &utoipa::openapi::path::Operation, schemas: &SchemaMap) -> bool {
+    use utoipa::openapi::schema::Schema;
+    use utoipa::openapi::RefOr;
+    let Some(body) = &op.request_body else {
+        return false;
     };
-    for item in doc.paths.paths.values_mut() {
-        for op in [
-            &mut item.get,
-            &mut item.post,
-            &mut item.put,
-            &mut item.patch,
-            &mut item.delete,
-        ]
-        .into_iter()
-        .flatten()
-        {
-            let responses = &mut op.responses.responses;
-            responses.entry("503".into()).or_insert_with(|| {
-                error("`sobrecarregado` ou `tempo_esgotado`: servidor ocupado ou pedido demorado demais; tente de novo após `Retry-After`").into()
-            });
-            if op
-                .operation_id
-                .as_deref()
-                .is_some_and(|id| PROVIDER_OPERATIONS.contains(&id))
-            {
-                responses.entry("502".into()).or_insert_with(|| {
-                    error("`provider_refused`: o provedor recusou ou falhou; o motivo está em `message`, o código em `provider_code`").into()
-                });
+    body.content
+        .values()
+        .filter_map(|c| c.schema.as_ref())
+        .any(|schema| {
+            let resolved = match schema {
+                RefOr::Ref(r) => r
+                    .ref_location
+                    .rsplit('/')
+                    .next()
+                    .and_then(|name| schemas.get(name)),
+                inline => Some(inline),
+            };
+            let Some(RefOr::T(Schema::Object(o))) = resolved else {
+                return false;
+            };
+            o.properties.keys().any(|k| {
+                k.ends_with("_id")
+                    || k.ends_with("_ids")
+                    || ["channels", "submit_channels", "numeros"].contains(&k.as_str())
+            })
+        })
+}
+
+/// The codes of `status` ([`ERROR_CODES`], with the health codes for 422), sorted.
+pub fn codes_of(status: u16) -> Vec<&'static str> {
+    let mut codes: Vec<&'static str> = ERROR_CODES
+        .iter()
+        .filter(|(s, _)| *s == status)
+        .flat_map(|(_, c)| c.iter().copied())
+        .collect();
+    if status == 422 {
+        codes.extend(engine::channel::HealthCode::ALL.iter().map(|c| c.as_str()));
+    }
+    codes.sort_unstable();
+    codes.dedup();
+    codes
+}
+
+/// Whether `code` is documented for `status` (the debug check of every error answer).
+pub fn documented(status: u16, code: &str) -> bool {
+    (status == 422
+        && engine::channel::HealthCode::ALL
+            .iter()
+            .any(|c| c.as_str() == code))
+        || ERROR_CODES
+            .iter()
+            .any(|(s, codes)| *s == status && codes.contains(&code))
+}
+
+/// The error schema of one status: the envelope with `code` an enum of its codes.
+fn error_schema(status: u16) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    let codes = codes_of(status);
+    ObjectBuilder::new()
+        .description(Some(format!(
+            "Erro {status}: `message` em pt-BR, `code` estável e detalhes conforme o erro (`field`, `missing`, `problems`, `retry_after`, `provider_code`…)."
+        )))
+        .property(
+            "message",
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .description(Some("Mensagem em pt-BR.")),
+        )
+        .required("message")
+        .property(
+            "code",
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .enum_values(Some(codes.iter().copied()))
+                .description(Some("Identificador estável.")),
+        )
+        .required("code")
+        .property(
+            "field",
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .description(Some("O campo com problema, em erros de validação.")),
+        )
+        .additional_properties(Some(utoipa::openapi::schema::AdditionalProperties::FreeForm(true)))
+        .into()
+}
+
+/// Gives every operation of `doc` its error answers ([`error_statuses`]), each a reference to
+/// one shared definition in `components.responses` (with its `Error<status>` schema). An
+/// operation's own annotation wins where it already lists the status.
+pub fn common_responses(doc: &mut utoipa::openapi::OpenApi, surface: Surface) {
+    use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+    let mut used = std::collections::BTreeSet::new();
+    let schemas: SchemaMap = doc
+        .components
+        .as_ref()
+        .map(|c| c.schemas.clone())
+        .unwrap_or_default();
+    for (path, item) in doc.paths.paths.iter_mut() {
+        for (method, op) in [
+            (axum::http::Method::GET, &mut item.get),
+            (axum::http::Method::POST, &mut item.post),
+            (axum::http::Method::PUT, &mut item.put),
+            (axum::http::Method::PATCH, &mut item.patch),
+            (axum::http::Method::DELETE, &mut item.delete),
+        ] {
+            let Some(op) = op else { continue };
+            for status in error_statuses(surface, &method, path, op, &schemas) {
+                let Some((_, name, _)) = ERROR_RESPONSES.iter().find(|(s, _, _)| *s == status)
+                else {
+                    continue;
+                };
+                used.insert(status);
+                op.responses
+                    .responses
+                    .entry(status.to_string())
+                    .or_insert_with(|| Ref::new(format!("#/components/responses/{name}")).into());
             }
         }
+    }
+    let components = doc.components.get_or_insert_with(Default::default);
+    for (status, name, description) in ERROR_RESPONSES {
+        if !used.contains(status) {
+            continue;
+        }
+        let schema = format!("Error{status}");
+        components
+            .schemas
+            .insert(schema.clone(), error_schema(*status));
+        components.responses.insert(
+            (*name).to_string(),
+            ResponseBuilder::new()
+                .description(*description)
+                .content(
+                    "application/json",
+                    ContentBuilder::new()
+                        .schema(Some(Ref::from_schema_name(schema)))
+                        .build(),
+                )
+                .build()
+                .into(),
+        );
     }
 }
 
@@ -301,4 +779,107 @@ async fn bundle() -> Response {
         include_bytes!("../assets/swagger-ui/swagger-ui-bundle.js").as_slice(),
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every operation id of the three documents.
+    fn operation_ids() -> std::collections::BTreeSet<String> {
+        [
+            document(),
+            crate::panel::document(),
+            crate::routes::sender::document(),
+        ]
+        .iter()
+        .flat_map(|d| d.paths.paths.values())
+        .flat_map(|item| {
+            [&item.get, &item.post, &item.put, &item.patch, &item.delete]
+                .into_iter()
+                .flatten()
+                .filter_map(|op| op.operation_id.clone())
+        })
+        .collect()
+    }
+
+    #[test]
+    fn the_status_tables_name_real_operations() {
+        let ids = operation_ids();
+        for id in PROVIDER_OPERATIONS
+            .iter()
+            .chain(EXTRA_STATUSES.iter().map(|(id, _)| id))
+        {
+            assert!(
+                ids.contains(*id),
+                "`{id}` is not an operation of any document"
+            );
+        }
+    }
+
+    /// The `$ref`s of a document that name no schema of its own.
+    fn dangling_refs(doc: &utoipa::openapi::OpenApi) -> Vec<String> {
+        let text = serde_json::to_string(doc).unwrap();
+        let names: Vec<&String> = doc
+            .components
+            .as_ref()
+            .map(|c| c.schemas.keys().collect())
+            .unwrap_or_default();
+        text.split("\"#/components/schemas/")
+            .skip(1)
+            .filter_map(|rest| rest.split('"').next())
+            .filter(|name| !names.iter().any(|n| n.as_str() == *name))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// The operations of `doc` with a success answer whose body is still an untyped
+    /// envelope (`DataEnvelope`, `ListEnvelope`).
+    fn untyped_answers(doc: &utoipa::openapi::OpenApi) -> Vec<String> {
+        let mut out = Vec::new();
+        for item in doc.paths.paths.values() {
+            for op in [&item.get, &item.post, &item.put, &item.patch, &item.delete]
+                .into_iter()
+                .flatten()
+            {
+                for (status, answer) in &op.responses.responses {
+                    let text = serde_json::to_string(answer).unwrap();
+                    if status.starts_with('2')
+                        && (text.contains("DataEnvelope") || text.contains("ListEnvelope"))
+                    {
+                        out.push(op.operation_id.clone().unwrap_or_default());
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_account_and_sender_documents_type_every_answer() {
+        for doc in [document(), crate::routes::sender::document()] {
+            assert_eq!(untyped_answers(doc), Vec::<String>::new());
+        }
+        for doc in [
+            document(),
+            crate::panel::document(),
+            crate::routes::sender::document(),
+        ] {
+            assert_eq!(dangling_refs(doc), Vec::<String>::new());
+        }
+    }
+
+    #[test]
+    fn every_error_status_has_a_shared_answer() {
+        for (status, _) in ERROR_CODES {
+            if *status == 405 {
+                // No route is documented with a method it refuses.
+                continue;
+            }
+            assert!(
+                ERROR_RESPONSES.iter().any(|(s, _, _)| s == status),
+                "{status} has codes but no shared answer"
+            );
+        }
+    }
 }

@@ -102,7 +102,7 @@ pub struct CampaignFilter {
 }
 
 /// The counters of `GET /campaigns/{id}` (`stats`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct CampaignStats {
     /// Recipients in all.
     pub total: i64,

@@ -155,8 +155,27 @@ impl Store {
     }
 
     /// Deletes a group; its numbers leave it.
-    pub async fn delete_group(&self, id: i64) -> Result<()> {
+    ///
+    /// A group whose campaigns are not over (`draft`, `scheduled`, `running`, `paused`) is
+    /// kept: their ids are returned and nothing changes (D-080). Otherwise its numbers leave it,
+    /// its finished campaigns keep their history without it (`group_id` null) and it is
+    /// removed; the answer is empty.
+    pub async fn delete_group(&self, id: i64) -> Result<Vec<i64>> {
         let mut tx = self.begin_write().await?;
+        let open: Vec<i64> = sqlx::query_scalar(
+            "SELECT id FROM campaigns WHERE group_id = $1 \
+             AND state IN ('draft', 'scheduled', 'running', 'paused') ORDER BY id",
+        )
+        .bind(id)
+        .fetch_all(&mut *tx)
+        .await?;
+        if !open.is_empty() {
+            return Ok(open);
+        }
+        sqlx::query("UPDATE campaigns SET group_id = NULL WHERE group_id = $1")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
         sqlx::query("UPDATE channels SET group_id = NULL WHERE group_id = $1")
             .bind(id)
             .execute(&mut *tx)
@@ -166,7 +185,7 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
-        Ok(())
+        Ok(Vec::new())
     }
 
     /// Puts numbers in a group (`None`: out of any group).

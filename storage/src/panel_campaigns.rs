@@ -114,7 +114,7 @@ pub struct SendFilter {
 }
 
 /// Hygiene counts of a campaign's contacts.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct HygieneCounts {
     /// Contacts in all.
     pub total: i64,

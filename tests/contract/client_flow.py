@@ -99,19 +99,20 @@ def main():
         ),
         201,
     )
-    template_id = template["id"]
+    # Typed models: the document names every field (issue 18).
+    template_id = template.id
     submit = operation(pkg, "templates_submit")
     data(submit.sync_detailed(id=template_id, client=client, body=m.ChannelsIn(channels=[channel_id])), 200)
     listing = operation(pkg, "templates_list")
     for _ in range(100):
         page = data(listing.sync_detailed(client=client), 200)
-        mine = [t for t in page if t["id"] == template_id][0]
-        states = [c["status"] for c in mine["channels"]]
+        mine = [t for t in page if t.id == template_id][0]
+        states = [c["status"] for c in mine.channels]
         if states == ["approved"]:
             break
         time.sleep(0.1)
     assert states == ["approved"], states
-    seen["template"] = mine["name"]
+    seen["template"] = mine.name
 
     # A campaign on that number, its recipients, started.
     campaign = data(
@@ -126,7 +127,7 @@ def main():
         ),
         201,
     )
-    campaign_id = campaign["id"]
+    campaign_id = campaign.id
     added = data(
         operation(pkg, "campaigns_recipients").sync_detailed(
             id=campaign_id,
@@ -141,20 +142,20 @@ def main():
         ),
         201,
     )
-    assert added["added"] == 2 and len(added["invalid"]) == 1, added
+    assert added.added == 2 and len(added.invalid) == 1, added
     data(operation(pkg, "campaigns_start").sync_detailed(id=campaign_id, client=client), 200)
 
     # Its stats until it is done, then the report.
     read = operation(pkg, "campaigns_read")
     for _ in range(200):
         c = data(read.sync_detailed(id=campaign_id, client=client), 200)
-        if c["state"] == "completed":
+        if c.state == m.CampaignState.COMPLETED:
             break
         time.sleep(0.1)
-    assert c["state"] == "completed", c
-    seen["stats"] = c["stats"] if isinstance(c["stats"], dict) else c["stats"].to_dict()
+    assert c.state == m.CampaignState.COMPLETED, c
+    seen["stats"] = c.stats.to_dict()
     report = data(operation(pkg, "reports_campaigns").sync_detailed(client=client), 200)
-    row = [r for r in report if r["campaign_id"] == campaign_id][0]
+    row = [r for r in report if r.campaign_id == campaign_id][0]
     seen["report"] = row.to_dict()
     print(json.dumps(seen))
 

@@ -6,8 +6,9 @@
 use super::PanelUser;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, IdPath};
+use crate::openapi::{Data, Deleted, Page};
 use crate::AppState;
-use actors::panel_campaigns::{PanelActor, PanelCampaignInput};
+use actors::panel_campaigns::{PanelActor, PanelCampaignInput, PanelCampaignView};
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Multipart, Query, State};
 use axum::http::StatusCode;
@@ -121,13 +122,12 @@ fn name_ok(n: &str) -> Result<(), ApiError> {
 
 #[utoipa::path(post, operation_id = "panel_campaigns_create", path = "/campaigns", tag = "Campanhas",
     request_body = CampaignIn,
-    responses((status = 201, description = "Campanha criada; contatos enviados à higienização (`status` `higienizando`, ou `falha_higienizacao` com o motivo)", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 413, 422 (`invalid_channels`, `template_missing` com `missing`, `contatos_invalidos`, `invalid_var_map`)", body = crate::openapi::ErrorBody)))]
+    responses((status = 201, description = "Campanha criada; contatos enviados à higienização (`status` `higienizando`, ou `falha_higienizacao` com o motivo)", body = Data<PanelCampaignView>)))]
 pub(crate) async fn create(
     State(state): State<AppState>,
     me: PanelUser,
     ApiJson(b): ApiJson<CampaignIn>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Data<PanelCampaignView>>), ApiError> {
     name_ok(&b.nome)?;
     let view = state
         .runtime
@@ -146,7 +146,7 @@ pub(crate) async fn create(
             },
         )
         .await?;
-    Ok((StatusCode::CREATED, Json(json!({"data": view}))))
+    Ok((StatusCode::CREATED, Data::json(view)))
 }
 
 /// The multipart form of `POST /api/campaigns/import`.
@@ -188,13 +188,12 @@ fn form_int(field: &'static str, v: &str) -> Result<i64, ApiError> {
 
 #[utoipa::path(post, operation_id = "panel_campaigns_import", path = "/campaigns/import", tag = "Campanhas",
     request_body(content = ImportForm, content_type = "multipart/form-data"),
-    responses((status = 201, description = "Campanha criada a partir do CSV (como `POST /campaigns`)", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 413, 422 (`csv_invalido`, `coluna_ausente`, e os de `POST /campaigns`)", body = crate::openapi::ErrorBody)))]
+    responses((status = 201, description = "Campanha criada a partir do CSV (como `POST /campaigns`)", body = Data<PanelCampaignView>)))]
 pub(crate) async fn import(
     State(state): State<AppState>,
     me: PanelUser,
     multipart: Result<Multipart, axum::extract::multipart::MultipartRejection>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Data<PanelCampaignView>>), ApiError> {
     let mut multipart = multipart.map_err(|_| {
         ApiError::invalid(
             "arquivo",
@@ -212,7 +211,7 @@ pub(crate) async fn import(
                     if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
                         ApiError::PayloadTooLarge
                     } else {
-                        ApiError::Malformed(e.body_text())
+                        ApiError::MalformedForm(e.body_text())
                     }
                 })?;
                 if name == "arquivo" {
@@ -235,7 +234,7 @@ pub(crate) async fn import(
             Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
                 return Err(ApiError::PayloadTooLarge)
             }
-            Err(e) => return Err(ApiError::Malformed(e.body_text())),
+            Err(e) => return Err(ApiError::MalformedForm(e.body_text())),
         }
     }
     let file = file.ok_or_else(|| {
@@ -299,7 +298,7 @@ pub(crate) async fn import(
             },
         )
         .await?;
-    Ok((StatusCode::CREATED, Json(json!({"data": view}))))
+    Ok((StatusCode::CREATED, Data::json(view)))
 }
 
 /// Filters of `GET /api/campaigns`.
@@ -317,13 +316,12 @@ pub(crate) struct ListQuery {
 
 #[utoipa::path(get, operation_id = "panel_campaigns_list", path = "/campaigns", tag = "Campanhas",
     params(ListQuery),
-    responses((status = 200, description = "`data`: campanhas do painel no seu escopo, a mais nova primeiro; `has_more`, `next_cursor`", body = crate::openapi::ListEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 422", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "`data`: campanhas do painel no seu escopo, a mais nova primeiro; `has_more`, `next_cursor`", body = Page<PanelCampaignView>)))]
 pub(crate) async fn list(
     State(state): State<AppState>,
     me: PanelUser,
     q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Page<PanelCampaignView>>, ApiError> {
     let Query(q) = q.map_err(crate::extract::query_rejection)?;
     if let Some(s) = &q.estado {
         if engine::campaign::CampaignState::parse(s).is_none() {
@@ -349,24 +347,23 @@ pub(crate) async fn list(
         rows,
         limit,
         |c| c.id,
-        |c| json!(c),
+        |c| c.clone(),
     )))
 }
 
 #[utoipa::path(get, operation_id = "panel_campaigns_read", path = "/campaigns/{id}", tag = "Campanhas",
     params(("id" = i64, Path, description = "Id da campanha")),
-    responses((status = 200, description = "`data`: a campanha (`status`, `higienizacao`, `contatos`, `stats`, `retida`…)", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "`data`: a campanha (`status`, `higienizacao`, `contatos`, `stats`, `retida`…)", body = Data<PanelCampaignView>)))]
 pub(crate) async fn read(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<PanelCampaignView>>, ApiError> {
     let view = state
         .runtime
         .panel_campaign_view(me.account_id(), &me.scope(), id)
         .await?;
-    Ok(Json(json!({"data": view})))
+    Ok(Data::json(view))
 }
 
 /// `PUT /api/campaigns/{id}` (the spec's "Campaign update").
@@ -384,100 +381,94 @@ pub(crate) struct CampaignPatch {
 #[utoipa::path(put, operation_id = "panel_campaigns_update", path = "/campaigns/{id}", tag = "Campanhas",
     params(("id" = i64, Path, description = "Id da campanha")),
     request_body = CampaignPatch,
-    responses((status = 200, description = "`data`: a campanha; uma pausa vale antes da próxima chamada ao provedor", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 409 (`invalid_state`, `disparo_desligado`), 422", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "`data`: a campanha; uma pausa vale antes da próxima chamada ao provedor", body = Data<PanelCampaignView>)))]
 pub(crate) async fn update(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
     ApiJson(b): ApiJson<CampaignPatch>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<PanelCampaignView>>, ApiError> {
     let view = state
         .runtime
         .update_panel_campaign(me.account_id(), &actor(&me), id, b.nome, b.volume, b.status)
         .await?;
-    Ok(Json(json!({"data": view})))
+    Ok(Data::json(view))
 }
 
 #[utoipa::path(delete, operation_id = "panel_campaigns_delete", path = "/campaigns/{id}", tag = "Campanhas",
     params(("id" = i64, Path, description = "Id da campanha")),
-    responses((status = 200, description = "Removida (só antes do disparo)", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422 (`campanha_disparada`)", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "Removida (só antes do disparo)", body = Data<Deleted>)))]
 pub(crate) async fn remove(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<Deleted>>, ApiError> {
     state
         .runtime
         .delete_panel_campaign(me.account_id(), &me.scope(), id)
         .await?;
-    Ok(Json(json!({"data": {"id": id, "deleted": true}})))
+    Ok(Deleted::json(id))
 }
 
 #[utoipa::path(post, operation_id = "panel_campaigns_hygiene", path = "/campaigns/{id}/hygiene", tag = "Campanhas",
     params(("id" = i64, Path, description = "Id da campanha")),
-    responses((status = 200, description = "Contatos reenviados à higienização", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 409 (`invalid_state`)", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "Contatos reenviados à higienização", body = Data<PanelCampaignView>)))]
 pub(crate) async fn resubmit(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<PanelCampaignView>>, ApiError> {
     let view = state
         .runtime
         .resubmit_hygiene(me.account_id(), &me.scope(), id)
         .await?;
-    Ok(Json(json!({"data": view})))
+    Ok(Data::json(view))
 }
 
 #[utoipa::path(post, operation_id = "panel_campaigns_validate", path = "/campaigns/{id}/validate", tag = "Campanhas",
     params(("id" = i64, Path, description = "Id da campanha")),
-    responses((status = 200, description = "Relatório aplicado: contatos válidos/inválidos; `status` `aguardando_aprovacao`", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 409 (`higienizacao_em_andamento` com `done`/`total`, `higienizacao_falhou`, `invalid_state`)", body = crate::openapi::ErrorBody),
+    responses((status = 200, description = "Relatório aplicado: contatos válidos/inválidos; `status` `aguardando_aprovacao`", body = Data<PanelCampaignView>),
         (status = 503, description = "`higienizacao_indisponivel`: o serviço não respondeu; nada mudou", body = crate::openapi::ErrorBody)))]
 pub(crate) async fn validate(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<PanelCampaignView>>, ApiError> {
     let view = state
         .runtime
         .validate_panel_campaign(me.account_id(), &me.scope(), id)
         .await?;
-    Ok(Json(json!({"data": view})))
+    Ok(Data::json(view))
 }
 
 #[utoipa::path(post, operation_id = "panel_campaigns_approve", path = "/campaigns/{id}/approve", tag = "Campanhas",
     params(("id" = i64, Path, description = "Id da campanha")),
-    responses((status = 200, description = "Aprovada; o disparo começa (ou fica `retida` com o disparo desligado)", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403 (`papel_insuficiente`, `aprovacao_propria`), 404, 409 (`invalid_state`)", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "Aprovada; o disparo começa (ou fica `retida` com o disparo desligado)", body = Data<PanelCampaignView>)))]
 pub(crate) async fn approve(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<PanelCampaignView>>, ApiError> {
     let view = state
         .runtime
         .approve_panel_campaign(me.account_id(), &actor(&me), id)
         .await?;
-    Ok(Json(json!({"data": view})))
+    Ok(Data::json(view))
 }
 
 #[utoipa::path(post, operation_id = "panel_campaigns_dispatch", path = "/campaigns/{id}/dispatch", tag = "Campanhas",
     params(("id" = i64, Path, description = "Id da campanha")),
-    responses((status = 200, description = "(Re)disparada: contatos válidos liberados até o volume", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 409 (`invalid_state`, `disparo_desligado`)", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "(Re)disparada: contatos válidos liberados até o volume", body = Data<PanelCampaignView>)))]
 pub(crate) async fn dispatch(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<PanelCampaignView>>, ApiError> {
     let view = state
         .runtime
         .dispatch_panel_campaign(me.account_id(), &me.scope(), id)
         .await?;
-    Ok(Json(json!({"data": view})))
+    Ok(Data::json(view))
 }
 
 /// `POST /api/campaigns/{id}/test-send`.
@@ -491,21 +482,26 @@ pub(crate) struct TestSendIn {
 #[utoipa::path(post, operation_id = "panel_campaigns_test_send", path = "/campaigns/{id}/test-send", tag = "Campanhas",
     params(("id" = i64, Path, description = "Id da campanha")),
     request_body = TestSendIn,
-    responses((status = 201, description = "`data`: a mensagem de teste (fora das estatísticas da campanha; conta no limite de 24 h do número)", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422, 429", body = crate::openapi::ErrorBody)))]
+    responses((status = 201, description = "`data`: a mensagem de teste (fora das estatísticas da campanha; conta no limite de 24 h do número)", body = crate::openapi::Data<crate::routes::messages::MessageOut>)))]
 pub(crate) async fn test_send(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
     ApiJson(b): ApiJson<TestSendIn>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<
+    (
+        StatusCode,
+        Json<crate::openapi::Data<crate::routes::messages::MessageOut>>,
+    ),
+    ApiError,
+> {
     let m = state
         .runtime
         .test_send_panel_campaign(me.account_id(), &me.scope(), id, &b.destino)
         .await?;
     Ok((
         StatusCode::CREATED,
-        Json(json!({"data": crate::routes::messages::message_json(&m)})),
+        crate::openapi::Data::json(crate::routes::messages::MessageOut::from(&m)),
     ))
 }
 
@@ -524,14 +520,13 @@ pub(crate) struct ContactsQuery {
 
 #[utoipa::path(get, operation_id = "panel_campaigns_contacts", path = "/campaigns/{id}/contacts", tag = "Campanhas",
     params(("id" = i64, Path, description = "Id da campanha"), ContactsQuery),
-    responses((status = 200, description = "`data`: contatos com `higienizacao` e `motivo`; `has_more`, `next_cursor`", body = crate::openapi::ListEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "`data`: contatos com `higienizacao` e `motivo`; `has_more`, `next_cursor`", body = crate::openapi::ListEnvelope)))]
 pub(crate) async fn contacts(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
     q: Result<Query<ContactsQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<crate::openapi::Page<Value>>, ApiError> {
     let Query(q) = q.map_err(crate::extract::query_rejection)?;
     if let Some(s) = &q.status {
         if !["valid", "invalid", "unknown", "pending"].contains(&s.as_str()) {
@@ -565,8 +560,7 @@ pub(crate) async fn contacts(
 
 #[utoipa::path(get, operation_id = "panel_campaigns_report", path = "/campaigns/{id}/report", tag = "Campanhas",
     params(("id" = i64, Path, description = "Id da campanha")),
-    responses((status = 200, description = "`data`: KPIs `{total, validos, invalidos, desconhecidos, enviados, entregues, lidos, falhas, ignorados, na_fila, por_numero[]}`", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "`data`: KPIs `{total, validos, invalidos, desconhecidos, enviados, entregues, lidos, falhas, ignorados, na_fila, por_numero[]}`", body = crate::openapi::DataEnvelope)))]
 pub(crate) async fn report(
     State(state): State<AppState>,
     me: PanelUser,
@@ -646,14 +640,13 @@ fn send_filter(q: &SendsQuery) -> Result<SendFilter, ApiError> {
 
 #[utoipa::path(get, operation_id = "panel_campaigns_sends", path = "/campaigns/{id}/sends", tag = "Campanhas",
     params(("id" = i64, Path, description = "Id da campanha"), SendsQuery),
-    responses((status = 200, description = "`data`: envios (contato liberado e sua mensagem) em ordem; `has_more`, `next_cursor`", body = crate::openapi::ListEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "`data`: envios (contato liberado e sua mensagem) em ordem; `has_more`, `next_cursor`", body = crate::openapi::ListEnvelope)))]
 pub(crate) async fn sends(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
     q: Result<Query<SendsQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<crate::openapi::Page<Value>>, ApiError> {
     let Query(q) = q.map_err(crate::extract::query_rejection)?;
     let f = send_filter(&q)?;
     let store = state.runtime.store();
@@ -732,8 +725,7 @@ fn export_record(r: &SendRow) -> Vec<String> {
 
 #[utoipa::path(get, operation_id = "panel_campaigns_sends_export", path = "/campaigns/{id}/sends/export", tag = "Campanhas",
     params(("id" = i64, Path, description = "Id da campanha"), SendsQuery),
-    responses((status = 200, description = "CSV (`;`, BOM UTF-8) de todo o filtro, transmitido em partes; as mesmas colunas de `/sends`", content_type = "text/csv"),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "CSV (`;`, BOM UTF-8) de todo o filtro, transmitido em partes; as mesmas colunas de `/sends`", content_type = "text/csv")))]
 pub(crate) async fn export(
     State(state): State<AppState>,
     me: PanelUser,
@@ -763,8 +755,7 @@ pub(crate) async fn export(
 }
 
 #[utoipa::path(get, operation_id = "panel_settings_dispatch", path = "/settings/dispatch", tag = "Campanhas",
-    responses((status = 200, description = "`data`: `{habilitado, retidas[]}`: o interruptor de disparo da conta (DISPARO_ENABLED) e as campanhas retidas por ele", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "`data`: `{habilitado, retidas[]}`: o interruptor de disparo da conta (DISPARO_ENABLED) e as campanhas retidas por ele", body = crate::openapi::DataEnvelope)))]
 pub(crate) async fn dispatch_setting(
     State(state): State<AppState>,
     me: PanelUser,
@@ -784,8 +775,7 @@ pub(crate) struct DispatchIn {
 
 #[utoipa::path(put, operation_id = "panel_settings_dispatch_set", path = "/settings/dispatch", tag = "Campanhas",
     request_body = DispatchIn,
-    responses((status = 200, description = "`data`: `{habilitado, retidas[]}` depois da mudança; desligar para as campanhas em andamento antes da resposta", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403 (só Admin), 422", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "`data`: `{habilitado, retidas[]}` depois da mudança; desligar para as campanhas em andamento antes da resposta", body = crate::openapi::DataEnvelope)))]
 pub(crate) async fn set_dispatch_setting(
     State(state): State<AppState>,
     me: PanelUser,

@@ -20,8 +20,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 }
 
 #[utoipa::path(get, operation_id = "panel_client_context", path = "/client/context", tag = "Cliente",
-    responses((status = 200, description = "`data`: `{cliente, bms, wabas, numeros}`: o cliente do usuário e os números que o servem, com saúde ao vivo", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403 (só o papel Client)", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "`data`: `{cliente, bms, wabas, numeros}`: o cliente do usuário e os números que o servem, com saúde ao vivo", body = crate::openapi::DataEnvelope)))]
 pub(crate) async fn context(
     State(state): State<AppState>,
     me: PanelUser,
@@ -65,13 +64,12 @@ pub(crate) struct SendsQuery {
 
 #[utoipa::path(get, operation_id = "panel_client_sends", path = "/client/sends", tag = "Cliente",
     params(SendsQuery),
-    responses((status = 200, description = "`data`: as mensagens enviadas pelos números do cliente, a mais nova primeiro, com a linha do tempo; `has_more`, `next_cursor`", body = crate::openapi::ListEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 422", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "`data`: as mensagens enviadas pelos números do cliente, a mais nova primeiro, com a linha do tempo; `has_more`, `next_cursor`", body = crate::openapi::Page<crate::routes::messages::MessageOut>)))]
 pub(crate) async fn sends(
     State(state): State<AppState>,
     me: PanelUser,
     q: Result<Query<SendsQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<crate::openapi::Page<crate::routes::messages::MessageOut>>, ApiError> {
     let Query(q) = q.map_err(crate::extract::query_rejection)?;
     let before_id = crate::extract::cursor(&q.cursor, "cursor_invalido")?;
     let limit = q.limit.unwrap_or(100).clamp(1, 500);
@@ -93,6 +91,6 @@ pub(crate) async fn sends(
         rows,
         limit,
         |m| m.id,
-        crate::routes::messages::message_json,
+        |m| crate::routes::messages::MessageOut::from(m),
     )))
 }

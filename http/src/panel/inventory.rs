@@ -5,8 +5,9 @@
 use super::PanelUser;
 use crate::error::ApiError;
 use crate::extract::{present, ApiJson, IdPath};
+use crate::openapi::{Data, Deleted, List};
 use crate::AppState;
-use actors::panel::{BmFilter, BmInput, NumberInput, WabaInput};
+use actors::panel::{BmFilter, BmInput, NumberInput, NumberView, PanelBm, PanelWaba, WabaInput};
 use axum::extract::{DefaultBodyLimit, Multipart, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
@@ -55,8 +56,7 @@ fn provider_owned(fields: &[(&str, bool)]) -> Result<(), ApiError> {
 // ---- overview --------------------------------------------------------------------------
 
 #[utoipa::path(get, operation_id = "panel_state", path = "/state", tag = "Visão geral",
-    responses((status = 200, description = "Estado completo no escopo do usuário: `{user, bms, wabas, numeros, clientes, templates, campanhas, tarefas, usuarios}`", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "Estado completo no escopo do usuário: `{user, bms, wabas, numeros, clientes, templates, campanhas, tarefas, usuarios}`", body = crate::openapi::DataEnvelope)))]
 pub(crate) async fn state_all(
     State(state): State<AppState>,
     me: PanelUser,
@@ -69,8 +69,7 @@ pub(crate) async fn state_all(
 }
 
 #[utoipa::path(get, operation_id = "panel_dashboard", path = "/dashboard", tag = "Visão geral",
-    responses((status = 200, description = "KPIs de risco no escopo: `{bms: {total, por_saude}, wabas: {total, por_situacao}, numeros: {total, por_qualidade, por_tier, por_saude, perto_do_limite}, tarefas_abertas: {total, por_prioridade}, alertas: {critica, atencao}}`", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "KPIs de risco no escopo: `{bms: {total, por_saude}, wabas: {total, por_situacao}, numeros: {total, por_qualidade, por_tier, por_saude, perto_do_limite}, tarefas_abertas: {total, por_prioridade}, alertas: {critica, atencao}}`", body = crate::openapi::DataEnvelope)))]
 pub(crate) async fn dashboard(
     State(state): State<AppState>,
     me: PanelUser,
@@ -94,8 +93,7 @@ pub(crate) struct HoursQuery {
 
 #[utoipa::path(get, operation_id = "panel_sends_per_hour", path = "/dashboard/envios-por-hora", tag = "Visão geral",
     params(HoursQuery),
-    responses((status = 200, description = "Envios aceitos pelo provedor por número e hora, no escopo: `{horas: [ISO do início de cada hora], numeros: [{id, telefone, por_hora: [n por hora], total}]}`", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 422 (`horas` fora de 1 a 168)", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "Envios aceitos pelo provedor por número e hora, no escopo: `{horas: [ISO do início de cada hora], numeros: [{id, telefone, por_hora: [n por hora], total}]}`", body = crate::openapi::DataEnvelope)))]
 pub(crate) async fn sends_per_hour(
     State(state): State<AppState>,
     me: PanelUser,
@@ -118,8 +116,7 @@ pub(crate) async fn sends_per_hour(
 }
 
 #[utoipa::path(get, operation_id = "panel_alerts", path = "/alertas", tag = "Visão geral",
-    responses((status = 200, description = "Alertas ativos no escopo, `critica` primeiro: `[{severidade, tipo, id, nome, codigo, mensagem, proxima_acao}]`", body = crate::openapi::ListEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "Alertas ativos no escopo, `critica` primeiro: `[{severidade, tipo, id, nome, codigo, mensagem, proxima_acao}]`", body = crate::openapi::ListEnvelope)))]
 pub(crate) async fn alerts(
     State(state): State<AppState>,
     me: PanelUser,
@@ -194,13 +191,12 @@ impl BmIn {
 
 #[utoipa::path(get, operation_id = "panel_bms_list", path = "/business-managers", tag = "Inventário",
     params(BmQuery),
-    responses((status = 200, description = "BMs no escopo com WABAs, números (saúde ao vivo) e resumo; tokens nunca voltam", body = crate::openapi::ListEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 422", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "BMs no escopo com WABAs, números (saúde ao vivo) e resumo; tokens nunca voltam", body = List<PanelBm>)))]
 pub(crate) async fn list_bms(
     State(state): State<AppState>,
     me: PanelUser,
     q: Result<Query<BmQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<List<PanelBm>>, ApiError> {
     let Query(q) = q.map_err(crate::extract::query_rejection)?;
     let bms = state
         .runtime
@@ -214,17 +210,16 @@ pub(crate) async fn list_bms(
             },
         )
         .await?;
-    Ok(Json(json!({ "data": bms })))
+    Ok(List::json(bms))
 }
 
 #[utoipa::path(post, operation_id = "panel_bms_create", path = "/business-managers", tag = "Inventário", request_body = BmIn,
-    responses((status = 201, description = "BM criado; com id_provider e access_token, a credencial é confirmada no provedor antes", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403 (papel ou escopo), 422 (`bm_invalido`, `cliente_obrigatorio`, `campo_do_provedor`, `bm_existente`)", body = crate::openapi::ErrorBody)))]
+    responses((status = 201, description = "BM criado; com id_provider e access_token, a credencial é confirmada no provedor antes", body = Data<PanelBm>)))]
 pub(crate) async fn create_bm(
     State(state): State<AppState>,
     me: PanelUser,
     ApiJson(b): ApiJson<BmIn>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Data<PanelBm>>), ApiError> {
     if !me.scope().is_all() {
         return Err(ApiError::Forbidden(
             "Seu usuário vê só alguns BMs; um Admin cria BMs novos e os inclui no seu escopo."
@@ -235,72 +230,77 @@ pub(crate) async fn create_bm(
         .runtime
         .panel_create_bm(me.account_id(), b.input()?)
         .await?;
-    Ok((StatusCode::CREATED, Json(json!({ "data": bm }))))
+    Ok((StatusCode::CREATED, Data::json(bm)))
 }
 
 #[utoipa::path(get, operation_id = "panel_bms_get", path = "/business-managers/{id}", tag = "Inventário",
     params(("id" = i64, Path, description = "Id do BM")),
-    responses((status = 200, description = "BM com WABAs, números e resumo", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 404 fora do escopo", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "BM com WABAs, números e resumo", body = Data<PanelBm>)))]
 pub(crate) async fn get_bm(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<PanelBm>>, ApiError> {
     let bm = state
         .runtime
         .panel_bm(me.account_id(), &me.scope(), id)
         .await?;
-    Ok(Json(json!({ "data": bm })))
+    Ok(Data::json(bm))
 }
 
 #[utoipa::path(put, operation_id = "panel_bms_update", path = "/business-managers/{id}", tag = "Inventário",
     params(("id" = i64, Path, description = "Id do BM")), request_body = BmIn,
-    responses((status = 200, description = "BM alterado; token e secret em branco mantêm os guardados", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "BM alterado; token e secret em branco mantêm os guardados", body = Data<PanelBm>)))]
 pub(crate) async fn update_bm(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
     ApiJson(b): ApiJson<BmIn>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<PanelBm>>, ApiError> {
     let bm = state
         .runtime
         .panel_update_bm(me.account_id(), &me.scope(), id, b.input()?)
         .await?;
-    Ok(Json(json!({ "data": bm })))
+    Ok(Data::json(bm))
 }
 
 #[utoipa::path(delete, operation_id = "panel_bms_delete", path = "/business-managers/{id}", tag = "Inventário",
     params(("id" = i64, Path, description = "Id do BM")),
-    responses((status = 200, description = "BM removido; suas WABAs e números ficam, sem o vínculo", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422 (`campanha_em_andamento`)", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "BM removido; suas WABAs e números ficam, sem o vínculo", body = Data<Deleted>)))]
 pub(crate) async fn delete_bm(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<Deleted>>, ApiError> {
     state
         .runtime
         .panel_delete_bm(me.account_id(), &me.scope(), id)
         .await?;
-    Ok(Json(json!({"data": {"id": id, "deleted": true}})))
+    Ok(Deleted::json(id))
 }
 
 #[utoipa::path(post, operation_id = "panel_bms_sync", path = "/business-managers/{id}/sync", tag = "Inventário",
     params(("id" = i64, Path, description = "Id do BM")),
-    responses((status = 200, description = "`data`: `{sync: {created_numbers, missing_numbers, wabas, templates_imported, photos, health_status, good}, bm}`", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422 (`bm_sem_id_provider`, `credencial_invalida`), 502 provedor", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "`data`: `{sync: {created_numbers, missing_numbers, wabas, templates_imported, photos, health_status, good}, bm}`", body = Data<PanelBmSyncedOut>)))]
 pub(crate) async fn sync_bm(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<PanelBmSyncedOut>>, ApiError> {
     let (sync, bm) = state
         .runtime
         .panel_sync_bm(me.account_id(), &me.scope(), id)
         .await?;
-    Ok(Json(json!({"data": {"sync": sync, "bm": bm}})))
+    Ok(Data::json(PanelBmSyncedOut { sync, bm }))
+}
+
+/// `POST /api/business-managers/{id}/sync`'s answer.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct PanelBmSyncedOut {
+    /// What the sync found.
+    sync: actors::accounts::BmSyncResult,
+    /// The BM after it.
+    bm: PanelBm,
 }
 
 // ---- WABAs -----------------------------------------------------------------------------
@@ -339,8 +339,7 @@ pub(crate) struct WabaPatchIn {
 }
 
 #[utoipa::path(get, operation_id = "panel_wabas_list", path = "/wabas", tag = "Inventário",
-    responses((status = 200, description = "WABAs no escopo com seus números", body = crate::openapi::ListEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "WABAs no escopo com seus números", body = crate::openapi::ListEnvelope)))]
 pub(crate) async fn list_wabas(
     State(state): State<AppState>,
     me: PanelUser,
@@ -353,13 +352,12 @@ pub(crate) async fn list_wabas(
 }
 
 #[utoipa::path(post, operation_id = "panel_wabas_create", path = "/wabas", tag = "Inventário", request_body = WabaIn,
-    responses((status = 201, description = "WABA registrada (o provedor confirmou que é do BM)", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 422 (`waba_invalida`, `bm_invalido`)", body = crate::openapi::ErrorBody)))]
+    responses((status = 201, description = "WABA registrada (o provedor confirmou que é do BM)", body = Data<PanelWaba>)))]
 pub(crate) async fn create_waba(
     State(state): State<AppState>,
     me: PanelUser,
     ApiJson(b): ApiJson<WabaIn>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Data<PanelWaba>>), ApiError> {
     let w = state
         .runtime
         .panel_create_waba(
@@ -373,35 +371,33 @@ pub(crate) async fn create_waba(
             },
         )
         .await?;
-    Ok((StatusCode::CREATED, Json(json!({ "data": w }))))
+    Ok((StatusCode::CREATED, Data::json(w)))
 }
 
 #[utoipa::path(get, operation_id = "panel_wabas_get", path = "/wabas/{id}", tag = "Inventário",
     params(("id" = i64, Path, description = "Id da WABA (do disparo)")),
-    responses((status = 200, description = "WABA com seus números", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 404", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "WABA com seus números", body = Data<PanelWaba>)))]
 pub(crate) async fn get_waba(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<PanelWaba>>, ApiError> {
     let w = state
         .runtime
         .panel_waba(me.account_id(), &me.scope(), id)
         .await?;
-    Ok(Json(json!({ "data": w })))
+    Ok(Data::json(w))
 }
 
 #[utoipa::path(put, operation_id = "panel_wabas_update", path = "/wabas/{id}", tag = "Inventário",
     params(("id" = i64, Path, description = "Id da WABA")), request_body = WabaPatchIn,
-    responses((status = 200, description = "WABA alterada", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422 (`status_invalido`, `campo_do_provedor`)", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "WABA alterada", body = Data<PanelWaba>)))]
 pub(crate) async fn update_waba(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
     ApiJson(b): ApiJson<WabaPatchIn>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<PanelWaba>>, ApiError> {
     provider_owned(&[
         ("standing", b.standing.is_some()),
         ("tier", b.tier.is_some()),
@@ -418,23 +414,22 @@ pub(crate) async fn update_waba(
             b.nome,
         )
         .await?;
-    Ok(Json(json!({ "data": w })))
+    Ok(Data::json(w))
 }
 
 #[utoipa::path(delete, operation_id = "panel_wabas_delete", path = "/wabas/{id}", tag = "Inventário",
     params(("id" = i64, Path, description = "Id da WABA")),
-    responses((status = 200, description = "WABA removida", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422 (`waba_com_numeros`)", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "WABA removida", body = Data<Deleted>)))]
 pub(crate) async fn delete_waba(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<Deleted>>, ApiError> {
     state
         .runtime
         .panel_delete_waba(me.account_id(), &me.scope(), id)
         .await?;
-    Ok(Json(json!({"data": {"id": id, "deleted": true}})))
+    Ok(Deleted::json(id))
 }
 
 // ---- numbers ---------------------------------------------------------------------------
@@ -472,8 +467,7 @@ pub(crate) struct NumberPatchIn {
 }
 
 #[utoipa::path(get, operation_id = "panel_numbers_list", path = "/phone-numbers", tag = "Inventário",
-    responses((status = 200, description = "Números no escopo com saúde ao vivo (os mesmos canais de /api/v1/channels)", body = crate::openapi::ListEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "Números no escopo com saúde ao vivo (os mesmos canais de /api/v1/channels)", body = crate::openapi::ListEnvelope)))]
 pub(crate) async fn list_numbers(
     State(state): State<AppState>,
     me: PanelUser,
@@ -486,13 +480,12 @@ pub(crate) async fn list_numbers(
 }
 
 #[utoipa::path(post, operation_id = "panel_numbers_create", path = "/phone-numbers", tag = "Inventário", request_body = NumberIn,
-    responses((status = 201, description = "Número conectado como canal da conta (o provedor confirmou que é da WABA)", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 422 (`waba_invalida`, `waba_sem_bm`, `credencial_invalida`)", body = crate::openapi::ErrorBody)))]
+    responses((status = 201, description = "Número conectado como canal da conta (o provedor confirmou que é da WABA)", body = Data<NumberView>)))]
 pub(crate) async fn create_number(
     State(state): State<AppState>,
     me: PanelUser,
     ApiJson(b): ApiJson<NumberIn>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Data<NumberView>>), ApiError> {
     let n = state
         .runtime
         .panel_create_number(
@@ -506,35 +499,33 @@ pub(crate) async fn create_number(
             },
         )
         .await?;
-    Ok((StatusCode::CREATED, Json(json!({ "data": n }))))
+    Ok((StatusCode::CREATED, Data::json(n)))
 }
 
 #[utoipa::path(get, operation_id = "panel_numbers_get", path = "/phone-numbers/{id}", tag = "Inventário",
     params(("id" = i64, Path, description = "Id do número (id do canal)")),
-    responses((status = 200, description = "Número com saúde ao vivo", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 404", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "Número com saúde ao vivo", body = Data<NumberView>)))]
 pub(crate) async fn get_number(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<NumberView>>, ApiError> {
     let n = state
         .runtime
         .panel_number(me.account_id(), &me.scope(), id)
         .await?;
-    Ok(Json(json!({ "data": n })))
+    Ok(Data::json(n))
 }
 
 #[utoipa::path(put, operation_id = "panel_numbers_update", path = "/phone-numbers/{id}", tag = "Inventário",
     params(("id" = i64, Path, description = "Id do número")), request_body = NumberPatchIn,
-    responses((status = 200, description = "Número alterado", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422 (`campo_do_provedor`)", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "Número alterado", body = Data<NumberView>)))]
 pub(crate) async fn update_number(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
     ApiJson(b): ApiJson<NumberPatchIn>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<NumberView>>, ApiError> {
     provider_owned(&[
         ("status", b.status.is_some()),
         ("qualidade", b.qualidade.is_some()),
@@ -550,23 +541,22 @@ pub(crate) async fn update_number(
             b.cliente_id,
         )
         .await?;
-    Ok(Json(json!({ "data": n })))
+    Ok(Data::json(n))
 }
 
 #[utoipa::path(delete, operation_id = "panel_numbers_delete", path = "/phone-numbers/{id}", tag = "Inventário",
     params(("id" = i64, Path, description = "Id do número")),
-    responses((status = 200, description = "Número removido (só sem histórico)", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422 (`numero_com_historico`, `campanha_em_andamento`)", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "Número removido (só sem histórico)", body = Data<Deleted>)))]
 pub(crate) async fn delete_number(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<Deleted>>, ApiError> {
     state
         .runtime
         .panel_delete_number(me.account_id(), &me.scope(), id)
         .await?;
-    Ok(Json(json!({"data": {"id": id, "deleted": true}})))
+    Ok(Deleted::json(id))
 }
 
 /// The multipart form of `POST /api/phone-numbers/{id}/foto`.
@@ -581,14 +571,13 @@ pub(crate) struct PhotoForm {
 #[utoipa::path(post, operation_id = "panel_numbers_photo", path = "/phone-numbers/{id}/foto", tag = "Inventário",
     params(("id" = i64, Path, description = "Id do número")),
     request_body(content = PhotoForm, content_type = "multipart/form-data"),
-    responses((status = 200, description = "Foto de perfil trocada no provedor; `foto_url` atualizada", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 413, 422 (`foto_invalida`, `bm_sem_app_id`)", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "Foto de perfil trocada no provedor; `foto_url` atualizada", body = Data<NumberView>)))]
 pub(crate) async fn upload_photo(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
     multipart: Result<Multipart, axum::extract::multipart::MultipartRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<NumberView>>, ApiError> {
     let mut multipart = multipart.map_err(|_| {
         ApiError::invalid(
             "foto",
@@ -604,7 +593,7 @@ pub(crate) async fn upload_photo(
                     if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
                         ApiError::PayloadTooLarge
                     } else {
-                        ApiError::Malformed(e.body_text())
+                        ApiError::MalformedForm(e.body_text())
                     }
                 })?;
                 photo = Some(bytes.to_vec());
@@ -614,7 +603,7 @@ pub(crate) async fn upload_photo(
             Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
                 return Err(ApiError::PayloadTooLarge)
             }
-            Err(e) => return Err(ApiError::Malformed(e.body_text())),
+            Err(e) => return Err(ApiError::MalformedForm(e.body_text())),
         }
     }
     let photo = photo.ok_or_else(|| {
@@ -624,19 +613,18 @@ pub(crate) async fn upload_photo(
         .runtime
         .panel_number_photo(me.account_id(), &me.scope(), id, photo)
         .await?;
-    Ok(Json(json!({ "data": n })))
+    Ok(Data::json(n))
 }
 
 #[utoipa::path(get, operation_id = "panel_numbers_guardrails", path = "/phone-numbers/{id}/guardrails", tag = "Inventário",
     params(("id" = i64, Path, description = "Id do número")),
-    responses((status = 200, description = "Guardrails do número e o limite de hoje (como `GET /api/v1/channels/{id}/guardrails`)", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404 (fora do escopo)", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "Guardrails do número e o limite de hoje (como `GET /api/v1/channels/{id}/guardrails`)", body = crate::openapi::Data<crate::routes::guardrails::GuardrailsOut>)))]
 pub(crate) async fn number_guardrails(
     state: State<AppState>,
     me: PanelUser,
     auth: crate::extract::Auth,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<crate::openapi::Data<crate::routes::guardrails::GuardrailsOut>>, ApiError> {
     // The user's scope first: the account API's handler checks the account only.
     state
         .runtime
@@ -649,15 +637,14 @@ pub(crate) async fn number_guardrails(
 #[utoipa::path(patch, operation_id = "panel_numbers_guardrails_update", path = "/phone-numbers/{id}/guardrails", tag = "Inventário",
     params(("id" = i64, Path, description = "Id do número")),
     request_body = crate::routes::guardrails::PatchIn,
-    responses((status = 200, description = "Guardrails alterados (como `PATCH /api/v1/channels/{id}/guardrails`)", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404 (fora do escopo), 422", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "Guardrails alterados (como `PATCH /api/v1/channels/{id}/guardrails`)", body = crate::openapi::Data<crate::routes::guardrails::GuardrailsOut>)))]
 pub(crate) async fn set_number_guardrails(
     state: State<AppState>,
     me: PanelUser,
     auth: crate::extract::Auth,
     IdPath(id): IdPath,
     body: ApiJson<crate::routes::guardrails::PatchIn>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<crate::openapi::Data<crate::routes::guardrails::GuardrailsOut>>, ApiError> {
     state
         .runtime
         .store()

@@ -48,8 +48,7 @@ pub(crate) struct LogQuery {
 
 #[utoipa::path(get, operation_id = "panel_webhook_logs", path = "/webhook-logs", tag = "Webhooks do provedor",
     params(LogQuery),
-    responses((status = 200, description = "`data`: linhas, a mais nova primeiro: `{id, tipo, received_at, assinatura, http_status, aplicado, wabas, numeros, campos, detalhe, corpo (enquanto retido), encaminhamento, entregas: [{id, client_id, phone_number_id, status, attempts, last_status_code, last_error}]}`; `has_more`, `next_cursor`", body = crate::openapi::ListEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 422", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "`data`: linhas, a mais nova primeiro: `{id, tipo, received_at, assinatura, http_status, aplicado, wabas, numeros, campos, detalhe, corpo (enquanto retido), encaminhamento, entregas: [{id, client_id, phone_number_id, status, attempts, last_status_code, last_error}]}`; `has_more`, `next_cursor`", body = crate::openapi::ListEnvelope)))]
 pub(crate) async fn list(
     State(state): State<AppState>,
     me: PanelUser,
@@ -111,8 +110,7 @@ pub(crate) async fn list(
 
 #[utoipa::path(post, operation_id = "panel_webhook_logs_reforward", path = "/webhook-logs/{id}/reforward", tag = "Webhooks do provedor",
     params(("id" = i64, Path, description = "Id da linha do log")),
-    responses((status = 200, description = "`data`: `{queued}`: os encaminhamentos da linha, enviados de novo aos clientes (novas entregas)", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "`data`: `{queued}`: os encaminhamentos da linha, enviados de novo aos clientes (novas entregas)", body = crate::openapi::DataEnvelope)))]
 pub(crate) async fn reforward(
     State(state): State<AppState>,
     me: PanelUser,
@@ -158,8 +156,7 @@ pub(crate) struct AuditLogOut {
 
 #[utoipa::path(get, operation_id = "panel_audit_log", path = "/audit-log", tag = "Auditoria",
     params(AuditQuery),
-    responses((status = 200, description = "As escritas da conta (API e painel), a mais recente primeiro", body = AuditLogOut),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403 (só Admin), 422", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "As escritas da conta (API e painel), a mais recente primeiro", body = AuditLogOut)))]
 pub(crate) async fn audit_log(
     State(state): State<AppState>,
     me: PanelUser,

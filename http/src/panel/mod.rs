@@ -268,7 +268,7 @@ pub fn document() -> &'static utoipa::openapi::OpenApi {
     DOC.get_or_init(|| {
         let mut doc = routes().split_for_parts().1;
         doc.merge(public_routes().split_for_parts().1);
-        crate::openapi::common_responses(&mut doc);
+        crate::openapi::common_responses(&mut doc, crate::openapi::Surface::Panel);
         doc
     })
 }

@@ -4,12 +4,15 @@
 use super::PanelUser;
 use crate::error::ApiError;
 use crate::extract::{present, ApiJson, Auth, IdPath};
+use crate::openapi::{Data, List, Page};
+use crate::routes::wiki::WikiPageOut;
 use crate::AppState;
 use actors::panel::{ClientView, UserChange, UserInput, UserView};
+use actors::templates::TemplateView;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use storage::panel::TaskFields;
 use utoipa_axum::router::OpenApiRouter;
@@ -70,26 +73,27 @@ pub(crate) struct UserPatchIn {
 }
 
 #[utoipa::path(get, operation_id = "panel_users_list", path = "/users", tag = "Usuários",
-    responses((status = 200, description = "Usuários da conta (Admin)", body = crate::openapi::ListEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401 sessão, 403 papel", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "Usuários da conta (Admin)", body = List<UserView>)))]
 pub(crate) async fn list_users(
     State(state): State<AppState>,
     me: PanelUser,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<List<UserView>>, ApiError> {
     let users = state.runtime.store().list_users(me.account_id()).await?;
-    Ok(Json(
-        json!({"data": users.iter().map(|u| UserView::of(u, &me.account_slug)).collect::<Vec<_>>()}),
+    Ok(List::json(
+        users
+            .iter()
+            .map(|u| UserView::of(u, &me.account_slug))
+            .collect(),
     ))
 }
 
 #[utoipa::path(post, operation_id = "panel_users_create", path = "/users", tag = "Usuários", request_body = UserIn,
-    responses((status = 201, description = "Usuário criado (a senha nunca volta)", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 422 (`email_em_uso`, `senha_fraca`, `papel_invalido`, `cliente_obrigatorio`…)", body = crate::openapi::ErrorBody)))]
+    responses((status = 201, description = "Usuário criado (a senha nunca volta)", body = Data<UserView>)))]
 pub(crate) async fn create_user(
     State(state): State<AppState>,
     me: PanelUser,
     ApiJson(b): ApiJson<UserIn>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Data<UserView>>), ApiError> {
     let user = state
         .runtime
         .create_user(
@@ -107,33 +111,31 @@ pub(crate) async fn create_user(
         .await?;
     Ok((
         StatusCode::CREATED,
-        Json(json!({"data": UserView::of(&user, &me.account_slug)})),
+        Data::json(UserView::of(&user, &me.account_slug)),
     ))
 }
 
 #[utoipa::path(get, operation_id = "panel_users_get", path = "/users/{id}", tag = "Usuários",
     params(("id" = i64, Path, description = "Id do usuário")),
-    responses((status = 200, description = "Usuário", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "Usuário", body = Data<UserView>)))]
 pub(crate) async fn get_user(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<UserView>>, ApiError> {
     let u = state.runtime.store().user(me.account_id(), id).await?;
-    Ok(Json(json!({"data": UserView::of(&u, &me.account_slug)})))
+    Ok(Data::json(UserView::of(&u, &me.account_slug)))
 }
 
 #[utoipa::path(put, operation_id = "panel_users_update", path = "/users/{id}", tag = "Usuários",
     params(("id" = i64, Path, description = "Id do usuário")), request_body = UserPatchIn,
-    responses((status = 200, description = "Usuário alterado; desativado, suas sessões param na hora", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422 (`ultimo_admin`…)", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "Usuário alterado; desativado, suas sessões param na hora", body = Data<UserView>)))]
 pub(crate) async fn update_user(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
     ApiJson(b): ApiJson<UserPatchIn>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<UserView>>, ApiError> {
     let u = state
         .runtime
         .update_user(
@@ -150,85 +152,132 @@ pub(crate) async fn update_user(
             },
         )
         .await?;
-    Ok(Json(json!({"data": UserView::of(&u, &me.account_slug)})))
+    Ok(Data::json(UserView::of(&u, &me.account_slug)))
 }
 
 #[utoipa::path(delete, operation_id = "panel_users_delete", path = "/users/{id}", tag = "Usuários",
     params(("id" = i64, Path, description = "Id do usuário")),
-    responses((status = 200, description = "Usuário removido", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422 (`ultimo_admin`)", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "Usuário removido", body = Data<crate::openapi::Deleted>)))]
 pub(crate) async fn delete_user(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<crate::openapi::Deleted>>, ApiError> {
     state.runtime.delete_user(me.account_id(), id).await?;
-    Ok(Json(json!({"data": {"id": id, "deleted": true}})))
+    Ok(crate::openapi::Deleted::json(id))
 }
 
 // ---- public sender tokens ----------------------------------------------------------
 
-fn sender_token_json(t: &storage::sender::SenderTokenRecord) -> Value {
-    json!({
-        "id": t.id,
-        "user_id": t.user_id,
-        "prefix": t.prefix,
-        "created_at": actors::time::iso(t.created_at),
-        "revoked_at": t.revoked_at.map(actors::time::iso),
-    })
+/// A user's public-sender token (never its value but at creation).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct SenderTokenOut {
+    /// Id.
+    id: i64,
+    /// Its user.
+    user_id: i64,
+    /// The value's first characters (`pub_…`).
+    prefix: String,
+    /// When it was made (ISO 8601).
+    created_at: String,
+    /// When it stopped working; null while it works.
+    revoked_at: Option<String>,
+    /// The value: only in the creation answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    token: Option<String>,
+}
+
+fn sender_token_json(t: &storage::sender::SenderTokenRecord) -> SenderTokenOut {
+    SenderTokenOut {
+        id: t.id,
+        user_id: t.user_id,
+        prefix: t.prefix.clone(),
+        created_at: actors::time::iso(t.created_at),
+        revoked_at: t.revoked_at.map(actors::time::iso),
+        token: None,
+    }
+}
+
+/// `DELETE /api/users/{id}/api-token`'s answer.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct SenderTokenRevokedOut {
+    /// The user.
+    user_id: i64,
+    /// Always true.
+    revoked: bool,
+}
+
+/// A client as created or changed: with its forwards' signing secret when it was just made
+/// (shown once).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ClientOut {
+    /// The client.
+    #[serde(flatten)]
+    client: ClientView,
+    /// The secret that signs `X-Svc-Signature` of its forwarded events: only when it was
+    /// just made.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    webhook_secret: Option<String>,
+}
+
+/// `POST /api/clientes/{id}/webhook-secret`'s answer.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ClientSecretOut {
+    /// The client.
+    id: i64,
+    /// The new secret, shown only here.
+    webhook_secret: String,
 }
 
 #[utoipa::path(post, operation_id = "panel_users_api_token_create", path = "/users/{id}/api-token", tag = "Usuários",
     params(("id" = i64, Path, description = "Id do usuário")),
-    responses((status = 201, description = "`data`: `{token: \"pub_…\", prefix, created_at}`; o token aparece só aqui e o anterior do usuário deixa de valer", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403 (só Admin), 404", body = crate::openapi::ErrorBody)))]
+    responses((status = 201, description = "`data`: `{token: \"pub_…\", prefix, created_at}`; o token aparece só aqui e o anterior do usuário deixa de valer", body = Data<SenderTokenOut>)))]
 pub(crate) async fn create_api_token(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Data<SenderTokenOut>>), ApiError> {
     let (value, record) = state
         .runtime
         .store()
         .rotate_sender_token(me.account_id(), id, me.user.id)
         .await?;
     let mut data = sender_token_json(&record);
-    data["token"] = json!(value.expose());
-    Ok((StatusCode::CREATED, Json(json!({ "data": data }))))
+    data.token = Some(value.expose().to_string());
+    Ok((StatusCode::CREATED, Data::json(data)))
 }
 
 #[utoipa::path(get, operation_id = "panel_users_api_token_list", path = "/users/{id}/api-token", tag = "Usuários",
     params(("id" = i64, Path, description = "Id do usuário")),
-    responses((status = 200, description = "Tokens do remetente público do usuário (prefixo, criação, revogação), o mais novo primeiro", body = crate::openapi::ListEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "Tokens do remetente público do usuário (prefixo, criação, revogação), o mais novo primeiro", body = List<SenderTokenOut>)))]
 pub(crate) async fn list_api_tokens(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<List<SenderTokenOut>>, ApiError> {
     let store = state.runtime.store();
     store.user(me.account_id(), id).await?;
     let tokens = store.sender_tokens(me.account_id(), id).await?;
-    Ok(Json(
-        json!({"data": tokens.iter().map(sender_token_json).collect::<Vec<_>>()}),
-    ))
+    Ok(List::json(tokens.iter().map(sender_token_json).collect()))
 }
 
 #[utoipa::path(delete, operation_id = "panel_users_api_token_revoke", path = "/users/{id}/api-token", tag = "Usuários",
     params(("id" = i64, Path, description = "Id do usuário")),
-    responses((status = 200, description = "O token ativo do usuário deixa de valer", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404 (sem token ativo)", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "O token ativo do usuário deixa de valer", body = Data<SenderTokenRevokedOut>)))]
 pub(crate) async fn revoke_api_token(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<SenderTokenRevokedOut>>, ApiError> {
     state
         .runtime
         .store()
         .revoke_sender_token(me.account_id(), id)
         .await?;
-    Ok(Json(json!({"data": {"user_id": id, "revoked": true}})))
+    Ok(Data::json(SenderTokenRevokedOut {
+        user_id: id,
+        revoked: true,
+    }))
 }
 
 // ---- clients -------------------------------------------------------------------------
@@ -245,58 +294,53 @@ pub(crate) struct ClientIn {
 }
 
 /// A client, with its forwards' signing secret when it was just made (shown once).
-fn client_json(c: &storage::panel::ClientRecord, secret: Option<engine::Secret>) -> Value {
-    let mut v = json!(ClientView::of(c));
-    if let Some(s) = secret {
-        v["webhook_secret"] = json!(s.expose());
+fn client_json(c: &storage::panel::ClientRecord, secret: Option<engine::Secret>) -> ClientOut {
+    ClientOut {
+        client: ClientView::of(c),
+        webhook_secret: secret.map(|s| s.expose().to_string()),
     }
-    v
 }
 
 #[utoipa::path(post, operation_id = "panel_clients_rotate_secret", path = "/clientes/{id}/webhook-secret", tag = "Clientes",
     params(("id" = i64, Path, description = "Id do cliente")),
-    responses((status = 200, description = "`data`: `{webhook_secret}`, o novo segredo que assina `X-Svc-Signature` dos eventos encaminhados; aparece só aqui e vale na hora", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "`data`: `{webhook_secret}`, o novo segredo que assina `X-Svc-Signature` dos eventos encaminhados; aparece só aqui e vale na hora", body = Data<ClientSecretOut>)))]
 pub(crate) async fn rotate_client_secret(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<ClientSecretOut>>, ApiError> {
     let secret = state
         .runtime
         .store()
         .rotate_client_webhook_secret(me.account_id(), id)
         .await?;
-    Ok(Json(
-        json!({"data": {"id": id, "webhook_secret": secret.expose()}}),
-    ))
+    Ok(Data::json(ClientSecretOut {
+        id,
+        webhook_secret: secret.expose().to_string(),
+    }))
 }
 
 #[utoipa::path(get, operation_id = "panel_clients_list", path = "/clientes", tag = "Clientes",
-    responses((status = 200, description = "Clientes com contagem de vínculos (BMs, WABAs, números); um usuário Client vê o seu", body = crate::openapi::ListEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "Clientes com contagem de vínculos (BMs, WABAs, números); um usuário Client vê o seu", body = List<ClientView>)))]
 pub(crate) async fn list_clients(
     State(state): State<AppState>,
     me: PanelUser,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<List<ClientView>>, ApiError> {
     let clients = state
         .runtime
         .store()
         .list_clients(me.account_id(), &me.scope())
         .await?;
-    Ok(Json(
-        json!({"data": clients.iter().map(ClientView::of).collect::<Vec<_>>()}),
-    ))
+    Ok(List::json(clients.iter().map(ClientView::of).collect()))
 }
 
 #[utoipa::path(post, operation_id = "panel_clients_create", path = "/clientes", tag = "Clientes", request_body = ClientIn,
-    responses((status = 201, description = "Cliente criado", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 422 (`cnpj_invalido`, `cliente_existente`, URL recusada)", body = crate::openapi::ErrorBody)))]
+    responses((status = 201, description = "Cliente criado", body = Data<ClientOut>)))]
 pub(crate) async fn create_client(
     State(state): State<AppState>,
     me: PanelUser,
     ApiJson(b): ApiJson<ClientIn>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Data<ClientOut>>), ApiError> {
     let (c, secret) = state
         .runtime
         .save_client(
@@ -307,21 +351,17 @@ pub(crate) async fn create_client(
             b.webhook_url.as_deref(),
         )
         .await?;
-    Ok((
-        StatusCode::CREATED,
-        Json(json!({"data": client_json(&c, secret)})),
-    ))
+    Ok((StatusCode::CREATED, Data::json(client_json(&c, secret))))
 }
 
 #[utoipa::path(get, operation_id = "panel_clients_get", path = "/clientes/{id}", tag = "Clientes",
     params(("id" = i64, Path, description = "Id do cliente")),
-    responses((status = 200, description = "Cliente", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "Cliente", body = Data<ClientView>)))]
 pub(crate) async fn get_client(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<ClientView>>, ApiError> {
     let found = state
         .runtime
         .store()
@@ -330,19 +370,18 @@ pub(crate) async fn get_client(
         .into_iter()
         .find(|c| c.id == id)
         .ok_or(ApiError::NotFound)?;
-    Ok(Json(json!({"data": ClientView::of(&found)})))
+    Ok(Data::json(ClientView::of(&found)))
 }
 
 #[utoipa::path(put, operation_id = "panel_clients_update", path = "/clientes/{id}", tag = "Clientes",
     params(("id" = i64, Path, description = "Id do cliente")), request_body = ClientIn,
-    responses((status = 200, description = "Cliente alterado", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "Cliente alterado", body = Data<ClientOut>)))]
 pub(crate) async fn update_client(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
     ApiJson(b): ApiJson<ClientIn>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<ClientOut>>, ApiError> {
     let (c, secret) = state
         .runtime
         .save_client(
@@ -353,20 +392,19 @@ pub(crate) async fn update_client(
             b.webhook_url.as_deref(),
         )
         .await?;
-    Ok(Json(json!({"data": client_json(&c, secret)})))
+    Ok(Data::json(client_json(&c, secret)))
 }
 
 #[utoipa::path(delete, operation_id = "panel_clients_delete", path = "/clientes/{id}", tag = "Clientes",
     params(("id" = i64, Path, description = "Id do cliente")),
-    responses((status = 200, description = "Cliente removido; os vínculos de BMs, WABAs e números são desfeitos", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422 (`cliente_com_usuarios`)", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "Cliente removido; os vínculos de BMs, WABAs e números são desfeitos", body = Data<crate::openapi::Deleted>)))]
 pub(crate) async fn delete_client(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<crate::openapi::Deleted>>, ApiError> {
     state.runtime.delete_client(me.account_id(), id).await?;
-    Ok(Json(json!({"data": {"id": id, "deleted": true}})))
+    Ok(crate::openapi::Deleted::json(id))
 }
 
 // ---- tasks ---------------------------------------------------------------------------
@@ -410,8 +448,7 @@ impl TaskIn {
 }
 
 #[utoipa::path(get, operation_id = "panel_tasks_list", path = "/tasks", tag = "Tarefas",
-    responses((status = 200, description = "Tarefas por coluna e posição: `{colunas: {aberto: […], …}, tarefas: […]}`", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "Tarefas por coluna e posição: `{colunas: {aberto: […], …}, tarefas: […]}`", body = crate::openapi::DataEnvelope)))]
 pub(crate) async fn list_tasks(
     State(state): State<AppState>,
     me: PanelUser,
@@ -434,8 +471,7 @@ pub(crate) async fn list_tasks(
 }
 
 #[utoipa::path(post, operation_id = "panel_tasks_create", path = "/tasks", tag = "Tarefas", request_body = TaskIn,
-    responses((status = 201, description = "Tarefa criada", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 422 (`status_invalido`, `vinculo_invalido`…)", body = crate::openapi::ErrorBody)))]
+    responses((status = 201, description = "Tarefa criada", body = crate::openapi::DataEnvelope)))]
 pub(crate) async fn create_task(
     State(state): State<AppState>,
     me: PanelUser,
@@ -459,8 +495,7 @@ pub(crate) async fn create_task(
 
 #[utoipa::path(get, operation_id = "panel_tasks_get", path = "/tasks/{id}", tag = "Tarefas",
     params(("id" = i64, Path, description = "Id da tarefa")),
-    responses((status = 200, description = "Tarefa", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "Tarefa", body = crate::openapi::DataEnvelope)))]
 pub(crate) async fn get_task(
     State(state): State<AppState>,
     me: PanelUser,
@@ -472,8 +507,7 @@ pub(crate) async fn get_task(
 
 #[utoipa::path(put, operation_id = "panel_tasks_update", path = "/tasks/{id}", tag = "Tarefas",
     params(("id" = i64, Path, description = "Id da tarefa")), request_body = TaskIn,
-    responses((status = 200, description = "Tarefa alterada ou movida (coluna e posição); a coluna é renumerada", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "Tarefa alterada ou movida (coluna e posição); a coluna é renumerada", body = crate::openapi::DataEnvelope)))]
 pub(crate) async fn update_task(
     State(state): State<AppState>,
     me: PanelUser,
@@ -495,8 +529,7 @@ pub(crate) async fn update_task(
 
 #[utoipa::path(delete, operation_id = "panel_tasks_delete", path = "/tasks/{id}", tag = "Tarefas",
     params(("id" = i64, Path, description = "Id da tarefa")),
-    responses((status = 200, description = "Tarefa removida", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "Tarefa removida", body = crate::openapi::DataEnvelope)))]
 pub(crate) async fn delete_task(
     State(state): State<AppState>,
     me: PanelUser,
@@ -514,8 +547,7 @@ pub(crate) async fn delete_task(
 
 #[utoipa::path(get, operation_id = "panel_templates_list", path = "/templates", tag = "Templates",
     params(crate::extract::PageQuery),
-    responses((status = 200, description = "A biblioteca da conta (a mesma de /api/v1/templates) com status por número; `has_more`, `next_cursor`", body = crate::openapi::ListEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 422", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "A biblioteca da conta (a mesma de /api/v1/templates) com status por número; `has_more`, `next_cursor`", body = Page<TemplateView>)))]
 pub(crate) async fn list_templates(
     state: State<AppState>,
     auth: Auth,
@@ -523,72 +555,67 @@ pub(crate) async fn list_templates(
         axum::extract::Query<crate::extract::PageQuery>,
         axum::extract::rejection::QueryRejection,
     >,
-) -> Result<Json<Value>, ApiError> {
-    crate::routes::templates::list(state, auth, None, q).await
+) -> Result<Json<Page<TemplateView>>, ApiError> {
+    crate::routes::templates::library(state, auth, q).await
 }
 
 #[utoipa::path(post, operation_id = "panel_templates_create", path = "/templates", tag = "Templates",
     request_body = crate::routes::templates::CreateIn,
-    responses((status = 201, description = "Template criado na biblioteca da conta", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 422", body = crate::openapi::ErrorBody)))]
+    responses((status = 201, description = "Template criado na biblioteca da conta", body = Data<TemplateView>)))]
 pub(crate) async fn create_template(
     state: State<AppState>,
     auth: Auth,
     body: ApiJson<crate::routes::templates::CreateIn>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Data<TemplateView>>), ApiError> {
     crate::routes::templates::create(state, auth, body).await
 }
 
 #[utoipa::path(post, operation_id = "panel_templates_submit", path = "/templates/{id}/submit", tag = "Templates",
     params(("id" = i64, Path, description = "Id do template")),
     request_body(content = crate::routes::templates::ChannelsIn, description = "`channels`: os números (todos os da conta sem corpo)"),
-    responses((status = 200, description = "Submetido ao provedor nos números (como `POST /api/v1/templates/{id}/submit`)", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "Submetido ao provedor nos números (como `POST /api/v1/templates/{id}/submit`)", body = Data<TemplateView>)))]
 pub(crate) async fn submit_template(
     state: State<AppState>,
     auth: Auth,
     id: IdPath,
     headers: axum::http::HeaderMap,
     body: bytes::Bytes,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<TemplateView>>, ApiError> {
     crate::routes::templates::submit(state, auth, id, headers, body).await
 }
 
 #[utoipa::path(post, operation_id = "panel_templates_sync", path = "/templates/{id}/sync", tag = "Templates",
     params(("id" = i64, Path, description = "Id do template")),
-    responses((status = 200, description = "Status e qualidade relidos do provedor: `{synced_channels}`", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "Status e qualidade relidos do provedor: `{synced_channels}`", body = Data<crate::routes::templates::SyncedOut>)))]
 pub(crate) async fn sync_template(
     state: State<AppState>,
     auth: Auth,
     id: IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<crate::routes::templates::SyncedOut>>, ApiError> {
     crate::routes::templates::sync(state, auth, id).await
 }
 
 #[utoipa::path(post, operation_id = "panel_templates_reactivate", path = "/templates/{id}/channels/{channel_id}/reactivate", tag = "Templates",
     params(("id" = i64, Path, description = "Id do template"), ("channel_id" = i64, Path, description = "Id do número")),
-    responses((status = 200, description = "Nova versão enviada para aprovação: `{nome, message}`", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 409, 422", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "Nova versão enviada para aprovação: `{nome, message}`", body = Data<crate::routes::templates::ReactivatedOut>)))]
 pub(crate) async fn reactivate_template(
     state: State<AppState>,
     auth: Auth,
     path: axum::extract::Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<crate::routes::templates::ReactivatedOut>>, ApiError> {
     crate::routes::templates::reactivate(state, auth, path).await
 }
 
 #[utoipa::path(get, operation_id = "panel_templates_get", path = "/templates/{id}", tag = "Templates",
     params(("id" = i64, Path, description = "Id do template")),
-    responses((status = 200, description = "Template com status e qualidade por número", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "Template com status e qualidade por número", body = Data<TemplateView>)))]
 pub(crate) async fn get_template(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
-    Ok(Json(
-        json!({"data": state.runtime.template_view(auth.account_id(), id).await?}),
+) -> Result<Json<Data<TemplateView>>, ApiError> {
+    Ok(Data::json(
+        state.runtime.template_view(auth.account_id(), id).await?,
     ))
 }
 
@@ -619,14 +646,13 @@ pub(crate) struct TemplatePatchIn {
 
 #[utoipa::path(put, operation_id = "panel_templates_update", path = "/templates/{id}", tag = "Templates",
     params(("id" = i64, Path, description = "Id do template")), request_body = TemplatePatchIn,
-    responses((status = 200, description = "Template alterado; já enviado, editado no provedor como ele permite ou em nova versão (`edits` por WABA, D-066)", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422 (`template_has_problems`, `campo_do_provedor`)", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "Template alterado; já enviado, editado no provedor como ele permite ou em nova versão (`edits` por WABA, D-066)", body = Data<crate::routes::templates::TemplateEditedOut>)))]
 pub(crate) async fn update_template(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
     ApiJson(b): ApiJson<TemplatePatchIn>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<crate::routes::templates::TemplateEditedOut>>, ApiError> {
     if b.status.is_some() {
         return Err(ApiError::invalid(
             "status",
@@ -651,20 +677,20 @@ pub(crate) async fn update_template(
             },
         )
         .await?;
-    let mut data = serde_json::to_value(view).unwrap_or_default();
-    data["edits"] = json!(edits);
-    Ok(Json(json!({"data": data})))
+    Ok(Data::json(crate::routes::templates::TemplateEditedOut {
+        template: view,
+        edits,
+    }))
 }
 
 #[utoipa::path(delete, operation_id = "panel_templates_delete", path = "/templates/{id}", tag = "Templates",
     params(("id" = i64, Path, description = "Id do template")),
-    responses((status = 200, description = "Removido da biblioteca e do provedor", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "Removido da biblioteca e do provedor", body = Data<crate::openapi::Deleted>)))]
 pub(crate) async fn delete_template(
     state: State<AppState>,
     auth: Auth,
     id: IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<crate::openapi::Deleted>>, ApiError> {
     crate::routes::templates::delete(state, auth, id).await
 }
 
@@ -672,68 +698,66 @@ pub(crate) async fn delete_template(
 
 #[utoipa::path(get, operation_id = "panel_wiki_list", path = "/wiki", tag = "Wiki",
     params(crate::routes::wiki::ListQuery),
-    responses((status = 200, description = "Páginas da conta (as mesmas de /api/v1/wiki), sem conteúdo", body = crate::openapi::ListEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 422", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "Páginas da conta (as mesmas de /api/v1/wiki), sem conteúdo", body = Page<WikiPageOut>)))]
 pub(crate) async fn list_wiki(
     state: State<AppState>,
     auth: Auth,
     q: Result<Query<crate::routes::wiki::ListQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Page<WikiPageOut>>, ApiError> {
     crate::routes::wiki::list(state, auth, q).await
 }
 
 #[utoipa::path(post, operation_id = "panel_wiki_create", path = "/wiki", tag = "Wiki",
     request_body = crate::routes::wiki::CreateIn,
-    responses((status = 201, description = "Página criada", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 422", body = crate::openapi::ErrorBody)))]
+    responses((status = 201, description = "Página criada", body = Data<WikiPageOut>)))]
 pub(crate) async fn create_wiki(
     state: State<AppState>,
     auth: Auth,
     body: ApiJson<crate::routes::wiki::CreateIn>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Data<WikiPageOut>>), ApiError> {
     crate::routes::wiki::create(state, auth, body).await
 }
 
 #[utoipa::path(get, operation_id = "panel_wiki_get", path = "/wiki/{key}", tag = "Wiki",
     params(("key" = String, Path, description = "Slug da página")),
-    responses((status = 200, description = "Página com o conteúdo Markdown", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "Página com o conteúdo Markdown", body = Data<WikiPageOut>)))]
 pub(crate) async fn get_wiki(
     State(state): State<AppState>,
     auth: Auth,
     Path(slug): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<WikiPageOut>>, ApiError> {
     let page = state
         .runtime
         .store()
         .wiki_page_by_slug(auth.account_id(), &slug)
         .await?;
-    Ok(Json(
-        json!({"data": crate::routes::wiki::page_json(&page, &state.config.public_url, &auth.0.account_slug, true)}),
-    ))
+    Ok(Data::json(crate::routes::wiki::page_json(
+        &page,
+        &state.config.public_url,
+        &auth.0.account_slug,
+        true,
+    )))
 }
 
 #[utoipa::path(put, operation_id = "panel_wiki_update", path = "/wiki/{key}", tag = "Wiki",
     params(("key" = i64, Path, description = "Id da página")), request_body = crate::routes::wiki::UpdateIn,
-    responses((status = 200, description = "Página alterada (só os campos enviados)", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404, 422", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "Página alterada (só os campos enviados)", body = Data<WikiPageOut>)))]
 pub(crate) async fn update_wiki(
     state: State<AppState>,
     auth: Auth,
     id: IdPath,
     body: ApiJson<crate::routes::wiki::UpdateIn>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<WikiPageOut>>, ApiError> {
     crate::routes::wiki::update(state, auth, id, body).await
 }
 
 #[utoipa::path(delete, operation_id = "panel_wiki_delete", path = "/wiki/{key}", tag = "Wiki",
     params(("key" = i64, Path, description = "Id da página")),
-    responses((status = 200, description = "Página removida", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403, 404", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "Página removida", body = Data<crate::openapi::Deleted>)))]
 pub(crate) async fn delete_wiki(
     state: State<AppState>,
     auth: Auth,
     id: IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<crate::openapi::Deleted>>, ApiError> {
     crate::routes::wiki::remove(state, auth, id).await
 }

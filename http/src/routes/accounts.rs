@@ -2,12 +2,14 @@
 
 use crate::error::ApiError;
 use crate::extract::{ApiJson, Auth, IdPath};
+use crate::openapi::{Data, List};
 use crate::AppState;
+use actors::accounts::{AddedNumber, BmView, Overview, WabaView};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -27,11 +29,14 @@ pub fn routes() -> OpenApiRouter<AppState> {
     operation_id = "accounts_overview",
     path = "/overview",
     tag = "WABAs, BMs e visão geral",
-    responses((status = 200, description = "Visão geral da conta", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "Visão geral da conta", body = Data<Overview>))
 )]
-async fn overview(State(state): State<AppState>, auth: Auth) -> Result<Json<Value>, ApiError> {
+async fn overview(
+    State(state): State<AppState>,
+    auth: Auth,
+) -> Result<Json<Data<Overview>>, ApiError> {
     let o = state.runtime.overview(auth.account_id()).await?;
-    Ok(Json(json!({ "data": o })))
+    Ok(Data::json(o))
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -46,13 +51,13 @@ struct WabaQuery {
     path = "/wabas",
     tag = "WABAs, BMs e visão geral",
     params(WabaQuery),
-    responses((status = 200, description = "WABAs com BM, credencial e saúde dos números", body = crate::openapi::ListEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "WABAs com BM, credencial e saúde dos números", body = List<WabaView>))
 )]
 async fn wabas(
     State(state): State<AppState>,
     auth: Auth,
     q: Result<Query<WabaQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<List<WabaView>>, ApiError> {
     let Query(q) = q.map_err(crate::extract::query_rejection)?;
     if let Some(h) = &q.health {
         if !["good", "bad", "attention"].contains(&h.as_str()) {
@@ -67,16 +72,25 @@ async fn wabas(
         .runtime
         .wabas(auth.account_id(), q.health.as_deref())
         .await?;
-    Ok(Json(json!({ "data": list })))
+    Ok(List::json(list))
 }
 
 /// `POST /wabas/{waba}/numbers` body.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct AddNumberIn {
+    /// The national number without the country code: for Brazil the area code plus 8 or 9
+    /// digits (`11988887777`); spaces, dashes, dots and parentheses allowed.
+    #[schema(pattern = "^[0-9 ().-]+$")]
     phone: String,
+    /// The display name to request, at least 3 characters.
+    #[schema(min_length = 3, pattern = r"\S")]
     verified_name: String,
+    /// Country code (default `55`).
+    #[schema(pattern = "^[^0-9]*([0-9][^0-9]*){1,3}$")]
     cc: Option<String>,
+    /// `SMS` (default), `VOICE` or `NONE` (ask the code later).
+    #[schema(pattern = "^([Ss][Mm][Ss]|[Vv][Oo][Ii][Cc][Ee]|[Nn][Oo][Nn][Ee])$")]
     method: Option<String>,
     #[serde(default)]
     same_group: bool,
@@ -89,14 +103,14 @@ struct AddNumberIn {
     tag = "WABAs, BMs e visão geral",
     params(("waba" = String, Path, description = "WABA da conta com credencial")),
     request_body = AddNumberIn,
-    responses((status = 201, description = "`data` {message, channel_id, phone, code_requested, bm_id}", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 201, description = "`data` {message, channel_id, phone, code_requested, bm_id}", body = Data<AddedNumber>))
 )]
 async fn add_number(
     State(state): State<AppState>,
     auth: Auth,
     Path(waba): Path<String>,
     ApiJson(body): ApiJson<AddNumberIn>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Data<AddedNumber>>), ApiError> {
     let cc: String = body
         .cc
         .unwrap_or_else(|| "55".into())
@@ -121,7 +135,7 @@ async fn add_number(
         .runtime
         .add_number(auth.account_id(), &waba, req)
         .await?;
-    Ok((StatusCode::CREATED, Json(json!({ "data": out }))))
+    Ok((StatusCode::CREATED, Data::json(out)))
 }
 
 #[utoipa::path(
@@ -130,15 +144,15 @@ async fn add_number(
     path = "/bms/{id}",
     tag = "WABAs, BMs e visão geral",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
-    responses((status = 200, description = "BM com verificação, pagamento, envio e números", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "BM com verificação, pagamento, envio e números", body = Data<BmView>))
 )]
 async fn bm(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
-    Ok(Json(
-        json!({ "data": state.runtime.bm_view(auth.account_id(), id).await? }),
+) -> Result<Json<Data<BmView>>, ApiError> {
+    Ok(Data::json(
+        state.runtime.bm_view(auth.account_id(), id).await?,
     ))
 }
 
@@ -148,20 +162,27 @@ async fn bm(
     path = "/bms/{id}/sync",
     tag = "WABAs, BMs e visão geral",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
-    responses((status = 200, description = "`data` {message, created_numbers, missing_numbers, bm}", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "`data` {message, created_numbers, missing_numbers, bm}", body = Data<BmSyncedOut>))
 )]
 async fn sync_bm(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<BmSyncedOut>>, ApiError> {
     let r = state.runtime.sync_bm(auth.account_id(), id).await?;
-    Ok(Json(json!({"data": {
-        "message": format!("BM relido: {} número(s) novo(s), {} ausente(s).", r.created_numbers.len(), r.missing_numbers.len()),
-        "created_numbers": r.created_numbers,
-        "missing_numbers": r.missing_numbers,
-        "bm": {"id": r.bm_id, "good": r.good},
-    }})))
+    Ok(Data::json(BmSyncedOut {
+        message: format!(
+            "BM relido: {} número(s) novo(s), {} ausente(s).",
+            r.created_numbers.len(),
+            r.missing_numbers.len()
+        ),
+        bm: BmGoodOut {
+            id: r.bm_id,
+            good: r.good,
+        },
+        created_numbers: r.created_numbers,
+        missing_numbers: r.missing_numbers,
+    }))
 }
 
 #[utoipa::path(
@@ -170,13 +191,13 @@ async fn sync_bm(
     path = "/bms/{id}/payment-check",
     tag = "WABAs, BMs e visão geral",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
-    responses((status = 200, description = "`data` {message, bm}", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "`data` {message, bm}", body = Data<BmPaymentOut>))
 )]
 async fn payment_check(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<BmPaymentOut>>, ApiError> {
     let (bm, paid) = state
         .runtime
         .payment_check_bm(auth.account_id(), id)
@@ -186,8 +207,58 @@ async fn payment_check(
     } else {
         "O provedor ainda aponta problema de pagamento."
     };
-    Ok(Json(json!({"data": {
-        "message": message,
-        "bm": {"id": bm.id, "name": bm.name, "good": paid, "payment": if paid { "ok" } else { "pending" }},
-    }})))
+    Ok(Data::json(BmPaymentOut {
+        message,
+        bm: BmPaidOut {
+            id: bm.id,
+            name: bm.name,
+            good: paid,
+            payment: if paid { "ok" } else { "pending" },
+        },
+    }))
+}
+
+/// `POST /bms/{id}/sync`'s answer (spec "WABAs, BMs, overview").
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct BmSyncedOut {
+    /// pt-BR summary.
+    message: String,
+    /// Numbers found at the provider that became channels.
+    created_numbers: Vec<Value>,
+    /// Channels whose number is gone at the provider.
+    missing_numbers: Vec<Value>,
+    /// The BM after the sync.
+    bm: BmGoodOut,
+}
+
+/// `{id, good}` of a BM.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct BmGoodOut {
+    /// Id.
+    id: i64,
+    /// Payment in order and nothing banned.
+    good: bool,
+}
+
+/// `POST /bms/{id}/payment-check`'s answer.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct BmPaymentOut {
+    /// pt-BR summary.
+    message: &'static str,
+    /// The BM after the check.
+    bm: BmPaidOut,
+}
+
+/// A BM's payment state (spec "BM record seen in results").
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct BmPaidOut {
+    /// Id.
+    id: i64,
+    /// Name.
+    name: String,
+    /// Payment in order.
+    good: bool,
+    /// `ok` or `pending`.
+    #[schema(pattern = "^(ok|pending)$")]
+    payment: &'static str,
 }

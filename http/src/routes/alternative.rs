@@ -3,7 +3,8 @@
 
 use crate::error::ApiError;
 use crate::extract::{ApiJson, Auth, RawBody};
-use crate::routes::channels::channel_json;
+use crate::openapi::Data;
+use crate::routes::channels::ChannelOut;
 use crate::AppState;
 use actors::alternative::{ConnectAlternative, NotifyVia};
 use axum::extract::{Path, State};
@@ -64,13 +65,13 @@ impl std::fmt::Debug for ConnectIn {
     path = "/channels/alternative",
     tag = "Provedor alternativo",
     request_body = ConnectIn,
-    responses((status = 201, description = "`data`: número do provedor alternativo, `templates`: quantos foram lidos", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 201, description = "`data`: número do provedor alternativo, `templates`: quantos foram lidos", body = AlternativeConnectedOut))
 )]
 async fn connect(
     State(state): State<AppState>,
     auth: Auth,
     ApiJson(b): ApiJson<ConnectIn>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<AlternativeConnectedOut>), ApiError> {
     let (snapshot, templates) = state
         .runtime
         .connect_alternative(
@@ -86,8 +87,31 @@ async fn connect(
         .await?;
     Ok((
         StatusCode::CREATED,
-        Json(json!({"data": channel_json(&snapshot), "templates": templates})),
+        Json(AlternativeConnectedOut {
+            data: ChannelOut::from(&snapshot),
+            templates,
+        }),
     ))
+}
+
+/// `POST /channels/alternative`'s answer.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct AlternativeConnectedOut {
+    /// The number, referenced only (`official: false`).
+    data: ChannelOut,
+    /// The sender's templates read from the provider.
+    templates: usize,
+}
+
+/// The alternative provider's notification URLs (spec "Other").
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct NotifyUrlOut {
+    /// This account's URL (identifies it: keep it as a secret).
+    notify_url: String,
+    /// The one URL for every account (the sender's number names the account).
+    fixed_url: String,
+    /// pt-BR note on how to use them.
+    observacao: &'static str,
 }
 
 /// `GET /channels/alternative/notify-url`: `{data: {notify_url, fixed_url, observacao}}`.
@@ -96,19 +120,22 @@ async fn connect(
     operation_id = "alternative_notify_url",
     path = "/channels/alternative/notify-url",
     tag = "Provedor alternativo",
-    responses((status = 200, description = "`data` {notify_url, fixed_url, observacao}", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "`data` {notify_url, fixed_url, observacao}", body = Data<NotifyUrlOut>))
 )]
-async fn notify_url(State(state): State<AppState>, auth: Auth) -> Result<Json<Value>, ApiError> {
+async fn notify_url(
+    State(state): State<AppState>,
+    auth: Auth,
+) -> Result<Json<Data<NotifyUrlOut>>, ApiError> {
     let key = state
         .runtime
         .alternative_notify_key(auth.account_id())
         .await?;
     let base = state.config.public_url.trim_end_matches('/');
-    Ok(Json(json!({"data": {
-        "notify_url": format!("{base}/webhooks/alternative/{key}"),
-        "fixed_url": format!("{base}/webhooks/alternative"),
-        "observacao": "Configure a notify_url como webhook do remetente no painel do provedor alternativo: ela é desta conta e a identifica (guarde-a como um segredo). A fixed_url é a mesma para todas as contas, para provedores que aceitam uma só URL; nela a conta é reconhecida pelo número do remetente (metadata.display_phone_number), que precisa estar cadastrado em POST /channels/alternative. O disparo registra as notificações recebidas; os envios destes números são feitos no provedor, não pelo disparo.",
-    }})))
+    Ok(Data::json(NotifyUrlOut {
+        notify_url: format!("{base}/webhooks/alternative/{key}"),
+        fixed_url: format!("{base}/webhooks/alternative"),
+        observacao: "Configure a notify_url como webhook do remetente no painel do provedor alternativo: ela é desta conta e a identifica (guarde-a como um segredo). A fixed_url é a mesma para todas as contas, para provedores que aceitam uma só URL; nela a conta é reconhecida pelo número do remetente (metadata.display_phone_number), que precisa estar cadastrado em POST /channels/alternative. O disparo registra as notificações recebidas; os envios destes números são feitos no provedor, não pelo disparo.",
+    }))
 }
 
 async fn receive_account(

@@ -3,8 +3,9 @@
 
 use crate::error::ApiError;
 use crate::extract::{ApiJson, Auth, IdPath, RawBody};
+use crate::openapi::{Data, Page};
 use crate::AppState;
-use actors::campaigns::{CampaignInput, RecipientInput};
+use actors::campaigns::{CampaignInput, CampaignView, DryRun, RecipientInput, RecipientsAdded};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
@@ -92,7 +93,7 @@ struct RecipientDoc {
     path = "/campaigns",
     tag = "Campanhas",
     request_body = CreateIn,
-    responses((status = 201, description = "Campanha criada (`draft`); com `dry_run`, 200 com a simulação", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 201, description = "Campanha criada (`draft`); uma repetição com a mesma `Idempotency-Key` devolve a primeira", body = Data<CampaignView>), (status = 200, description = "`dry_run`: o que uma campanha de verdade encontraria; nada gravado nem enviado", body = Data<DryRun>))
 )]
 async fn create(
     State(state): State<AppState>,
@@ -147,13 +148,13 @@ async fn create_once(
             .runtime
             .dry_run_campaign(auth.account_id(), input, b.recipients.unwrap_or_default())
             .await?;
-        return Ok((StatusCode::OK, json!({ "data": report })));
+        return Ok((StatusCode::OK, json!(Data { data: report })));
     }
     let view = state
         .runtime
         .create_campaign(auth.account_id(), input)
         .await?;
-    Ok((StatusCode::CREATED, json!({ "data": view })))
+    Ok((StatusCode::CREATED, json!(Data { data: view })))
 }
 
 #[utoipa::path(
@@ -162,15 +163,15 @@ async fn create_once(
     path = "/campaigns/{id}",
     tag = "Campanhas",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
-    responses((status = 200, description = "Campanha com `stats`", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "Campanha com `stats`", body = Data<CampaignView>))
 )]
 async fn read(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
-    Ok(Json(
-        json!({ "data": state.runtime.campaign_view(auth.account_id(), id).await? }),
+) -> Result<Json<Data<CampaignView>>, ApiError> {
+    Ok(Data::json(
+        state.runtime.campaign_view(auth.account_id(), id).await?,
     ))
 }
 
@@ -189,19 +190,19 @@ struct RecipientsIn {
     tag = "Campanhas",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
     request_body = RecipientsIn,
-    responses((status = 201, description = "`data` {added, duplicates, invalid, total}", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 201, description = "`data` {added, duplicates, invalid, total}", body = Data<RecipientsAdded>))
 )]
 async fn recipients(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
     ApiJson(b): ApiJson<RecipientsIn>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Data<RecipientsAdded>>), ApiError> {
     let out = state
         .runtime
         .add_recipients(auth.account_id(), id, b.recipients)
         .await?;
-    Ok((StatusCode::CREATED, Json(json!({ "data": out }))))
+    Ok((StatusCode::CREATED, Data::json(out)))
 }
 
 #[utoipa::path(
@@ -210,15 +211,15 @@ async fn recipients(
     path = "/campaigns/{id}/start",
     tag = "Campanhas",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
-    responses((status = 200, description = "Campanha em andamento", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "Campanha em andamento", body = Data<CampaignView>))
 )]
 async fn start(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
-    Ok(Json(
-        json!({ "data": state.runtime.start_campaign(auth.account_id(), id).await? }),
+) -> Result<Json<Data<CampaignView>>, ApiError> {
+    Ok(Data::json(
+        state.runtime.start_campaign(auth.account_id(), id).await?,
     ))
 }
 
@@ -226,6 +227,24 @@ async fn start(
 #[serde(deny_unknown_fields)]
 struct ResendIn {
     target_channel_id: i64,
+}
+
+/// `POST /campaigns/{id}/resend`'s answer.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct ResentOut {
+    /// Failed recipients queued again through the target number.
+    resent: u64,
+    /// The campaign after the call.
+    campaign: CampaignView,
+}
+
+/// `POST /campaigns/{id}/cancel`'s answer.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct CancelledOut {
+    /// Unsent recipients marked `skipped` (`cancelada`).
+    skipped: u64,
+    /// The campaign after the call.
+    campaign: CampaignView,
 }
 
 /// `POST /campaigns/{id}/resend` {target_channel_id}: `{data: {resent, campaign}}`.
@@ -236,21 +255,19 @@ struct ResendIn {
     tag = "Campanhas",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
     request_body = ResendIn,
-    responses((status = 200, description = "`data` {resent, campaign}", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "`data` {resent, campaign}", body = Data<ResentOut>))
 )]
 async fn resend(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
     ApiJson(b): ApiJson<ResendIn>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<ResentOut>>, ApiError> {
     let (resent, campaign) = state
         .runtime
         .resend_campaign(auth.account_id(), id, b.target_channel_id)
         .await?;
-    Ok(Json(
-        json!({ "data": {"resent": resent, "campaign": campaign} }),
-    ))
+    Ok(Data::json(ResentOut { resent, campaign }))
 }
 
 /// Filters and paging of `GET /campaigns`.
@@ -282,13 +299,13 @@ struct ListQuery {
     path = "/campaigns",
     tag = "Campanhas",
     params(ListQuery),
-    responses((status = 200, description = "`data`: campanhas com `stats`, a mais nova primeiro; `has_more`, `next_cursor`", body = crate::openapi::ListEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 422 filtro inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "`data`: campanhas com `stats`, a mais nova primeiro; `has_more`, `next_cursor`", body = Page<CampaignView>))
 )]
 async fn list(
     State(state): State<AppState>,
     auth: Auth,
     q: Result<axum::extract::Query<ListQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Page<CampaignView>>, ApiError> {
     let axum::extract::Query(q) = q.map_err(crate::extract::query_rejection)?;
     if let Some(s) = &q.state {
         if engine::campaign::CampaignState::parse(s).is_none() {
@@ -331,7 +348,7 @@ async fn list(
         rows,
         limit,
         |c| c.id,
-        |c| json!(c),
+        |c| c.clone(),
     )))
 }
 
@@ -355,23 +372,25 @@ struct EditIn {
     tag = "Campanhas",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
     request_body = EditIn,
-    responses((status = 200, description = "Campanha editada", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401, 404, 409 já iniciada, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "Campanha editada", body = Data<CampaignView>))
 )]
 async fn edit(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
     ApiJson(b): ApiJson<EditIn>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<CampaignView>>, ApiError> {
     let schedule = match b.scheduled_at {
         None => None,
         Some(None) => Some(None),
         Some(Some(s)) => Some(Some(crate::routes::groups::parse_schedule(&s)?)),
     };
-    Ok(Json(json!({ "data": state
-        .runtime
-        .edit_campaign(auth.account_id(), id, b.name, schedule)
-        .await? })))
+    Ok(Data::json(
+        state
+            .runtime
+            .edit_campaign(auth.account_id(), id, b.name, schedule)
+            .await?,
+    ))
 }
 
 /// `POST /campaigns/{id}/pause`: halts the campaign (no provider call of it starts after the
@@ -382,20 +401,20 @@ async fn edit(
     path = "/campaigns/{id}/pause",
     tag = "Campanhas",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
-    responses((status = 200, description = "Campanha pausada", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401, 404, 409 `invalid_state`)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "Campanha pausada", body = Data<CampaignView>))
 )]
 async fn pause(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<CampaignView>>, ApiError> {
     let reason = format!("Pausada por {}", auth.0.token_name);
     state
         .runtime
         .pause_campaign(auth.account_id(), id, &reason)
         .await?;
-    Ok(Json(
-        json!({ "data": state.runtime.campaign_view(auth.account_id(), id).await? }),
+    Ok(Data::json(
+        state.runtime.campaign_view(auth.account_id(), id).await?,
     ))
 }
 
@@ -406,16 +425,16 @@ async fn pause(
     path = "/campaigns/{id}/resume",
     tag = "Campanhas",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
-    responses((status = 200, description = "Campanha retomada", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401, 404, 409 `invalid_state` / `disparo_desligado`)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "Campanha retomada", body = Data<CampaignView>))
 )]
 async fn resume(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<CampaignView>>, ApiError> {
     state.runtime.resume_campaign(auth.account_id(), id).await?;
-    Ok(Json(
-        json!({ "data": state.runtime.campaign_view(auth.account_id(), id).await? }),
+    Ok(Data::json(
+        state.runtime.campaign_view(auth.account_id(), id).await?,
     ))
 }
 
@@ -427,16 +446,16 @@ async fn resume(
     path = "/campaigns/{id}/cancel",
     tag = "Campanhas",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
-    responses((status = 200, description = "`data` {skipped, campaign}", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401, 404, 409 `invalid_state`)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "`data` {skipped, campaign}", body = Data<CancelledOut>))
 )]
 async fn cancel(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<CancelledOut>>, ApiError> {
     let skipped = state.runtime.cancel_campaign(auth.account_id(), id).await?;
-    Ok(Json(json!({ "data": {
-        "skipped": skipped,
-        "campaign": state.runtime.campaign_view(auth.account_id(), id).await?,
-    } })))
+    Ok(Data::json(CancelledOut {
+        skipped,
+        campaign: state.runtime.campaign_view(auth.account_id(), id).await?,
+    }))
 }

@@ -2,6 +2,7 @@
 
 use crate::error::ApiError;
 use crate::extract::{ApiJson, Auth, IdPath};
+use crate::openapi::{Data, List, Page};
 use crate::AppState;
 use actors::channel::ChannelSnapshot;
 use actors::connect::ConnectOfficial;
@@ -10,7 +11,7 @@ use axum::http::StatusCode;
 use axum::Json;
 use engine::channel::{Quality, Tone};
 use engine::Secret;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -35,7 +36,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 /// The channel object of the spec ("Channel"), as every channel answer carries it. Handlers
 /// serialize this type, so the document and the wire are one definition (issue 18).
-#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ChannelOut {
     /// Id.
     id: i64,
@@ -48,8 +49,10 @@ pub struct ChannelOut {
     /// The provider engine.
     engine: String,
     /// `WORKING`, `PENDING` or `DISCONNECTED`.
+    #[schema(value_type = engine::channel::ChannelStatus)]
     status: String,
     /// The provider's quality rating: `GREEN`, `YELLOW`, `RED` or `UNKNOWN`.
+    #[schema(value_type = engine::channel::Quality)]
     quality: String,
     /// The rating in pt-BR.
     quality_label: String,
@@ -60,63 +63,167 @@ pub struct ChannelOut {
     #[schema(pattern = "^(AVAILABLE|LIMITED|BLOCKED)$")]
     can_send: &'static str,
     /// Live health (README "Health codes").
-    #[schema(value_type = HealthOut)]
     health: engine::channel::Health,
     /// When it was connected (ISO 8601, UTC).
     created_at: String,
 }
 
-/// A channel's health (the document's view of `engine::channel::Health`).
-#[derive(utoipa::ToSchema)]
-#[allow(dead_code)]
-pub struct HealthOut {
-    /// True when the tone is `ok`.
-    good: bool,
-    /// `ok`, `attention` or `bad`.
-    #[schema(pattern = "^(ok|attention|bad)$")]
-    tone: String,
-    /// Short pt-BR label; may change over time.
-    label: String,
-    /// Stable identifier (README "Health codes").
-    code: String,
-    /// What to do, when something is.
-    next_action: Option<String>,
-    /// The sending group's name; empty when none.
-    group: String,
-    /// Unique recipients per 24 h; `-1`: unlimited.
-    limit_24h: i64,
-    /// Unique business-initiated recipients in the last 24 h.
-    sent_24h: i64,
-    /// Headroom now; `-1`: unlimited.
-    available: i64,
-}
-
-/// `{"data": ChannelOut}`.
-#[derive(utoipa::ToSchema)]
-#[allow(dead_code)]
-pub struct ChannelData {
-    data: ChannelOut,
-}
-
-/// `{"data": [ChannelOut], "has_more", "next_cursor"}`.
-#[derive(utoipa::ToSchema)]
-#[allow(dead_code)]
-pub struct ChannelPage {
-    data: Vec<ChannelOut>,
-    /// Whether more channels follow.
-    has_more: bool,
-    /// The next page's `cursor`; `null` on the last.
-    next_cursor: Option<String>,
-}
-
 /// `POST /channels/official`'s answer: the channel and what the provider confirmed.
-#[derive(utoipa::ToSchema)]
-#[allow(dead_code)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct ConnectedOut {
+    /// The connected number.
     data: ChannelOut,
-    /// `{ok, subscribed, display_phone_number, …}`.
-    #[schema(value_type = Object)]
-    verification: (),
+    /// What the provider confirmed.
+    verification: VerificationOut,
+}
+
+/// What the provider confirmed of a number's credential (spec "Official channel
+/// configuration" › create response).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct VerificationOut {
+    /// The credential reads the number.
+    ok: bool,
+    /// The WABA is subscribed to the app (it is subscribed when it was not; D-072).
+    subscribed: bool,
+    /// The number as the provider shows it.
+    display_phone_number: String,
+    /// Its verified name.
+    verified_name: String,
+}
+
+impl From<&actors::connect::Verification> for VerificationOut {
+    fn from(v: &actors::connect::Verification) -> Self {
+        VerificationOut {
+            ok: v.ok,
+            subscribed: v.subscribed,
+            display_phone_number: v.display_phone_number.clone(),
+            verified_name: v.verified_name.clone(),
+        }
+    }
+}
+
+/// `POST /channels/embedded-signup`'s answer (D-072).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct SignedUpOut {
+    /// The connected number.
+    data: ChannelOut,
+    /// What the provider confirmed.
+    verification: VerificationOut,
+    /// The registration with the PIN.
+    registration: RegistrationOut,
+}
+
+/// The registration of a number signed up (`{ok, message}`).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct RegistrationOut {
+    /// The number is registered and sends.
+    ok: bool,
+    /// pt-BR summary (the provider's reason when it refused).
+    message: String,
+}
+
+/// `GET /signup/config`: what the embedded-signup popup needs.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct SignupConfigOut {
+    /// The app a code is exchanged with (`PROVIDER_APP_ID`).
+    app_id: Option<String>,
+    /// The login configuration (`PROVIDER_CONFIG_ID`).
+    config_id: Option<String>,
+    /// Both are set and the app secret is known: the popup can be offered.
+    available: bool,
+}
+
+/// `GET /channels/{id}/official`: the channel with its provider ids and how to point the
+/// provider's webhook at disparo (spec "Official channel configuration" › read response).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct OfficialOut {
+    /// The channel.
+    #[serde(flatten)]
+    channel: ChannelOut,
+    /// The provider's id of the number.
+    phone_number_id: String,
+    /// The provider's id of its WABA.
+    waba_id: String,
+    /// Its verified name at the provider.
+    verified_name: String,
+    /// The stored access token worked the last time it was used.
+    credential_valid: bool,
+    /// The provider-side webhook to configure for this number.
+    webhook: WebhookBlockOut,
+}
+
+/// How to configure the provider's webhook for a number.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct WebhookBlockOut {
+    /// Callback URL (`{public URL}/webhooks/messaging/{id}`).
+    url: String,
+    /// The number's verify token.
+    verify_token: String,
+    /// Fields to subscribe: `messages`.
+    fields: Vec<&'static str>,
+}
+
+/// `POST /channels/{id}/verify`'s answer: the credential tested again.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct VerifiedOut {
+    /// Always true (a refused credential is 422 `credencial_invalida`).
+    ok: bool,
+    /// The number, digits with country code.
+    display_phone_number: String,
+    /// Its verified name.
+    verified_name: String,
+    /// The channel after the check.
+    channel: ChannelOut,
+}
+
+/// `POST /channels/{id}/sync` and `/register`'s answer.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ChannelResultOut {
+    /// pt-BR summary.
+    message: &'static str,
+    /// `register` only: the number is WORKING.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    active: Option<bool>,
+    /// The channel after the call.
+    channel: ChannelOut,
+}
+
+/// A template approved on the number at the provider (spec "Template (library)" ›
+/// approved-templates listing of a number).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ProviderTemplateOut {
+    /// The provider's name.
+    name: String,
+    /// Locale.
+    language: String,
+    /// The provider's category (`MARKETING`, `UTILITY`, `AUTHENTICATION`).
+    category: String,
+    /// The body's text.
+    body: String,
+    /// How many body variables it has.
+    params: usize,
+    /// The provider's HEADER component, if any.
+    header: Option<Value>,
+    /// The provider's buttons.
+    buttons: Value,
+}
+
+/// `POST /channels/{id}/request-code`'s answer.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct CodeRequestedOut {
+    /// pt-BR summary.
+    message: String,
+    /// Always true.
+    code_requested: bool,
+}
+
+/// `POST /channels/{id}/payment-check` (and `/bms/{id}/payment-check`)'s answer for a number.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct PaidOut {
+    /// pt-BR summary.
+    message: &'static str,
+    /// Payment is in order: sending locked by payment is released.
+    paid: bool,
 }
 
 impl From<&ChannelSnapshot> for ChannelOut {
@@ -144,11 +251,6 @@ impl From<&ChannelSnapshot> for ChannelOut {
     }
 }
 
-/// The channel object of the spec ("Channel") as JSON ([`ChannelOut`]).
-pub fn channel_json(s: &ChannelSnapshot) -> Value {
-    serde_json::to_value(ChannelOut::from(s)).unwrap_or_default()
-}
-
 /// Filters of `GET /channels` (decision D-022): `status` (WORKING, PENDING, DISCONNECTED),
 /// `quality` (GREEN, YELLOW, RED, UNKNOWN), `tone` (ok, attention, bad).
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -170,13 +272,13 @@ struct ListQuery {
     path = "/channels",
     tag = "Números",
     params(ListQuery),
-    responses((status = 200, description = "`data`: números (Channel) em ordem de criação; `has_more`, `next_cursor`", body = ChannelPage), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "`data`: números (Channel) em ordem de criação; `has_more`, `next_cursor`", body = Page<ChannelOut>))
 )]
 async fn list(
     State(state): State<AppState>,
     auth: Auth,
     query: Result<axum::extract::Query<ListQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Page<ChannelOut>>, ApiError> {
     let axum::extract::Query(q) = query.map_err(crate::extract::query_rejection)?;
     if let Some(t) = &q.tone {
         if !["ok", "attention", "bad"].contains(&t.as_str()) {
@@ -215,7 +317,7 @@ async fn list(
         rows,
         limit,
         |c| c.record.id,
-        channel_json,
+        |c| ChannelOut::from(c),
     )))
 }
 
@@ -225,9 +327,16 @@ async fn list(
 #[schema(as = ConnectOfficialIn)]
 #[serde(deny_unknown_fields)]
 struct ConnectIn {
+    /// Display name in disparo.
     name: Option<String>,
+    /// The provider's id of the number: digits, at most 32.
+    #[schema(pattern = "^[0-9]{1,32}$")]
     phone_number_id: String,
+    /// The provider's id of its WABA: digits, at most 32.
+    #[schema(pattern = "^[0-9]{1,32}$")]
     waba_id: String,
+    /// The business (system-user) token; stored sealed.
+    #[schema(min_length = 1, pattern = r"\S")]
     access_token: String,
     app_secret: Option<String>,
     verify_token: Option<String>,
@@ -275,13 +384,13 @@ fn digits_id(field: &str, value: &str) -> Result<(), ApiError> {
     path = "/channels/official",
     tag = "Números",
     request_body = ConnectIn,
-    responses((status = 201, description = "`data`: número conectado, `verification`", body = ConnectedOut), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 201, description = "`data`: número conectado, `verification`", body = ConnectedOut))
 )]
 async fn connect(
     State(state): State<AppState>,
     auth: Auth,
     ApiJson(body): ApiJson<ConnectIn>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<ConnectedOut>), ApiError> {
     digits_id("phone_number_id", &body.phone_number_id)?;
     digits_id("waba_id", &body.waba_id)?;
     required("access_token", &body.access_token)?;
@@ -303,20 +412,11 @@ async fn connect(
     let snapshot = state.runtime.snapshot(auth.account_id(), record.id).await?;
     Ok((
         StatusCode::CREATED,
-        Json(json!({
-            "data": channel_json(&snapshot),
-            "verification": verification_json(&verification),
-        })),
+        Json(ConnectedOut {
+            data: ChannelOut::from(&snapshot),
+            verification: VerificationOut::from(&verification),
+        }),
     ))
-}
-
-fn verification_json(v: &actors::connect::Verification) -> Value {
-    json!({
-        "ok": v.ok,
-        "subscribed": v.subscribed,
-        "display_phone_number": v.display_phone_number,
-        "verified_name": v.verified_name,
-    })
 }
 
 /// `POST /channels/embedded-signup` body: what the Embedded Signup popup returns (D-072). Its
@@ -325,13 +425,18 @@ fn verification_json(v: &actors::connect::Verification) -> Value {
 #[serde(deny_unknown_fields)]
 struct SignupIn {
     /// The code of the `FB.login` callback.
+    #[schema(min_length = 1, pattern = r"\S")]
     code: String,
-    /// The WABA shared in the popup.
+    /// The WABA shared in the popup (digits).
+    #[schema(pattern = "^[0-9]{1,32}$")]
     waba_id: String,
-    /// The number chosen in the popup.
+    /// The number chosen in the popup (digits).
+    #[schema(pattern = "^[0-9]{1,32}$")]
     phone_number_id: String,
+    /// Display name in disparo.
     name: Option<String>,
     /// 6 digits; default a random PIN, kept sealed.
+    #[schema(pattern = "^([0-9]{6})?$")]
     pin: Option<String>,
 }
 
@@ -353,13 +458,13 @@ impl std::fmt::Debug for SignupIn {
     path = "/channels/embedded-signup",
     tag = "Números",
     request_body = SignupIn,
-    responses((status = 201, description = "`data`: número conectado (como `POST /channels/official`), `verification`, `registration` `{ok, message}`", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (422 `codigo_invalido`, `cadastro_indisponivel`, `waba_invalida`; 409 já conectado)", body = crate::openapi::ErrorBody))
+    responses((status = 201, description = "`data`: número conectado (como `POST /channels/official`), `verification`, `registration` `{ok, message}`", body = SignedUpOut))
 )]
 async fn embedded_signup(
     State(state): State<AppState>,
     auth: Auth,
     ApiJson(body): ApiJson<SignupIn>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<SignedUpOut>), ApiError> {
     required("code", &body.code)?;
     digits_id("phone_number_id", &body.phone_number_id)?;
     digits_id("waba_id", &body.waba_id)?;
@@ -377,11 +482,14 @@ async fn embedded_signup(
     let snapshot = state.runtime.snapshot(auth.account_id(), record.id).await?;
     Ok((
         StatusCode::CREATED,
-        Json(json!({
-            "data": channel_json(&snapshot),
-            "verification": verification_json(&verification),
-            "registration": {"ok": registration.ok, "message": registration.message},
-        })),
+        Json(SignedUpOut {
+            data: ChannelOut::from(&snapshot),
+            verification: VerificationOut::from(&verification),
+            registration: RegistrationOut {
+                ok: registration.ok,
+                message: registration.message,
+            },
+        }),
     ))
 }
 
@@ -390,11 +498,15 @@ async fn embedded_signup(
     operation_id = "signup_config",
     path = "/signup/config",
     tag = "Números",
-    responses((status = 200, description = "`data`: `{app_id, config_id, available}` para abrir o cadastro incorporado", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "`data`: `{app_id, config_id, available}` para abrir o cadastro incorporado", body = Data<SignupConfigOut>))
 )]
-async fn signup_config(State(state): State<AppState>, _auth: Auth) -> Json<Value> {
+async fn signup_config(State(state): State<AppState>, _auth: Auth) -> Json<Data<SignupConfigOut>> {
     let c = state.runtime.signup_config();
-    Json(json!({"data": {"app_id": c.app_id, "config_id": c.config_id, "available": c.available}}))
+    Data::json(SignupConfigOut {
+        app_id: c.app_id,
+        config_id: c.config_id,
+        available: c.available,
+    })
 }
 
 #[utoipa::path(
@@ -403,26 +515,31 @@ async fn signup_config(State(state): State<AppState>, _auth: Auth) -> Json<Value
     path = "/channels/{id}/official",
     tag = "Números",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
-    responses((status = 200, description = "Número com o bloco `webhook`", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "Número com o bloco `webhook`", body = Data<OfficialOut>))
 )]
 async fn official(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<OfficialOut>>, ApiError> {
     let snapshot = state.runtime.snapshot(auth.account_id(), id).await?;
     let r = &snapshot.record;
-    let mut data = channel_json(&snapshot);
-    data["phone_number_id"] = json!(r.phone_number_id);
-    data["waba_id"] = json!(r.waba_id);
-    data["verified_name"] = json!(r.verified_name);
-    data["credential_valid"] = json!(r.credential_valid);
-    data["webhook"] = json!({
-        "url": format!("{}/webhooks/messaging/{}", state.config.public_url.trim_end_matches('/'), r.id),
-        "verify_token": r.verify_token,
-        "fields": ["messages"],
-    });
-    Ok(Json(json!({ "data": data })))
+    Ok(Data::json(OfficialOut {
+        channel: ChannelOut::from(&snapshot),
+        phone_number_id: r.phone_number_id.clone(),
+        waba_id: r.waba_id.clone(),
+        verified_name: r.verified_name.clone(),
+        credential_valid: r.credential_valid,
+        webhook: WebhookBlockOut {
+            url: format!(
+                "{}/webhooks/messaging/{}",
+                state.config.public_url.trim_end_matches('/'),
+                r.id
+            ),
+            verify_token: r.verify_token.clone(),
+            fields: vec!["messages"],
+        },
+    }))
 }
 
 #[utoipa::path(
@@ -431,15 +548,15 @@ async fn official(
     path = "/channels/{id}/health",
     tag = "Números",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
-    responses((status = 200, description = "`data`: objeto health", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "`data`: objeto health", body = Data<engine::channel::Health>))
 )]
 async fn health(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<engine::channel::Health>>, ApiError> {
     let snapshot = state.runtime.snapshot(auth.account_id(), id).await?;
-    Ok(Json(json!({ "data": snapshot.health })))
+    Ok(Data::json(snapshot.health))
 }
 
 /// `PATCH /channels/{id}/official` body (decision D-002): any of these; blank secrets keep the
@@ -479,14 +596,14 @@ fn non_blank(v: Option<String>) -> Option<Secret> {
     tag = "Números",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
     request_body = UpdateIn,
-    responses((status = 200, description = "Número atualizado", body = ChannelData), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "Número atualizado", body = Data<ChannelOut>))
 )]
 async fn update(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
     ApiJson(body): ApiJson<UpdateIn>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<ChannelOut>>, ApiError> {
     let req = actors::connect::UpdateOfficial {
         name: body.name,
         access_token: non_blank(body.access_token),
@@ -497,7 +614,7 @@ async fn update(
         .runtime
         .update_official(auth.account_id(), id, req)
         .await?;
-    Ok(Json(json!({ "data": channel_json(&snapshot) })))
+    Ok(Data::json(ChannelOut::from(&snapshot)))
 }
 
 #[utoipa::path(
@@ -506,20 +623,20 @@ async fn update(
     path = "/channels/{id}/verify",
     tag = "Números",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
-    responses((status = 200, description = "Credencial testada de novo", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "Credencial testada de novo", body = Data<VerifiedOut>))
 )]
 async fn verify(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<VerifiedOut>>, ApiError> {
     let snapshot = state.runtime.sync_channel(auth.account_id(), id).await?;
-    Ok(Json(json!({"data": {
-        "ok": true,
-        "display_phone_number": snapshot.record.phone,
-        "verified_name": snapshot.record.verified_name,
-        "channel": channel_json(&snapshot),
-    }})))
+    Ok(Data::json(VerifiedOut {
+        ok: true,
+        display_phone_number: snapshot.record.phone.clone(),
+        verified_name: snapshot.record.verified_name.clone(),
+        channel: ChannelOut::from(&snapshot),
+    }))
 }
 
 #[utoipa::path(
@@ -528,17 +645,19 @@ async fn verify(
     path = "/channels/{id}/sync",
     tag = "Números",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
-    responses((status = 200, description = "`data` {message, channel}", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "`data` {message, channel}", body = Data<ChannelResultOut>))
 )]
 async fn sync(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<ChannelResultOut>>, ApiError> {
     let snapshot = state.runtime.sync_channel(auth.account_id(), id).await?;
-    Ok(Json(
-        json!({"data": {"message": "Número relido no provedor.", "channel": channel_json(&snapshot)}}),
-    ))
+    Ok(Data::json(ChannelResultOut {
+        message: "Número relido no provedor.",
+        active: None,
+        channel: ChannelOut::from(&snapshot),
+    }))
 }
 
 /// Approved templates at the provider: name, language, category, body, params (count of
@@ -549,18 +668,18 @@ async fn sync(
     path = "/channels/{id}/templates",
     tag = "Números",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
-    responses((status = 200, description = "Templates aprovados do número no provedor", body = crate::openapi::ListEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "Templates aprovados do número no provedor", body = List<ProviderTemplateOut>))
 )]
 async fn templates(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<List<ProviderTemplateOut>>, ApiError> {
     let list = state
         .runtime
         .provider_templates(auth.account_id(), id)
         .await?;
-    let data: Vec<Value> = list
+    let data: Vec<ProviderTemplateOut> = list
         .iter()
         .map(|t| {
             let comps = t.components.as_array().cloned().unwrap_or_default();
@@ -577,24 +696,28 @@ async fn templates(
             let body = find("BODY")
                 .and_then(|b| b["text"].as_str().map(str::to_string))
                 .unwrap_or_default();
-            json!({
-                "name": t.name,
-                "language": t.language,
-                "category": t.category,
-                "body": body,
-                "params": engine::template::parameter_count(&body),
-                "header": find("HEADER"),
-                "buttons": find("BUTTONS").map(|b| b["buttons"].clone()).unwrap_or(json!([])),
-            })
+            ProviderTemplateOut {
+                name: t.name.clone(),
+                language: t.language.clone(),
+                category: t.category.clone(),
+                params: engine::template::parameter_count(&body),
+                body,
+                header: find("HEADER"),
+                buttons: find("BUTTONS")
+                    .map(|b| b["buttons"].clone())
+                    .unwrap_or(json!([])),
+            }
         })
         .collect();
-    Ok(Json(json!({ "data": data })))
+    Ok(List::json(data))
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct MethodIn {
+    /// `SMS` (default) or `VOICE` (a call).
     #[serde(default = "sms")]
+    #[schema(pattern = "^([Ss][Mm][Ss]|[Vv][Oo][Ii][Cc][Ee])$")]
     method: String,
 }
 
@@ -609,14 +732,14 @@ fn sms() -> String {
     tag = "Números",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
     request_body = MethodIn,
-    responses((status = 200, description = "Código pedido", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "Código pedido", body = Data<CodeRequestedOut>))
 )]
 async fn request_code(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
     body: axum::body::Bytes,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<CodeRequestedOut>>, ApiError> {
     // The body is optional: no body means SMS.
     let method = if body.iter().all(u8::is_ascii_whitespace) {
         sms()
@@ -638,14 +761,17 @@ async fn request_code(
         .runtime
         .request_code(auth.account_id(), id, &method)
         .await?;
-    Ok(Json(
-        json!({"data": {"message": message, "code_requested": true}}),
-    ))
+    Ok(Data::json(CodeRequestedOut {
+        message,
+        code_requested: true,
+    }))
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct CodeIn {
+    /// The 6-digit code the provider sent (separators allowed: `123-456`).
+    #[schema(pattern = "^[^0-9]*([0-9][^0-9]*){6}$")]
     code: String,
 }
 
@@ -656,24 +782,26 @@ struct CodeIn {
     tag = "Números",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
     request_body = CodeIn,
-    responses((status = 200, description = "`data` {active, pin_required}", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "`data` {active, pin_required}", body = Data<actors::accounts::CodeVerified>))
 )]
 async fn verify_code(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
     ApiJson(body): ApiJson<CodeIn>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<actors::accounts::CodeVerified>>, ApiError> {
     let out = state
         .runtime
         .verify_code(auth.account_id(), id, &body.code)
         .await?;
-    Ok(Json(json!({ "data": out })))
+    Ok(Data::json(out))
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct PinIn {
+    /// The number's 6-digit PIN (two-step verification).
+    #[schema(pattern = "^[0-9]{6}$")]
     pin: String,
 }
 
@@ -684,21 +812,23 @@ struct PinIn {
     tag = "Números",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
     request_body = PinIn,
-    responses((status = 200, description = "Resultado do registro", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "Resultado do registro", body = Data<ChannelResultOut>))
 )]
 async fn register(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
     ApiJson(body): ApiJson<PinIn>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<ChannelResultOut>>, ApiError> {
     let snapshot = state
         .runtime
         .register(auth.account_id(), id, &body.pin)
         .await?;
-    Ok(Json(
-        json!({"data": {"message": "Número registrado.", "active": snapshot.record.status == "WORKING", "channel": channel_json(&snapshot)}}),
-    ))
+    Ok(Data::json(ChannelResultOut {
+        message: "Número registrado.",
+        active: Some(snapshot.record.status == "WORKING"),
+        channel: ChannelOut::from(&snapshot),
+    }))
 }
 
 #[utoipa::path(
@@ -707,13 +837,13 @@ async fn register(
     path = "/channels/{id}/payment-check",
     tag = "Números",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
-    responses((status = 200, description = "`data` {message, paid}", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "`data` {message, paid}", body = Data<PaidOut>))
 )]
 async fn payment_check(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<PaidOut>>, ApiError> {
     let paid = state
         .runtime
         .payment_check_channel(auth.account_id(), id)
@@ -723,5 +853,5 @@ async fn payment_check(
     } else {
         "O provedor ainda aponta problema de pagamento."
     };
-    Ok(Json(json!({"data": {"message": message, "paid": paid}})))
+    Ok(Data::json(PaidOut { message, paid }))
 }

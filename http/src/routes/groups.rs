@@ -4,15 +4,17 @@
 
 use crate::error::ApiError;
 use crate::extract::{ApiJson, Auth, IdPath, RawBody};
-use crate::routes::channels::channel_json;
-use crate::routes::messages::send_result;
+use crate::openapi::{Data, Deleted, List, Page};
+use crate::routes::channels::ChannelOut;
+use crate::routes::messages::{send_result, SendResultOut};
 use crate::AppState;
+use actors::campaigns::{CampaignView, RecipientsAdded};
 use actors::group::{GroupDetail, GroupInput};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use engine::phone::Phone;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use storage::templates::TemplateRecord;
 use utoipa_axum::router::OpenApiRouter;
@@ -78,33 +80,154 @@ fn variables(body: &str) -> usize {
     max
 }
 
-/// A template in common, with the spec's fields.
-fn template_json(t: &TemplateRecord) -> Value {
-    json!({
-        "id": t.id, "name": t.name, "provider_name": t.provider_name, "category": t.category,
-        "language": t.language, "body": t.body, "variables": variables(&t.body),
-        "header_type": t.header_type, "has_media_header": t.has_media_header,
-        "buttons": t.buttons, "var_map": t.var_map,
-    })
+/// A template approved on every number of a group (spec "Sending groups":
+/// `GET /groups/{id}/templates`).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct GroupTemplateOut {
+    /// Library id.
+    id: i64,
+    /// Library name.
+    name: String,
+    /// Provider name.
+    provider_name: String,
+    /// `marketing`, `utility` or `authentication`.
+    category: String,
+    /// Locale.
+    language: String,
+    /// Body with `{{n}}` variables.
+    body: String,
+    /// How many body variables a send fills.
+    variables: usize,
+    /// `text` or null.
+    header_type: Option<String>,
+    /// A media header.
+    has_media_header: bool,
+    /// Buttons: `{type, text, url, example}`.
+    buttons: Value,
+    /// Variable bindings (spec "Template (library)" › var_map).
+    var_map: Value,
 }
 
-/// A group: `limit_24h` (null: unlimited), `limit_source` (`own` or `sum`), `sent_24h`,
-/// `available` (null: unlimited), `numbers` (count), `templates_in_common`; with
-/// `with_numbers`, the numbers themselves (channel objects with health and headroom).
-fn group_json(g: &GroupDetail, with_numbers: bool) -> Value {
-    let s = &g.state;
-    let mut v = json!({
-        "id": s.id, "name": s.name, "limit_24h": s.limit_24h, "own_limit": s.own_limit,
-        "limit_source": if s.own_limit.is_some() { "own" } else { "sum" },
-        "sent_24h": s.sent_24h, "available": s.available,
-        "numbers": s.members.len(),
-        "templates_in_common": g.templates.iter().map(|t| json!({"id": t.id, "name": t.name})).collect::<Vec<_>>(),
-        "created_at": actors::time::iso(g.created_at),
-    });
-    if with_numbers {
-        v["numbers"] = g.numbers.iter().map(channel_json).collect();
+impl From<&TemplateRecord> for GroupTemplateOut {
+    fn from(t: &TemplateRecord) -> Self {
+        GroupTemplateOut {
+            id: t.id,
+            name: t.name.clone(),
+            provider_name: t.provider_name.clone(),
+            category: t.category.clone(),
+            language: t.language.clone(),
+            body: t.body.clone(),
+            variables: variables(&t.body),
+            header_type: t.header_type.clone(),
+            has_media_header: t.has_media_header,
+            buttons: t.buttons.clone(),
+            var_map: t.var_map.clone(),
+        }
     }
-    v
+}
+
+/// A library template named in a group: `{id, name}`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct TemplateNameOut {
+    /// Library id.
+    id: i64,
+    /// Library name.
+    name: String,
+}
+
+/// A sending group's fields, in the list and in the detail (D-037).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct GroupFields {
+    /// Id.
+    id: i64,
+    /// Name.
+    name: String,
+    /// Unique recipients per 24 h over the group; null: unlimited.
+    limit_24h: Option<i64>,
+    /// The group's own limit; null: the sum of its numbers'.
+    own_limit: Option<i64>,
+    /// `own` or `sum`.
+    #[schema(pattern = "^(own|sum)$")]
+    limit_source: &'static str,
+    /// Unique business-initiated recipients of its numbers in the last 24 h.
+    sent_24h: i64,
+    /// Headroom now; null: unlimited.
+    available: Option<i64>,
+    /// Templates approved on all its numbers.
+    templates_in_common: Vec<TemplateNameOut>,
+    /// When it was created (ISO 8601).
+    created_at: String,
+}
+
+impl From<&GroupDetail> for GroupFields {
+    fn from(g: &GroupDetail) -> Self {
+        let s = &g.state;
+        GroupFields {
+            id: s.id,
+            name: s.name.clone(),
+            limit_24h: s.limit_24h,
+            own_limit: s.own_limit,
+            limit_source: if s.own_limit.is_some() { "own" } else { "sum" },
+            sent_24h: s.sent_24h,
+            available: s.available,
+            templates_in_common: g
+                .templates
+                .iter()
+                .map(|t| TemplateNameOut {
+                    id: t.id,
+                    name: t.name.clone(),
+                })
+                .collect(),
+            created_at: actors::time::iso(g.created_at),
+        }
+    }
+}
+
+/// A sending group as the list shows it: `numbers` is how many it has.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct GroupOut {
+    /// The group's fields.
+    #[serde(flatten)]
+    group: GroupFields,
+    /// How many numbers it has.
+    numbers: usize,
+}
+
+impl From<&GroupDetail> for GroupOut {
+    fn from(g: &GroupDetail) -> Self {
+        GroupOut {
+            group: GroupFields::from(g),
+            numbers: g.state.members.len(),
+        }
+    }
+}
+
+/// A sending group with its numbers (each with health and headroom).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct GroupDetailOut {
+    /// The group's fields.
+    #[serde(flatten)]
+    group: GroupFields,
+    /// Its numbers, with live health and 24 h headroom.
+    numbers: Vec<ChannelOut>,
+}
+
+impl From<&GroupDetail> for GroupDetailOut {
+    fn from(g: &GroupDetail) -> Self {
+        GroupDetailOut {
+            group: GroupFields::from(g),
+            numbers: g.numbers.iter().map(ChannelOut::from).collect(),
+        }
+    }
+}
+
+/// `POST /groups/{id}/campaigns`'s answer: the campaign and what its audience did.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct GroupCampaignOut {
+    /// The campaign (track it with `GET /campaigns/{id}`).
+    data: CampaignView,
+    /// The audience rows: added, duplicates, invalid; null when none was given.
+    recipients: Option<RecipientsAdded>,
 }
 
 /// `POST /groups` body.
@@ -177,7 +300,7 @@ struct CampaignIn {
     path = "/groups",
     tag = "Grupos de envio",
     params(crate::extract::PageQuery),
-    responses((status = 200, description = "`data`: grupos com limite, enviados em 24 h, disponível e templates em comum, em ordem de criação; `has_more`, `next_cursor`", body = crate::openapi::ListEnvelope), (status = "4XX", description = "Erro: `{message, code, …}`", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "`data`: grupos com limite, enviados em 24 h, disponível e templates em comum, em ordem de criação; `has_more`, `next_cursor`", body = Page<GroupOut>))
 )]
 async fn list(
     State(state): State<AppState>,
@@ -186,7 +309,7 @@ async fn list(
         axum::extract::Query<crate::extract::PageQuery>,
         axum::extract::rejection::QueryRejection,
     >,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Page<GroupOut>>, ApiError> {
     let (limit, after) = crate::extract::list_page(q)?;
     let groups = state
         .runtime
@@ -196,7 +319,7 @@ async fn list(
         groups,
         limit,
         |g| g.state.id,
-        |g| group_json(g, false),
+        |g| GroupOut::from(g),
     )))
 }
 
@@ -207,13 +330,13 @@ async fn list(
     path = "/groups",
     tag = "Grupos de envio",
     request_body = CreateIn,
-    responses((status = 201, description = "`data`: o grupo com seus números", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (422 nome em uso, números inválidos ou em outro grupo)", body = crate::openapi::ErrorBody))
+    responses((status = 201, description = "`data`: o grupo com seus números", body = Data<GroupDetailOut>))
 )]
 async fn create(
     State(state): State<AppState>,
     auth: Auth,
     ApiJson(b): ApiJson<CreateIn>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Data<GroupDetailOut>>), ApiError> {
     let g = state
         .runtime
         .create_group(
@@ -225,10 +348,7 @@ async fn create(
             },
         )
         .await?;
-    Ok((
-        StatusCode::CREATED,
-        Json(json!({ "data": group_json(&g, true) })),
-    ))
+    Ok((StatusCode::CREATED, Data::json(GroupDetailOut::from(&g))))
 }
 
 /// `GET /groups/{id}`: the group with its numbers (health and headroom of each).
@@ -238,15 +358,15 @@ async fn create(
     path = "/groups/{id}",
     tag = "Grupos de envio",
     params(("id" = i64, Path, description = "Id do grupo")),
-    responses((status = 200, description = "`data`: o grupo com seus números", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}`", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "`data`: o grupo com seus números", body = Data<GroupDetailOut>))
 )]
 async fn read(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<GroupDetailOut>>, ApiError> {
     let g = state.runtime.group_detail(auth.account_id(), id).await?;
-    Ok(Json(json!({ "data": group_json(&g, true) })))
+    Ok(Data::json(GroupDetailOut::from(&g)))
 }
 
 /// `PATCH /groups/{id}`: renames and/or changes the limit.
@@ -257,19 +377,19 @@ async fn read(
     tag = "Grupos de envio",
     params(("id" = i64, Path, description = "Id do grupo")),
     request_body = UpdateIn,
-    responses((status = 200, description = "`data`: o grupo", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}`", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "`data`: o grupo", body = Data<GroupDetailOut>))
 )]
 async fn update(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
     ApiJson(b): ApiJson<UpdateIn>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<GroupDetailOut>>, ApiError> {
     let g = state
         .runtime
         .update_group(auth.account_id(), id, b.name, b.limit_24h)
         .await?;
-    Ok(Json(json!({ "data": group_json(&g, true) })))
+    Ok(Data::json(GroupDetailOut::from(&g)))
 }
 
 /// `DELETE /groups/{id}`: the numbers leave the group and go on as single numbers.
@@ -279,15 +399,15 @@ async fn update(
     path = "/groups/{id}",
     tag = "Grupos de envio",
     params(("id" = i64, Path, description = "Id do grupo")),
-    responses((status = 200, description = "`data` {deleted: true}", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}`", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "`data` {deleted: true}", body = Data<Deleted>))
 )]
 async fn remove(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<Deleted>>, ApiError> {
     state.runtime.delete_group(auth.account_id(), id).await?;
-    Ok(Json(json!({"data": {"deleted": true, "id": id}})))
+    Ok(Deleted::json(id))
 }
 
 /// `GET /groups/{id}/templates`: library templates approved on ALL its numbers.
@@ -297,16 +417,17 @@ async fn remove(
     path = "/groups/{id}/templates",
     tag = "Grupos de envio",
     params(("id" = i64, Path, description = "Id do grupo")),
-    responses((status = 200, description = "`data`: templates com id, name, provider_name, category, language, body, variables, header_type, has_media_header, buttons, var_map", body = crate::openapi::ListEnvelope), (status = "4XX", description = "Erro: `{message, code, …}`", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "`data`: templates com id, name, provider_name, category, language, body, variables, header_type, has_media_header, buttons, var_map", body = List<GroupTemplateOut>))
 )]
 async fn templates(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<List<GroupTemplateOut>>, ApiError> {
     let g = state.runtime.group_detail(auth.account_id(), id).await?;
-    let data: Vec<Value> = g.templates.iter().map(template_json).collect();
-    Ok(Json(json!({ "data": data })))
+    Ok(List::json(
+        g.templates.iter().map(GroupTemplateOut::from).collect(),
+    ))
 }
 
 /// `POST /groups/{id}/numbers` {channel_ids}: puts numbers in the group.
@@ -317,19 +438,19 @@ async fn templates(
     tag = "Grupos de envio",
     params(("id" = i64, Path, description = "Id do grupo")),
     request_body = NumbersIn,
-    responses((status = 200, description = "`data`: o grupo com seus números", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}`", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "`data`: o grupo com seus números", body = Data<GroupDetailOut>))
 )]
 async fn add_numbers(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
     ApiJson(b): ApiJson<NumbersIn>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<GroupDetailOut>>, ApiError> {
     let g = state
         .runtime
         .add_group_numbers(auth.account_id(), id, &b.channel_ids)
         .await?;
-    Ok(Json(json!({ "data": group_json(&g, true) })))
+    Ok(Data::json(GroupDetailOut::from(&g)))
 }
 
 /// `DELETE /groups/{id}/numbers/{channel_id}`: takes a number out of the group.
@@ -339,13 +460,13 @@ async fn add_numbers(
     path = "/groups/{id}/numbers/{channel_id}",
     tag = "Grupos de envio",
     params(("id" = i64, Path, description = "Id do grupo"), ("channel_id" = i64, Path, description = "Id do número")),
-    responses((status = 200, description = "`data`: o grupo com seus números", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}`", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "`data`: o grupo com seus números", body = Data<GroupDetailOut>))
 )]
 async fn remove_number(
     State(state): State<AppState>,
     auth: Auth,
     Path((id, channel_id)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<GroupDetailOut>>, ApiError> {
     let (Ok(id), Ok(channel_id)) = (id.parse::<i64>(), channel_id.parse::<i64>()) else {
         return Err(ApiError::NotFound);
     };
@@ -353,7 +474,7 @@ async fn remove_number(
         .runtime
         .remove_group_number(auth.account_id(), id, channel_id)
         .await?;
-    Ok(Json(json!({ "data": group_json(&g, true) })))
+    Ok(Data::json(GroupDetailOut::from(&g)))
 }
 
 /// `POST /groups/{id}/messages` {to, template_id, params}: 201 through the number with most
@@ -366,7 +487,7 @@ async fn remove_number(
     tag = "Grupos de envio",
     params(("id" = i64, Path, description = "Id do grupo")),
     request_body = SendIn,
-    responses((status = 201, description = "Resultado do envio (com `channel_id` usado)", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (422 `missing`, 429 limite do grupo esgotado)", body = crate::openapi::ErrorBody))
+    responses((status = 201, description = "Resultado do envio (com `channel_id` usado)", body = Data<SendResultOut>))
 )]
 async fn send(
     State(state): State<AppState>,
@@ -397,14 +518,14 @@ async fn send(
     tag = "Grupos de envio",
     params(("id" = i64, Path, description = "Id do grupo")),
     request_body = CampaignIn,
-    responses((status = 201, description = "`data`: a campanha; `recipients`: adicionados, duplicados, inválidos", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (422 `missing`, modo ou data inválidos)", body = crate::openapi::ErrorBody))
+    responses((status = 201, description = "`data`: a campanha; `recipients`: adicionados, duplicados, inválidos", body = GroupCampaignOut))
 )]
 async fn create_campaign(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
     ApiJson(b): ApiJson<CampaignIn>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<GroupCampaignOut>), ApiError> {
     let scheduled_at = b.scheduled_at.as_deref().map(parse_schedule).transpose()?;
     let (campaign, added) = state
         .runtime
@@ -425,7 +546,10 @@ async fn create_campaign(
         .await?;
     Ok((
         StatusCode::CREATED,
-        Json(json!({"data": campaign, "recipients": added})),
+        Json(GroupCampaignOut {
+            data: campaign,
+            recipients: added,
+        }),
     ))
 }
 

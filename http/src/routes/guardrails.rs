@@ -3,14 +3,14 @@
 
 use crate::error::ApiError;
 use crate::extract::{ApiJson, Auth, IdPath};
+use crate::openapi::Data;
 use crate::AppState;
 use actors::channel::GuardrailView;
 use actors::guardrails::GuardrailsPatch;
 use axum::extract::State;
 use axum::Json;
 use engine::guardrail::{self, MAX_CADENCE_MS, MAX_CAP};
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -21,27 +21,66 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(authorize))
 }
 
-/// The guardrails object: settings and `today` (local day in America/Sao_Paulo).
-fn view_json(v: &GuardrailView) -> Value {
+/// A number's campaign guardrails (spec "Limits"; D-031): the settings and today's cap.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct GuardrailsOut {
+    /// Campaign sends per local day; null: no cap.
+    daily_cap: Option<i64>,
+    /// Least time between two campaign sends of the number, ms (0: the provider's pace).
+    cadence_ms: i64,
+    /// The warm-up ramp is on.
+    warmup: bool,
+    /// When the ramp started (ISO 8601).
+    warmup_started_at: String,
+    /// The ramp's first-day cap (messages); it doubles each day up to `daily_cap`.
+    warmup_initial_cap: i64,
+    /// Today (local day in America/Sao_Paulo).
+    today: GuardrailsTodayOut,
+    /// Until when the number backs off after the provider's rate limit (ISO 8601).
+    backoff_until: Option<String>,
+}
+
+/// Today's campaign cap of a number.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct GuardrailsTodayOut {
+    /// The local date (`YYYY-MM-DD`).
+    date: String,
+    /// Campaign sends allowed today (authorizations included); null: no cap.
+    cap: Option<i64>,
+    /// Why the cap is what it is.
+    cap_source: engine::guardrail::CapSource,
+    /// The warm-up day (1 on the first), while the ramp sets the cap.
+    warmup_day: Option<u32>,
+    /// Extra sends an admin authorized today.
+    authorized: i64,
+    /// Campaign sends today.
+    sent: i64,
+    /// What is left today; null: no cap.
+    remaining: Option<i64>,
+    /// When the count starts again (ISO 8601).
+    resets_at: String,
+}
+
+fn view_json(v: &GuardrailView) -> GuardrailsOut {
     let day_start = guardrail::day_start(v.day);
-    json!({
-        "daily_cap": v.settings.daily_cap,
-        "cadence_ms": v.settings.cadence_ms,
-        "warmup": v.settings.warmup,
-        "warmup_started_at": actors::time::iso(v.settings.warmup_started_at),
-        "warmup_initial_cap": v.settings.warmup_initial_cap,
-        "today": {
-            "date": actors::time::local_date(day_start),
-            "cap": v.today.cap,
-            "cap_source": v.today.source,
-            "warmup_day": v.today.warmup_day,
-            "authorized": v.today.authorized,
-            "sent": v.sent_today,
-            "remaining": v.today.remaining(v.sent_today),
-            "resets_at": actors::time::iso(v.resets_at),
+    GuardrailsOut {
+        daily_cap: v.settings.daily_cap,
+        cadence_ms: v.settings.cadence_ms,
+        warmup: v.settings.warmup,
+        warmup_started_at: actors::time::iso(v.settings.warmup_started_at),
+        warmup_initial_cap: v.settings.warmup_initial_cap,
+        today: GuardrailsTodayOut {
+            date: actors::time::local_date(day_start),
+            cap: v.today.cap,
+            cap_source: v.today.source,
+            warmup_day: v.today.warmup_day,
+            authorized: v.today.authorized,
+            sent: v.sent_today,
+            remaining: v.today.remaining(v.sent_today),
+            resets_at: actors::time::iso(v.resets_at),
         },
-        "backoff_until": v.backoff_until.map(actors::time::iso),
-    })
+        backoff_until: v.backoff_until.map(actors::time::iso),
+    }
 }
 
 #[utoipa::path(
@@ -50,25 +89,33 @@ fn view_json(v: &GuardrailView) -> Value {
     path = "/channels/{id}/guardrails",
     tag = "Guardrails",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
-    responses((status = 200, description = "Guardrails e o limite de hoje", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "Guardrails e o limite de hoje", body = Data<GuardrailsOut>))
 )]
 pub(crate) async fn read(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<GuardrailsOut>>, ApiError> {
     let v = state.runtime.guardrails(auth.account_id(), id).await?;
-    Ok(Json(json!({ "data": view_json(&v) })))
+    Ok(Data::json(view_json(&v)))
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct PatchIn {
+    /// Campaign sends per local day, 1 to `engine::guardrail::MAX_CAP`; `null` removes the cap.
     #[serde(default, deserialize_with = "crate::extract::present")]
+    #[schema(value_type = Option<i64>, minimum = 1, maximum = 1_000_000)]
     daily_cap: Option<Option<i64>>,
+    /// Least ms between two campaign sends, 0 to `engine::guardrail::MAX_CADENCE_MS`.
+    #[schema(minimum = 0, maximum = 60_000)]
     cadence_ms: Option<i64>,
+    /// The warm-up ramp on or off.
     warmup: Option<bool>,
+    /// A date (`YYYY-MM-DD`, its start in America/Sao_Paulo) or an RFC 3339 date-time.
     warmup_started_at: Option<String>,
+    /// The ramp's first-day cap, 1 to `MAX_CAP`.
+    #[schema(minimum = 1, maximum = 1_000_000)]
     warmup_initial_cap: Option<i64>,
 }
 
@@ -92,14 +139,14 @@ fn parse_instant(s: &str) -> Option<i64> {
     tag = "Guardrails",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
     request_body = PatchIn,
-    responses((status = 200, description = "Guardrails atualizados", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "Guardrails atualizados", body = Data<GuardrailsOut>))
 )]
 pub(crate) async fn update(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
     ApiJson(b): ApiJson<PatchIn>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<GuardrailsOut>>, ApiError> {
     let in_range = |field: &str, v: Option<i64>, lo: i64, hi: i64| match v {
         Some(n) if !(lo..=hi).contains(&n) => Err(ApiError::invalid(
             field,
@@ -132,12 +179,14 @@ pub(crate) async fn update(
         .runtime
         .set_guardrails(auth.account_id(), id, patch)
         .await?;
-    Ok(Json(json!({ "data": view_json(&v) })))
+    Ok(Data::json(view_json(&v)))
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct AuthorizeIn {
+    /// More campaign sends today, 1 to `engine::guardrail::MAX_CAP`.
+    #[schema(minimum = 1, maximum = 1_000_000)]
     extra: i64,
 }
 
@@ -149,14 +198,14 @@ struct AuthorizeIn {
     tag = "Guardrails",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
     request_body = AuthorizeIn,
-    responses((status = 200, description = "Envios extras autorizados hoje (nível admin)", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "Envios extras autorizados hoje (nível admin)", body = Data<GuardrailsOut>))
 )]
 async fn authorize(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
     ApiJson(b): ApiJson<AuthorizeIn>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<GuardrailsOut>>, ApiError> {
     if !(1..=MAX_CAP).contains(&b.extra) {
         return Err(ApiError::invalid(
             "extra",
@@ -168,7 +217,7 @@ async fn authorize(
         .runtime
         .authorize_cap(auth.account_id(), id, b.extra, &auth.0.token_name)
         .await?;
-    Ok(Json(json!({ "data": view_json(&v) })))
+    Ok(Data::json(view_json(&v)))
 }
 
 #[cfg(test)]

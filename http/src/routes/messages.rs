@@ -2,6 +2,7 @@
 
 use crate::error::ApiError;
 use crate::extract::{Auth, IdPath, RawBody};
+use crate::openapi::{Data, Page};
 use crate::AppState;
 use actors::channel::{SendCommand, SendContent};
 use axum::extract::State;
@@ -10,7 +11,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use engine::phone::Phone;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use storage::idempotency::IdempotencyBegin;
 use storage::messages::MessageRecord;
@@ -289,53 +290,154 @@ fn parse(body: SendIn) -> Result<(Option<i64>, SendCommand), ApiError> {
     ))
 }
 
-/// The send result's `header` (issue 17): `{type: "image", link}` for a header image,
-/// `{type: "text", text}` for a library template's text header, null otherwise (a template
-/// sent by name whose layout disparo does not hold, or a message without one).
-fn header_of(m: &MessageRecord) -> Value {
+/// The send result's `header` (issue 17): a header image's link or a library template's text
+/// header.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum HeaderOut {
+    /// A header image: `{type: "image", link}`.
+    Image {
+        /// The image's public URL.
+        link: String,
+    },
+    /// A text header: `{type: "text", text}`.
+    Text {
+        /// The header's text as sent.
+        text: String,
+    },
+}
+
+/// The header of `m`, null for a template sent by name whose layout disparo does not hold, or
+/// a message without one.
+fn header_of(m: &MessageRecord) -> Option<HeaderOut> {
     let p = m.params.as_ref();
-    match (
-        p.and_then(|p| p.get("header_image"))
-            .and_then(Value::as_str),
-        p.and_then(|p| p.get("header_text")).and_then(Value::as_str),
-    ) {
-        (Some(link), _) => json!({"type": "image", "link": link}),
-        (None, Some(text)) => json!({"type": "text", "text": text}),
-        _ => Value::Null,
+    let field = |k: &str| {
+        p.and_then(|p| p.get(k))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    match (field("header_image"), field("header_text")) {
+        (Some(link), _) => Some(HeaderOut::Image { link }),
+        (None, Some(text)) => Some(HeaderOut::Text { text }),
+        _ => None,
     }
 }
 
-/// The send result ("Message" › send result).
+/// The template a message sent: `{name, language}`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct TemplateRefOut {
+    /// The provider's template name.
+    pub name: String,
+    /// Its locale (`pt_BR`…).
+    pub language: Option<String>,
+}
+
+/// The send result ("Message" › send result): what `POST /messages` (and group and sender
+/// sends) answer.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct SendResultOut {
+    /// Id.
+    pub id: i64,
+    /// The conversation (one per contact and number).
+    pub conversation_id: i64,
+    /// The contact, digits with country code.
+    pub to: String,
+    /// `text`, `template`, `image`…
+    #[serde(rename = "type")]
+    pub kind: engine::message::MessageKind,
+    /// The text, or a template's `preview_text`.
+    pub text: Option<String>,
+    /// The number that sent it.
+    pub channel_id: i64,
+    /// The provider's message id (`message.ack` events refer to it); null until it answers.
+    pub provider_message_id: Option<String>,
+    /// Where it stands.
+    pub status: engine::message::MessageStatus,
+    /// The template's header as sent.
+    pub header: Option<HeaderOut>,
+    /// Text kept for display of a template message.
+    pub preview_text: Option<String>,
+    /// The template, for a template message.
+    pub template: Option<TemplateRefOut>,
+    /// When it was written (ISO 8601, UTC).
+    pub created_at: String,
+}
+
+impl From<&MessageRecord> for SendResultOut {
+    fn from(m: &MessageRecord) -> Self {
+        SendResultOut {
+            id: m.id,
+            conversation_id: m.conversation_id,
+            to: m.contact_phone.clone(),
+            kind: m.kind,
+            text: m.body.clone().or_else(|| m.preview_text.clone()),
+            channel_id: m.channel_id,
+            provider_message_id: m.provider_message_id.clone(),
+            status: m.status,
+            header: header_of(m),
+            preview_text: m.preview_text.clone(),
+            template: m.template_name.as_ref().map(|n| TemplateRefOut {
+                name: n.clone(),
+                language: m.template_language.clone(),
+            }),
+            created_at: actors::time::iso(m.created_at),
+        }
+    }
+}
+
+/// The send result as JSON ([`SendResultOut`]).
 pub fn send_result(m: &MessageRecord) -> Value {
-    json!({
-        "id": m.id,
-        "conversation_id": m.conversation_id,
-        "to": m.contact_phone,
-        "type": m.kind.as_str(),
-        "text": m.body.clone().or_else(|| m.preview_text.clone()),
-        "channel_id": m.channel_id,
-        "provider_message_id": m.provider_message_id,
-        "status": m.status.as_str(),
-        "header": header_of(m),
-        "preview_text": m.preview_text,
-        "template": m.template_name.as_ref().map(|n| json!({"name": n, "language": m.template_language})),
-        "created_at": actors::time::iso(m.created_at),
-    })
+    serde_json::to_value(SendResultOut::from(m)).unwrap_or_default()
+}
+
+/// The provider's error on a failed message.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct MessageErrorOut {
+    /// The provider's error code (`131049`…), when it gave one.
+    pub code: Option<i64>,
+    /// Its title.
+    pub title: Option<String>,
+    /// Its details.
+    pub details: Option<String>,
 }
 
 /// A message with its delivery timeline (decision D-007: the spec shows no read endpoint).
-pub fn message_json(m: &MessageRecord) -> Value {
-    let mut v = send_result(m);
-    v["direction"] = json!(m.direction);
-    v["sent_at"] = super::iso_opt(m.sent_at);
-    v["delivered_at"] = super::iso_opt(m.delivered_at);
-    v["read_at"] = super::iso_opt(m.read_at);
-    v["failed_at"] = super::iso_opt(m.failed_at);
-    v["error"] = match m.error_code.or(m.error_title.as_ref().map(|_| 0)) {
-        Some(_) => json!({"code": m.error_code, "title": m.error_title, "details": m.error_detail}),
-        None => Value::Null,
-    };
-    v
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct MessageOut {
+    /// The send result's fields.
+    #[serde(flatten)]
+    pub message: SendResultOut,
+    /// `out` (sent by the account) or `in` (received from the contact).
+    pub direction: engine::message::Direction,
+    /// When the provider accepted it (ISO 8601).
+    pub sent_at: Option<String>,
+    /// When it reached the handset.
+    pub delivered_at: Option<String>,
+    /// When the contact read it.
+    pub read_at: Option<String>,
+    /// When it failed.
+    pub failed_at: Option<String>,
+    /// The provider's error, on a failure.
+    pub error: Option<MessageErrorOut>,
+}
+
+impl From<&MessageRecord> for MessageOut {
+    fn from(m: &MessageRecord) -> Self {
+        let iso = |t: Option<i64>| t.map(actors::time::iso);
+        MessageOut {
+            message: SendResultOut::from(m),
+            direction: m.direction,
+            sent_at: iso(m.sent_at),
+            delivered_at: iso(m.delivered_at),
+            read_at: iso(m.read_at),
+            failed_at: iso(m.failed_at),
+            error: (m.error_code.is_some() || m.error_title.is_some()).then(|| MessageErrorOut {
+                code: m.error_code,
+                title: m.error_title.clone(),
+                details: m.error_detail.clone(),
+            }),
+        }
+    }
 }
 
 #[utoipa::path(
@@ -344,19 +446,19 @@ pub fn message_json(m: &MessageRecord) -> Value {
     path = "/messages/{id}",
     tag = "Mensagens",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
-    responses((status = 200, description = "A mensagem e seu status", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "A mensagem e seu status", body = Data<MessageOut>))
 )]
 async fn read(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
     sender: Option<axum::Extension<storage::sender::SenderCaller>>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<MessageOut>>, ApiError> {
     if let Some(axum::Extension(caller)) = sender {
         return super::sender::message(&state, &caller, id).await;
     }
     let m = state.runtime.store().message(auth.account_id(), id).await?;
-    Ok(Json(json!({ "data": message_json(&m) })))
+    Ok(Data::json(MessageOut::from(&m)))
 }
 
 async fn send_once(
@@ -522,7 +624,7 @@ where
     path = "/messages",
     tag = "Mensagens",
     request_body = SendIn,
-    responses((status = 201, description = "Resultado do envio; com `Idempotency-Key`, a primeira resposta é repetida", body = crate::openapi::DataEnvelope), (status = 202, description = "Envio em dúvida: o provedor não confirmou a tempo; a mensagem (`sending`) não será enviada de novo", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 201, description = "Resultado do envio; com `Idempotency-Key`, a primeira resposta é repetida", body = Data<SendResultOut>), (status = 202, description = "Envio em dúvida: o provedor não confirmou a tempo; a mensagem (`sending`) não será enviada de novo", body = Data<SendResultOut>))
 )]
 async fn send(
     State(state): State<AppState>,
@@ -547,7 +649,7 @@ async fn send(
     path = "/messages/{id}/media",
     tag = "Mensagens",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
-    responses((status = 200, description = "O arquivo de mídia recebido, com o `Content-Type` do provedor (imagem, áudio, vídeo, documento)", content_type = "*/*"), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "O arquivo de mídia recebido, com o `Content-Type` do provedor (imagem, áudio, vídeo, documento)", content_type = "*/*"))
 )]
 async fn media(
     State(state): State<AppState>,
@@ -600,13 +702,13 @@ struct ListQuery {
     path = "/messages",
     tag = "Mensagens",
     params(ListQuery),
-    responses((status = 200, description = "`data`: mensagens (enviadas e recebidas), a mais nova primeiro; `has_more`, `next_cursor`", body = crate::openapi::ListEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 422 filtro inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "`data`: mensagens (enviadas e recebidas), a mais nova primeiro; `has_more`, `next_cursor`", body = Page<MessageOut>))
 )]
 async fn list(
     State(state): State<AppState>,
     auth: Auth,
     q: Result<axum::extract::Query<ListQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Page<MessageOut>>, ApiError> {
     let axum::extract::Query(q) = q.map_err(crate::extract::query_rejection)?;
     if let Some(d) = &q.direction {
         if d != "in" && d != "out" {
@@ -666,6 +768,6 @@ async fn list(
         rows,
         limit,
         |m| m.id,
-        message_json,
+        |m| MessageOut::from(m),
     )))
 }

@@ -5,8 +5,7 @@ use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::{Json, Router};
-use serde_json::json;
+use axum::Router;
 
 /// Routes.
 pub fn routes() -> Router<AppState> {
@@ -20,6 +19,31 @@ pub fn api_routes() -> utoipa_axum::router::OpenApiRouter<AppState> {
     utoipa_axum::router::OpenApiRouter::new().routes(utoipa_axum::routes!(health))
 }
 
+/// `GET /health`'s answer.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct HealthOut {
+    /// `ok` or `degraded` (the database does not answer).
+    #[schema(pattern = "^(ok|degraded)$")]
+    status: &'static str,
+    /// disparo's version.
+    version: &'static str,
+    /// The database.
+    database: DatabaseOut,
+}
+
+/// The database as `GET /health` sees it.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct DatabaseOut {
+    /// It answered.
+    ok: bool,
+    /// `sqlite` or `postgres`.
+    backend: &'static str,
+    /// How long the ping took (ms).
+    latency_ms: Option<f64>,
+    /// Why it did not answer (pt-BR).
+    error: Option<&'static str>,
+}
+
 /// `{"data": {"status": "ok"|"degraded", "version", "database": {ok, backend, latency_ms}}}`;
 /// 503 when the database does not answer.
 #[utoipa::path(
@@ -29,8 +53,8 @@ pub fn api_routes() -> utoipa_axum::router::OpenApiRouter<AppState> {
     tag = "Operação",
     security(()),
     responses(
-        (status = 200, description = "Serviço e banco de dados respondendo", body = crate::openapi::DataEnvelope),
-        (status = 503, description = "Banco de dados indisponível", body = crate::openapi::DataEnvelope)
+        (status = 200, description = "Serviço e banco de dados respondendo", body = crate::openapi::Data<HealthOut>),
+        (status = 503, description = "Banco de dados indisponível", body = crate::openapi::Data<HealthOut>)
     )
 )]
 async fn health(State(state): State<AppState>) -> Response {
@@ -42,11 +66,16 @@ async fn health(State(state): State<AppState>) -> Response {
             (false, None, Some("banco de dados indisponível"))
         }
     };
-    let body = Json(json!({"data": {
-        "status": if ok { "ok" } else { "degraded" },
-        "version": env!("CARGO_PKG_VERSION"),
-        "database": {"ok": ok, "backend": store.backend().as_str(), "latency_ms": latency_ms, "error": error},
-    }}));
+    let body = crate::openapi::Data::json(HealthOut {
+        status: if ok { "ok" } else { "degraded" },
+        version: env!("CARGO_PKG_VERSION"),
+        database: DatabaseOut {
+            ok,
+            backend: store.backend().as_str(),
+            latency_ms,
+            error,
+        },
+    });
     let status = if ok {
         StatusCode::OK
     } else {

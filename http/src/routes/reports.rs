@@ -12,7 +12,7 @@ use axum::extract::{Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use storage::reports::{CampaignReportRow, MessageReportRow, ReportFilter, ReportStatus};
 use utoipa_axum::router::OpenApiRouter;
@@ -158,13 +158,89 @@ fn opt_iso(ms: Option<i64>) -> Option<String> {
 }
 
 /// A summary row as JSON.
-fn summary_json(r: &CampaignReportRow) -> Value {
-    json!({
-        "campaign_id": r.campaign_id, "name": r.name, "template": r.template_name,
-        "state": r.state, "created_at": iso(r.created_at), "total": r.total,
-        "queued": r.queued, "sending": r.sending, "sent": r.sent, "delivered": r.delivered,
-        "read": r.read, "failed": r.failed, "skipped": r.skipped,
-    })
+/// The counts of a campaign's rows by status (a report row and the totals).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ReportCounts {
+    /// Rows (recipients) in all.
+    total: i64,
+    /// Waiting for a number.
+    queued: i64,
+    /// Handed to the provider, answer pending.
+    sending: i64,
+    /// Accepted by the provider.
+    sent: i64,
+    /// Delivered (a timestamp: read ones count too).
+    delivered: i64,
+    /// Read.
+    read: i64,
+    /// Failed.
+    failed: i64,
+    /// Not sent on purpose.
+    skipped: i64,
+}
+
+impl From<&CampaignReportRow> for ReportCounts {
+    fn from(r: &CampaignReportRow) -> Self {
+        ReportCounts {
+            total: r.total,
+            queued: r.queued,
+            sending: r.sending,
+            sent: r.sent,
+            delivered: r.delivered,
+            read: r.read,
+            failed: r.failed,
+            skipped: r.skipped,
+        }
+    }
+}
+
+/// One campaign of the summary report (spec "Report rows" › summary).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ReportRowOut {
+    /// The campaign.
+    campaign_id: i64,
+    /// Its name.
+    name: String,
+    /// Its template's name.
+    template: String,
+    /// Its state.
+    #[schema(value_type = engine::campaign::CampaignState)]
+    state: String,
+    /// When it was created (ISO 8601).
+    created_at: String,
+    /// Its rows' counts.
+    #[serde(flatten)]
+    counts: ReportCounts,
+}
+
+/// The summary's totals: the counts over every campaign of the filter.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ReportTotalsOut {
+    /// Campaigns in the report.
+    campaigns: usize,
+    /// The counts summed.
+    #[serde(flatten)]
+    counts: ReportCounts,
+}
+
+/// `GET /reports/campaigns` as JSON.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ReportSummaryOut {
+    /// One row per campaign, newest first.
+    data: Vec<ReportRowOut>,
+    /// The totals.
+    totals: ReportTotalsOut,
+}
+
+fn summary_json(r: &CampaignReportRow) -> ReportRowOut {
+    ReportRowOut {
+        campaign_id: r.campaign_id,
+        name: r.name.clone(),
+        template: r.template_name.clone(),
+        state: r.state.clone(),
+        created_at: iso(r.created_at),
+        counts: ReportCounts::from(r),
+    }
 }
 
 fn totals(rows: &[CampaignReportRow]) -> CampaignReportRow {
@@ -181,17 +257,76 @@ fn totals(rows: &[CampaignReportRow]) -> CampaignReportRow {
     })
 }
 
-/// A detail row as JSON.
-fn detail_json(r: &MessageReportRow) -> Value {
-    json!({
-        "id": r.id, "campaign_id": r.campaign_id, "campaign": r.campaign_name,
-        "template": r.template_name, "phone": r.phone,
-        "vars": serde_json::from_str::<Value>(&r.vars).unwrap_or(json!({})),
-        "status": r.status(), "channel_id": r.channel_id, "channel_phone": r.channel_phone,
-        "message_id": r.message_id, "engine_message_id": r.provider_message_id,
-        "sent_at": opt_iso(r.sent_at), "delivered_at": opt_iso(r.delivered_at),
-        "read_at": opt_iso(r.read_at), "error_code": r.error_code, "error": r.error,
-    })
+/// One message of the detail report (spec "Report rows" › detail).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ReportDetailOut {
+    /// The row (campaign recipient).
+    id: i64,
+    /// Its campaign.
+    campaign_id: i64,
+    /// The campaign's name.
+    campaign: String,
+    /// The template's name.
+    template: String,
+    /// The recipient, digits with country code.
+    phone: String,
+    /// The audience columns of the row.
+    vars: Value,
+    /// `queued`, `sending`, `sent`, `delivered`, `read`, `failed` or `skipped`.
+    #[schema(value_type = engine::message::MessageStatus)]
+    status: &'static str,
+    /// The number used.
+    channel_id: Option<i64>,
+    /// Its phone.
+    channel_phone: Option<String>,
+    /// The message (`GET /messages/{id}`).
+    message_id: Option<i64>,
+    /// The provider's message id.
+    engine_message_id: Option<String>,
+    /// When it was sent (ISO 8601).
+    sent_at: Option<String>,
+    /// When it was delivered.
+    delivered_at: Option<String>,
+    /// When it was read.
+    read_at: Option<String>,
+    /// The provider's error code.
+    error_code: Option<i64>,
+    /// The provider's error.
+    error: Option<String>,
+}
+
+/// `GET /reports/campaign-messages` as JSON: a page of rows with its `limit` and `offset`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ReportDetailPage {
+    /// The rows, `has_more`, `next_cursor`.
+    #[serde(flatten)]
+    page: crate::openapi::Page<ReportDetailOut>,
+    /// The page size asked (≤ 1,000).
+    limit: i64,
+    /// Rows skipped.
+    offset: i64,
+}
+
+/// A detail row.
+fn detail_json(r: &MessageReportRow) -> ReportDetailOut {
+    ReportDetailOut {
+        id: r.id,
+        campaign_id: r.campaign_id,
+        campaign: r.campaign_name.clone(),
+        template: r.template_name.clone(),
+        phone: r.phone.clone(),
+        vars: serde_json::from_str::<Value>(&r.vars).unwrap_or(json!({})),
+        status: r.status(),
+        channel_id: r.channel_id,
+        channel_phone: r.channel_phone.clone(),
+        message_id: r.message_id,
+        engine_message_id: r.provider_message_id.clone(),
+        sent_at: opt_iso(r.sent_at),
+        delivered_at: opt_iso(r.delivered_at),
+        read_at: opt_iso(r.read_at),
+        error_code: r.error_code,
+        error: r.error.clone(),
+    }
 }
 
 /// Column names of the summary CSV (the JSON keys).
@@ -328,7 +463,7 @@ pub(crate) fn csv_response(filename: &str, body: Body) -> Response {
     path = "/reports/campaigns",
     tag = "Relatórios",
     params(ReportQuery),
-    responses((status = 200, description = "`data`: linhas por campanha, `totals`; ou o CSV (`;`, BOM)", content((crate::openapi::ListEnvelope = "application/json"), (String = "text/csv"))), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 422 filtro inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "`data`: linhas por campanha, `totals`; ou o CSV (`;`, BOM)", content((ReportSummaryOut = "application/json"), (String = "text/csv"))))
 )]
 async fn campaigns(
     State(state): State<AppState>,
@@ -353,15 +488,14 @@ async fn campaigns(
         bytes.extend_from_slice(&csv_bytes(records));
         return Ok(csv_response("relatorio-campanhas.csv", Body::from(bytes)));
     }
-    let data: Vec<Value> = rows.iter().map(summary_json).collect();
-    let mut totals_json = summary_json(&t);
-    if let Some(o) = totals_json.as_object_mut() {
-        for k in ["campaign_id", "name", "template", "state", "created_at"] {
-            o.remove(k);
-        }
-        o.insert("campaigns".into(), json!(rows.len()));
-    }
-    Ok(Json(json!({"data": data, "totals": totals_json})).into_response())
+    Ok(Json(ReportSummaryOut {
+        data: rows.iter().map(summary_json).collect(),
+        totals: ReportTotalsOut {
+            campaigns: rows.len(),
+            counts: ReportCounts::from(&t),
+        },
+    })
+    .into_response())
 }
 
 /// `GET /reports/campaign-messages`: one row per campaign recipient (its latest message) in
@@ -373,7 +507,7 @@ async fn campaigns(
     path = "/reports/campaign-messages",
     tag = "Relatórios",
     params(ReportQuery),
-    responses((status = 200, description = "`data`: linhas, `limit`, `offset`, `has_more`; ou o CSV de todo o filtro", content((crate::openapi::ListEnvelope = "application/json"), (String = "text/csv"))), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 422 filtro inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "`data`: linhas, `limit`, `offset`, `has_more`; ou o CSV de todo o filtro", content((ReportDetailPage = "application/json"), (String = "text/csv"))))
 )]
 async fn campaign_messages(
     State(state): State<AppState>,
@@ -411,10 +545,12 @@ async fn campaign_messages(
         .store()
         .campaign_messages_page(auth.account_id(), &f, limit, offset, after)
         .await?;
-    let mut page = crate::extract::cursor_page(rows, limit, |r| r.id, detail_json);
-    page["limit"] = json!(limit);
-    page["offset"] = json!(offset);
-    Ok(Json(page).into_response())
+    Ok(Json(ReportDetailPage {
+        page: crate::extract::cursor_page(rows, limit, |r| r.id, detail_json),
+        limit,
+        offset,
+    })
+    .into_response())
 }
 
 /// Rows per CSV chunk.

@@ -6,8 +6,10 @@
 
 use crate::error::ApiError;
 use crate::extract::{parse_json, Auth};
+use crate::openapi::{Data, List};
+use crate::routes::messages::{SendResultOut, TemplateRefOut};
 use crate::AppState;
-use actors::sender::{SenderOutcome, SenderSend};
+use actors::sender::{SenderNumber, SenderOutcome, SenderSend, SenderTemplate};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
@@ -21,29 +23,30 @@ use utoipa::OpenApi;
 /// `GET /api/v1/numbers`: the numbers the token's user may send from, with health and sends
 /// in the last 24 h.
 #[utoipa::path(get, operation_id = "sender_numbers", path = "/numbers", tag = "Remetente público",
-    responses((status = 200, description = "`data`: `[{id, phone, name, quality, health, sends_24h}]`", body = crate::openapi::ListEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 403 (token da conta), 429 (120 por minuto)", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "`data`: `[{id, phone, name, quality, health, sends_24h}]`", body = List<SenderNumber>)))]
 pub async fn numbers(
     State(state): State<AppState>,
     Extension(caller): Extension<SenderCaller>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<List<SenderNumber>>, ApiError> {
     let list = state
         .runtime
         .sender_numbers(caller.user.account_id, &caller.user.scope())
         .await?;
-    Ok(Json(json!({ "data": list })))
+    Ok(List::json(list))
 }
 
 /// `GET /api/v1/templates` for a sender token.
 #[utoipa::path(get, operation_id = "sender_templates", path = "/templates", tag = "Remetente público",
-    responses((status = 200, description = "`data`: templates aprovados nos números do usuário, um por nome: `[{name, category, languages, variables, numbers}]`", body = crate::openapi::ListEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 429", body = crate::openapi::ErrorBody)))]
-pub async fn templates(state: &AppState, caller: &SenderCaller) -> Result<Json<Value>, ApiError> {
+    responses((status = 200, description = "`data`: templates aprovados nos números do usuário, um por nome: `[{name, category, languages, variables, numbers}]`", body = List<SenderTemplate>)))]
+pub async fn templates(
+    state: &AppState,
+    caller: &SenderCaller,
+) -> Result<Json<List<SenderTemplate>>, ApiError> {
     let list = state
         .runtime
         .sender_templates(caller.user.account_id, &caller.user.scope())
         .await?;
-    Ok(Json(json!({ "data": list })))
+    Ok(List::json(list))
 }
 
 /// `POST /api/v1/messages` body of a sender token.
@@ -69,22 +72,66 @@ pub struct SendIn {
     dry_run: bool,
 }
 
+/// The number the sender chose: `{id, phone, name}`.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct ChosenNumberOut {
+    /// Channel id.
+    id: i64,
+    /// Digits with country code.
+    phone: String,
+    /// Display name.
+    name: String,
+}
+
+/// `POST /api/v1/messages` of a sender token, sent: the send result and the number chosen.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct SenderSentOut {
+    /// The send result.
+    #[serde(flatten)]
+    message: SendResultOut,
+    /// The number chosen.
+    numero: ChosenNumberOut,
+}
+
+/// `POST /api/v1/messages` of a sender token with `dry_run`: what would go, nothing sent.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct SenderDryRunOut {
+    /// Always true.
+    dry_run: bool,
+    /// The recipient, digits with country code.
+    to: String,
+    /// The number that would send it.
+    numero: ChosenNumberOut,
+    /// The template that would go.
+    template: TemplateRefOut,
+    /// The body as it would read.
+    preview_text: String,
+}
+
 fn outcome_json(o: &SenderOutcome, to: &str) -> Value {
-    let number = json!({"id": o.channel.record.id, "phone": o.channel.record.phone, "name": o.channel.record.name});
-    match &o.message {
-        Some(m) => {
-            let mut v = super::messages::send_result(m);
-            v["numero"] = number;
-            v
-        }
-        None => json!({
-            "dry_run": true,
-            "to": to,
-            "numero": number,
-            "template": {"name": o.template.0, "language": o.template.1},
-            "preview_text": o.preview,
+    let r = &o.channel.record;
+    let numero = ChosenNumberOut {
+        id: r.id,
+        phone: r.phone.clone(),
+        name: r.name.clone(),
+    };
+    let out = match &o.message {
+        Some(m) => serde_json::to_value(SenderSentOut {
+            message: SendResultOut::from(m),
+            numero,
         }),
-    }
+        None => serde_json::to_value(SenderDryRunOut {
+            dry_run: true,
+            to: to.to_string(),
+            numero,
+            template: TemplateRefOut {
+                name: o.template.0.clone(),
+                language: Some(o.template.1.clone()),
+            },
+            preview_text: o.preview.clone(),
+        }),
+    };
+    out.unwrap_or_default()
 }
 
 /// `POST /api/v1/messages` for a sender token.
@@ -92,12 +139,11 @@ fn outcome_json(o: &SenderOutcome, to: &str) -> Value {
     request_body = SendIn,
     params(("Idempotency-Key" = Option<String>, Header, description = "A mesma chave repete a primeira resposta por 24 h; a mensagem nunca sai duas vezes")),
     responses(
-        (status = 201, description = "Enviada: a mensagem com `numero` (o número escolhido)", body = crate::openapi::DataEnvelope),
-        (status = 200, description = "`dry_run`: `{dry_run, to, numero, template, preview_text}`; nada enviado", body = crate::openapi::DataEnvelope),
-        (status = 202, description = "Envio em dúvida: não será repetido; o status chega depois", body = crate::openapi::DataEnvelope),
+        (status = 201, description = "Enviada: a mensagem com `numero` (o número escolhido)", body = Data<SenderSentOut>),
+        (status = 200, description = "`dry_run`: `{dry_run, to, numero, template, preview_text}`; nada enviado", body = Data<SenderDryRunOut>),
+        (status = 202, description = "Envio em dúvida: não será repetido; o status chega depois", body = Data<SendResultOut>),
         (status = 422, description = "`template_desconhecido`, `variaveis_invalidas`, `nenhum_numero_elegivel` (`numeros`: motivo por número), URL recusada", body = crate::openapi::ErrorBody),
         (status = 429, description = "Sem folga de 24 h em nenhum número, ou acima de 120 requisições por minuto (`Retry-After`)", body = crate::openapi::ErrorBody),
-        (status = "4XX", description = "Erro `{message, code}`: 400, 401, 403", body = crate::openapi::ErrorBody),
     ))]
 pub async fn send(
     state: &AppState,
@@ -172,19 +218,20 @@ pub async fn send(
 /// `GET /api/v1/messages/{id}` for a sender token: a message this token's user sent.
 #[utoipa::path(get, operation_id = "sender_message", path = "/messages/{id}", tag = "Remetente público",
     params(("id" = i64, Path, description = "Id da mensagem enviada por este usuário")),
-    responses((status = 200, description = "A mensagem e sua linha do tempo (`sent_at`, `delivered_at`, `read_at`, `failed_at`, `error`)", body = crate::openapi::DataEnvelope),
-        (status = "4XX", description = "Erro `{message, code}`: 401, 404 (de outro usuário), 429", body = crate::openapi::ErrorBody)))]
+    responses((status = 200, description = "A mensagem e sua linha do tempo (`sent_at`, `delivered_at`, `read_at`, `failed_at`, `error`)", body = crate::openapi::Data<super::messages::MessageOut>)))]
 pub async fn message(
     state: &AppState,
     caller: &SenderCaller,
     id: i64,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<crate::openapi::Data<super::messages::MessageOut>>, ApiError> {
     let store = state.runtime.store();
     if !store.sent_by_user(id, caller.user.id).await? {
         return Err(ApiError::NotFound);
     }
     let m = store.message(caller.user.account_id, id).await?;
-    Ok(Json(json!({ "data": super::messages::message_json(&m) })))
+    Ok(crate::openapi::Data::json(
+        super::messages::MessageOut::from(&m),
+    ))
 }
 
 struct Security;
@@ -228,7 +275,7 @@ pub fn document() -> &'static utoipa::openapi::OpenApi {
     static DOC: std::sync::OnceLock<utoipa::openapi::OpenApi> = std::sync::OnceLock::new();
     DOC.get_or_init(|| {
         let mut doc = SenderDoc::openapi();
-        crate::openapi::common_responses(&mut doc);
+        crate::openapi::common_responses(&mut doc, crate::openapi::Surface::Sender);
         doc
     })
 }

@@ -2,14 +2,14 @@
 
 use crate::error::ApiError;
 use crate::extract::{ApiJson, Auth, IdPath};
+use crate::openapi::{Data, Deleted, Page};
 use crate::AppState;
-use actors::templates::TemplateInput;
+use actors::templates::{TemplateInput, TemplateView};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use engine::library::{Button, VarMap};
 use serde::Deserialize;
-use serde_json::{json, Value};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -55,13 +55,13 @@ pub(crate) struct CreateIn {
     path = "/templates",
     tag = "Templates",
     request_body = CreateIn,
-    responses((status = 201, description = "`data`: template com problems e channels_by_status", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 201, description = "`data`: template com problems e channels_by_status", body = Data<TemplateView>))
 )]
 pub(crate) async fn create(
     State(state): State<AppState>,
     auth: Auth,
     ApiJson(b): ApiJson<CreateIn>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Data<TemplateView>>), ApiError> {
     if b.name.trim().is_empty() {
         return Err(ApiError::invalid(
             "name",
@@ -96,7 +96,7 @@ pub(crate) async fn create(
         .runtime
         .create_template(auth.account_id(), input)
         .await?;
-    Ok((StatusCode::CREATED, Json(json!({ "data": view }))))
+    Ok((StatusCode::CREATED, Data::json(view)))
 }
 
 #[utoipa::path(
@@ -105,20 +105,36 @@ pub(crate) async fn create(
     path = "/templates",
     tag = "Templates",
     params(crate::extract::PageQuery),
-    responses((status = 200, description = "Templates da biblioteca com status por número, em ordem de criação; `has_more`, `next_cursor`", body = crate::openapi::ListEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "Templates da biblioteca com status por número, em ordem de criação; `has_more`, `next_cursor`", body = Page<TemplateView>))
 )]
 pub(crate) async fn list(
-    State(state): State<AppState>,
+    state: State<AppState>,
     auth: Auth,
     sender: Option<axum::Extension<storage::sender::SenderCaller>>,
     q: Result<
         axum::extract::Query<crate::extract::PageQuery>,
         axum::extract::rejection::QueryRejection,
     >,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<axum::response::Response, ApiError> {
+    use axum::response::IntoResponse;
+    // The public sender's token reads its own view (its own document, `sender_templates`).
     if let Some(axum::Extension(caller)) = sender {
-        return crate::routes::sender::templates(&state, &caller).await;
+        return Ok(crate::routes::sender::templates(&state, &caller)
+            .await?
+            .into_response());
     }
+    Ok(library(state, auth, q).await?.into_response())
+}
+
+/// The account's library, a keyset page (`GET /api/v1/templates` and `GET /api/templates`).
+pub(crate) async fn library(
+    State(state): State<AppState>,
+    auth: Auth,
+    q: Result<
+        axum::extract::Query<crate::extract::PageQuery>,
+        axum::extract::rejection::QueryRejection,
+    >,
+) -> Result<Json<Page<TemplateView>>, ApiError> {
     let (limit, after) = crate::extract::list_page(q)?;
     let rows = state
         .runtime
@@ -128,7 +144,7 @@ pub(crate) async fn list(
         rows,
         limit,
         |t| t.id,
-        |t| json!(t),
+        |t| t.clone(),
     )))
 }
 
@@ -146,7 +162,7 @@ pub(crate) struct ChannelsIn {
     tag = "Templates",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
     request_body = ChannelsIn,
-    responses((status = 200, description = "Resultado da submissão", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "O template com seu status em cada número", body = Data<TemplateView>))
 )]
 pub(crate) async fn submit(
     State(state): State<AppState>,
@@ -154,7 +170,7 @@ pub(crate) async fn submit(
     IdPath(id): IdPath,
     headers: axum::http::HeaderMap,
     body: bytes::Bytes,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<TemplateView>>, ApiError> {
     // No body: every number of the account; a body is `ChannelsIn` as JSON.
     let channels = if body.iter().all(u8::is_ascii_whitespace) {
         None
@@ -165,7 +181,7 @@ pub(crate) async fn submit(
         .runtime
         .submit_template(auth.account_id(), id, channels)
         .await?;
-    Ok(Json(json!({ "data": view })))
+    Ok(Data::json(view))
 }
 
 #[utoipa::path(
@@ -175,14 +191,14 @@ pub(crate) async fn submit(
     tag = "Templates",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
     request_body = ChannelsIn,
-    responses((status = 200, description = "Resultado do vínculo", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "O template com seu status em cada número", body = Data<TemplateView>))
 )]
 async fn link(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
     ApiJson(b): ApiJson<ChannelsIn>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<TemplateView>>, ApiError> {
     let Some(channels) = b.channels.filter(|c| !c.is_empty()) else {
         return Err(ApiError::invalid(
             "channels",
@@ -194,7 +210,7 @@ async fn link(
         .runtime
         .submit_template(auth.account_id(), id, Some(channels))
         .await?;
-    Ok(Json(json!({ "data": view })))
+    Ok(Data::json(view))
 }
 
 #[utoipa::path(
@@ -203,15 +219,42 @@ async fn link(
     path = "/templates/{id}/sync",
     tag = "Templates",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
-    responses((status = 200, description = "`data` {synced_channels}", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "`data` {synced_channels}", body = Data<SyncedOut>))
 )]
 pub(crate) async fn sync(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
-    let n = state.runtime.sync_template(auth.account_id(), id).await?;
-    Ok(Json(json!({"data": {"synced_channels": n}})))
+) -> Result<Json<Data<SyncedOut>>, ApiError> {
+    let synced_channels = state.runtime.sync_template(auth.account_id(), id).await?;
+    Ok(Data::json(SyncedOut { synced_channels }))
+}
+
+/// `POST /templates/{id}/sync`'s answer.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct SyncedOut {
+    /// Numbers whose status and quality were read again from the provider.
+    synced_channels: usize,
+}
+
+/// `POST /templates/{id}/channels/{channel_id}/reactivate`'s answer (spec "Templates").
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct ReactivatedOut {
+    /// The new version's provider name (`…_v2`, `…_v3`).
+    nome: String,
+    /// pt-BR summary.
+    message: String,
+}
+
+/// `PATCH /templates/{id}` (and the panel's `PUT`): the template and what the provider did
+/// in each WABA.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct TemplateEditedOut {
+    /// The template after the edit.
+    #[serde(flatten)]
+    pub template: TemplateView,
+    /// Per WABA: edited in place, a new version, resubmitted or failed (D-066).
+    pub edits: Vec<actors::templates::ProviderEdit>,
 }
 
 #[utoipa::path(
@@ -220,13 +263,13 @@ pub(crate) async fn sync(
     path = "/templates/{id}/channels/{channel_id}/reactivate",
     tag = "Templates",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404"), ("channel_id" = i64, Path, description = "id do número")),
-    responses((status = 200, description = "`data` {nome, message}", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "`data` {nome, message}", body = Data<ReactivatedOut>))
 )]
 pub(crate) async fn reactivate(
     State(state): State<AppState>,
     auth: Auth,
     Path((id, channel_id)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<ReactivatedOut>>, ApiError> {
     let (Ok(id), Ok(channel_id)) = (id.parse::<i64>(), channel_id.parse::<i64>()) else {
         return Err(ApiError::NotFound);
     };
@@ -234,9 +277,10 @@ pub(crate) async fn reactivate(
         .runtime
         .reactivate_template(auth.account_id(), id, channel_id)
         .await?;
-    Ok(Json(
-        json!({"data": {"nome": name, "message": format!("Nova versão {name} enviada para aprovação.")}}),
-    ))
+    Ok(Data::json(ReactivatedOut {
+        message: format!("Nova versão {name} enviada para aprovação."),
+        nome: name,
+    }))
 }
 
 #[utoipa::path(
@@ -245,15 +289,15 @@ pub(crate) async fn reactivate(
     path = "/templates/{id}",
     tag = "Templates",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
-    responses((status = 200, description = "Removido da biblioteca e do provedor (nível admin)", body = crate::openapi::DataEnvelope), (status = 409, description = "`template_em_uso`: campanhas o enviam (`campanhas`: seus ids); nada foi removido", body = crate::openapi::ErrorBody), (status = 502, description = "O provedor recusou a remoção numa WABA (`failed_waba`, `deleted_wabas`)", body = crate::openapi::ErrorBody), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "Removido da biblioteca e do provedor (nível admin); 409 `template_em_uso` (`campanhas`: os ids que o enviam) e nada removido; 502 quando o provedor recusa numa WABA (`failed_waba`, `deleted_wabas`)", body = Data<Deleted>))
 )]
 pub(crate) async fn delete(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<Deleted>>, ApiError> {
     state.runtime.delete_template(auth.account_id(), id).await?;
-    Ok(Json(json!({"data": {"deleted": true, "id": id}})))
+    Ok(Deleted::json(id))
 }
 
 /// `PATCH /templates/{id}` body: only the fields sent change; `header_text: null` or
@@ -285,14 +329,14 @@ pub(crate) struct TemplatePatchIn {
     tag = "Templates",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
     request_body = TemplatePatchIn,
-    responses((status = 200, description = "`data`: o template com `edits` [{waba_id, mode (edited, new_version, resubmitted, failed), provider_name, status, reason}] — o que o provedor fez em cada WABA", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 404 fora da conta, 422 inválido ou `template_has_problems` num template já enviado)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "`data`: o template com `edits` [{waba_id, mode (edited, new_version, resubmitted, failed), provider_name, status, reason}] — o que o provedor fez em cada WABA", body = Data<TemplateEditedOut>))
 )]
 pub(crate) async fn edit(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
     ApiJson(b): ApiJson<TemplatePatchIn>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<TemplateEditedOut>>, ApiError> {
     let (view, edits) = state
         .runtime
         .edit_template(
@@ -310,7 +354,8 @@ pub(crate) async fn edit(
             },
         )
         .await?;
-    let mut data = serde_json::to_value(view).unwrap_or_default();
-    data["edits"] = json!(edits);
-    Ok(Json(json!({ "data": data })))
+    Ok(Data::json(TemplateEditedOut {
+        template: view,
+        edits,
+    }))
 }

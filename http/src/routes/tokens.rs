@@ -2,13 +2,13 @@
 
 use crate::error::ApiError;
 use crate::extract::{ApiJson, Auth, IdPath};
+use crate::openapi::{Data, Page};
 use crate::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use engine::access::Level;
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -25,7 +25,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
     path = "/tokens",
     tag = "Tokens",
     params(crate::extract::PageQuery),
-    responses((status = 200, description = "Tokens da conta (sem o valor), o mais novo primeiro; `has_more`, `next_cursor`", body = crate::openapi::ListEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "Tokens da conta (sem o valor), o mais novo primeiro; `has_more`, `next_cursor`", body = Page<TokenOut>))
 )]
 async fn list(
     State(state): State<AppState>,
@@ -34,7 +34,7 @@ async fn list(
         axum::extract::Query<crate::extract::PageQuery>,
         axum::extract::rejection::QueryRejection,
     >,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Page<TokenOut>>, ApiError> {
     let (limit, before) = crate::extract::list_page(q)?;
     let tokens = state
         .runtime
@@ -45,18 +45,68 @@ async fn list(
         tokens,
         limit,
         |t| t.id,
-        |t| {
-            json!({"id": t.id, "name": t.name, "prefix": t.prefix, "level": t.level,
-                   "created_at": actors::time::iso(t.created_at), "revoked_at": super::iso_opt(t.revoked_at)})
+        |t| TokenOut {
+            id: t.id,
+            name: t.name.clone(),
+            prefix: t.prefix.clone(),
+            level: t.level.clone(),
+            created_at: actors::time::iso(t.created_at),
+            revoked_at: t.revoked_at.map(actors::time::iso),
         },
     )))
+}
+
+/// An API token as the list shows it (never its value).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct TokenOut {
+    /// Id.
+    id: i64,
+    /// Its name (audit lines carry it).
+    name: String,
+    /// The value's first characters (`svc_…`), to recognise it.
+    prefix: String,
+    /// `read`, `write` or `admin` (D-027).
+    #[schema(value_type = Level)]
+    level: String,
+    /// When it was created (ISO 8601).
+    created_at: String,
+    /// When it was revoked; null while it works.
+    revoked_at: Option<String>,
+}
+
+/// `POST /tokens`'s answer: the token with its value, shown only here.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct TokenCreatedOut {
+    /// Id.
+    id: i64,
+    /// Its name.
+    name: String,
+    /// Its level.
+    level: Level,
+    /// The value's first characters.
+    prefix: String,
+    /// The value (`svc_…`): only its hash is stored.
+    token: String,
+}
+
+/// `DELETE /tokens/{id}`'s answer.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct RevokedOut {
+    /// The token.
+    id: i64,
+    /// Always true.
+    revoked: bool,
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[schema(as = TokenIn)]
 #[serde(deny_unknown_fields)]
 struct CreateIn {
+    /// 1 to 100 characters, not blank.
+    #[schema(min_length = 1, max_length = 100, pattern = r"\S")]
     name: String,
+    /// `read`, `write` or `admin` (D-027).
+    #[schema(value_type = Level)]
     level: String,
 }
 
@@ -66,13 +116,13 @@ struct CreateIn {
     path = "/tokens",
     tag = "Tokens",
     request_body = CreateIn,
-    responses((status = 201, description = "`data`: token com o valor (mostrado uma vez)", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 201, description = "`data`: token com o valor (mostrado uma vez)", body = Data<TokenCreatedOut>))
 )]
 async fn create(
     State(state): State<AppState>,
     auth: Auth,
     ApiJson(b): ApiJson<CreateIn>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Data<TokenCreatedOut>>), ApiError> {
     if b.name.trim().is_empty() || b.name.len() > 100 {
         return Err(ApiError::invalid(
             "name",
@@ -94,9 +144,13 @@ async fn create(
         .await?;
     Ok((
         StatusCode::CREATED,
-        Json(
-            json!({"data": {"id": t.id, "name": b.name.trim(), "level": level.as_str(), "prefix": t.prefix, "token": t.value.expose()}}),
-        ),
+        Data::json(TokenCreatedOut {
+            id: t.id,
+            name: b.name.trim().to_string(),
+            level,
+            prefix: t.prefix,
+            token: t.value.expose().to_string(),
+        }),
     ))
 }
 
@@ -106,17 +160,17 @@ async fn create(
     path = "/tokens/{id}",
     tag = "Tokens",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
-    responses((status = 200, description = "Token revogado", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "Token revogado", body = Data<RevokedOut>))
 )]
 async fn revoke(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<RevokedOut>>, ApiError> {
     state
         .runtime
         .store()
         .revoke_token(auth.account_id(), id)
         .await?;
-    Ok(Json(json!({"data": {"id": id, "revoked": true}})))
+    Ok(Data::json(RevokedOut { id, revoked: true }))
 }

@@ -1,15 +1,14 @@
 //! Spec section "Outbound webhooks": subscriptions per channel and their delivery log.
 
-use super::iso_opt;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, Auth, IdPath};
+use crate::openapi::{Data, Deleted, List, Page};
 use crate::AppState;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use engine::webhook::EventKind;
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
 use storage::webhooks::{DeliveryRecord, SubscriptionRecord};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -60,21 +59,74 @@ fn parse_events(names: &[String]) -> Result<Vec<EventKind>, ApiError> {
 #[schema(as = WebhookIn)]
 #[serde(deny_unknown_fields)]
 struct CreateIn {
+    /// An absolute http(s) URL of a public address, at most 2,048 characters (D-042).
+    #[schema(
+        min_length = 1,
+        max_length = 2048,
+        pattern = "^[Hh][Tt][Tt][Pp][Ss]?://"
+    )]
     url: String,
+    /// The events to receive; at least one.
+    #[schema(value_type = Vec<SubscribableEvent>, min_items = 1)]
     events: Vec<String>,
 }
 
-fn subscription_json(s: &SubscriptionRecord) -> Value {
-    json!({
-        "id": s.id,
-        "channel_id": s.channel_id,
-        "url": s.url,
-        "events": s.events,
-        "active": s.active,
-        "disabled_at": s.disabled_at.map(actors::time::iso),
-        "disabled_reason": s.disabled_reason,
-        "created_at": actors::time::iso(s.created_at),
-    })
+/// The events a subscription may receive ([`EventKind::SUBSCRIBABLE`]).
+pub struct SubscribableEvent;
+
+impl utoipa::PartialSchema for SubscribableEvent {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::schema::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .enum_values(Some(EventKind::SUBSCRIBABLE.iter().map(|k| k.as_str())))
+            .description(Some(
+                "Um evento que uma assinatura recebe (spec \"Events\").",
+            ))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for SubscribableEvent {}
+
+/// An outbound webhook subscription (spec "Outbound webhook subscription").
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct SubscriptionOut {
+    /// Id.
+    id: i64,
+    /// The number whose events it receives.
+    channel_id: i64,
+    /// The integrator's endpoint.
+    url: String,
+    /// The events it receives.
+    #[schema(value_type = Vec<EventKind>)]
+    events: Vec<String>,
+    /// `false`: deliveries wait (paused by hand, or disabled after failing for days, D-048).
+    active: bool,
+    /// When it was disabled for failing (ISO 8601).
+    disabled_at: Option<String>,
+    /// Why.
+    disabled_reason: Option<String>,
+    /// When it was created (ISO 8601).
+    created_at: String,
+    /// The signing secret (`whsec_…`): only in the creation answer, never again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    secret: Option<String>,
+}
+
+impl From<&SubscriptionRecord> for SubscriptionOut {
+    fn from(s: &SubscriptionRecord) -> Self {
+        SubscriptionOut {
+            id: s.id,
+            channel_id: s.channel_id,
+            url: s.url.clone(),
+            events: s.events.clone(),
+            active: s.active,
+            disabled_at: s.disabled_at.map(actors::time::iso),
+            disabled_reason: s.disabled_reason.clone(),
+            created_at: actors::time::iso(s.created_at),
+            secret: None,
+        }
+    }
 }
 
 /// Checks a subscription URL with the outbound guard (D-042): an absolute http(s) URL of at
@@ -101,14 +153,14 @@ fn validate_url(guard: &actors::outbound::Guard, raw: &str) -> Result<(), ApiErr
     tag = "Webhooks de saída",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
     request_body = CreateIn,
-    responses((status = 201, description = "`data`: assinatura com o segredo (mostrado uma vez)", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 201, description = "`data`: assinatura com o segredo (mostrado uma vez)", body = Data<SubscriptionOut>))
 )]
 async fn create(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(channel_id): IdPath,
     ApiJson(body): ApiJson<CreateIn>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Data<SubscriptionOut>>), ApiError> {
     let store = state.runtime.store();
     store.channel(auth.account_id(), channel_id).await?;
     validate_url(state.runtime.outbound(), &body.url)?;
@@ -116,9 +168,9 @@ async fn create(
     let (sub, secret) = store
         .create_subscription(auth.account_id(), channel_id, &body.url, &events)
         .await?;
-    let mut data = subscription_json(&sub);
-    data["secret"] = json!(secret.expose());
-    Ok((StatusCode::CREATED, Json(json!({ "data": data }))))
+    let mut data = SubscriptionOut::from(&sub);
+    data.secret = Some(secret.expose().to_string());
+    Ok((StatusCode::CREATED, Data::json(data)))
 }
 
 #[utoipa::path(
@@ -127,21 +179,19 @@ async fn create(
     path = "/channels/{id}/webhooks",
     tag = "Webhooks de saída",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
-    responses((status = 200, description = "Assinaturas do número", body = crate::openapi::ListEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "Assinaturas do número", body = List<SubscriptionOut>))
 )]
 async fn list(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(channel_id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<List<SubscriptionOut>>, ApiError> {
     let store = state.runtime.store();
     store.channel(auth.account_id(), channel_id).await?;
     let subs = store
         .list_subscriptions(auth.account_id(), channel_id)
         .await?;
-    Ok(Json(
-        json!({ "data": subs.iter().map(subscription_json).collect::<Vec<_>>() }),
-    ))
+    Ok(List::json(subs.iter().map(SubscriptionOut::from).collect()))
 }
 
 /// Cursor pagination of the delivery log: newest first, `limit` (1–200, default 50), and
@@ -149,24 +199,62 @@ async fn list(
 /// work).
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
-struct Page {
+struct DeliveriesQuery {
     limit: Option<i64>,
     cursor: Option<String>,
     before: Option<i64>,
 }
 
-fn delivery_json(d: &DeliveryRecord) -> Value {
-    json!({
-        "id": d.id,
-        "event": d.event,
-        "status": d.status,
-        "attempts": d.attempts,
-        "last_status_code": d.last_status_code,
-        "last_error": d.last_error,
-        "next_attempt_at": iso_opt(d.next_attempt_at),
-        "delivered_at": iso_opt(d.delivered_at),
-        "created_at": actors::time::iso(d.created_at),
-    })
+/// A delivery of an event to a subscription, with its attempts so far.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct DeliveryOut {
+    /// Id (`delivery_id` of the event envelope).
+    id: i64,
+    /// The event kind (`message.ack`, `ping`…).
+    event: String,
+    /// `pending` (an attempt is due), `delivered` or `failed` (attempts exhausted).
+    #[schema(pattern = "^(pending|delivered|failed)$")]
+    status: String,
+    /// Attempts made.
+    attempts: i64,
+    /// The endpoint's last HTTP status.
+    last_status_code: Option<i64>,
+    /// The last attempt's error (timeout, refused address…).
+    last_error: Option<String>,
+    /// When the next attempt is due (ISO 8601).
+    next_attempt_at: Option<String>,
+    /// When it was delivered.
+    delivered_at: Option<String>,
+    /// When it was created.
+    created_at: String,
+}
+
+impl From<&DeliveryRecord> for DeliveryOut {
+    fn from(d: &DeliveryRecord) -> Self {
+        let iso = |t: Option<i64>| t.map(actors::time::iso);
+        DeliveryOut {
+            id: d.id,
+            event: d.event.clone(),
+            status: d.status.clone(),
+            attempts: d.attempts,
+            last_status_code: d.last_status_code,
+            last_error: d.last_error.clone(),
+            next_attempt_at: iso(d.next_attempt_at),
+            delivered_at: iso(d.delivered_at),
+            created_at: actors::time::iso(d.created_at),
+        }
+    }
+}
+
+/// The delivery log's page: a keyset page plus `next_before` (the last id, as a number; the
+/// older name of `next_cursor`).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct DeliveryPage {
+    /// The page.
+    #[serde(flatten)]
+    page: Page<DeliveryOut>,
+    /// `next_cursor` as an integer; `null` on the last page.
+    next_before: Option<i64>,
 }
 
 #[utoipa::path(
@@ -174,15 +262,15 @@ fn delivery_json(d: &DeliveryRecord) -> Value {
     operation_id = "webhooks_deliveries",
     path = "/webhooks/{id}/deliveries",
     tag = "Webhooks de saída",
-    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404"), Page),
-    responses((status = 200, description = "Histórico de entregas, mais recentes primeiro", body = crate::openapi::ListEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404"), DeliveriesQuery),
+    responses((status = 200, description = "Histórico de entregas, mais recentes primeiro", body = DeliveryPage))
 )]
 async fn deliveries(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
-    page: Result<Query<Page>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+    page: Result<Query<DeliveriesQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<DeliveryPage>, ApiError> {
     let Query(page) = page.map_err(crate::extract::query_rejection)?;
     let store = state.runtime.store();
     store.subscription(auth.account_id(), id).await?;
@@ -190,12 +278,9 @@ async fn deliveries(
     let rows = store
         .list_deliveries(auth.account_id(), id, limit + 1, cursor.or(page.before))
         .await?;
-    let mut out = crate::extract::cursor_page(rows, limit, |d| d.id, delivery_json);
-    out["next_before"] = out["next_cursor"]
-        .as_str()
-        .and_then(|c| c.parse::<i64>().ok())
-        .map_or(Value::Null, Value::from);
-    Ok(Json(out))
+    let page = crate::extract::cursor_page(rows, limit, |d| d.id, |d| DeliveryOut::from(d));
+    let next_before = page.next_cursor.as_deref().and_then(|c| c.parse().ok());
+    Ok(Json(DeliveryPage { page, next_before }))
 }
 
 #[utoipa::path(
@@ -204,18 +289,57 @@ async fn deliveries(
     path = "/webhooks/{id}/test",
     tag = "Webhooks de saída",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
-    responses((status = 201, description = "Evento ping enviado: a entrega criada", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 201, description = "Evento ping enviado: a entrega criada", body = Data<PingOut>))
 )]
 async fn test(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Data<PingOut>>), ApiError> {
     let delivery_id = state.runtime.test_webhook(auth.account_id(), id).await?;
     Ok((
         StatusCode::CREATED,
-        Json(json!({"data": {"delivery_id": delivery_id, "event": "ping"}})),
+        Data::json(PingOut {
+            delivery_id,
+            event: "ping",
+        }),
     ))
+}
+
+/// `POST /webhooks/{id}/test`'s answer.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct PingOut {
+    /// The delivery created (its log: `GET /webhooks/{id}/deliveries`).
+    delivery_id: i64,
+    /// Always `ping`.
+    event: &'static str,
+}
+
+/// `POST /webhooks/{id}/deliveries/{delivery_id}/retry`'s answer.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct RetryOut {
+    /// The delivery queued again.
+    delivery_id: i64,
+    /// Always `pending`.
+    status: &'static str,
+}
+
+/// `POST /webhooks/{id}/recover`'s answer.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct RecoveredOut {
+    /// Failed deliveries queued again.
+    requeued: u64,
+}
+
+/// `POST /webhooks/{id}/rotate-secret`'s answer.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct RotatedOut {
+    /// The subscription.
+    id: i64,
+    /// The new secret (`whsec_…`), shown only here.
+    secret: String,
+    /// Until when the previous secret signs beside it (ISO 8601).
+    previous_valid_until: String,
 }
 
 #[utoipa::path(
@@ -224,19 +348,19 @@ async fn test(
     path = "/webhooks/{id}",
     tag = "Webhooks de saída",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
-    responses((status = 200, description = "A assinatura (sem o segredo)", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401, 404)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "A assinatura (sem o segredo)", body = Data<SubscriptionOut>))
 )]
 async fn read(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<SubscriptionOut>>, ApiError> {
     let sub = state
         .runtime
         .store()
         .subscription(auth.account_id(), id)
         .await?;
-    Ok(Json(json!({ "data": subscription_json(&sub) })))
+    Ok(Data::json(SubscriptionOut::from(&sub)))
 }
 
 /// `PATCH /webhooks/{id}`: each field optional.
@@ -245,8 +369,14 @@ async fn read(
 #[serde(deny_unknown_fields)]
 struct UpdateIn {
     /// New endpoint (checked as at creation).
+    #[schema(
+        min_length = 1,
+        max_length = 2048,
+        pattern = "^[Hh][Tt][Tt][Pp][Ss]?://"
+    )]
     url: Option<String>,
     /// New list of events (at least one).
+    #[schema(value_type = Option<Vec<SubscribableEvent>>, min_items = 1)]
     events: Option<Vec<String>>,
     /// `false` stops deliveries (they wait); `true` resumes a disabled subscription.
     active: Option<bool>,
@@ -259,14 +389,14 @@ struct UpdateIn {
     tag = "Webhooks de saída",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
     request_body = UpdateIn,
-    responses((status = 200, description = "A assinatura alterada", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401, 403, 404, 422 `invalid_url`/`private_url`/`unknown_event`)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "A assinatura alterada", body = Data<SubscriptionOut>))
 )]
 async fn update(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
     ApiJson(b): ApiJson<UpdateIn>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<SubscriptionOut>>, ApiError> {
     if let Some(url) = &b.url {
         validate_url(state.runtime.outbound(), url)?;
     }
@@ -281,7 +411,7 @@ async fn update(
             b.active,
         )
         .await?;
-    Ok(Json(json!({ "data": subscription_json(&sub) })))
+    Ok(Data::json(SubscriptionOut::from(&sub)))
 }
 
 #[utoipa::path(
@@ -290,19 +420,19 @@ async fn update(
     path = "/webhooks/{id}",
     tag = "Webhooks de saída",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
-    responses((status = 200, description = "Removida, com seu histórico de entregas", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401, 403, 404)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "Removida, com seu histórico de entregas", body = Data<Deleted>))
 )]
 async fn remove(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<Deleted>>, ApiError> {
     state
         .runtime
         .store()
         .delete_subscription(auth.account_id(), id)
         .await?;
-    Ok(Json(json!({ "data": {"id": id, "deleted": true} })))
+    Ok(Deleted::json(id))
 }
 
 /// `POST /webhooks/{id}/rotate-secret`.
@@ -311,6 +441,7 @@ async fn remove(
 struct RotateIn {
     /// How long the previous secret keeps signing beside the new one, seconds (0–604800;
     /// default 86400).
+    #[schema(minimum = 0, maximum = 604_800)]
     overlap_seconds: Option<u64>,
 }
 
@@ -321,7 +452,7 @@ struct RotateIn {
     tag = "Webhooks de saída",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
     request_body = RotateIn,
-    responses((status = 200, description = "`data` {secret (mostrado uma vez), previous_valid_until}; até lá `X-Svc-Signature` leva as duas assinaturas separadas por vírgula", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401, 403, 404, 422)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "`data` {secret (mostrado uma vez), previous_valid_until}; até lá `X-Svc-Signature` leva as duas assinaturas separadas por vírgula", body = Data<RotatedOut>))
 )]
 async fn rotate_secret(
     State(state): State<AppState>,
@@ -329,7 +460,7 @@ async fn rotate_secret(
     IdPath(id): IdPath,
     headers: axum::http::HeaderMap,
     crate::extract::RawBody(raw): crate::extract::RawBody,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<RotatedOut>>, ApiError> {
     // The body is optional: none keeps the default overlap.
     let overlap = if raw.iter().all(u8::is_ascii_whitespace) {
         None
@@ -352,11 +483,11 @@ async fn rotate_secret(
             std::time::Duration::from_secs(overlap),
         )
         .await?;
-    Ok(Json(json!({ "data": {
-        "id": id,
-        "secret": secret.expose(),
-        "previous_valid_until": actors::time::iso(until),
-    } })))
+    Ok(Data::json(RotatedOut {
+        id,
+        secret: secret.expose().to_string(),
+        previous_valid_until: actors::time::iso(until),
+    }))
 }
 
 #[utoipa::path(
@@ -365,13 +496,13 @@ async fn rotate_secret(
     path = "/webhooks/{id}/deliveries/{delivery_id}/retry",
     tag = "Webhooks de saída",
     params(("id" = i64, Path, description = "Id da assinatura"), ("delivery_id" = i64, Path, description = "Id da entrega (`delivery_id`)")),
-    responses((status = 202, description = "Entrega que falhou posta na fila de novo", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401, 403, 404, 409 `not_failed`)", body = crate::openapi::ErrorBody))
+    responses((status = 202, description = "Entrega que falhou posta na fila de novo", body = Data<RetryOut>))
 )]
 async fn retry(
     State(state): State<AppState>,
     auth: Auth,
     axum::extract::Path((id, delivery_id)): axum::extract::Path<(String, String)>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Data<RetryOut>>), ApiError> {
     let (Ok(id), Ok(delivery_id)) = (id.parse::<i64>(), delivery_id.parse::<i64>()) else {
         return Err(ApiError::NotFound);
     };
@@ -381,7 +512,10 @@ async fn retry(
         .await?;
     Ok((
         StatusCode::ACCEPTED,
-        Json(json!({ "data": {"delivery_id": delivery_id, "status": "pending"} })),
+        Data::json(RetryOut {
+            delivery_id,
+            status: "pending",
+        }),
     ))
 }
 
@@ -390,6 +524,7 @@ async fn retry(
 #[serde(deny_unknown_fields)]
 struct RecoverIn {
     /// Failed deliveries created at or after this time (ISO 8601 with zone) are queued again.
+    #[schema(format = DateTime)]
     since: String,
 }
 
@@ -400,14 +535,14 @@ struct RecoverIn {
     tag = "Webhooks de saída",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
     request_body = RecoverIn,
-    responses((status = 202, description = "`data` {requeued}: entregas que falharam desde `since`, na fila de novo", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401, 403, 404, 422 `invalid_date`)", body = crate::openapi::ErrorBody))
+    responses((status = 202, description = "`data` {requeued}: entregas que falharam desde `since`, na fila de novo", body = Data<RecoveredOut>))
 )]
 async fn recover(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
     ApiJson(b): ApiJson<RecoverIn>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Data<RecoveredOut>>), ApiError> {
     let since = chrono::DateTime::parse_from_rfc3339(b.since.trim())
         .map(|t| t.timestamp_millis())
         .map_err(|_| {
@@ -417,12 +552,9 @@ async fn recover(
                 "`since` deve ser uma data e hora ISO 8601 com fuso.",
             )
         })?;
-    let n = state
+    let requeued = state
         .runtime
         .recover_webhook(auth.account_id(), id, since)
         .await?;
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(json!({ "data": {"requeued": n} })),
-    ))
+    Ok((StatusCode::ACCEPTED, Data::json(RecoveredOut { requeued })))
 }

@@ -3,6 +3,7 @@
 
 use crate::error::ApiError;
 use crate::extract::{ApiJson, Auth, IdPath};
+use crate::openapi::{Data, Deleted, List, Page};
 use crate::AppState;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -10,8 +11,7 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use chrono::{TimeZone, Utc};
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
 use storage::wiki::{CategoryRecord, PageFilter, PageRecord};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -46,27 +46,69 @@ pub(crate) fn page_json(
     base: &str,
     account_slug: &str,
     with_content: bool,
-) -> Value {
-    let mut v = json!({
-        "id": p.id,
-        "title": p.title,
-        "slug": p.slug,
-        "category_id": p.category_id,
-        "visibility": p.visibility,
-        "bot_knowledge": p.bot_knowledge,
-        "excerpt": p.excerpt,
-        "public_url": (p.visibility == "public").then(|| format!("{}/w/{account_slug}/{}", base.trim_end_matches('/'), p.slug)),
-        "created_at": stamp(p.created_at),
-        "updated_at": stamp(p.updated_at),
-    });
-    if with_content {
-        v["content"] = json!(p.content);
+) -> WikiPageOut {
+    WikiPageOut {
+        id: p.id,
+        title: p.title.clone(),
+        slug: p.slug.clone(),
+        category_id: p.category_id,
+        visibility: p.visibility.clone(),
+        bot_knowledge: p.bot_knowledge,
+        excerpt: p.excerpt.clone(),
+        public_url: (p.visibility == "public")
+            .then(|| format!("{}/w/{account_slug}/{}", base.trim_end_matches('/'), p.slug)),
+        created_at: stamp(p.created_at),
+        updated_at: stamp(p.updated_at),
+        content: with_content.then(|| p.content.clone()),
     }
-    v
 }
 
-fn category_json(c: &CategoryRecord) -> Value {
-    json!({"id": c.id, "name": c.name, "created_at": stamp(c.created_at)})
+/// A wiki page (spec "Wiki page").
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct WikiPageOut {
+    /// Id.
+    id: i64,
+    /// Title.
+    title: String,
+    /// Derived from the title; unique in the account.
+    slug: String,
+    /// Its category, if any.
+    category_id: Option<i64>,
+    /// `private` or `public`.
+    #[schema(pattern = "^(private|public)$")]
+    visibility: String,
+    /// The bot uses the page as knowledge.
+    bot_knowledge: bool,
+    /// The first words of the content, as plain text.
+    excerpt: String,
+    /// `{public URL}/w/{account}/{slug}` for a public page; null for a private one.
+    public_url: Option<String>,
+    /// `YYYY-MM-DD HH:MM:SS` (UTC).
+    created_at: String,
+    /// `YYYY-MM-DD HH:MM:SS` (UTC).
+    updated_at: String,
+    /// The Markdown: in a page's read, create and update answers; absent in the list.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content: Option<String>,
+}
+
+/// A wiki category.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct WikiCategoryOut {
+    /// Id.
+    id: i64,
+    /// Name (unique in the account).
+    name: String,
+    /// `YYYY-MM-DD HH:MM:SS` (UTC).
+    created_at: String,
+}
+
+fn category_json(c: &CategoryRecord) -> WikiCategoryOut {
+    WikiCategoryOut {
+        id: c.id,
+        name: c.name.clone(),
+        created_at: stamp(c.created_at),
+    }
 }
 
 fn check_visibility(v: &str) -> Result<(), ApiError> {
@@ -124,13 +166,13 @@ pub(crate) struct ListQuery {
     path = "/wiki",
     tag = "Wiki",
     params(ListQuery),
-    responses((status = 200, description = "Páginas (sem conteúdo)", body = crate::openapi::ListEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "Páginas (sem conteúdo)", body = Page<WikiPageOut>))
 )]
 pub(crate) async fn list(
     State(state): State<AppState>,
     auth: Auth,
     q: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Page<WikiPageOut>>, ApiError> {
     let Query(q) = q.map_err(crate::extract::query_rejection)?;
     if let Some(v) = &q.visibility {
         check_visibility(v)?;
@@ -166,10 +208,16 @@ pub(crate) async fn list(
 #[schema(as = WikiPageIn)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CreateIn {
+    /// 1 to 200 characters, not blank.
+    #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
     title: String,
+    /// Markdown.
     #[serde(default)]
     content: String,
+    /// A category of the account.
     category_id: Option<i64>,
+    /// `private` (default) or `public`.
+    #[schema(pattern = "^(private|public)$")]
     visibility: Option<String>,
     #[serde(default)]
     bot_knowledge: bool,
@@ -197,13 +245,13 @@ async fn unique_slug(
     path = "/wiki",
     tag = "Wiki",
     request_body = CreateIn,
-    responses((status = 201, description = "Página criada", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 201, description = "Página criada", body = Data<WikiPageOut>))
 )]
 pub(crate) async fn create(
     State(state): State<AppState>,
     auth: Auth,
     ApiJson(b): ApiJson<CreateIn>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Data<WikiPageOut>>), ApiError> {
     let title = b.title.trim();
     if title.is_empty() || title.chars().count() > 200 {
         return Err(ApiError::invalid(
@@ -232,9 +280,9 @@ pub(crate) async fn create(
         .await?;
     Ok((
         StatusCode::CREATED,
-        Json(
-            json!({"data": page_json(&page, &state.config.public_url, &auth.0.account_slug, true)}),
-        ),
+        Json(Data {
+            data: page_json(&page, &state.config.public_url, &auth.0.account_slug, true),
+        }),
     ))
 }
 
@@ -244,21 +292,21 @@ pub(crate) async fn create(
     path = "/wiki/{id}",
     tag = "Wiki",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
-    responses((status = 200, description = "Página com o conteúdo Markdown", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "Página com o conteúdo Markdown", body = Data<WikiPageOut>))
 )]
 async fn read(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<WikiPageOut>>, ApiError> {
     let page = state
         .runtime
         .store()
         .wiki_page(auth.account_id(), id)
         .await?;
-    Ok(Json(
-        json!({"data": page_json(&page, &state.config.public_url, &auth.0.account_slug, true)}),
-    ))
+    Ok(Json(Data {
+        data: page_json(&page, &state.config.public_url, &auth.0.account_slug, true),
+    }))
 }
 
 /// `PUT /wiki/{id}`: only the fields sent change (`title` renames the slug too; `category_id:
@@ -267,10 +315,17 @@ async fn read(
 #[schema(as = WikiPagePatch)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct UpdateIn {
+    /// 1 to 200 characters, not blank.
+    #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
     title: Option<String>,
+    /// Markdown.
     content: Option<String>,
+    /// A category of the account; `null` takes the page out of its category.
     #[serde(default, deserialize_with = "some_null")]
+    #[schema(value_type = Option<i64>)]
     category_id: Option<Option<i64>>,
+    /// `private` or `public`.
+    #[schema(pattern = "^(private|public)$")]
     visibility: Option<String>,
     bot_knowledge: Option<bool>,
 }
@@ -287,14 +342,14 @@ fn some_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<i64
     tag = "Wiki",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
     request_body = UpdateIn,
-    responses((status = 200, description = "Página atualizada (só os campos enviados)", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "Página atualizada (só os campos enviados)", body = Data<WikiPageOut>))
 )]
 pub(crate) async fn update(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
     ApiJson(b): ApiJson<UpdateIn>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<WikiPageOut>>, ApiError> {
     let mut page = state
         .runtime
         .store()
@@ -329,9 +384,9 @@ pub(crate) async fn update(
         page.bot_knowledge = k;
     }
     let page = state.runtime.store().update_wiki_page(&page).await?;
-    Ok(Json(
-        json!({"data": page_json(&page, &state.config.public_url, &auth.0.account_slug, true)}),
-    ))
+    Ok(Json(Data {
+        data: page_json(&page, &state.config.public_url, &auth.0.account_slug, true),
+    }))
 }
 
 #[utoipa::path(
@@ -340,19 +395,19 @@ pub(crate) async fn update(
     path = "/wiki/{id}",
     tag = "Wiki",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
-    responses((status = 200, description = "Página removida", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "Página removida", body = Data<Deleted>))
 )]
 pub(crate) async fn remove(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<Deleted>>, ApiError> {
     state
         .runtime
         .store()
         .delete_wiki_page(auth.account_id(), id)
         .await?;
-    Ok(Json(json!({"data": {"id": id, "deleted": true}})))
+    Ok(Deleted::json(id))
 }
 
 #[utoipa::path(
@@ -360,22 +415,27 @@ pub(crate) async fn remove(
     operation_id = "wiki_categories",
     path = "/wiki/categories",
     tag = "Wiki",
-    responses((status = 200, description = "Categorias", body = crate::openapi::ListEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "Categorias", body = List<WikiCategoryOut>))
 )]
-async fn categories(State(state): State<AppState>, auth: Auth) -> Result<Json<Value>, ApiError> {
+async fn categories(
+    State(state): State<AppState>,
+    auth: Auth,
+) -> Result<Json<List<WikiCategoryOut>>, ApiError> {
     let cats = state
         .runtime
         .store()
         .list_wiki_categories(auth.account_id())
         .await?;
-    Ok(Json(
-        json!({"data": cats.iter().map(category_json).collect::<Vec<_>>()}),
-    ))
+    Ok(Json(List {
+        data: cats.iter().map(category_json).collect(),
+    }))
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct CategoryIn {
+    /// 1 to 100 characters, not blank.
+    #[schema(min_length = 1, max_length = 100, pattern = r"\S")]
     name: String,
 }
 
@@ -397,22 +457,19 @@ fn category_name(n: &str) -> Result<&str, ApiError> {
     path = "/wiki/categories",
     tag = "Wiki",
     request_body = CategoryIn,
-    responses((status = 201, description = "Categoria criada", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 201, description = "Categoria criada", body = Data<WikiCategoryOut>))
 )]
 async fn create_category(
     State(state): State<AppState>,
     auth: Auth,
     ApiJson(b): ApiJson<CategoryIn>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Data<WikiCategoryOut>>), ApiError> {
     let c = state
         .runtime
         .store()
         .insert_wiki_category(auth.account_id(), category_name(&b.name)?)
         .await?;
-    Ok((
-        StatusCode::CREATED,
-        Json(json!({"data": category_json(&c)})),
-    ))
+    Ok((StatusCode::CREATED, Data::json(category_json(&c))))
 }
 
 #[utoipa::path(
@@ -422,20 +479,20 @@ async fn create_category(
     tag = "Wiki",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
     request_body = CategoryIn,
-    responses((status = 200, description = "Categoria renomeada", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "Categoria renomeada", body = Data<WikiCategoryOut>))
 )]
 async fn rename_category(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
     ApiJson(b): ApiJson<CategoryIn>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<WikiCategoryOut>>, ApiError> {
     let c = state
         .runtime
         .store()
         .rename_wiki_category(auth.account_id(), id, category_name(&b.name)?)
         .await?;
-    Ok(Json(json!({"data": category_json(&c)})))
+    Ok(Data::json(category_json(&c)))
 }
 
 #[utoipa::path(
@@ -444,19 +501,19 @@ async fn rename_category(
     path = "/wiki/categories/{id}",
     tag = "Wiki",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
-    responses((status = 200, description = "Categoria removida", body = crate::openapi::DataEnvelope), (status = "4XX", description = "Erro: `{message, code, …}` (401 sem token, 403 nível insuficiente, 404 fora da conta, 422 inválido)", body = crate::openapi::ErrorBody))
+    responses((status = 200, description = "Categoria removida", body = Data<Deleted>))
 )]
 async fn delete_category(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<Deleted>>, ApiError> {
     state
         .runtime
         .store()
         .delete_wiki_category(auth.account_id(), id)
         .await?;
-    Ok(Json(json!({"data": {"id": id, "deleted": true}})))
+    Ok(Deleted::json(id))
 }
 
 /// Escapes text for HTML (`& < > " '`).
