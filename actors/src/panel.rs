@@ -285,8 +285,111 @@ pub struct NumberInput {
     pub client_id: Option<i64>,
 }
 
+/// The risk KPIs of `GET /api/dashboard`, in the caller's scope.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct Dashboard {
+    /// BMs by health (D-055).
+    pub bms: DashboardBms,
+    /// WABAs by standing.
+    pub wabas: DashboardWabas,
+    /// Numbers by quality, tier and health.
+    pub numeros: DashboardNumbers,
+    /// Open tasks by priority (staff only; zero for a Client).
+    pub tarefas_abertas: DashboardTasks,
+    /// Active alerts by severity.
+    pub alertas: DashboardAlerts,
+}
+
+/// BMs of the dashboard.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct DashboardBms {
+    /// BMs in scope.
+    pub total: usize,
+    /// Count per health (`ok`, `banido`, `restrito`, `pagamento_pendente`…).
+    pub por_saude: BTreeMap<String, i64>,
+}
+
+/// WABAs of the dashboard.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct DashboardWabas {
+    /// WABAs in scope.
+    pub total: usize,
+    /// Count per standing (`ok`, `restricted`, `banned`, `violation`).
+    pub por_situacao: BTreeMap<String, i64>,
+}
+
+/// Numbers of the dashboard.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct DashboardNumbers {
+    /// Numbers in scope.
+    pub total: usize,
+    /// Count per quality rating.
+    pub por_qualidade: BTreeMap<String, i64>,
+    /// Count per messaging tier (`desconhecido` when not read yet).
+    pub por_tier: BTreeMap<String, i64>,
+    /// Count per health tone (`ok`, `atencao`, `critico`).
+    pub por_saude: BTreeMap<String, i64>,
+    /// Numbers with 10 % or less of their 24 h limit left.
+    pub perto_do_limite: i64,
+}
+
+/// Open tasks of the dashboard.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct DashboardTasks {
+    /// Tasks not `resolvido`.
+    pub total: i64,
+    /// Count per priority.
+    pub por_prioridade: BTreeMap<String, i64>,
+}
+
+/// Active alerts of the dashboard.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct DashboardAlerts {
+    /// Sends stopped.
+    pub critica: usize,
+    /// Act soon.
+    pub atencao: usize,
+}
+
+/// Everything the panel shows in the caller's scope (`GET /api/state`).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct PanelState {
+    /// The logged-in user.
+    pub user: UserView,
+    /// BMs with their WABAs and numbers.
+    pub bms: Vec<PanelBm>,
+    /// WABAs with their numbers.
+    pub wabas: Vec<PanelWaba>,
+    /// Numbers with their live health.
+    pub numeros: Vec<NumberView>,
+    /// Clients.
+    pub clientes: Vec<ClientView>,
+    /// The library (a Client sees the templates of its numbers).
+    pub templates: Vec<crate::templates::TemplateView>,
+    /// The newest 200 campaigns (staff only).
+    pub campanhas: Vec<CampaignSummary>,
+    /// The task board (staff only).
+    pub tarefas: Vec<TaskView>,
+    /// The account's users (Admin), else the caller.
+    pub usuarios: Vec<UserView>,
+}
+
+/// A campaign in the panel's state: `{id, nome, status, created_at}`.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct CampaignSummary {
+    /// Id.
+    pub id: i64,
+    /// Name.
+    pub nome: String,
+    /// Its engine state.
+    #[schema(value_type = engine::campaign::CampaignState)]
+    pub status: String,
+    /// Created (ISO 8601).
+    pub created_at: String,
+}
+
 /// Sends per hour per number (`GET /api/dashboard/envios-por-hora`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct HourlySends {
     /// Each hour's start (ISO 8601, UTC), oldest first, ending with the current hour.
     pub horas: Vec<String>,
@@ -295,7 +398,7 @@ pub struct HourlySends {
 }
 
 /// One number's sends per hour.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct HourlyNumber {
     /// The number's (channel's) id.
     pub id: i64,
@@ -308,9 +411,10 @@ pub struct HourlyNumber {
 }
 
 /// One active alert (`GET /api/alertas`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Alert {
     /// `critica` (sends stopped) or `atencao` (act soon).
+    #[schema(pattern = "^(critica|atencao)$")]
     pub severidade: &'static str,
     /// `bm`, `waba`, `numero`, `template`.
     pub tipo: &'static str,
@@ -1839,23 +1943,25 @@ impl Runtime {
         account_id: i64,
         scope: &Scope,
         with_tasks: bool,
-    ) -> Result<Value, ActorError> {
+    ) -> Result<Dashboard, ActorError> {
         let (bms, wabas, snaps) = self.inventory(account_id, scope).await?;
-        let mut bm_health: BTreeMap<&str, i64> = BTreeMap::new();
+        let mut bm_health: BTreeMap<String, i64> = BTreeMap::new();
         for b in &bms {
             let mine: Vec<&WabaRecord> = wabas.iter().filter(|w| w.bm_id == Some(b.id)).collect();
-            *bm_health.entry(bm_health_of(b, &mine)).or_default() += 1;
+            *bm_health
+                .entry(bm_health_of(b, &mine).to_string())
+                .or_default() += 1;
         }
-        let mut standing: BTreeMap<&str, i64> = BTreeMap::new();
+        let mut standing: BTreeMap<String, i64> = BTreeMap::new();
         for w in &wabas {
-            *standing.entry(w.standing.as_str()).or_default() += 1;
+            *standing.entry(w.standing.clone()).or_default() += 1;
         }
-        let mut quality: BTreeMap<&str, i64> = BTreeMap::new();
+        let mut quality: BTreeMap<String, i64> = BTreeMap::new();
         let mut tiers: BTreeMap<String, i64> = BTreeMap::new();
-        let mut tone: BTreeMap<&str, i64> = BTreeMap::new();
+        let mut tone: BTreeMap<String, i64> = BTreeMap::new();
         let mut near = 0;
         for s in &snaps {
-            *quality.entry(s.record.quality.as_str()).or_default() += 1;
+            *quality.entry(s.record.quality.clone()).or_default() += 1;
             *tiers
                 .entry(
                     s.record
@@ -1865,11 +1971,14 @@ impl Runtime {
                 )
                 .or_default() += 1;
             *tone
-                .entry(match s.health.tone {
-                    Tone::Ok => "ok",
-                    Tone::Attention => "atencao",
-                    Tone::Bad => "critico",
-                })
+                .entry(
+                    match s.health.tone {
+                        Tone::Ok => "ok",
+                        Tone::Attention => "atencao",
+                        Tone::Bad => "critico",
+                    }
+                    .to_string(),
+                )
                 .or_default() += 1;
             // Near the limit: 10 % of the 24 h limit or less left (unlimited never is).
             if s.health.limit_24h > 0 && s.health.available * 10 <= s.health.limit_24h {
@@ -1887,16 +1996,31 @@ impl Runtime {
                 }
             }
         }
-        Ok(json!({
-            "bms": {"total": bms.len(), "por_saude": bm_health},
-            "wabas": {"total": wabas.len(), "por_situacao": standing},
-            "numeros": {"total": snaps.len(), "por_qualidade": quality, "por_tier": tiers, "por_saude": tone, "perto_do_limite": near},
-            "tarefas_abertas": {"total": open, "por_prioridade": tickets},
-            "alertas": {
-                "critica": alerts.iter().filter(|a| a.severidade == "critica").count(),
-                "atencao": alerts.iter().filter(|a| a.severidade == "atencao").count(),
+        Ok(Dashboard {
+            bms: DashboardBms {
+                total: bms.len(),
+                por_saude: bm_health,
             },
-        }))
+            wabas: DashboardWabas {
+                total: wabas.len(),
+                por_situacao: standing,
+            },
+            numeros: DashboardNumbers {
+                total: snaps.len(),
+                por_qualidade: quality,
+                por_tier: tiers,
+                por_saude: tone,
+                perto_do_limite: near,
+            },
+            tarefas_abertas: DashboardTasks {
+                total: open,
+                por_prioridade: tickets,
+            },
+            alertas: DashboardAlerts {
+                critica: alerts.iter().filter(|a| a.severidade == "critica").count(),
+                atencao: alerts.iter().filter(|a| a.severidade == "atencao").count(),
+            },
+        })
     }
 
     /// `GET /api/state`: the whole state in scope for a front end: BMs (with WABAs and
@@ -1908,7 +2032,7 @@ impl Runtime {
         scope: &Scope,
         me: &UserRecord,
         account_slug: &str,
-    ) -> Result<Value, ActorError> {
+    ) -> Result<PanelState, ActorError> {
         let store = &self.shared.store;
         let (bms, wabas, snaps) = self.inventory(account_id, scope).await?;
         let numbers = Self::number_views(&snaps, &wabas, &bms);
@@ -1943,17 +2067,22 @@ impl Runtime {
                     })
             })
             .collect();
-        let campaigns: Vec<Value> = if staff {
+        let campaigns: Vec<CampaignSummary> = if staff {
             store
                 .campaign_summaries(account_id, 200)
                 .await?
                 .into_iter()
-                .map(|(id, name, state, at)| json!({"id": id, "nome": name, "status": state, "created_at": crate::time::iso(at)}))
+                .map(|(id, nome, status, at)| CampaignSummary {
+                    id,
+                    nome,
+                    status,
+                    created_at: crate::time::iso(at),
+                })
                 .collect()
         } else {
             Vec::new()
         };
-        let tasks: Vec<Value> = if staff {
+        let tasks: Vec<TaskView> = if staff {
             store
                 .list_tasks(account_id)
                 .await?
@@ -1973,17 +2102,17 @@ impl Runtime {
         } else {
             vec![UserView::of(me, account_slug)]
         };
-        Ok(json!({
-            "user": UserView::of(me, account_slug),
-            "bms": bm_views,
-            "wabas": waba_views,
-            "numeros": numbers,
-            "clientes": clients.iter().map(ClientView::of).collect::<Vec<_>>(),
-            "templates": templates,
-            "campanhas": campaigns,
-            "tarefas": tasks,
-            "usuarios": users,
-        }))
+        Ok(PanelState {
+            user: UserView::of(me, account_slug),
+            bms: bm_views,
+            wabas: waba_views,
+            numeros: numbers,
+            clientes: clients.iter().map(ClientView::of).collect(),
+            templates,
+            campanhas: campaigns,
+            tarefas: tasks,
+            usuarios: users,
+        })
     }
 
     // ---- tasks -----------------------------------------------------------------------
@@ -2046,23 +2175,58 @@ impl Runtime {
 }
 
 /// A task as the panel shows it.
-pub fn task_json(t: &TaskRecord) -> Value {
-    json!({
-        "id": t.id,
-        "titulo": t.title,
-        "descricao": t.description,
-        "status": t.status,
-        "prioridade": t.priority,
-        "posicao": t.position,
-        "responsavel_id": t.assignee_id,
-        "bm_id": t.bm_id,
-        "waba_id": t.waba_id,
-        "numero_id": t.channel_id,
-        "campanha_id": t.campaign_id,
-        "criado_por": t.created_by,
-        "created_at": crate::time::iso(t.created_at),
-        "updated_at": crate::time::iso(t.updated_at),
-    })
+pub fn task_json(t: &TaskRecord) -> TaskView {
+    TaskView {
+        id: t.id,
+        titulo: t.title.clone(),
+        descricao: t.description.clone(),
+        status: t.status.clone(),
+        prioridade: t.priority.clone(),
+        posicao: t.position,
+        responsavel_id: t.assignee_id,
+        bm_id: t.bm_id,
+        waba_id: t.waba_id,
+        numero_id: t.channel_id,
+        campanha_id: t.campaign_id,
+        criado_por: t.created_by,
+        created_at: crate::time::iso(t.created_at),
+        updated_at: crate::time::iso(t.updated_at),
+    }
+}
+
+/// A support task of the board (D-059), as the panel shows it.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct TaskView {
+    /// Id.
+    pub id: i64,
+    /// Title.
+    pub titulo: String,
+    /// Description.
+    pub descricao: String,
+    /// The board's column: `aberto`, `em_andamento`, `aguardando`, `resolvido`.
+    #[schema(pattern = "^(aberto|em_andamento|aguardando|resolvido)$")]
+    pub status: String,
+    /// `baixa`, `media`, `alta`, `urgente`.
+    #[schema(pattern = "^(baixa|media|alta|urgente)$")]
+    pub prioridade: String,
+    /// Place in its column, from 0.
+    pub posicao: i64,
+    /// The user it is assigned to.
+    pub responsavel_id: Option<i64>,
+    /// A linked BM.
+    pub bm_id: Option<i64>,
+    /// A linked WABA.
+    pub waba_id: Option<i64>,
+    /// A linked number.
+    pub numero_id: Option<i64>,
+    /// A linked campaign.
+    pub campanha_id: Option<i64>,
+    /// Who created it.
+    pub criado_por: Option<i64>,
+    /// Created (ISO 8601).
+    pub created_at: String,
+    /// Changed (ISO 8601).
+    pub updated_at: String,
 }
 
 /// The media format of an imported template's header (`image`, `video`, `document`), D-071.

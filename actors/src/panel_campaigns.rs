@@ -140,7 +140,7 @@ pub struct PanelCampaignView {
 }
 
 /// The dispatch switch as `GET /api/settings/dispatch` shows it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct DispatchSetting {
     /// Whether the account's campaigns may dispatch.
     #[serde(rename = "habilitado")]

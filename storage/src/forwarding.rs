@@ -83,7 +83,7 @@ pub struct NewProviderLog {
 }
 
 /// A delivery of a forward as the log shows it.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct ForwardStatus {
     /// Delivery id.
     pub id: i64,
@@ -102,13 +102,14 @@ pub struct ForwardStatus {
 }
 
 /// A log line with its forwards.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, utoipa::ToSchema)]
 pub struct ProviderLog {
     /// Id.
     pub id: i64,
     /// `evento` or `verificacao`.
     pub tipo: String,
-    /// Received, ms.
+    /// Received, ms (the HTTP layer renders it as ISO 8601).
+    #[serde(skip)]
     pub received_at: i64,
     /// `valida`, `invalida`, `sem_validacao`.
     pub assinatura: String,

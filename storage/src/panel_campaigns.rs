@@ -42,7 +42,7 @@ pub struct NewPanelCampaign {
 pub type Verdict = (String, &'static str, Option<String>, Option<String>);
 
 /// A contact of a panel campaign (`GET /api/campaigns/{id}/contacts`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct ContactRecord {
     /// Id (the recipient row).
     pub id: i64,
@@ -136,7 +136,7 @@ pub struct HygieneCounts {
 }
 
 /// One sending number's counts in a report.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct NumberCounts {
     /// The number.
     pub channel_id: i64,

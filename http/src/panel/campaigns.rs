@@ -8,14 +8,14 @@ use crate::error::ApiError;
 use crate::extract::{ApiJson, IdPath};
 use crate::openapi::{Data, Deleted, Page};
 use crate::AppState;
-use actors::panel_campaigns::{PanelActor, PanelCampaignInput, PanelCampaignView};
+use actors::panel_campaigns::{DispatchSetting, PanelActor, PanelCampaignInput, PanelCampaignView};
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Multipart, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::Json;
 use engine::panel_campaign::{Contact, CsvMapping};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use storage::panel_campaigns::{SendFilter, SendRow};
 use utoipa_axum::router::OpenApiRouter;
@@ -520,13 +520,13 @@ pub(crate) struct ContactsQuery {
 
 #[utoipa::path(get, operation_id = "panel_campaigns_contacts", path = "/campaigns/{id}/contacts", tag = "Campanhas",
     params(("id" = i64, Path, description = "Id da campanha"), ContactsQuery),
-    responses((status = 200, description = "`data`: contatos com `higienizacao` e `motivo`; `has_more`, `next_cursor`", body = crate::openapi::ListEnvelope)))]
+    responses((status = 200, description = "`data`: contatos com `higienizacao` e `motivo`; `has_more`, `next_cursor`", body = Page<storage::panel_campaigns::ContactRecord>)))]
 pub(crate) async fn contacts(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
     q: Result<Query<ContactsQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<crate::openapi::Page<Value>>, ApiError> {
+) -> Result<Json<Page<storage::panel_campaigns::ContactRecord>>, ApiError> {
     let Query(q) = q.map_err(crate::extract::query_rejection)?;
     if let Some(s) = &q.status {
         if !["valid", "invalid", "unknown", "pending"].contains(&s.as_str()) {
@@ -554,37 +554,96 @@ pub(crate) async fn contacts(
         rows,
         limit,
         |c| c.id,
-        |c| json!(c),
+        |c| c.clone(),
     )))
+}
+
+/// `GET /api/campaigns/{id}/report`: a panel campaign's KPIs.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct PanelReportOut {
+    /// Contacts in all.
+    total: i64,
+    /// Contacts the hygiene found valid.
+    validos: i64,
+    /// Found invalid.
+    invalidos: i64,
+    /// Unknown to the hygiene service.
+    desconhecidos: i64,
+    /// Released for sending (approved, within the volume).
+    liberados: i64,
+    /// Waiting or being sent.
+    na_fila: i64,
+    /// Accepted by the provider.
+    enviados: i64,
+    /// Delivered.
+    entregues: i64,
+    /// Read.
+    lidos: i64,
+    /// Failed.
+    falhas: i64,
+    /// Not sent on purpose.
+    ignorados: i64,
+    /// The counts per sending number.
+    por_numero: Vec<storage::panel_campaigns::NumberCounts>,
+}
+
+/// A send of a panel campaign (`GET /api/campaigns/{id}/sends`).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct PanelSendOut {
+    /// The recipient row.
+    id: i64,
+    /// The contact's number.
+    numero: String,
+    /// The contact's name.
+    nome: Option<String>,
+    /// The number that sent it.
+    channel_id: Option<i64>,
+    /// Its phone.
+    numero_envio: Option<String>,
+    /// The recipient's state.
+    estado: String,
+    /// The message's status.
+    #[schema(value_type = Option<engine::message::MessageStatus>)]
+    status: Option<String>,
+    /// The provider's message id.
+    wamid: Option<String>,
+    /// The provider's error.
+    erro: Option<String>,
+    /// Sent (ISO 8601).
+    enviado_em: Option<String>,
+    /// Delivered.
+    entregue_em: Option<String>,
+    /// Read.
+    lido_em: Option<String>,
 }
 
 #[utoipa::path(get, operation_id = "panel_campaigns_report", path = "/campaigns/{id}/report", tag = "Campanhas",
     params(("id" = i64, Path, description = "Id da campanha")),
-    responses((status = 200, description = "`data`: KPIs `{total, validos, invalidos, desconhecidos, enviados, entregues, lidos, falhas, ignorados, na_fila, por_numero[]}`", body = crate::openapi::DataEnvelope)))]
+    responses((status = 200, description = "`data`: KPIs `{total, validos, invalidos, desconhecidos, enviados, entregues, lidos, falhas, ignorados, na_fila, por_numero[]}`", body = Data<PanelReportOut>)))]
 pub(crate) async fn report(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<PanelReportOut>>, ApiError> {
     let view = state
         .runtime
         .panel_campaign_view(me.account_id(), &me.scope(), id)
         .await?;
     let per_number = state.runtime.store().campaign_number_counts(id).await?;
-    Ok(Json(json!({"data": {
-        "total": view.contacts.total,
-        "validos": view.contacts.valid,
-        "invalidos": view.contacts.invalid,
-        "desconhecidos": view.contacts.unknown,
-        "liberados": view.contacts.released,
-        "na_fila": view.stats.queued + view.stats.sending,
-        "enviados": view.stats.sent,
-        "entregues": view.stats.delivered,
-        "lidos": view.stats.read,
-        "falhas": view.stats.failed,
-        "ignorados": view.stats.skipped,
-        "por_numero": per_number,
-    }})))
+    Ok(Data::json(PanelReportOut {
+        total: view.contacts.total,
+        validos: view.contacts.valid,
+        invalidos: view.contacts.invalid,
+        desconhecidos: view.contacts.unknown,
+        liberados: view.contacts.released,
+        na_fila: view.stats.queued + view.stats.sending,
+        enviados: view.stats.sent,
+        entregues: view.stats.delivered,
+        lidos: view.stats.read,
+        falhas: view.stats.failed,
+        ignorados: view.stats.skipped,
+        por_numero: per_number,
+    }))
 }
 
 /// Filters of `/sends` and `/sends/export`.
@@ -640,13 +699,13 @@ fn send_filter(q: &SendsQuery) -> Result<SendFilter, ApiError> {
 
 #[utoipa::path(get, operation_id = "panel_campaigns_sends", path = "/campaigns/{id}/sends", tag = "Campanhas",
     params(("id" = i64, Path, description = "Id da campanha"), SendsQuery),
-    responses((status = 200, description = "`data`: envios (contato liberado e sua mensagem) em ordem; `has_more`, `next_cursor`", body = crate::openapi::ListEnvelope)))]
+    responses((status = 200, description = "`data`: envios (contato liberado e sua mensagem) em ordem; `has_more`, `next_cursor`", body = Page<PanelSendOut>)))]
 pub(crate) async fn sends(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
     q: Result<Query<SendsQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<crate::openapi::Page<Value>>, ApiError> {
+) -> Result<Json<Page<PanelSendOut>>, ApiError> {
     let Query(q) = q.map_err(crate::extract::query_rejection)?;
     let f = send_filter(&q)?;
     let store = state.runtime.store();
@@ -670,22 +729,22 @@ pub(crate) async fn sends(
     )))
 }
 
-fn send_json(r: &SendRow) -> Value {
+fn send_json(r: &SendRow) -> PanelSendOut {
     let iso = |t: Option<i64>| t.map(actors::time::iso);
-    json!({
-        "id": r.id,
-        "numero": r.phone,
-        "nome": r.name,
-        "channel_id": r.channel_id,
-        "numero_envio": r.channel_phone,
-        "estado": r.state,
-        "status": r.status,
-        "wamid": r.wamid,
-        "erro": r.error,
-        "enviado_em": iso(r.sent_at),
-        "entregue_em": iso(r.delivered_at),
-        "lido_em": iso(r.read_at),
-    })
+    PanelSendOut {
+        id: r.id,
+        numero: r.phone.clone(),
+        nome: r.name.clone(),
+        channel_id: r.channel_id,
+        numero_envio: r.channel_phone.clone(),
+        estado: r.state.clone(),
+        status: r.status.clone(),
+        wamid: r.wamid.clone(),
+        erro: r.error.clone(),
+        enviado_em: iso(r.sent_at),
+        entregue_em: iso(r.delivered_at),
+        lido_em: iso(r.read_at),
+    }
 }
 
 const EXPORT_HEADER: [&str; 12] = [
@@ -755,13 +814,13 @@ pub(crate) async fn export(
 }
 
 #[utoipa::path(get, operation_id = "panel_settings_dispatch", path = "/settings/dispatch", tag = "Campanhas",
-    responses((status = 200, description = "`data`: `{habilitado, retidas[]}`: o interruptor de disparo da conta (DISPARO_ENABLED) e as campanhas retidas por ele", body = crate::openapi::DataEnvelope)))]
+    responses((status = 200, description = "`data`: `{habilitado, retidas[]}`: o interruptor de disparo da conta (DISPARO_ENABLED) e as campanhas retidas por ele", body = Data<DispatchSetting>)))]
 pub(crate) async fn dispatch_setting(
     State(state): State<AppState>,
     me: PanelUser,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<DispatchSetting>>, ApiError> {
     let s = state.runtime.dispatch_setting(me.account_id()).await?;
-    Ok(Json(json!({"data": s})))
+    Ok(Data::json(s))
 }
 
 /// `PUT /api/settings/dispatch`.
@@ -775,15 +834,15 @@ pub(crate) struct DispatchIn {
 
 #[utoipa::path(put, operation_id = "panel_settings_dispatch_set", path = "/settings/dispatch", tag = "Campanhas",
     request_body = DispatchIn,
-    responses((status = 200, description = "`data`: `{habilitado, retidas[]}` depois da mudança; desligar para as campanhas em andamento antes da resposta", body = crate::openapi::DataEnvelope)))]
+    responses((status = 200, description = "`data`: `{habilitado, retidas[]}` depois da mudança; desligar para as campanhas em andamento antes da resposta", body = Data<DispatchSetting>)))]
 pub(crate) async fn set_dispatch_setting(
     State(state): State<AppState>,
     me: PanelUser,
     ApiJson(b): ApiJson<DispatchIn>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<DispatchSetting>>, ApiError> {
     let s = state
         .runtime
         .set_dispatch_enabled(me.account_id(), b.habilitado)
         .await?;
-    Ok(Json(json!({"data": s})))
+    Ok(Data::json(s))
 }

@@ -9,7 +9,6 @@ use actors::panel::ClientView;
 use axum::extract::{Query, State};
 use axum::Json;
 use serde::Deserialize;
-use serde_json::{json, Value};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -20,11 +19,11 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 }
 
 #[utoipa::path(get, operation_id = "panel_client_context", path = "/client/context", tag = "Cliente",
-    responses((status = 200, description = "`data`: `{cliente, bms, wabas, numeros}`: o cliente do usuário e os números que o servem, com saúde ao vivo", body = crate::openapi::DataEnvelope)))]
+    responses((status = 200, description = "`data`: `{cliente, bms, wabas, numeros}`: o cliente do usuário e os números que o servem, com saúde ao vivo", body = crate::openapi::Data<ClientContextOut>)))]
 pub(crate) async fn context(
     State(state): State<AppState>,
     me: PanelUser,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<crate::openapi::Data<ClientContextOut>>, ApiError> {
     let client_id = me.user.client_id.ok_or(ApiError::NotFound)?;
     let client = state
         .runtime
@@ -35,12 +34,25 @@ pub(crate) async fn context(
         .runtime
         .panel_state(me.account_id(), &me.scope(), &me.user, &me.account_slug)
         .await?;
-    Ok(Json(json!({"data": {
-        "cliente": ClientView::of(&client),
-        "bms": all["bms"],
-        "wabas": all["wabas"],
-        "numeros": all["numeros"],
-    }})))
+    Ok(crate::openapi::Data::json(ClientContextOut {
+        cliente: ClientView::of(&client),
+        bms: all.bms,
+        wabas: all.wabas,
+        numeros: all.numeros,
+    }))
+}
+
+/// `GET /api/client/context`: a Client user's client and what serves it.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct ClientContextOut {
+    /// The user's client.
+    cliente: ClientView,
+    /// Its BMs.
+    bms: Vec<actors::panel::PanelBm>,
+    /// Its WABAs.
+    wabas: Vec<actors::panel::PanelWaba>,
+    /// Its numbers, with live health.
+    numeros: Vec<actors::panel::NumberView>,
 }
 
 /// Filters of `GET /api/client/sends`.

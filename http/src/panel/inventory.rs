@@ -13,7 +13,7 @@ use axum::http::StatusCode;
 use axum::Json;
 use engine::Secret;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -56,29 +56,29 @@ fn provider_owned(fields: &[(&str, bool)]) -> Result<(), ApiError> {
 // ---- overview --------------------------------------------------------------------------
 
 #[utoipa::path(get, operation_id = "panel_state", path = "/state", tag = "Visão geral",
-    responses((status = 200, description = "Estado completo no escopo do usuário: `{user, bms, wabas, numeros, clientes, templates, campanhas, tarefas, usuarios}`", body = crate::openapi::DataEnvelope)))]
+    responses((status = 200, description = "Estado completo no escopo do usuário: `{user, bms, wabas, numeros, clientes, templates, campanhas, tarefas, usuarios}`", body = Data<actors::panel::PanelState>)))]
 pub(crate) async fn state_all(
     State(state): State<AppState>,
     me: PanelUser,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<actors::panel::PanelState>>, ApiError> {
     let data = state
         .runtime
         .panel_state(me.account_id(), &me.scope(), &me.user, &me.account_slug)
         .await?;
-    Ok(Json(json!({ "data": data })))
+    Ok(Data::json(data))
 }
 
 #[utoipa::path(get, operation_id = "panel_dashboard", path = "/dashboard", tag = "Visão geral",
-    responses((status = 200, description = "KPIs de risco no escopo: `{bms: {total, por_saude}, wabas: {total, por_situacao}, numeros: {total, por_qualidade, por_tier, por_saude, perto_do_limite}, tarefas_abertas: {total, por_prioridade}, alertas: {critica, atencao}}`", body = crate::openapi::DataEnvelope)))]
+    responses((status = 200, description = "KPIs de risco no escopo: `{bms: {total, por_saude}, wabas: {total, por_situacao}, numeros: {total, por_qualidade, por_tier, por_saude, perto_do_limite}, tarefas_abertas: {total, por_prioridade}, alertas: {critica, atencao}}`", body = Data<actors::panel::Dashboard>)))]
 pub(crate) async fn dashboard(
     State(state): State<AppState>,
     me: PanelUser,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<actors::panel::Dashboard>>, ApiError> {
     let data = state
         .runtime
         .panel_dashboard(me.account_id(), &me.scope(), me.role.is_staff())
         .await?;
-    Ok(Json(json!({ "data": data })))
+    Ok(Data::json(data))
 }
 
 /// Query of `GET /api/dashboard/envios-por-hora`.
@@ -93,12 +93,12 @@ pub(crate) struct HoursQuery {
 
 #[utoipa::path(get, operation_id = "panel_sends_per_hour", path = "/dashboard/envios-por-hora", tag = "Visão geral",
     params(HoursQuery),
-    responses((status = 200, description = "Envios aceitos pelo provedor por número e hora, no escopo: `{horas: [ISO do início de cada hora], numeros: [{id, telefone, por_hora: [n por hora], total}]}`", body = crate::openapi::DataEnvelope)))]
+    responses((status = 200, description = "Envios aceitos pelo provedor por número e hora, no escopo: `{horas: [ISO do início de cada hora], numeros: [{id, telefone, por_hora: [n por hora], total}]}`", body = Data<actors::panel::HourlySends>)))]
 pub(crate) async fn sends_per_hour(
     State(state): State<AppState>,
     me: PanelUser,
     q: Result<Query<HoursQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<actors::panel::HourlySends>>, ApiError> {
     let Query(q) = q.map_err(crate::extract::query_rejection)?;
     let hours = q.horas.unwrap_or(24);
     if !(1..=168).contains(&hours) {
@@ -112,20 +112,20 @@ pub(crate) async fn sends_per_hour(
         .runtime
         .panel_sends_per_hour(me.account_id(), &me.scope(), hours)
         .await?;
-    Ok(Json(json!({ "data": data })))
+    Ok(Data::json(data))
 }
 
 #[utoipa::path(get, operation_id = "panel_alerts", path = "/alertas", tag = "Visão geral",
-    responses((status = 200, description = "Alertas ativos no escopo, `critica` primeiro: `[{severidade, tipo, id, nome, codigo, mensagem, proxima_acao}]`", body = crate::openapi::ListEnvelope)))]
+    responses((status = 200, description = "Alertas ativos no escopo, `critica` primeiro: `[{severidade, tipo, id, nome, codigo, mensagem, proxima_acao}]`", body = List<actors::panel::Alert>)))]
 pub(crate) async fn alerts(
     State(state): State<AppState>,
     me: PanelUser,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<List<actors::panel::Alert>>, ApiError> {
     let data = state
         .runtime
         .panel_alerts(me.account_id(), &me.scope())
         .await?;
-    Ok(Json(json!({ "data": data })))
+    Ok(List::json(data))
 }
 
 // ---- BMs -------------------------------------------------------------------------------
@@ -339,16 +339,16 @@ pub(crate) struct WabaPatchIn {
 }
 
 #[utoipa::path(get, operation_id = "panel_wabas_list", path = "/wabas", tag = "Inventário",
-    responses((status = 200, description = "WABAs no escopo com seus números", body = crate::openapi::ListEnvelope)))]
+    responses((status = 200, description = "WABAs no escopo com seus números", body = List<PanelWaba>)))]
 pub(crate) async fn list_wabas(
     State(state): State<AppState>,
     me: PanelUser,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<List<PanelWaba>>, ApiError> {
     let s = state
         .runtime
         .panel_state(me.account_id(), &me.scope(), &me.user, &me.account_slug)
         .await?;
-    Ok(Json(json!({"data": s["wabas"]})))
+    Ok(List::json(s.wabas))
 }
 
 #[utoipa::path(post, operation_id = "panel_wabas_create", path = "/wabas", tag = "Inventário", request_body = WabaIn,
@@ -467,16 +467,16 @@ pub(crate) struct NumberPatchIn {
 }
 
 #[utoipa::path(get, operation_id = "panel_numbers_list", path = "/phone-numbers", tag = "Inventário",
-    responses((status = 200, description = "Números no escopo com saúde ao vivo (os mesmos canais de /api/v1/channels)", body = crate::openapi::ListEnvelope)))]
+    responses((status = 200, description = "Números no escopo com saúde ao vivo (os mesmos canais de /api/v1/channels)", body = List<NumberView>)))]
 pub(crate) async fn list_numbers(
     State(state): State<AppState>,
     me: PanelUser,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<List<NumberView>>, ApiError> {
     let s = state
         .runtime
         .panel_state(me.account_id(), &me.scope(), &me.user, &me.account_slug)
         .await?;
-    Ok(Json(json!({"data": s["numeros"]})))
+    Ok(List::json(s.numeros))
 }
 
 #[utoipa::path(post, operation_id = "panel_numbers_create", path = "/phone-numbers", tag = "Inventário", request_body = NumberIn,

@@ -9,7 +9,6 @@ use crate::AppState;
 use axum::extract::{Query, State};
 use axum::Json;
 use serde::Deserialize;
-use serde_json::{json, Value};
 use storage::forwarding::LogFilter;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -48,12 +47,12 @@ pub(crate) struct LogQuery {
 
 #[utoipa::path(get, operation_id = "panel_webhook_logs", path = "/webhook-logs", tag = "Webhooks do provedor",
     params(LogQuery),
-    responses((status = 200, description = "`data`: linhas, a mais nova primeiro: `{id, tipo, received_at, assinatura, http_status, aplicado, wabas, numeros, campos, detalhe, corpo (enquanto retido), encaminhamento, entregas: [{id, client_id, phone_number_id, status, attempts, last_status_code, last_error}]}`; `has_more`, `next_cursor`", body = crate::openapi::ListEnvelope)))]
+    responses((status = 200, description = "`data`: linhas, a mais nova primeiro: `{id, tipo, received_at, assinatura, http_status, aplicado, wabas, numeros, campos, detalhe, corpo (enquanto retido), encaminhamento, entregas: [{id, client_id, phone_number_id, status, attempts, last_status_code, last_error}]}`; `has_more`, `next_cursor`", body = crate::openapi::Page<ProviderLogOut>)))]
 pub(crate) async fn list(
     State(state): State<AppState>,
     me: PanelUser,
     q: Result<Query<LogQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<crate::openapi::Page<ProviderLogOut>>, ApiError> {
     let Query(q) = q.map_err(crate::extract::query_rejection)?;
     if let Some(t) = &q.tipo {
         if t != "evento" && t != "verificacao" {
@@ -90,34 +89,54 @@ pub(crate) async fn list(
     } else {
         None
     };
-    let data: Vec<Value> = lines
-        .iter()
+    let data = lines
+        .into_iter()
         .filter(|l| {
             q.encaminhamento
                 .as_deref()
                 .is_none_or(|e| l.encaminhamento == e)
         })
-        .map(|l| {
-            let mut v = json!(l);
-            v["received_at"] = json!(actors::time::iso(l.received_at));
-            v
+        .map(|l| ProviderLogOut {
+            received_at: actors::time::iso(l.received_at),
+            line: l,
         })
         .collect();
-    Ok(Json(
-        json!({"data": data, "has_more": has_more, "next_cursor": next_cursor}),
-    ))
+    Ok(Json(crate::openapi::Page {
+        data,
+        has_more,
+        next_cursor,
+    }))
+}
+
+/// A line of the provider's webhook log (spec "Webhook log entry").
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct ProviderLogOut {
+    /// The line and its forwards.
+    #[serde(flatten)]
+    line: storage::forwarding::ProviderLog,
+    /// When it was received (ISO 8601).
+    received_at: String,
 }
 
 #[utoipa::path(post, operation_id = "panel_webhook_logs_reforward", path = "/webhook-logs/{id}/reforward", tag = "Webhooks do provedor",
     params(("id" = i64, Path, description = "Id da linha do log")),
-    responses((status = 200, description = "`data`: `{queued}`: os encaminhamentos da linha, enviados de novo aos clientes (novas entregas)", body = crate::openapi::DataEnvelope)))]
+    responses((status = 200, description = "`data`: `{queued}`: os encaminhamentos da linha, enviados de novo aos clientes (novas entregas)", body = crate::openapi::Data<ReforwardedOut>)))]
 pub(crate) async fn reforward(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<crate::openapi::Data<ReforwardedOut>>, ApiError> {
     let queued = state.runtime.reforward(me.account_id(), id).await?;
-    Ok(Json(json!({"data": {"id": id, "queued": queued}})))
+    Ok(crate::openapi::Data::json(ReforwardedOut { id, queued }))
+}
+
+/// `POST /api/webhook-logs/{id}/reforward`'s answer.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct ReforwardedOut {
+    /// The log line.
+    id: i64,
+    /// Forwards queued again (new deliveries).
+    queued: u64,
 }
 
 /// Filters of `GET /api/audit-log`.

@@ -237,7 +237,7 @@ impl Modify for Security {
     ),
     security(("sessao" = [])),
     modifiers(&Security),
-    components(schemas(crate::openapi::DataEnvelope, crate::openapi::ListEnvelope, crate::openapi::ErrorBody))
+    components(schemas(crate::openapi::ErrorBody))
 )]
 pub struct PanelDoc;
 

@@ -7,13 +7,14 @@ use crate::extract::{present, ApiJson, Auth, IdPath};
 use crate::openapi::{Data, List, Page};
 use crate::routes::wiki::WikiPageOut;
 use crate::AppState;
+use actors::panel::TaskView;
 use actors::panel::{ClientView, UserChange, UserInput, UserView};
 use actors::templates::TemplateView;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 use storage::panel::TaskFields;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -448,35 +449,59 @@ impl TaskIn {
 }
 
 #[utoipa::path(get, operation_id = "panel_tasks_list", path = "/tasks", tag = "Tarefas",
-    responses((status = 200, description = "Tarefas por coluna e posição: `{colunas: {aberto: […], …}, tarefas: […]}`", body = crate::openapi::DataEnvelope)))]
+    responses((status = 200, description = "Tarefas por coluna e posição: `{colunas: {aberto: […], …}, tarefas: […]}`", body = Data<TaskBoardOut>)))]
 pub(crate) async fn list_tasks(
     State(state): State<AppState>,
     me: PanelUser,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<TaskBoardOut>>, ApiError> {
     let tasks = state.runtime.store().list_tasks(me.account_id()).await?;
-    let mut columns = serde_json::Map::new();
-    for c in engine::panel::TASK_STATUSES {
-        columns.insert(
-            c.into(),
-            json!(tasks
-                .iter()
-                .filter(|t| t.status == c)
-                .map(actors::panel::task_json)
-                .collect::<Vec<_>>()),
-        );
-    }
-    Ok(Json(
-        json!({"data": {"colunas": columns, "tarefas": tasks.iter().map(actors::panel::task_json).collect::<Vec<_>>()}}),
-    ))
+    let column = |status: &str| {
+        tasks
+            .iter()
+            .filter(|t| t.status == status)
+            .map(actors::panel::task_json)
+            .collect()
+    };
+    Ok(Data::json(TaskBoardOut {
+        colunas: TaskColumnsOut {
+            aberto: column("aberto"),
+            em_andamento: column("em_andamento"),
+            aguardando: column("aguardando"),
+            resolvido: column("resolvido"),
+        },
+        tarefas: tasks.iter().map(actors::panel::task_json).collect(),
+    }))
+}
+
+/// The task board: each column's tasks in order, and every task.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct TaskBoardOut {
+    /// The columns, in the board's order (`engine::panel::TASK_STATUSES`).
+    colunas: TaskColumnsOut,
+    /// Every task.
+    tarefas: Vec<TaskView>,
+}
+
+/// The board's columns, each with its tasks by position.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct TaskColumnsOut {
+    /// Open.
+    aberto: Vec<TaskView>,
+    /// In progress.
+    em_andamento: Vec<TaskView>,
+    /// Waiting.
+    aguardando: Vec<TaskView>,
+    /// Solved.
+    resolvido: Vec<TaskView>,
 }
 
 #[utoipa::path(post, operation_id = "panel_tasks_create", path = "/tasks", tag = "Tarefas", request_body = TaskIn,
-    responses((status = 201, description = "Tarefa criada", body = crate::openapi::DataEnvelope)))]
+    responses((status = 201, description = "Tarefa criada", body = Data<TaskView>)))]
 pub(crate) async fn create_task(
     State(state): State<AppState>,
     me: PanelUser,
     ApiJson(b): ApiJson<TaskIn>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Data<TaskView>>), ApiError> {
     let f = b.fields();
     state
         .runtime
@@ -489,31 +514,31 @@ pub(crate) async fn create_task(
         .await?;
     Ok((
         StatusCode::CREATED,
-        Json(json!({"data": actors::panel::task_json(&t)})),
+        Data::json(actors::panel::task_json(&t)),
     ))
 }
 
 #[utoipa::path(get, operation_id = "panel_tasks_get", path = "/tasks/{id}", tag = "Tarefas",
     params(("id" = i64, Path, description = "Id da tarefa")),
-    responses((status = 200, description = "Tarefa", body = crate::openapi::DataEnvelope)))]
+    responses((status = 200, description = "Tarefa", body = Data<TaskView>)))]
 pub(crate) async fn get_task(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<TaskView>>, ApiError> {
     let t = state.runtime.store().task(me.account_id(), id).await?;
-    Ok(Json(json!({"data": actors::panel::task_json(&t)})))
+    Ok(Data::json(actors::panel::task_json(&t)))
 }
 
 #[utoipa::path(put, operation_id = "panel_tasks_update", path = "/tasks/{id}", tag = "Tarefas",
     params(("id" = i64, Path, description = "Id da tarefa")), request_body = TaskIn,
-    responses((status = 200, description = "Tarefa alterada ou movida (coluna e posição); a coluna é renumerada", body = crate::openapi::DataEnvelope)))]
+    responses((status = 200, description = "Tarefa alterada ou movida (coluna e posição); a coluna é renumerada", body = Data<TaskView>)))]
 pub(crate) async fn update_task(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
     ApiJson(b): ApiJson<TaskIn>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<TaskView>>, ApiError> {
     let store = state.runtime.store();
     store.task(me.account_id(), id).await?;
     let f = b.fields();
@@ -524,23 +549,23 @@ pub(crate) async fn update_task(
     let t = store
         .save_task(me.account_id(), Some(id), &f, me.user.id)
         .await?;
-    Ok(Json(json!({"data": actors::panel::task_json(&t)})))
+    Ok(Data::json(actors::panel::task_json(&t)))
 }
 
 #[utoipa::path(delete, operation_id = "panel_tasks_delete", path = "/tasks/{id}", tag = "Tarefas",
     params(("id" = i64, Path, description = "Id da tarefa")),
-    responses((status = 200, description = "Tarefa removida", body = crate::openapi::DataEnvelope)))]
+    responses((status = 200, description = "Tarefa removida", body = Data<crate::openapi::Deleted>)))]
 pub(crate) async fn delete_task(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Data<crate::openapi::Deleted>>, ApiError> {
     state
         .runtime
         .store()
         .delete_task(me.account_id(), id)
         .await?;
-    Ok(Json(json!({"data": {"id": id, "deleted": true}})))
+    Ok(crate::openapi::Deleted::json(id))
 }
 
 // ---- templates (the account's library) -----------------------------------------------

@@ -11,7 +11,6 @@ use axum::extract::State;
 use axum::http::request::Parts;
 use axum::Json;
 use serde::Deserialize;
-use serde_json::{json, Value};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -54,7 +53,7 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Peer {
     security(()),
     request_body = LoginIn,
     responses(
-        (status = 200, description = "`data`: `{token: \"ses_…\", expires_at, user}`; o token aparece só aqui", body = crate::openapi::DataEnvelope),
+        (status = 200, description = "`data`: `{token: \"ses_…\", expires_at, user}`; o token aparece só aqui", body = crate::openapi::Data<SessionOut>),
         (status = 401, description = "`login_invalido`: e-mail ou senha incorretos (a mesma resposta para os dois)", body = crate::openapi::ErrorBody),
         (status = 429, description = "`muitas_tentativas`: limite por e-mail ou por endereço; `Retry-After`", body = crate::openapi::ErrorBody),
         (status = 422, description = "Corpo inválido", body = crate::openapi::ErrorBody),
@@ -66,7 +65,7 @@ pub(crate) async fn login(
     State(state): State<AppState>,
     Peer(ip): Peer,
     ApiJson(b): ApiJson<LoginIn>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<crate::openapi::Data<SessionOut>>, ApiError> {
     if b.email.len() > 254 || b.password.len() > engine::panel::PASSWORD_MAX_BYTES {
         return Err(ApiError::LoginFailed);
     }
@@ -77,11 +76,11 @@ pub(crate) async fn login(
         .map_err(|retry_after| ApiError::TooManyAttempts { retry_after })?;
     let ttl = state.config.session_ttl.as_millis() as i64;
     match state.runtime.login(&b.email, &b.password, ttl).await {
-        Ok((session, user, slug)) => Ok(Json(json!({"data": {
-            "token": session.token.expose(),
-            "expires_at": actors::time::iso(session.expires_at),
-            "user": UserView::of(&user, &slug),
-        }}))),
+        Ok((session, user, slug)) => Ok(crate::openapi::Data::json(SessionOut {
+            token: session.token.expose().to_string(),
+            expires_at: actors::time::iso(session.expires_at),
+            user: UserView::of(&user, &slug),
+        })),
         Err(ActorError::NotFound) => Err(ApiError::LoginFailed),
         Err(e) => Err(e.into()),
     }
@@ -93,12 +92,30 @@ pub(crate) async fn login(
     path = "/me",
     tag = "Sessão",
     responses(
-        (status = 200, description = "`data`: o usuário da sessão (id, email, name, role, status, scope, account)", body = crate::openapi::DataEnvelope),
+        (status = 200, description = "`data`: o usuário da sessão (id, email, name, role, status, scope, account)", body = crate::openapi::Data<UserView>),
         (status = 401, description = "`sessao_invalida`", body = crate::openapi::ErrorBody),
     )
 )]
-pub(crate) async fn me(user: PanelUser) -> Json<Value> {
-    Json(json!({"data": UserView::of(&user.user, &user.account_slug)}))
+pub(crate) async fn me(user: PanelUser) -> Json<crate::openapi::Data<UserView>> {
+    crate::openapi::Data::json(UserView::of(&user.user, &user.account_slug))
+}
+
+/// `POST /api/login`'s answer: the session token (shown only here) and its user.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct SessionOut {
+    /// `ses_…`: send it as `Authorization: Bearer`.
+    token: String,
+    /// When it ends without use (ISO 8601; each use extends it, D-054).
+    expires_at: String,
+    /// The logged-in user.
+    user: UserView,
+}
+
+/// `POST /api/logout`'s answer.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct LoggedOutOut {
+    /// Always true: the token no longer works.
+    logged_out: bool,
 }
 
 #[utoipa::path(
@@ -107,18 +124,20 @@ pub(crate) async fn me(user: PanelUser) -> Json<Value> {
     path = "/logout",
     tag = "Sessão",
     responses(
-        (status = 200, description = "Sessão encerrada: o token deixa de valer", body = crate::openapi::DataEnvelope),
+        (status = 200, description = "Sessão encerrada: o token deixa de valer", body = crate::openapi::Data<LoggedOutOut>),
         (status = 401, description = "`sessao_invalida`", body = crate::openapi::ErrorBody),
     )
 )]
 pub(crate) async fn logout(
     State(state): State<AppState>,
     user: PanelUser,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<crate::openapi::Data<LoggedOutOut>>, ApiError> {
     state
         .runtime
         .store()
         .revoke_session(user.session_id)
         .await?;
-    Ok(Json(json!({"data": {"logged_out": true}})))
+    Ok(crate::openapi::Data::json(LoggedOutOut {
+        logged_out: true,
+    }))
 }

@@ -266,7 +266,7 @@ impl utoipa::Modify for Security {
     paths(numbers, templates, send, message),
     security(("usuario" = [])),
     modifiers(&Security),
-    components(schemas(SendIn, crate::openapi::DataEnvelope, crate::openapi::ListEnvelope, crate::openapi::ErrorBody))
+    components(schemas(SendIn, crate::openapi::ErrorBody))
 )]
 pub struct SenderDoc;
 
