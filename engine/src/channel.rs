@@ -197,13 +197,10 @@ pub enum HealthCode {
 /// ([`HealthCode::as_str`]), as `health.code` carries them (D-079).
 impl utoipa::PartialSchema for HealthCode {
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-        utoipa::openapi::schema::ObjectBuilder::new()
-            .schema_type(utoipa::openapi::schema::Type::String)
-            .enum_values(Some(HealthCode::ALL.iter().map(|c| c.as_str())))
-            .description(Some(
-                "Identificador estável da saúde do número (README \"Health codes\"); a automação usa este, não o rótulo.",
-            ))
-            .into()
+        crate::string_enum_schema(
+            HealthCode::ALL.iter().map(|c| c.as_str()),
+            "Identificador estável da saúde do número (README \"Health codes\"); a automação usa este, não o rótulo.",
+        )
     }
 }
 

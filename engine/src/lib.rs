@@ -28,6 +28,19 @@ pub mod wiki;
 pub use error::ValidationError;
 pub use secret::Secret;
 
+/// The OpenAPI schema of a string that takes one of `values` (stable wire identifiers whose
+/// Rust names differ, or a subset of an enum), with a pt-BR `description` (D-079).
+pub fn string_enum_schema(
+    values: impl IntoIterator<Item = &'static str>,
+    description: &str,
+) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    utoipa::openapi::schema::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .enum_values(Some(values))
+        .description(Some(description))
+        .into()
+}
+
 /// Milliseconds in one hour.
 pub const HOUR_MS: i64 = 60 * 60 * 1000;
 /// Milliseconds in the 24-hour windows the provider uses (customer-service window, messaging

@@ -585,10 +585,7 @@ fn error_schema(status: u16) -> utoipa::openapi::RefOr<utoipa::openapi::schema::
         .required("message")
         .property(
             "code",
-            ObjectBuilder::new()
-                .schema_type(Type::String)
-                .enum_values(Some(codes.iter().copied()))
-                .description(Some("Identificador estável.")),
+            engine::string_enum_schema(codes.iter().copied(), "Identificador estável."),
         )
         .required("code")
         .property(

@@ -76,13 +76,10 @@ pub struct SubscribableEvent;
 
 impl utoipa::PartialSchema for SubscribableEvent {
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-        utoipa::openapi::schema::ObjectBuilder::new()
-            .schema_type(utoipa::openapi::schema::Type::String)
-            .enum_values(Some(EventKind::SUBSCRIBABLE.iter().map(|k| k.as_str())))
-            .description(Some(
-                "Um evento que uma assinatura recebe (spec \"Events\").",
-            ))
-            .into()
+        engine::string_enum_schema(
+            EventKind::SUBSCRIBABLE.iter().map(|k| k.as_str()),
+            "Um evento que uma assinatura recebe (spec \"Events\").",
+        )
     }
 }
 
