@@ -3,8 +3,9 @@
 //! with data and checks every answer: no 5xx (`not_a_server_error`), only documented statuses
 //! (`status_code_conformance`) and content types (`content_type_conformance`), bodies that
 //! match their schema (`response_schema_conformance`). Any finding fails the test. The seed is
-//! fixed, so a run is reproducible; `DISPARO_CONTRACT_SEED=<n>` explores another and
-//! `DISPARO_CONTRACT_ARGS` passes more options to schemathesis.
+//! fixed, so a run is reproducible; `DISPARO_CONTRACT_SEED=<n>` explores another,
+//! `DISPARO_CONTRACT_ARGS` passes more options to schemathesis and `DISPARO_CONTRACT_REPORT=1`
+//! prints each report.
 
 mod common;
 
@@ -57,6 +58,10 @@ async fn schemathesis(app: &TestApp, document: &str, base: &str, token: &str, ex
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    // `DISPARO_CONTRACT_REPORT=1` prints the whole report (warnings included) of a passing run.
+    if std::env::var_os("DISPARO_CONTRACT_REPORT").is_some() {
+        eprintln!("{document}:\n{report}");
+    }
     assert!(
         out.status.success(),
         "schemathesis found problems in {document}:\n{report}"

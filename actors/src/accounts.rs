@@ -614,9 +614,11 @@ impl Runtime {
                     let _ = e.actor.cast(ChannelMsg::WabaStanding(live));
                 }
             }
-            waba_report.push(
-                serde_json::json!({"id_provider": w.id, "nome": w.name, "numeros": listed.len()}),
-            );
+            waba_report.push(SyncedWaba {
+                id_provider: w.id.clone(),
+                nome: w.name.clone(),
+                numeros: listed.len(),
+            });
             let ids: Vec<String> = listed.iter().map(|n| n.id.clone()).collect();
             for n in listed {
                 seen.insert(n.id.clone());
@@ -660,7 +662,11 @@ impl Runtime {
                     .await?;
                 self.start_channel(rec.id).await?;
                 self.replicate_in_background(account_id, rec.id);
-                created.push(serde_json::json!({"channel_id": rec.id, "phone": rec.phone, "phone_number_id": rec.phone_number_id}));
+                created.push(SyncedNumber {
+                    channel_id: rec.id,
+                    phone: rec.phone.clone(),
+                    phone_number_id: rec.phone_number_id.clone(),
+                });
             }
             // With all of the WABA's numbers as channels: its templates and profile pictures.
             templates_imported += self.import_templates(account_id, &token, &w.id).await?;
@@ -680,7 +686,11 @@ impl Runtime {
         let mut missing = Vec::new();
         for c in &channels {
             if !seen.contains(&c.phone_number_id) {
-                missing.push(serde_json::json!({"channel_id": c.id, "phone": c.phone, "phone_number_id": c.phone_number_id}));
+                missing.push(SyncedNumber {
+                    channel_id: c.id,
+                    phone: c.phone.clone(),
+                    phone_number_id: c.phone_number_id.clone(),
+                });
                 store
                     .set_channel_status(c.id, ChannelStatus::Disconnected.as_str())
                     .await?;
@@ -943,13 +953,35 @@ impl Runtime {
     }
 }
 
+/// A number a BM sync created or found gone (`BmSyncResult`).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct SyncedNumber {
+    /// The channel.
+    pub channel_id: i64,
+    /// Its phone (digits with country code).
+    pub phone: String,
+    /// The provider's phone number id.
+    pub phone_number_id: String,
+}
+
+/// A WABA a BM sync found at the provider (`BmSyncResult.wabas`).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct SyncedWaba {
+    /// The WABA's id at the provider.
+    pub id_provider: String,
+    /// Its name.
+    pub nome: String,
+    /// How many numbers the provider lists on it.
+    pub numeros: usize,
+}
+
 /// What `POST /bms/{id}/sync` found.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct BmSyncResult {
     /// Numbers at the provider that became channels.
-    pub created_numbers: Vec<serde_json::Value>,
-    /// Channels whose number is gone at the provider.
-    pub missing_numbers: Vec<serde_json::Value>,
+    pub created_numbers: Vec<SyncedNumber>,
+    /// Channels whose number is gone at the provider (now disconnected).
+    pub missing_numbers: Vec<SyncedNumber>,
     /// The BM.
     pub bm_id: i64,
     /// Payment ok and nothing banned.
@@ -957,8 +989,8 @@ pub struct BmSyncResult {
     /// The BM's health after the sync (D-055): `ok`, `banido`, `restrito`,
     /// `pagamento_pendente`, `credencial_invalida`.
     pub health_status: String,
-    /// The WABAs found: `{id_provider, nome, numeros}`.
-    pub wabas: Vec<serde_json::Value>,
+    /// The WABAs found.
+    pub wabas: Vec<SyncedWaba>,
     /// Templates of the WABAs that were new to the library or to a number.
     pub templates_imported: usize,
     /// Numbers with a profile picture at the provider.

@@ -33,8 +33,9 @@ pub struct CampaignInput {
     pub mode: String,
 }
 
-/// A recipient of `POST /campaigns/{id}/recipients`.
-#[derive(Debug, Clone, Deserialize)]
+/// A recipient of `POST /campaigns/{id}/recipients`: `phone` with country code, `vars` the
+/// audience columns.
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RecipientInput {
     /// Phone with country code (formatting allowed).
@@ -42,6 +43,17 @@ pub struct RecipientInput {
     /// Audience columns.
     #[serde(default)]
     pub vars: BTreeMap<String, String>,
+}
+
+/// An audience row refused (`RecipientsAdded.invalid`, `DryRun.invalid`).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct InvalidRow {
+    /// Its position in the batch (from 0).
+    pub index: usize,
+    /// The phone as sent.
+    pub phone: String,
+    /// Why (pt-BR).
+    pub reason: String,
 }
 
 /// What an audience batch did.
@@ -52,7 +64,7 @@ pub struct RecipientsAdded {
     /// Rows dropped because the phone was already in the campaign (or repeated in the batch).
     pub duplicates: u64,
     /// Rows refused: `{index, phone, reason}`.
-    pub invalid: Vec<Value>,
+    pub invalid: Vec<InvalidRow>,
     /// Recipients in the campaign now.
     pub total: i64,
 }
@@ -74,9 +86,10 @@ pub struct CampaignView {
     /// Why it is paused.
     pub pause_reason: Option<String>,
     /// var_map in use.
+    #[schema(value_type = BTreeMap<String, engine::library::VarBinding>)]
     pub var_map: Value,
-    /// `[{channel_id, weight}]`.
-    pub channels: Vec<Value>,
+    /// The sending numbers and their weights.
+    pub channels: Vec<CampaignChannel>,
     /// Counters.
     pub stats: CampaignStats,
     /// Created (ISO 8601).
@@ -91,6 +104,15 @@ pub struct CampaignView {
     pub mode: String,
     /// When a scheduled campaign starts (ISO 8601).
     pub scheduled_at: Option<String>,
+}
+
+/// A sending number of a campaign and its share (`CampaignView.channels`).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct CampaignChannel {
+    /// The number.
+    pub channel_id: i64,
+    /// Its weight in the split (1–100).
+    pub weight: i64,
 }
 
 /// What the checks of a campaign found good.
@@ -109,7 +131,7 @@ pub struct DryRun {
     /// Rows dropped as repeated phones.
     pub duplicates: u64,
     /// Rows refused: `{index, phone, reason}`.
-    pub invalid: Vec<Value>,
+    pub invalid: Vec<InvalidRow>,
     /// Each number's headroom today.
     pub channels: Vec<DryRunChannel>,
     /// Sum of `can_take_today` over the numbers (messages).
@@ -139,7 +161,7 @@ pub struct DryRunChannel {
 struct Audience {
     /// `(phone digits, vars as JSON)`.
     valid: Vec<(String, String)>,
-    invalid: Vec<Value>,
+    invalid: Vec<InvalidRow>,
     duplicates: u64,
 }
 
@@ -154,12 +176,20 @@ fn check_rows(body: &str, var_map: &VarMap, rows: Vec<RecipientInput>) -> Audien
         let phone = match Phone::parse("phone", &row.phone) {
             Ok(p) => p,
             Err(e) => {
-                invalid.push(json!({"index": index, "phone": row.phone, "reason": e.message}));
+                invalid.push(InvalidRow {
+                    index,
+                    phone: row.phone,
+                    reason: e.message,
+                });
                 continue;
             }
         };
         if let Err(missing) = engine::library::render(body, var_map, &row.vars) {
-            invalid.push(json!({"index": index, "phone": row.phone, "reason": format!("Faltam valores para: {}.", missing.join(", "))}));
+            invalid.push(InvalidRow {
+                index,
+                phone: row.phone,
+                reason: format!("Faltam valores para: {}.", missing.join(", ")),
+            });
             continue;
         }
         if !seen.insert(phone.as_str().to_string()) {
@@ -484,7 +514,10 @@ impl Runtime {
             channels: c
                 .channels
                 .iter()
-                .map(|(id, w)| json!({"channel_id": id, "weight": w}))
+                .map(|(id, w)| CampaignChannel {
+                    channel_id: *id,
+                    weight: *w,
+                })
                 .collect(),
             stats,
             created_at: crate::time::iso(c.created_at),

@@ -39,11 +39,52 @@ pub struct UserView {
     #[schema(value_type = engine::panel::UserStatus)]
     pub status: String,
     /// Scope: `{bms: [ids]}` (staff; empty = all) or `{cliente_id}` (Client).
-    pub scope: Value,
+    pub scope: UserScope,
     /// The account's slug.
     pub account: String,
     /// Created (ISO 8601).
     pub created_at: String,
+}
+
+/// What a panel user sees (`UserView.scope`).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+pub enum UserScope {
+    /// A Client: its client's records only.
+    Client {
+        /// The client it belongs to (always present, null until one is linked).
+        #[schema(required = true)]
+        cliente_id: Option<i64>,
+    },
+    /// Admin and Operador: these BMs (empty: every BM of the account).
+    Staff {
+        /// BM ids.
+        bms: Vec<i64>,
+    },
+}
+
+/// A BM's totals in the panel's inventory (`PanelBm.resumo`).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct BmSummary {
+    /// WABAs in scope.
+    pub wabas: usize,
+    /// Numbers in scope.
+    pub numeros: usize,
+    /// Numbers by quality rating (`GREEN`, `YELLOW`, `RED`, `UNKNOWN`…).
+    pub por_qualidade: BTreeMap<String, i64>,
+    /// Numbers by health tone (`ok`, `atencao`, `critico`).
+    pub por_saude: BTreeMap<String, i64>,
+}
+
+/// How many records a client is linked to (`ClientView.vinculos`).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct ClientLinks {
+    /// BMs.
+    pub bms: i64,
+    /// WABAs.
+    pub wabas: i64,
+    /// Numbers linked directly.
+    pub numeros: i64,
 }
 
 impl UserView {
@@ -56,9 +97,13 @@ impl UserView {
             role: u.role.clone(),
             status: u.status.clone(),
             scope: if u.role == "Client" {
-                json!({"cliente_id": u.client_id})
+                UserScope::Client {
+                    cliente_id: u.client_id,
+                }
             } else {
-                json!({"bms": u.bm_scope})
+                UserScope::Staff {
+                    bms: u.bm_scope.clone(),
+                }
             },
             account: account_slug.to_string(),
             created_at: crate::time::iso(u.created_at),
@@ -194,8 +239,8 @@ pub struct PanelBm {
     pub last_sync_at: Option<String>,
     /// Its WABAs with their numbers (in scope).
     pub wabas: Vec<PanelWaba>,
-    /// `{wabas, numeros, por_qualidade, por_saude}`.
-    pub resumo: Value,
+    /// Totals of the BM.
+    pub resumo: BmSummary,
 }
 
 /// A client as the panel shows it.
@@ -209,8 +254,8 @@ pub struct ClientView {
     pub documento: Option<String>,
     /// Webhook URL.
     pub webhook_url: Option<String>,
-    /// Links: `{bms, wabas, numeros}`.
-    pub vinculos: Value,
+    /// How many records it is linked to.
+    pub vinculos: ClientLinks,
     /// Created (ISO 8601).
     pub created_at: String,
 }
@@ -223,7 +268,11 @@ impl ClientView {
             nome: c.name.clone(),
             documento: c.document.clone(),
             webhook_url: c.webhook_url.clone(),
-            vinculos: json!({"bms": c.bms, "wabas": c.wabas, "numeros": c.numbers}),
+            vinculos: ClientLinks {
+                bms: c.bms,
+                wabas: c.wabas,
+                numeros: c.numbers,
+            },
             created_at: crate::time::iso(c.created_at),
         }
     }
@@ -1139,7 +1188,8 @@ impl Runtime {
     ) -> Vec<PanelBm> {
         bms.iter()
             .map(|b| {
-                let mine: Vec<&WabaRecord> = wabas.iter().filter(|w| w.bm_id == Some(b.id)).collect();
+                let mine: Vec<&WabaRecord> =
+                    wabas.iter().filter(|w| w.bm_id == Some(b.id)).collect();
                 let waba_views: Vec<PanelWaba> = mine
                     .iter()
                     .map(|w| PanelWaba {
@@ -1158,17 +1208,21 @@ impl Runtime {
                             .collect(),
                     })
                     .collect();
-                let nums: Vec<&NumberView> = numbers.iter().filter(|n| n.bm_id == Some(b.id)).collect();
+                let nums: Vec<&NumberView> =
+                    numbers.iter().filter(|n| n.bm_id == Some(b.id)).collect();
                 let mut by_quality: BTreeMap<String, i64> = BTreeMap::new();
-                let mut by_health: BTreeMap<&str, i64> = BTreeMap::new();
+                let mut by_health: BTreeMap<String, i64> = BTreeMap::new();
                 for n in &nums {
                     *by_quality.entry(n.qualidade.clone()).or_default() += 1;
                     *by_health
-                        .entry(match n.health.tone {
-                            Tone::Ok => "ok",
-                            Tone::Attention => "atencao",
-                            Tone::Bad => "critico",
-                        })
+                        .entry(
+                            match n.health.tone {
+                                Tone::Ok => "ok",
+                                Tone::Attention => "atencao",
+                                Tone::Bad => "critico",
+                            }
+                            .to_string(),
+                        )
                         .or_default() += 1;
                 }
                 PanelBm {
@@ -1185,7 +1239,12 @@ impl Runtime {
                     tier: b.tier.clone(),
                     pagamento: if b.payment_ok { "ok" } else { "pendente" }.into(),
                     last_sync_at: b.last_sync_at.map(crate::time::iso),
-                    resumo: json!({"wabas": waba_views.len(), "numeros": nums.len(), "por_qualidade": by_quality, "por_saude": by_health}),
+                    resumo: BmSummary {
+                        wabas: waba_views.len(),
+                        numeros: nums.len(),
+                        por_qualidade: by_quality,
+                        por_saude: by_health,
+                    },
                     wabas: waba_views,
                 }
             })
@@ -2058,14 +2117,7 @@ impl Runtime {
             .list_library(account_id)
             .await?
             .into_iter()
-            .filter(|t| {
-                staff
-                    || t.channels.iter().any(|c| {
-                        c.get("channel_id")
-                            .and_then(Value::as_i64)
-                            .is_some_and(|id| in_scope.contains(&id))
-                    })
-            })
+            .filter(|t| staff || t.channels.iter().any(|c| in_scope.contains(&c.channel_id)))
             .collect();
         let campaigns: Vec<CampaignSummary> = if staff {
             store

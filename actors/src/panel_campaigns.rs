@@ -106,6 +106,7 @@ pub struct PanelCampaignView {
     pub channels: Vec<i64>,
     /// The var_map built from `variaveis` and `botao_variavel`.
     #[serde(rename = "variaveis")]
+    #[schema(value_type = std::collections::BTreeMap<String, engine::library::VarBinding>)]
     pub var_map: Value,
     /// Header image.
     pub imagem_url: Option<String>,

@@ -84,8 +84,8 @@ pub struct SenderOutcome {
 fn approved_on(t: &TemplateView) -> Vec<i64> {
     t.channels
         .iter()
-        .filter(|c| c.get("status").and_then(Value::as_str) == Some("approved"))
-        .filter_map(|c| c.get("channel_id").and_then(Value::as_i64))
+        .filter(|c| c.status == "approved")
+        .map(|c| c.channel_id)
         .collect()
 }
 

@@ -108,19 +108,40 @@ pub struct TemplateView {
     /// Media header.
     pub has_media_header: bool,
     /// Buttons.
+    #[schema(value_type = Vec<engine::library::Button>)]
     pub buttons: Value,
-    /// var_map.
+    /// Template variable → audience column (`"1".."n"`, `"btn:0"`, `"header:1"`).
+    #[schema(value_type = BTreeMap<String, engine::library::VarBinding>)]
     pub var_map: Value,
     /// Problems (empty when the provider would accept it).
+    #[schema(value_type = Vec<engine::library::Problem>)]
     pub problems: Value,
-    /// Per number: `{channel_id, status, rejection_reason, provider_name}`.
-    pub channels: Vec<Value>,
+    /// Where it stands on each number of the account.
+    pub channels: Vec<TemplateChannelView>,
     /// Count of numbers per status.
     pub channels_by_status: BTreeMap<String, i64>,
     /// Submitted by itself to every number added to or connected in the account (issue 17).
     pub auto_replicate: bool,
     /// Created (ISO 8601).
     pub created_at: String,
+}
+
+/// A library template on one number (`TemplateView.channels`).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct TemplateChannelView {
+    /// The number.
+    pub channel_id: i64,
+    /// `pending`, `approved`, `rejected`, `paused`, `disabled`, `failed` or `deleted` (D-026).
+    pub status: String,
+    /// The provider's reason, on rejection or failure.
+    pub rejection_reason: Option<String>,
+    /// The template's quality on that number (`GREEN`, `YELLOW`, `RED`, `UNKNOWN`; D-074),
+    /// null until the provider reports one.
+    pub quality: Option<String>,
+    /// Its name at the provider on that number.
+    pub provider_name: String,
+    /// Its id at the provider.
+    pub provider_template_id: Option<String>,
 }
 
 fn view(t: &TemplateRecord, rows: &[TemplateChannel]) -> TemplateView {
@@ -145,7 +166,14 @@ fn view(t: &TemplateRecord, rows: &[TemplateChannel]) -> TemplateView {
         problems: t.problems.clone(),
         channels: rows
             .iter()
-            .map(|r| json!({"channel_id": r.channel_id, "status": r.status, "rejection_reason": r.rejection_reason, "quality": r.quality, "provider_name": r.provider_name, "provider_template_id": r.provider_template_id}))
+            .map(|r| TemplateChannelView {
+                channel_id: r.channel_id,
+                status: r.status.clone(),
+                rejection_reason: r.rejection_reason.clone(),
+                quality: r.quality.clone(),
+                provider_name: r.provider_name.clone(),
+                provider_template_id: r.provider_template_id.clone(),
+            })
             .collect(),
         channels_by_status: by_status,
         auto_replicate: t.auto_replicate,

@@ -6,14 +6,14 @@ use crate::template::{body_problems, parameter_count, positional_variables};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// A button of a library template.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A button of a library template: `{type, text, url?, example?, phone_number?}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Button {
     /// `url`, `quick_reply` or `phone_number` (case-insensitive).
     #[serde(rename = "type")]
     pub kind: String,
-    /// Label, 1 to 25 characters.
+    /// Label, 1 to 25 characters (else a `problem`).
     pub text: String,
     /// URL (url buttons), may end with `{{1}}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -26,8 +26,9 @@ pub struct Button {
     pub phone_number: Option<String>,
 }
 
-/// A `var_map` entry: the audience column that fills a variable, and a default.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A `var_map` entry: the audience column that fills a variable, and a default
+/// (`{"field": "nome", "default": "cliente"}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VarBinding {
     /// Audience column name.
@@ -63,7 +64,7 @@ pub struct Draft {
 }
 
 /// One problem: where, a stable code, and what to do, in pt-BR.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Problem {
     /// Field (`body`, `buttons[0].url`, `var_map.2`…).
     pub field: String,

@@ -140,7 +140,7 @@ pub fn may_approve(role: Role, approver: i64, creator: Option<i64>) -> Result<()
 
 /// A contact of a panel campaign (`contatos[]` of the spec): the number as given, a name, and
 /// the other columns.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Contact {
     /// Phone with country code, any formatting.

@@ -175,8 +175,10 @@ pub fn list_page(
 #[into_params(parameter_in = Query)]
 pub struct PageQuery {
     /// Page size (1 to 500, default 100).
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<i64>,
     /// The `next_cursor` of the previous page (opaque).
+    #[param(pattern = "^[0-9]{1,18}$")]
     pub cursor: Option<String>,
 }
 

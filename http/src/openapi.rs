@@ -85,9 +85,19 @@ pub struct JsonRpcResponse {
     /// The method's result (absent on error).
     #[schema(value_type = Option<Object>)]
     result: Option<()>,
-    /// `{code, message, data?}` (absent on success).
-    #[schema(value_type = Option<Object>)]
-    error: Option<()>,
+    /// Absent on success.
+    error: Option<JsonRpcError>,
+}
+
+/// A JSON-RPC 2.0 error (`JsonRpcResponse.error`).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct JsonRpcError {
+    /// `-32700` (parse), `-32600` (invalid request), `-32601` (method not found), `-32602`
+    /// (invalid params), or a tool's error.
+    code: i64,
+    /// What went wrong (pt-BR for the gateway's own errors).
+    message: String,
 }
 
 /// The error envelope (spec "Errors"): a pt-BR `message`, a stable `code`, and details such
@@ -132,8 +142,7 @@ impl Modify for Security {
         description = "Gateway self-hosted na frente da WhatsApp Business Platform Cloud API: números, mensagens, webhooks, templates, campanhas, wiki e ferramentas MCP. Todas as respostas de sucesso têm `data`; erros têm `message` (pt-BR) e `code`.",
     ),
     security(("bearer" = [])),
-    modifiers(&Security),
-    components(schemas(ErrorBody))
+    modifiers(&Security)
 )]
 pub struct ApiDoc;
 
@@ -604,6 +613,7 @@ fn error_schema(status: u16) -> utoipa::openapi::RefOr<utoipa::openapi::schema::
 pub fn common_responses(doc: &mut utoipa::openapi::OpenApi, surface: Surface) {
     use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
     let mut used = std::collections::BTreeSet::new();
+    let mut errors_used = std::collections::BTreeSet::new();
     let schemas: SchemaMap = doc
         .components
         .as_ref()
@@ -618,6 +628,23 @@ pub fn common_responses(doc: &mut utoipa::openapi::OpenApi, surface: Surface) {
             (axum::http::Method::DELETE, &mut item.delete),
         ] {
             let Some(op) = op else { continue };
+            // An operation's own error answers (their descriptions say which codes) take the
+            // shared schema of their status too, so every `code` in a document is an enum.
+            for (status, answer) in op.responses.responses.iter_mut() {
+                let Ok(status) = status.parse::<u16>() else {
+                    continue;
+                };
+                let utoipa::openapi::RefOr::T(answer) = answer else {
+                    continue;
+                };
+                if status < 400 || !ERROR_RESPONSES.iter().any(|(s, _, _)| *s == status) {
+                    continue;
+                }
+                for content in answer.content.values_mut() {
+                    content.schema = Some(Ref::from_schema_name(format!("Error{status}")).into());
+                }
+                errors_used.insert(status);
+            }
             for status in error_statuses(surface, &method, path, op, &schemas) {
                 let Some((_, name, _)) = ERROR_RESPONSES.iter().find(|(s, _, _)| *s == status)
                 else {
@@ -632,14 +659,18 @@ pub fn common_responses(doc: &mut utoipa::openapi::OpenApi, surface: Surface) {
         }
     }
     let components = doc.components.get_or_insert_with(Default::default);
+    // Every reference to the untyped envelope was rewritten above.
+    components.schemas.remove("ErrorBody");
     for (status, name, description) in ERROR_RESPONSES {
+        let schema = format!("Error{status}");
+        if used.contains(status) || errors_used.contains(status) {
+            components
+                .schemas
+                .insert(schema.clone(), error_schema(*status));
+        }
         if !used.contains(status) {
             continue;
         }
-        let schema = format!("Error{status}");
-        components
-            .schemas
-            .insert(schema.clone(), error_schema(*status));
         components.responses.insert(
             (*name).to_string(),
             ResponseBuilder::new()
@@ -825,6 +856,18 @@ mod tests {
                     if status.starts_with('2') && !named {
                         out.push(op.operation_id.clone().unwrap_or_default());
                     }
+                    // An error answer an operation spells out itself still has its status's
+                    // schema (`code` an enum).
+                    let typed_error = answer.content.values().all(|c| {
+                        matches!(&c.schema, Some(RefOr::Ref(r))
+                            if r.ref_location == format!("#/components/schemas/Error{status}"))
+                    });
+                    if (status.starts_with('4') || status.starts_with('5')) && !typed_error {
+                        out.push(format!(
+                            "{} {status}",
+                            op.operation_id.clone().unwrap_or_default()
+                        ));
+                    }
                 }
             }
         }
@@ -846,6 +889,107 @@ mod tests {
             crate::routes::sender::document(),
         ] {
             assert_eq!(dangling_refs(doc), Vec::<String>::new());
+        }
+    }
+
+    /// The properties of `doc`'s component schemas that accept any JSON (no type, no
+    /// reference, no composition), as `Schema.property`.
+    fn free_form(doc: &utoipa::openapi::OpenApi) -> Vec<String> {
+        let text = serde_json::to_value(doc).unwrap();
+        let mut out = Vec::new();
+        let Some(schemas) = text["components"]["schemas"].as_object() else {
+            return out;
+        };
+        fn open(p: &serde_json::Value) -> bool {
+            let typed = ["type", "$ref", "oneOf", "allOf", "anyOf", "enum"]
+                .iter()
+                .any(|k| p.get(*k).is_some());
+            let is_object = p["type"] == "object"
+                || p["type"]
+                    .as_array()
+                    .is_some_and(|t| t.iter().any(|t| t == "object"));
+            !typed
+                || (is_object
+                    && p.get("properties").is_none()
+                    && !p["additionalProperties"].is_object())
+        }
+        fn walk(name: &str, schema: &serde_json::Value, out: &mut Vec<String>) {
+            if let Some(props) = schema["properties"].as_object() {
+                for (prop, p) in props {
+                    if open(p) {
+                        out.push(format!("{name}.{prop}"));
+                    }
+                    if p.get("items").is_some() && open(&p["items"]) {
+                        out.push(format!("{name}.{prop}[]"));
+                    }
+                    walk(&format!("{name}.{prop}"), p, out);
+                    walk(&format!("{name}.{prop}[]"), &p["items"], out);
+                }
+            }
+            for key in ["oneOf", "allOf", "anyOf"] {
+                for s in schema[key].as_array().into_iter().flatten() {
+                    walk(name, s, out);
+                }
+            }
+        }
+        for (name, schema) in schemas {
+            walk(name, schema, &mut out);
+        }
+        out
+    }
+
+    /// Fields that are any JSON on purpose: what the provider or the client sent, passed on
+    /// as it came.
+    const FREE_FORM: &[&str] = &[
+        // JSON-RPC 2.0 (MCP): the id is the client's, params and result are each method's
+        // (MCP's own schema, `tools/list` describes the tools' inputs).
+        "JsonRpcResponse.id",
+        "JsonRpcResponse.result",
+        "McpRequest.id",
+        "McpRequest.params",
+        // A template as the provider lists it: its HEADER component and buttons as they came.
+        "ProviderTemplateOut.header",
+        "ProviderTemplateOut.buttons",
+        "List_ProviderTemplateOut.data[].header",
+        "List_ProviderTemplateOut.data[].buttons",
+    ];
+
+    #[test]
+    fn no_field_is_any_json_unless_it_passes_one_on() {
+        for doc in [
+            document(),
+            crate::panel::document(),
+            crate::routes::sender::document(),
+        ] {
+            let found: Vec<String> = free_form(doc)
+                .into_iter()
+                .filter(|f| !FREE_FORM.contains(&f.as_str()))
+                .collect();
+            assert_eq!(found, Vec::<String>::new());
+        }
+    }
+
+    /// A map typed through an alias (`VarMap`) is registered under the container's name
+    /// (`BTreeMap`), where two different maps would collide: every map is inline.
+    #[test]
+    fn no_schema_is_named_after_a_container() {
+        for doc in [
+            document(),
+            crate::panel::document(),
+            crate::routes::sender::document(),
+        ] {
+            let names: Vec<&String> = doc
+                .components
+                .as_ref()
+                .map(|c| c.schemas.keys().collect())
+                .unwrap_or_default();
+            for name in names {
+                assert!(
+                    !["BTreeMap", "HashMap", "Vec", "Option", "Value", "Object"]
+                        .contains(&name.as_str()),
+                    "component schema `{name}`"
+                );
+            }
         }
     }
 

@@ -117,11 +117,14 @@ pub struct ProviderLog {
     pub http_status: i64,
     /// Applied to the numbers.
     pub aplicado: bool,
-    /// WABAs named.
+    /// WABA ids the event names.
+    #[schema(value_type = Vec<String>)]
     pub wabas: serde_json::Value,
-    /// Numbers named.
+    /// Phone number ids the event names.
+    #[schema(value_type = Vec<String>)]
     pub numeros: serde_json::Value,
-    /// Fields.
+    /// The provider's `field`s in it (`messages`, `account_update`…).
+    #[schema(value_type = Vec<String>)]
     pub campos: serde_json::Value,
     /// Note.
     pub detalhe: Option<String>,

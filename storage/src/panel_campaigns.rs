@@ -52,8 +52,9 @@ pub struct ContactRecord {
     /// Name.
     #[serde(rename = "nome")]
     pub name: Option<String>,
-    /// Columns.
+    /// Other columns (column → value).
     #[serde(rename = "dados")]
+    #[schema(value_type = std::collections::BTreeMap<String, String>)]
     pub data: serde_json::Value,
     /// `valid`, `invalid`, `unknown`; none while with the hygiene service.
     #[serde(rename = "higienizacao")]

@@ -107,7 +107,7 @@ def main():
     for _ in range(100):
         page = data(listing.sync_detailed(client=client), 200)
         mine = [t for t in page if t.id == template_id][0]
-        states = [c["status"] for c in mine.channels]
+        states = [c.status for c in mine.channels]
         if states == ["approved"]:
             break
         time.sleep(0.1)
@@ -134,15 +134,16 @@ def main():
             client=client,
             body=m.RecipientsIn(
                 recipients=[
-                    m.RecipientDoc(phone="5511966660001", vars_=m.RecipientDocVarsType0.from_dict({"nome": "Ana"})),
-                    m.RecipientDoc(phone="5511966660002", vars_=m.RecipientDocVarsType0.from_dict({"nome": "Bia"})),
-                    m.RecipientDoc(phone="123", vars_=m.RecipientDocVarsType0.from_dict({"nome": "Curto"})),
+                    m.RecipientInput(phone="5511966660001", vars_=m.RecipientInputVars.from_dict({"nome": "Ana"})),
+                    m.RecipientInput(phone="5511966660002", vars_=m.RecipientInputVars.from_dict({"nome": "Bia"})),
+                    m.RecipientInput(phone="123", vars_=m.RecipientInputVars.from_dict({"nome": "Curto"})),
                 ]
             ),
         ),
         201,
     )
     assert added.added == 2 and len(added.invalid) == 1, added
+    assert added.invalid[0].index == 2 and added.invalid[0].phone == "123", added.invalid
     data(operation(pkg, "campaigns_start").sync_detailed(id=campaign_id, client=client), 200)
 
     # Its stats until it is done, then the report.

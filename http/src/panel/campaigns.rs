@@ -98,7 +98,7 @@ pub(crate) struct CampaignIn {
     /// Sending numbers (ids of `/api/phone-numbers`).
     numeros: Vec<i64>,
     /// Contacts `{numero, nome, dados}` (1–100,000).
-    #[schema(value_type = Vec<Object>)]
+    #[schema(min_items = 1, max_items = 100000)]
     contatos: Vec<Contact>,
     /// The column that fills each template variable, in order (`["nome", "cidade"]`).
     #[serde(default)]
@@ -306,9 +306,11 @@ pub(crate) async fn import(
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ListQuery {
-    /// Engine state: `draft`, `running`, `paused`, `completed`, `cancelled`.
+    /// Engine state: `draft`, `scheduled`, `running`, `paused`, `completed`, `cancelled`.
+    #[param(value_type = Option<engine::campaign::CampaignState>)]
     estado: Option<String>,
     /// The `next_cursor` of the previous page.
+    #[param(pattern = "^[0-9]{1,18}$")]
     cursor: Option<String>,
     /// Page size, 1 to 200 (default 50).
     limit: Option<i64>,
@@ -476,6 +478,7 @@ pub(crate) async fn dispatch(
 #[serde(deny_unknown_fields)]
 pub(crate) struct TestSendIn {
     /// Destination number with country code.
+    #[schema(pattern = r"^\s*\+?[ ().-]*([0-9][ ().-]*){10,15}(@c\.us|@s\.whatsapp\.net)?\s*$")]
     destino: String,
 }
 
@@ -511,8 +514,10 @@ pub(crate) async fn test_send(
 #[serde(deny_unknown_fields)]
 pub(crate) struct ContactsQuery {
     /// `valid`, `invalid`, `unknown` or `pending` (not checked yet).
+    #[param(pattern = "^(valid|invalid|unknown|pending)$")]
     status: Option<String>,
     /// The `next_cursor` of the previous page.
+    #[param(pattern = "^[0-9]{1,18}$")]
     cursor: Option<String>,
     /// Page size, 1 to 1000 (default 100).
     limit: Option<i64>,
@@ -652,12 +657,15 @@ pub(crate) async fn report(
 #[serde(deny_unknown_fields)]
 pub(crate) struct SendsQuery {
     /// `queued`, `sending`, `sent`, `delivered`, `read`, `failed`, `skipped`.
+    #[param(pattern = "^(queued|sending|sent|delivered|read|failed|skipped)$")]
     status: Option<String>,
     /// Sending number id.
     numero_id: Option<i64>,
     /// Destination (digits with country code).
+    #[param(pattern = r"^\s*\+?[ ().-]*([0-9][ ().-]*){10,15}(@c\.us|@s\.whatsapp\.net)?\s*$")]
     destino: Option<String>,
     /// The `next_cursor` of the previous page (not on the export).
+    #[param(pattern = "^[0-9]{1,18}$")]
     cursor: Option<String>,
     /// Page size, 1 to 1000 (default 100; not on the export).
     limit: Option<i64>,
@@ -845,4 +853,23 @@ pub(crate) async fn set_dispatch_setting(
         .set_dispatch_enabled(me.account_id(), b.habilitado)
         .await?;
     Ok(Data::json(s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The document's `status` filter of the sends lists exactly [`SEND_STATUSES`].
+    #[test]
+    fn the_sends_filter_documents_the_statuses_it_takes() {
+        let doc = serde_json::to_value(crate::panel::document()).unwrap();
+        let params = doc["paths"]["/campaigns/{id}/sends"]["get"]["parameters"]
+            .as_array()
+            .unwrap();
+        let status = params.iter().find(|p| p["name"] == "status").unwrap();
+        assert_eq!(
+            status["schema"]["pattern"],
+            format!("^({})$", SEND_STATUSES.join("|"))
+        );
+    }
 }

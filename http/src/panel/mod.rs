@@ -236,8 +236,7 @@ impl Modify for Security {
         description = "Painel do operador: sessão, usuários e papéis (Admin, Operador, Client), inventário de BMs, WABAs, números e clientes, templates, tarefas, wiki, dashboard, alertas e o estado completo. Respostas de sucesso têm `data`; erros têm `message` (pt-BR) e `code`.",
     ),
     security(("sessao" = [])),
-    modifiers(&Security),
-    components(schemas(crate::openapi::ErrorBody))
+    modifiers(&Security)
 )]
 pub struct PanelDoc;
 

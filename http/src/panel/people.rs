@@ -660,7 +660,7 @@ pub(crate) struct TemplatePatchIn {
     #[schema(value_type = Option<String>)]
     footer_text: Option<Option<String>>,
     /// Variable bindings (`var_map` of the account API).
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<std::collections::BTreeMap<String, engine::library::VarBinding>>)]
     variables: Option<engine::library::VarMap>,
     /// Submit it by itself to every number later added or connected.
     auto_replicate: Option<bool>,

@@ -9,7 +9,6 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -42,6 +41,8 @@ async fn overview(
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 struct WabaQuery {
+    /// `good`, `bad` or `attention`: only WABAs in that health.
+    #[param(pattern = "^(good|bad|attention)$")]
     health: Option<String>,
 }
 
@@ -224,9 +225,9 @@ pub struct BmSyncedOut {
     /// pt-BR summary.
     message: String,
     /// Numbers found at the provider that became channels.
-    created_numbers: Vec<Value>,
+    created_numbers: Vec<actors::accounts::SyncedNumber>,
     /// Channels whose number is gone at the provider.
-    missing_numbers: Vec<Value>,
+    missing_numbers: Vec<actors::accounts::SyncedNumber>,
     /// The BM after the sync.
     bm: BmGoodOut,
 }

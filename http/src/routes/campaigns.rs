@@ -61,7 +61,7 @@ struct CreateIn {
     template_id: i64,
     /// Template variable → audience column (`{"1": {"field": "nome", "default": "…"}}`);
     /// default the template's.
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<std::collections::BTreeMap<String, engine::library::VarBinding>>)]
     var_map: Option<VarMap>,
     /// The numbers and their weights; at least one.
     #[schema(min_items = 1)]
@@ -71,17 +71,8 @@ struct CreateIn {
     dry_run: bool,
     /// Audience to check in a dry run, up to 10,000 rows (refused otherwise: add it with
     /// `POST /campaigns/{id}/recipients`).
-    #[schema(value_type = Option<Vec<RecipientDoc>>, max_items = 10000)]
+    #[schema(max_items = 10000)]
     recipients: Option<Vec<RecipientInput>>,
-}
-
-/// A recipient row (for the API document): `phone` with country code, `vars` the audience
-/// columns.
-#[derive(utoipa::ToSchema)]
-#[allow(dead_code)]
-struct RecipientDoc {
-    phone: String,
-    vars: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// `POST /campaigns`: 201 with the campaign (`draft`); with `dry_run: true`, 200 with what a
@@ -179,7 +170,7 @@ async fn read(
 #[serde(deny_unknown_fields)]
 struct RecipientsIn {
     /// 1 to 10,000 rows per call (`actors::campaigns::MAX_RECIPIENTS_PER_CALL`).
-    #[schema(value_type = Vec<RecipientDoc>, min_items = 1, max_items = 10000)]
+    #[schema(min_items = 1, max_items = 10000)]
     recipients: Vec<RecipientInput>,
 }
 
@@ -286,8 +277,10 @@ struct ListQuery {
     /// Created before (ISO 8601 with zone).
     created_until: Option<String>,
     /// The `next_cursor` of the previous page (opaque).
+    #[param(pattern = "^[0-9]{1,18}$")]
     cursor: Option<String>,
     /// Page size, 1 to 200 (default 50).
+    #[param(minimum = 1, maximum = 200)]
     limit: Option<i64>,
 }
 

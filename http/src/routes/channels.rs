@@ -261,8 +261,10 @@ struct ListQuery {
     quality: Option<String>,
     tone: Option<String>,
     /// Page size (1 to 500, default 100).
+    #[param(minimum = 1, maximum = 500)]
     limit: Option<i64>,
     /// The `next_cursor` of the previous page (opaque).
+    #[param(pattern = "^[0-9]{1,18}$")]
     cursor: Option<String>,
 }
 

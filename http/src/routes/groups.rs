@@ -103,8 +103,10 @@ pub struct GroupTemplateOut {
     /// A media header.
     has_media_header: bool,
     /// Buttons: `{type, text, url, example}`.
+    #[schema(value_type = Vec<engine::library::Button>)]
     buttons: Value,
     /// Variable bindings (spec "Template (library)" › var_map).
+    #[schema(value_type = std::collections::BTreeMap<String, engine::library::VarBinding>)]
     var_map: Value,
 }
 
@@ -266,6 +268,7 @@ struct NumbersIn {
 #[schema(as = GroupMessageIn)]
 #[serde(deny_unknown_fields)]
 struct SendIn {
+    #[schema(pattern = r"^\s*\+?[ ().-]*([0-9][ ().-]*){10,15}(@c\.us|@s\.whatsapp\.net)?\s*$")]
     to: String,
     template_id: i64,
     #[serde(default)]
@@ -282,10 +285,11 @@ struct CampaignIn {
     category: Option<String>,
     /// `all` (default: every number together) or `sequential` (one at a time).
     mode: Option<String>,
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<std::collections::BTreeMap<String, engine::library::VarBinding>>)]
     var_map: Option<engine::library::VarMap>,
+    /// Up to 10,000 rows (`actors::campaigns::MAX_RECIPIENTS_PER_CALL`).
     #[serde(default)]
-    #[schema(value_type = Vec<Object>)]
+    #[schema(max_items = 10000)]
     recipients: Vec<actors::campaigns::RecipientInput>,
     /// Date-time without zone (America/Sao_Paulo), e.g. `2026-12-01T09:00`.
     scheduled_at: Option<String>,

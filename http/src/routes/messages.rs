@@ -26,18 +26,28 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(media))
 }
 
-/// The send request ("Message" › send request fields).
+/// The send request ("Message" › send request fields). Rules across fields, answered with
+/// 422 (D-081): exactly one of `to` and `chat_id` (`ambiguous_recipient`, `required`); exactly
+/// one of `text`, `template` and `media` (`ambiguous_content`); `caption` only with `media`
+/// (`invalid_caption`); a `template` by `id` (with `vars`) or by `name` (with `language` and
+/// `params`), not both (`ambiguous_template`).
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[schema(as = MessageIn)]
 #[serde(deny_unknown_fields)]
 struct SendIn {
+    #[schema(pattern = r"^\s*\+?[ ().-]*([0-9][ ().-]*){10,15}(@c\.us|@s\.whatsapp\.net)?\s*$")]
     to: Option<String>,
+    #[schema(pattern = r"^\s*\+?[ ().-]*([0-9][ ().-]*){10,15}(@c\.us|@s\.whatsapp\.net)?\s*$")]
     chat_id: Option<String>,
     channel_id: Option<i64>,
+    /// Free text inside the 24-hour window, 1 to 4,096 characters (PROVIDER.md §2.2).
+    #[schema(min_length = 1, max_length = 4096)]
     text: Option<String>,
     template: Option<TemplateIn>,
     preview_text: Option<String>,
     media: Option<MediaIn>,
+    /// With `media` only, up to 1,024 characters.
+    #[schema(max_length = 1024)]
     caption: Option<String>,
 }
 
@@ -49,6 +59,8 @@ struct MediaIn {
     #[serde(rename = "type")]
     #[schema(pattern = "^(image|document|video|audio)$")]
     kind: String,
+    /// A public `http(s)` URL the gateway fetches through its SSRF guard.
+    #[schema(pattern = "^https?://")]
     url: String,
 }
 
@@ -62,6 +74,8 @@ struct TemplateIn {
     /// …or a template by name at the provider (`^[a-z0-9_]+$`).
     #[schema(pattern = "^[a-z0-9_]+$")]
     name: Option<String>,
+    /// Locale of a template by name (default `pt_BR`).
+    #[schema(pattern = "^[A-Za-z_-]{1,16}$")]
     language: Option<String>,
     #[serde(default)]
     params: Vec<String>,
@@ -679,6 +693,7 @@ struct ListQuery {
     /// One number (channel id).
     channel_id: Option<i64>,
     /// The contact, with country code (formatting allowed).
+    #[param(pattern = r"^\s*\+?[ ().-]*([0-9][ ().-]*){10,15}(@c\.us|@s\.whatsapp\.net)?\s*$")]
     to: Option<String>,
     /// `in` (received) or `out` (sent).
     direction: Option<String>,
@@ -689,8 +704,10 @@ struct ListQuery {
     /// Created before (ISO 8601 with zone).
     until: Option<String>,
     /// The `next_cursor` of the previous page (opaque).
+    #[param(pattern = "^[0-9]{1,18}$")]
     cursor: Option<String>,
     /// Page size, 1 to 500 (default 100).
+    #[param(minimum = 1, maximum = 500)]
     limit: Option<i64>,
 }
 

@@ -271,6 +271,7 @@ pub struct ReportDetailOut {
     /// The recipient, digits with country code.
     phone: String,
     /// The audience columns of the row.
+    #[schema(value_type = std::collections::BTreeMap<String, String>)]
     vars: Value,
     /// `queued`, `sending`, `sent`, `delivered`, `read`, `failed` or `skipped`.
     #[schema(value_type = engine::message::MessageStatus)]

@@ -55,6 +55,7 @@ pub async fn templates(
 #[serde(deny_unknown_fields)]
 pub struct SendIn {
     /// Recipient, digits with country code.
+    #[schema(pattern = r"^\s*\+?[ ().-]*([0-9][ ().-]*){10,15}(@c\.us|@s\.whatsapp\.net)?\s*$")]
     to: String,
     /// Template name.
     template: String,
@@ -266,7 +267,7 @@ impl utoipa::Modify for Security {
     paths(numbers, templates, send, message),
     security(("usuario" = [])),
     modifiers(&Security),
-    components(schemas(SendIn, crate::openapi::ErrorBody))
+    components(schemas(SendIn))
 )]
 pub struct SenderDoc;
 

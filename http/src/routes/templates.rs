@@ -36,11 +36,12 @@ pub(crate) struct CreateIn {
     provider_name: Option<String>,
     header_text: Option<String>,
     footer_text: Option<String>,
+    /// Buttons (more than 10, or a label over 25 characters, is a `problem`, not a refusal).
     #[serde(default)]
-    #[schema(value_type = Vec<Object>)]
     buttons: Vec<Button>,
+    /// Template variable → audience column (`"1".."n"`, `"btn:0"`, `"header:1"`).
     #[serde(default)]
-    #[schema(value_type = Object)]
+    #[schema(value_type = std::collections::BTreeMap<String, engine::library::VarBinding>)]
     var_map: VarMap,
     #[serde(default)]
     submit_channels: Vec<i64>,
@@ -315,9 +316,8 @@ pub(crate) struct TemplatePatchIn {
     #[serde(default, deserialize_with = "crate::extract::present")]
     #[schema(value_type = Option<String>)]
     footer_text: Option<Option<String>>,
-    #[schema(value_type = Option<Vec<Object>>)]
     buttons: Option<Vec<Button>>,
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<std::collections::BTreeMap<String, engine::library::VarBinding>>)]
     var_map: Option<VarMap>,
     auto_replicate: Option<bool>,
 }

@@ -155,8 +155,10 @@ pub(crate) struct ListQuery {
     visibility: Option<String>,
     bot_knowledge: Option<bool>,
     /// Page size (1 to 500, default 100).
+    #[param(minimum = 1, maximum = 500)]
     limit: Option<i64>,
     /// The `next_cursor` of the previous page (opaque).
+    #[param(pattern = "^[0-9]{1,18}$")]
     cursor: Option<String>,
 }
 
