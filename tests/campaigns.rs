@@ -203,12 +203,25 @@ async fn sent_by(app: &TestApp, phone_number_id: &str) -> u64 {
 
 /// Waits for `state` with nothing left in flight (`sending` 0).
 async fn wait_settled(app: &TestApp, id: i64, state: &str) -> Value {
-    eventually(30, state, || async {
-        let (_, c) = app.get(&format!("/api/v1/campaigns/{id}")).await;
-        (c["data"]["state"] == state && c["data"]["stats"]["sending"] == 0)
-            .then_some(c["data"].clone())
-    })
-    .await
+    let last = std::sync::Mutex::new(Value::Null);
+    let found = tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        eventually(31, state, || async {
+            let (_, c) = app.get(&format!("/api/v1/campaigns/{id}")).await;
+            *last.lock().unwrap() = c["data"].clone();
+            (c["data"]["state"] == state && c["data"]["stats"]["sending"] == 0)
+                .then_some(c["data"].clone())
+        }),
+    )
+    .await;
+    match found {
+        Ok(c) => c,
+        Err(_) => panic!(
+            "timed out waiting for: {state} (last seen: {}; its actor running: {})",
+            last.lock().unwrap(),
+            app.runtime.campaign_actor(id).is_some()
+        ),
+    }
 }
 
 async fn wait_state(app: &TestApp, id: i64, state: &str) -> Value {

@@ -138,7 +138,11 @@ impl Store {
                 Backend::Sqlite => 8,
                 Backend::Postgres => 16,
             })
-            .acquire_timeout(Duration::from_secs(10));
+            .acquire_timeout(Duration::from_secs(10))
+            .after_release(match backend {
+                Backend::Sqlite => released_sqlite,
+                Backend::Postgres => released_postgres,
+            });
         if backend == Backend::Sqlite {
             opts = opts.after_connect(|conn, _| {
                 Box::pin(async move {
@@ -159,6 +163,7 @@ impl Store {
                 AnyPoolOptions::new()
                     .max_connections(1)
                     .acquire_timeout(Duration::from_secs(60))
+                    .after_release(released_sqlite)
                     .after_connect(|conn, _| Box::pin(async move { sqlite_pragmas(conn).await }))
                     .connect(url)
                     .await?
@@ -292,6 +297,51 @@ impl Store {
         self.writer.close().await;
         self.pool.close().await;
     }
+}
+
+/// What the pools' `after_release` hooks answer: whether the connection goes back to its pool.
+type Released<'c> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = sqlx::Result<bool>> + Send + 'c>>;
+
+/// Whether `conn` is outside any transaction.
+fn outside_transaction(conn: &sqlx::AnyConnection) -> bool {
+    use sqlx::{Database, TransactionManager};
+    <sqlx::Any as Database>::TransactionManager::get_transaction_depth(conn) == 0
+}
+
+/// A SQLite connection goes back to its pool only outside a transaction. A caller cancelled
+/// after its `BEGIN` was acknowledged but before its `Transaction` existed (a campaign actor
+/// killed mid-claim) hands the connection back inside a transaction nobody can end: every
+/// later `begin` on it fails ("non-zero transaction depth"), and on the one write connection
+/// every write of the gateway with it, while the transaction holds the database's write
+/// lock. Such a connection is closed, which rolls it back. Inside a transaction at release,
+/// a ping first waits for what the connection's worker still has queued (a dropped
+/// `Transaction`'s rollback, counted when it runs); outside, nothing is waited for.
+fn released_sqlite(
+    conn: &mut sqlx::AnyConnection,
+    _: sqlx::pool::PoolConnectionMetadata,
+) -> Released<'_> {
+    Box::pin(async move {
+        use sqlx::Connection;
+        if outside_transaction(conn) {
+            return Ok(true);
+        }
+        conn.ping().await?;
+        let outside = outside_transaction(conn);
+        if !outside {
+            tracing::warn!("a connection came back inside a transaction nobody holds; closing it");
+        }
+        Ok(outside)
+    })
+}
+
+/// PostgreSQL's side of [`released_sqlite`]: a dropped transaction's rollback is counted at
+/// once, so only the depth is read.
+fn released_postgres(
+    conn: &mut sqlx::AnyConnection,
+    _: sqlx::pool::PoolConnectionMetadata,
+) -> Released<'_> {
+    Box::pin(async move { Ok(outside_transaction(conn)) })
 }
 
 /// Begins a write transaction on `writer` (see [`Store::begin_write`]).

@@ -520,6 +520,36 @@ mod tests {
         }
     }
 
+    /// A connection handed back inside a transaction nobody holds (what a caller cancelled
+    /// between its BEGIN and the `Transaction` leaves: a campaign actor killed mid-claim) is
+    /// closed, not reused: the one write connection is not left refusing every later write
+    /// ("non-zero transaction depth"), and the lock its transaction held is released.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_connection_left_inside_a_transaction_is_not_reused() {
+        use sqlx::{Database, TransactionManager};
+        let dir = tempfile::tempdir().unwrap();
+        let (store, account, channel) = store(dir.path()).await;
+        let mut conn = store.writer.acquire().await.unwrap();
+        <sqlx::Any as Database>::TransactionManager::begin(
+            &mut conn,
+            Some("BEGIN IMMEDIATE".into()),
+        )
+        .await
+        .unwrap();
+        drop(conn);
+        for _ in 0..3 {
+            let tx = store
+                .begin_write()
+                .await
+                .expect("the write connection begins a transaction");
+            tx.commit().await.unwrap();
+        }
+        store
+            .insert_outbound(&message(account, channel, 0), MessageStatus::Sending, None)
+            .await
+            .expect("a write after it");
+    }
+
     /// Concurrent writes share transactions, each caller gets its own row (a contact written
     /// twice in one batch too), and a write that
     /// fails in a batch (an unknown message) answers its own error while the batch's other
