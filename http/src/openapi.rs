@@ -789,22 +789,27 @@ async fn bundle() -> Response {
 mod tests {
     use super::*;
 
-    /// Every operation id of the three documents.
-    fn operation_ids() -> std::collections::BTreeSet<String> {
+    /// The three documents: account API, panel, public sender.
+    fn documents() -> [&'static utoipa::openapi::OpenApi; 3] {
         [
             document(),
             crate::panel::document(),
             crate::routes::sender::document(),
         ]
-        .iter()
-        .flat_map(|d| d.paths.paths.values())
-        .flat_map(|item| {
-            [&item.get, &item.post, &item.put, &item.patch, &item.delete]
-                .into_iter()
-                .flatten()
-                .filter_map(|op| op.operation_id.clone())
-        })
-        .collect()
+    }
+
+    /// Every operation id of the three documents.
+    fn operation_ids() -> std::collections::BTreeSet<String> {
+        documents()
+            .iter()
+            .flat_map(|d| d.paths.paths.values())
+            .flat_map(|item| {
+                [&item.get, &item.post, &item.put, &item.patch, &item.delete]
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|op| op.operation_id.clone())
+            })
+            .collect()
     }
 
     #[test]
@@ -876,18 +881,10 @@ mod tests {
 
     #[test]
     fn every_document_types_every_answer() {
-        for doc in [
-            document(),
-            crate::panel::document(),
-            crate::routes::sender::document(),
-        ] {
+        for doc in documents() {
             assert_eq!(untyped_answers(doc), Vec::<String>::new());
         }
-        for doc in [
-            document(),
-            crate::panel::document(),
-            crate::routes::sender::document(),
-        ] {
+        for doc in documents() {
             assert_eq!(dangling_refs(doc), Vec::<String>::new());
         }
     }
@@ -956,11 +953,7 @@ mod tests {
 
     #[test]
     fn no_field_is_any_json_unless_it_passes_one_on() {
-        for doc in [
-            document(),
-            crate::panel::document(),
-            crate::routes::sender::document(),
-        ] {
+        for doc in documents() {
             let found: Vec<String> = free_form(doc)
                 .into_iter()
                 .filter(|f| !FREE_FORM.contains(&f.as_str()))
@@ -973,11 +966,7 @@ mod tests {
     /// (`BTreeMap`), where two different maps would collide: every map is inline.
     #[test]
     fn no_schema_is_named_after_a_container() {
-        for doc in [
-            document(),
-            crate::panel::document(),
-            crate::routes::sender::document(),
-        ] {
+        for doc in documents() {
             let names: Vec<&String> = doc
                 .components
                 .as_ref()
