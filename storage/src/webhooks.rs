@@ -560,12 +560,17 @@ impl Store {
     ) -> Result<Vec<DueDelivery>> {
         // The subscriptions with pending work: one index probe each. A client's lane (D-061)
         // takes the client's current URL and secret, and waits while the client has none.
+        // Planned at each call, not prepared: a parameterless prepared statement keeps the
+        // plan it got when `webhook_deliveries` was empty (a scan of the whole table) until
+        // the next ANALYZE, and on PostgreSQL that plan grew with the table to 7–120 ms a
+        // call, the database's largest cost while a campaign ran (issue 25 part 3).
         let busy_rows = sqlx::query(
             "SELECT s.id FROM webhook_subscriptions s LEFT JOIN clients cl ON cl.id = s.client_id \
              WHERE s.active = 1 \
                AND (s.client_id IS NULL OR (cl.webhook_url IS NOT NULL AND cl.webhook_secret_enc IS NOT NULL)) \
                AND EXISTS (SELECT 1 FROM webhook_deliveries h WHERE h.subscription_id = s.id AND h.status = 'pending')",
         )
+        .persistent(false)
         .fetch_all(&self.pool)
         .await?;
         let mut subscriptions = Vec::with_capacity(busy_rows.len());
