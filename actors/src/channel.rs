@@ -836,15 +836,15 @@ async fn handle_msg(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut Chan
             }
         }
         ChannelMsg::Statuses(reports, reply) => {
-            // Applied by the shared writer, in arrival order, so the actor stays free for
+            // Applied by the number's batched writer, in arrival order, so the actor stays free for
             // sends and credits while the transaction runs.
             let job = crate::settle::StatusJob {
                 record: st.record.clone(),
                 reports,
                 reply,
             };
-            if let Err(e) = st.shared.statuses.send(job).await {
-                let _ = e.0.reply.send(Err(ActorError::Unavailable));
+            if let Err(job) = st.shared.writers.statuses(job).await {
+                let _ = job.reply.send(Err(ActorError::Unavailable));
             }
         }
         ChannelMsg::Inbound(items, reply) => {
@@ -1470,7 +1470,8 @@ async fn dispatch(myself: ActorRef<ChannelMsg>, batch: Dispatch, st: &mut Channe
     }
 }
 
-/// Hands a campaign send's outcome to the batched writer (waits when its queue is full).
+/// Hands a campaign send's outcome to its number's batched writer (waits when its queue is
+/// full).
 async fn settle(
     shared: &Shared,
     record: &Arc<ChannelRecord>,
@@ -1487,7 +1488,7 @@ async fn settle(
         },
         record: record.clone(),
     };
-    if shared.settle.send(item).await.is_err() {
+    if shared.writers.settle(item).await.is_err() {
         tracing::error!(
             recipient_id,
             "the campaign writer is gone; the send stays in doubt"

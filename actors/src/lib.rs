@@ -176,10 +176,8 @@ pub struct Shared {
     pub hygiene: Option<provider::hygiene::HygieneClient>,
     /// How long a hygiene job may run before its campaign shows it failed.
     pub hygiene_job_timeout: Duration,
-    /// The send path's batched writer: campaign send outcomes.
-    pub(crate) settle: tokio::sync::mpsc::Sender<settle::SettleItem>,
-    /// The send path's batched writer: status webhooks.
-    pub(crate) statuses: tokio::sync::mpsc::Sender<settle::StatusJob>,
+    /// The send path's batched writers: campaign send outcomes and status webhooks, by number.
+    pub(crate) writers: settle::Writers,
     shutting_down: AtomicBool,
 }
 
@@ -299,8 +297,7 @@ impl Runtime {
             .hygiene
             .as_ref()
             .map_or(Duration::from_secs(1800), |h| h.job_timeout);
-        let (settle_tx, settle_rx) = tokio::sync::mpsc::channel(settle::QUEUE);
-        let (status_tx, status_rx) = tokio::sync::mpsc::channel(settle::STATUS_QUEUE);
+        let (writers, receivers) = settle::Writers::new(store.send_path_writers());
         let shared = Arc::new(Shared {
             store: store.clone(),
             graph,
@@ -319,11 +316,10 @@ impl Runtime {
             ),
             hygiene,
             hygiene_job_timeout,
-            settle: settle_tx,
-            statuses: status_tx,
+            writers,
             shutting_down: AtomicBool::new(false),
         });
-        settle::spawn(Arc::downgrade(&shared), settle_rx, status_rx);
+        settle::spawn(Arc::downgrade(&shared), receivers);
         let _ = shared.dispatcher.set(dispatcher.clone());
         let (supervisor, _) = Actor::spawn(None, ChannelSupervisor, shared.clone())
             .await

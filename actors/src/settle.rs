@@ -1,7 +1,13 @@
-//! The send path's writer: outcomes of campaign sends and the provider's status reports are
+//! The send path's writers: outcomes of campaign sends and the provider's status reports are
 //! committed in batches, one durable transaction for up to [`MAX_BATCH`] sends and one for up
-//! to [`STATUS_JOBS`] status webhooks of every channel, instead of one commit per send or per
-//! webhook (issue 6: "no relaxed fsync on the send path: batch the commits instead").
+//! to [`STATUS_JOBS`] status webhooks, instead of one commit per send or per webhook (issue 6:
+//! "no relaxed fsync on the send path: batch the commits instead").
+//!
+//! There are as many writers as the backend takes concurrent writes
+//! ([`storage::Store::send_path_writers`]: one on SQLite, several on PostgreSQL), each owning
+//! the numbers whose id falls in its partition (`channel_id mod writers`): a number's outcomes
+//! and statuses are always written by the same writer, in order, and two writers never touch
+//! the same message row (issue 25 part 3).
 //!
 //! Send tasks hand their outcome over a bounded queue (so a slow disk slows the senders down
 //! rather than growing memory) and go on; channel actors hand over each status webhook's
@@ -55,9 +61,63 @@ pub struct SettleItem {
     pub record: Arc<ChannelRecord>,
 }
 
-/// Starts the writer; it ends when the queues close (the runtime's shared state is dropped).
-pub(crate) fn spawn(
+/// The queues of the send path's writers, one pair per partition of the numbers.
+#[derive(Debug)]
+pub(crate) struct Writers {
+    outcomes: Vec<mpsc::Sender<SettleItem>>,
+    statuses: Vec<mpsc::Sender<StatusJob>>,
+}
+
+/// The queues' receiving ends, handed to [`spawn`].
+pub(crate) struct Receivers(Vec<(mpsc::Receiver<SettleItem>, mpsc::Receiver<StatusJob>)>);
+
+impl Writers {
+    /// `n` partitions (at least one), each with its bounded queues.
+    pub(crate) fn new(n: usize) -> (Self, Receivers) {
+        let n = n.max(1);
+        let mut outcomes = Vec::with_capacity(n);
+        let mut statuses = Vec::with_capacity(n);
+        let mut receivers = Vec::with_capacity(n);
+        for _ in 0..n {
+            let (otx, orx) = mpsc::channel(QUEUE);
+            let (stx, srx) = mpsc::channel(STATUS_QUEUE);
+            outcomes.push(otx);
+            statuses.push(stx);
+            receivers.push((orx, srx));
+        }
+        (Self { outcomes, statuses }, Receivers(receivers))
+    }
+
+    fn partition(&self, channel_id: i64) -> usize {
+        channel_id.rem_euclid(self.outcomes.len() as i64) as usize
+    }
+
+    /// Queues a campaign send's outcome for its number's writer (waits while the queue is
+    /// full). Gives the item back when the writer is gone.
+    pub(crate) async fn settle(&self, item: SettleItem) -> Result<(), SettleItem> {
+        let i = self.partition(item.settlement.channel_id);
+        self.outcomes[i].send(item).await.map_err(|e| e.0)
+    }
+
+    /// Queues a status webhook's reports for its number's writer (waits while the queue is
+    /// full). Gives the job back when the writer is gone.
+    pub(crate) async fn statuses(&self, job: StatusJob) -> Result<(), StatusJob> {
+        let i = self.partition(job.record.id);
+        self.statuses[i].send(job).await.map_err(|e| e.0)
+    }
+}
+
+/// Starts one writer per partition; each ends when its queues close (the runtime's shared
+/// state is dropped).
+pub(crate) fn spawn(shared: Weak<Shared>, receivers: Receivers) {
+    for (partition, (outcomes, statuses)) in receivers.0.into_iter().enumerate() {
+        spawn_one(shared.clone(), partition, outcomes, statuses);
+    }
+}
+
+fn spawn_one(
     shared: Weak<Shared>,
+    partition: usize,
     mut outcomes: mpsc::Receiver<SettleItem>,
     mut statuses: mpsc::Receiver<StatusJob>,
 ) {
@@ -107,7 +167,7 @@ pub(crate) fn spawn(
                 }
             }
         }
-        .instrument(tracing::info_span!("send_path_writer")),
+        .instrument(tracing::info_span!("send_path_writer", partition)),
     );
 }
 
@@ -183,4 +243,26 @@ async fn write(shared: &Shared, batch: &[SettleItem]) {
         size = batch.len(),
         "campaign send outcomes not recorded; they will be resolved as in doubt"
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_number_always_goes_to_the_same_writer_and_every_writer_gets_numbers() {
+        let (writers, receivers) = Writers::new(3);
+        assert_eq!(receivers.0.len(), 3);
+        let mut seen = [0usize; 3];
+        for channel_id in 1..=30 {
+            let p = writers.partition(channel_id);
+            assert_eq!(p, writers.partition(channel_id));
+            seen[p] += 1;
+        }
+        assert_eq!(seen, [10, 10, 10]);
+        // No writers asked for is one writer, never a division by zero.
+        let (one, receivers) = Writers::new(0);
+        assert_eq!(receivers.0.len(), 1);
+        assert_eq!(one.partition(-5), 0);
+    }
 }
