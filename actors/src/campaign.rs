@@ -438,15 +438,11 @@ async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<()
             count: *credit,
             template_name: template_name(channel_id),
         };
-        let claimed = claim(st, true, std::slice::from_ref(&share)).await?;
-        let n = claimed.first().map_or(0, Vec::len);
+        let n = claim_and_hand_out(st, true, std::slice::from_ref(&share)).await?[0];
         if n < *credit {
             st.pinned.remove(&channel_id);
         }
         *credit -= n;
-        for (share, items) in [share].iter().zip(claimed) {
-            hand_out(st, share, items).await?;
-        }
     }
     // Then the weighted shares, claimed together in one transaction.
     let alloc = allocate(&st.slots, &credits, page);
@@ -470,10 +466,9 @@ async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<()
         return Ok(());
     }
     let only: Vec<ClaimShare> = shares.iter().map(|(_, s)| s.clone()).collect();
-    let claimed = claim(st, false, &only).await?;
-    for ((i, share), items) in shares.into_iter().zip(claimed) {
-        st.slots[i].dispatched += items.len() as u64;
-        hand_out(st, &share, items).await?;
+    let handed = claim_and_hand_out(st, false, &only).await?;
+    for ((i, _), n) in shares.into_iter().zip(handed) {
+        st.slots[i].dispatched += n as u64;
     }
     Ok(())
 }
@@ -526,7 +521,8 @@ async fn announce_campaign(
 
 /// Records how long a phase of a tick took (s) in
 /// `disparo_campaign_tick_phase_seconds{phase}`: `credits` (asking the numbers), `claim`
-/// (the claim transaction, with its wait for the write connection).
+/// (one claim transaction, with its wait for the write connection), `claim_and_hand_out`
+/// (every round of the tick, claimed and handed to the numbers).
 fn phase(name: &'static str, since: std::time::Instant) {
     metrics::histogram!("disparo_campaign_tick_phase_seconds", "phase" => name)
         .record(since.elapsed().as_secs_f64());
@@ -535,18 +531,20 @@ fn phase(name: &'static str, since: std::time::Instant) {
 /// Most recipients claimed in one transaction (a tick claims in rounds of this many).
 pub const CLAIM_ROUND: usize = 512;
 
-/// Claims the shares; counts them in `disparo_campaign_claimed_total{campaign_id}`.
-async fn claim(
+/// Claims the shares in rounds and hands each round to its numbers as soon as it is claimed:
+/// the numbers dispatch one round while the next is claimed (a pipeline, issue 25 part 3),
+/// instead of waiting for the whole tick's claim. Returns how many recipients each share
+/// took; counts them in `disparo_campaign_claimed_total{campaign_id}`.
+async fn claim_and_hand_out(
     st: &CampaignRun,
     pinned: bool,
     shares: &[ClaimShare],
-) -> Result<Vec<Vec<storage::campaigns::Claimed>>, ActorError> {
+) -> Result<Vec<usize>, ActorError> {
     let started = std::time::Instant::now();
     // In rounds of at most CLAIM_ROUND recipients, one transaction each: 1:1 sends' writes
     // wait for one round, not for the whole tick's claim (issue 25 part 2, D-076).
     let mut left: Vec<usize> = shares.iter().map(|s| s.count).collect();
-    let mut claimed: Vec<Vec<storage::campaigns::Claimed>> =
-        shares.iter().map(|_| Vec::new()).collect();
+    let mut taken = vec![0usize; shares.len()];
     loop {
         let total: usize = left.iter().sum();
         if total == 0 {
@@ -565,6 +563,7 @@ async fn claim(
             })
             .collect();
         let asked: usize = round.iter().map(|s| s.count).sum();
+        let claim_started = std::time::Instant::now();
         let got = st
             .shared
             .store
@@ -576,22 +575,24 @@ async fn claim(
                 &st.template.language,
             )
             .await?;
+        phase("claim", claim_started);
         let mut n = 0;
         for (i, part) in got.into_iter().enumerate() {
             left[i] -= part.len().min(left[i]);
+            taken[i] += part.len();
             n += part.len();
-            claimed[i].extend(part);
+            hand_out(st, &shares[i], part).await?;
         }
         if n < asked {
             // The audience ran out.
             break;
         }
     }
-    phase("claim", started);
-    let n: usize = claimed.iter().map(Vec::len).sum();
+    phase("claim_and_hand_out", started);
+    let n: usize = taken.iter().sum();
     metrics::counter!("disparo_campaign_claimed_total", "campaign_id" => st.campaign_id.to_string())
         .increment(n as u64);
-    Ok(claimed)
+    Ok(taken)
 }
 
 /// The reason a marketing campaign skips a contact who stopped marketing messages.
