@@ -492,6 +492,12 @@ async fn run(cores: Option<usize>) -> Row {
             mean / 1000.0
         );
     }
+    for (_, count, mean) in histogram_means(&metrics, "disparo_webhook_attempt_batch") {
+        println!(
+            "  webhook attempt batches: {count:.0}, mean {:.1} attempts",
+            mean / 1000.0
+        );
+    }
     for (labels, count, mean) in histogram_means(&metrics, "disparo_http_request_duration_seconds")
     {
         if labels.contains("webhooks") {

@@ -12,8 +12,10 @@ use serde_json::json;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
-use storage::webhooks::{AttemptOutcome, DueDelivery};
+use storage::webhooks::{Attempt, AttemptOutcome, DueDelivery};
 use storage::{now_ms, Store};
+use tokio::sync::{mpsc, oneshot};
+use tracing::Instrument;
 
 /// Messages of the dispatcher.
 #[derive(Debug)]
@@ -76,6 +78,83 @@ pub struct DispatcherState {
     /// conversation's order; D-065).
     in_flight: HashMap<i64, HashSet<String>>,
     poll_scheduled: bool,
+    /// The attempts' writer.
+    recorder: Recorder,
+}
+
+/// Most attempts recorded in one transaction.
+pub const ATTEMPT_BATCH: usize = 256;
+
+/// An attempt on its way to the writer, with where to answer.
+struct Recording {
+    attempt: Attempt,
+    reply: oneshot::Sender<storage::Result<Option<i64>>>,
+}
+
+/// The queue to the attempts' writer: a task that records every attempt that finished while
+/// its previous transaction ran in one transaction ([`storage::Store::record_attempts`]), so
+/// a busy outbox costs a commit per batch, not two per attempt (issue 25 part 3).
+#[derive(Clone)]
+struct Recorder(mpsc::Sender<Recording>);
+
+impl Recorder {
+    /// Starts the writer; it ends when every sender is gone.
+    fn spawn(store: Store) -> Self {
+        let (tx, rx) = mpsc::channel(ATTEMPT_BATCH * 4);
+        tokio::spawn(
+            write_attempts(store, rx).instrument(tracing::info_span!("webhook_attempt_writer")),
+        );
+        Recorder(tx)
+    }
+
+    /// Records one attempt (waits for its transaction's commit); returns when the
+    /// subscription's run of failures began (`None` after a delivery).
+    async fn record(&self, attempt: Attempt) -> Result<Option<i64>, crate::ActorError> {
+        let (reply, answer) = oneshot::channel();
+        self.0
+            .send(Recording { attempt, reply })
+            .await
+            .map_err(|_| crate::ActorError::Unavailable)?;
+        Ok(answer.await.map_err(|_| crate::ActorError::Unavailable)??)
+    }
+}
+
+/// The attempts' writer: takes what queued (at most [`ATTEMPT_BATCH`]), records it in one
+/// transaction, answers each. No timer: an attempt alone is written at once; under load the
+/// batches grow with the time the previous commit took. When a batch fails, each of its
+/// attempts is recorded alone, so one bad row answers its own error.
+async fn write_attempts(store: Store, mut queue: mpsc::Receiver<Recording>) {
+    let mut batch: Vec<Recording> = Vec::with_capacity(ATTEMPT_BATCH);
+    while let Some(first) = queue.recv().await {
+        batch.push(first);
+        while batch.len() < ATTEMPT_BATCH {
+            match queue.try_recv() {
+                Ok(r) => batch.push(r),
+                Err(_) => break,
+            }
+        }
+        let attempts: Vec<Attempt> = batch.iter().map(|r| r.attempt.clone()).collect();
+        metrics::histogram!("disparo_webhook_attempt_batch").record(attempts.len() as f64);
+        match store.record_attempts(&attempts).await {
+            Ok(runs) => {
+                for (r, run) in batch.drain(..).zip(runs) {
+                    let _ = r.reply.send(Ok(run));
+                }
+            }
+            Err(e) => {
+                if batch.len() > 1 {
+                    tracing::warn!(attempts = batch.len(), error = %e, "a batch of webhook attempts failed; recording each alone");
+                }
+                for r in batch.drain(..) {
+                    let alone = store
+                        .record_attempts(std::slice::from_ref(&r.attempt))
+                        .await
+                        .map(|runs| runs.into_iter().next().flatten());
+                    let _ = r.reply.send(alone);
+                }
+            }
+        }
+    }
 }
 
 /// The body of a delivery: the spec's envelope. Rendered from stored fields only, with sorted
@@ -125,6 +204,7 @@ impl Actor for WebhookDispatcher {
             .pool_max_idle_per_host(args.config.max_in_flight)
             .build()?;
         Ok(DispatcherState {
+            recorder: Recorder::spawn(args.store.clone()),
             store: args.store,
             config: Arc::new(args.config),
             http,
@@ -226,15 +306,30 @@ async fn poll(myself: &ActorRef<DispatcherMsg>, st: &mut DispatcherState) {
             st.config.clone(),
             myself.clone(),
         );
+        let recorder = st.recorder.clone();
         tokio::spawn(async move {
             let (subscription_id, key) = (d.subscription_id, d.order_key.clone());
-            attempt(&store, &http, &config, d).await;
+            let ctx = Ctx {
+                store: &store,
+                recorder: &recorder,
+                config: &config,
+            };
+            attempt(ctx, &http, d).await;
             let _ = me.cast(DispatcherMsg::Done(subscription_id, key));
         });
     }
 }
 
-async fn attempt(store: &Store, http: &reqwest::Client, config: &DispatcherConfig, d: DueDelivery) {
+/// What an attempt's task records with.
+#[derive(Clone, Copy)]
+struct Ctx<'a> {
+    store: &'a Store,
+    recorder: &'a Recorder,
+    config: &'a DispatcherConfig,
+}
+
+async fn attempt(ctx: Ctx<'_>, http: &reqwest::Client, d: DueDelivery) {
+    let config = ctx.config;
     let body = render_envelope(&d);
     // During a rotation's overlap both secrets sign: `sha256=<new>,sha256=<previous>` (D-064).
     let signature = match &d.previous_secret {
@@ -254,7 +349,7 @@ async fn attempt(store: &Store, http: &reqwest::Client, config: &DispatcherConfi
         );
         metrics::counter!("disparo_outbound_refused_total").increment(1);
         let error = format!("refused: {}", crate::outbound::refusal_message(&refusal));
-        finish(store, config, &d, None, error).await;
+        finish(ctx, &d, None, error).await;
         return;
     }
     let res = http
@@ -282,24 +377,16 @@ async fn attempt(store: &Store, http: &reqwest::Client, config: &DispatcherConfi
     };
     // `failure` is Err(status) on success, to keep the happy path's code.
     match failure {
-        Err(status_code) => {
-            record(store, config, &d, AttemptOutcome::Delivered { status_code }).await
-        }
-        Ok((status_code, error)) => finish(store, config, &d, status_code, error).await,
+        Err(status_code) => record(ctx, &d, AttemptOutcome::Delivered { status_code }).await,
+        Ok((status_code, error)) => finish(ctx, &d, status_code, error).await,
     }
 }
 
 /// Records a failed attempt: a retry on the schedule, or the last one.
-async fn finish(
-    store: &Store,
-    config: &DispatcherConfig,
-    d: &DueDelivery,
-    status_code: Option<u16>,
-    error: String,
-) {
+async fn finish(ctx: Ctx<'_>, d: &DueDelivery, status_code: Option<u16>, error: String) {
     let done = (d.attempts + 1) as u32;
     let jitter: f64 = rand::thread_rng().gen();
-    let outcome = match config.schedule.next_delay_ms(done, jitter) {
+    let outcome = match ctx.config.schedule.next_delay_ms(done, jitter) {
         Some(ms) => AttemptOutcome::Retry {
             status_code,
             error,
@@ -307,18 +394,13 @@ async fn finish(
         },
         None => AttemptOutcome::GiveUp { status_code, error },
     };
-    record(store, config, d, outcome).await;
+    record(ctx, d, outcome).await;
 }
 
 /// Records an attempt; a subscription whose attempts have only failed for
 /// [`DispatcherConfig::disable_after`] is disabled, the account's other subscriptions get
 /// `webhook.disabled`, and the audit log a line.
-async fn record(
-    store: &Store,
-    config: &DispatcherConfig,
-    d: &DueDelivery,
-    outcome: AttemptOutcome,
-) {
+async fn record(ctx: Ctx<'_>, d: &DueDelivery, outcome: AttemptOutcome) {
     let label = match &outcome {
         AttemptOutcome::Delivered { .. } => "delivered",
         AttemptOutcome::Retry { .. } => "retry",
@@ -329,10 +411,15 @@ async fn record(
         AttemptOutcome::Retry { error, .. } | AttemptOutcome::GiveUp { error, .. } => error.clone(),
         AttemptOutcome::Delivered { .. } => String::new(),
     };
-    let failing_since = match store
-        .record_attempt(d.id, d.subscription_id, &outcome)
-        .await
-    {
+    let recorded = ctx
+        .recorder
+        .record(Attempt {
+            id: d.id,
+            subscription_id: d.subscription_id,
+            outcome,
+        })
+        .await;
+    let failing_since = match recorded {
         Ok(f) => f,
         Err(e) => {
             tracing::error!(delivery_id = d.id, error = %e, "could not record a webhook attempt");
@@ -342,10 +429,10 @@ async fn record(
     let Some(since) = failing_since else {
         return;
     };
-    if now_ms() - since < config.disable_after.as_millis() as i64 {
+    if now_ms() - since < ctx.config.disable_after.as_millis() as i64 {
         return;
     }
-    if let Err(e) = disable(store, d, since, &last_error).await {
+    if let Err(e) = disable(ctx.store, d, since, &last_error).await {
         tracing::error!(subscription_id = d.subscription_id, error = %e, "could not disable a failing subscription");
     }
 }

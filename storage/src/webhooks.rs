@@ -145,6 +145,67 @@ pub enum AttemptOutcome {
     },
 }
 
+/// Most attempts in one statement of [`Store::record_attempts`] (six parameters each).
+const ATTEMPT_CHUNK: usize = 64;
+
+/// One attempt to record: the delivery, its subscription, what happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    /// The delivery (`webhook_deliveries.id`).
+    pub id: i64,
+    /// Its subscription.
+    pub subscription_id: i64,
+    /// The result.
+    pub outcome: AttemptOutcome,
+}
+
+/// The columns an attempt's outcome writes on its delivery.
+struct AttemptColumns<'a> {
+    status: &'static str,
+    status_code: Option<i64>,
+    error: Option<&'a str>,
+    next_attempt_at: Option<i64>,
+    delivered_at: Option<i64>,
+}
+
+impl AttemptOutcome {
+    fn is_delivered(&self) -> bool {
+        matches!(self, AttemptOutcome::Delivered { .. })
+    }
+
+    /// The delivery's new `status`, `last_status_code`, `last_error`, `next_attempt_at` and
+    /// `delivered_at` (`now`, ms, for a delivery).
+    fn columns(&self, now: i64) -> AttemptColumns<'_> {
+        match self {
+            AttemptOutcome::Delivered { status_code } => AttemptColumns {
+                status: "delivered",
+                status_code: Some(i64::from(*status_code)),
+                error: None,
+                next_attempt_at: None,
+                delivered_at: Some(now),
+            },
+            AttemptOutcome::Retry {
+                status_code,
+                error,
+                next_at,
+            } => AttemptColumns {
+                status: "pending",
+                status_code: status_code.map(i64::from),
+                error: Some(error),
+                next_attempt_at: Some(*next_at),
+                delivered_at: None,
+            },
+            AttemptOutcome::GiveUp { status_code, error } => AttemptColumns {
+                status: "failed",
+                status_code: status_code.map(i64::from),
+                error: Some(error),
+                next_attempt_at: None,
+                delivered_at: None,
+            },
+        }
+    }
+}
+
 fn read_subscription(row: &AnyRow) -> Result<SubscriptionRecord> {
     let events: String = row.try_get("events")?;
     Ok(SubscriptionRecord {
@@ -723,82 +784,105 @@ impl Store {
         Ok(row.try_get("t")?)
     }
 
-    /// Records the result of one attempt.
+    /// Records the results of attempts in one transaction (the dispatcher's group commit:
+    /// every attempt that finished while the previous transaction ran, instead of two commits
+    /// per attempt; issue 25 part 3). Waits for the bulk writers' lane, so 1:1 sends go first.
     ///
-    /// Also keeps the subscription's run of failures: a delivered attempt ends it, a failed one
-    /// starts it when none is running. Returns when the current run began (`None` after a
-    /// delivery), for [`Store::disable_subscription`].
-    pub async fn record_attempt(
-        &self,
-        id: i64,
-        subscription_id: i64,
-        outcome: &AttemptOutcome,
-    ) -> Result<Option<i64>> {
+    /// Also keeps each subscription's run of failures, as the attempts would one after the
+    /// other in the order given: a delivered attempt ends it, a failed one starts it when none
+    /// is running. Returns, for each attempt in order, when the run began after it (`None`
+    /// after a delivery, or when the subscription is gone), for
+    /// [`Store::disable_subscription`]. One failing statement rolls the whole batch back.
+    pub async fn record_attempts(&self, attempts: &[Attempt]) -> Result<Vec<Option<i64>>> {
+        if attempts.is_empty() {
+            return Ok(Vec::new());
+        }
         let now = now_ms();
-        let (status, code, error, next, delivered): (
-            &str,
-            Option<i64>,
-            Option<&str>,
-            Option<i64>,
-            Option<i64>,
-        ) = match outcome {
-            AttemptOutcome::Delivered { status_code } => (
-                "delivered",
-                Some(*status_code as i64),
-                None,
-                None,
-                Some(now),
-            ),
-            AttemptOutcome::Retry {
-                status_code,
-                error,
-                next_at,
-            } => (
-                "pending",
-                status_code.map(i64::from),
-                Some(error.as_str()),
-                Some(*next_at),
-                None,
-            ),
-            AttemptOutcome::GiveUp { status_code, error } => (
-                "failed",
-                status_code.map(i64::from),
-                Some(error.as_str()),
-                None,
-                None,
-            ),
-        };
-        sqlx::query(
-            "UPDATE webhook_deliveries SET status = $2, attempts = attempts + 1, last_status_code = $3, last_error = $4, next_attempt_at = $5, delivered_at = $6 WHERE id = $1",
-        )
-        .bind(id)
-        .bind(status)
-        .bind(code)
-        .bind(error)
-        .bind(next)
-        .bind(delivered)
-        .execute(&self.writer)
-        .await?;
-        let row = if delivered.is_some() {
-            sqlx::query(
-                "UPDATE webhook_subscriptions SET failing_since = NULL WHERE id = $1 AND failing_since IS NOT NULL RETURNING failing_since",
-            )
-            .bind(subscription_id)
-            .fetch_optional(&self.writer)
-            .await?
-        } else {
-            sqlx::query(
-                "UPDATE webhook_subscriptions SET failing_since = COALESCE(failing_since, $2) WHERE id = $1 RETURNING failing_since",
-            )
-            .bind(subscription_id)
-            .bind(now)
-            .fetch_optional(&self.writer)
-            .await?
-        };
-        Ok(match row {
-            Some(r) => r.try_get("failing_since")?,
-            None => None,
-        })
+        let _lane = self.bulk_lane("webhook_attempts").await;
+        let mut tx = self.begin_write().await?;
+        // The deliveries: one multi-row statement per chunk (a join with the new values).
+        for chunk in crate::padded_chunks(&attempts.iter().collect::<Vec<_>>(), ATTEMPT_CHUNK) {
+            let values: Vec<String> = (0..chunk.len())
+                .map(|j| {
+                    let p = 1 + 6 * j;
+                    let params: Vec<String> = (p..p + 6).map(|i| format!("${i}")).collect();
+                    format!("({})", params.join(", "))
+                })
+                .collect();
+            let sql = format!(
+                "WITH v (did, status, code, err, next_at, delivered_at) AS (VALUES {}) \
+                 UPDATE webhook_deliveries SET status = v.status, attempts = webhook_deliveries.attempts + 1, \
+                 last_status_code = v.code, last_error = v.err, next_attempt_at = v.next_at, delivered_at = v.delivered_at \
+                 FROM v WHERE webhook_deliveries.id = v.did",
+                values.join(", ")
+            );
+            let mut q = sqlx::query(&sql);
+            for a in &chunk {
+                let c = a.outcome.columns(now);
+                q = q
+                    .bind(a.id)
+                    .bind(c.status)
+                    .bind(c.status_code)
+                    .bind(c.error)
+                    .bind(c.next_attempt_at)
+                    .bind(c.delivered_at);
+            }
+            q.execute(&mut *tx).await?;
+        }
+        // The runs of failures: per subscription, the first attempt's statement as a lone
+        // attempt would run it (it tells the run before this batch and locks the row), then
+        // the rest in memory and the final state written once if it changed.
+        let mut runs = vec![None; attempts.len()];
+        let mut subscriptions: Vec<i64> = attempts.iter().map(|a| a.subscription_id).collect();
+        subscriptions.sort_unstable();
+        subscriptions.dedup();
+        for subscription_id in subscriptions {
+            let mine: Vec<usize> = (0..attempts.len())
+                .filter(|&i| attempts[i].subscription_id == subscription_id)
+                .collect();
+            let first = &attempts[mine[0]];
+            let mut run = if first.outcome.is_delivered() {
+                sqlx::query(
+                    "UPDATE webhook_subscriptions SET failing_since = NULL WHERE id = $1 AND failing_since IS NOT NULL",
+                )
+                .bind(subscription_id)
+                .execute(&mut *tx)
+                .await?;
+                None
+            } else {
+                let row = sqlx::query(
+                    "UPDATE webhook_subscriptions SET failing_since = COALESCE(failing_since, $2) WHERE id = $1 RETURNING failing_since",
+                )
+                .bind(subscription_id)
+                .bind(now)
+                .fetch_optional(&mut *tx)
+                .await?;
+                match row {
+                    Some(r) => r.try_get("failing_since")?,
+                    // The subscription is gone: no run to keep.
+                    None => continue,
+                }
+            };
+            runs[mine[0]] = run;
+            let before = run;
+            for &i in &mine[1..] {
+                run = if attempts[i].outcome.is_delivered() {
+                    None
+                } else {
+                    Some(run.unwrap_or(now))
+                };
+                runs[i] = run;
+            }
+            if run != before {
+                sqlx::query("UPDATE webhook_subscriptions SET failing_since = $2 WHERE id = $1")
+                    .bind(subscription_id)
+                    .bind(run)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(runs)
     }
 
     /// Disables a subscription that has only failed since `failing_since` (it receives no
@@ -902,5 +986,197 @@ impl Store {
             .fetch_all(&self.pool)
             .await?;
         rows.iter().map(read_delivery).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Attempt, AttemptOutcome};
+    use crate::channels::NewChannel;
+    use crate::{Cipher, Store};
+    use engine::webhook::EventKind;
+    use engine::Secret;
+    use serde_json::json;
+    use sqlx::Row;
+
+    #[tokio::test]
+    async fn a_batch_of_attempts_records_what_the_attempts_one_by_one_would() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("t.db").display());
+        let cipher = Cipher::from_base64(&Cipher::generate_key_base64()).unwrap();
+        let store = Store::connect(&url, cipher).await.unwrap();
+        store.migrate().await.unwrap();
+        let account = store.ensure_account("t").await.unwrap();
+        let channel = store
+            .insert_channel(&NewChannel {
+                account_id: account.id,
+                name: "n".into(),
+                phone: "5511999990000".into(),
+                phone_number_id: "1".into(),
+                waba_id: "2".into(),
+                verified_name: "n".into(),
+                status: "WORKING".into(),
+                quality: "GREEN".into(),
+                tier: None,
+                access_token: Secret::new("t".to_string()),
+                app_secret: None,
+                verify_token: "v".into(),
+                bm_id: None,
+            })
+            .await
+            .unwrap();
+        let mut subs = Vec::new();
+        for _ in 0..2 {
+            let (s, _) = store
+                .create_subscription(account.id, channel.id, "https://example.com/h", &[])
+                .await
+                .unwrap();
+            subs.push(s.id);
+        }
+        let mut deliveries = Vec::new();
+        for i in 0..6 {
+            let d = store
+                .enqueue_for_subscription(
+                    account.id,
+                    subs[i % 2],
+                    EventKind::Ping,
+                    &json!({"id": channel.id}),
+                    &json!({"n": i}),
+                )
+                .await
+                .unwrap();
+            deliveries.push(d);
+        }
+        let retry = |error: &str| AttemptOutcome::Retry {
+            status_code: Some(500),
+            error: error.to_string(),
+            next_at: 9_999_999_999_999,
+        };
+        // Subscription 0: fails, fails, is delivered. Subscription 1: is delivered, fails,
+        // gives up.
+        let batch = vec![
+            Attempt {
+                id: deliveries[0],
+                subscription_id: subs[0],
+                outcome: retry("HTTP 500"),
+            },
+            Attempt {
+                id: deliveries[1],
+                subscription_id: subs[1],
+                outcome: AttemptOutcome::Delivered { status_code: 204 },
+            },
+            Attempt {
+                id: deliveries[2],
+                subscription_id: subs[0],
+                outcome: retry("timeout"),
+            },
+            Attempt {
+                id: deliveries[3],
+                subscription_id: subs[1],
+                outcome: retry("HTTP 502"),
+            },
+            Attempt {
+                id: deliveries[4],
+                subscription_id: subs[0],
+                outcome: AttemptOutcome::Delivered { status_code: 200 },
+            },
+            Attempt {
+                id: deliveries[5],
+                subscription_id: subs[1],
+                outcome: AttemptOutcome::GiveUp {
+                    status_code: None,
+                    error: "refused".into(),
+                },
+            },
+        ];
+        let runs = store.record_attempts(&batch).await.unwrap();
+        let started = runs[0].expect("a failure starts a run");
+        assert_eq!(
+            runs[2],
+            Some(started),
+            "a second failure keeps the run's start"
+        );
+        assert_eq!(runs[4], None, "a delivery ends the run");
+        assert_eq!(runs[1], None);
+        let restarted = runs[3].expect("a failure after a delivery starts a new run");
+        assert_eq!(runs[5], Some(restarted));
+        let failing = |id: i64| {
+            let store = store.clone();
+            async move {
+                sqlx::query("SELECT failing_since FROM webhook_subscriptions WHERE id = $1")
+                    .bind(id)
+                    .fetch_one(&store.pool)
+                    .await
+                    .unwrap()
+                    .try_get::<Option<i64>, _>("failing_since")
+                    .unwrap()
+            }
+        };
+        assert_eq!(failing(subs[0]).await, None);
+        assert_eq!(failing(subs[1]).await, Some(restarted));
+        let mut rows = Vec::new();
+        for id in &deliveries {
+            let r = sqlx::query(
+                "SELECT status, attempts, last_status_code, last_error, next_attempt_at, delivered_at FROM webhook_deliveries WHERE id = $1",
+            )
+            .bind(*id)
+            .fetch_one(&store.pool)
+            .await
+            .unwrap();
+            rows.push((
+                r.try_get::<String, _>("status").unwrap(),
+                r.try_get::<i64, _>("attempts").unwrap(),
+                r.try_get::<Option<i64>, _>("last_status_code").unwrap(),
+                r.try_get::<Option<String>, _>("last_error").unwrap(),
+                r.try_get::<Option<i64>, _>("next_attempt_at").unwrap(),
+                r.try_get::<Option<i64>, _>("delivered_at")
+                    .unwrap()
+                    .is_some(),
+            ));
+        }
+        let pending = |code: i64, error: &str| {
+            (
+                "pending".to_string(),
+                1,
+                Some(code),
+                Some(error.to_string()),
+                Some(9_999_999_999_999),
+                false,
+            )
+        };
+        assert_eq!(rows[0], pending(500, "HTTP 500"));
+        assert_eq!(
+            rows[1],
+            ("delivered".to_string(), 1, Some(204), None, None, true)
+        );
+        assert_eq!(rows[2], pending(500, "timeout"));
+        assert_eq!(rows[3], pending(500, "HTTP 502"));
+        assert_eq!(
+            rows[4],
+            ("delivered".to_string(), 1, Some(200), None, None, true)
+        );
+        assert_eq!(
+            rows[5],
+            (
+                "failed".to_string(),
+                1,
+                None,
+                Some("refused".to_string()),
+                None,
+                false
+            )
+        );
+
+        // A run already going keeps its start; an empty batch writes nothing.
+        let more = store
+            .record_attempts(&[Attempt {
+                id: deliveries[3],
+                subscription_id: subs[1],
+                outcome: retry("HTTP 503"),
+            }])
+            .await
+            .unwrap();
+        assert_eq!(more, vec![Some(restarted)]);
+        assert!(store.record_attempts(&[]).await.unwrap().is_empty());
     }
 }
