@@ -20,7 +20,7 @@ fi
 # axe-core (pinned in tests/browser/package-lock.json), injected by the panel's browser test.
 npm ci --prefix tests/browser --no-audit --no-fund --loglevel=error
 # The PostgreSQL databases earlier runs of the tests and benches created (disparo_test_<n>,
-# disparo_load_<pid>): the tests do not drop theirs, and a few hundred per run would fill the
+# disparo_load_<pid>): the tests do not drop theirs, and ~150 per run would fill the
 # disk over many runs. Dropped here, before a run, when nothing uses them.
 if [ -n "${DISPARO_TEST_POSTGRES_URL:-}" ] && command -v psql >/dev/null 2>&1; then
   psql "$DISPARO_TEST_POSTGRES_URL" -Atc \
