@@ -26,6 +26,9 @@ pub mod templates;
 pub mod webhooks;
 pub mod wiki;
 
+#[cfg(test)]
+mod test_support;
+
 pub use cipher::{Cipher, CipherError};
 
 use sqlx::any::{AnyPoolOptions, AnyRow};

@@ -470,38 +470,8 @@ fn fail(ops: [Op; 1], e: StorageError) {
 
 #[cfg(test)]
 mod tests {
-    use crate::channels::NewChannel;
     use crate::messages::NewOutbound;
-    use crate::{Cipher, Store};
     use engine::message::{MessageKind, MessageStatus};
-    use engine::Secret;
-
-    async fn store(dir: &std::path::Path) -> (Store, i64, i64) {
-        let url = format!("sqlite://{}?mode=rwc", dir.join("t.db").display());
-        let cipher = Cipher::from_base64(&Cipher::generate_key_base64()).unwrap();
-        let store = Store::connect(&url, cipher).await.unwrap();
-        store.migrate().await.unwrap();
-        let account = store.ensure_account("t").await.unwrap();
-        let channel = store
-            .insert_channel(&NewChannel {
-                account_id: account.id,
-                name: "n".into(),
-                phone: "5511999990000".into(),
-                phone_number_id: "1".into(),
-                waba_id: "2".into(),
-                verified_name: "n".into(),
-                status: "WORKING".into(),
-                quality: "GREEN".into(),
-                tier: None,
-                access_token: Secret::new("t".to_string()),
-                app_secret: None,
-                verify_token: "v".into(),
-                bm_id: None,
-            })
-            .await
-            .unwrap();
-        (store, account.id, channel.id)
-    }
 
     fn message(account_id: i64, channel_id: i64, i: usize) -> NewOutbound {
         NewOutbound {
@@ -528,7 +498,7 @@ mod tests {
     async fn a_connection_left_inside_a_transaction_is_not_reused() {
         use sqlx::{Database, TransactionManager};
         let dir = tempfile::tempdir().unwrap();
-        let (store, account, channel) = store(dir.path()).await;
+        let (store, account, channel) = crate::test_support::store_with_channel(dir.path()).await;
         let mut conn = store.writer.acquire().await.unwrap();
         <sqlx::Any as Database>::TransactionManager::begin(
             &mut conn,
@@ -557,7 +527,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_writes_are_grouped_and_a_failing_one_fails_alone() {
         let dir = tempfile::tempdir().unwrap();
-        let (store, account, channel) = store(dir.path()).await;
+        let (store, account, channel) = crate::test_support::store_with_channel(dir.path()).await;
         let inserted = futures::future::join_all((0..200).map(|i| {
             let store = store.clone();
             async move {

@@ -992,43 +992,19 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::{Attempt, AttemptOutcome};
-    use crate::channels::NewChannel;
-    use crate::{Cipher, Store};
     use engine::webhook::EventKind;
-    use engine::Secret;
     use serde_json::json;
     use sqlx::Row;
 
     #[tokio::test]
     async fn a_batch_of_attempts_records_what_the_attempts_one_by_one_would() {
         let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}?mode=rwc", dir.path().join("t.db").display());
-        let cipher = Cipher::from_base64(&Cipher::generate_key_base64()).unwrap();
-        let store = Store::connect(&url, cipher).await.unwrap();
-        store.migrate().await.unwrap();
-        let account = store.ensure_account("t").await.unwrap();
-        let channel = store
-            .insert_channel(&NewChannel {
-                account_id: account.id,
-                name: "n".into(),
-                phone: "5511999990000".into(),
-                phone_number_id: "1".into(),
-                waba_id: "2".into(),
-                verified_name: "n".into(),
-                status: "WORKING".into(),
-                quality: "GREEN".into(),
-                tier: None,
-                access_token: Secret::new("t".to_string()),
-                app_secret: None,
-                verify_token: "v".into(),
-                bm_id: None,
-            })
-            .await
-            .unwrap();
+        let (store, account_id, channel_id) =
+            crate::test_support::store_with_channel(dir.path()).await;
         let mut subs = Vec::new();
         for _ in 0..2 {
             let (s, _) = store
-                .create_subscription(account.id, channel.id, "https://example.com/h", &[])
+                .create_subscription(account_id, channel_id, "https://example.com/h", &[])
                 .await
                 .unwrap();
             subs.push(s.id);
@@ -1037,10 +1013,10 @@ mod tests {
         for i in 0..6 {
             let d = store
                 .enqueue_for_subscription(
-                    account.id,
+                    account_id,
                     subs[i % 2],
                     EventKind::Ping,
-                    &json!({"id": channel.id}),
+                    &json!({"id": channel_id}),
                     &json!({"n": i}),
                 )
                 .await
