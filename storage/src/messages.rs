@@ -264,7 +264,10 @@ pub(crate) async fn insert_outbound_many_tx(
         let mut conversation: HashMap<(i64, String), i64> = HashMap::new();
         for part in crate::shaped_chunks(&pairs, OUTBOUND_CHUNK) {
             let values: Vec<String> = (0..part.len())
-                .map(|i| format!("(${}, ${}, ${}, $1)", 2 + 3 * i, 3 + 3 * i, 4 + 3 * i))
+                .map(|i| {
+                    let p = 1 + 4 * i;
+                    format!("(${}, ${}, ${}, ${})", p, p + 1, p + 2, p + 3)
+                })
                 .collect();
             let sql = format!(
                 "INSERT INTO conversations (account_id, channel_id, contact_phone, created_at) VALUES {} \
@@ -272,9 +275,10 @@ pub(crate) async fn insert_outbound_many_tx(
                  RETURNING id, channel_id, contact_phone",
                 values.join(", ")
             );
-            let mut q = sqlx::query(&sql).bind(now);
+            let sql = crate::positional(tx, &sql);
+            let mut q = sqlx::query(&sql);
             for (channel_id, account_id, phone) in part {
-                q = q.bind(*account_id).bind(*channel_id).bind(*phone);
+                q = q.bind(*account_id).bind(*channel_id).bind(*phone).bind(now);
             }
             for row in q.fetch_all(&mut **tx).await? {
                 conversation.insert(
@@ -285,10 +289,10 @@ pub(crate) async fn insert_outbound_many_tx(
         }
         let values: Vec<String> = (0..chunk.len())
             .map(|i| {
-                let p = 2 + 13 * i;
-                let params: Vec<String> = (p..p + 13).map(|i| format!("${i}")).collect();
+                let p = 1 + 14 * i;
+                let params: Vec<String> = (p..p + 14).map(|i| format!("${i}")).collect();
                 format!(
-                    "({}, 'out', {}, $1)",
+                    "({}, 'out', {})",
                     params[..4].join(", "),
                     params[4..].join(", ")
                 )
@@ -299,7 +303,8 @@ pub(crate) async fn insert_outbound_many_tx(
              VALUES {} RETURNING {COLUMNS}",
             values.join(", ")
         );
-        let mut q = sqlx::query(&sql).bind(now);
+        let sql = crate::positional(tx, &sql);
+        let mut q = sqlx::query(&sql);
         for (m, status) in chunk {
             let conv = conversation
                 .get(&(m.channel_id, m.contact_phone.clone()))
@@ -323,7 +328,8 @@ pub(crate) async fn insert_outbound_many_tx(
                 .bind(&m.preview_text)
                 .bind(m.media.as_ref().map(|p| p.to_string()))
                 .bind(status.as_str())
-                .bind(m.source);
+                .bind(m.source)
+                .bind(now);
         }
         // Ids are drawn in the order of the rows: sorted by id, the records line up with
         // `chunk` (checked, so a database that did otherwise fails the batch, not a message).
@@ -369,6 +375,7 @@ pub(crate) async fn mark_sent_many_tx(
              FROM v WHERE messages.id = v.mid RETURNING {COLUMNS}",
             values.join(", ")
         );
+        let sql = crate::positional(tx, &sql);
         let mut q = sqlx::query(&sql);
         for (id, wamid) in &chunk {
             q = q.bind(*id).bind(*wamid);
@@ -568,6 +575,7 @@ impl Store {
                 "SELECT {COLUMNS} FROM messages WHERE provider_message_id IN ({})",
                 placeholders(1, chunk.len())
             );
+            let sql = crate::positional(&tx, &sql);
             let mut q = sqlx::query(&sql);
             for w in &chunk {
                 q = q.bind(*w);
@@ -589,6 +597,7 @@ impl Store {
                 "SELECT {COLUMNS} FROM messages WHERE id IN ({})",
                 placeholders(1, chunk.len())
             );
+            let sql = crate::positional(&tx, &sql);
             let mut q = sqlx::query(&sql);
             for id in &chunk {
                 q = q.bind(*id);
@@ -694,6 +703,7 @@ impl Store {
                  FROM v WHERE messages.id = v.mid",
                 values.join(", ")
             );
+            let sql = crate::positional(&tx, &sql);
             let mut q = sqlx::query(&sql);
             for next in &chunk {
                 q = q

@@ -411,6 +411,7 @@ async fn insert_audit_lines_tx(
             "INSERT INTO audit_log (account_id, token_name, action, target, status, at) VALUES {}",
             values.join(", ")
         );
+        let sql = crate::positional(tx, &sql);
         let mut q = sqlx::query(&sql);
         for l in chunk {
             q = q

@@ -307,7 +307,7 @@ impl Subscriptions {
         for chunk in crate::shaped_chunks(&deliveries, DELIVERY_CHUNK) {
             let values: Vec<String> = (0..chunk.len())
                 .map(|j| {
-                    let p = 1 + 7 * j;
+                    let p = 1 + 8 * j;
                     format!(
                         "(${}, ${}, ${}, ${}, ${}, 'pending', 0, ${}, ${}, ${})",
                         p,
@@ -316,8 +316,8 @@ impl Subscriptions {
                         p + 3,
                         p + 4,
                         p + 5,
-                        p + 5,
-                        p + 6
+                        p + 6,
+                        p + 7
                     )
                 })
                 .collect();
@@ -325,6 +325,7 @@ impl Subscriptions {
                 "INSERT INTO webhook_deliveries (account_id, subscription_id, event, channel, data, status, attempts, next_attempt_at, created_at, order_key) VALUES {}",
                 values.join(", ")
             );
+            let sql = crate::positional(tx, &sql);
             let mut q = sqlx::query(&sql);
             for (subscription_id, e) in chunk {
                 q = q
@@ -333,6 +334,7 @@ impl Subscriptions {
                     .bind(e.kind.as_str())
                     .bind(e.channel.to_string())
                     .bind(e.data.to_string())
+                    .bind(e.created_at)
                     .bind(e.created_at)
                     .bind(order_key(e.kind.as_str(), &e.data));
             }
@@ -816,6 +818,7 @@ impl Store {
                  FROM v WHERE webhook_deliveries.id = v.did",
                 values.join(", ")
             );
+            let sql = crate::positional(&tx, &sql);
             let mut q = sqlx::query(&sql);
             for a in &chunk {
                 let c = a.outcome.columns(now);
