@@ -24,8 +24,15 @@ pub enum DispatcherMsg {
     Wake,
     /// Look now (timer, or after a wake).
     Poll,
-    /// An attempt of this subscription and ordering key finished.
+    /// An attempt of this subscription and ordering key finished (its outcome recorded).
     Done(i64, String),
+    /// A delivery of this subscription and ordering key (the third field) was delivered; its
+    /// record is on its way to the writer. The key is free at once: the delivery is left out
+    /// of the picks until [`DispatcherMsg::Recorded`] names it (D-085).
+    Delivered(i64, String, i64),
+    /// These delivered deliveries' records were written (or could not be: they stay pending
+    /// and are attempted again).
+    Recorded(Vec<i64>),
     /// Delete settled deliveries past the retention.
     Purge,
     /// Publish the backlog gauges.
@@ -77,6 +84,9 @@ pub struct DispatcherState {
     /// The ordering keys with an attempt in flight, per subscription (one per key keeps a
     /// conversation's order; D-065).
     in_flight: HashMap<i64, HashSet<String>>,
+    /// Deliveries delivered whose record the writer has not committed yet: still `pending`
+    /// in the store, never picked again (D-085).
+    recording: HashSet<i64>,
     poll_scheduled: bool,
     /// The attempts' writer.
     recorder: Recorder,
@@ -85,10 +95,12 @@ pub struct DispatcherState {
 /// Most attempts recorded in one transaction.
 pub const ATTEMPT_BATCH: usize = 256;
 
-/// An attempt on its way to the writer, with where to answer.
+/// An attempt on its way to the writer, with where to answer: the attempt's task, which
+/// waits for the commit (a failed attempt), or nobody (a delivered one: the writer tells the
+/// dispatcher with [`DispatcherMsg::Recorded`]).
 struct Recording {
     attempt: Attempt,
-    reply: oneshot::Sender<storage::Result<Option<i64>>>,
+    reply: Option<oneshot::Sender<storage::Result<Option<i64>>>>,
 }
 
 /// The queue to the attempts' writer: a task that records every attempt that finished while
@@ -98,11 +110,13 @@ struct Recording {
 struct Recorder(mpsc::Sender<Recording>);
 
 impl Recorder {
-    /// Starts the writer; it ends when every sender is gone.
-    fn spawn(store: Store) -> Self {
+    /// Starts the writer, which tells `dispatcher` when delivered attempts are written; it
+    /// ends when every sender is gone.
+    fn spawn(store: Store, dispatcher: ActorRef<DispatcherMsg>) -> Self {
         let (tx, rx) = mpsc::channel(ATTEMPT_BATCH * 4);
         tokio::spawn(
-            write_attempts(store, rx).instrument(tracing::info_span!("webhook_attempt_writer")),
+            write_attempts(store, rx, dispatcher)
+                .instrument(tracing::info_span!("webhook_attempt_writer")),
         );
         Recorder(tx)
     }
@@ -112,10 +126,25 @@ impl Recorder {
     async fn record(&self, attempt: Attempt) -> Result<Option<i64>, crate::ActorError> {
         let (reply, answer) = oneshot::channel();
         self.0
-            .send(Recording { attempt, reply })
+            .send(Recording {
+                attempt,
+                reply: Some(reply),
+            })
             .await
             .map_err(|_| crate::ActorError::Unavailable)?;
         Ok(answer.await.map_err(|_| crate::ActorError::Unavailable)??)
+    }
+
+    /// Queues a delivered attempt without waiting for its commit (waits only while the queue
+    /// is full); the writer sends [`DispatcherMsg::Recorded`] once it is written.
+    async fn queue_delivered(&self, attempt: Attempt) -> Result<(), crate::ActorError> {
+        self.0
+            .send(Recording {
+                attempt,
+                reply: None,
+            })
+            .await
+            .map_err(|_| crate::ActorError::Unavailable)
     }
 }
 
@@ -123,7 +152,11 @@ impl Recorder {
 /// transaction, answers each. No timer: an attempt alone is written at once; under load the
 /// batches grow with the time the previous commit took. When a batch fails, each of its
 /// attempts is recorded alone, so one bad row answers its own error.
-async fn write_attempts(store: Store, mut queue: mpsc::Receiver<Recording>) {
+async fn write_attempts(
+    store: Store,
+    mut queue: mpsc::Receiver<Recording>,
+    dispatcher: ActorRef<DispatcherMsg>,
+) {
     let mut batch: Vec<Recording> = Vec::with_capacity(ATTEMPT_BATCH);
     while let Some(first) = queue.recv().await {
         batch.push(first);
@@ -135,10 +168,17 @@ async fn write_attempts(store: Store, mut queue: mpsc::Receiver<Recording>) {
         }
         let attempts: Vec<Attempt> = batch.iter().map(|r| r.attempt.clone()).collect();
         metrics::histogram!("disparo_webhook_attempt_batch").record(attempts.len() as f64);
+        let delivered: Vec<i64> = batch
+            .iter()
+            .filter(|r| r.reply.is_none())
+            .map(|r| r.attempt.id)
+            .collect();
         match store.record_attempts(&attempts).await {
             Ok(runs) => {
                 for (r, run) in batch.drain(..).zip(runs) {
-                    let _ = r.reply.send(Ok(run));
+                    if let Some(reply) = r.reply {
+                        let _ = reply.send(Ok(run));
+                    }
                 }
             }
             Err(e) => {
@@ -150,9 +190,23 @@ async fn write_attempts(store: Store, mut queue: mpsc::Receiver<Recording>) {
                         .record_attempts(std::slice::from_ref(&r.attempt))
                         .await
                         .map(|runs| runs.into_iter().next().flatten());
-                    let _ = r.reply.send(alone);
+                    match r.reply {
+                        Some(reply) => {
+                            let _ = reply.send(alone);
+                        }
+                        // Still pending in the store: attempted again once the dispatcher
+                        // hears of it below (at least once, as before).
+                        None => {
+                            if let Err(e) = alone {
+                                tracing::error!(delivery_id = r.attempt.id, error = %e, "could not record a delivered webhook attempt");
+                            }
+                        }
+                    }
                 }
             }
+        }
+        if !delivered.is_empty() {
+            let _ = dispatcher.cast(DispatcherMsg::Recorded(delivered));
         }
     }
 }
@@ -204,11 +258,12 @@ impl Actor for WebhookDispatcher {
             .pool_max_idle_per_host(args.config.max_in_flight)
             .build()?;
         Ok(DispatcherState {
-            recorder: Recorder::spawn(args.store.clone()),
+            recorder: Recorder::spawn(args.store.clone(), myself.clone()),
             store: args.store,
             config: Arc::new(args.config),
             http,
             in_flight: HashMap::new(),
+            recording: HashSet::new(),
             poll_scheduled: false,
         })
     }
@@ -254,20 +309,39 @@ impl Actor for WebhookDispatcher {
                 }
             }
             DispatcherMsg::Done(subscription_id, key) => {
-                if let Some(keys) = st.in_flight.get_mut(&subscription_id) {
-                    keys.remove(&key);
-                    if keys.is_empty() {
-                        st.in_flight.remove(&subscription_id);
-                    }
-                }
-                // The subscription's next delivery may be waiting behind the one just done.
-                if !st.poll_scheduled {
-                    st.poll_scheduled = true;
-                    let _ = myself.cast(DispatcherMsg::Poll);
+                release(&myself, st, subscription_id, &key)
+            }
+            DispatcherMsg::Delivered(subscription_id, key, delivery_id) => {
+                st.recording.insert(delivery_id);
+                release(&myself, st, subscription_id, &key);
+            }
+            DispatcherMsg::Recorded(ids) => {
+                for id in ids {
+                    st.recording.remove(&id);
                 }
             }
         }
         Ok(())
+    }
+}
+
+/// Frees a subscription's ordering key after an attempt and looks for its next delivery.
+fn release(
+    myself: &ActorRef<DispatcherMsg>,
+    st: &mut DispatcherState,
+    subscription_id: i64,
+    key: &str,
+) {
+    if let Some(keys) = st.in_flight.get_mut(&subscription_id) {
+        keys.remove(key);
+        if keys.is_empty() {
+            st.in_flight.remove(&subscription_id);
+        }
+    }
+    // The subscription's next delivery may be waiting behind the one just done.
+    if !st.poll_scheduled {
+        st.poll_scheduled = true;
+        let _ = myself.cast(DispatcherMsg::Poll);
     }
 }
 
@@ -286,6 +360,7 @@ async fn poll(myself: &ActorRef<DispatcherMsg>, st: &mut DispatcherState) {
             free as i64,
             st.config.max_per_endpoint,
             &st.in_flight,
+            &st.recording,
         )
         .await
     {
@@ -313,9 +388,11 @@ async fn poll(myself: &ActorRef<DispatcherMsg>, st: &mut DispatcherState) {
                 store: &store,
                 recorder: &recorder,
                 config: &config,
+                dispatcher: &me,
             };
-            attempt(ctx, &http, d).await;
-            let _ = me.cast(DispatcherMsg::Done(subscription_id, key));
+            if !attempt(ctx, &http, d).await {
+                let _ = me.cast(DispatcherMsg::Done(subscription_id, key));
+            }
         });
     }
 }
@@ -326,9 +403,13 @@ struct Ctx<'a> {
     store: &'a Store,
     recorder: &'a Recorder,
     config: &'a DispatcherConfig,
+    dispatcher: &'a ActorRef<DispatcherMsg>,
 }
 
-async fn attempt(ctx: Ctx<'_>, http: &reqwest::Client, d: DueDelivery) {
+/// Makes one attempt and records it. Returns whether the delivery's key was already freed
+/// (delivered: [`DispatcherMsg::Delivered`] was sent); otherwise the caller sends `Done` once
+/// the failed attempt is recorded.
+async fn attempt(ctx: Ctx<'_>, http: &reqwest::Client, d: DueDelivery) -> bool {
     let config = ctx.config;
     let body = render_envelope(&d);
     // During a rotation's overlap both secrets sign: `sha256=<new>,sha256=<previous>` (D-064).
@@ -350,7 +431,7 @@ async fn attempt(ctx: Ctx<'_>, http: &reqwest::Client, d: DueDelivery) {
         metrics::counter!("disparo_outbound_refused_total").increment(1);
         let error = format!("refused: {}", crate::outbound::refusal_message(&refusal));
         finish(ctx, &d, None, error).await;
-        return;
+        return false;
     }
     let res = http
         .post(&d.url)
@@ -377,8 +458,39 @@ async fn attempt(ctx: Ctx<'_>, http: &reqwest::Client, d: DueDelivery) {
     };
     // `failure` is Err(status) on success, to keep the happy path's code.
     match failure {
-        Err(status_code) => record(ctx, &d, AttemptOutcome::Delivered { status_code }).await,
-        Ok((status_code, error)) => finish(ctx, &d, status_code, error).await,
+        Err(status_code) => {
+            delivered(ctx, &d, status_code).await;
+            true
+        }
+        Ok((status_code, error)) => {
+            finish(ctx, &d, status_code, error).await;
+            false
+        }
+    }
+}
+
+/// A delivered attempt: the key is freed first (so the dispatcher leaves this delivery out of
+/// its picks before the writer can report it written), then the record is queued without
+/// waiting for its commit. The writer commits in queue order, so a crash loses at most the
+/// last records of a key, which are delivered again in order (D-085).
+async fn delivered(ctx: Ctx<'_>, d: &DueDelivery, status_code: u16) {
+    metrics::counter!("disparo_webhook_deliveries_total", "outcome" => "delivered").increment(1);
+    let _ = ctx.dispatcher.cast(DispatcherMsg::Delivered(
+        d.subscription_id,
+        d.order_key.clone(),
+        d.id,
+    ));
+    let queued = ctx
+        .recorder
+        .queue_delivered(Attempt {
+            id: d.id,
+            subscription_id: d.subscription_id,
+            outcome: AttemptOutcome::Delivered { status_code },
+        })
+        .await;
+    if let Err(e) = queued {
+        tracing::error!(delivery_id = d.id, error = %e, "could not record a webhook attempt");
+        let _ = ctx.dispatcher.cast(DispatcherMsg::Recorded(vec![d.id]));
     }
 }
 

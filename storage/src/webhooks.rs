@@ -612,14 +612,16 @@ impl Store {
     /// `webhook_deliveries_queue` each, so a dead endpoint's growing backlog is never
     /// rescanned, issue 15), and [`engine::webhook::pick_due`] takes the head of each ordering
     /// key that is due, whose key has no attempt in flight (`in_flight`: subscription → keys)
-    /// and whose subscription has fewer than `per_endpoint` attempts in flight. At most
-    /// `limit`, earliest due first, with their URL and secrets.
+    /// and whose subscription has fewer than `per_endpoint` attempts in flight. Deliveries in
+    /// `recording` (delivered, their record not committed yet; D-085) are left out as if they
+    /// were settled. At most `limit`, earliest due first, with their URL and secrets.
     pub async fn due_deliveries(
         &self,
         now: i64,
         limit: i64,
         per_endpoint: usize,
         in_flight: &HashMap<i64, HashSet<String>>,
+        recording: &HashSet<i64>,
     ) -> Result<Vec<DueDelivery>> {
         // The subscriptions with pending work: one index probe each. A client's lane (D-061)
         // takes the client's current URL and secret, and waits while the client has none.
@@ -659,8 +661,12 @@ impl Store {
                 q = q.bind(*id);
             }
             for r in q.fetch_all(&self.pool).await? {
+                let id: i64 = r.try_get("id")?;
+                if recording.contains(&id) {
+                    continue;
+                }
                 pending.push(PendingDelivery {
-                    id: r.try_get("id")?,
+                    id,
                     subscription_id: r.try_get("subscription_id")?,
                     order_key: r.try_get("order_key")?,
                     next_attempt_at: r.try_get("next_attempt_at")?,
@@ -998,6 +1004,61 @@ mod tests {
     use engine::webhook::EventKind;
     use serde_json::json;
     use sqlx::Row;
+
+    #[tokio::test]
+    async fn a_delivery_being_recorded_is_never_picked_and_its_key_moves_on() {
+        use std::collections::{HashMap, HashSet};
+        let dir = tempfile::tempdir().unwrap();
+        let (store, account_id, channel_id) =
+            crate::test_support::store_with_channel(dir.path()).await;
+        let (sub, _) = store
+            .create_subscription(account_id, channel_id, "https://example.com/h", &[])
+            .await
+            .unwrap();
+        // Three deliveries of one ordering key.
+        let mut ids = Vec::new();
+        for i in 0..3 {
+            let d = store
+                .enqueue_for_subscription(
+                    account_id,
+                    sub.id,
+                    EventKind::Ping,
+                    &json!({"id": channel_id}),
+                    &json!({"n": i}),
+                )
+                .await
+                .unwrap();
+            ids.push(d);
+        }
+        let now = crate::now_ms() + 1;
+        let due = |recording: HashSet<i64>| {
+            let store = store.clone();
+            async move {
+                store
+                    .due_deliveries(now, 10, 8, &HashMap::new(), &recording)
+                    .await
+                    .unwrap()
+                    .iter()
+                    .map(|d| d.id)
+                    .collect::<Vec<_>>()
+            }
+        };
+        // Only the key's head; with the head being recorded, the next; and so on.
+        assert_eq!(due(HashSet::new()).await, vec![ids[0]]);
+        assert_eq!(due(HashSet::from([ids[0]])).await, vec![ids[1]]);
+        assert_eq!(due(HashSet::from([ids[0], ids[1]])).await, vec![ids[2]]);
+        assert_eq!(due(ids.iter().copied().collect()).await, Vec::<i64>::new());
+        // Once the record is written, the delivery is settled whatever the set says.
+        store
+            .record_attempts(&[Attempt {
+                id: ids[0],
+                subscription_id: sub.id,
+                outcome: AttemptOutcome::Delivered { status_code: 200 },
+            }])
+            .await
+            .unwrap();
+        assert_eq!(due(HashSet::new()).await, vec![ids[1]]);
+    }
 
     #[tokio::test]
     async fn a_batch_of_attempts_records_what_the_attempts_one_by_one_would() {
