@@ -1005,6 +1005,32 @@ mod tests {
     use serde_json::json;
     use sqlx::Row;
 
+    /// Enqueues `n` pings (one ordering key per subscription), to `subscriptions` in turn;
+    /// returns the deliveries' ids.
+    async fn pings(
+        store: &crate::Store,
+        account_id: i64,
+        channel_id: i64,
+        subscriptions: &[i64],
+        n: usize,
+    ) -> Vec<i64> {
+        let mut ids = Vec::with_capacity(n);
+        for i in 0..n {
+            let id = store
+                .enqueue_for_subscription(
+                    account_id,
+                    subscriptions[i % subscriptions.len()],
+                    EventKind::Ping,
+                    &json!({"id": channel_id}),
+                    &json!({"n": i}),
+                )
+                .await
+                .unwrap();
+            ids.push(id);
+        }
+        ids
+    }
+
     #[tokio::test]
     async fn a_delivery_being_recorded_is_never_picked_and_its_key_moves_on() {
         use std::collections::{HashMap, HashSet};
@@ -1016,20 +1042,7 @@ mod tests {
             .await
             .unwrap();
         // Three deliveries of one ordering key.
-        let mut ids = Vec::new();
-        for i in 0..3 {
-            let d = store
-                .enqueue_for_subscription(
-                    account_id,
-                    sub.id,
-                    EventKind::Ping,
-                    &json!({"id": channel_id}),
-                    &json!({"n": i}),
-                )
-                .await
-                .unwrap();
-            ids.push(d);
-        }
+        let ids = pings(&store, account_id, channel_id, &[sub.id], 3).await;
         let now = crate::now_ms() + 1;
         let due = |recording: HashSet<i64>| {
             let store = store.clone();
@@ -1073,20 +1086,7 @@ mod tests {
                 .unwrap();
             subs.push(s.id);
         }
-        let mut deliveries = Vec::new();
-        for i in 0..6 {
-            let d = store
-                .enqueue_for_subscription(
-                    account_id,
-                    subs[i % 2],
-                    EventKind::Ping,
-                    &json!({"id": channel_id}),
-                    &json!({"n": i}),
-                )
-                .await
-                .unwrap();
-            deliveries.push(d);
-        }
+        let deliveries = pings(&store, account_id, channel_id, &subs, 6).await;
         let retry = |error: &str| AttemptOutcome::Retry {
             status_code: Some(500),
             error: error.to_string(),
