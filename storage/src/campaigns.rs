@@ -808,24 +808,9 @@ impl Store {
             if !covered.is_empty() {
                 let index_of: std::collections::HashMap<i64, usize> =
                     covered.iter().copied().collect();
-                let mut records = Vec::with_capacity(covered.len());
-                for ids in crate::padded_chunks(&covered, SETTLE_CHUNK) {
-                    let sql = format!(
-                        "SELECT {} FROM messages WHERE id IN ({})",
-                        crate::messages::COLUMNS,
-                        crate::messages::placeholders(1, ids.len())
-                    );
-                    let sql = crate::positional(&tx, &sql);
-                    let mut q = sqlx::query(&sql);
-                    for (id, _) in &ids {
-                        q = q.bind(*id);
-                    }
-                    for row in q.fetch_all(&mut *tx).await? {
-                        records.push(crate::messages::read(&row)?);
-                    }
-                }
-                // In the settlements' order (message id order), as the events were before.
-                records.sort_unstable_by_key(|r| r.id);
+                let ids: Vec<i64> = covered.iter().map(|(id, _)| *id).collect();
+                // In id order (the settlements' order), as the events were before.
+                let records = crate::messages::messages_by_id_tx(&mut tx, &ids).await?;
                 let mut events = Vec::new();
                 for rec in &records {
                     if let Some(i) = index_of.get(&rec.id) {

@@ -354,6 +354,32 @@ pub(crate) async fn insert_outbound_many_tx(
     Ok(out)
 }
 
+/// The messages with these ids inside `tx` (an unknown id is missing; a repeated one comes
+/// back once), in id order: one `IN` lookup per 256 ids.
+pub(crate) async fn messages_by_id_tx(
+    tx: &mut Transaction<'_, Any>,
+    ids: &[i64],
+) -> Result<Vec<MessageRecord>> {
+    let mut out = Vec::with_capacity(ids.len());
+    for chunk in crate::padded_chunks(ids, 256) {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM messages WHERE id IN ({})",
+            placeholders(1, chunk.len())
+        );
+        let sql = crate::positional(tx, &sql);
+        let mut q = sqlx::query(&sql);
+        for id in &chunk {
+            q = q.bind(*id);
+        }
+        for row in q.fetch_all(&mut **tx).await? {
+            out.push(read(&row)?);
+        }
+    }
+    out.sort_unstable_by_key(|r| r.id);
+    out.dedup_by_key(|r| r.id);
+    Ok(out)
+}
+
 /// Records the provider's acceptance of several messages inside `tx`, in multi-row updates in
 /// id order (see [`Store::mark_message_sent`]). Returns the updated records by id; an unknown
 /// id is missing from the map.
@@ -592,20 +618,8 @@ impl Store {
             .collect();
         orphans.sort_unstable();
         orphans.dedup();
-        for chunk in crate::padded_chunks(&orphans, 256) {
-            let sql = format!(
-                "SELECT {COLUMNS} FROM messages WHERE id IN ({})",
-                placeholders(1, chunk.len())
-            );
-            let sql = crate::positional(&tx, &sql);
-            let mut q = sqlx::query(&sql);
-            for id in &chunk {
-                q = q.bind(*id);
-            }
-            for row in q.fetch_all(&mut *tx).await? {
-                let rec = read(&row)?;
-                by_id.insert(rec.id, rec);
-            }
+        for rec in messages_by_id_tx(&mut tx, &orphans).await? {
+            by_id.insert(rec.id, rec);
         }
 
         // Events are built only for channels someone subscribed to.
