@@ -63,6 +63,9 @@ struct ReceiverState {
     last: Option<Instant>,
     last_per_contact: std::collections::HashMap<String, i64>,
     out_of_order: u64,
+    /// Delivery ids received, to count the ones received twice.
+    seen: std::collections::HashSet<i64>,
+    duplicates: u64,
 }
 
 struct ReceiverSummary {
@@ -70,6 +73,7 @@ struct ReceiverSummary {
     first: f64,
     last: f64,
     out_of_order: u64,
+    duplicates: u64,
 }
 
 impl Receiver {
@@ -99,6 +103,9 @@ impl Receiver {
                     let mut s = state.lock().unwrap();
                     let now = Instant::now();
                     s.count += 1;
+                    if !s.seen.insert(id) {
+                        s.duplicates += 1;
+                    }
                     s.first.get_or_insert(now);
                     s.last = Some(now);
                     if s.last_per_contact
@@ -131,6 +138,7 @@ impl Receiver {
             first: at(s.first),
             last: at(s.last),
             out_of_order: s.out_of_order,
+            duplicates: s.duplicates,
         }
     }
 }
@@ -430,13 +438,14 @@ async fn run(cores: Option<usize>) -> Row {
     println!("  throughput / pair-rate refusals: {throttled}");
     let w = receiver.summary(start);
     println!(
-        "  one subscription: {} deliveries at {:.0} deliveries/s (first at {:.2} s, last at {:.2} s, {:.2} s after the last read), {} out of order per contact",
+        "  one subscription: {} deliveries at {:.0} deliveries/s (first at {:.2} s, last at {:.2} s, {:.2} s after the last read), {} out of order per contact, {} received twice",
         w.count,
         w.count as f64 / (w.last - w.first).max(1e-3),
         w.first,
         w.last,
         w.last - read_secs,
-        w.out_of_order
+        w.out_of_order,
+        w.duplicates
     );
     // Where the time goes while dispatching: CPU of the gateway and of this process (the
     // simulator and the probes), in cores busy on average; and the campaign's ticks.
@@ -498,6 +507,11 @@ async fn run(cores: Option<usize>) -> Row {
             mean / 1000.0
         );
     }
+    println!(
+        "  webhook dispatcher polls: {:.0}, window reads {:.0} (D-086)",
+        metric_sum(&metrics, "disparo_webhook_polls_total"),
+        metric_sum(&metrics, "disparo_webhook_window_reads_total")
+    );
     for (labels, count, mean) in histogram_means(&metrics, "disparo_http_request_duration_seconds")
     {
         if labels.contains("webhooks") {

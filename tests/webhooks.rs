@@ -220,10 +220,102 @@ async fn a_ping_reaches_only_the_subscription_tested(backend: Backend) {
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
+/// Every delivery of a subscription, newest first, page by page (`next_before`).
+async fn all_deliveries(app: &TestApp, sub: i64) -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    let mut before = String::new();
+    loop {
+        let (status, page) = app
+            .get(&format!(
+                "/api/v1/webhooks/{sub}/deliveries?limit=200{before}"
+            ))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        out.extend(page["data"].as_array().unwrap().iter().cloned());
+        match page["next_before"].as_i64() {
+            Some(b) => before = format!("&before={b}"),
+            None => return out,
+        }
+    }
+}
+
+/// D-086: a backlog longer than the window the dispatcher keeps between polls (128 pending
+/// deliveries of a subscription) drains to the last delivery, each event once and in order
+/// per contact, while one contact's deliveries fail for a while (each failure drops the
+/// kept window) and the others go through.
+async fn a_backlog_longer_than_the_window_drains_in_order(backend: Backend) {
+    let app = TestApp::spawn_with(backend, |s| s.webhook_retry_ms = Some(vec![100; 300])).await;
+    let (channel_id, _) = app.connect_channel().await;
+    let receiver = Receiver::start().await;
+    let (subscription_id, _) = app
+        .subscribe(channel_id, &receiver, &["message.sent", "message.ack"])
+        .await;
+    receiver.fail_first.store(usize::MAX, Ordering::SeqCst); // down
+    let failing = "5511966660000";
+    for i in 0..70 {
+        let (status, body) = app
+            .post(
+                "/api/v1/messages",
+                json!({"to": format!("55119666600{i:02}"), "template": {"name": "hello_world", "language": "en_US"}}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    // The whole backlog written (every message's events, unchanged between two looks):
+    // more than one window of it.
+    let seen = std::sync::atomic::AtomicUsize::new(0);
+    let total = eventually(30, "a backlog longer than the window", || async {
+        let all = all_deliveries(&app, subscription_id).await;
+        let pending = all.iter().filter(|d| d["status"] == "pending").count();
+        let before = seen.swap(pending, Ordering::SeqCst);
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        (pending == all.len() && pending >= 2 * 70 && pending == before).then_some(pending)
+    })
+    .await;
+    assert!(total > storage::webhooks::DUE_WINDOW as usize);
+    *receiver.refuse.lock().unwrap() = Some(failing.to_string());
+    receiver.fail_first.store(0, Ordering::SeqCst); // back up, but for one contact
+    let healthy = eventually(30, "every other contact's events", || async {
+        let e = receiver.events();
+        let n = e.iter().filter(|c| contact_of(c) != failing).count();
+        (n > 0
+            && all_deliveries(&app, subscription_id)
+                .await
+                .iter()
+                .filter(|d| d["status"] == "pending")
+                .count()
+                == total - n)
+            .then_some(n)
+    })
+    .await;
+    assert!(
+        receiver.events().iter().all(|c| contact_of(c) != failing),
+        "nothing of the failing contact was accepted"
+    );
+    *receiver.refuse.lock().unwrap() = None;
+    let got = eventually(30, "every event delivered", || async {
+        let e = receiver.events();
+        (e.len() >= total).then_some(e)
+    })
+    .await;
+    assert!(
+        got.len() - healthy >= 3,
+        "the failing contact's events: {}",
+        got.len()
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let got = receiver.events();
+    assert_eq!(got.len(), total, "each event once");
+    assert_in_order_per_contact(&got);
+    let log = all_deliveries(&app, subscription_id).await;
+    assert!(log.iter().all(|d| d["status"] == "delivered"));
+}
+
 on_both_backends! {
     outage_and_restart => a_receiver_down_for_a_while_gets_every_event_once_in_order_after_a_restart;
     ping => a_ping_reaches_only_the_subscription_tested;
     failing_contact => a_failing_contact_does_not_delay_another;
+    long_backlog => a_backlog_longer_than_the_window_drains_in_order;
 }
 
 async fn a_repeated_idempotency_key_returns_the_first_result_and_never_sends_twice(

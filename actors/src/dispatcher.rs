@@ -87,9 +87,41 @@ pub struct DispatcherState {
     /// Deliveries delivered whose record the writer has not committed yet: still `pending`
     /// in the store, never picked again (D-085).
     recording: HashSet<i64>,
+    /// The outbox's window as last read, less what was picked since (D-086); `None` when it
+    /// must be read again.
+    window: Option<Window>,
     poll_scheduled: bool,
     /// The attempts' writer.
     recorder: Recorder,
+}
+
+/// The outbox's window kept between polls (D-086): the pending deliveries read by
+/// [`Store::pending_window`], less those picked since. Picking from it keeps each key's order:
+/// it holds each subscription's oldest pending deliveries, and anything written since has a
+/// larger id. A delivery leaves it when picked, and when delivered (a window read while it was
+/// in flight holds it). It is dropped when that may no longer hold or when it may hide work: on a
+/// wake (new, retried or re-pended deliveries, a changed subscription), after a failed
+/// attempt (its delivery waits for a retry, and it was taken out of the window when picked),
+/// when it is older than the poll interval, and when nothing in it can be picked while a
+/// subscription whose window was full has room for more.
+struct Window {
+    rows: Vec<engine::webhook::PendingDelivery>,
+    /// Subscriptions that had [`storage::webhooks::DUE_WINDOW`] rows: more may wait beyond.
+    full: HashSet<i64>,
+    read_at: std::time::Instant,
+}
+
+impl Window {
+    /// Whether a subscription whose window was full has room for another attempt.
+    fn may_hide_work(
+        &self,
+        in_flight: &HashMap<i64, HashSet<String>>,
+        per_endpoint: usize,
+    ) -> bool {
+        self.full
+            .iter()
+            .any(|s| in_flight.get(s).map_or(0, HashSet::len) < per_endpoint)
+    }
 }
 
 /// Most attempts recorded in one transaction.
@@ -264,6 +296,7 @@ impl Actor for WebhookDispatcher {
             http,
             in_flight: HashMap::new(),
             recording: HashSet::new(),
+            window: None,
             poll_scheduled: false,
         })
     }
@@ -276,6 +309,7 @@ impl Actor for WebhookDispatcher {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             DispatcherMsg::Wake => {
+                st.window = None;
                 // Coalesce bursts of wakes into one poll.
                 if !st.poll_scheduled {
                     st.poll_scheduled = true;
@@ -309,10 +343,17 @@ impl Actor for WebhookDispatcher {
                 }
             }
             DispatcherMsg::Done(subscription_id, key) => {
+                // The failed delivery is pending again with a later time, and no longer in the
+                // window: the window must be read before its key's next delivery is picked.
+                st.window = None;
                 release(&myself, st, subscription_id, &key)
             }
             DispatcherMsg::Delivered(subscription_id, key, delivery_id) => {
                 st.recording.insert(delivery_id);
+                // A window read while it was in flight holds it as its key's head.
+                if let Some(w) = st.window.as_mut() {
+                    w.rows.retain(|d| d.id != delivery_id);
+                }
                 release(&myself, st, subscription_id, &key);
             }
             DispatcherMsg::Recorded(ids) => {
@@ -353,20 +394,49 @@ async fn poll(myself: &ActorRef<DispatcherMsg>, st: &mut DispatcherState) {
     if free == 0 {
         return;
     }
-    let due = match st
-        .store
-        .due_deliveries(
-            now_ms(),
-            free as i64,
-            st.config.max_per_endpoint,
-            &st.in_flight,
-            &st.recording,
-        )
-        .await
-    {
+    metrics::counter!("disparo_webhook_polls_total").increment(1);
+    let now = now_ms();
+    let per_endpoint = st.config.max_per_endpoint;
+    let mut fresh = false;
+    let ids = loop {
+        let stale = st
+            .window
+            .as_ref()
+            .is_none_or(|w| w.read_at.elapsed() >= st.config.poll_interval);
+        if stale {
+            match read_window(st).await {
+                Ok(w) => st.window = Some(w),
+                Err(e) => {
+                    tracing::error!(error = %e, "could not read due webhook deliveries");
+                    st.window = None;
+                    return;
+                }
+            }
+            fresh = true;
+        }
+        let window = st.window.as_mut().expect("read above");
+        let in_flight = &st.in_flight;
+        let ids = engine::webhook::pick_due(
+            &window.rows,
+            now,
+            per_endpoint,
+            free,
+            |s| in_flight.get(&s).map_or(0, HashSet::len),
+            |s, k| in_flight.get(&s).is_some_and(|keys| keys.contains(k)),
+        );
+        if ids.is_empty() && !fresh && window.may_hide_work(in_flight, per_endpoint) {
+            st.window = None;
+            continue;
+        }
+        let picked: HashSet<i64> = ids.iter().copied().collect();
+        window.rows.retain(|d| !picked.contains(&d.id));
+        break ids;
+    };
+    let due = match st.store.deliveries_to_attempt(now, &ids).await {
         Ok(d) => d,
         Err(e) => {
             tracing::error!(error = %e, "could not read due webhook deliveries");
+            st.window = None;
             return;
         }
     };
@@ -395,6 +465,27 @@ async fn poll(myself: &ActorRef<DispatcherMsg>, st: &mut DispatcherState) {
             }
         });
     }
+}
+
+/// Reads the outbox's window (one read of the store per call; D-086), leaving out the
+/// deliveries being recorded.
+async fn read_window(st: &DispatcherState) -> storage::Result<Window> {
+    let mut rows = st.store.pending_window().await?;
+    metrics::counter!("disparo_webhook_window_reads_total").increment(1);
+    let mut per_subscription: HashMap<i64, i64> = HashMap::new();
+    for d in &rows {
+        *per_subscription.entry(d.subscription_id).or_default() += 1;
+    }
+    rows.retain(|d| !st.recording.contains(&d.id));
+    Ok(Window {
+        rows,
+        full: per_subscription
+            .into_iter()
+            .filter(|(_, n)| *n >= storage::webhooks::DUE_WINDOW)
+            .map(|(s, _)| s)
+            .collect(),
+        read_at: std::time::Instant::now(),
+    })
 }
 
 /// What an attempt's task records with.

@@ -608,13 +608,14 @@ impl Store {
     }
 
     /// The deliveries to attempt now (issue 17, D-065): per active subscription, its first
-    /// [`DUE_WINDOW`] pending deliveries in id order are read (one index probe on
-    /// `webhook_deliveries_queue` each, so a dead endpoint's growing backlog is never
-    /// rescanned, issue 15), and [`engine::webhook::pick_due`] takes the head of each ordering
-    /// key that is due, whose key has no attempt in flight (`in_flight`: subscription → keys)
-    /// and whose subscription has fewer than `per_endpoint` attempts in flight. Deliveries in
+    /// [`DUE_WINDOW`] pending deliveries in id order are read ([`Store::pending_window`]),
+    /// and [`engine::webhook::pick_due`] takes the head of each ordering key that is due,
+    /// whose key has no attempt in flight (`in_flight`: subscription → keys) and whose
+    /// subscription has fewer than `per_endpoint` attempts in flight. Deliveries in
     /// `recording` (delivered, their record not committed yet; D-085) are left out as if they
-    /// were settled. At most `limit`, earliest due first, with their URL and secrets.
+    /// were settled. At most `limit`, earliest due first, with their URL and secrets
+    /// ([`Store::deliveries_to_attempt`]). The dispatcher keeps the window between its polls
+    /// instead (D-086); this reads it afresh each call.
     pub async fn due_deliveries(
         &self,
         now: i64,
@@ -623,6 +624,26 @@ impl Store {
         in_flight: &HashMap<i64, HashSet<String>>,
         recording: &HashSet<i64>,
     ) -> Result<Vec<DueDelivery>> {
+        let mut pending = self.pending_window().await?;
+        pending.retain(|d| !recording.contains(&d.id));
+        let ids = pick_due(
+            &pending,
+            now,
+            per_endpoint,
+            limit.max(0) as usize,
+            |s| in_flight.get(&s).map_or(0, HashSet::len),
+            |s, k| in_flight.get(&s).is_some_and(|keys| keys.contains(k)),
+        );
+        self.deliveries_to_attempt(now, &ids).await
+    }
+
+    /// The outbox's window (D-065): the first [`DUE_WINDOW`] pending deliveries in id order of
+    /// each active subscription with pending work (one index probe on
+    /// `webhook_deliveries_queue` each, so a dead endpoint's growing backlog is never
+    /// rescanned, issue 15), in no particular order. A subscription that has exactly
+    /// [`DUE_WINDOW`] rows here may have more beyond. A client's lane (D-061) is left out while
+    /// the client has no URL or secret.
+    pub async fn pending_window(&self) -> Result<Vec<PendingDelivery>> {
         // The subscriptions with pending work: one index probe each. A client's lane (D-061)
         // takes the client's current URL and secret, and waits while the client has none.
         // Planned at each call, not prepared: a parameterless prepared statement keeps the
@@ -661,26 +682,22 @@ impl Store {
                 q = q.bind(*id);
             }
             for r in q.fetch_all(&self.pool).await? {
-                let id: i64 = r.try_get("id")?;
-                if recording.contains(&id) {
-                    continue;
-                }
                 pending.push(PendingDelivery {
-                    id,
+                    id: r.try_get("id")?,
                     subscription_id: r.try_get("subscription_id")?,
                     order_key: r.try_get("order_key")?,
                     next_attempt_at: r.try_get("next_attempt_at")?,
                 });
             }
         }
-        let ids = pick_due(
-            &pending,
-            now,
-            per_endpoint,
-            limit.max(0) as usize,
-            |s| in_flight.get(&s).map_or(0, HashSet::len),
-            |s, k| in_flight.get(&s).is_some_and(|keys| keys.contains(k)),
-        );
+        Ok(pending)
+    }
+
+    /// The deliveries of `ids` still pending, of an active subscription (whose client, for a
+    /// forwarding lane, has a URL and secret), with what an attempt needs: URL, secrets
+    /// (opened), envelope fields. Earliest due first. Ids that are no longer pending, or whose
+    /// subscription was deactivated since the window was read, are left out.
+    pub async fn deliveries_to_attempt(&self, now: i64, ids: &[i64]) -> Result<Vec<DueDelivery>> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -689,11 +706,13 @@ impl Store {
                s.previous_secret_enc, s.previous_secret_until, d.event, d.channel, d.data, d.created_at, d.attempts, d.order_key \
              FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id \
              LEFT JOIN clients cl ON cl.id = s.client_id \
-             WHERE d.status = 'pending' AND d.id IN ({}) ORDER BY d.next_attempt_at, d.id",
+             WHERE d.status = 'pending' AND d.id IN ({}) AND s.active = 1 \
+               AND (s.client_id IS NULL OR (cl.webhook_url IS NOT NULL AND cl.webhook_secret_enc IS NOT NULL)) \
+             ORDER BY d.next_attempt_at, d.id",
             crate::messages::placeholders(1, ids.len())
         );
         let mut q = sqlx::query(&sql);
-        for id in &ids {
+        for id in ids {
             q = q.bind(*id);
         }
         let rows = q.fetch_all(&self.pool).await?;
