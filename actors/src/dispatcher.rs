@@ -127,6 +127,11 @@ impl Window {
 /// Most attempts recorded in one transaction.
 pub const ATTEMPT_BATCH: usize = 256;
 
+/// How long the attempts' writer gathers delivered attempts before their transaction when no
+/// failed attempt waits for it (D-087): a delivered attempt's key is already free (D-085), so
+/// the wait costs no delivery any time, and each commit (a WAL flush) serves more attempts.
+pub const ATTEMPT_LINGER: Duration = Duration::from_millis(10);
+
 /// An attempt on its way to the writer, with where to answer: the attempt's task, which
 /// waits for the commit (a failed attempt), or nobody (a delivered one: the writer tells the
 /// dispatcher with [`DispatcherMsg::Recorded`]).
@@ -181,8 +186,9 @@ impl Recorder {
 }
 
 /// The attempts' writer: takes what queued (at most [`ATTEMPT_BATCH`]), records it in one
-/// transaction, answers each. No timer: an attempt alone is written at once; under load the
-/// batches grow with the time the previous commit took. When a batch fails, each of its
+/// transaction, answers each. A failed attempt's batch is written at once (its task waits for
+/// the commit); a batch of delivered attempts only waits up to [`ATTEMPT_LINGER`] for more.
+/// Under load the batches also grow with the time the previous commit took. When a batch fails, each of its
 /// attempts is recorded alone, so one bad row answers its own error.
 async fn write_attempts(
     store: Store,
@@ -192,9 +198,18 @@ async fn write_attempts(
     let mut batch: Vec<Recording> = Vec::with_capacity(ATTEMPT_BATCH);
     while let Some(first) = queue.recv().await {
         batch.push(first);
+        let linger_until = tokio::time::Instant::now() + ATTEMPT_LINGER;
         while batch.len() < ATTEMPT_BATCH {
             match queue.try_recv() {
                 Ok(r) => batch.push(r),
+                // Nobody waits for a delivered attempt's commit: gather more for a while,
+                // unless a failed attempt in the batch waits for it (D-087).
+                Err(_) if batch.iter().all(|r| r.reply.is_none()) => {
+                    match tokio::time::timeout_at(linger_until, queue.recv()).await {
+                        Ok(Some(r)) => batch.push(r),
+                        Ok(None) | Err(_) => break,
+                    }
+                }
                 Err(_) => break,
             }
         }
