@@ -703,10 +703,10 @@ impl Store {
         }
         let sql = format!(
             "SELECT d.id, d.subscription_id, s.client_id, COALESCE(cl.webhook_url, s.url) AS url, s.secret_enc, cl.webhook_secret_enc, \
-               s.previous_secret_enc, s.previous_secret_until, d.event, d.channel, d.data, d.created_at, d.attempts, d.order_key \
+               s.previous_secret_enc, s.previous_secret_until, d.event, d.channel, d.data, d.created_at, d.attempts, d.order_key, d.status \
              FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id \
              LEFT JOIN clients cl ON cl.id = s.client_id \
-             WHERE d.status = 'pending' AND d.id IN ({}) AND s.active = 1 \
+             WHERE d.id IN ({}) AND s.active = 1 \
                AND (s.client_id IS NULL OR (cl.webhook_url IS NOT NULL AND cl.webhook_secret_enc IS NOT NULL)) \
              ORDER BY d.next_attempt_at, d.id",
             crate::messages::placeholders(1, ids.len())
@@ -718,6 +718,13 @@ impl Store {
         let rows = q.fetch_all(&self.pool).await?;
         let mut out = Vec::with_capacity(rows.len());
         for r in rows {
+            // Checked here, not in the statement: with `status = 'pending'` beside `id IN`,
+            // SQLite walked the `(status, next_attempt_at)` index over the whole backlog
+            // instead of looking the ids up (0.3 ms a call on SQLite, 2 ms on PostgreSQL, with
+            // ~12,000 calls in a 100k campaign; D-088).
+            if r.try_get::<String, _>("status")? != "pending" {
+                continue;
+            }
             let subscription_id: i64 = r.try_get("subscription_id")?;
             let client_id: Option<i64> = r.try_get("client_id")?;
             let secret = match client_id {
