@@ -462,9 +462,7 @@ impl Runtime {
                     }
                     cmd.preview_text = Some(text);
                 }
-                let (name, layout) = self
-                    .versioned_name(account_id, channel_id, &t.provider_name, &t.language)
-                    .await?;
+                let (name, layout) = self.version_on_channel(&t, channel_id).await?;
                 channel::SendContent::Template {
                     name,
                     language: t.language,

@@ -1122,18 +1122,31 @@ impl Runtime {
         name: &str,
         language: &str,
     ) -> Result<(String, Option<std::sync::Arc<engine::template::Layout>>), ActorError> {
-        let store = &self.shared.store;
-        let Some(t) = store
+        let Some(t) = self
+            .shared
+            .store
             .template_by_provider_name(account_id, name, language)
             .await?
         else {
             return Ok((name.to_string(), None));
         };
-        let layout = Some(std::sync::Arc::new(layout_of(&t)));
-        let rows = store.template_channels(t.id).await?;
+        self.version_on_channel(&t, channel_id).await
+    }
+
+    /// The name to send for library template `t` on a channel, and its layout: the name of
+    /// its current version on the channel's WABA when that version was renamed (`_v2`…) and
+    /// approved, its own provider name otherwise. For a send that already read `t` (by id),
+    /// so the hot path reads the template once.
+    pub(crate) async fn version_on_channel(
+        &self,
+        t: &TemplateRecord,
+        channel_id: i64,
+    ) -> Result<(String, Option<std::sync::Arc<engine::template::Layout>>), ActorError> {
+        let layout = Some(std::sync::Arc::new(layout_of(t)));
+        let rows = self.shared.store.template_channels(t.id).await?;
         Ok(match rows.iter().find(|r| r.channel_id == channel_id) {
             Some(r) if r.status == "approved" => (r.provider_name.clone(), layout),
-            _ => (name.to_string(), layout),
+            _ => (t.provider_name.clone(), layout),
         })
     }
 
