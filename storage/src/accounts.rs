@@ -173,8 +173,9 @@ impl Store {
     }
 
     /// Appends one line to the account's audit log through the group commit of the request
-    /// path's writes (D-076): queued here, committed with the writer's next batch, within
-    /// milliseconds; the caller (a request about to be answered) does not wait for the commit.
+    /// path's writes (D-076): queued here, committed with the writer's next write, or alone
+    /// after [`crate::sends::AUDIT_LINGER`] (50 ms; D-089); the caller (a request about to be
+    /// answered) does not wait for the commit.
     /// Errors: only when the writer has stopped.
     pub async fn append_audit(
         &self,

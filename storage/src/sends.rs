@@ -7,9 +7,10 @@
 //! Here one task, the writer of 1:1 sends, begins a transaction, takes every write that queued
 //! while it waited for the write connection (up to [`MAX_BATCH`]), runs them in a few multi-row
 //! statements and answers each caller once that transaction committed: durability is unchanged
-//! (nothing is answered before it is on disk). Nothing waits for a timer: alone, a send is
+//! (nothing is answered before it is on disk). A send never waits for a timer: alone, it is
 //! written at once; under load the batches grow with the time the connection was busy. Audit
-//! lines are queued, not waited for.
+//! lines are queued, not waited for, and share the next write's transaction (at most
+//! [`AUDIT_LINGER`] later; D-089).
 //!
 //! A statement that fails rolls the whole batch back; each write of it is then retried alone in
 //! its own transaction, so one bad write answers its own error and the others are kept.
@@ -33,6 +34,10 @@ use tokio::sync::{mpsc, oneshot, Notify};
 
 /// Most writes in one transaction of the writer of 1:1 sends.
 pub const MAX_BATCH: usize = 256;
+
+/// How long audit lines with no other write queued wait for one to share its transaction
+/// (D-089); a write that waits for its commit (a send, a flush) never waits for this.
+pub const AUDIT_LINGER: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// How many writes may wait for the writer before a caller waits for room (back-pressure).
 const QUEUE: usize = 8_192;
@@ -204,8 +209,8 @@ impl Sends {
         .await
     }
 
-    /// Queues an audit line; it is committed with the next batch (within milliseconds), and
-    /// the caller does not wait for that commit.
+    /// Queues an audit line; it is committed with the next write, or alone after
+    /// [`AUDIT_LINGER`], and the caller does not wait for that commit.
     pub(crate) async fn audit(&self, line: AuditLine) -> Result<()> {
         self.queue
             .send(Op::Audit { line })
@@ -238,10 +243,20 @@ async fn run(
 ) {
     while let Some(first) = rx.recv().await {
         let started = Instant::now();
+        let mut ops = vec![first];
+        // Audit lines alone wait for the next write (a send's row, its answer) to share its
+        // commit, for up to AUDIT_LINGER: written at once, a request's line took a commit of
+        // its own between one send and the next (D-089).
+        let linger_until = tokio::time::Instant::now() + AUDIT_LINGER;
+        while ops.len() < MAX_BATCH && ops.iter().all(|op| matches!(op, Op::Audit { .. })) {
+            match tokio::time::timeout_at(linger_until, rx.recv()).await {
+                Ok(Some(op)) => ops.push(op),
+                Ok(None) | Err(_) => break,
+            }
+        }
         // The batch is what waited while the write connection was busy: taken once the
         // transaction began, so the time spent waiting for it fills the batch.
         let begun = begin(&writer, backend, &priority).await;
-        let mut ops = vec![first];
         while ops.len() < MAX_BATCH {
             match rx.try_recv() {
                 Ok(op) => ops.push(op),
@@ -578,6 +593,51 @@ mod tests {
         for id in ids {
             let m = store.message(account, id).await.unwrap();
             assert_eq!(m.status, MessageStatus::Sent);
+        }
+    }
+
+    /// D-089: an audit line queued alone waits for the next write and is committed with it
+    /// (by the time that write is answered), and alone it is still committed, after
+    /// [`super::AUDIT_LINGER`], with nothing else asked of the writer.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_audit_line_shares_the_next_write_or_is_committed_alone_soon() {
+        use sqlx::Row;
+        let dir = tempfile::tempdir().unwrap();
+        let (store, account, channel) = crate::test_support::store_with_channel(dir.path()).await;
+        let lines = |store: crate::Store| async move {
+            sqlx::query("SELECT COUNT(*) AS n FROM audit_log WHERE account_id = $1")
+                .bind(account)
+                .fetch_one(&store.pool)
+                .await
+                .unwrap()
+                .try_get::<i64, _>("n")
+                .unwrap()
+        };
+        let before = lines(store.clone()).await;
+        store
+            .append_audit(account, "t", "POST /messages", "/messages", 201)
+            .await
+            .unwrap();
+        store
+            .insert_outbound(&message(account, channel, 0), MessageStatus::Sending, None)
+            .await
+            .unwrap();
+        assert_eq!(
+            lines(store.clone()).await,
+            before + 1,
+            "committed with the send"
+        );
+        store
+            .append_audit(account, "t", "GET /messages", "/messages", 200)
+            .await
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while lines(store.clone()).await < before + 2 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "a line alone is committed after the linger"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
     }
 }
