@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::{
-    cpu_secs, env_num, histogram_means, load_token, metric_sum, serve_command, wait_until_up, Api,
-    Gateway,
+    cpu_secs, env_num, histogram_means, load_token, print_phase_means, serve_command,
+    wait_until_up, Api, Gateway,
 };
 
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
@@ -173,19 +173,11 @@ async fn main() {
             println!("  {family}{labels}: {count:.0}, mean {mean:.2}");
         }
     }
-    for phase in ["window", "write", "call", "answer"] {
-        let label = format!("{{phase=\"{phase}\"}}");
-        let sum = metric_sum(
-            &metrics,
-            &format!("disparo_api_send_phase_microseconds_total{label}"),
-        );
-        let count = metric_sum(&metrics, &format!("disparo_api_send_phases_total{label}"));
-        if count > 0.0 {
-            println!(
-                "  1:1 send phase {phase}: {count:.0}, mean {:.2} ms",
-                sum / count / 1000.0
-            );
-        }
-    }
+    print_phase_means(
+        &metrics,
+        "disparo_api_send_phase",
+        &["window", "write", "call", "answer"],
+        "1:1 send phase",
+    );
     drop(gw);
 }

@@ -32,8 +32,8 @@ mod support;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use support::{
-    cpu_secs, env_num, histogram_means, load_token, metric_sum, peak_rss_mb, serve_command_on,
-    wait_until_up, Api, Gateway,
+    cpu_secs, env_num, histogram_means, load_token, metric_sum, peak_rss_mb, print_phase_means,
+    serve_command_on, wait_until_up, Api, Gateway,
 };
 
 /// One run's headline figures (a row of the `LOAD_CORES` table).
@@ -477,23 +477,18 @@ async fn run(cores: Option<usize>) -> Row {
             println!("  {family}{labels}: {count:.0}, mean {mean:.2} ms");
         }
     }
-    for phase in ["wait", "call", "handoff"] {
-        let label = format!("{{phase=\"{phase}\"}}");
-        let sum = metric_sum(
-            &metrics,
-            &format!("disparo_campaign_send_phase_microseconds_total{label}"),
-        );
-        let count = metric_sum(
-            &metrics,
-            &format!("disparo_campaign_send_phases_total{label}"),
-        );
-        if count > 0.0 {
-            println!(
-                "  campaign send phase {phase}: {count:.0}, mean {:.2} ms",
-                sum / count / 1000.0
-            );
-        }
-    }
+    print_phase_means(
+        &metrics,
+        "disparo_campaign_send_phase",
+        &["wait", "call", "handoff"],
+        "campaign send phase",
+    );
+    print_phase_means(
+        &metrics,
+        "disparo_api_send_phase",
+        &["window", "write", "call", "answer"],
+        "1:1 send phase",
+    );
     // A count, not seconds: its "mean ms" is the mean batch size times 1,000.
     for (_, count, mean) in histogram_means(&metrics, "disparo_campaign_commit_batch") {
         println!(

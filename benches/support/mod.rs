@@ -41,6 +41,23 @@ pub fn metric_sum(text: &str, name: &str) -> f64 {
         .fold(0.0, |a, b| a + b)
 }
 
+/// Prints the mean of each phase of a pair of counters labelled `phase` (`{family}_microseconds_total`
+/// over `{family}s_total`, e.g. `disparo_api_send_phase`) as `  {title} {phase}: count, mean
+/// ms`, for the phases that were counted.
+pub fn print_phase_means(text: &str, family: &str, phases: &[&str], title: &str) {
+    for phase in phases {
+        let label = format!("{{phase=\"{phase}\"}}");
+        let sum = metric_sum(text, &format!("{family}_microseconds_total{label}"));
+        let count = metric_sum(text, &format!("{family}s_total{label}"));
+        if count > 0.0 {
+            println!(
+                "  {title} {phase}: {count:.0}, mean {:.2} ms",
+                sum / count / 1000.0
+            );
+        }
+    }
+}
+
 /// Count and mean (ms) of each labelled series of a Prometheus histogram (or summary) `name`
 /// in an exposition `text`, from its `_sum` and `_count` lines: `(labels, count, mean_ms)`.
 pub fn histogram_means(text: &str, name: &str) -> Vec<(String, f64, f64)> {
