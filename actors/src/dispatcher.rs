@@ -188,8 +188,8 @@ impl Recorder {
 /// The attempts' writer: takes what queued (at most [`ATTEMPT_BATCH`]), records it in one
 /// transaction, answers each. A failed attempt's batch is written at once (its task waits for
 /// the commit); a batch of delivered attempts only waits up to [`ATTEMPT_LINGER`] for more.
-/// Under load the batches also grow with the time the previous commit took. When a batch fails, each of its
-/// attempts is recorded alone, so one bad row answers its own error.
+/// Under load the batches also grow with the time the previous commit took. When a batch
+/// fails, each of its attempts is recorded alone, so one bad row answers its own error.
 async fn write_attempts(
     store: Store,
     mut queue: mpsc::Receiver<Recording>,

@@ -242,7 +242,6 @@ async fn run(
     mut rx: mpsc::Receiver<Op>,
 ) {
     while let Some(first) = rx.recv().await {
-        let started = Instant::now();
         let mut ops = vec![first];
         // Audit lines alone wait for the next write (a send's row, its answer) to share its
         // commit, for up to AUDIT_LINGER: written at once, a request's line took a commit of
@@ -254,6 +253,9 @@ async fn run(
                 Ok(None) | Err(_) => break,
             }
         }
+        // Measured from here: a batch's time is its wait for the connection and its
+        // transaction, not the audit lines' linger.
+        let started = Instant::now();
         // The batch is what waited while the write connection was busy: taken once the
         // transaction began, so the time spent waiting for it fills the batch.
         let begun = begin(&writer, backend, &priority).await;
