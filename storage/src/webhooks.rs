@@ -5,12 +5,11 @@
 //! nothing; the dispatcher reads due rows, attempts them and records each attempt.
 
 use crate::{found, now_ms, Result, StorageError, Store};
-use engine::webhook::{order_key, pick_due, EventKind, PendingDelivery};
+use engine::webhook::{order_key, EventKind, PendingDelivery};
 use engine::Secret;
 use serde::Serialize;
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
-use std::collections::{HashMap, HashSet};
 
 /// A webhook subscription of a channel.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -607,36 +606,6 @@ impl Store {
         Ok(n)
     }
 
-    /// The deliveries to attempt now (issue 17, D-065): per active subscription, its first
-    /// [`DUE_WINDOW`] pending deliveries in id order are read ([`Store::pending_window`]),
-    /// and [`engine::webhook::pick_due`] takes the head of each ordering key that is due,
-    /// whose key has no attempt in flight (`in_flight`: subscription → keys) and whose
-    /// subscription has fewer than `per_endpoint` attempts in flight. Deliveries in
-    /// `recording` (delivered, their record not committed yet; D-085) are left out as if they
-    /// were settled. At most `limit`, earliest due first, with their URL and secrets
-    /// ([`Store::deliveries_to_attempt`]). The dispatcher keeps the window between its polls
-    /// instead (D-086); this reads it afresh each call.
-    pub async fn due_deliveries(
-        &self,
-        now: i64,
-        limit: i64,
-        per_endpoint: usize,
-        in_flight: &HashMap<i64, HashSet<String>>,
-        recording: &HashSet<i64>,
-    ) -> Result<Vec<DueDelivery>> {
-        let mut pending = self.pending_window().await?;
-        pending.retain(|d| !recording.contains(&d.id));
-        let ids = pick_due(
-            &pending,
-            now,
-            per_endpoint,
-            limit.max(0) as usize,
-            |s| in_flight.get(&s).map_or(0, HashSet::len),
-            |s, k| in_flight.get(&s).is_some_and(|keys| keys.contains(k)),
-        );
-        self.deliveries_to_attempt(now, &ids).await
-    }
-
     /// The outbox's window (D-065): the first [`DUE_WINDOW`] pending deliveries in id order of
     /// each active subscription with pending work (one index probe on
     /// `webhook_deliveries_queue` each, so a dead endpoint's growing backlog is never
@@ -1059,7 +1028,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_delivery_being_recorded_is_never_picked_and_its_key_moves_on() {
-        use std::collections::{HashMap, HashSet};
+        use std::collections::HashSet;
         let dir = tempfile::tempdir().unwrap();
         let (store, account_id, channel_id) =
             crate::test_support::store_with_channel(dir.path()).await;
@@ -1070,11 +1039,16 @@ mod tests {
         // Three deliveries of one ordering key.
         let ids = pings(&store, account_id, channel_id, &[sub.id], 3).await;
         let now = crate::now_ms() + 1;
+        // What the dispatcher does with a window it reads (D-086): the deliveries being
+        // recorded left out, the due heads picked, then read in full.
         let due = |recording: HashSet<i64>| {
             let store = store.clone();
             async move {
+                let mut window = store.pending_window().await.unwrap();
+                window.retain(|d| !recording.contains(&d.id));
+                let ids = engine::webhook::pick_due(&window, now, 8, 10, |_| 0, |_, _| false);
                 store
-                    .due_deliveries(now, 10, 8, &HashMap::new(), &recording)
+                    .deliveries_to_attempt(now, &ids)
                     .await
                     .unwrap()
                     .iter()
@@ -1097,6 +1071,13 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(due(HashSet::new()).await, vec![ids[1]]);
+        // A window kept from before the record does not make it attempted again: the rows
+        // read in full are only those still pending (D-088).
+        let again = store
+            .deliveries_to_attempt(now, &[ids[0], ids[1]])
+            .await
+            .unwrap();
+        assert_eq!(again.iter().map(|d| d.id).collect::<Vec<_>>(), vec![ids[1]]);
     }
 
     #[tokio::test]
