@@ -454,7 +454,9 @@ impl Runtime {
                 channel::SendContent::MediaFile { file, caption }
             }
             channel::SendContent::Library { id, vars } => {
-                let (t, given) = self.render_library(account_id, id, &vars).await?;
+                let (found, given) = self.render_library(account_id, id, &vars).await?;
+                let (name, layout) = templates::version_on_channel(&found, channel_id);
+                let t = &found.template;
                 if cmd.preview_text.is_none() {
                     let mut text = t.body.clone();
                     for (i, p) in given.body.iter().enumerate() {
@@ -462,13 +464,12 @@ impl Runtime {
                     }
                     cmd.preview_text = Some(text);
                 }
-                let (name, layout) = self.version_on_channel(&t, channel_id).await?;
                 channel::SendContent::Template {
                     name,
-                    language: t.language,
+                    language: t.language.clone(),
                     given,
                     layout,
-                    header_text: t.header_text,
+                    header_text: t.header_text.clone(),
                 }
             }
             channel::SendContent::Template {

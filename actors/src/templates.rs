@@ -11,7 +11,9 @@ use provider::wire::{CreateTemplate, TemplateStatusValue};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
-use storage::templates::{NewTemplate, TemplateChannel, TemplateChannelState, TemplateRecord};
+use storage::templates::{
+    NewTemplate, TemplateChannel, TemplateChannelState, TemplateForSend, TemplateRecord,
+};
 use storage::webhooks::NewEvent;
 use tracing::Instrument;
 
@@ -1114,7 +1116,8 @@ impl Runtime {
     /// The name to send for `name`/`language` on a channel and the template's layout: when it
     /// is a library template, its layout, and when its current version on the channel's WABA
     /// was renamed (`_v2`…) and approved, that version's name. A name the library does not
-    /// hold is sent as given, without a layout.
+    /// hold is sent as given, without a layout. The template is read through the store's
+    /// cache of templates for sends (D-090).
     pub(crate) async fn versioned_name(
         &self,
         account_id: i64,
@@ -1122,45 +1125,39 @@ impl Runtime {
         name: &str,
         language: &str,
     ) -> Result<(String, Option<std::sync::Arc<engine::template::Layout>>), ActorError> {
-        let Some(t) = self
+        let found = self
             .shared
             .store
-            .template_by_provider_name(account_id, name, language)
-            .await?
-        else {
-            return Ok((name.to_string(), None));
-        };
-        self.version_on_channel(&t, channel_id).await
-    }
-
-    /// The name to send for library template `t` on a channel, and its layout: the name of
-    /// its current version on the channel's WABA when that version was renamed (`_v2`…) and
-    /// approved, its own provider name otherwise. For a send that already read `t` (by id),
-    /// so the hot path reads the template once.
-    pub(crate) async fn version_on_channel(
-        &self,
-        t: &TemplateRecord,
-        channel_id: i64,
-    ) -> Result<(String, Option<std::sync::Arc<engine::template::Layout>>), ActorError> {
-        let layout = Some(std::sync::Arc::new(layout_of(t)));
-        let rows = self.shared.store.template_channels(t.id).await?;
-        Ok(match rows.iter().find(|r| r.channel_id == channel_id) {
-            Some(r) if r.status == "approved" => (r.provider_name.clone(), layout),
-            _ => (t.provider_name.clone(), layout),
+            .template_for_send(
+                account_id,
+                storage::templates::TemplateKey::Name { name, language },
+            )
+            .await?;
+        Ok(match found {
+            Some(found) => version_on_channel(&found, channel_id),
+            None => (name.to_string(), None),
         })
     }
 
-    /// The send parameters of a library template for an audience row, by its var_map.
+    /// The send parameters of a library template for an audience row, by its var_map, with
+    /// the template and its state on each number (read through the store's cache, D-090).
+    /// Errors: `NotFound` outside the account; `missing_vars` when the row lacks a variable.
     pub async fn render_library(
         &self,
         account_id: i64,
         id: i64,
         row: &BTreeMap<String, String>,
-    ) -> Result<(TemplateRecord, engine::template::Given), ActorError> {
-        let t = self.shared.store.template(account_id, id).await?;
-        let var_map: VarMap = serde_json::from_value(t.var_map.clone()).unwrap_or_default();
-        match engine::library::render(&t.body, &var_map, row) {
-            Ok(given) => Ok((t, given)),
+    ) -> Result<(std::sync::Arc<TemplateForSend>, engine::template::Given), ActorError> {
+        let found = self
+            .shared
+            .store
+            .template_for_send(account_id, storage::templates::TemplateKey::Id(id))
+            .await?
+            .ok_or(ActorError::NotFound)?;
+        let var_map: VarMap =
+            serde_json::from_value(found.template.var_map.clone()).unwrap_or_default();
+        match engine::library::render(&found.template.body, &var_map, row) {
+            Ok(given) => Ok((found, given)),
             Err(missing) => Err(engine::ValidationError::new(
                 "missing_vars",
                 "template.vars",
@@ -1168,5 +1165,20 @@ impl Runtime {
             )
             .into()),
         }
+    }
+}
+
+/// The name to send for library template `found` on a channel, and its layout: the name of
+/// its current version on the channel's WABA when that version was renamed (`_v2`…) and
+/// approved, its own provider name otherwise.
+pub(crate) fn version_on_channel(
+    found: &TemplateForSend,
+    channel_id: i64,
+) -> (String, Option<std::sync::Arc<engine::template::Layout>>) {
+    let t = &found.template;
+    let layout = Some(std::sync::Arc::new(layout_of(t)));
+    match found.channels.iter().find(|r| r.channel_id == channel_id) {
+        Some(r) if r.status == "approved" => (r.provider_name.clone(), layout),
+        _ => (t.provider_name.clone(), layout),
     }
 }

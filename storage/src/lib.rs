@@ -126,6 +126,8 @@ pub struct Store {
     cipher: Cipher,
     /// Tokens resolved in the last [`accounts::TOKEN_CACHE_TTL`] (D-075).
     tokens: Arc<accounts::TokenCache>,
+    /// Templates read for sends (D-090).
+    templates: Arc<templates::TemplateCache>,
 }
 
 impl Store {
@@ -196,6 +198,7 @@ impl Store {
             backend,
             cipher,
             tokens: Arc::new(accounts::TokenCache::default()),
+            templates: Arc::new(templates::TemplateCache::default()),
         })
     }
 

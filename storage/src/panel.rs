@@ -1221,6 +1221,7 @@ impl Store {
         )
         .await?;
         tx.commit().await?;
+        self.templates.invalidate();
         Ok(())
     }
 

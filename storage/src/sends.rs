@@ -12,6 +12,10 @@
 //! lines are queued, not waited for, and share the next write's transaction (at most
 //! [`AUDIT_LINGER`] later; D-089).
 //!
+//! On PostgreSQL [`POSTGRES_SEND_WRITERS`] batches are written side by side: the next batch is
+//! taken and written while the one before it waits for its commit (D-090); a flush still
+//! waits for every batch taken before it.
+//!
 //! A statement that fails rolls the whole batch back; each write of it is then retried alone in
 //! its own transaction, so one bad write answers its own error and the others are kept.
 //!
@@ -38,6 +42,10 @@ pub const MAX_BATCH: usize = 256;
 /// How long audit lines with no other write queued wait for one to share its transaction
 /// (D-089); a write that waits for its commit (a send, a flush) never waits for this.
 pub const AUDIT_LINGER: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Batches of 1:1 sends written side by side on PostgreSQL (D-090): the next batch is taken
+/// and written while the one before it commits. SQLite has one write connection: one batch.
+pub const POSTGRES_SEND_WRITERS: usize = 2;
 
 /// How many writes may wait for the writer before a caller waits for room (back-pressure).
 const QUEUE: usize = 8_192;
@@ -161,8 +169,18 @@ pub(crate) struct Sends {
 impl Sends {
     /// Starts the writer on `writer` (the store's write pool).
     pub(crate) fn start(writer: AnyPool, backend: Backend, priority: Arc<Priority>) -> Self {
+        Self::start_with(writer, backend, priority, writers_for(backend))
+    }
+
+    /// Starts the writer with `writers` batches side by side (D-090).
+    pub(crate) fn start_with(
+        writer: AnyPool,
+        backend: Backend,
+        priority: Arc<Priority>,
+        writers: usize,
+    ) -> Self {
         let (queue, rx) = mpsc::channel(QUEUE);
-        tokio::spawn(run(writer, backend, priority, rx));
+        tokio::spawn(run(writer, backend, priority, rx, writers.max(1)));
         Self { queue }
     }
 
@@ -235,13 +253,58 @@ fn stopped() -> StorageError {
     StorageError::Corrupt("o gravador de envios parou".to_string())
 }
 
+/// How many batches of 1:1 sends are written side by side: one on SQLite (one write
+/// connection), [`POSTGRES_SEND_WRITERS`] on PostgreSQL.
+pub(crate) fn writers_for(backend: Backend) -> usize {
+    match backend {
+        Backend::Sqlite => 1,
+        Backend::Postgres => POSTGRES_SEND_WRITERS,
+    }
+}
+
+/// The writer: `writers` tasks take turns at the queue (D-090). The one whose turn it is
+/// takes the next write, begins its transaction and takes every write that queued meanwhile,
+/// then hands the queue to the next task and writes its batch; so on PostgreSQL a batch is
+/// taken while the one before it commits, instead of waiting for that commit.
 async fn run(
     writer: AnyPool,
     backend: Backend,
     priority: Arc<Priority>,
-    mut rx: mpsc::Receiver<Op>,
+    rx: mpsc::Receiver<Op>,
+    writers: usize,
 ) {
-    while let Some(first) = rx.recv().await {
+    let turn = Arc::new(tokio::sync::Mutex::new(rx));
+    let in_flight = Arc::new(tokio::sync::Semaphore::new(writers));
+    let tasks: Vec<_> = (0..writers)
+        .map(|_| {
+            tokio::spawn(take_turns(
+                writer.clone(),
+                backend,
+                priority.clone(),
+                turn.clone(),
+                in_flight.clone(),
+                writers as u32,
+            ))
+        })
+        .collect();
+    for t in tasks {
+        let _ = t.await;
+    }
+}
+
+async fn take_turns(
+    writer: AnyPool,
+    backend: Backend,
+    priority: Arc<Priority>,
+    turn: Arc<tokio::sync::Mutex<mpsc::Receiver<Op>>>,
+    in_flight: Arc<tokio::sync::Semaphore>,
+    writers: u32,
+) {
+    loop {
+        let mut rx = turn.lock().await;
+        let Some(first) = rx.recv().await else {
+            return;
+        };
         let mut ops = vec![first];
         // Audit lines alone wait for the next write (a send's row, its answer) to share its
         // commit, for up to AUDIT_LINGER: written at once, a request's line took a commit of
@@ -256,6 +319,11 @@ async fn run(
         // Measured from here: a batch's time is its wait for the connection and its
         // transaction, not the audit lines' linger.
         let started = Instant::now();
+        let batch = in_flight
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the writers' semaphore is never closed");
         // The batch is what waited while the write connection was busy: taken once the
         // transaction began, so the time spent waiting for it fills the batch.
         let begun = begin(&writer, backend, &priority).await;
@@ -265,18 +333,33 @@ async fn run(
                 Err(_) => break,
             }
         }
+        // The next batch is taken while this one is written.
+        drop(rx);
         metrics::histogram!("disparo_send_commit_batch").record(ops.len() as f64);
         let written = match begun {
             Ok(tx) => write_in(tx, &ops).await,
             Err(e) => Err(e),
         };
+        let mut flushes = Vec::new();
         match written {
-            Ok((done, delivered)) => answer(ops, done, delivered),
+            Ok((done, delivered)) => {
+                for (op, d) in ops.into_iter().zip(done) {
+                    if matches!(op, Op::Flush { .. }) {
+                        flushes.push(op);
+                    } else {
+                        answer_one(op, d, delivered);
+                    }
+                }
+            }
             Err(e) => {
                 if ops.len() > 1 {
                     tracing::warn!(error = %e, writes = ops.len(), "a batch of 1:1 sends failed; writing them one by one");
                 }
                 for op in ops {
+                    if matches!(op, Op::Flush { .. }) {
+                        flushes.push(op);
+                        continue;
+                    }
                     let one = [op];
                     match write(&writer, backend, &priority, &one).await {
                         Ok((done, delivered)) => answer(one, done, delivered),
@@ -285,8 +368,22 @@ async fn run(
                 }
             }
         }
+        drop(batch);
         metrics::histogram!("disparo_store_batch_seconds", "writer" => "sends")
             .record(started.elapsed().as_secs_f64());
+        if !flushes.is_empty() {
+            // A flush is answered once every write queued before it is committed: the batches
+            // taken before this one may still be writing, so it waits for every batch in
+            // flight (the semaphore is fair: batches taken later wait behind it).
+            if writers > 1 {
+                let _all = in_flight.acquire_many(writers).await;
+            }
+            for op in flushes {
+                if let Op::Flush { reply } = op {
+                    let _ = reply.send(Ok(()));
+                }
+            }
+        }
     }
 }
 
@@ -446,22 +543,26 @@ async fn insert_audit_lines_tx(
 
 fn answer<I: IntoIterator<Item = Op>>(ops: I, done: Vec<Done>, delivered: u64) {
     for (op, d) in ops.into_iter().zip(done) {
-        match (op, d) {
-            (Op::Audit { .. }, Done::Audit) => {}
-            (Op::Flush { reply }, Done::Flush) => {
-                let _ = reply.send(Ok(()));
-            }
-            (Op::Insert { reply, .. }, Done::Insert(r)) => {
-                let _ = reply.send(Ok(r));
-            }
-            (Op::Sent { reply, .. }, Done::Sent(r)) => {
-                let _ = reply.send(Ok((r, delivered)));
-            }
-            (Op::Failed { reply, .. }, Done::Failed(r)) => {
-                let _ = reply.send(Ok(r));
-            }
-            _ => unreachable!("each write's result is in its place"),
+        answer_one(op, d, delivered);
+    }
+}
+
+fn answer_one(op: Op, done: Done, delivered: u64) {
+    match (op, done) {
+        (Op::Audit { .. }, Done::Audit) => {}
+        (Op::Flush { reply }, Done::Flush) => {
+            let _ = reply.send(Ok(()));
         }
+        (Op::Insert { reply, .. }, Done::Insert(r)) => {
+            let _ = reply.send(Ok(r));
+        }
+        (Op::Sent { reply, .. }, Done::Sent(r)) => {
+            let _ = reply.send(Ok((r, delivered)));
+        }
+        (Op::Failed { reply, .. }, Done::Failed(r)) => {
+            let _ = reply.send(Ok(r));
+        }
+        _ => unreachable!("each write's result is in its place"),
     }
 }
 
@@ -596,6 +697,59 @@ mod tests {
             let m = store.message(account, id).await.unwrap();
             assert_eq!(m.status, MessageStatus::Sent);
         }
+    }
+
+    /// D-090: with two batches written side by side, every concurrent write is answered
+    /// with its own row, and a flush answers only once every audit line queued before it is
+    /// committed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn two_writers_side_by_side_answer_every_write_and_flush_after_all() {
+        use sqlx::Row;
+        let dir = tempfile::tempdir().unwrap();
+        let (mut store, account, channel) =
+            crate::test_support::store_with_channel(dir.path()).await;
+        store.sends = super::Sends::start_with(
+            store.writer.clone(),
+            store.backend,
+            store.priority.clone(),
+            2,
+        );
+        let writes = futures::future::join_all((0..300).map(|i| {
+            let store = store.clone();
+            async move {
+                store
+                    .append_audit(account, "t", "POST /messages", "/messages", 201)
+                    .await
+                    .unwrap();
+                store
+                    .insert_outbound(&message(account, channel, i), MessageStatus::Sending, None)
+                    .await
+                    .unwrap()
+            }
+        }))
+        .await;
+        let mut ids: Vec<i64> = writes.iter().map(|m| m.id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), 300);
+        for (i, m) in writes.iter().enumerate() {
+            assert_eq!(m.contact_phone, format!("55119{:08}", i % 150));
+        }
+        for _ in 0..50 {
+            store
+                .append_audit(account, "t", "GET /messages", "/messages", 200)
+                .await
+                .unwrap();
+        }
+        store.sends.flush().await.unwrap();
+        let n: i64 = sqlx::query("SELECT COUNT(*) AS n FROM audit_log WHERE account_id = $1")
+            .bind(account)
+            .fetch_one(&store.pool)
+            .await
+            .unwrap()
+            .try_get("n")
+            .unwrap();
+        assert_eq!(n, 350, "every line queued before the flush is committed");
     }
 
     /// D-089: an audit line queued alone waits for the next write and is committed with it

@@ -250,7 +250,10 @@ impl Store {
             .fetch_one(&self.writer)
             .await;
         match res {
-            Ok(r) => read_t(&r),
+            Ok(r) => {
+                self.templates.invalidate();
+                read_t(&r)
+            }
             Err(e) if StorageError::is_unique_violation(&e) => {
                 Err(StorageError::Conflict(format!(
                     "template {} ({}) already exists",
@@ -291,6 +294,7 @@ impl Store {
         .execute(&self.writer)
         .await?
         .rows_affected();
+        self.templates.invalidate();
         if n == 0 {
             return Err(StorageError::NotFound);
         }
@@ -370,6 +374,47 @@ impl Store {
             .fetch_optional(&self.pool)
             .await?;
         row.as_ref().map(read_t).transpose()
+    }
+
+    /// What a send needs of a library template, by its provider (base) name and language,
+    /// or by id: the template and its state on each number. Answered from memory when read
+    /// in the last [`TEMPLATE_CACHE_TTL`] and no template was written through this store
+    /// since (D-090); `None` when the account has no such template.
+    pub async fn template_for_send(
+        &self,
+        account_id: i64,
+        key: TemplateKey<'_>,
+    ) -> Result<Option<std::sync::Arc<TemplateForSend>>> {
+        let cache_key = match key {
+            TemplateKey::Name { name, language } => {
+                CacheKey::Name(account_id, name.to_string(), language.to_string())
+            }
+            TemplateKey::Id(id) => CacheKey::Id(account_id, id),
+        };
+        if let Some(hit) = self.templates.get(&cache_key) {
+            return Ok(hit);
+        }
+        let generation = self.templates.generation();
+        let template = match key {
+            TemplateKey::Name { name, language } => {
+                self.template_by_provider_name(account_id, name, language)
+                    .await?
+            }
+            TemplateKey::Id(id) => match self.template(account_id, id).await {
+                Ok(t) => Some(t),
+                Err(StorageError::NotFound) => None,
+                Err(e) => return Err(e),
+            },
+        };
+        let found = match template {
+            Some(template) => {
+                let channels = self.template_channels(template.id).await?;
+                Some(std::sync::Arc::new(TemplateForSend { template, channels }))
+            }
+            None => None,
+        };
+        self.templates.put(generation, cache_key, found.clone());
+        Ok(found)
     }
 
     /// The account's library, oldest first.
@@ -510,6 +555,7 @@ impl Store {
             .bind(now_ms())
             .execute(&self.writer)
             .await?;
+        self.templates.invalidate();
         Ok(())
     }
 
@@ -541,6 +587,7 @@ impl Store {
             .bind(now_ms())
             .execute(&self.writer)
             .await?;
+        self.templates.invalidate();
         Ok(())
     }
 
@@ -552,6 +599,7 @@ impl Store {
             .bind(now_ms())
             .execute(&self.writer)
             .await?;
+        self.templates.invalidate();
         Ok(())
     }
 
@@ -569,6 +617,7 @@ impl Store {
             .bind(now_ms())
             .execute(&self.writer)
             .await?;
+        self.templates.invalidate();
         Ok(())
     }
 
@@ -586,6 +635,218 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
+        self.templates.invalidate();
         Ok(())
+    }
+}
+
+/// Which template a send names: its provider (base) name and language, as `POST /messages`
+/// does, or its library id.
+#[derive(Debug, Clone, Copy)]
+pub enum TemplateKey<'a> {
+    /// Provider (base) name and language.
+    Name {
+        /// Provider (base) name.
+        name: &'a str,
+        /// Locale.
+        language: &'a str,
+    },
+    /// Library id.
+    Id(i64),
+}
+
+/// A library template with its state on each number, as a send reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TemplateForSend {
+    /// The template.
+    pub template: TemplateRecord,
+    /// Its state on each number, by channel id.
+    pub channels: Vec<TemplateChannel>,
+}
+
+/// How long a template read for a send is answered from memory (D-090): a template written
+/// through this process is read afresh at once; one written by another gateway process on
+/// the same database is seen within this time.
+pub const TEMPLATE_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Most templates kept in memory; past it the cache starts over (bounds memory whatever
+/// names requests present: unknown names are kept too, as `None`).
+const TEMPLATE_CACHE_MAX: usize = 10_000;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum CacheKey {
+    Name(i64, String, String),
+    Id(i64, i64),
+}
+
+/// Templates read for sends (D-090): each entry with the generation it was read at; every
+/// template write through the store starts a new generation, so an entry read before it is
+/// never answered after it.
+#[derive(Debug, Default)]
+pub(crate) struct TemplateCache {
+    generation: std::sync::atomic::AtomicU64,
+    entries: dashmap::DashMap<
+        CacheKey,
+        (
+            u64,
+            std::time::Instant,
+            Option<std::sync::Arc<TemplateForSend>>,
+        ),
+    >,
+}
+
+impl TemplateCache {
+    fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn get(&self, key: &CacheKey) -> Option<Option<std::sync::Arc<TemplateForSend>>> {
+        let hit = self.entries.get(key)?;
+        (hit.0 == self.generation() && hit.1.elapsed() < TEMPLATE_CACHE_TTL).then(|| hit.2.clone())
+    }
+
+    /// Keeps what was read at `generation`, unless a write started another since.
+    fn put(&self, generation: u64, key: CacheKey, value: Option<std::sync::Arc<TemplateForSend>>) {
+        if generation != self.generation() {
+            return;
+        }
+        if self.entries.len() >= TEMPLATE_CACHE_MAX {
+            self.entries.clear();
+        }
+        self.entries
+            .insert(key, (generation, std::time::Instant::now(), value));
+    }
+
+    /// Called after every committed write of a template or of its per-number states.
+    pub(crate) fn invalidate(&self) {
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{NewTemplate, TemplateChannelState, TemplateKey};
+
+    /// D-090: a template read for a send is answered from memory (a change made behind the
+    /// store's back, as another process would, is not seen yet), and any write through the
+    /// store is seen by the next read, including a template created under a name that was
+    /// looked up and not found.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_template_read_for_a_send_is_cached_until_the_store_writes_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, account, channel) = crate::test_support::store_with_channel(dir.path()).await;
+        let hello = TemplateKey::Name {
+            name: "hello",
+            language: "pt_BR",
+        };
+        assert!(store
+            .template_for_send(account, hello)
+            .await
+            .unwrap()
+            .is_none());
+        let t = store
+            .insert_template(&NewTemplate {
+                account_id: account,
+                name: "Olá".into(),
+                provider_name: "hello".into(),
+                category: "utility".into(),
+                language: "pt_BR".into(),
+                body: "Oi {{1}}".into(),
+                header_text: None,
+                header_media: None,
+                footer_text: None,
+                buttons: serde_json::json!([]),
+                var_map: serde_json::json!({}),
+                problems: serde_json::json!([]),
+                auto_replicate: false,
+            })
+            .await
+            .unwrap();
+        let found = store
+            .template_for_send(account, hello)
+            .await
+            .unwrap()
+            .expect("created after a miss: seen at once");
+        assert_eq!(found.template.id, t.id);
+        assert!(found.channels.is_empty());
+
+        sqlx::query("UPDATE templates SET body = 'mudado por fora' WHERE id = $1")
+            .bind(t.id)
+            .execute(&store.pool)
+            .await
+            .unwrap();
+        let by_id = TemplateKey::Id(t.id);
+        let first = store
+            .template_for_send(account, by_id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            first.template.body, "mudado por fora",
+            "not read by id before"
+        );
+        sqlx::query("UPDATE templates SET body = 'mudado por fora de novo' WHERE id = $1")
+            .bind(t.id)
+            .execute(&store.pool)
+            .await
+            .unwrap();
+        let cached = store
+            .template_for_send(account, hello)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(cached.template.body, "Oi {{1}}", "answered from memory");
+        let cached = store
+            .template_for_send(account, by_id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            cached.template.body, "mudado por fora",
+            "answered from memory"
+        );
+
+        store
+            .upsert_template_channel(
+                account,
+                t.id,
+                channel,
+                TemplateChannelState {
+                    waba_id: "2",
+                    provider_name: "hello_v2",
+                    provider_template_id: Some("9"),
+                    version: 2,
+                    status: "approved",
+                    rejection_reason: None,
+                },
+            )
+            .await
+            .unwrap();
+        for key in [hello, by_id] {
+            let fresh = store
+                .template_for_send(account, key)
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(fresh.template.body, "mudado por fora de novo");
+            assert_eq!(fresh.channels.len(), 1);
+            assert_eq!(fresh.channels[0].provider_name, "hello_v2");
+        }
+
+        assert!(
+            store
+                .template_for_send(account + 1, TemplateKey::Id(t.id))
+                .await
+                .unwrap()
+                .is_none(),
+            "another account's id is not found"
+        );
+        store.delete_template(account, t.id).await.unwrap();
+        assert!(store
+            .template_for_send(account, hello)
+            .await
+            .unwrap()
+            .is_none());
     }
 }
