@@ -181,7 +181,10 @@ pub async fn database(backend: &str, dir: &std::path::Path) -> String {
         use sqlx::Connection;
         let admin = std::env::var("DISPARO_TEST_POSTGRES_URL")
             .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-        let name = format!("disparo_load_{}", std::process::id());
+        // One database per call: a harness with `LOAD_CORES=1,2` stages one run per count.
+        static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("disparo_load_{}{run:03}", std::process::id());
         let mut conn = sqlx::PgConnection::connect(&admin)
             .await
             .expect("PostgreSQL");
