@@ -8,6 +8,7 @@
 //! - the dispatch rate: messages/s from the start to the last `sent` in the campaign's stats;
 //! - the end-to-end rate: messages/s from the start to the last `read` counted;
 //! - the gateway's peak RSS (VmHWM);
+//! - p50 / p99 of those polls' latency (the campaign's counters read while it runs; D-091);
 //! - p50 / p99 of `POST /messages` latency under a concurrent 1:1 load: template sends to
 //!   distinct recipients at `LOAD_API_RATE` requests/s (default 100, open loop: one starts
 //!   every 10 ms whether or not the earlier ones answered; over the numbers in turn) for the
@@ -360,14 +361,18 @@ async fn run(cores: Option<usize>) -> Row {
     // readings keep a 50 ms resolution without the probe loading the database (on PostgreSQL
     // the counts visit every row version of the audience).
     let mut near_end = false;
+    // How long each poll took: the campaign's counters, read while it runs (D-091).
+    let mut poll_ms: Vec<f64> = Vec::new();
     while read_at.is_none() {
         tokio::time::sleep(Duration::from_millis(if near_end { 50 } else { 500 })).await;
+        let asked = Instant::now();
         let c = api(
             reqwest::Method::GET,
             &format!("/campaigns/{campaign}"),
             None,
         )
         .await;
+        poll_ms.push(asked.elapsed().as_secs_f64() * 1000.0);
         let stats = &c["data"]["stats"];
         let count = |k: &str| stats[k].as_u64().unwrap_or(0);
         let next = if sent_at.is_none() { "sent" } else { "read" };
@@ -434,6 +439,13 @@ async fn run(cores: Option<usize>) -> Row {
         percentile(&latencies, 0.5),
         percentile(&latencies, 0.99),
         latencies.len()
+    );
+    poll_ms.sort_by(|a, b| a.total_cmp(b));
+    println!(
+        "  GET /campaigns/{{id}}: p50 {:.1} ms, p99 {:.1} ms ({} polls while it ran)",
+        percentile(&poll_ms, 0.5),
+        percentile(&poll_ms, 0.99),
+        poll_ms.len()
     );
     println!("  throughput / pair-rate refusals: {throttled}");
     let w = receiver.summary(start);

@@ -534,6 +534,13 @@ impl Store {
         ] {
             sqlx::query(sql).bind(campaign_id).execute(&mut *tx).await?;
         }
+        if self.backend == crate::Backend::Postgres {
+            // Its counters (D-091), written by the database's triggers (SQLite has none).
+            sqlx::query("DELETE FROM campaign_counts WHERE campaign_id = $1")
+                .bind(campaign_id)
+                .execute(&mut *tx)
+                .await?;
+        }
         tx.commit().await?;
         Ok(())
     }
