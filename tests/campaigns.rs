@@ -341,15 +341,17 @@ async fn counters_match_the_rows(app: &TestApp, id: i64) {
         return;
     }
     // Many counter rows that sum to nothing: the next read folds them, and reads the same.
-    let parts: i64 =
-        sqlx::query_scalar("SELECT COUNT(*) FROM campaign_counts WHERE campaign_id = $1")
+    let parts = || async {
+        sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM campaign_counts WHERE campaign_id = $1")
             .bind(id)
             .fetch_one(&db)
             .await
-            .unwrap();
+            .unwrap()
+    };
+    let before = parts().await;
     assert!(
-        parts >= 3,
-        "the campaign's statements left counter rows: {parts}"
+        before >= 3,
+        "the campaign's statements left counter rows: {before}"
     );
     sqlx::query(
         "INSERT INTO campaign_counts (campaign_id, kind, value, n) \
@@ -361,13 +363,8 @@ async fn counters_match_the_rows(app: &TestApp, id: i64) {
     .unwrap();
     let (_, c) = app.get(&format!("/api/v1/campaigns/{id}")).await;
     assert_eq!(stats(&c), expected, "counters while they are folded");
-    let parts: i64 =
-        sqlx::query_scalar("SELECT COUNT(*) FROM campaign_counts WHERE campaign_id = $1")
-            .bind(id)
-            .fetch_one(&db)
-            .await
-            .unwrap();
-    assert!(parts <= 8, "one row per value after the fold: {parts}");
+    let after = parts().await;
+    assert!(after <= 8, "one row per value after the fold: {after}");
     let (_, c) = app.get(&format!("/api/v1/campaigns/{id}")).await;
     assert_eq!(stats(&c), expected, "counters after the fold");
     db.close().await;
