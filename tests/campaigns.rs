@@ -285,6 +285,7 @@ async fn a_campaign_spreads_by_weight_and_reaches_everyone_once(backend: Backend
     })
     .await;
     counters_match_the_rows(&app, id).await;
+    rows_keep_to_their_number(&app, id, (a, b)).await;
     let (status, err) = app
         .post(&format!("/api/v1/campaigns/{id}/start"), json!({}))
         .await;
@@ -292,6 +293,53 @@ async fn a_campaign_spreads_by_weight_and_reaches_everyone_once(backend: Backend
         (status, err["code"].as_str()),
         (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_state"))
     );
+}
+
+/// On PostgreSQL a message names its conversation by (conversation, number, account) and a
+/// conversation its number by (account, number) (D-092): the database refuses a campaign
+/// message moved to the account's other number, and a conversation moved away from its
+/// messages' number, which the per-column keys let through. SQLite keeps per-column keys.
+async fn rows_keep_to_their_number(app: &TestApp, campaign: i64, (a, b): (i64, i64)) {
+    if app.db.url.starts_with("sqlite:") {
+        return;
+    }
+    sqlx::any::install_default_drivers();
+    let db = sqlx::AnyPool::connect(&app.db.url).await.unwrap();
+    let (message, channel, conversation): (i64, i64, i64) = sqlx::query_as(
+        "SELECT id, channel_id, conversation_id FROM messages WHERE campaign_id = $1 ORDER BY id LIMIT 1",
+    )
+    .bind(campaign)
+    .fetch_one(&db)
+    .await
+    .unwrap();
+    let other = if channel == a { b } else { a };
+    for (what, sql, row) in [
+        (
+            "a message moved to the other number",
+            "UPDATE messages SET channel_id = $1 WHERE id = $2",
+            message,
+        ),
+        (
+            "a conversation moved away from its messages' number",
+            "UPDATE conversations SET channel_id = $1 WHERE id = $2",
+            conversation,
+        ),
+    ] {
+        let err = sqlx::query(sql)
+            .bind(other)
+            .bind(row)
+            .execute(&db)
+            .await
+            .expect_err(what);
+        let code = err.as_database_error().and_then(|e| e.code());
+        assert_eq!(code.as_deref(), Some("23503"), "{what}: {err}");
+    }
+    let kept: i64 = sqlx::query_scalar("SELECT channel_id FROM messages WHERE id = $1")
+        .bind(message)
+        .fetch_one(&db)
+        .await
+        .unwrap();
+    assert_eq!(kept, channel, "the refused update changed nothing");
 }
 
 /// The campaign's counters in `GET /campaigns/{id}` are those of a count over its rows (on
