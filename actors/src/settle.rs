@@ -171,7 +171,7 @@ fn spawn_one(
     );
 }
 
-/// Applies the status webhooks in one transaction and answers each one.
+/// Applies the status webhooks and answers each one.
 async fn apply_statuses(shared: &Shared, jobs: Vec<StatusJob>) {
     let batches: Vec<(i64, &[StatusReport])> = jobs
         .iter()
@@ -200,7 +200,9 @@ async fn apply_statuses(shared: &Shared, jobs: Vec<StatusJob>) {
             }
         }
         Err(e) => {
-            // Not stored: the webhooks are refused and the provider sends them again.
+            // Not stored, or stored in part: the webhooks are refused and the provider sends
+            // them again (a report applied twice changes nothing the second time).
+            shared.wake_dispatcher();
             tracing::error!(error = %e, webhooks = jobs.len(), "could not store status reports");
             for job in jobs {
                 let _ = job.reply.send(Err(ActorError::Unavailable));
@@ -209,13 +211,18 @@ async fn apply_statuses(shared: &Shared, jobs: Vec<StatusJob>) {
     }
 }
 
+/// Records the batch's outcomes (the store may commit them in several transactions, giving
+/// waiting 1:1 sends their turn between them, D-093); after a failure it tries again with only
+/// what was not committed (a replan written twice could send a recipient whom the campaign had
+/// claimed again).
 async fn write(shared: &Shared, batch: &[SettleItem]) {
     let settlements: Vec<Settlement> = batch.iter().map(|i| i.settlement.clone()).collect();
+    let mut pending: Vec<usize> = (0..batch.len()).collect();
     let mut delay = std::time::Duration::from_millis(50);
     for attempt in 1..=5 {
         let res = shared
             .store
-            .settle_campaign_sends(&settlements, |i, m| {
+            .settle_campaign_sends_from(&settlements, &mut pending, |i, m| {
                 vec![events::message_sent(
                     &batch[i].record,
                     m,
@@ -232,7 +239,9 @@ async fn write(shared: &Shared, batch: &[SettleItem]) {
                 return;
             }
             Err(e) => {
-                tracing::error!(error = %e, attempt, size = batch.len(), "could not record campaign sends");
+                // Parts committed before the failure may have written deliveries.
+                shared.wake_dispatcher();
+                tracing::error!(error = %e, attempt, size = pending.len(), "could not record campaign sends");
                 tokio::time::sleep(delay).await;
                 delay *= 2;
             }
@@ -240,7 +249,7 @@ async fn write(shared: &Shared, batch: &[SettleItem]) {
     }
     // Left `claimed` in storage: resolved as in doubt when the campaign next starts (D-032).
     tracing::error!(
-        size = batch.len(),
+        size = pending.len(),
         "campaign send outcomes not recorded; they will be resolved as in doubt"
     );
 }

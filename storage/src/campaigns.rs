@@ -165,8 +165,15 @@ pub(crate) fn read(r: &AnyRow) -> Result<CampaignRecord> {
 /// are shaped by [`crate::shaped_chunks`].
 const CLAIM_CHUNK: usize = 256;
 
-/// Most accepted sends settled per multi-row statement (2 parameters each); shaped chunks.
+/// Most accepted sends settled per multi-row statement (2 parameters each) on PostgreSQL;
+/// shaped chunks.
 const SETTLE_CHUNK: usize = 512;
+
+/// Most accepted sends settled per multi-row statement on SQLite, whose one write connection
+/// 1:1 sends share with settlements: a settlement transaction is committed after any chunk
+/// when a batch of 1:1 sends waits (D-093), so this bounds how long they wait behind it
+/// (~128 outcomes, a few ms).
+const SQLITE_SETTLE_CHUNK: usize = 128;
 
 /// Most rows of one multi-row insert (3 parameters each; well under both dialects' limits);
 /// shaped chunks.
@@ -806,24 +813,70 @@ pub struct SweepOutcome {
 }
 
 impl Store {
-    /// Records many campaign send outcomes in one transaction (the send path batches its
-    /// durable commits instead of committing each send); the `message.sent` events that
-    /// `make_events` builds for each accepted message (given the settlement's index) are
-    /// written in the same transaction. Returns how many webhook deliveries were enqueued.
+    /// Records campaign send outcomes (see [`Store::settle_campaign_sends_from`]). Returns how
+    /// many webhook deliveries were enqueued. An error leaves the transactions already
+    /// committed recorded and the rest `claimed` (resolved as in doubt, D-032): a caller that
+    /// tries again uses [`Store::settle_campaign_sends_from`], which tells what is left.
     pub async fn settle_campaign_sends(
         &self,
         settlements: &[Settlement],
         make_events: impl Fn(usize, &crate::messages::MessageRecord) -> Vec<crate::webhooks::NewEvent>,
     ) -> Result<u64> {
-        let now = now_ms();
+        let mut pending: Vec<usize> = (0..settlements.len()).collect();
+        self.settle_campaign_sends_from(settlements, &mut pending, make_events)
+            .await
+    }
+
+    /// Records the campaign send outcomes `pending` names (indices into `settlements`) in
+    /// durable transactions (the send path batches its commits instead of committing each
+    /// send); the `message.sent` events that `make_events` builds for each accepted message
+    /// (given the settlement's index) are written in the same transaction as its message.
+    /// On SQLite a transaction ends early, after a chunk of [`SQLITE_SETTLE_CHUNK`], when a
+    /// batch of 1:1 sends waits for the write connection (issue 25 part 2, D-093):
+    /// everything of one settlement (message, recipient, events) is in one transaction, and
+    /// the rest follows in the next
+    /// transaction once the 1:1 batch began, before any other bulk writer. On return
+    /// `pending` holds what was not recorded: empty on success, the failed transaction's part
+    /// and what followed it on an error (never anything committed: a replan written twice
+    /// could give back a recipient the campaign had claimed again). Returns how many webhook
+    /// deliveries were enqueued.
+    pub async fn settle_campaign_sends_from(
+        &self,
+        settlements: &[Settlement],
+        pending: &mut Vec<usize>,
+        make_events: impl Fn(usize, &crate::messages::MessageRecord) -> Vec<crate::webhooks::NewEvent>,
+    ) -> Result<u64> {
         let mut enqueued = 0;
+        let _lane = self.bulk_lane("settlements").await;
+        while !pending.is_empty() {
+            *pending = self
+                .settle_tx(settlements, pending, &make_events, &mut enqueued)
+                .await?;
+            if !pending.is_empty() {
+                // Committed early for waiting 1:1 sends: the lane is kept, so this settlement
+                // goes on as soon as they began, ahead of the other bulk writers.
+                self.priority.yield_to_sends().await;
+            }
+        }
+        Ok(enqueued)
+    }
+
+    /// One settlement transaction over `pending` (see
+    /// [`Store::settle_campaign_sends_from`]); returns what it left for the next one.
+    async fn settle_tx(
+        &self,
+        settlements: &[Settlement],
+        pending: &[usize],
+        make_events: &impl Fn(usize, &crate::messages::MessageRecord) -> Vec<crate::webhooks::NewEvent>,
+        enqueued: &mut u64,
+    ) -> Result<Vec<usize>> {
+        let now = now_ms();
         // Message rows in id order, as every writer of them does (no deadlock on PostgreSQL).
-        let mut order: Vec<usize> = (0..settlements.len()).collect();
+        let mut order: Vec<usize> = pending.to_vec();
         order.sort_by_key(|i| settlements[*i].message_id);
         let (sent, rest): (Vec<usize>, Vec<usize>) = order
             .into_iter()
             .partition(|i| matches!(settlements[*i].result, SendResult::Sent { .. }));
-        let _lane = self.bulk_lane("settlements").await;
         let mut tx = self.begin_write().await?;
         // Events are built only for numbers someone subscribed to: only their rows are read
         // back.
@@ -831,7 +884,29 @@ impl Store {
         let subscriptions = crate::webhooks::Subscriptions::load_tx(&mut tx, &channels).await?;
         // Accepted sends, the bulk: two multi-row statements per chunk (and a read of the
         // subscribed numbers' rows).
-        for chunk in crate::shaped_chunks(&sent, SETTLE_CHUNK) {
+        let mut written = 0;
+        let mut written_events = 0;
+        // On PostgreSQL 1:1 sends have connections of their own: nothing to give way to (a
+        // batch waiting for its BEGIN there would only split the settlement's commits).
+        let sqlite = self.backend == crate::Backend::Sqlite;
+        let size = if sqlite {
+            SQLITE_SETTLE_CHUNK
+        } else {
+            SETTLE_CHUNK
+        };
+        for chunk in crate::shaped_chunks(&sent, size) {
+            if written > 0 && sqlite && self.priority.sends_waiting() {
+                // 1:1 sends wait: commit what is written, leave the rest to the next call.
+                let mut left: Vec<usize> = sent[written..].to_vec();
+                left.extend(rest.iter().copied());
+                left.sort_unstable();
+                metrics::counter!("disparo_store_bulk_yields_total", "writer" => "settlements")
+                    .increment(1);
+                tx.commit().await?;
+                *enqueued += written_events;
+                return Ok(left);
+            }
+            written += chunk.len();
             // A join with the new values (in id order), not a CASE per row: a CASE of n
             // branches costs n comparisons for each of the n rows.
             let values: Vec<String> = (0..chunk.len())
@@ -875,7 +950,7 @@ impl Store {
                         events.extend(make_events(*i, rec));
                     }
                 }
-                enqueued += subscriptions.enqueue_tx(&mut tx, &events).await?;
+                written_events += subscriptions.enqueue_tx(&mut tx, &events).await?;
             }
             let sql = format!(
                 "UPDATE campaign_recipients SET state = 'sent', updated_at = $1 WHERE id IN ({})",
@@ -923,7 +998,8 @@ impl Store {
             }
         }
         tx.commit().await?;
-        Ok(enqueued)
+        *enqueued += written_events;
+        Ok(Vec::new())
     }
 
     /// Whether the campaign still has recipients waiting (`planned`) and recipients taken but
@@ -1079,7 +1155,202 @@ async fn replan(
 
 #[cfg(test)]
 mod tests {
-    use super::proportional;
+    use super::*;
+    use crate::messages::StatusReport;
+    use engine::message::ProviderStatus;
+
+    /// Rows of the campaign's recipients in `state`, and of its messages in `status`, read
+    /// outside the writer's transactions.
+    async fn counts(store: &Store, campaign_id: i64) -> (i64, i64) {
+        let sent: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM campaign_recipients WHERE campaign_id = $1 AND state = 'sent'",
+        )
+        .bind(campaign_id)
+        .fetch_one(&store.pool)
+        .await
+        .unwrap();
+        let delivered: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM messages WHERE campaign_id = $1 AND status = 'delivered'",
+        )
+        .bind(campaign_id)
+        .fetch_one(&store.pool)
+        .await
+        .unwrap();
+        (sent, delivered)
+    }
+
+    /// Polls `counts` until it changes from `before` (up to 5 s), then checks that it stays
+    /// there while the writer waits for the 1:1 batch (D-093).
+    async fn settles_at(store: &Store, campaign_id: i64, before: (i64, i64)) -> (i64, i64) {
+        let mut now = before;
+        for _ in 0..500 {
+            now = counts(store, campaign_id).await;
+            if now != before {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        assert_eq!(counts(store, campaign_id).await, now, "still waiting");
+        now
+    }
+
+    /// Once a bulk writer holds the lane (and so waits for the write connection `conn`, which
+    /// the test holds), a batch of 1:1 sends starts waiting and the connection is let go: the
+    /// bulk writer begins with the 1:1 batch waiting behind it.
+    async fn sends_wait_behind(
+        store: &Store,
+        conn: sqlx::pool::PoolConnection<sqlx::Any>,
+    ) -> crate::sends::Waiting<'_> {
+        for _ in 0..500 {
+            if store.bulk_lane.available_permits() == 0 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            store.bulk_lane.available_permits(),
+            0,
+            "the writer took the lane"
+        );
+        // From the lane to its BEGIN there is nothing to wait for.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let waiting = store.priority.wait();
+        drop(conn);
+        waiting
+    }
+
+    /// While a batch of 1:1 sends waits for SQLite's one write connection, a settlement and a
+    /// batch of status webhooks each commit their first chunk and wait for the 1:1 batch to
+    /// begin before writing the rest (D-093): the 1:1 batch waits behind one chunk, not the
+    /// whole transaction, and nothing committed is written twice.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn bulk_writers_give_way_to_waiting_sends_between_chunks() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, account, channel) = crate::test_support::store_with_channel(dir.path()).await;
+        let template = store
+            .insert_template(&crate::templates::NewTemplate {
+                account_id: account,
+                name: "oferta".into(),
+                provider_name: "oferta".into(),
+                category: "MARKETING".into(),
+                language: "pt_BR".into(),
+                body: "Oi".into(),
+                header_text: None,
+                header_media: None,
+                footer_text: None,
+                buttons: serde_json::json!([]),
+                var_map: serde_json::json!({}),
+                problems: serde_json::json!([]),
+                auto_replicate: false,
+            })
+            .await
+            .unwrap();
+        let campaign = store
+            .insert_campaign(&NewCampaign {
+                account_id: account,
+                name: "c".into(),
+                category: "MARKETING".into(),
+                template_id: template.id,
+                var_map: serde_json::json!({}),
+                channels: vec![(channel, 1)],
+                group_id: None,
+                mode: "all".into(),
+            })
+            .await
+            .unwrap();
+        let rows: Vec<(String, String)> = (0..300)
+            .map(|i| (format!("55119{i:08}"), "{}".to_string()))
+            .collect();
+        store
+            .add_campaign_recipients(campaign.id, &rows)
+            .await
+            .unwrap();
+        let share = ClaimShare {
+            channel_id: channel,
+            count: 300,
+            template_name: "oferta".into(),
+        };
+        let claimed = store
+            .claim_recipients(account, campaign.id, false, &[share], "pt_BR")
+            .await
+            .unwrap()
+            .remove(0);
+        assert_eq!(claimed.len(), 300);
+        let settlements: Vec<Settlement> = claimed
+            .iter()
+            .map(|c| Settlement {
+                channel_id: channel,
+                recipient_id: c.recipient_id,
+                message_id: c.message_id,
+                result: SendResult::Sent {
+                    provider_message_id: format!("wamid.{}", c.message_id),
+                },
+            })
+            .collect();
+
+        // The settlement is let through the lane, then held at its BEGIN (the test has the
+        // write connection) until a batch of 1:1 sends waits too.
+        let conn = store.writer.acquire().await.unwrap();
+        let settling = tokio::spawn({
+            let store = store.clone();
+            let settlements = settlements.clone();
+            async move {
+                store
+                    .settle_campaign_sends(&settlements, |_, _| Vec::new())
+                    .await
+            }
+        });
+        let waiting = sends_wait_behind(&store, conn).await;
+        let first = settles_at(&store, campaign.id, (0, 0)).await;
+        assert_eq!(
+            first,
+            (SQLITE_SETTLE_CHUNK as i64, 0),
+            "one chunk committed"
+        );
+        assert!(!settling.is_finished());
+        drop(waiting);
+        settling.await.unwrap().unwrap();
+        assert_eq!(counts(&store, campaign.id).await, (300, 0));
+
+        // 300 webhooks of one report each: the first group is committed, then it waits.
+        let reports: Vec<StatusReport> = settlements
+            .iter()
+            .map(|s| StatusReport {
+                provider_message_id: format!("wamid.{}", s.message_id),
+                callback_message_id: None,
+                status: ProviderStatus::Delivered,
+                at: now_ms(),
+                error: None,
+            })
+            .collect();
+        let conn = store.writer.acquire().await.unwrap();
+        let applying = tokio::spawn({
+            let store = store.clone();
+            async move {
+                let batches: Vec<(i64, &[StatusReport])> =
+                    reports.chunks(1).map(|r| (channel, r)).collect();
+                store
+                    .apply_status_batches(&batches, |_, _| Vec::new())
+                    .await
+            }
+        });
+        let waiting = sends_wait_behind(&store, conn).await;
+        let first = settles_at(&store, campaign.id, (300, 0)).await;
+        assert_eq!(
+            first,
+            (300, crate::messages::STATUS_GROUP as i64),
+            "one group committed"
+        );
+        assert!(!applying.is_finished());
+        drop(waiting);
+        let (outcomes, _) = applying.await.unwrap().unwrap();
+        assert_eq!(outcomes.len(), 300);
+        assert!(outcomes
+            .iter()
+            .all(|o| o.applied.len() == 1 && o.unchanged == 0));
+        assert_eq!(counts(&store, campaign.id).await, (300, 300));
+    }
 
     #[test]
     fn a_short_claim_keeps_the_proportions() {

@@ -21,7 +21,10 @@
 //!
 //! Priority (issue 25 part 2): while a batch waits for the write connection, bulk writers
 //! (campaign claims and settlements, status batches) that have not started yet wait for it
-//! ([`Priority`]), so a 1:1 send queues behind at most the one bulk transaction already running.
+//! ([`Priority`]), so a 1:1 send queues behind at most the one bulk transaction already running;
+//! settlements and status batches look again between their chunks and commit what they wrote
+//! (D-093), so it waits for one chunk of it, not the whole transaction (claims, in the campaign
+//! actor's rounds of 512 recipients, do not: smaller rounds cost more dispatch than they saved).
 
 use crate::messages::{
     bind_idempotency_key_tx, insert_outbound_many_tx, mark_failed_tx, mark_sent_many_tx,
@@ -140,9 +143,16 @@ impl Drop for Waiting<'_> {
 }
 
 impl Priority {
-    fn wait(&self) -> Waiting<'_> {
+    pub(crate) fn wait(&self) -> Waiting<'_> {
         self.waiting.fetch_add(1, Ordering::AcqRel);
         Waiting(self)
+    }
+
+    /// Whether a batch of 1:1 sends waits for the write connection now: a bulk writer that
+    /// sees it commits what it has written and leaves the rest to its next transaction
+    /// (D-093).
+    pub(crate) fn sends_waiting(&self) -> bool {
+        self.waiting.load(Ordering::Acquire) > 0
     }
 
     /// Returns once no batch of 1:1 sends waits for the write connection.
