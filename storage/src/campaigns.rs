@@ -1229,21 +1229,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (store, account, channel) = crate::test_support::store_with_channel(dir.path()).await;
         let template = store
-            .insert_template(&crate::templates::NewTemplate {
-                account_id: account,
-                name: "oferta".into(),
-                provider_name: "oferta".into(),
-                category: "MARKETING".into(),
-                language: "pt_BR".into(),
-                body: "Oi".into(),
-                header_text: None,
-                header_media: None,
-                footer_text: None,
-                buttons: serde_json::json!([]),
-                var_map: serde_json::json!({}),
-                problems: serde_json::json!([]),
-                auto_replicate: false,
-            })
+            .insert_template(&crate::test_support::new_template(
+                account,
+                "oferta",
+                "oferta",
+                "MARKETING",
+                "Oi",
+            ))
             .await
             .unwrap();
         let campaign = store

@@ -726,7 +726,7 @@ impl TemplateCache {
 
 #[cfg(test)]
 mod tests {
-    use super::{NewTemplate, TemplateChannelState, TemplateKey};
+    use super::{TemplateChannelState, TemplateKey};
 
     /// D-090: a template read for a send is answered from memory (a change made behind the
     /// store's back, as another process would, is not seen yet), and any write through the
@@ -746,21 +746,9 @@ mod tests {
             .unwrap()
             .is_none());
         let t = store
-            .insert_template(&NewTemplate {
-                account_id: account,
-                name: "Olá".into(),
-                provider_name: "hello".into(),
-                category: "utility".into(),
-                language: "pt_BR".into(),
-                body: "Oi {{1}}".into(),
-                header_text: None,
-                header_media: None,
-                footer_text: None,
-                buttons: serde_json::json!([]),
-                var_map: serde_json::json!({}),
-                problems: serde_json::json!([]),
-                auto_replicate: false,
-            })
+            .insert_template(&crate::test_support::new_template(
+                account, "Olá", "hello", "utility", "Oi {{1}}",
+            ))
             .await
             .unwrap();
         let found = store

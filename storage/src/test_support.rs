@@ -1,6 +1,7 @@
 //! What the crate's unit tests share.
 
 use crate::channels::NewChannel;
+use crate::templates::NewTemplate;
 use crate::{Cipher, Store};
 use engine::Secret;
 
@@ -31,4 +32,29 @@ pub(crate) async fn store_with_channel(dir: &std::path::Path) -> (Store, i64, i6
         .await
         .unwrap();
     (store, account.id, channel.id)
+}
+
+/// A library template of `account_id` (`pt_BR`, no header, footer or buttons).
+pub(crate) fn new_template(
+    account_id: i64,
+    name: &str,
+    provider_name: &str,
+    category: &str,
+    body: &str,
+) -> NewTemplate {
+    NewTemplate {
+        account_id,
+        name: name.into(),
+        provider_name: provider_name.into(),
+        category: category.into(),
+        language: "pt_BR".into(),
+        body: body.into(),
+        header_text: None,
+        header_media: None,
+        footer_text: None,
+        buttons: serde_json::json!([]),
+        var_map: serde_json::json!({}),
+        problems: serde_json::json!([]),
+        auto_replicate: false,
+    }
 }
