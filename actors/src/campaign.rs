@@ -542,7 +542,8 @@ async fn claim_and_hand_out(
 ) -> Result<Vec<usize>, ActorError> {
     let started = std::time::Instant::now();
     // In rounds of at most CLAIM_ROUND recipients, one transaction each: 1:1 sends' writes
-    // wait for one round, not for the whole tick's claim (issue 25 part 2, D-076).
+    // wait for one round, not for the whole tick's claim (issue 25 part 2, D-076), and on
+    // SQLite for one chunk of it (D-094).
     let mut left: Vec<usize> = shares.iter().map(|s| s.count).collect();
     let mut taken = vec![0usize; shares.len()];
     loop {

@@ -534,7 +534,8 @@ impl Store {
         Ok(())
     }
 
-    /// Claims planned recipients of a campaign for its numbers in one transaction, before any
+    /// Claims planned recipients of a campaign for its numbers in one transaction (on SQLite
+    /// committed between chunks when a batch of 1:1 sends waits, D-094), before any
     /// provider call: `shares` gives each number's count and template name; the recipients
     /// (oldest first) are split among them in that order. Each claimed recipient gets a
     /// `queued` template message (`campaign_id` set) and moves to `claimed` with its message
@@ -588,7 +589,38 @@ impl Store {
             rows.extend(mine.iter().map(|r| (s, r)));
         }
         let mut result: Vec<Vec<Claimed>> = shares.iter().map(|_| Vec::new()).collect();
-        for chunk in crate::shaped_chunks(&rows, CLAIM_CHUNK) {
+        // On SQLite a batch of 1:1 sends waiting for the write connection gets it between
+        // chunks (D-094): what is claimed is committed, the sends begin (the bulk lane is
+        // kept, no other bulk writer goes first), and the claim goes on in a new transaction
+        // with the picked recipients still `planned` (a cancel or a deletion, which do not
+        // take the lane, may have come in between). An error after such a commit leaves the
+        // committed part `claimed`: the campaign actor fails and its restart makes those
+        // `in_doubt` (D-032), as after a crash. On PostgreSQL 1:1 sends have connections of
+        // their own: one transaction.
+        let sqlite = self.backend == crate::Backend::Sqlite;
+        let mut start = 0;
+        let mut chunk_rows = rows;
+        while start < chunk_rows.len() {
+            if start > 0 && sqlite && self.priority.sends_waiting() {
+                metrics::counter!("disparo_store_bulk_yields_total", "writer" => "claims")
+                    .increment(1);
+                tx.commit().await?;
+                self.priority.yield_to_sends().await;
+                tx = self.begin_write().await?;
+                let ids: Vec<i64> = chunk_rows[start..].iter().map(|(_, r)| r.0).collect();
+                let planned = still_planned_tx(&mut tx, &ids).await?;
+                let mut rest = chunk_rows.split_off(start);
+                rest.retain(|(_, r)| planned.contains(&r.0));
+                chunk_rows.extend(rest);
+                if start == chunk_rows.len() {
+                    break;
+                }
+            }
+            let chunk = crate::shaped_chunks(&chunk_rows[start..], CLAIM_CHUNK)
+                .into_iter()
+                .next()
+                .expect("rows are left");
+            start += chunk.len();
             for (s, claimed) in claim_chunk(
                 &mut tx,
                 account_id,
@@ -606,6 +638,29 @@ impl Store {
         tx.commit().await?;
         Ok(result)
     }
+}
+
+/// Which of these recipients are still `planned` inside `tx`: one `IN` lookup per 256 ids.
+async fn still_planned_tx(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    ids: &[i64],
+) -> Result<std::collections::HashSet<i64>> {
+    let mut out = std::collections::HashSet::with_capacity(ids.len());
+    for chunk in crate::padded_chunks(ids, 256) {
+        let sql = format!(
+            "SELECT id FROM campaign_recipients WHERE state = 'planned' AND id IN ({})",
+            crate::messages::placeholders(1, chunk.len())
+        );
+        let sql = crate::positional(tx, &sql);
+        let mut q = sqlx::query(&sql);
+        for id in &chunk {
+            q = q.bind(*id);
+        }
+        for row in q.fetch_all(&mut **tx).await? {
+            out.insert(row.try_get("id")?);
+        }
+    }
+    Ok(out)
 }
 
 /// Splits `available` units among `asked` counts in proportion when there are fewer than
@@ -1342,6 +1397,106 @@ mod tests {
             .iter()
             .all(|o| o.applied.len() == 1 && o.unchanged == 0));
         assert_eq!(counts(&store, campaign.id).await, (300, 300));
+    }
+
+    /// While a batch of 1:1 sends waits for SQLite's one write connection, a claim commits its
+    /// first chunk and lets the batch begin before claiming the rest (D-094); a recipient
+    /// skipped meanwhile (a cancel does not take the bulk lane) is not claimed, and gets no
+    /// message.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_claim_gives_way_to_waiting_sends_and_claims_only_what_is_still_planned() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, account, channel) = crate::test_support::store_with_channel(dir.path()).await;
+        let template = store
+            .insert_template(&crate::test_support::new_template(
+                account,
+                "oferta",
+                "oferta",
+                "MARKETING",
+                "Oi",
+            ))
+            .await
+            .unwrap();
+        let campaign = store
+            .insert_campaign(&NewCampaign {
+                account_id: account,
+                name: "c".into(),
+                category: "MARKETING".into(),
+                template_id: template.id,
+                var_map: serde_json::json!({}),
+                channels: vec![(channel, 1)],
+                group_id: None,
+                mode: "all".into(),
+            })
+            .await
+            .unwrap();
+        let rows: Vec<(String, String)> = (0..600)
+            .map(|i| (format!("55119{i:08}"), "{}".to_string()))
+            .collect();
+        store
+            .add_campaign_recipients(campaign.id, &rows)
+            .await
+            .unwrap();
+        let claimed_count = || async {
+            sqlx::query_scalar::<_, i64>(
+                "SELECT COUNT(*) FROM campaign_recipients WHERE campaign_id = $1 AND state = 'claimed'",
+            )
+            .bind(campaign.id)
+            .fetch_one(&store.pool)
+            .await
+            .unwrap()
+        };
+        let conn = store.writer.acquire().await.unwrap();
+        let claiming = tokio::spawn({
+            let store = store.clone();
+            let share = ClaimShare {
+                channel_id: channel,
+                count: 600,
+                template_name: "oferta".into(),
+            };
+            async move {
+                store
+                    .claim_recipients(account, campaign.id, false, &[share], "pt_BR")
+                    .await
+            }
+        });
+        let waiting = sends_wait_behind(&store, conn).await;
+        let mut first = 0;
+        for _ in 0..500 {
+            first = claimed_count().await;
+            if first > 0 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        assert_eq!(first, CLAIM_CHUNK as i64, "one chunk committed");
+        assert_eq!(claimed_count().await, first, "still waiting");
+        assert!(!claiming.is_finished());
+        // A recipient picked for the rest of the claim is skipped meanwhile.
+        let last: i64 =
+            sqlx::query_scalar("SELECT MAX(id) FROM campaign_recipients WHERE campaign_id = $1")
+                .bind(campaign.id)
+                .fetch_one(&store.pool)
+                .await
+                .unwrap();
+        sqlx::query("UPDATE campaign_recipients SET state = 'skipped' WHERE id = $1")
+            .bind(last)
+            .execute(&store.writer)
+            .await
+            .unwrap();
+        drop(waiting);
+        let got = claiming.await.unwrap().unwrap().remove(0);
+        assert_eq!(got.len(), 599);
+        assert!(got.iter().all(|c| c.recipient_id != last));
+        assert_eq!(claimed_count().await, 599);
+        let messages: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM messages WHERE campaign_id = $1")
+                .bind(campaign.id)
+                .fetch_one(&store.pool)
+                .await
+                .unwrap();
+        assert_eq!(messages, 599, "no message for the skipped recipient");
     }
 
     #[test]

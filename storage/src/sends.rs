@@ -22,9 +22,8 @@
 //! Priority (issue 25 part 2): while a batch waits for the write connection, bulk writers
 //! (campaign claims and settlements, status batches) that have not started yet wait for it
 //! ([`Priority`]), so a 1:1 send queues behind at most the one bulk transaction already running;
-//! settlements and status batches look again between their chunks and commit what they wrote
-//! (D-093), so it waits for one chunk of it, not the whole transaction (claims, in the campaign
-//! actor's rounds of 512 recipients, do not: smaller rounds cost more dispatch than they saved).
+//! settlements, status batches (D-093) and claims (D-094) look again between their chunks and
+//! commit what they wrote, so it waits for one chunk of it, not the whole transaction.
 
 use crate::messages::{
     bind_idempotency_key_tx, insert_outbound_many_tx, mark_failed_tx, mark_sent_many_tx,
