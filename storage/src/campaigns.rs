@@ -926,7 +926,8 @@ impl Store {
         enqueued: &mut u64,
     ) -> Result<Vec<usize>> {
         let now = now_ms();
-        // Message rows in id order, as every writer of them does (no deadlock on PostgreSQL).
+        // Message rows in id order, as every writer of them does (deadlocks rare on PostgreSQL,
+        // D-095).
         let mut order: Vec<usize> = pending.to_vec();
         order.sort_by_key(|i| settlements[*i].message_id);
         let (sent, rest): (Vec<usize>, Vec<usize>) = order

@@ -103,6 +103,14 @@ impl Backend {
 /// the pool's 16 connections, leaving the rest to claims, 1:1 sends and reads.
 pub const POSTGRES_SEND_PATH_WRITERS: usize = 4;
 
+/// The planner's price of a random page read on the gateway's PostgreSQL connections when
+/// the server, database or role does not set one (D-095): 1.1 instead of PostgreSQL's 4, the
+/// usual value for SSDs and for data that stays cached. At 4 the planner joined a chunk of 256
+/// new values to `messages` by scanning the whole table while it held less than ~60,000 rows
+/// (and kept that plan cached after it grew), which cost a tenth of the campaign path's
+/// database time and locked rows out of id order.
+pub const POSTGRES_RANDOM_PAGE_COST: &str = "1.1";
+
 /// The default database when `DATABASE_URL` is unset: `disparo.db` in the working directory.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://disparo.db?mode=rwc";
 
@@ -162,6 +170,22 @@ impl Store {
                     sqlx::query(&format!("PRAGMA cache_size = -{SQLITE_READER_CACHE_KIB}"))
                         .execute(&mut *conn)
                         .await?;
+                    Ok(())
+                })
+            });
+        }
+        if backend == Backend::Postgres {
+            opts = opts.after_connect(|conn, _| {
+                Box::pin(async move {
+                    // D-095: index lookups priced as what they are here, unless the operator
+                    // priced them (server, database or role settings are left alone).
+                    sqlx::query(
+                        "SELECT set_config('random_page_cost', $1, false) FROM pg_settings \
+                         WHERE name = 'random_page_cost' AND source = 'default'",
+                    )
+                    .bind(POSTGRES_RANDOM_PAGE_COST)
+                    .fetch_all(&mut *conn)
+                    .await?;
                     Ok(())
                 })
             });
@@ -650,5 +674,59 @@ mod shaped_chunks_tests {
         assert!(padded[3][232..].iter().all(|x| *x == 999));
         assert!(super::shaped_chunks::<u32>(&[], 8).is_empty());
         assert_eq!(super::shaped_chunks(&[1, 2, 3], 8).len(), 2);
+    }
+}
+
+#[cfg(test)]
+mod planner_tests {
+    use super::{Cipher, Store, POSTGRES_RANDOM_PAGE_COST};
+
+    async fn random_page_cost(store: &Store) -> String {
+        sqlx::query_scalar("SELECT current_setting('random_page_cost')")
+            .fetch_one(&store.pool)
+            .await
+            .unwrap()
+    }
+
+    /// On PostgreSQL (`DISPARO_TEST_POSTGRES_URL`, set by `.ci/run`) the gateway's connections
+    /// price random reads at [`POSTGRES_RANDOM_PAGE_COST`] when nothing set a price, and keep
+    /// the operator's own when the database sets one (D-095).
+    #[tokio::test]
+    async fn postgres_connections_price_index_reads_unless_the_operator_did() {
+        let Ok(admin) = std::env::var("DISPARO_TEST_POSTGRES_URL") else {
+            return;
+        };
+        sqlx::any::install_default_drivers();
+        let name = format!("disparo_test_{}", rand::random::<u64>());
+        let (base, _) = admin.rsplit_once('/').expect("a URL with a database");
+        let url = format!("{base}/{name}");
+        let admin_pool = sqlx::AnyPool::connect(&admin).await.unwrap();
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&admin_pool)
+            .await
+            .unwrap();
+        let cipher = || Cipher::from_base64(&Cipher::generate_key_base64()).unwrap();
+
+        let store = Store::connect(&url, cipher()).await.unwrap();
+        assert_eq!(random_page_cost(&store).await, POSTGRES_RANDOM_PAGE_COST);
+        store.pool.close().await;
+
+        sqlx::query(&format!("ALTER DATABASE {name} SET random_page_cost = 3"))
+            .execute(&admin_pool)
+            .await
+            .unwrap();
+        let store = Store::connect(&url, cipher()).await.unwrap();
+        assert_eq!(
+            random_page_cost(&store).await,
+            "3",
+            "the database's own price"
+        );
+        store.pool.close().await;
+        store.writer.close().await;
+
+        sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
+            .execute(&admin_pool)
+            .await
+            .unwrap();
     }
 }

@@ -610,7 +610,7 @@ impl Store {
             }
             // The next group: whole webhooks, up to STATUS_GROUP reports (at least one). On
             // PostgreSQL one group: 1:1 sends have connections of their own there, and one
-            // group writes its rows in one id order (no deadlock with the campaign writer).
+            // group writes its rows in one id order (see below).
             let group = match self.backend {
                 crate::Backend::Sqlite => STATUS_GROUP,
                 crate::Backend::Postgres => usize::MAX,
@@ -666,8 +666,9 @@ impl Store {
 
             let mut events = Vec::new();
             // Rows are written once each, in id order after the loop: every writer of message rows
-            // (this, the campaign writer) locks them in the same order, so PostgreSQL never finds
-            // two transactions waiting on each other.
+            // (this, the campaign writer) sorts its values by id, so with a plan that follows them
+            // (D-095) PostgreSQL rarely finds two transactions waiting on each other; a batch that
+            // loses a deadlock is refused and sent again.
             let mut updates: std::collections::BTreeMap<i64, MessageRecord> = Default::default();
             for (b, channel_id, r) in reports {
                 let out = &mut outs[b];
