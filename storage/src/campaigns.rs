@@ -1276,14 +1276,13 @@ mod tests {
         waiting
     }
 
-    /// While a batch of 1:1 sends waits for SQLite's one write connection, a settlement and a
-    /// batch of status webhooks each commit their first chunk and wait for the 1:1 batch to
-    /// begin before writing the rest (D-093): the 1:1 batch waits behind one chunk, not the
-    /// whole transaction, and nothing committed is written twice.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn bulk_writers_give_way_to_waiting_sends_between_chunks() {
-        let dir = tempfile::tempdir().unwrap();
-        let (store, account, channel) = crate::test_support::store_with_channel(dir.path()).await;
+    /// A SQLite store in `dir` with a marketing campaign on its one number and `n` planned
+    /// recipients: the store, the account, the number and the campaign.
+    async fn campaign_with_recipients(
+        dir: &std::path::Path,
+        n: usize,
+    ) -> (Store, i64, i64, CampaignRecord) {
+        let (store, account, channel) = crate::test_support::store_with_channel(dir).await;
         let template = store
             .insert_template(&crate::test_support::new_template(
                 account,
@@ -1307,13 +1306,24 @@ mod tests {
             })
             .await
             .unwrap();
-        let rows: Vec<(String, String)> = (0..300)
+        let rows: Vec<(String, String)> = (0..n)
             .map(|i| (format!("55119{i:08}"), "{}".to_string()))
             .collect();
         store
             .add_campaign_recipients(campaign.id, &rows)
             .await
             .unwrap();
+        (store, account, channel, campaign)
+    }
+
+    /// While a batch of 1:1 sends waits for SQLite's one write connection, a settlement and a
+    /// batch of status webhooks each commit their first chunk and wait for the 1:1 batch to
+    /// begin before writing the rest (D-093): the 1:1 batch waits behind one chunk, not the
+    /// whole transaction, and nothing committed is written twice.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn bulk_writers_give_way_to_waiting_sends_between_chunks() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, account, channel, campaign) = campaign_with_recipients(dir.path(), 300).await;
         let share = ClaimShare {
             channel_id: channel,
             count: 300,
@@ -1407,37 +1417,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_claim_gives_way_to_waiting_sends_and_claims_only_what_is_still_planned() {
         let dir = tempfile::tempdir().unwrap();
-        let (store, account, channel) = crate::test_support::store_with_channel(dir.path()).await;
-        let template = store
-            .insert_template(&crate::test_support::new_template(
-                account,
-                "oferta",
-                "oferta",
-                "MARKETING",
-                "Oi",
-            ))
-            .await
-            .unwrap();
-        let campaign = store
-            .insert_campaign(&NewCampaign {
-                account_id: account,
-                name: "c".into(),
-                category: "MARKETING".into(),
-                template_id: template.id,
-                var_map: serde_json::json!({}),
-                channels: vec![(channel, 1)],
-                group_id: None,
-                mode: "all".into(),
-            })
-            .await
-            .unwrap();
-        let rows: Vec<(String, String)> = (0..600)
-            .map(|i| (format!("55119{i:08}"), "{}".to_string()))
-            .collect();
-        store
-            .add_campaign_recipients(campaign.id, &rows)
-            .await
-            .unwrap();
+        let (store, account, channel, campaign) = campaign_with_recipients(dir.path(), 600).await;
         let claimed_count = || async {
             sqlx::query_scalar::<_, i64>(
                 "SELECT COUNT(*) FROM campaign_recipients WHERE campaign_id = $1 AND state = 'claimed'",
