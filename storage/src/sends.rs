@@ -14,7 +14,9 @@
 //!
 //! On PostgreSQL [`POSTGRES_SEND_WRITERS`] batches are written side by side: the next batch is
 //! taken and written while the one before it waits for its commit (D-090); a flush still
-//! waits for every batch taken before it.
+//! waits for every batch taken before it. A small batch of new sends and audit lines (what a
+//! batch is at low concurrency) is one statement there, committed on its own, instead of a
+//! transaction of five round trips (D-097).
 //!
 //! A statement that fails rolls the whole batch back; each write of it is then retried alone in
 //! its own transaction, so one bad write answers its own error and the others are kept.
@@ -48,6 +50,15 @@ pub const AUDIT_LINGER: std::time::Duration = std::time::Duration::from_millis(5
 /// Batches of 1:1 sends written side by side on PostgreSQL (D-090): the next batch is taken
 /// and written while the one before it commits. SQLite has one write connection: one batch.
 pub const POSTGRES_SEND_WRITERS: usize = 2;
+
+/// Most audit lines per multi-row statement (6 parameters each).
+const AUDIT_CHUNK: usize = 64;
+
+/// Most new sends, and most audit lines, of a batch written in one statement on PostgreSQL
+/// (D-097). Each count of conversations, lines and sends is its own statement text, kept in
+/// the connection's statement cache: small batches keep those texts few (at most 80), and a
+/// larger batch, where one statement's saved round trips matter less, takes a transaction.
+const ONE_STATEMENT_MAX: usize = 4;
 
 /// How many writes may wait for the writer before a caller waits for room (back-pressure).
 const QUEUE: usize = 8_192;
@@ -335,7 +346,7 @@ async fn take_turns(
             .expect("the writers' semaphore is never closed");
         // The batch is what waited while the write connection was busy: taken once the
         // transaction began, so the time spent waiting for it fills the batch.
-        let begun = begin(&writer, backend, &priority).await;
+        let begun = start(&writer, backend, &priority).await;
         while ops.len() < MAX_BATCH {
             match rx.try_recv() {
                 Ok(op) => ops.push(op),
@@ -346,7 +357,8 @@ async fn take_turns(
         drop(rx);
         metrics::histogram!("disparo_send_commit_batch").record(ops.len() as f64);
         let written = match begun {
-            Ok(tx) => write_in(tx, &ops).await,
+            Ok(Begun::Transaction(tx)) => write_in(tx, &ops).await,
+            Ok(Begun::Connection(conn)) => write_on(conn, &ops).await,
             Err(e) => Err(e),
         };
         let mut flushes = Vec::new();
@@ -396,6 +408,188 @@ async fn take_turns(
     }
 }
 
+/// Where a batch is written: on SQLite a transaction begun before the batch is taken (the
+/// wait for the one write connection is what fills it); on PostgreSQL a connection, so that a
+/// batch that fits one statement is written without a transaction of its own (D-097).
+enum Begun {
+    Transaction(sqlx::Transaction<'static, sqlx::Any>),
+    Connection(sqlx::pool::PoolConnection<sqlx::Any>),
+}
+
+/// Starts a batch (see [`Begun`]), bulk writers stepping aside while it waits.
+async fn start(writer: &AnyPool, backend: Backend, priority: &Priority) -> Result<Begun> {
+    match backend {
+        Backend::Sqlite => Ok(Begun::Transaction(begin(writer, backend, priority).await?)),
+        Backend::Postgres => {
+            let asked = Instant::now();
+            let conn = {
+                let _waiting = priority.wait();
+                writer.acquire().await?
+            };
+            metrics::histogram!("disparo_store_lane_wait_seconds", "writer" => "sends")
+                .record(asked.elapsed().as_secs_f64());
+            Ok(Begun::Connection(conn))
+        }
+    }
+}
+
+/// Writes `ops` on a PostgreSQL connection: in one statement when they fit one (see
+/// [`insert_in_one_statement`]), else in a transaction ([`write_in`]).
+async fn write_on(
+    mut conn: sqlx::pool::PoolConnection<sqlx::Any>,
+    ops: &[Op],
+) -> Result<(Vec<Done>, u64)> {
+    if fits_one_statement(ops) {
+        let begun = Instant::now();
+        let done = insert_in_one_statement(&mut conn, ops).await?;
+        metrics::histogram!("disparo_store_lane_hold_seconds", "writer" => "sends")
+            .record(begun.elapsed().as_secs_f64());
+        return Ok((done, 0));
+    }
+    let tx = sqlx::Acquire::begin(&mut *conn).await?;
+    write_in(tx, ops).await
+}
+
+/// A batch of new sends without idempotency keys, audit lines (at most
+/// [`ONE_STATEMENT_MAX`] of each) and flushes: what a batch of 1:1 sends is at low
+/// concurrency.
+fn fits_one_statement(ops: &[Op]) -> bool {
+    let mut inserts = 0;
+    let mut audit = 0;
+    for op in ops {
+        match op {
+            Op::Insert { key: None, .. } => inserts += 1,
+            Op::Audit { .. } => audit += 1,
+            Op::Flush { .. } => {}
+            _ => return false,
+        }
+    }
+    inserts > 0 && inserts <= ONE_STATEMENT_MAX && audit <= ONE_STATEMENT_MAX
+}
+
+/// PostgreSQL: the conversations, the messages and the audit lines of a batch that
+/// [`fits_one_statement`] in one statement (data-modifying `WITH` clauses), committed on its
+/// own: one round trip instead of five (`BEGIN`, conversations, messages, audit lines,
+/// `COMMIT`), the same rows and the same durability (the statement's commit is flushed before
+/// it answers). Returns each op's result in order.
+async fn insert_in_one_statement(
+    conn: &mut sqlx::pool::PoolConnection<sqlx::Any>,
+    ops: &[Op],
+) -> Result<Vec<Done>> {
+    let now = crate::now_ms();
+    let inserts: Vec<(usize, &NewOutbound, MessageStatus)> = ops
+        .iter()
+        .enumerate()
+        .filter_map(|(i, op)| match op {
+            Op::Insert { new, status, .. } => Some((i, new, *status)),
+            _ => None,
+        })
+        .collect();
+    let audit: Vec<&AuditLine> = ops
+        .iter()
+        .filter_map(|op| match op {
+            Op::Audit { line } => Some(line),
+            _ => None,
+        })
+        .collect();
+    // Each (number, contact) once in the upsert (a row cannot be updated twice by one).
+    let mut pairs: Vec<(i64, i64, &str)> = inserts
+        .iter()
+        .map(|(_, m, _)| (m.channel_id, m.account_id, m.contact_phone.as_str()))
+        .collect();
+    pairs.sort_unstable();
+    pairs.dedup_by(|a, b| (a.0, a.2) == (b.0, b.2));
+    let mut p = 0;
+    let mut next = |n: usize| -> String {
+        let v: Vec<String> = (p + 1..=p + n).map(|i| format!("${i}")).collect();
+        p += n;
+        format!("({})", v.join(", "))
+    };
+    let conversations: Vec<String> = pairs.iter().map(|_| next(4)).collect();
+    let audit_values: Vec<String> = audit.iter().map(|_| next(6)).collect();
+    let message_values: Vec<String> = inserts.iter().map(|_| next(14)).collect();
+    let audit_clause = if audit.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "a AS (INSERT INTO audit_log (account_id, token_name, action, target, status, at) VALUES {}), ",
+            audit_values.join(", ")
+        )
+    };
+    let sql = format!(
+        "WITH c AS (INSERT INTO conversations (account_id, channel_id, contact_phone, created_at) VALUES {} \
+         ON CONFLICT (channel_id, contact_phone) DO UPDATE SET contact_phone = excluded.contact_phone \
+         RETURNING id, channel_id, contact_phone), {audit_clause}\
+         v (n, account_id, channel_id, kind, contact_phone, body, template_name, template_language, params, preview_text, media, status, source, created_at) AS (VALUES {}) \
+         INSERT INTO messages (account_id, channel_id, conversation_id, kind, direction, contact_phone, body, template_name, template_language, params, preview_text, media, status, source, created_at) \
+         SELECT v.account_id, v.channel_id, c.id, v.kind, 'out', v.contact_phone, v.body, v.template_name, v.template_language, v.params, v.preview_text, v.media, v.status, v.source, v.created_at \
+         FROM v JOIN c ON c.channel_id = v.channel_id AND c.contact_phone = v.contact_phone ORDER BY v.n \
+         RETURNING {}",
+        conversations.join(", "),
+        message_values.join(", "),
+        crate::messages::COLUMNS
+    );
+    let mut q = sqlx::query(&sql);
+    for (channel_id, account_id, phone) in &pairs {
+        q = q.bind(*account_id).bind(*channel_id).bind(*phone).bind(now);
+    }
+    for l in &audit {
+        q = q
+            .bind(l.account_id)
+            .bind(&l.token_name)
+            .bind(&l.action)
+            .bind(&l.target)
+            .bind(i64::from(l.status))
+            .bind(l.at);
+    }
+    for (n, (_, m, status)) in inserts.iter().enumerate() {
+        q = q
+            .bind(n as i64)
+            .bind(m.account_id)
+            .bind(m.channel_id)
+            .bind(m.kind.as_str())
+            .bind(&m.contact_phone)
+            .bind(&m.body)
+            .bind(&m.template_name)
+            .bind(&m.template_language)
+            .bind(m.params.as_ref().map(|p| p.to_string()))
+            .bind(&m.preview_text)
+            .bind(m.media.as_ref().map(|p| p.to_string()))
+            .bind(status.as_str())
+            .bind(m.source)
+            .bind(now);
+    }
+    let mut recs = q
+        .fetch_all(&mut **conn)
+        .await?
+        .iter()
+        .map(crate::messages::read)
+        .collect::<Result<Vec<_>>>()?;
+    // Ids are drawn in the order of the rows (checked, as in `insert_outbound_many_tx`).
+    recs.sort_unstable_by_key(|r| r.id);
+    if recs.len() != inserts.len()
+        || recs.iter().zip(&inserts).any(|(r, (_, m, _))| {
+            r.channel_id != m.channel_id || r.contact_phone != m.contact_phone
+        })
+    {
+        return Err(StorageError::Corrupt(
+            "the inserted messages came back out of order".into(),
+        ));
+    }
+    let mut recs = recs.into_iter();
+    let mut done = Vec::with_capacity(ops.len());
+    for op in ops {
+        done.push(match op {
+            Op::Insert { .. } => Done::Insert(recs.next().ok_or_else(|| {
+                StorageError::Corrupt("an inserted message did not come back".into())
+            })?),
+            Op::Audit { .. } => Done::Audit,
+            _ => Done::Flush,
+        });
+    }
+    Ok(done)
+}
+
 /// Begins the writer's transaction, bulk writers stepping aside while it waits.
 async fn begin(
     writer: &AnyPool,
@@ -425,7 +619,7 @@ async fn write(
 /// Runs `ops` in `tx` and commits; the events of the accepted sends are written to the outbox
 /// in the same transaction. Returns each write's result and how many deliveries it enqueued.
 async fn write_in(
-    mut tx: sqlx::Transaction<'static, sqlx::Any>,
+    mut tx: sqlx::Transaction<'_, sqlx::Any>,
     ops: &[Op],
 ) -> Result<(Vec<Done>, u64)> {
     let begun = Instant::now();
@@ -513,10 +707,10 @@ async fn write_in(
 
 /// Appends audit lines inside `tx`, 64 per multi-row statement (6 parameters each).
 async fn insert_audit_lines_tx(
-    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     lines: &[&AuditLine],
 ) -> Result<()> {
-    for chunk in crate::shaped_chunks(lines, 64) {
+    for chunk in crate::shaped_chunks(lines, AUDIT_CHUNK) {
         let values: Vec<String> = (0..chunk.len())
             .map(|i| {
                 let p = 1 + 6 * i;
@@ -760,6 +954,91 @@ mod tests {
             .try_get("n")
             .unwrap();
         assert_eq!(n, 350, "every line queued before the flush is committed");
+    }
+
+    /// D-097: on PostgreSQL a batch of new sends without keys, with audit lines, is one
+    /// statement: each send gets its own row in its contact's conversation (one that existed
+    /// before, one new, one contact twice in the batch), the audit lines are committed by the
+    /// time the sends are answered, and a batch whose statement fails (a number of another
+    /// account, refused by the composite key of D-092) answers that send's error and keeps
+    /// the others and the lines.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn on_postgres_a_small_batch_of_sends_is_one_statement_with_its_audit_lines() {
+        use sqlx::Row;
+        let Some((store, account, channel, db)) =
+            crate::test_support::postgres_store_with_channel().await
+        else {
+            return;
+        };
+        let audit_lines = |store: crate::Store| async move {
+            sqlx::query("SELECT COUNT(*) AS n FROM audit_log WHERE account_id = $1")
+                .bind(account)
+                .fetch_one(&store.pool)
+                .await
+                .unwrap()
+                .try_get::<i64, _>("n")
+                .unwrap()
+        };
+        let first = store
+            .insert_outbound(&message(account, channel, 1), MessageStatus::Sending, None)
+            .await
+            .unwrap();
+        for round in 0..20 {
+            let before = audit_lines(store.clone()).await;
+            store
+                .append_audit(account, "t", "POST /messages", "/messages", 201)
+                .await
+                .unwrap();
+            let batch = futures::future::join_all([1, 2, 2].map(|i| {
+                let store = store.clone();
+                async move {
+                    store
+                        .insert_outbound(
+                            &message(account, channel, i),
+                            MessageStatus::Sending,
+                            None,
+                        )
+                        .await
+                        .unwrap()
+                }
+            }))
+            .await;
+            assert_eq!(
+                audit_lines(store.clone()).await,
+                before + 1,
+                "round {round}: the line is committed with the sends"
+            );
+            assert_eq!(batch[0].conversation_id, first.conversation_id);
+            assert_eq!(batch[0].contact_phone, first.contact_phone);
+            assert_eq!(batch[1].conversation_id, batch[2].conversation_id);
+            assert_ne!(batch[1].conversation_id, first.conversation_id);
+            assert_ne!(batch[1].id, batch[2].id);
+            for m in &batch {
+                let stored = store.message(account, m.id).await.unwrap();
+                assert_eq!(&stored, m, "the answer is the stored row");
+                assert_eq!(stored.status, MessageStatus::Sending);
+                assert_eq!(stored.channel_id, channel);
+            }
+        }
+        // A send on a number of another account is refused by the database; the others of
+        // its batch and the audit line are kept.
+        let other = store.ensure_account("other").await.unwrap();
+        let before = audit_lines(store.clone()).await;
+        store
+            .append_audit(account, "t", "POST /messages", "/messages", 201)
+            .await
+            .unwrap();
+        let (bad_send, good_send) = (message(other.id, channel, 3), message(account, channel, 4));
+        let (bad, good) = tokio::join!(
+            store.insert_outbound(&bad_send, MessageStatus::Sending, None),
+            store.insert_outbound(&good_send, MessageStatus::Sending, None),
+        );
+        assert!(bad.is_err(), "{bad:?}");
+        let good = good.unwrap();
+        assert_eq!(store.message(account, good.id).await.unwrap(), good);
+        store.sends.flush().await.unwrap();
+        assert_eq!(audit_lines(store.clone()).await, before + 1);
+        crate::test_support::drop_postgres(store, &db).await;
     }
 
     /// D-089: an audit line queued alone waits for the next write and is committed with it

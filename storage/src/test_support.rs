@@ -9,8 +9,42 @@ use engine::Secret;
 /// the account's id and the number's id.
 pub(crate) async fn store_with_channel(dir: &std::path::Path) -> (Store, i64, i64) {
     let url = format!("sqlite://{}?mode=rwc", dir.join("t.db").display());
+    store_with_channel_at(&url).await
+}
+
+/// The same on a new PostgreSQL database, when `DISPARO_TEST_POSTGRES_URL` names a server
+/// (`.ci/run` sets it): the store, the account, the number and the database's name (for
+/// [`drop_postgres`]).
+pub(crate) async fn postgres_store_with_channel() -> Option<(Store, i64, i64, String)> {
+    let admin = std::env::var("DISPARO_TEST_POSTGRES_URL").ok()?;
+    sqlx::any::install_default_drivers();
+    let name = format!("disparo_test_{}", rand::random::<u64>());
+    let (base, _) = admin.rsplit_once('/').expect("a URL with a database");
+    let admin_pool = sqlx::AnyPool::connect(&admin).await.unwrap();
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&admin_pool)
+        .await
+        .unwrap();
+    admin_pool.close().await;
+    let (store, account, channel) = store_with_channel_at(&format!("{base}/{name}")).await;
+    Some((store, account, channel, name))
+}
+
+/// Closes `store` and drops its PostgreSQL database `name`.
+pub(crate) async fn drop_postgres(store: Store, name: &str) {
+    store.pool.close().await;
+    store.writer.close().await;
+    let admin = std::env::var("DISPARO_TEST_POSTGRES_URL").unwrap();
+    let admin_pool = sqlx::AnyPool::connect(&admin).await.unwrap();
+    sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
+        .execute(&admin_pool)
+        .await
+        .unwrap();
+}
+
+async fn store_with_channel_at(url: &str) -> (Store, i64, i64) {
     let cipher = Cipher::from_base64(&Cipher::generate_key_base64()).unwrap();
-    let store = Store::connect(&url, cipher).await.unwrap();
+    let store = Store::connect(url, cipher).await.unwrap();
     store.migrate().await.unwrap();
     let account = store.ensure_account("t").await.unwrap();
     let channel = store
