@@ -251,6 +251,28 @@ const OUTBOUND_CHUNK: usize = 64;
 /// Inserts outbound messages (each with its status) inside `tx` in a few multi-row statements
 /// (the conversations, then the messages, per chunk), for the writer of 1:1 sends (D-076).
 /// Returns the records in the order of `items`. A contact may appear more than once.
+/// Binds a new outbound message's columns after its account, number and conversation, in
+/// this order: kind, contact, body, template name and language, params, preview, media,
+/// status, source, created at (ms).
+pub(crate) fn bind_outbound<'q>(
+    q: sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>>,
+    m: &'q NewOutbound,
+    status: MessageStatus,
+    now: i64,
+) -> sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>> {
+    q.bind(m.kind.as_str())
+        .bind(&m.contact_phone)
+        .bind(&m.body)
+        .bind(&m.template_name)
+        .bind(&m.template_language)
+        .bind(m.params.as_ref().map(|p| p.to_string()))
+        .bind(&m.preview_text)
+        .bind(m.media.as_ref().map(|p| p.to_string()))
+        .bind(status.as_str())
+        .bind(m.source)
+        .bind(now)
+}
+
 pub(crate) async fn insert_outbound_many_tx(
     tx: &mut Transaction<'_, Any>,
     items: &[(&NewOutbound, MessageStatus)],
@@ -320,21 +342,12 @@ pub(crate) async fn insert_outbound_many_tx(
                         m.contact_phone
                     ))
                 })?;
-            q = q
-                .bind(m.account_id)
-                .bind(m.channel_id)
-                .bind(conv)
-                .bind(m.kind.as_str())
-                .bind(&m.contact_phone)
-                .bind(&m.body)
-                .bind(&m.template_name)
-                .bind(&m.template_language)
-                .bind(m.params.as_ref().map(|p| p.to_string()))
-                .bind(&m.preview_text)
-                .bind(m.media.as_ref().map(|p| p.to_string()))
-                .bind(status.as_str())
-                .bind(m.source)
-                .bind(now);
+            q = bind_outbound(
+                q.bind(m.account_id).bind(m.channel_id).bind(conv),
+                m,
+                *status,
+                now,
+            );
         }
         // Ids are drawn in the order of the rows: sorted by id, the records line up with
         // `chunk` (checked, so a database that did otherwise fails the batch, not a message).

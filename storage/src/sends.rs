@@ -28,8 +28,8 @@
 //! commit what they wrote, so it waits for one chunk of it, not the whole transaction.
 
 use crate::messages::{
-    bind_idempotency_key_tx, insert_outbound_many_tx, mark_failed_tx, mark_sent_many_tx,
-    MessageRecord, NewOutbound,
+    bind_idempotency_key_tx, bind_outbound, insert_outbound_many_tx, mark_failed_tx,
+    mark_sent_many_tx, MessageRecord, NewOutbound,
 };
 use crate::webhooks::{enqueue_events_tx, NewEvent};
 use crate::{begin_write_on, Backend, Result, StorageError};
@@ -534,30 +534,15 @@ async fn insert_in_one_statement(
         q = q.bind(*account_id).bind(*channel_id).bind(*phone).bind(now);
     }
     for l in &audit {
-        q = q
-            .bind(l.account_id)
-            .bind(&l.token_name)
-            .bind(&l.action)
-            .bind(&l.target)
-            .bind(i64::from(l.status))
-            .bind(l.at);
+        q = bind_audit_line(q, l);
     }
     for (n, (_, m, status)) in inserts.iter().enumerate() {
-        q = q
-            .bind(n as i64)
-            .bind(m.account_id)
-            .bind(m.channel_id)
-            .bind(m.kind.as_str())
-            .bind(&m.contact_phone)
-            .bind(&m.body)
-            .bind(&m.template_name)
-            .bind(&m.template_language)
-            .bind(m.params.as_ref().map(|p| p.to_string()))
-            .bind(&m.preview_text)
-            .bind(m.media.as_ref().map(|p| p.to_string()))
-            .bind(status.as_str())
-            .bind(m.source)
-            .bind(now);
+        q = bind_outbound(
+            q.bind(n as i64).bind(m.account_id).bind(m.channel_id),
+            m,
+            *status,
+            now,
+        );
     }
     let mut recs = q
         .fetch_all(&mut **conn)
@@ -705,6 +690,19 @@ async fn write_in(
     Ok((done, delivered))
 }
 
+/// Binds an audit line's columns: account, token name, action, target, status, at (ms).
+fn bind_audit_line<'q>(
+    q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+    l: &'q AuditLine,
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+    q.bind(l.account_id)
+        .bind(&l.token_name)
+        .bind(&l.action)
+        .bind(&l.target)
+        .bind(i64::from(l.status))
+        .bind(l.at)
+}
+
 /// Appends audit lines inside `tx`, 64 per multi-row statement (6 parameters each).
 async fn insert_audit_lines_tx(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
@@ -732,13 +730,7 @@ async fn insert_audit_lines_tx(
         let sql = crate::positional(tx, &sql);
         let mut q = sqlx::query(&sql);
         for l in chunk {
-            q = q
-                .bind(l.account_id)
-                .bind(&l.token_name)
-                .bind(&l.action)
-                .bind(&l.target)
-                .bind(i64::from(l.status))
-                .bind(l.at);
+            q = bind_audit_line(q, l);
         }
         q.execute(&mut **tx).await?;
     }
@@ -795,6 +787,18 @@ fn fail(ops: [Op; 1], e: StorageError) {
 mod tests {
     use crate::messages::NewOutbound;
     use engine::message::{MessageKind, MessageStatus};
+
+    /// How many audit lines `account` has.
+    async fn audit_lines(store: &crate::Store, account: i64) -> i64 {
+        use sqlx::Row;
+        sqlx::query("SELECT COUNT(*) AS n FROM audit_log WHERE account_id = $1")
+            .bind(account)
+            .fetch_one(&store.pool)
+            .await
+            .unwrap()
+            .try_get("n")
+            .unwrap()
+    }
 
     fn message(account_id: i64, channel_id: i64, i: usize) -> NewOutbound {
         NewOutbound {
@@ -908,7 +912,6 @@ mod tests {
     /// committed.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn two_writers_side_by_side_answer_every_write_and_flush_after_all() {
-        use sqlx::Row;
         let dir = tempfile::tempdir().unwrap();
         let (mut store, account, channel) =
             crate::test_support::store_with_channel(dir.path()).await;
@@ -946,14 +949,11 @@ mod tests {
                 .unwrap();
         }
         store.sends.flush().await.unwrap();
-        let n: i64 = sqlx::query("SELECT COUNT(*) AS n FROM audit_log WHERE account_id = $1")
-            .bind(account)
-            .fetch_one(&store.pool)
-            .await
-            .unwrap()
-            .try_get("n")
-            .unwrap();
-        assert_eq!(n, 350, "every line queued before the flush is committed");
+        assert_eq!(
+            audit_lines(&store, account).await,
+            350,
+            "every line queued before the flush is committed"
+        );
     }
 
     /// D-097: on PostgreSQL a batch of new sends without keys, with audit lines, is one
@@ -964,27 +964,17 @@ mod tests {
     /// the others and the lines.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn on_postgres_a_small_batch_of_sends_is_one_statement_with_its_audit_lines() {
-        use sqlx::Row;
         let Some((store, account, channel, db)) =
             crate::test_support::postgres_store_with_channel().await
         else {
             return;
-        };
-        let audit_lines = |store: crate::Store| async move {
-            sqlx::query("SELECT COUNT(*) AS n FROM audit_log WHERE account_id = $1")
-                .bind(account)
-                .fetch_one(&store.pool)
-                .await
-                .unwrap()
-                .try_get::<i64, _>("n")
-                .unwrap()
         };
         let first = store
             .insert_outbound(&message(account, channel, 1), MessageStatus::Sending, None)
             .await
             .unwrap();
         for round in 0..20 {
-            let before = audit_lines(store.clone()).await;
+            let before = audit_lines(&store, account).await;
             store
                 .append_audit(account, "t", "POST /messages", "/messages", 201)
                 .await
@@ -1004,7 +994,7 @@ mod tests {
             }))
             .await;
             assert_eq!(
-                audit_lines(store.clone()).await,
+                audit_lines(&store, account).await,
                 before + 1,
                 "round {round}: the line is committed with the sends"
             );
@@ -1023,7 +1013,7 @@ mod tests {
         // A send on a number of another account is refused by the database; the others of
         // its batch and the audit line are kept.
         let other = store.ensure_account("other").await.unwrap();
-        let before = audit_lines(store.clone()).await;
+        let before = audit_lines(&store, account).await;
         store
             .append_audit(account, "t", "POST /messages", "/messages", 201)
             .await
@@ -1037,7 +1027,7 @@ mod tests {
         let good = good.unwrap();
         assert_eq!(store.message(account, good.id).await.unwrap(), good);
         store.sends.flush().await.unwrap();
-        assert_eq!(audit_lines(store.clone()).await, before + 1);
+        assert_eq!(audit_lines(&store, account).await, before + 1);
         crate::test_support::drop_postgres(store, &db).await;
     }
 
@@ -1046,19 +1036,9 @@ mod tests {
     /// [`super::AUDIT_LINGER`], with nothing else asked of the writer.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_audit_line_shares_the_next_write_or_is_committed_alone_soon() {
-        use sqlx::Row;
         let dir = tempfile::tempdir().unwrap();
         let (store, account, channel) = crate::test_support::store_with_channel(dir.path()).await;
-        let lines = |store: crate::Store| async move {
-            sqlx::query("SELECT COUNT(*) AS n FROM audit_log WHERE account_id = $1")
-                .bind(account)
-                .fetch_one(&store.pool)
-                .await
-                .unwrap()
-                .try_get::<i64, _>("n")
-                .unwrap()
-        };
-        let before = lines(store.clone()).await;
+        let before = audit_lines(&store, account).await;
         store
             .append_audit(account, "t", "POST /messages", "/messages", 201)
             .await
@@ -1068,7 +1048,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(
-            lines(store.clone()).await,
+            audit_lines(&store, account).await,
             before + 1,
             "committed with the send"
         );
@@ -1077,7 +1057,7 @@ mod tests {
             .await
             .unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while lines(store.clone()).await < before + 2 {
+        while audit_lines(&store, account).await < before + 2 {
             assert!(
                 std::time::Instant::now() < deadline,
                 "a line alone is committed after the linger"
