@@ -273,6 +273,41 @@ pub(crate) fn bind_outbound<'q>(
         .bind(now)
 }
 
+/// The (number, account, contact) of each conversation new outbound messages need, sorted,
+/// each (number, contact) once: an upsert cannot update one row twice.
+pub(crate) fn conversation_keys<'a>(
+    messages: impl Iterator<Item = &'a NewOutbound>,
+) -> Vec<(i64, i64, &'a str)> {
+    let mut keys: Vec<(i64, i64, &str)> = messages
+        .map(|m| (m.channel_id, m.account_id, m.contact_phone.as_str()))
+        .collect();
+    keys.sort_unstable();
+    keys.dedup_by(|a, b| (a.0, a.2) == (b.0, b.2));
+    keys
+}
+
+/// Sorts the records a multi-row insert returned by id and checks they line up with the
+/// messages asked for, in order (ids are drawn in the order of the rows): a database that did
+/// otherwise fails the batch ([`StorageError::Corrupt`]), not a message.
+pub(crate) fn in_batch_order<'a>(
+    recs: &mut [MessageRecord],
+    asked: impl ExactSizeIterator<Item = &'a NewOutbound>,
+) -> Result<()> {
+    recs.sort_unstable_by_key(|r| r.id);
+    let n = asked.len();
+    if recs.len() != n
+        || recs
+            .iter()
+            .zip(asked)
+            .any(|(r, m)| r.channel_id != m.channel_id || r.contact_phone != m.contact_phone)
+    {
+        return Err(StorageError::Corrupt(
+            "the inserted messages came back out of order".into(),
+        ));
+    }
+    Ok(())
+}
+
 pub(crate) async fn insert_outbound_many_tx(
     tx: &mut Transaction<'_, Any>,
     items: &[(&NewOutbound, MessageStatus)],
@@ -282,12 +317,7 @@ pub(crate) async fn insert_outbound_many_tx(
     for chunk in crate::shaped_chunks(items, OUTBOUND_CHUNK) {
         // Conversations, created or found; each (number, contact) once per statement (a row
         // cannot be updated twice by one upsert).
-        let mut pairs: Vec<(i64, i64, &str)> = chunk
-            .iter()
-            .map(|(m, _)| (m.channel_id, m.account_id, m.contact_phone.as_str()))
-            .collect();
-        pairs.sort_unstable();
-        pairs.dedup_by(|a, b| (a.0, a.2) == (b.0, b.2));
+        let pairs = conversation_keys(chunk.iter().map(|(m, _)| *m));
         let mut conversation: HashMap<(i64, String), i64> = HashMap::new();
         for part in crate::shaped_chunks(&pairs, OUTBOUND_CHUNK) {
             let values: Vec<String> = (0..part.len())
@@ -357,16 +387,7 @@ pub(crate) async fn insert_outbound_many_tx(
             .iter()
             .map(read)
             .collect::<Result<Vec<_>>>()?;
-        recs.sort_unstable_by_key(|r| r.id);
-        if recs.len() != chunk.len()
-            || recs.iter().zip(chunk).any(|(r, (m, _))| {
-                r.channel_id != m.channel_id || r.contact_phone != m.contact_phone
-            })
-        {
-            return Err(StorageError::Corrupt(
-                "the inserted messages came back out of order".into(),
-            ));
-        }
+        in_batch_order(&mut recs, chunk.iter().map(|(m, _)| *m))?;
         out.extend(recs);
     }
     Ok(out)

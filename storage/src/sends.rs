@@ -28,8 +28,8 @@
 //! commit what they wrote, so it waits for one chunk of it, not the whole transaction.
 
 use crate::messages::{
-    bind_idempotency_key_tx, bind_outbound, insert_outbound_many_tx, mark_failed_tx,
-    mark_sent_many_tx, MessageRecord, NewOutbound,
+    bind_idempotency_key_tx, bind_outbound, conversation_keys, in_batch_order,
+    insert_outbound_many_tx, mark_failed_tx, mark_sent_many_tx, MessageRecord, NewOutbound,
 };
 use crate::webhooks::{enqueue_events_tx, NewEvent};
 use crate::{begin_write_on, Backend, Result, StorageError};
@@ -477,11 +477,10 @@ async fn insert_in_one_statement(
     ops: &[Op],
 ) -> Result<Vec<Done>> {
     let now = crate::now_ms();
-    let inserts: Vec<(usize, &NewOutbound, MessageStatus)> = ops
+    let inserts: Vec<(&NewOutbound, MessageStatus)> = ops
         .iter()
-        .enumerate()
-        .filter_map(|(i, op)| match op {
-            Op::Insert { new, status, .. } => Some((i, new, *status)),
+        .filter_map(|op| match op {
+            Op::Insert { new, status, .. } => Some((new, *status)),
             _ => None,
         })
         .collect();
@@ -492,13 +491,7 @@ async fn insert_in_one_statement(
             _ => None,
         })
         .collect();
-    // Each (number, contact) once in the upsert (a row cannot be updated twice by one).
-    let mut pairs: Vec<(i64, i64, &str)> = inserts
-        .iter()
-        .map(|(_, m, _)| (m.channel_id, m.account_id, m.contact_phone.as_str()))
-        .collect();
-    pairs.sort_unstable();
-    pairs.dedup_by(|a, b| (a.0, a.2) == (b.0, b.2));
+    let pairs = conversation_keys(inserts.iter().map(|(m, _)| *m));
     let mut p = 0;
     let mut next = |n: usize| -> String {
         let v: Vec<String> = (p + 1..=p + n).map(|i| format!("${i}")).collect();
@@ -536,7 +529,7 @@ async fn insert_in_one_statement(
     for l in &audit {
         q = bind_audit_line(q, l);
     }
-    for (n, (_, m, status)) in inserts.iter().enumerate() {
+    for (n, (m, status)) in inserts.iter().enumerate() {
         q = bind_outbound(
             q.bind(n as i64).bind(m.account_id).bind(m.channel_id),
             m,
@@ -550,17 +543,7 @@ async fn insert_in_one_statement(
         .iter()
         .map(crate::messages::read)
         .collect::<Result<Vec<_>>>()?;
-    // Ids are drawn in the order of the rows (checked, as in `insert_outbound_many_tx`).
-    recs.sort_unstable_by_key(|r| r.id);
-    if recs.len() != inserts.len()
-        || recs.iter().zip(&inserts).any(|(r, (_, m, _))| {
-            r.channel_id != m.channel_id || r.contact_phone != m.contact_phone
-        })
-    {
-        return Err(StorageError::Corrupt(
-            "the inserted messages came back out of order".into(),
-        ));
-    }
+    in_batch_order(&mut recs, inserts.iter().map(|(m, _)| *m))?;
     let mut recs = recs.into_iter();
     let mut done = Vec::with_capacity(ops.len());
     for op in ops {
