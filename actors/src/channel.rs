@@ -1316,7 +1316,7 @@ impl SendTask {
                 let answering = std::time::Instant::now();
                 let result = store
                     .mark_message_sent(
-                        queued.id,
+                        &queued,
                         &wamid,
                         Box::new(move |m| vec![events::message_sent(&record, m, now_ms(), &base)]),
                     )

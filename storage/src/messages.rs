@@ -518,20 +518,21 @@ impl Store {
         })
     }
 
-    /// Records the provider's acceptance (`wamid`, status `sent`) and, in the same
-    /// transaction (the group commit of 1:1 sends, D-076), the events `make_events` builds from
+    /// Records the provider's acceptance (`wamid`, status `sent`) of `queued` (the message as
+    /// stored before its provider call) and, in the same commit (the group commit of 1:1
+    /// sends, D-076; one statement on PostgreSQL, D-098), the events `make_events` builds from
     /// the updated message. `sent_at` is left to the provider's `sent` status, so that status
     /// is reported exactly once whichever arrives first; a status webhook that already moved
     /// the message further is kept. Returns the message and how many deliveries the commit
-    /// enqueued (its other sends' included).
+    /// enqueued (its other sends' included). Errors: `NotFound` for an unknown message.
     pub async fn mark_message_sent(
         &self,
-        id: i64,
+        queued: &MessageRecord,
         provider_message_id: &str,
         make_events: crate::sends::MakeEvents,
     ) -> Result<(MessageRecord, u64)> {
         self.sends
-            .sent(id, provider_message_id.to_string(), make_events)
+            .sent(queued.clone(), provider_message_id.to_string(), make_events)
             .await
     }
 

@@ -16,7 +16,8 @@
 //! taken and written while the one before it waits for its commit (D-090); a flush still
 //! waits for every batch taken before it. A small batch of new sends and audit lines (what a
 //! batch is at low concurrency) is one statement there, committed on its own, instead of a
-//! transaction of five round trips (D-097).
+//! transaction of five round trips (D-097); so is a small batch of providers' answers with
+//! their `message.sent` events' deliveries (D-098).
 //!
 //! A statement that fails rolls the whole batch back; each write of it is then retried alone in
 //! its own transaction, so one bad write answers its own error and the others are kept.
@@ -31,10 +32,11 @@ use crate::messages::{
     bind_idempotency_key_tx, bind_outbound, conversation_keys, in_batch_order,
     insert_outbound_many_tx, mark_failed_tx, mark_sent_many_tx, MessageRecord, NewOutbound,
 };
-use crate::webhooks::{enqueue_events_tx, NewEvent};
+use crate::webhooks::{bind_event, enqueue_events_tx, postgres_deliveries_clause, NewEvent};
 use crate::{begin_write_on, Backend, Result, StorageError};
 use engine::message::MessageStatus;
-use sqlx::AnyPool;
+use sqlx::{AnyPool, Row};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -54,10 +56,11 @@ pub const POSTGRES_SEND_WRITERS: usize = 2;
 /// Most audit lines per multi-row statement (6 parameters each).
 const AUDIT_CHUNK: usize = 64;
 
-/// Most new sends, and most audit lines, of a batch written in one statement on PostgreSQL
-/// (D-097). Each count of conversations, lines and sends is its own statement text, kept in
-/// the connection's statement cache: small batches keep those texts few (at most 80), and a
-/// larger batch, where one statement's saved round trips matter less, takes a transaction.
+/// Most new sends (or answers), and most audit lines, of a batch written in one statement on
+/// PostgreSQL (D-097, D-098). Each count of conversations, lines, sends and events is its own
+/// statement text, kept in the connection's statement cache: small batches keep those texts
+/// few (at most 80 of each kind), and a larger batch, where one statement's saved round trips
+/// matter less, takes a transaction.
 const ONE_STATEMENT_MAX: usize = 4;
 
 /// How many writes may wait for the writer before a caller waits for room (back-pressure).
@@ -112,7 +115,8 @@ enum Op {
         reply: oneshot::Sender<Result<MessageRecord>>,
     },
     Sent {
-        id: i64,
+        /// The message as stored before its provider call.
+        queued: MessageRecord,
         wamid: String,
         make_events: MakeEvents,
         reply: oneshot::Sender<Result<(MessageRecord, u64)>>,
@@ -130,6 +134,8 @@ enum Done {
     Insert(MessageRecord),
     Sent(MessageRecord),
     Failed(MessageRecord),
+    /// This write alone failed (the others of its batch are kept).
+    Refused(StorageError),
 }
 
 /// Bulk writers step aside for the writer of 1:1 sends: the number of its batches waiting for
@@ -230,14 +236,14 @@ impl Sends {
 
     pub(crate) async fn sent(
         &self,
-        id: i64,
+        queued: MessageRecord,
         wamid: String,
         make_events: MakeEvents,
     ) -> Result<(MessageRecord, u64)> {
         let (reply, rx) = oneshot::channel();
         self.call(
             Op::Sent {
-                id,
+                queued,
                 wamid,
                 make_events,
                 reply,
@@ -357,7 +363,7 @@ async fn take_turns(
         drop(rx);
         metrics::histogram!("disparo_send_commit_batch").record(ops.len() as f64);
         let written = match begun {
-            Ok(Begun::Transaction(tx)) => write_in(tx, &ops).await,
+            Ok(Begun::Transaction(tx)) => write_in(tx, &ops.iter().collect::<Vec<_>>()).await,
             Ok(Begun::Connection(conn)) => write_on(conn, &ops).await,
             Err(e) => Err(e),
         };
@@ -382,7 +388,7 @@ async fn take_turns(
                         continue;
                     }
                     let one = [op];
-                    match write(&writer, backend, &priority, &one).await {
+                    match write(&writer, backend, &priority, &[&one[0]]).await {
                         Ok((done, delivered)) => answer(one, done, delivered),
                         Err(e) => fail(one, e),
                     }
@@ -434,41 +440,79 @@ async fn start(writer: &AnyPool, backend: Backend, priority: &Priority) -> Resul
 }
 
 /// Writes `ops` on a PostgreSQL connection: in one statement when they fit one (see
-/// [`insert_in_one_statement`]), else in a transaction ([`write_in`]).
+/// [`Shape`]), else in a transaction ([`write_in`]).
 async fn write_on(
     mut conn: sqlx::pool::PoolConnection<sqlx::Any>,
     ops: &[Op],
 ) -> Result<(Vec<Done>, u64)> {
-    if fits_one_statement(ops) {
-        let begun = Instant::now();
-        let done = insert_in_one_statement(&mut conn, ops).await?;
-        metrics::histogram!("disparo_store_lane_hold_seconds", "writer" => "sends")
-            .record(begun.elapsed().as_secs_f64());
-        return Ok((done, 0));
-    }
-    let tx = sqlx::Acquire::begin(&mut *conn).await?;
-    write_in(tx, ops).await
+    let begun = Instant::now();
+    let written = match shape(ops) {
+        Shape::NewSends => (insert_in_one_statement(&mut conn, ops).await?, 0),
+        Shape::Answers => answer_in_one_statement(&mut conn, ops).await?,
+        Shape::Transaction => {
+            let tx = sqlx::Acquire::begin(&mut *conn).await?;
+            return write_in(tx, &ops.iter().collect::<Vec<_>>()).await;
+        }
+    };
+    metrics::histogram!("disparo_store_lane_hold_seconds", "writer" => "sends")
+        .record(begun.elapsed().as_secs_f64());
+    Ok(written)
 }
 
-/// A batch of new sends without idempotency keys, audit lines (at most
-/// [`ONE_STATEMENT_MAX`] of each) and flushes: what a batch of 1:1 sends is at low
-/// concurrency.
-fn fits_one_statement(ops: &[Op]) -> bool {
-    let mut inserts = 0;
-    let mut audit = 0;
+/// How a batch is written on PostgreSQL: what a batch of 1:1 sends is at low concurrency
+/// (at most [`ONE_STATEMENT_MAX`] writes of one kind, at most as many audit lines, any
+/// flushes) is one statement; anything else a transaction.
+enum Shape {
+    /// New sends without idempotency keys ([`insert_in_one_statement`], D-097).
+    NewSends,
+    /// Providers' answers to sends whose row is still `queued` or `sending` without a wamid
+    /// ([`answer_in_one_statement`], D-098).
+    Answers,
+    Transaction,
+}
+
+fn shape(ops: &[Op]) -> Shape {
+    let (mut inserts, mut answers, mut audit) = (0, 0, 0);
     for op in ops {
         match op {
             Op::Insert { key: None, .. } => inserts += 1,
+            Op::Sent { queued, .. } if answer_predictable(queued) => answers += 1,
             Op::Audit { .. } => audit += 1,
             Op::Flush { .. } => {}
-            _ => return false,
+            _ => return Shape::Transaction,
         }
     }
-    inserts > 0 && inserts <= ONE_STATEMENT_MAX && audit <= ONE_STATEMENT_MAX
+    if audit > ONE_STATEMENT_MAX {
+        return Shape::Transaction;
+    }
+    match (inserts, answers) {
+        (1..=ONE_STATEMENT_MAX, 0) => Shape::NewSends,
+        (0, 1..=ONE_STATEMENT_MAX) => Shape::Answers,
+        _ => Shape::Transaction,
+    }
 }
 
-/// PostgreSQL: the conversations, the messages and the audit lines of a batch that
-/// [`fits_one_statement`] in one statement (data-modifying `WITH` clauses), committed on its
+/// Whether the row a provider's answer updates is known before the update: the message is
+/// `queued` or `sending` without a wamid, so [`mark_sent_many_tx`] would make it `sent` with
+/// the wamid and change nothing else ([`answered`]).
+fn answer_predictable(queued: &MessageRecord) -> bool {
+    matches!(
+        queued.status,
+        MessageStatus::Queued | MessageStatus::Sending
+    ) && queued.provider_message_id.is_none()
+}
+
+/// The row of a message whose row is [`answer_predictable`] once the provider's answer
+/// (`wamid`) is recorded.
+fn answered(queued: &MessageRecord, wamid: &str) -> MessageRecord {
+    let mut rec = queued.clone();
+    rec.status = MessageStatus::Sent;
+    rec.provider_message_id = Some(wamid.to_string());
+    rec
+}
+
+/// PostgreSQL: the conversations, the messages and the audit lines of a batch of
+/// [`Shape::NewSends`] in one statement (data-modifying `WITH` clauses), committed on its
 /// own: one round trip instead of five (`BEGIN`, conversations, messages, audit lines,
 /// `COMMIT`), the same rows and the same durability (the statement's commit is flushed before
 /// it answers). Returns each op's result in order.
@@ -558,6 +602,145 @@ async fn insert_in_one_statement(
     Ok(done)
 }
 
+/// PostgreSQL: the providers' answers and the audit lines of a batch of [`Shape::Answers`]
+/// in one statement committed on its own (D-098), instead of `BEGIN`, the update, the
+/// subscriptions' read, the deliveries and `COMMIT`. The updated rows are known before the
+/// update ([`answered`]), so their `message.sent` events are built first and written by the
+/// same statement to every subscription that lists them ([`postgres_deliveries_clause`]);
+/// the update applies only to a row still as it was queued, so an event never describes a
+/// row other than the one written. A message whose row changed meanwhile (a status webhook
+/// came first) or is unknown is then written in a transaction of its own ([`write_in`]), as
+/// any answer was before: its error is its own, the batch's other writes are kept.
+async fn answer_in_one_statement(
+    conn: &mut sqlx::pool::PoolConnection<sqlx::Any>,
+    ops: &[Op],
+) -> Result<(Vec<Done>, u64)> {
+    let answers: Vec<(&MessageRecord, &str, MessageRecord)> = ops
+        .iter()
+        .filter_map(|op| match op {
+            Op::Sent { queued, wamid, .. } => {
+                Some((queued, wamid.as_str(), answered(queued, wamid)))
+            }
+            _ => None,
+        })
+        .collect();
+    let events: Vec<(i64, NewEvent)> = ops
+        .iter()
+        .filter_map(|op| match op {
+            Op::Sent { make_events, .. } => Some(make_events),
+            _ => None,
+        })
+        .zip(&answers)
+        .flat_map(|(make_events, (_, _, rec))| make_events(rec).into_iter().map(|e| (rec.id, e)))
+        .collect();
+    let audit: Vec<&AuditLine> = ops
+        .iter()
+        .filter_map(|op| match op {
+            Op::Audit { line } => Some(line),
+            _ => None,
+        })
+        .collect();
+    let mut p = 0;
+    let mut next = |n: usize| -> String {
+        let v: Vec<String> = (p + 1..=p + n).map(|i| format!("${i}")).collect();
+        p += n;
+        format!("({})", v.join(", "))
+    };
+    let answer_values: Vec<String> = answers.iter().map(|_| next(3)).collect();
+    let audit_values: Vec<String> = audit.iter().map(|_| next(6)).collect();
+    let event_values: Vec<String> = events.iter().map(|_| next(10)).collect();
+    let audit_clause = if audit.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ", a AS (INSERT INTO audit_log (account_id, token_name, action, target, status, at) VALUES {})",
+            audit_values.join(", ")
+        )
+    };
+    let (events_clause, delivered) = if events.is_empty() {
+        (String::new(), "CAST(0 AS BIGINT)")
+    } else {
+        (
+            format!(
+                ", e (n, mid, channel_id, account_id, event, channel, data, next_attempt_at, created_at, order_key) AS (VALUES {}), {}",
+                event_values.join(", "),
+                postgres_deliveries_clause("e", "u")
+            ),
+            "(SELECT COUNT(*) FROM d)",
+        )
+    };
+    let sql = format!(
+        "WITH v (mid, wamid, queued) AS (VALUES {}), \
+         u AS (UPDATE messages SET provider_message_id = v.wamid, status = 'sent' FROM v \
+         WHERE messages.id = v.mid AND messages.status = v.queued AND messages.provider_message_id IS NULL \
+         RETURNING {columns}){audit_clause}{events_clause} \
+         SELECT {columns}, {delivered} AS delivered FROM u",
+        answer_values.join(", "),
+        columns = crate::messages::COLUMNS,
+    );
+    let mut q = sqlx::query(&sql);
+    for (queued, wamid, _) in &answers {
+        q = q.bind(queued.id).bind(*wamid).bind(queued.status.as_str());
+    }
+    for l in &audit {
+        q = bind_audit_line(q, l);
+    }
+    for (n, (mid, e)) in events.iter().enumerate() {
+        q = bind_event(q.bind(n as i64).bind(*mid).bind(e.channel_id), e);
+    }
+    let rows = q.fetch_all(&mut **conn).await?;
+    #[cfg(test)]
+    ANSWER_STATEMENTS.fetch_add(1, Ordering::Relaxed);
+    let mut delivered = 0u64;
+    let mut updated = HashMap::with_capacity(rows.len());
+    for row in &rows {
+        delivered = u64::try_from(row.try_get::<i64, _>("delivered")?).unwrap_or(0);
+        let rec = crate::messages::read(row)?;
+        updated.insert(rec.id, rec);
+    }
+    let mut done = Vec::with_capacity(ops.len());
+    for op in ops {
+        done.push(match op {
+            Op::Sent { queued, wamid, .. } => match updated.remove(&queued.id) {
+                Some(rec) => {
+                    if rec != answered(queued, wamid) {
+                        // The update's condition makes this impossible; logged, not hidden.
+                        tracing::error!(
+                            message_id = rec.id,
+                            "an answered row differs from the row its event describes"
+                        );
+                    }
+                    Done::Sent(rec)
+                }
+                // Changed since it was queued, or unknown: a transaction of its own.
+                None => match write_alone(conn, op).await {
+                    Ok((mut one, n)) => {
+                        delivered += n;
+                        one.pop().expect("one write, one result")
+                    }
+                    Err(e) => Done::Refused(e),
+                },
+            },
+            Op::Audit { .. } => Done::Audit,
+            _ => Done::Flush,
+        });
+    }
+    Ok((done, delivered))
+}
+
+/// How many answer statements ran (tests check that the path they test was taken).
+#[cfg(test)]
+static ANSWER_STATEMENTS: AtomicUsize = AtomicUsize::new(0);
+
+/// Writes `op` in a transaction of its own on `conn`.
+async fn write_alone(
+    conn: &mut sqlx::pool::PoolConnection<sqlx::Any>,
+    op: &Op,
+) -> Result<(Vec<Done>, u64)> {
+    let tx = sqlx::Acquire::begin(&mut **conn).await?;
+    write_in(tx, &[op]).await
+}
+
 /// Begins the writer's transaction, bulk writers stepping aside while it waits.
 async fn begin(
     writer: &AnyPool,
@@ -579,7 +762,7 @@ async fn write(
     writer: &AnyPool,
     backend: Backend,
     priority: &Priority,
-    ops: &[Op],
+    ops: &[&Op],
 ) -> Result<(Vec<Done>, u64)> {
     write_in(begin(writer, backend, priority).await?, ops).await
 }
@@ -588,7 +771,7 @@ async fn write(
 /// in the same transaction. Returns each write's result and how many deliveries it enqueued.
 async fn write_in(
     mut tx: sqlx::Transaction<'_, sqlx::Any>,
-    ops: &[Op],
+    ops: &[&Op],
 ) -> Result<(Vec<Done>, u64)> {
     let begun = Instant::now();
     // New rows first (a few multi-row statements), then the providers' answers in message id
@@ -620,7 +803,7 @@ async fn write_in(
     let sent: Vec<(i64, &str)> = ops
         .iter()
         .filter_map(|op| match op {
-            Op::Sent { id, wamid, .. } => Some((*id, wamid.as_str())),
+            Op::Sent { queued, wamid, .. } => Some((queued.id, wamid.as_str())),
             _ => None,
         })
         .collect();
@@ -629,12 +812,14 @@ async fn write_in(
         let mut recs = mark_sent_many_tx(&mut tx, &sent).await?;
         for (i, op) in ops.iter().enumerate() {
             if let Op::Sent {
-                id, make_events, ..
+                queued,
+                make_events,
+                ..
             } = op
             {
                 // An unknown message fails the batch; each write is then retried alone and
                 // this one answers `NotFound`.
-                let rec = recs.remove(id).ok_or(StorageError::NotFound)?;
+                let rec = recs.remove(&queued.id).ok_or(StorageError::NotFound)?;
                 events.extend(make_events(&rec));
                 done[i] = Some(Done::Sent(rec));
             }
@@ -741,6 +926,7 @@ fn answer_one(op: Op, done: Done, delivered: u64) {
         (Op::Failed { reply, .. }, Done::Failed(r)) => {
             let _ = reply.send(Ok(r));
         }
+        (op, Done::Refused(e)) => fail([op], e),
         _ => unreachable!("each write's result is in its place"),
     }
 }
@@ -768,7 +954,8 @@ fn fail(ops: [Op; 1], e: StorageError) {
 
 #[cfg(test)]
 mod tests {
-    use crate::messages::NewOutbound;
+    use crate::messages::{MessageRecord, NewOutbound};
+    use crate::StorageError;
     use engine::message::{MessageKind, MessageStatus};
 
     /// How many audit lines `account` has.
@@ -860,17 +1047,21 @@ mod tests {
             inserted.iter().map(|m| m.conversation_id).collect();
         assert_eq!(conversations.len(), 150, "one conversation per contact");
 
-        let marks =
-            futures::future::join_all(inserted.iter().map(|m| m.id).chain([i64::MAX]).map(|id| {
-                let store = store.clone();
-                async move {
-                    let res = store
-                        .mark_message_sent(id, &format!("wamid.{id}"), Box::new(|_| Vec::new()))
-                        .await;
-                    (id, res)
-                }
-            }))
-            .await;
+        let unknown = MessageRecord {
+            id: i64::MAX,
+            ..inserted[0].clone()
+        };
+        let marks = futures::future::join_all(inserted.iter().chain([&unknown]).map(|m| {
+            let store = store.clone();
+            async move {
+                let id = m.id;
+                let res = store
+                    .mark_message_sent(m, &format!("wamid.{id}"), Box::new(|_| Vec::new()))
+                    .await;
+                (id, res)
+            }
+        }))
+        .await;
         for (id, res) in marks {
             if id == i64::MAX {
                 assert!(matches!(res, Err(crate::StorageError::NotFound)));
@@ -1011,6 +1202,166 @@ mod tests {
         assert_eq!(store.message(account, good.id).await.unwrap(), good);
         store.sends.flush().await.unwrap();
         assert_eq!(audit_lines(&store, account).await, before + 1);
+        crate::test_support::drop_postgres(store, &db).await;
+    }
+
+    /// D-098: on PostgreSQL the providers' answers of a small batch are one statement with
+    /// their events' deliveries and audit lines: each answer is the stored row, its event went
+    /// to the subscription that lists `message.sent` (once, describing the row as written)
+    /// and not to the one that does not; a message a status webhook moved first keeps its
+    /// status and its event describes it as stored; an unknown message answers `NotFound`
+    /// alone, the others of its batch written once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn on_postgres_small_batches_of_answers_are_one_statement_with_their_events() {
+        use crate::webhooks::NewEvent;
+        use engine::webhook::EventKind;
+        use sqlx::Row;
+        let Some((store, account, channel, db)) =
+            crate::test_support::postgres_store_with_channel().await
+        else {
+            return;
+        };
+        let (listed, _) = store
+            .create_subscription(
+                account,
+                channel,
+                "https://example.com/a",
+                &[EventKind::MessageSent],
+            )
+            .await
+            .unwrap();
+        let (unlisted, _) = store
+            .create_subscription(
+                account,
+                channel,
+                "https://example.com/b",
+                &[EventKind::MessageAck],
+            )
+            .await
+            .unwrap();
+        let event = |m: &MessageRecord| NewEvent {
+            account_id: m.account_id,
+            channel_id: m.channel_id,
+            kind: EventKind::MessageSent,
+            channel: serde_json::json!({"id": m.channel_id}),
+            data: serde_json::json!({
+                "id": m.id,
+                "status": m.status.as_str(),
+                "wamid": m.provider_message_id,
+            }),
+            created_at: 1,
+        };
+        let deliveries = |subscription: i64| {
+            let pool = store.pool.clone();
+            async move {
+                sqlx::query(
+                    "SELECT data FROM webhook_deliveries WHERE subscription_id = $1 ORDER BY id",
+                )
+                .bind(subscription)
+                .fetch_all(&pool)
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| serde_json::from_str(&r.get::<String, _>("data")).unwrap())
+                .collect::<Vec<serde_json::Value>>()
+            }
+        };
+        let mut expected = Vec::new();
+        let statements = super::ANSWER_STATEMENTS.load(std::sync::atomic::Ordering::Relaxed);
+        for round in 0..10 {
+            let queued = futures::future::join_all((0..5).map(|i| {
+                let store = store.clone();
+                async move {
+                    store
+                        .insert_outbound(
+                            &message(account, channel, 5 * round + i),
+                            MessageStatus::Sending,
+                            None,
+                        )
+                        .await
+                        .unwrap()
+                }
+            }))
+            .await;
+            // The fifth: a status webhook came first (it knew our id), moved it to
+            // `delivered` and set its wamid.
+            let first = &queued[4];
+            sqlx::query(
+                "UPDATE messages SET status = 'delivered', provider_message_id = $2, sent_at = 5, delivered_at = 5 WHERE id = $1",
+            )
+            .bind(first.id)
+            .bind(format!("wamid.{}", first.id))
+            .execute(&store.pool)
+            .await
+            .unwrap();
+            let before = audit_lines(&store, account).await;
+            store
+                .append_audit(account, "t", "POST /messages", "/messages", 201)
+                .await
+                .unwrap();
+            let unknown = MessageRecord {
+                id: i64::MAX,
+                ..queued[0].clone()
+            };
+            // Batches of at most four answers (one statement each): the moved message and
+            // the unknown one with a plain one, then three plain ones.
+            let answer = |m: &MessageRecord| {
+                let (store, m) = (store.clone(), m.clone());
+                async move {
+                    store
+                        .mark_message_sent(
+                            &m,
+                            &format!("wamid.{}", m.id),
+                            Box::new(move |m| vec![event(m)]),
+                        )
+                        .await
+                }
+            };
+            let mut answers =
+                futures::future::join_all([&queued[0], &queued[4], &unknown].map(answer)).await;
+            assert!(
+                matches!(answers[2], Err(StorageError::NotFound)),
+                "round {round}: {:?}",
+                answers[2]
+            );
+            answers.truncate(2);
+            let moved = answers.remove(1);
+            answers.extend(futures::future::join_all(queued[1..4].iter().map(answer)).await);
+            answers.push(moved);
+            for (m, answer) in queued.iter().zip(&answers) {
+                let (rec, _) = answer.as_ref().unwrap();
+                assert_eq!(
+                    rec,
+                    &store.message(account, m.id).await.unwrap(),
+                    "the stored row"
+                );
+                assert_eq!(rec.provider_message_id, Some(format!("wamid.{}", m.id)));
+                expected.push(event(rec).data);
+            }
+            assert_eq!(answers[0].as_ref().unwrap().0.status, MessageStatus::Sent);
+            assert_eq!(
+                answers[4].as_ref().unwrap().0.status,
+                MessageStatus::Delivered
+            );
+            assert_eq!(
+                audit_lines(&store, account).await,
+                before + 1,
+                "round {round}"
+            );
+        }
+        assert!(
+            super::ANSWER_STATEMENTS.load(std::sync::atomic::Ordering::Relaxed) >= statements + 20,
+            "each batch of answers was one statement"
+        );
+        let mut written = deliveries(listed.id).await;
+        let key = |v: &serde_json::Value| v["id"].as_i64().unwrap();
+        written.sort_by_key(key);
+        expected.sort_by_key(key);
+        assert_eq!(
+            written, expected,
+            "one event per answer, as the row was written"
+        );
+        assert!(deliveries(unlisted.id).await.is_empty());
         crate::test_support::drop_postgres(store, &db).await;
     }
 

@@ -321,26 +321,50 @@ impl Subscriptions {
                 })
                 .collect();
             let sql = format!(
-                "INSERT INTO webhook_deliveries (account_id, subscription_id, event, channel, data, status, attempts, next_attempt_at, created_at, order_key) VALUES {}",
+                "INSERT INTO webhook_deliveries (subscription_id, account_id, event, channel, data, status, attempts, next_attempt_at, created_at, order_key) VALUES {}",
                 values.join(", ")
             );
             let sql = crate::positional(tx, &sql);
             let mut q = sqlx::query(&sql);
             for (subscription_id, e) in chunk {
-                q = q
-                    .bind(e.account_id)
-                    .bind(*subscription_id)
-                    .bind(e.kind.as_str())
-                    .bind(e.channel.to_string())
-                    .bind(e.data.to_string())
-                    .bind(e.created_at)
-                    .bind(e.created_at)
-                    .bind(order_key(e.kind.as_str(), &e.data));
+                q = bind_event(q.bind(*subscription_id), e);
             }
             q.execute(&mut **tx).await?;
         }
         Ok(deliveries.len() as u64)
     }
+}
+
+/// Binds the delivery columns an event fills, in this order: account, event kind, the
+/// envelope's `channel` and `data` objects (JSON text), next attempt (ms, the event's time),
+/// created (ms), order key. The subscription's id is bound by the caller.
+pub(crate) fn bind_event<'q>(
+    q: sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>>,
+    e: &'q NewEvent,
+) -> sqlx::query::Query<'q, Any, sqlx::any::AnyArguments<'q>> {
+    q.bind(e.account_id)
+        .bind(e.kind.as_str())
+        .bind(e.channel.to_string())
+        .bind(e.data.to_string())
+        .bind(e.created_at)
+        .bind(e.created_at)
+        .bind(order_key(e.kind.as_str(), &e.data))
+}
+
+/// PostgreSQL: the deliveries of the events in `events` (a `WITH` clause of columns `mid`,
+/// `channel_id` and the seven of [`bind_event`], ordered by `n`) whose message is in
+/// `updated` (a `WITH` clause returning `id`), as a data-modifying `WITH` clause named `d`:
+/// one delivery per active subscription of the event's channel, in the event's account, that
+/// lists its kind — the rule of [`Subscriptions::enqueue_tx`] in one statement (D-098).
+pub(crate) fn postgres_deliveries_clause(events: &str, updated: &str) -> String {
+    format!(
+        "d AS (INSERT INTO webhook_deliveries (subscription_id, account_id, event, channel, data, status, attempts, next_attempt_at, created_at, order_key) \
+         SELECT s.id, {events}.account_id, {events}.event, {events}.channel, {events}.data, 'pending', 0, {events}.next_attempt_at, {events}.created_at, {events}.order_key \
+         FROM {events} JOIN {updated} ON {updated}.id = {events}.mid \
+         JOIN webhook_subscriptions s ON s.active = 1 AND s.client_id IS NULL AND s.channel_id = {events}.channel_id \
+         AND s.account_id = {events}.account_id AND s.events::jsonb @> jsonb_build_array({events}.event) \
+         ORDER BY {events}.n, s.id RETURNING 1)"
+    )
 }
 
 /// Most rows per multi-row `INSERT` of deliveries (7 parameters each: 896 per statement, well
