@@ -511,6 +511,40 @@ fn answered(queued: &MessageRecord, wamid: &str) -> MessageRecord {
     rec
 }
 
+/// The audit lines of a batch, in order.
+fn audit_lines_of(ops: &[Op]) -> Vec<&AuditLine> {
+    ops.iter()
+        .filter_map(|op| match op {
+            Op::Audit { line } => Some(line),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Numbers a statement's parameters: each [`Placeholders::row`] gives the next `n` as one
+/// row of values, `($k, …, $k+n-1)`.
+#[derive(Default)]
+struct Placeholders(usize);
+
+impl Placeholders {
+    fn row(&mut self, n: usize) -> String {
+        let v: Vec<String> = (self.0 + 1..=self.0 + n).map(|i| format!("${i}")).collect();
+        self.0 += n;
+        format!("({})", v.join(", "))
+    }
+}
+
+/// The data-modifying `WITH` clause `a` appending the audit lines whose value rows (six
+/// parameters each, see [`bind_audit_line`]) are `rows`; none without lines.
+fn audit_clause(rows: &[String]) -> Option<String> {
+    (!rows.is_empty()).then(|| {
+        format!(
+            "a AS (INSERT INTO audit_log (account_id, token_name, action, target, status, at) VALUES {})",
+            rows.join(", ")
+        )
+    })
+}
+
 /// PostgreSQL: the conversations, the messages and the audit lines of a batch of
 /// [`Shape::NewSends`] in one statement (data-modifying `WITH` clauses), committed on its
 /// own: one round trip instead of five (`BEGIN`, conversations, messages, audit lines,
@@ -528,31 +562,16 @@ async fn insert_in_one_statement(
             _ => None,
         })
         .collect();
-    let audit: Vec<&AuditLine> = ops
-        .iter()
-        .filter_map(|op| match op {
-            Op::Audit { line } => Some(line),
-            _ => None,
-        })
-        .collect();
+    let audit = audit_lines_of(ops);
     let pairs = conversation_keys(inserts.iter().map(|(m, _)| *m));
-    let mut p = 0;
-    let mut next = |n: usize| -> String {
-        let v: Vec<String> = (p + 1..=p + n).map(|i| format!("${i}")).collect();
-        p += n;
-        format!("({})", v.join(", "))
-    };
+    let mut params = Placeholders::default();
+    let mut next = |n: usize| params.row(n);
     let conversations: Vec<String> = pairs.iter().map(|_| next(4)).collect();
     let audit_values: Vec<String> = audit.iter().map(|_| next(6)).collect();
     let message_values: Vec<String> = inserts.iter().map(|_| next(14)).collect();
-    let audit_clause = if audit.is_empty() {
-        String::new()
-    } else {
-        format!(
-            "a AS (INSERT INTO audit_log (account_id, token_name, action, target, status, at) VALUES {}), ",
-            audit_values.join(", ")
-        )
-    };
+    let audit_clause = audit_clause(&audit_values)
+        .map(|a| format!("{a}, "))
+        .unwrap_or_default();
     let sql = format!(
         "WITH c AS (INSERT INTO conversations (account_id, channel_id, contact_phone, created_at) VALUES {} \
          ON CONFLICT (channel_id, contact_phone) DO UPDATE SET contact_phone = excluded.contact_phone \
@@ -633,30 +652,15 @@ async fn answer_in_one_statement(
         .zip(&answers)
         .flat_map(|(make_events, (_, _, rec))| make_events(rec).into_iter().map(|e| (rec.id, e)))
         .collect();
-    let audit: Vec<&AuditLine> = ops
-        .iter()
-        .filter_map(|op| match op {
-            Op::Audit { line } => Some(line),
-            _ => None,
-        })
-        .collect();
-    let mut p = 0;
-    let mut next = |n: usize| -> String {
-        let v: Vec<String> = (p + 1..=p + n).map(|i| format!("${i}")).collect();
-        p += n;
-        format!("({})", v.join(", "))
-    };
+    let audit = audit_lines_of(ops);
+    let mut params = Placeholders::default();
+    let mut next = |n: usize| params.row(n);
     let answer_values: Vec<String> = answers.iter().map(|_| next(3)).collect();
     let audit_values: Vec<String> = audit.iter().map(|_| next(6)).collect();
     let event_values: Vec<String> = events.iter().map(|_| next(10)).collect();
-    let audit_clause = if audit.is_empty() {
-        String::new()
-    } else {
-        format!(
-            ", a AS (INSERT INTO audit_log (account_id, token_name, action, target, status, at) VALUES {})",
-            audit_values.join(", ")
-        )
-    };
+    let audit_clause = audit_clause(&audit_values)
+        .map(|a| format!(", {a}"))
+        .unwrap_or_default();
     let (events_clause, delivered) = if events.is_empty() {
         (String::new(), "CAST(0 AS BIGINT)")
     } else {
