@@ -600,14 +600,20 @@ async fn insert_in_one_statement(
             now,
         );
     }
-    let mut recs = q
-        .fetch_all(&mut **conn)
-        .await?
-        .iter()
-        .map(crate::messages::read)
-        .collect::<Result<Vec<_>>>()?;
-    in_batch_order(&mut recs, inserts.iter().map(|(m, _)| *m))?;
-    let mut recs = recs.into_iter();
+    let rows = q.fetch_all(&mut **conn).await?;
+    // Committed: an error from here on is answered to the writes, never a retry of the batch.
+    let read = || -> Result<Vec<MessageRecord>> {
+        let mut recs = rows
+            .iter()
+            .map(crate::messages::read)
+            .collect::<Result<Vec<_>>>()?;
+        in_batch_order(&mut recs, inserts.iter().map(|(m, _)| *m))?;
+        Ok(recs)
+    };
+    let mut recs = match read() {
+        Ok(recs) => recs.into_iter(),
+        Err(e) => return Ok(committed_but_unread(ops, &e)),
+    };
     let mut done = Vec::with_capacity(ops.len());
     for op in ops {
         done.push(match op {
@@ -695,13 +701,21 @@ async fn answer_in_one_statement(
     let rows = q.fetch_all(&mut **conn).await?;
     #[cfg(test)]
     ANSWER_STATEMENTS.fetch_add(1, Ordering::Relaxed);
-    let mut delivered = 0u64;
-    let mut updated = HashMap::with_capacity(rows.len());
-    for row in &rows {
-        delivered = u64::try_from(row.try_get::<i64, _>("delivered")?).unwrap_or(0);
-        let rec = crate::messages::read(row)?;
-        updated.insert(rec.id, rec);
-    }
+    // Committed: an error from here on is answered to the writes, never a retry of the batch.
+    let read = || -> Result<(u64, HashMap<i64, MessageRecord>)> {
+        let mut delivered = 0;
+        let mut updated = HashMap::with_capacity(rows.len());
+        for row in &rows {
+            delivered = u64::try_from(row.try_get::<i64, _>("delivered")?).unwrap_or(0);
+            let rec = crate::messages::read(row)?;
+            updated.insert(rec.id, rec);
+        }
+        Ok((delivered, updated))
+    };
+    let (mut delivered, mut updated) = match read() {
+        Ok(read) => read,
+        Err(e) => return Ok((committed_but_unread(ops, &e), 0)),
+    };
     let mut done = Vec::with_capacity(ops.len());
     for op in ops {
         done.push(match op {
@@ -730,6 +744,21 @@ async fn answer_in_one_statement(
         });
     }
     Ok((done, delivered))
+}
+
+/// The results of a one-statement batch that committed but whose returned rows could not be
+/// read: each write waiting for a row answers the error (its row is stored; a read shows it)
+/// instead of the batch being retried write by write, which would write its rows, events and
+/// audit lines twice.
+fn committed_but_unread(ops: &[Op], e: &StorageError) -> Vec<Done> {
+    tracing::error!(error = %e, writes = ops.len(), "a committed batch of 1:1 sends could not be read back");
+    ops.iter()
+        .map(|op| match op {
+            Op::Audit { .. } => Done::Audit,
+            Op::Flush { .. } => Done::Flush,
+            _ => Done::Refused(StorageError::Corrupt(e.to_string())),
+        })
+        .collect()
 }
 
 /// How many answer statements ran (tests check that the path they test was taken).
