@@ -367,7 +367,7 @@ pub(crate) fn postgres_deliveries_clause(events: &str, updated: &str) -> String 
     )
 }
 
-/// Most rows per multi-row `INSERT` of deliveries (7 parameters each: 896 per statement, well
+/// Most rows per multi-row `INSERT` of deliveries (8 parameters each: 1,024 per statement, well
 /// under SQLite's and PostgreSQL's limits); shaped chunks.
 const DELIVERY_CHUNK: usize = 128;
 
