@@ -2,7 +2,8 @@
 //! server against the simulator: the handshake, valid events applied and forwarded to each
 //! number's client (signed with the client's secret, in order, once, through a receiver that
 //! fails first), an invalid signature neither applied nor forwarded, a BM without an app secret
-//! forwarded unvalidated and flagged, the log with its statuses, reforward and retention.
+//! verified with the deployment's app secret (unsigned: refused and flagged; issue 46), the log
+//! with its statuses, reforward and retention.
 
 mod common;
 
@@ -257,11 +258,25 @@ async fn forwarding_scenario(backend: Backend) {
     tokio::time::sleep(std::time::Duration::from_millis(400)).await;
     assert_eq!(ra.events().len(), before_a, "not forwarded");
 
-    // BM 2 has no app secret: forwarded unvalidated to C, not applied, flagged.
+    // BM 2 has no app secret: an unsigned call is refused and flagged (issue 46, D-099); one
+    // signed with the deployment's app secret is forwarded to C.
     let unsigned = json!({"object": "whatsapp_business_account", "entry": [{"id": n3.waba_id, "changes": [{"field": "messages", "value": {"messaging_product": "whatsapp", "metadata": {"display_phone_number": "5511", "phone_number_id": n3.phone_number_id}, "messages": [{"from": "5511900000001", "id": "wamid.semvalidacao", "timestamp": "1", "type": "text", "text": {"body": "sem validação"}}]}}]}]}).to_string();
     let r = app
         .http
         .post(app.url("/api/webhooks/provider"))
+        .header("content-type", "application/json")
+        .body(unsigned.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let r = app
+        .http
+        .post(app.url("/api/webhooks/provider"))
+        .header(
+            "x-hub-signature-256",
+            engine::webhook::signature_header(&app.app_secret_fallback, unsigned.as_bytes()),
+        )
         .header("content-type", "application/json")
         .body(unsigned)
         .send()
@@ -272,6 +287,7 @@ async fn forwarding_scenario(backend: Backend) {
         (!rc.events().is_empty()).then(|| rc.events())
     })
     .await;
+    assert_eq!(got_c.len(), 1, "only the signed call");
     assert_eq!(got_c[0].json()["client_id"], client_c);
     let (_, alerts) = app
         .call(Method::GET, Some(&admin), "/api/alertas", None)
@@ -287,15 +303,11 @@ async fn forwarding_scenario(backend: Backend) {
 
     // The log: both kinds of signature, what was applied, each forward's delivery.
     let events = logs(&app, &admin, "?tipo=evento").await;
-    let unvalidated = events
-        .iter()
-        .find(|l| l["assinatura"] == "sem_validacao")
-        .expect("unvalidated line");
-    assert_eq!(unvalidated["aplicado"], false);
-    assert_eq!(unvalidated["encaminhamento"], "encaminhado");
     let invalid = events
         .iter()
-        .find(|l| l["assinatura"] == "invalida")
+        .find(|l| {
+            l["assinatura"] == "invalida" && l["numeros"].to_string().contains(&n1.phone_number_id)
+        })
         .expect("invalid line");
     assert_eq!(
         (
@@ -314,6 +326,10 @@ async fn forwarding_scenario(backend: Backend) {
         .filter(|l| l["assinatura"] == "valida")
         .collect();
     assert!(valid.iter().all(|l| l["aplicado"] == true), "{valid:?}");
+    assert!(
+        events.iter().all(|l| l["assinatura"] != "sem_validacao"),
+        "nothing is forwarded unvalidated"
+    );
     let a_lines = logs(
         &app,
         &admin,

@@ -1,28 +1,32 @@
 //! The panel's provider webhook receiver (`/api/webhooks/provider`, spec `panel-api.md`
-//! "Events", issue 21, D-061): the signature is checked against the app secret of the BM that
-//! owns each WABA named; a valid call is applied through the one ingest path and forwarded, per
-//! number, to the client of that number; a call for BMs without an app secret is forwarded
-//! unvalidated (the spec) and not applied; an invalid one is neither. Every call is logged.
+//! "Events", issue 21, D-061, issue 46, D-099): each change of a call is checked against the
+//! secret of its owner in each account — the app secret of the BM that owns the number (or
+//! the WABA, for a WABA-level change), else the number's own app secret, else the deployment's
+//! `PROVIDER_APP_SECRET` — and a number-level change belongs to a number only when the entry
+//! is that number's WABA. Only a verified change is applied (through the one ingest path),
+//! forwarded to its number's client and logged as `valida`; anything else is refused (401
+//! when nothing in the call verifies) and logged as an excerpt. Every call is logged.
 
 use crate::error::ActorError;
 use crate::Runtime;
+use engine::Secret;
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use storage::forwarding::{Forward, NewProviderLog, NumberOwner, WabaOwner};
 
 /// What the provider is answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Receipt {
-    /// 200: applied (or unvalidated) and forwarded.
+    /// 200: at least one change verified; those were applied and forwarded.
     Accepted,
-    /// 401: no known secret signs it.
+    /// 401: no change of the call verifies with its owner's secret.
     InvalidSignature,
-    /// 400: signed, but not a provider payload.
+    /// 400: signed with the deployment's app secret, but not a provider payload.
     BadPayload,
 }
 
 /// What the log keeps of a body nobody signed: its first 512 bytes (anyone may post to the
-/// receiver; only signed or forwarded calls keep their whole body, for the retention period).
+/// receiver; only verified calls keep their whole body, for the retention period).
 fn excerpt(raw: &str) -> String {
     let mut end = raw.len().min(512);
     while !raw.is_char_boundary(end) {
@@ -31,11 +35,24 @@ fn excerpt(raw: &str) -> String {
     raw[..end].to_string()
 }
 
+/// One change of a call, as the receiver routes it.
+struct Change {
+    /// The entry's id: the WABA the provider says the change is of.
+    waba: String,
+    /// The entry's `time`.
+    time: Value,
+    /// The provider's `field`.
+    field: String,
+    /// The change as received.
+    change: Value,
+    /// `value.metadata.phone_number_id` of a number-level change.
+    number: Option<String>,
+}
+
 /// The parts of a provider payload the receiver routes by.
 struct Skim {
     object: Value,
-    /// (WABA id, entry time, field, change, phone number id of a number-level change).
-    changes: Vec<(String, Value, String, Value, Option<String>)>,
+    changes: Vec<Change>,
 }
 
 fn skim(body: &[u8]) -> Option<Skim> {
@@ -52,13 +69,149 @@ fn skim(body: &[u8]) -> Option<Skim> {
                 .and_then(|m| m.get("phone_number_id"))
                 .and_then(Value::as_str)
                 .map(str::to_string);
-            changes.push((waba.clone(), time.clone(), field, change.clone(), number));
+            changes.push(Change {
+                waba: waba.clone(),
+                time: time.clone(),
+                field,
+                change: change.clone(),
+                number,
+            });
         }
     }
     Some(Skim {
         object: v.get("object").cloned().unwrap_or(Value::Null),
         changes,
     })
+}
+
+/// The distinct values of one part of the call's changes.
+fn distinct<'a>(skim: &'a Skim, part: impl Fn(&'a Change) -> Option<&'a String>) -> Vec<String> {
+    skim.changes
+        .iter()
+        .filter_map(part)
+        .cloned()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
+/// Which of the candidate secrets sign the body (`HMAC-SHA256`, PROVIDER.md §8.2), by value.
+fn signing(body: &[u8], header: Option<&str>, candidates: Vec<Secret>) -> HashMap<String, bool> {
+    let mut out = HashMap::new();
+    for secret in candidates {
+        let ok = header.is_some_and(|h| provider::signature::verify(secret.expose(), body, h));
+        out.insert(secret.expose().to_string(), ok);
+    }
+    out
+}
+
+/// One account's share of a call: its changes that verified (with their forwards) and those
+/// that did not.
+#[derive(Default)]
+struct AccountShare {
+    verified: usize,
+    refused: usize,
+    forwards: Vec<Forward>,
+}
+
+/// Who owns what a call names, and whether each owner's secret signs it.
+struct Owners {
+    wabas: Vec<WabaOwner>,
+    numbers: Vec<NumberOwner>,
+    /// Secret value → whether it signs the body.
+    signs: HashMap<String, bool>,
+    /// `PROVIDER_APP_SECRET`, for owners without a secret of their own.
+    fallback: Option<Secret>,
+}
+
+impl Owners {
+    fn verifies(&self, own: Option<&Secret>) -> bool {
+        own.or(self.fallback.as_ref())
+            .and_then(|s| self.signs.get(s.expose()))
+            .copied()
+            .unwrap_or(false)
+    }
+
+    /// Each account's share of the call: a change counts for the accounts that own its
+    /// number (in the entry's WABA) or, WABA-level, its WABA; it verifies only with that
+    /// owner's secret, and only a verified change is forwarded.
+    fn shares(&self, skim: &Skim) -> BTreeMap<i64, AccountShare> {
+        let mut shares: BTreeMap<i64, AccountShare> = BTreeMap::new();
+        for c in &skim.changes {
+            // (account, verified, lane: client and channel)
+            let owned: Vec<(i64, bool, Option<(i64, i64)>)> = match &c.number {
+                Some(pnid) => self
+                    .numbers
+                    .iter()
+                    .filter(|n| &n.phone_number_id == pnid && n.waba_id == c.waba)
+                    .map(|n| {
+                        let lane = n.client_id.map(|cl| (cl, n.channel_id));
+                        (n.account_id, self.verifies(n.app_secret.as_ref()), lane)
+                    })
+                    .collect(),
+                None => self
+                    .wabas
+                    .iter()
+                    .filter(|w| w.waba_id == c.waba)
+                    .map(|w| {
+                        let lane = w.client_id.zip(w.first_channel);
+                        (w.account_id, self.verifies(w.app_secret.as_ref()), lane)
+                    })
+                    .collect(),
+            };
+            for (account, verified, lane) in owned {
+                let share = shares.entry(account).or_default();
+                if !verified {
+                    share.refused += 1;
+                    continue;
+                }
+                share.verified += 1;
+                if let Some((client, channel)) = lane {
+                    add_forward(&mut share.forwards, account, client, channel, skim, c);
+                }
+            }
+        }
+        // Accounts named only through a number of another WABA: refused there too.
+        for n in &self.numbers {
+            shares.entry(n.account_id).or_default();
+        }
+        shares
+    }
+}
+
+/// Adds a verified change to the forward of its client, number, field, WABA and entry time
+/// (the provider's entry with only that number's changes, in order).
+fn add_forward(
+    forwards: &mut Vec<Forward>,
+    account_id: i64,
+    client_id: i64,
+    channel_id: i64,
+    skim: &Skim,
+    c: &Change,
+) {
+    let same = |f: &Forward| {
+        f.client_id == client_id
+            && f.channel_id == channel_id
+            && f.phone_number_id == c.number
+            && f.field == c.field
+            && f.payload["entry"][0]["id"] == c.waba.as_str()
+            && f.payload["entry"][0]["time"] == c.time
+    };
+    match forwards.iter_mut().find(|f| same(f)) {
+        Some(f) => {
+            if let Some(changes) = f.payload["entry"][0]["changes"].as_array_mut() {
+                changes.push(c.change.clone());
+            }
+        }
+        None => forwards.push(Forward {
+            account_id,
+            client_id,
+            channel_id,
+            phone_number_id: c.number.clone(),
+            field: c.field.clone(),
+            payload: json!({"object": skim.object, "entry": [{"id": c.waba, "time": c.time, "changes": [c.change]}]}),
+        }),
+    }
 }
 
 impl Runtime {
@@ -106,220 +259,187 @@ impl Runtime {
         ok.then_some(challenge).flatten()
     }
 
-    /// `POST /api/webhooks/provider`.
+    /// `POST /api/webhooks/provider`: see the module's doc. Errors: storage failures only
+    /// (a refused call is a [`Receipt`]).
     pub async fn receive_provider_webhook(
         &self,
         body: bytes::Bytes,
         signature: Option<&str>,
     ) -> Result<Receipt, ActorError> {
-        let store = &self.shared.store;
         let raw = String::from_utf8_lossy(&body).into_owned();
-        // Reading the body (up to 2 MB) and hashing it per BM are CPU work: on the blocking
-        // pool, as many at once as the ingest allows (one per core).
+        // Reading the body (up to 2 MB) and hashing it per secret are CPU work: on the
+        // blocking pool, as many at once as the ingest allows (one per core).
         let read = body.clone();
-        let skimmed = self.on_ingest_pool(move || skim(&read)).await?;
-        let Some(skim) = skimmed else {
-            // Not a provider payload: logged without an account, refused.
-            let log = NewProviderLog {
-                kind: "evento".into(),
-                signature: "invalida".into(),
-                http_status: 400,
-                detail: Some("corpo que não é um webhook do provedor".into()),
-                body: Some(excerpt(&raw)),
-                ..NewProviderLog::default()
-            };
-            store.record_provider_call(&[log], &[]).await?;
-            return Ok(Receipt::BadPayload);
+        let Some(skim) = self.on_ingest_pool(move || skim(&read)).await? else {
+            return self.refuse_unreadable(body, signature, &raw).await;
         };
-        let wabas: Vec<String> = skim
-            .changes
-            .iter()
-            .map(|c| c.0.clone())
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        let numbers: Vec<String> = skim
-            .changes
-            .iter()
-            .filter_map(|c| c.4.clone())
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        let fields: Vec<String> = skim
-            .changes
-            .iter()
-            .map(|c| c.2.clone())
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        let owners = store.waba_owners(&wabas).await?;
-        // Per account: does a BM of it with an app secret sign the body?
-        let secrets: Vec<(i64, Option<engine::Secret>)> = owners
-            .iter()
-            .map(|o| (o.account_id, o.app_secret.clone()))
-            .collect();
-        let (signed, header) = (body.clone(), signature.map(str::to_string));
-        let verdict = self
-            .on_ingest_pool(move || {
-                let mut verdict: BTreeMap<i64, &'static str> = BTreeMap::new();
-                for (account, secret) in &secrets {
-                    let v = match (secret, &header) {
-                        (Some(secret), Some(h))
-                            if provider::signature::verify(secret.expose(), &signed, h) =>
-                        {
-                            "valida"
-                        }
-                        (Some(_), _) => "invalida",
-                        (None, _) => "sem_validacao",
-                    };
-                    let e = verdict.entry(*account).or_insert(v);
-                    // One signing BM is enough for the account; an invalid one outranks
-                    // "unvalidated".
-                    if v == "valida" || (v == "invalida" && *e == "sem_validacao") {
-                        *e = v;
-                    }
-                }
-                verdict
-            })
-            .await?;
-        let any_valid = verdict.values().any(|v| *v == "valida");
-        let mut applied = false;
-        let mut apply_note = None;
-        if any_valid {
-            match self
-                .ingest_provider_webhook(None, body.clone(), signature)
-                .await
-            {
-                Ok(_) => applied = true,
-                Err(ActorError::InvalidSignature) => apply_note = Some(
-                    "assinatura válida para o BM, mas os números não a reconhecem: não aplicado"
-                        .to_string(),
-                ),
-                Err(ActorError::BadPayload(d)) => apply_note = Some(format!("não aplicado: {d}")),
-                Err(e) => return Err(e),
-            }
-        }
-        let number_owners = store.number_owners(&numbers).await?;
+        let owners = self.owners_of(&skim, &body, signature).await?;
+        let shares = owners.shares(&skim);
+        let any_valid = shares.values().any(|s| s.verified > 0);
+        let (applied, apply_note) = if any_valid {
+            self.apply_verified(body.clone(), signature).await?
+        } else {
+            (false, None)
+        };
+        let named = (
+            distinct(&skim, |c| Some(&c.waba)),
+            distinct(&skim, |c| c.number.as_ref()),
+            distinct(&skim, |c| Some(&c.field)),
+        );
         let mut logs = Vec::new();
         let mut forwards = Vec::new();
-        let accounts: BTreeSet<i64> = verdict
-            .keys()
-            .copied()
-            .chain(number_owners.iter().map(|n| n.account_id))
-            .collect();
-        for account in &accounts {
-            let v = verdict.get(account).copied().unwrap_or("sem_validacao");
-            let forward = v != "invalida";
-            if forward {
-                forwards.extend(forwards_for(*account, &skim, &owners, &number_owners));
-            }
+        for (account, share) in shares {
+            let valid = share.verified > 0;
+            let detail = match (valid, share.refused) {
+                (false, _) => Some("assinatura não confere com o app secret de quem tem estas WABAs e números nesta conta: nem aplicado, nem encaminhado".to_string()),
+                (true, 0) => apply_note.clone(),
+                (true, n) => Some(format!("{n} alteração(ões) sem assinatura válida do dono nesta conta: não aplicadas nem encaminhadas")),
+            };
             logs.push(NewProviderLog {
-                account_id: Some(*account),
+                account_id: Some(account),
                 kind: "evento".into(),
-                signature: v.into(),
-                http_status: if any_valid || v != "invalida" { 200 } else { 401 },
-                applied: applied && v == "valida",
-                waba_ids: wabas.clone(),
-                phone_number_ids: numbers.clone(),
-                fields: fields.clone(),
-                detail: match v {
-                    "sem_validacao" => Some("BM sem app secret cadastrado: encaminhado sem validação e não aplicado".into()),
-                    "invalida" => Some("assinatura não confere com o app secret do BM: nem aplicado, nem encaminhado".into()),
-                    _ => apply_note.clone(),
-                },
-                body: Some(if v == "invalida" { excerpt(&raw) } else { raw.clone() }),
+                signature: if valid { "valida" } else { "invalida" }.into(),
+                http_status: if any_valid { 200 } else { 401 },
+                applied: applied && valid,
+                waba_ids: named.0.clone(),
+                phone_number_ids: named.1.clone(),
+                fields: named.2.clone(),
+                detail,
+                body: Some(if valid { raw.clone() } else { excerpt(&raw) }),
             });
+            forwards.extend(share.forwards);
         }
-        let refused = !any_valid
-            && verdict.values().any(|v| *v == "invalida")
-            && !verdict.values().any(|v| *v == "sem_validacao");
-        if accounts.is_empty() {
+        if logs.is_empty() {
             logs.push(NewProviderLog {
                 kind: "evento".into(),
                 signature: "invalida".into(),
                 http_status: 401,
-                waba_ids: wabas,
-                phone_number_ids: numbers,
-                fields,
-                detail: Some("nenhuma WABA conhecida: nenhum segredo para validar".into()),
+                waba_ids: named.0,
+                phone_number_ids: named.1,
+                fields: named.2,
+                detail: Some(
+                    "nenhuma WABA ou número conhecido: nenhum segredo para validar".into(),
+                ),
                 body: Some(excerpt(&raw)),
                 ..NewProviderLog::default()
             });
-            store.record_provider_call(&logs, &[]).await?;
-            return Ok(Receipt::InvalidSignature);
         }
-        if refused {
-            store.record_provider_call(&logs, &[]).await?;
-            return Ok(Receipt::InvalidSignature);
-        }
-        store.record_provider_call(&logs, &forwards).await?;
+        self.shared
+            .store
+            .record_provider_call(&logs, &forwards)
+            .await?;
         if !forwards.is_empty() {
             self.wake_dispatcher();
         }
-        Ok(Receipt::Accepted)
+        Ok(if any_valid {
+            Receipt::Accepted
+        } else {
+            Receipt::InvalidSignature
+        })
+    }
+
+    /// A body that is not a provider payload: 400 when the deployment's app secret signs it
+    /// (the provider's mistake), else 401 (a forgery); logged as an excerpt without account.
+    async fn refuse_unreadable(
+        &self,
+        body: bytes::Bytes,
+        signature: Option<&str>,
+        raw: &str,
+    ) -> Result<Receipt, ActorError> {
+        let fallback: Vec<Secret> = self.shared.config.app_secret.iter().cloned().collect();
+        let header = signature.map(str::to_string);
+        let signs = self
+            .on_ingest_pool(move || signing(&body, header.as_deref(), fallback))
+            .await?;
+        let signed = signs.values().any(|ok| *ok);
+        let log = NewProviderLog {
+            kind: "evento".into(),
+            signature: if signed { "valida" } else { "invalida" }.into(),
+            http_status: if signed { 400 } else { 401 },
+            detail: Some("corpo que não é um webhook do provedor".into()),
+            body: Some(excerpt(raw)),
+            ..NewProviderLog::default()
+        };
+        self.shared.store.record_provider_call(&[log], &[]).await?;
+        Ok(if signed {
+            Receipt::BadPayload
+        } else {
+            Receipt::InvalidSignature
+        })
+    }
+
+    /// The owners of what the call names, with which of their secrets sign it.
+    async fn owners_of(
+        &self,
+        skim: &Skim,
+        body: &bytes::Bytes,
+        signature: Option<&str>,
+    ) -> Result<Owners, ActorError> {
+        let store = &self.shared.store;
+        let wabas = store
+            .waba_owners(&distinct(skim, |c| Some(&c.waba)))
+            .await?;
+        let numbers = store
+            .number_owners(&distinct(skim, |c| c.number.as_ref()))
+            .await?;
+        let fallback = self.shared.config.app_secret.clone();
+        let candidates: Vec<Secret> = wabas
+            .iter()
+            .filter_map(|w| w.app_secret.clone())
+            .chain(numbers.iter().filter_map(|n| n.app_secret.clone()))
+            .chain(fallback.clone())
+            .collect();
+        let (signed, header) = (body.clone(), signature.map(str::to_string));
+        let signs = self
+            .on_ingest_pool(move || signing(&signed, header.as_deref(), candidates))
+            .await?;
+        Ok(Owners {
+            wabas,
+            numbers,
+            signs,
+            fallback,
+        })
+    }
+
+    /// Applies a call with verified changes through the one ingest path (which checks each
+    /// number's own secret again). Returns whether it applied and a note when it did not.
+    async fn apply_verified(
+        &self,
+        body: bytes::Bytes,
+        signature: Option<&str>,
+    ) -> Result<(bool, Option<String>), ActorError> {
+        match self.ingest_provider_webhook(None, body, signature).await {
+            Ok(_) => Ok((true, None)),
+            Err(ActorError::InvalidSignature) => Ok((
+                false,
+                Some(
+                    "assinatura válida para o BM, mas os números não a reconhecem: não aplicado"
+                        .into(),
+                ),
+            )),
+            Err(ActorError::BadPayload(d)) => Ok((false, Some(format!("não aplicado: {d}")))),
+            Err(e) => Err(e),
+        }
     }
 }
 
 impl Runtime {
-    /// `POST /api/webhook-logs/{id}/reforward`: the line's forwards queued again; how many.
-    pub async fn reforward(&self, account_id: i64, log_id: i64) -> Result<u64, ActorError> {
-        let n = self.shared.store.reforward(account_id, log_id).await?;
+    /// `POST /api/webhook-logs/{id}/reforward`: the line's forwards to numbers in `scope`
+    /// queued again; how many. NotFound for a line outside the scope (issue 46).
+    pub async fn reforward(
+        &self,
+        account_id: i64,
+        scope: &engine::panel::Scope,
+        log_id: i64,
+    ) -> Result<u64, ActorError> {
+        let n = self
+            .shared
+            .store
+            .reforward(account_id, scope, log_id)
+            .await?;
         if n > 0 {
             self.wake_dispatcher();
         }
         Ok(n)
     }
-}
-
-/// A forward's identity: client, lane's channel, phone number id, field, WABA, entry time.
-type GroupKey = (i64, i64, Option<String>, String, String, Value);
-
-/// The forwards of one account: each number-level change to its number's client (the entry
-/// with only that number's changes), each WABA-level change to the WABA's client.
-fn forwards_for(
-    account: i64,
-    skim: &Skim,
-    wabas: &[WabaOwner],
-    numbers: &[NumberOwner],
-) -> Vec<Forward> {
-    // (client, channel, phone number id, field, waba, time) → changes, in order.
-    let mut groups: Vec<(GroupKey, Vec<Value>)> = Vec::new();
-    for (waba, time, field, change, number) in &skim.changes {
-        let target = match number {
-            Some(pnid) => numbers
-                .iter()
-                .find(|n| n.account_id == account && &n.phone_number_id == pnid)
-                .and_then(|n| n.client_id.map(|c| (c, n.channel_id))),
-            None => wabas
-                .iter()
-                .find(|w| w.account_id == account && &w.waba_id == waba)
-                .and_then(|w| Some((w.client_id?, w.first_channel?))),
-        };
-        let Some((client, channel)) = target else {
-            continue;
-        };
-        let key = (
-            client,
-            channel,
-            number.clone(),
-            field.clone(),
-            waba.clone(),
-            time.clone(),
-        );
-        match groups.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, changes)) => changes.push(change.clone()),
-            None => groups.push((key, vec![change.clone()])),
-        }
-    }
-    groups
-        .into_iter()
-        .map(|((client_id, channel_id, phone_number_id, field, waba, time), changes)| Forward {
-            account_id: account,
-            client_id,
-            channel_id,
-            phone_number_id,
-            field,
-            payload: json!({"object": skim.object, "entry": [{"id": waba, "time": time, "changes": changes}]}),
-        })
-        .collect()
 }

@@ -147,6 +147,9 @@ pub struct UserChange {
     pub client_id: Option<Option<i64>>,
     /// BM scope.
     pub bm_ids: Option<Vec<i64>>,
+    /// The session making the change: kept when the password changes, every other session
+    /// of the user ends (issue 46).
+    pub keep_session: Option<i64>,
 }
 
 /// A number as the panel shows it: the channel record with its live health.
@@ -804,6 +807,7 @@ impl Runtime {
                         bm_ids
                     }),
                     password_hash,
+                    keep_session: change.keep_session,
                 },
             )
             .await
@@ -821,12 +825,15 @@ impl Runtime {
 
     // ---- clients ---------------------------------------------------------------------
 
-    /// Creates (`id` None) or updates a client: the CNPJ's check digits are verified and the
-    /// webhook URL passes the SSRF guard (D-042) before anything is stored. The first time a
-    /// client gets a webhook URL its forwards' signing secret is made and returned (once).
+    /// Creates (`id` None) or updates a client in `scope` (issue 46: a BM-scoped staff user
+    /// changes only a client of its BMs, NotFound otherwise; creating is for unscoped staff,
+    /// the caller maps that 403): the CNPJ's check digits are verified and the webhook URL
+    /// passes the SSRF guard (D-042) before anything is stored. The first time a client gets
+    /// a webhook URL its forwards' signing secret is made and returned (once).
     pub async fn save_client(
         &self,
         account_id: i64,
+        scope: &Scope,
         id: Option<i64>,
         name: &str,
         document: Option<&str>,
@@ -844,6 +851,12 @@ impl Runtime {
             Some(d) => Some(engine::panel::validate_cnpj(d)?),
             None => None,
         };
+        if let Some(id) = id {
+            self.shared
+                .store
+                .scoped_client(account_id, scope, id)
+                .await?;
+        }
         let webhook_url = webhook_url.map(str::trim).filter(|u| !u.is_empty());
         if let Some(u) = webhook_url {
             self.shared
@@ -875,38 +888,66 @@ impl Runtime {
         Ok((client, secret))
     }
 
-    /// Removes a client (links are cleared; refused while Client users belong to it).
-    pub async fn delete_client(&self, account_id: i64, id: i64) -> Result<(), ActorError> {
-        self.shared
-            .store
+    /// Removes a client in `scope` (links are cleared; refused while Client users belong to
+    /// it).
+    pub async fn delete_client(
+        &self,
+        account_id: i64,
+        scope: &Scope,
+        id: i64,
+    ) -> Result<(), ActorError> {
+        let store = &self.shared.store;
+        store.scoped_client(account_id, scope, id).await?;
+        store
             .delete_client(account_id, id)
             .await
             .map_err(panel_conflict)
     }
 
+    /// A new signing secret for the forwards of a client in `scope`, returned once.
+    pub async fn rotate_client_secret(
+        &self,
+        account_id: i64,
+        scope: &Scope,
+        id: i64,
+    ) -> Result<Secret, ActorError> {
+        let store = &self.shared.store;
+        store.scoped_client(account_id, scope, id).await?;
+        Ok(store.rotate_client_webhook_secret(account_id, id).await?)
+    }
+
+    /// The client a BM, WABA or number is linked to: by id, or (a BM) by name, created when
+    /// missing. A scoped staff user links only a client in its scope or one linked to
+    /// nothing yet (issue 46): linking never opens another BM's client.
     async fn resolve_client(
         &self,
         account_id: i64,
+        scope: &Scope,
         client_id: Option<i64>,
         client_name: Option<&str>,
     ) -> Result<Option<i64>, ActorError> {
         let store = &self.shared.store;
-        if let Some(id) = client_id {
-            store.client(account_id, id).await.map_err(|_| {
-                rejected(
-                    "cliente_invalido",
-                    "cliente_id",
-                    "`cliente_id` não é um cliente desta conta.",
-                )
-            })?;
-            return Ok(Some(id));
+        let client = match (
+            client_id,
+            client_name.map(str::trim).filter(|n| !n.is_empty()),
+        ) {
+            (Some(id), _) => store.client(account_id, id).await.ok(),
+            (None, Some(n)) => Some(store.client_by_name_or_create(account_id, n).await?),
+            (None, None) => return Ok(None),
+        };
+        let reachable = match &client {
+            None => false,
+            Some(c) if scope.is_all() || c.bms + c.wabas + c.numbers == 0 => true,
+            Some(c) => store.scoped_client(account_id, scope, c.id).await.is_ok(),
+        };
+        if !reachable {
+            return Err(rejected(
+                "cliente_invalido",
+                "cliente_id",
+                "`cliente_id` não é um cliente desta conta ao seu alcance.",
+            ));
         }
-        match client_name.map(str::trim).filter(|n| !n.is_empty()) {
-            Some(n) => Ok(Some(
-                store.client_by_name_or_create(account_id, n).await?.id,
-            )),
-            None => Ok(None),
-        }
+        Ok(client.map(|c| c.id))
     }
 
     // ---- BMs -------------------------------------------------------------------------
@@ -941,6 +982,7 @@ impl Runtime {
     async fn bm_fields(
         &self,
         account_id: i64,
+        scope: &Scope,
         input: BmInput,
         current: Option<&BmRecord>,
     ) -> Result<BmFields, ActorError> {
@@ -953,7 +995,12 @@ impl Runtime {
             ));
         }
         let client_id = self
-            .resolve_client(account_id, input.client_id, input.client_name.as_deref())
+            .resolve_client(
+                account_id,
+                scope,
+                input.client_id,
+                input.client_name.as_deref(),
+            )
             .await?;
         if current.is_none() && client_id.is_none() {
             return Err(rejected(
@@ -1013,7 +1060,9 @@ impl Runtime {
         account_id: i64,
         input: BmInput,
     ) -> Result<PanelBm, ActorError> {
-        let fields = self.bm_fields(account_id, input, None).await?;
+        let fields = self
+            .bm_fields(account_id, &Scope::Bms(Vec::new()), input, None)
+            .await?;
         let bm = self
             .shared
             .store
@@ -1033,7 +1082,9 @@ impl Runtime {
         input: BmInput,
     ) -> Result<PanelBm, ActorError> {
         let current = self.shared.store.scoped_bm(account_id, scope, id).await?;
-        let fields = self.bm_fields(account_id, input, Some(&current)).await?;
+        let fields = self
+            .bm_fields(account_id, scope, input, Some(&current))
+            .await?;
         self.shared
             .store
             .update_panel_bm(account_id, id, &fields)
@@ -1390,7 +1441,7 @@ impl Runtime {
                 )
             })?;
         let client_id = self
-            .resolve_client(account_id, input.client_id, None)
+            .resolve_client(account_id, scope, input.client_id, None)
             .await?;
         let (_, _, secrets) = self.bm_credential(account_id, bm.id).await?;
         let business = bm.provider_id().ok_or_else(|| {
@@ -1454,7 +1505,8 @@ impl Runtime {
             }
         }
         if let Some(Some(c)) = client_id {
-            self.resolve_client(account_id, Some(c), None).await?;
+            self.resolve_client(account_id, scope, Some(c), None)
+                .await?;
         }
         if name.as_deref().is_some_and(|n| n.trim().is_empty()) {
             return Err(rejected(
@@ -1537,7 +1589,7 @@ impl Runtime {
             ));
         };
         let client_id = self
-            .resolve_client(account_id, input.client_id, None)
+            .resolve_client(account_id, scope, input.client_id, None)
             .await?;
         let (_, _, secrets) = self.bm_credential(account_id, bm_id).await?;
         let pnid = input.phone_number_id.trim().to_string();
@@ -1598,7 +1650,8 @@ impl Runtime {
             ));
         }
         if let Some(Some(c)) = client_id {
-            self.resolve_client(account_id, Some(c), None).await?;
+            self.resolve_client(account_id, scope, Some(c), None)
+                .await?;
         }
         store
             .update_channel_panel(
@@ -1873,7 +1926,7 @@ impl Runtime {
                     id: b.id,
                     nome: b.name.clone(),
                     codigo: "webhook_sem_validacao".into(),
-                    mensagem: "Webhooks do provedor para este BM chegaram sem validação (BM sem app secret) nas últimas 24 h: encaminhados, não aplicados.".into(),
+                    mensagem: "Webhooks para WABAs deste BM chegaram nas últimas 24 h sem uma assinatura que o app secret da instalação confirme (o BM não tem app secret próprio): recusados, nem aplicados nem encaminhados.".into(),
                     proxima_acao: Some("Cadastre o app_secret do BM.".into()),
                 });
             }

@@ -205,7 +205,25 @@ pub(crate) async fn audit_write(
     }
 }
 
-/// Counts requests by route, method and status, and records their latency.
+/// The `method` label of a request: a standard method's name, `other` for anything else
+/// (issue 46: an unauthenticated client must not mint a label per invented method).
+fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        Method::CONNECT => "CONNECT",
+        Method::TRACE => "TRACE",
+        _ => "other",
+    }
+}
+
+/// Counts requests by route (`unmatched` for every path no route serves), method (standard
+/// methods, else `other`) and status, and records their latency.
 pub async fn track_metrics(req: Request, next: Next) -> Response {
     let start = Instant::now();
     let route = req
@@ -213,10 +231,10 @@ pub async fn track_metrics(req: Request, next: Next) -> Response {
         .get::<MatchedPath>()
         .map(|m| m.as_str().to_string())
         .unwrap_or_else(|| "unmatched".into());
-    let method = req.method().to_string();
+    let method = method_label(req.method());
     let resp = next.run(req).await;
     let status = resp.status().as_u16().to_string();
-    metrics::counter!("disparo_http_requests_total", "route" => route.clone(), "method" => method.clone(), "status" => status).increment(1);
+    metrics::counter!("disparo_http_requests_total", "route" => route.clone(), "method" => method, "status" => status).increment(1);
     metrics::histogram!("disparo_http_request_duration_seconds", "route" => route, "method" => method)
         .record(start.elapsed().as_secs_f64());
     resp

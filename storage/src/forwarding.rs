@@ -2,7 +2,9 @@
 //! forwarding lanes (a `webhook_subscriptions` row per client and number, `client_id` set,
 //! delivered by the account webhooks' dispatcher), and the log of every call the provider made.
 
+use crate::panel::{channel_in_scope, log_in_scope};
 use crate::{now_ms, Result, StorageError, Store};
+use engine::panel::Scope;
 use engine::Secret;
 use sqlx::any::AnyRow;
 use sqlx::Row;
@@ -16,7 +18,9 @@ pub struct WabaOwner {
     pub waba_id: String,
     /// BM id, when the WABA has one.
     pub bm_id: Option<i64>,
-    /// The BM's app secret, when registered.
+    /// The secret that must sign a WABA-level change for this account (issue 46, D-099): the
+    /// BM's app secret when registered, else the app secret of the account's lowest number
+    /// in that WABA; `None` when neither is (the deployment's `PROVIDER_APP_SECRET` then).
     pub app_secret: Option<Secret>,
     /// The WABA's client (its own, else its BM's), when it has a webhook URL.
     pub client_id: Option<i64>,
@@ -38,6 +42,11 @@ pub struct NumberOwner {
     /// The number's client: its own, else its WABA's, else its BM's (D-061), when it has a
     /// webhook URL.
     pub client_id: Option<i64>,
+    /// The secret that must sign a change of this number (issue 46, D-099): the app secret
+    /// of the BM that owns the number (its own BM, else its WABA's), else the number's own
+    /// app secret; `None` when neither is registered (the deployment's `PROVIDER_APP_SECRET`
+    /// then).
+    pub app_secret: Option<Secret>,
 }
 
 /// One forward to write: a client, the number's lane, the provider's field and the payload.
@@ -221,7 +230,8 @@ impl Store {
         )
     }
 
-    /// Every account's WABA rows with these provider ids, with their BM's app secret.
+    /// Every account's WABA rows with these provider ids, with the secret that signs their
+    /// changes ([`WabaOwner::app_secret`]).
     pub async fn waba_owners(&self, waba_ids: &[String]) -> Result<Vec<WabaOwner>> {
         let mut out = Vec::new();
         for waba in waba_ids {
@@ -236,12 +246,13 @@ impl Store {
             .await?;
             for r in rows {
                 let bm_id: Option<i64> = r.try_get("bm_id")?;
-                let sealed: Option<String> = r.try_get("app_secret_enc")?;
-                let app_secret = match (bm_id, sealed) {
-                    (Some(id), Some(s)) => {
-                        Some(self.cipher.open(&s, "bms", "app_secret_enc", id)?)
-                    }
-                    _ => None,
+                let first_channel: Option<i64> = r.try_get("first_channel")?;
+                let app_secret = match self.open_bm_secret(bm_id, r.try_get("app_secret_enc")?)? {
+                    Some(s) => Some(s),
+                    None => match first_channel {
+                        Some(c) => self.channel_app_secret(c).await?,
+                        None => None,
+                    },
                 };
                 out.push(WabaOwner {
                     account_id: r.try_get("account_id")?,
@@ -249,33 +260,64 @@ impl Store {
                     bm_id,
                     app_secret,
                     client_id: r.try_get("client_id")?,
-                    first_channel: r.try_get("first_channel")?,
+                    first_channel,
                 });
             }
         }
         Ok(out)
     }
 
-    /// Every account's numbers with these provider ids, with their effective client.
+    /// A BM's sealed app secret, opened.
+    fn open_bm_secret(&self, bm_id: Option<i64>, sealed: Option<String>) -> Result<Option<Secret>> {
+        match (bm_id, sealed) {
+            (Some(id), Some(s)) => Ok(Some(self.cipher.open(&s, "bms", "app_secret_enc", id)?)),
+            _ => Ok(None),
+        }
+    }
+
+    /// A number's own app secret, opened.
+    async fn channel_app_secret(&self, channel_id: i64) -> Result<Option<Secret>> {
+        match self.channel_secrets(channel_id).await {
+            Ok(s) => Ok(s.app_secret),
+            Err(StorageError::NotFound) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Every account's numbers with these provider ids, with their effective client and the
+    /// secret that signs their changes ([`NumberOwner::app_secret`]).
     pub async fn number_owners(&self, phone_number_ids: &[String]) -> Result<Vec<NumberOwner>> {
         let mut out = Vec::new();
         for pnid in phone_number_ids {
             let rows = sqlx::query(
-                "SELECT c.id, c.account_id, c.phone_number_id, c.waba_id, \
+                "SELECT c.id, c.account_id, c.phone_number_id, c.waba_id, c.app_secret_enc, b.id AS bm_id, b.app_secret_enc AS bm_secret, \
                    (SELECT cl.id FROM clients cl WHERE cl.id = COALESCE(c.client_id, w.client_id, b.client_id) AND cl.webhook_url IS NOT NULL) AS client_id \
                  FROM channels c LEFT JOIN wabas w ON w.account_id = c.account_id AND w.provider_waba_id = c.waba_id \
-                 LEFT JOIN bms b ON b.id = c.bm_id WHERE c.phone_number_id = $1",
+                 LEFT JOIN bms b ON b.id = COALESCE(c.bm_id, w.bm_id) AND b.account_id = c.account_id WHERE c.phone_number_id = $1",
             )
             .bind(pnid)
             .fetch_all(&self.pool)
             .await?;
             for r in rows {
+                let channel_id: i64 = r.try_get("id")?;
+                let own: Option<String> = r.try_get("app_secret_enc")?;
+                let app_secret =
+                    match self.open_bm_secret(r.try_get("bm_id")?, r.try_get("bm_secret")?)? {
+                        Some(s) => Some(s),
+                        None => own
+                            .map(|s| {
+                                self.cipher
+                                    .open(&s, "channels", "app_secret_enc", channel_id)
+                            })
+                            .transpose()?,
+                    };
                 out.push(NumberOwner {
                     account_id: r.try_get("account_id")?,
-                    channel_id: r.try_get("id")?,
+                    channel_id,
                     phone_number_id: r.try_get("phone_number_id")?,
                     waba_id: r.try_get("waba_id")?,
                     client_id: r.try_get("client_id")?,
+                    app_secret,
                 });
             }
         }
@@ -340,38 +382,54 @@ impl Store {
     }
 
     /// Queues a log line's forwards again (new deliveries with the same payloads, to the
-    /// clients' lanes). Returns how many.
-    pub async fn reforward(&self, account_id: i64, log_id: i64) -> Result<u64> {
+    /// clients' lanes): only a line in `scope`, and only the lanes of numbers in it (issue
+    /// 46). Returns how many. NotFound outside the account or the scope.
+    pub async fn reforward(&self, account_id: i64, scope: &Scope, log_id: i64) -> Result<u64> {
         let mut tx = self.begin_write().await?;
-        let exists =
-            sqlx::query("SELECT id FROM provider_webhook_logs WHERE id = $1 AND account_id = $2")
-                .bind(log_id)
-                .bind(account_id)
-                .fetch_optional(&mut *tx)
-                .await?;
+        let visible = format!(
+            "SELECT l.id FROM provider_webhook_logs l WHERE l.id = $1 AND l.account_id = $2 AND {}",
+            log_in_scope(scope)
+        );
+        let exists = sqlx::query(&visible)
+            .bind(log_id)
+            .bind(account_id)
+            .fetch_optional(&mut *tx)
+            .await?;
         if exists.is_none() {
             return Err(StorageError::NotFound);
         }
         let now = now_ms();
-        let n = sqlx::query(
+        let sql = format!(
             "INSERT INTO webhook_deliveries (account_id, subscription_id, event, channel, data, status, attempts, next_attempt_at, created_at, log_id, order_key) \
              SELECT account_id, subscription_id, event, channel, data, 'pending', 0, $3, $3, log_id, order_key FROM webhook_deliveries \
-             WHERE log_id = $1 AND account_id = $2 AND id IN (SELECT MIN(id) FROM webhook_deliveries WHERE log_id = $1 GROUP BY subscription_id, data)",
-        )
-        .bind(log_id)
-        .bind(account_id)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
+             WHERE log_id = $1 AND account_id = $2 AND id IN (SELECT MIN(id) FROM webhook_deliveries WHERE log_id = $1 GROUP BY subscription_id, data) \
+             AND subscription_id IN (SELECT s.id FROM webhook_subscriptions s JOIN channels c ON c.id = s.channel_id WHERE c.account_id = $2 AND {})",
+            channel_in_scope(scope)
+        );
+        let n = sqlx::query(&sql)
+            .bind(log_id)
+            .bind(account_id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
         tx.commit().await?;
         Ok(n)
     }
 
-    /// The log, newest first: the account's lines and the handshakes (no account), filtered.
-    pub async fn provider_logs(&self, account_id: i64, f: &LogFilter) -> Result<Vec<ProviderLog>> {
+    /// The log, newest first: the account's lines and the handshakes (no account), filtered,
+    /// in `scope` (issue 46): a BM-scoped reader sees the lines that name a WABA or number of
+    /// its BMs, the body only when everything the line names is its own, and only the
+    /// forwards of its numbers.
+    pub async fn provider_logs(
+        &self,
+        account_id: i64,
+        scope: &Scope,
+        f: &LogFilter,
+    ) -> Result<Vec<ProviderLog>> {
         let mut conds = vec![
             "(l.account_id = $1 OR (l.account_id IS NULL AND l.kind = 'verificacao'))".to_string(),
+            log_in_scope(scope),
         ];
         let mut binds: Vec<String> = Vec::new();
         let mut ints: Vec<i64> = Vec::new();
@@ -463,17 +521,60 @@ impl Store {
             }
             .into();
         }
+        if !scope.is_all() {
+            self.narrow_logs(account_id, scope, &mut logs).await?;
+        }
         Ok(logs)
     }
 
-    /// WABAs named by calls logged `sem_validacao` for the account since `since` (ms).
+    /// Takes out of each line what a scoped reader may not see: the body of a line that
+    /// names something outside the scope, the forwards of numbers outside it.
+    async fn narrow_logs(
+        &self,
+        account_id: i64,
+        scope: &Scope,
+        logs: &mut [ProviderLog],
+    ) -> Result<()> {
+        let numbers: Vec<String> = self
+            .scoped_channels(account_id, scope)
+            .await?
+            .into_iter()
+            .map(|c| c.phone_number_id)
+            .collect();
+        let wabas: Vec<String> = self
+            .scoped_wabas(account_id, scope)
+            .await?
+            .into_iter()
+            .map(|w| w.provider_waba_id)
+            .collect();
+        let all_in = |named: &serde_json::Value, set: &[String]| {
+            named.as_array().is_none_or(|a| {
+                a.iter()
+                    .all(|v| v.as_str().is_some_and(|s| set.iter().any(|x| x == s)))
+            })
+        };
+        for l in logs {
+            let own = all_in(&l.numeros, &numbers) && all_in(&l.wabas, &wabas);
+            if !own {
+                l.corpo = None;
+            }
+            l.entregas.retain(|d| match &d.phone_number_id {
+                Some(p) => numbers.contains(p),
+                None => own,
+            });
+        }
+        Ok(())
+    }
+
+    /// WABAs named by calls of the account that did not verify since `since` (ms): logged
+    /// `invalida`, or `sem_validacao` by versions before D-099.
     pub async fn unvalidated_wabas_since(
         &self,
         account_id: i64,
         since: i64,
     ) -> Result<Vec<String>> {
         let rows = sqlx::query(
-            "SELECT waba_ids FROM provider_webhook_logs WHERE account_id = $1 AND signature = 'sem_validacao' AND received_at >= $2",
+            "SELECT waba_ids FROM provider_webhook_logs WHERE account_id = $1 AND signature IN ('sem_validacao', 'invalida') AND kind = 'evento' AND received_at >= $2",
         )
         .bind(account_id)
         .bind(since)

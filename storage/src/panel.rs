@@ -88,8 +88,11 @@ pub struct UserPatch {
     pub client_id: Option<Option<i64>>,
     /// BM scope.
     pub bm_scope: Option<Vec<i64>>,
-    /// New password hash.
+    /// New password hash: every session of the user ends with the change but
+    /// `keep_session` (issue 46).
     pub password_hash: Option<String>,
+    /// The session that made the change, kept when a password changes (the user's own).
+    pub keep_session: Option<i64>,
 }
 
 /// A session as the panel sees it.
@@ -329,6 +332,48 @@ fn bm_in_scope(scope: &Scope) -> String {
     }
 }
 
+/// The SQL condition that a client (alias `cl`) is in `scope` (issue 46, D-099): staff
+/// scoped to BMs see a client linked to at least one BM, WABA or number of theirs and to
+/// nothing of another BM (so linking one's own number to another BM's client never opens
+/// that client); a Client user sees its own.
+pub(crate) fn client_in_scope(scope: &Scope) -> String {
+    match scope {
+        Scope::Bms(b) if b.is_empty() => "1 = 1".into(),
+        Scope::Bms(b) => {
+            let ids = id_list(b);
+            format!(
+                "(EXISTS (SELECT 1 FROM bms x WHERE x.client_id = cl.id AND x.id IN ({ids})) \
+                  OR EXISTS (SELECT 1 FROM wabas x WHERE x.client_id = cl.id AND x.bm_id IN ({ids})) \
+                  OR EXISTS (SELECT 1 FROM channels x WHERE x.client_id = cl.id AND x.bm_id IN ({ids}))) \
+                 AND NOT EXISTS (SELECT 1 FROM bms x WHERE x.client_id = cl.id AND x.id NOT IN ({ids})) \
+                 AND NOT EXISTS (SELECT 1 FROM wabas x WHERE x.client_id = cl.id AND (x.bm_id IS NULL OR x.bm_id NOT IN ({ids}))) \
+                 AND NOT EXISTS (SELECT 1 FROM channels x WHERE x.client_id = cl.id AND (x.bm_id IS NULL OR x.bm_id NOT IN ({ids})))"
+            )
+        }
+        Scope::Client(id) => format!("cl.id = {id}"),
+    }
+}
+
+/// The SQL condition that a provider log line (alias `l`) is in `scope` (issue 46): staff
+/// scoped to BMs see the handshakes and the lines that name a WABA or number of theirs.
+pub(crate) fn log_in_scope(scope: &Scope) -> String {
+    match scope {
+        Scope::Bms(b) if b.is_empty() => "1 = 1".into(),
+        Scope::Bms(b) => {
+            let ids = id_list(b);
+            format!(
+                "(l.account_id IS NULL \
+                  OR EXISTS (SELECT 1 FROM channels c WHERE c.account_id = l.account_id AND c.bm_id IN ({ids}) \
+                     AND l.phone_number_ids LIKE '%\"' || c.phone_number_id || '\"%') \
+                  OR EXISTS (SELECT 1 FROM wabas w WHERE w.account_id = l.account_id AND w.bm_id IN ({ids}) \
+                     AND l.waba_ids LIKE '%\"' || w.provider_waba_id || '\"%'))"
+            )
+        }
+        // Client users never read the log (the route is staff only): nothing.
+        Scope::Client(_) => "1 = 0".into(),
+    }
+}
+
 /// NotFound unless row `id` of `table` belongs to the account.
 async fn owned(
     tx: &mut sqlx::Transaction<'static, sqlx::Any>,
@@ -513,12 +558,19 @@ impl Store {
             }
             Err(e) => return Err(e.into()),
         }
-        if status != "active" {
+        // Disabled: every session ends. A new password: every other session ends (issue 46).
+        let keep = match (status != "active", &p.password_hash) {
+            (true, _) => Some(-1),
+            (false, Some(_)) => Some(p.keep_session.unwrap_or(-1)),
+            (false, None) => None,
+        };
+        if let Some(keep) = keep {
             sqlx::query(
-                "UPDATE sessions SET revoked_at = $2 WHERE user_id = $1 AND revoked_at IS NULL",
+                "UPDATE sessions SET revoked_at = $2 WHERE user_id = $1 AND revoked_at IS NULL AND id <> $3",
             )
             .bind(id)
             .bind(now_ms())
+            .bind(keep)
             .execute(&mut *tx)
             .await?;
         }
@@ -639,22 +691,39 @@ impl Store {
          FROM clients cl"
     }
 
-    /// The account's clients with their link counts, by name. A Client-scoped reader sees
-    /// only its own.
+    /// The account's clients in `scope` ([`client_in_scope`]) with their link counts, by
+    /// name.
     pub async fn list_clients(&self, account_id: i64, scope: &Scope) -> Result<Vec<ClientRecord>> {
-        let only = match scope {
-            Scope::Client(id) => format!(" AND cl.id = {id}"),
-            Scope::Bms(_) => String::new(),
-        };
         let sql = format!(
-            "{} WHERE cl.account_id = $1{only} ORDER BY cl.name",
-            Self::client_select()
+            "{} WHERE cl.account_id = $1 AND {} ORDER BY cl.name",
+            Self::client_select(),
+            client_in_scope(scope)
         );
         let rows = sqlx::query(&sql)
             .bind(account_id)
             .fetch_all(&self.pool)
             .await?;
         rows.iter().map(read_client).collect()
+    }
+
+    /// A client of the account in `scope` (NotFound outside it).
+    pub async fn scoped_client(
+        &self,
+        account_id: i64,
+        scope: &Scope,
+        id: i64,
+    ) -> Result<ClientRecord> {
+        let sql = format!(
+            "{} WHERE cl.account_id = $1 AND cl.id = $2 AND {}",
+            Self::client_select(),
+            client_in_scope(scope)
+        );
+        let row = sqlx::query(&sql)
+            .bind(account_id)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        found(row, read_client)
     }
 
     /// A client of the account.

@@ -70,6 +70,7 @@ pub(crate) async fn list(
         .store()
         .provider_logs(
             me.account_id(),
+            &me.scope(),
             &LogFilter {
                 kind: q.tipo.clone(),
                 phone_number_id: q.numero.clone(),
@@ -126,7 +127,10 @@ pub(crate) async fn reforward(
     me: PanelUser,
     IdPath(id): IdPath,
 ) -> Result<Json<crate::openapi::Data<ReforwardedOut>>, ApiError> {
-    let queued = state.runtime.reforward(me.account_id(), id).await?;
+    let queued = state
+        .runtime
+        .reforward(me.account_id(), &me.scope(), id)
+        .await?;
     Ok(crate::openapi::Data::json(ReforwardedOut { id, queued }))
 }
 

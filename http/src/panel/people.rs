@@ -150,6 +150,7 @@ pub(crate) async fn update_user(
                 password: b.password,
                 client_id: b.cliente_id,
                 bm_ids: b.bms,
+                keep_session: Some(me.session_id),
             },
         )
         .await?;
@@ -312,8 +313,7 @@ pub(crate) async fn rotate_client_secret(
 ) -> Result<Json<Data<ClientSecretOut>>, ApiError> {
     let secret = state
         .runtime
-        .store()
-        .rotate_client_webhook_secret(me.account_id(), id)
+        .rotate_client_secret(me.account_id(), &me.scope(), id)
         .await?;
     Ok(Data::json(ClientSecretOut {
         id,
@@ -342,10 +342,17 @@ pub(crate) async fn create_client(
     me: PanelUser,
     ApiJson(b): ApiJson<ClientIn>,
 ) -> Result<(StatusCode, Json<Data<ClientOut>>), ApiError> {
+    if !me.scope().is_all() {
+        return Err(ApiError::Forbidden(
+            "Seu usuário vê só alguns BMs; um Admin cria clientes novos e os vincula a um BM, WABA ou número do seu escopo."
+                .into(),
+        ));
+    }
     let (c, secret) = state
         .runtime
         .save_client(
             me.account_id(),
+            &me.scope(),
             None,
             &b.nome,
             b.documento.as_deref(),
@@ -366,11 +373,8 @@ pub(crate) async fn get_client(
     let found = state
         .runtime
         .store()
-        .list_clients(me.account_id(), &me.scope())
-        .await?
-        .into_iter()
-        .find(|c| c.id == id)
-        .ok_or(ApiError::NotFound)?;
+        .scoped_client(me.account_id(), &me.scope(), id)
+        .await?;
     Ok(Data::json(ClientView::of(&found)))
 }
 
@@ -387,6 +391,7 @@ pub(crate) async fn update_client(
         .runtime
         .save_client(
             me.account_id(),
+            &me.scope(),
             Some(id),
             &b.nome,
             b.documento.as_deref(),
@@ -404,7 +409,10 @@ pub(crate) async fn delete_client(
     me: PanelUser,
     IdPath(id): IdPath,
 ) -> Result<Json<Data<crate::openapi::Deleted>>, ApiError> {
-    state.runtime.delete_client(me.account_id(), id).await?;
+    state
+        .runtime
+        .delete_client(me.account_id(), &me.scope(), id)
+        .await?;
     Ok(crate::openapi::Deleted::json(id))
 }
 
@@ -727,8 +735,17 @@ pub(crate) async fn delete_template(
 pub(crate) async fn list_wiki(
     state: State<AppState>,
     auth: Auth,
+    me: PanelUser,
     q: Result<Query<crate::routes::wiki::ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Page<WikiPageOut>>, ApiError> {
+    // A Client user reads the public pages only (issue 46): private ones are the staff's.
+    let q = match (q, me.role) {
+        (Ok(Query(mut q)), engine::panel::Role::Client) => {
+            q.visibility = Some("public".into());
+            Ok(Query(q))
+        }
+        (q, _) => q,
+    };
     crate::routes::wiki::list(state, auth, q).await
 }
 
@@ -749,6 +766,7 @@ pub(crate) async fn create_wiki(
 pub(crate) async fn get_wiki(
     State(state): State<AppState>,
     auth: Auth,
+    me: PanelUser,
     Path(slug): Path<String>,
 ) -> Result<Json<Data<WikiPageOut>>, ApiError> {
     let page = state
@@ -756,6 +774,9 @@ pub(crate) async fn get_wiki(
         .store()
         .wiki_page_by_slug(auth.account_id(), &slug)
         .await?;
+    if me.role == engine::panel::Role::Client && page.visibility != "public" {
+        return Err(ApiError::NotFound);
+    }
     Ok(Data::json(crate::routes::wiki::page_json(
         &page,
         &state.config.public_url,

@@ -152,7 +152,8 @@ async fn check_category(
 #[serde(deny_unknown_fields)]
 pub(crate) struct ListQuery {
     category_id: Option<i64>,
-    visibility: Option<String>,
+    /// `public` or `private`; a panel Client user always reads `public` (issue 46).
+    pub(crate) visibility: Option<String>,
     bot_knowledge: Option<bool>,
     /// Page size (1 to 500, default 100).
     #[param(minimum = 1, maximum = 500)]
