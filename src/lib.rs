@@ -214,6 +214,8 @@ impl Application {
             header_read_timeout: Duration::from_millis(settings.header_timeout_ms),
             request_timeout: Duration::from_millis(settings.request_timeout_ms),
             max_concurrent: settings.max_concurrent_requests.max(1),
+            body_idle_timeout: Duration::from_millis(settings.body_idle_timeout_ms.max(1)),
+            max_connections_per_address: settings.max_connections_per_address.max(1),
         };
         let state = http::AppState {
             runtime: runtime.clone(),

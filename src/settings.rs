@@ -125,9 +125,22 @@ pub struct Settings {
     /// How long a request may take until its answer starts (then 503 `tempo_esgotado`), ms.
     #[arg(long, env = "DISPARO_REQUEST_TIMEOUT_MS", default_value_t = 60_000)]
     pub request_timeout_ms: u64,
-    /// Requests handled at once; more are refused with 503 `sobrecarregado`.
+    /// Requests handled at once by the whole server; more are refused with 503
+    /// `sobrecarregado`.
     #[arg(long, env = "DISPARO_MAX_CONCURRENT_REQUESTS", default_value_t = 1024)]
     pub max_concurrent_requests: usize,
+    /// How long a request body may send nothing before the request fails, ms (slow uploads;
+    /// issue 46).
+    #[arg(long, env = "DISPARO_BODY_IDLE_TIMEOUT_MS", default_value_t = 10_000)]
+    pub body_idle_timeout_ms: u64,
+    /// Connections open at once from one client address; more are closed as they arrive
+    /// (issue 46).
+    #[arg(
+        long,
+        env = "DISPARO_MAX_CONNECTIONS_PER_ADDRESS",
+        default_value_t = 256
+    )]
+    pub max_connections_per_address: usize,
     /// Requests per minute per API token on `/api/v1` (429 `limite_de_requisicoes` past it,
     /// with `Retry-After`); 0 turns the limit off.
     #[arg(long, env = "DISPARO_RATE_LIMIT_PER_MIN", default_value_t = 60_000)]

@@ -13,6 +13,40 @@ use std::time::Duration;
 on_both_backends! {
     forged_events => forged_events_scenario;
     bm_scope => bm_scope_scenario;
+    sessions_and_wiki => sessions_and_wiki_scenario;
+}
+
+/// Item 5: unknown methods and paths do not grow `/metrics`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invented_methods_leave_metrics_the_same_size() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let series = |text: &str| {
+        text.lines()
+            .filter(|l| {
+                l.starts_with("disparo_http_request")
+                    && (l.contains("route=\"/health\"") || l.contains("route=\"unmatched\""))
+            })
+            .count()
+    };
+    let send = |method: String, path: String| {
+        let req = app.http.request(
+            reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
+            app.url(&path),
+        );
+        async move { req.send().await.unwrap().status() }
+    };
+    // One of each first, so that the `other` and `unmatched` series exist.
+    send("FOO0".into(), "/health".into()).await;
+    send("BAR0".into(), "/nada/0".into()).await;
+    let before = app.metrics().await;
+    for i in 1..=300 {
+        send(format!("FOO{i}"), "/health".into()).await;
+        send(format!("BAR{i}"), format!("/nada/{i}")).await;
+    }
+    let after = app.metrics().await;
+    assert_eq!(series(&before), series(&after), "{after}");
+    assert!(after.contains("method=\"other\""), "{after}");
+    assert!(!after.contains("FOO17"));
 }
 
 /// A client with a webhook URL pointing at `receiver`; its id.
@@ -366,4 +400,225 @@ async fn bm_scope_scenario(backend: Backend) {
         )
         .await;
     assert_eq!(s, 200, "{b}");
+}
+
+/// Items 9 and 12: a new password ends the user's other sessions (the one that changed it
+/// stays); a Client user reads only public wiki pages.
+async fn sessions_and_wiki_scenario(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (_, admin) = app
+        .panel_user("admin@acme.com.br", "Admin", None, vec![])
+        .await;
+    let (op_id, op1) = app
+        .panel_user("op@acme.com.br", "Operador", None, vec![])
+        .await;
+    let op2 = app
+        .panel_login("op@acme.com.br", common::PANEL_PASSWORD)
+        .await;
+    let admin2 = app
+        .panel_login("admin@acme.com.br", common::PANEL_PASSWORD)
+        .await;
+    let me = |t: String| {
+        let app = &app;
+        async move { app.call(Method::GET, Some(&t), "/api/me", None).await.0 }
+    };
+    assert_eq!(me(op1.clone()).await, 200);
+    let (s, b) = app
+        .call(
+            Method::PUT,
+            Some(&admin),
+            &format!("/api/users/{op_id}"),
+            Some(json!({"password": "uma senha nova e longa 42"})),
+        )
+        .await;
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(
+        me(op1).await,
+        401,
+        "a session opened before the change ends"
+    );
+    assert_eq!(me(op2).await, 401);
+    app.panel_login("op@acme.com.br", "uma senha nova e longa 42")
+        .await;
+    // The Admin changes its own password: the session that did it stays, the other ends.
+    let (admin_id, _) = {
+        let (_, m) = app.call(Method::GET, Some(&admin), "/api/me", None).await;
+        (m["data"]["id"].as_i64().unwrap(), ())
+    };
+    let (s, _) = app
+        .call(
+            Method::PUT,
+            Some(&admin),
+            &format!("/api/users/{admin_id}"),
+            Some(json!({"password": "outra senha nova e longa 43"})),
+        )
+        .await;
+    assert_eq!(s, 200);
+    assert_eq!(me(admin.clone()).await, 200);
+    assert_eq!(me(admin2).await, 401);
+
+    // The wiki: a private and a public page; the Client user reads the public one only.
+    let mut slugs = Vec::new();
+    for (title, visibility) in [
+        ("Procedimentos internos", "private"),
+        ("Perguntas frequentes", "public"),
+    ] {
+        let (s, b) = app
+            .call(
+                Method::POST,
+                Some(&admin),
+                "/api/wiki",
+                Some(json!({"title": title, "content": "# conteúdo", "visibility": visibility})),
+            )
+            .await;
+        assert_eq!(s, 201, "{b}");
+        slugs.push(b["data"]["slug"].as_str().unwrap().to_string());
+    }
+    let rc = Receiver::start().await;
+    let c = client(&app, &admin, "Cliente W", &rc).await;
+    let (_, cli) = app
+        .panel_user("cli@acme.com.br", "Client", Some(c), vec![])
+        .await;
+    let (s, list) = app.call(Method::GET, Some(&cli), "/api/wiki", None).await;
+    assert_eq!(s, 200);
+    let titles: Vec<&str> = list["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["title"].as_str().unwrap())
+        .collect();
+    assert_eq!(titles, vec!["Perguntas frequentes"]);
+    let (s, private) = app
+        .call(
+            Method::GET,
+            Some(&cli),
+            "/api/wiki?visibility=private",
+            None,
+        )
+        .await;
+    assert_eq!(s, 200);
+    assert_eq!(private["data"].as_array().unwrap().len(), 1, "{private}");
+    assert_eq!(private["data"][0]["visibility"], "public");
+    assert_eq!(
+        app.call(
+            Method::GET,
+            Some(&cli),
+            &format!("/api/wiki/{}", slugs[0]),
+            None
+        )
+        .await
+        .0,
+        404
+    );
+    assert_eq!(
+        app.call(
+            Method::GET,
+            Some(&cli),
+            &format!("/api/wiki/{}", slugs[1]),
+            None
+        )
+        .await
+        .0,
+        200
+    );
+    let (_, staff) = app.call(Method::GET, Some(&admin), "/api/wiki", None).await;
+    assert_eq!(staff["data"].as_array().unwrap().len(), 2);
+}
+
+/// Item 4: one request limit for the whole server, a cap on one address's connections, and a
+/// body that stops arriving fails long before the request timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_clients_hold_little_and_the_limit_is_the_servers() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let app = TestApp::spawn_with(Backend::Sqlite, |s| {
+        s.max_concurrent_requests = 2;
+        s.body_idle_timeout_ms = 400;
+        s.max_connections_per_address = 6;
+    })
+    .await;
+    let addr = app.addr;
+    // Two uploads that stop after a few bytes, on two routes.
+    let mut slow = Vec::new();
+    for path in ["/api/login", "/webhooks/messaging"] {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let head = format!("POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{{\"email\"");
+        s.write_all(head.as_bytes()).await.unwrap();
+        slow.push(s);
+    }
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    // Both slots are taken: a third route is shed too (one limit, not one per route).
+    let (s, b) = app.get("/api/v1/channels").await;
+    assert_eq!(
+        (s.as_u16(), b["code"].as_str()),
+        (503, Some("sobrecarregado")),
+        "{b}"
+    );
+    // The stalled bodies fail within the idle timeout and give their slots back.
+    let started = std::time::Instant::now();
+    for mut s in slow {
+        let mut answer = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut answer)).await;
+        let text = String::from_utf8_lossy(&answer);
+        assert!(text.starts_with("HTTP/1.1 4"), "a client error: {text}");
+    }
+    assert!(started.elapsed() < Duration::from_secs(4));
+    let (s, _) = app.get("/api/v1/channels").await;
+    assert_eq!(s, 200);
+
+    // Connections from one address past the cap are closed at once; the reqwest client
+    // keeps its own pool, so the raw connections are what count here.
+    let mut held = Vec::new();
+    for _ in 0..8 {
+        held.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut closed = 0;
+    for s in &mut held {
+        let mut buf = [0u8; 1];
+        if let Ok(Ok(0)) = tokio::time::timeout(Duration::from_millis(200), s.read(&mut buf)).await
+        {
+            closed += 1;
+        }
+    }
+    assert!(
+        closed >= 2,
+        "connections past the cap are closed ({closed})"
+    );
+    drop(held);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(app.get("/api/v1/channels").await.0, 200);
+}
+
+/// Item 13: every answer says `nosniff`; the documentation and public wiki pages carry a
+/// content security policy and refuse framing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_outside_the_panel_send_security_headers() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let (s, page) = app
+        .post(
+            "/api/v1/wiki",
+            json!({"title": "Ajuda pública", "content": "texto", "visibility": "public"}),
+        )
+        .await;
+    assert_eq!(s, 201, "{page}");
+    let public = page["data"]["public_url"].as_str().unwrap();
+    let public_path = &public[public.find("/w/").unwrap()..];
+    for path in ["/docs", "/docs/painel", "/docs/remetente", public_path] {
+        let r = app.http.get(app.url(path)).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{path}");
+        let h = r.headers();
+        assert_eq!(h["x-content-type-options"], "nosniff", "{path}");
+        assert_eq!(h["x-frame-options"], "DENY", "{path}");
+        let csp = h["content-security-policy"].to_str().unwrap();
+        assert!(
+            csp.contains("frame-ancestors 'none'") && csp.contains("script-src 'self'"),
+            "{path}: {csp}"
+        );
+        let body = r.text().await.unwrap();
+        assert!(!body.contains("<script>"), "{path}: no inline script");
+    }
+    for path in ["/health", "/api/v1/openapi.json", "/nada", "/login"] {
+        let r = app.http.get(app.url(path)).send().await.unwrap();
+        assert_eq!(r.headers()["x-content-type-options"], "nosniff", "{path}");
+    }
 }

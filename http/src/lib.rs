@@ -198,7 +198,7 @@ pub fn router(state: AppState) -> Router {
             routes::alternative::public_routes()
                 .layer(DefaultBodyLimit::max(state.config.max_notification_bytes)),
         );
-    Router::new()
+    let app = Router::new()
         .nest("/api/v1", api)
         .nest("/api", panel_api)
         .merge(provider)
@@ -213,6 +213,7 @@ pub fn router(state: AppState) -> Router {
         .fallback(|| async { error::ApiError::NotFound })
         .method_not_allowed_fallback(|| async { error::ApiError::MethodNotAllowed.into_response() })
         .layer(axum::middleware::from_fn(middleware::track_metrics))
+        .layer(axum::middleware::from_fn(middleware::security_headers))
         .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
             let route = req
                 .extensions()
@@ -223,23 +224,24 @@ pub fn router(state: AppState) -> Router {
         }))
         .layer(CatchPanicLayer::custom(|_| {
             error::ApiError::Internal("a handler panicked".into()).into_response()
-        }))
-        .layer(
-            tower::ServiceBuilder::new()
-                .layer(axum::error_handling::HandleErrorLayer::new(
-                    |err: tower::BoxError| async move {
-                        if err.is::<tower::timeout::error::Elapsed>() {
-                            error::ApiError::TimedOut
-                        } else if err.is::<tower::load_shed::error::Overloaded>() {
-                            error::ApiError::Overloaded
-                        } else {
-                            error::ApiError::Internal(err.to_string())
-                        }
-                    },
-                ))
-                .load_shed()
-                .concurrency_limit(state.config.limits.max_concurrent)
-                .timeout(state.config.limits.request_timeout),
-        )
-        .with_state(state)
+        }));
+    // One limit for the whole server (issue 46): a layer on the router would be one per route.
+    let limits = state.config.limits;
+    let limited = tower::ServiceBuilder::new()
+        .layer(axum::error_handling::HandleErrorLayer::new(
+            |err: tower::BoxError| async move {
+                if err.is::<tower::timeout::error::Elapsed>() {
+                    error::ApiError::TimedOut
+                } else if err.is::<tower::load_shed::error::Overloaded>() {
+                    error::ApiError::Overloaded
+                } else {
+                    error::ApiError::Internal(err.to_string())
+                }
+            },
+        ))
+        .load_shed()
+        .concurrency_limit(limits.max_concurrent)
+        .timeout(limits.request_timeout)
+        .service(app.with_state(state));
+    Router::new().fallback_service(limited)
 }

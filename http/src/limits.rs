@@ -127,7 +127,8 @@ impl TokenRateLimit {
 }
 
 /// Limits of the server itself (`DISPARO_HEADER_TIMEOUT_MS`, `DISPARO_REQUEST_TIMEOUT_MS`,
-/// `DISPARO_MAX_CONCURRENT_REQUESTS`).
+/// `DISPARO_MAX_CONCURRENT_REQUESTS`, `DISPARO_BODY_IDLE_TIMEOUT_MS`,
+/// `DISPARO_MAX_CONNECTIONS_PER_ADDRESS`; D-043, issue 46).
 #[derive(Debug, Clone, Copy)]
 pub struct ServerLimits {
     /// How long a client may take to send a request's headers before the connection is
@@ -136,9 +137,15 @@ pub struct ServerLimits {
     /// How long a request may take until its answer starts (then 503 `tempo_esgotado`); a
     /// streamed body (CSV export) is not cut.
     pub request_timeout: Duration,
-    /// Requests handled at once; more are refused with 503 `sobrecarregado` and
-    /// `Retry-After: 1` instead of queueing without bound.
+    /// Requests handled at once by the whole server (one limit, not one per route); more are
+    /// refused with 503 `sobrecarregado` and `Retry-After: 1` instead of queueing without
+    /// bound.
     pub max_concurrent: usize,
+    /// How long a request body may send nothing before the request fails (slow uploads hold
+    /// a request slot only that long).
+    pub body_idle_timeout: Duration,
+    /// Connections open at once from one client address; more are closed as they arrive.
+    pub max_connections_per_address: usize,
 }
 
 impl Default for ServerLimits {
@@ -147,6 +154,8 @@ impl Default for ServerLimits {
             header_read_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(60),
             max_concurrent: 1024,
+            body_idle_timeout: Duration::from_secs(10),
+            max_connections_per_address: 256,
         }
     }
 }
@@ -172,6 +181,7 @@ pub async fn serve(
         .header_read_timeout(limits.header_read_timeout);
     builder.http2().timer(TokioTimer::new());
     let builder = Arc::new(builder);
+    let per_address = PerAddress::new(limits.max_connections_per_address.max(1));
     tokio::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -186,12 +196,20 @@ pub async fn serve(
             },
             _ = &mut shutdown => break,
         };
+        // One address may hold only so many connections (issue 46): the rest are closed.
+        let Some(slot) = per_address.take(peer.ip()) else {
+            metrics::counter!("disparo_http_connections_refused_total").increment(1);
+            drop(stream);
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         // The peer address reaches handlers as axum's `ConnectInfo` (the login attempt limit
-        // is per address).
+        // is per address); the body fails when it stops arriving.
+        let idle = limits.body_idle_timeout;
         let service = TowerToHyperService::new(
             tower::ServiceBuilder::new()
-                .map_request(move |mut req: axum::http::Request<hyper::body::Incoming>| {
+                .map_request(move |req: axum::http::Request<hyper::body::Incoming>| {
+                    let mut req = req.map(|b| IdleBody::new(b, idle));
                     req.extensions_mut()
                         .insert(axum::extract::ConnectInfo(peer));
                     req
@@ -206,9 +224,120 @@ pub async fn serve(
             if let Err(e) = conn.await {
                 tracing::debug!(error = %e, "connection ended with an error");
             }
+            drop(slot);
         });
     }
     drop(listener);
     graceful.shutdown().await;
     Ok(())
+}
+
+/// Open connections per client address, capped.
+#[derive(Clone)]
+struct PerAddress {
+    open: Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>,
+    cap: usize,
+}
+
+/// One connection's place in [`PerAddress`], given back when dropped.
+struct AddressSlot {
+    of: PerAddress,
+    ip: std::net::IpAddr,
+}
+
+impl PerAddress {
+    fn new(cap: usize) -> Self {
+        Self {
+            open: Arc::default(),
+            cap,
+        }
+    }
+
+    /// A place for one more connection from `ip`, or `None` when it holds `cap` already.
+    fn take(&self, ip: std::net::IpAddr) -> Option<AddressSlot> {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let n = open.entry(ip).or_insert(0);
+        if *n >= self.cap {
+            return None;
+        }
+        *n += 1;
+        Some(AddressSlot {
+            of: self.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let mut open = self.of.open.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = open.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// A request body that fails once nothing arrives for `idle` after the handler starts reading
+/// it (issue 46): a slow upload holds its request slot that long, not the request timeout.
+pub struct IdleBody<B> {
+    inner: B,
+    idle: Duration,
+    deadline: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<B> IdleBody<B> {
+    /// Wraps `inner`.
+    pub fn new(inner: B, idle: Duration) -> Self {
+        Self {
+            inner,
+            idle,
+            deadline: None,
+        }
+    }
+}
+
+impl<B> http_body::Body for IdleBody<B>
+where
+    B: http_body::Body + Unpin,
+    B::Error: Into<tower::BoxError>,
+{
+    type Data = B::Data;
+    type Error = tower::BoxError;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        use std::future::Future;
+        use std::task::Poll;
+        let this = self.get_mut();
+        let idle = this.idle;
+        let deadline = this
+            .deadline
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(idle)));
+        match std::pin::Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(frame) => {
+                deadline.as_mut().reset(tokio::time::Instant::now() + idle);
+                Poll::Ready(frame.map(|f| f.map_err(Into::into)))
+            }
+            Poll::Pending => match deadline.as_mut().poll(cx) {
+                Poll::Ready(()) => {
+                    metrics::counter!("disparo_http_body_idle_timeouts_total").increment(1);
+                    Poll::Ready(Some(Err("request body idle for too long".into())))
+                }
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
 }

@@ -239,3 +239,31 @@ pub async fn track_metrics(req: Request, next: Next) -> Response {
         .record(start.elapsed().as_secs_f64());
     resp
 }
+
+/// The policy of the pages served outside the web panel (`/docs*`, public wiki pages `/w/…`):
+/// their own scripts and styles only, never framed (issue 46).
+const DOCS_POLICY: &str = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'";
+
+/// Security headers on every answer (issue 46): `X-Content-Type-Options: nosniff`; on the
+/// documentation and public wiki pages also a content security policy and `X-Frame-Options:
+/// DENY` (the web panel sets its own).
+pub async fn security_headers(req: Request, next: Next) -> Response {
+    use axum::http::{header, HeaderValue};
+    let page = {
+        let p = req.uri().path();
+        p == "/docs" || p.starts_with("/docs/") || p.starts_with("/w/")
+    };
+    let mut resp = next.run(req).await;
+    let h = resp.headers_mut();
+    h.entry(header::X_CONTENT_TYPE_OPTIONS)
+        .or_insert(HeaderValue::from_static("nosniff"));
+    if page {
+        h.entry(header::CONTENT_SECURITY_POLICY)
+            .or_insert(HeaderValue::from_static(DOCS_POLICY));
+        h.entry(header::X_FRAME_OPTIONS)
+            .or_insert(HeaderValue::from_static("DENY"));
+        h.entry(header::REFERRER_POLICY)
+            .or_insert(HeaderValue::from_static("same-origin"));
+    }
+    resp
+}

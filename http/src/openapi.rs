@@ -699,6 +699,7 @@ pub fn routes() -> Router<AppState> {
         .route("/docs/remetente", get(sender_docs_page))
         .route("/docs/swagger-ui.css", get(css))
         .route("/docs/swagger-ui-bundle.js", get(bundle))
+        .route("/docs/swagger-init.js", get(init_script))
 }
 
 async fn openapi_json() -> Response {
@@ -740,11 +741,9 @@ fn page(title: &str, url: &str) -> String {
 </head>
 <body>
 <nav style="font-family: sans-serif; padding: 8px 20px">Documentos: <a href="/docs">API da conta (/api/v1)</a> · <a href="/docs/painel">API do painel (/api)</a> · <a href="/docs/remetente">Remetente público (/api/v1, token de usuário)</a></nav>
-<div id="swagger-ui"></div>
+<div id="swagger-ui" data-url="{url}"></div>
 <script src="/docs/swagger-ui-bundle.js"></script>
-<script>
-window.ui = SwaggerUIBundle({{ url: "{url}", dom_id: "#swagger-ui", deepLinking: true, persistAuthorization: true }});
-</script>
+<script src="/docs/swagger-init.js"></script>
 </body>
 </html>
 "##
@@ -761,6 +760,20 @@ async fn sender_docs_page() -> Html<String> {
 
 async fn panel_docs_page() -> Html<String> {
     Html(page("API do painel", "/api/openapi.json"))
+}
+
+/// Starts Swagger UI on the page's document (a file, not an inline script: the pages' policy
+/// allows only the server's own scripts).
+async fn init_script() -> Response {
+    const INIT: &str = "window.ui = SwaggerUIBundle({ url: document.getElementById('swagger-ui').dataset.url, dom_id: '#swagger-ui', deepLinking: true, persistAuthorization: true });\n";
+    (
+        [
+            (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            (header::CACHE_CONTROL, "public, max-age=86400"),
+        ],
+        INIT,
+    )
+        .into_response()
 }
 
 async fn css() -> Response {
