@@ -232,6 +232,10 @@ impl Application {
                 sender_rate_limit: http::limits::TokenRateLimit::sender(
                     settings.sender_rate_per_min,
                 ),
+                trusted_proxies: settings.trusted_proxies.clone(),
+                receiver_refusals: http::limits::RefusalLimit::new(
+                    settings.receiver_refusals_per_min,
+                ),
                 ..http::HttpConfig::default()
             }),
             metrics,

@@ -133,6 +133,16 @@ pub struct Settings {
     /// issue 46).
     #[arg(long, env = "DISPARO_BODY_IDLE_TIMEOUT_MS", default_value_t = 10_000)]
     pub body_idle_timeout_ms: u64,
+    /// Reverse proxies (comma-separated CIDR; a bare address is one host) whose
+    /// `X-Forwarded-For` names the client for the login attempt limits and the receivers'
+    /// refusal limit; from any other peer the header is ignored (issue 46).
+    #[arg(long, env = "DISPARO_TRUSTED_PROXIES", value_delimiter = ',', value_parser = subnet)]
+    pub trusted_proxies: Vec<Subnet>,
+    /// Refused calls (bad signature, bad body) per source address and minute on the
+    /// unauthenticated receivers (provider webhooks, hygiene callback) before that address
+    /// gets 429 for the rest of the minute; 0 turns the limit off (issue 46).
+    #[arg(long, env = "DISPARO_RECEIVER_REFUSALS_PER_MIN", default_value_t = 60)]
+    pub receiver_refusals_per_min: u32,
     /// Connections open at once from one client address; more are closed as they arrive
     /// (issue 46).
     #[arg(

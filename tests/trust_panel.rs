@@ -622,3 +622,105 @@ async fn pages_outside_the_panel_send_security_headers() {
         assert_eq!(r.headers()["x-content-type-options"], "nosniff", "{path}");
     }
 }
+
+/// Item 3: what nobody signed is kept as a short excerpt, and an address refused too often
+/// is not heard for the rest of the minute.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unsigned_bodies_are_kept_short_and_their_senders_slowed() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let (_, admin) = app
+        .panel_user("admin@acme.com.br", "Admin", None, vec![])
+        .await;
+    let n = app.sim.create_number(CreateNumber::default()).unwrap();
+    app.panel_bm(&admin, &n, json!({"nome": "BM", "cliente": "Cliente"}))
+        .await;
+    let big = inbound_body(
+        &n.waba_id,
+        &n.phone_number_id,
+        "wamid.big",
+        &"x".repeat(1_900_000),
+    );
+    let mut answers = Vec::new();
+    for _ in 0..61 {
+        answers.push(post_panel(&app, &big, None).await);
+    }
+    assert!(answers[..60].iter().all(|s| *s == 401), "{answers:?}");
+    let r = app
+        .http
+        .post(app.url("/webhooks/messaging"))
+        .header("content-type", "application/json")
+        .body(big.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        429,
+        "the address is over its refusals on every receiver"
+    );
+    assert!(r.headers().contains_key("retry-after"));
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["code"], "muitas_recusas");
+    let lines = event_lines(&app, &admin).await;
+    assert_eq!(lines.len(), 60, "the 61st was not even read");
+    assert!(lines
+        .iter()
+        .all(|l| l["corpo"].as_str().unwrap_or_default().len() <= 512));
+}
+
+/// Item 10: wrong passwords from one address do not lock the user out of another; the
+/// forwarded address counts only from a configured proxy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_passwords_from_one_address_do_not_lock_the_user_out() {
+    let login = |app: &TestApp, from: &'static str, password: &'static str| {
+        let req = app
+            .http
+            .post(app.url("/api/login"))
+            .header("x-forwarded-for", from)
+            .json(&json!({"email": "admin@acme.com.br", "password": password}));
+        async move { req.send().await.unwrap().status().as_u16() }
+    };
+    let app = TestApp::spawn_with(Backend::Sqlite, |s| {
+        s.trusted_proxies = vec![engine::net::Subnet::parse("127.0.0.1").unwrap()];
+    })
+    .await;
+    app.panel_user("admin@acme.com.br", "Admin", None, vec![])
+        .await;
+    let mut wrong = Vec::new();
+    for _ in 0..12 {
+        wrong.push(login(&app, "203.0.113.7", "errada-errada").await);
+    }
+    assert_eq!(&wrong[..10], &[401; 10]);
+    assert_eq!(wrong[11], 429, "the attacker's address backs off");
+    assert_eq!(
+        login(&app, "203.0.113.7", common::PANEL_PASSWORD).await,
+        429,
+        "even with the right password from there"
+    );
+    assert_eq!(
+        login(&app, "198.51.100.9", common::PANEL_PASSWORD).await,
+        200,
+        "the real user, from its own address, gets in"
+    );
+
+    // Without a trusted proxy the header is the client's own word: ignored.
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    app.panel_user("admin@acme.com.br", "Admin", None, vec![])
+        .await;
+    let froms = [
+        "192.0.2.1",
+        "192.0.2.2",
+        "192.0.2.3",
+        "192.0.2.4",
+        "192.0.2.5",
+        "192.0.2.6",
+    ];
+    let mut last = 0;
+    for i in 0..12 {
+        last = login(&app, froms[i % froms.len()], "errada-errada").await;
+    }
+    assert_eq!(
+        last, 429,
+        "rotating X-Forwarded-For does not escape the limit"
+    );
+}

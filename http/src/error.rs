@@ -34,6 +34,13 @@ pub enum ApiError {
         /// Seconds until an attempt is taken again.
         retry_after: u64,
     },
+    /// 429 `muitas_recusas`: an address whose calls to an unauthenticated receiver were
+    /// refused too often this minute (issue 46).
+    #[error("too many refused calls")]
+    TooManyRefusals {
+        /// Seconds until the address is heard again.
+        retry_after: u64,
+    },
     /// 401: a provider webhook whose signature does not verify.
     #[error("invalid signature")]
     InvalidSignature,
@@ -176,6 +183,16 @@ impl ApiError {
                     StatusCode::FORBIDDEN,
                     "papel_insuficiente",
                     format!("Esta ação é de {}; seu papel é {held}.", allowed.join(" ou ")),
+                    m,
+                )
+            }
+            ApiError::TooManyRefusals { retry_after } => {
+                let mut m = Map::new();
+                m.insert("retry_after".into(), json!(retry_after));
+                (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "muitas_recusas",
+                    format!("Chamadas recusadas demais deste endereço; tente de novo em {retry_after} s."),
                     m,
                 )
             }
@@ -359,9 +376,9 @@ impl IntoResponse for ApiError {
             tracing::error!(cause, "internal error");
         }
         let retry_after = match &self {
-            ApiError::RateLimited { retry_after } | ApiError::TooManyAttempts { retry_after } => {
-                Some(*retry_after)
-            }
+            ApiError::RateLimited { retry_after }
+            | ApiError::TooManyAttempts { retry_after }
+            | ApiError::TooManyRefusals { retry_after } => Some(*retry_after),
             ApiError::Unavailable | ApiError::Overloaded | ApiError::TimedOut => Some(1),
             _ => None,
         };

@@ -52,6 +52,12 @@ pub struct HttpConfig {
     /// The public sender's per-token limit (`DISPARO_SENDER_RATE_PER_MIN`, 120: at most that
     /// many in any 60 s, D-060); `None`: no limit.
     pub sender_rate_limit: Option<limits::TokenRateLimit>,
+    /// `DISPARO_TRUSTED_PROXIES`: the reverse proxies whose `X-Forwarded-For` names the
+    /// client (issue 46); from any other peer the header is ignored.
+    pub trusted_proxies: Vec<engine::net::Subnet>,
+    /// Refused calls per source address on the unauthenticated receivers
+    /// (`DISPARO_RECEIVER_REFUSALS_PER_MIN`, issue 46); `None`: no limit.
+    pub receiver_refusals: Option<limits::RefusalLimit>,
 }
 
 impl Default for HttpConfig {
@@ -68,6 +74,8 @@ impl Default for HttpConfig {
             session_ttl: Duration::from_secs(12 * 3600),
             login_limit: panel::LoginLimit::default(),
             sender_rate_limit: limits::TokenRateLimit::sender(120),
+            trusted_proxies: Vec::new(),
+            receiver_refusals: limits::RefusalLimit::new(60),
         }
     }
 }
@@ -192,19 +200,23 @@ pub fn router(state: AppState) -> Router {
         ))
         .merge(public_api)
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes));
+    // The unauthenticated receivers: an address refused too often is not heard (issue 46).
+    let refusals = || axum::middleware::from_fn_with_state(state.clone(), limits::limit_refusals);
     let provider = routes::provider::routes()
         .layer(DefaultBodyLimit::max(state.config.max_webhook_bytes))
         .merge(
             routes::alternative::public_routes()
                 .layer(DefaultBodyLimit::max(state.config.max_notification_bytes)),
-        );
+        )
+        .route_layer(refusals());
     let app = Router::new()
         .nest("/api/v1", api)
         .nest("/api", panel_api)
         .merge(provider)
         .merge(
             panel::hygiene_callback_routes()
-                .layer(DefaultBodyLimit::max(state.config.max_notification_bytes)),
+                .layer(DefaultBodyLimit::max(state.config.max_notification_bytes))
+                .route_layer(refusals()),
         )
         .merge(routes::ops::routes())
         .merge(openapi::routes())

@@ -341,3 +341,97 @@ where
         self.inner.size_hint()
     }
 }
+
+/// A limit on the calls an unauthenticated receiver refuses (provider webhooks, the hygiene
+/// callback; issue 46): a source address whose calls were refused `per_minute` times within
+/// the current minute gets 429 `muitas_recusas` (with `Retry-After`, the minute's end) before
+/// anything is read, until the minute ends. Accepted calls never count, so the provider's
+/// own traffic (campaign statuses at thousands a second from a few addresses) is never slowed.
+#[derive(Clone)]
+pub struct RefusalLimit {
+    per_minute: u32,
+    /// Address → (minute, refusals in it).
+    seen: Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, (u64, u32)>>>,
+}
+
+impl std::fmt::Debug for RefusalLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RefusalLimit")
+            .field("per_minute", &self.per_minute)
+            .finish()
+    }
+}
+
+impl RefusalLimit {
+    /// Addresses tracked at most; past it, entries of past minutes are dropped.
+    const TRACKED: usize = 10_000;
+
+    /// `per_minute` refusals per address; `None` for 0 (no limit).
+    pub fn new(per_minute: u32) -> Option<Self> {
+        (per_minute > 0).then(|| Self {
+            per_minute,
+            seen: Arc::default(),
+        })
+    }
+
+    fn minute_now() -> (u64, u64) {
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs();
+        (secs / 60, 60 - secs % 60)
+    }
+
+    /// Seconds until `ip` may be heard again, when it is over its refusals this minute.
+    pub fn blocked(&self, ip: std::net::IpAddr) -> Option<u64> {
+        let (minute, left) = Self::minute_now();
+        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        match seen.get(&ip) {
+            Some((m, n)) if *m == minute && *n >= self.per_minute => Some(left.max(1)),
+            _ => None,
+        }
+    }
+
+    /// Counts one refused call from `ip`.
+    pub fn refused(&self, ip: std::net::IpAddr) {
+        let (minute, _) = Self::minute_now();
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.len() >= Self::TRACKED {
+            seen.retain(|_, (m, _)| *m == minute);
+        }
+        let entry = seen.entry(ip).or_insert((minute, 0));
+        if entry.0 != minute {
+            *entry = (minute, 0);
+        }
+        entry.1 = entry.1.saturating_add(1);
+    }
+}
+
+/// The middleware of the unauthenticated receivers: answers 429 `muitas_recusas` to an
+/// address over its [`RefusalLimit`], and counts each refusal (4xx but 404/413/429) it answers.
+pub async fn limit_refusals(
+    axum::extract::State(state): axum::extract::State<crate::AppState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let Some(limit) = state.config.receiver_refusals.clone() else {
+        return next.run(req).await;
+    };
+    let ip = crate::panel::client_ip(
+        req.extensions(),
+        req.headers(),
+        &state.config.trusted_proxies,
+    );
+    if let Some(retry_after) = ip.and_then(|ip| limit.blocked(ip)) {
+        metrics::counter!("disparo_receiver_refusals_limited_total").increment(1);
+        return ApiError::TooManyRefusals { retry_after }.into_response();
+    }
+    let resp = next.run(req).await;
+    let status = resp.status();
+    if status.is_client_error() && !matches!(status.as_u16(), 404 | 413 | 429) {
+        if let Some(ip) = ip {
+            limit.refused(ip);
+        }
+    }
+    resp
+}

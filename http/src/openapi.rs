@@ -411,6 +411,7 @@ pub const ERROR_CODES: &[(u16, &[&str])] = &[
         &[
             "limite_24h_esgotado",
             "limite_de_requisicoes",
+            "muitas_recusas",
             "muitas_tentativas",
         ],
     ),

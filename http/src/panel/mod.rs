@@ -79,11 +79,12 @@ impl<S: Send + Sync> FromRequestParts<S> for PanelUser {
     }
 }
 
-/// Limits on login attempts (issue 19): per e-mail, a burst of 10 then one every 30 s; per
+/// Limits on login attempts (issue 19, issue 46): per e-mail and client address, a burst of
+/// 10 then one every 30 s (another address's wrong passwords never lock the user out); per
 /// client address, a burst of 30 then one every 2 s. Every attempt counts.
 #[derive(Clone)]
 pub struct LoginLimit {
-    by_email: Arc<DefaultKeyedRateLimiter<String>>,
+    by_email: Arc<DefaultKeyedRateLimiter<(String, Option<IpAddr>)>>,
     by_ip: Arc<DefaultKeyedRateLimiter<IpAddr>>,
 }
 
@@ -119,16 +120,43 @@ impl LoginLimit {
             self.by_ip.check_key(&ip).map_err(wait)?;
         }
         self.by_email
-            .check_key(&email.trim().to_lowercase())
+            .check_key(&(email.trim().to_lowercase(), ip))
             .map_err(wait)
     }
 }
 
-/// The client address of a request, when the server recorded it.
-pub(crate) fn client_ip(parts_ext: &axum::http::Extensions) -> Option<IpAddr> {
-    parts_ext
+/// The client address of a request, when the server recorded it: the peer's, or — when the
+/// peer is one of `trusted` proxies — the right-most `X-Forwarded-For` address that is not a
+/// trusted proxy (issue 46: from anyone else the header is ignored, it is the client's own
+/// word).
+pub(crate) fn client_ip(
+    parts_ext: &axum::http::Extensions,
+    headers: &axum::http::HeaderMap,
+    trusted: &[engine::net::Subnet],
+) -> Option<IpAddr> {
+    let peer = parts_ext
         .get::<ConnectInfo<SocketAddr>>()
-        .map(|ConnectInfo(a)| a.ip())
+        .map(|ConnectInfo(a)| a.ip())?;
+    let is_proxy = |ip: IpAddr| trusted.iter().any(|s| s.contains(ip));
+    if !is_proxy(peer) {
+        return Some(peer);
+    }
+    let forwarded: Vec<IpAddr> = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|a| a.trim().parse().ok())
+        .collect();
+    Some(
+        forwarded
+            .iter()
+            .rev()
+            .copied()
+            .find(|ip| !is_proxy(*ip))
+            .or(forwarded.first().copied())
+            .unwrap_or(peer),
+    )
 }
 
 /// Resolves the session, checks the route's roles, and audits successful writes.

@@ -37,11 +37,15 @@ pub(crate) struct LoginIn {
 /// The request's parts that matter to the attempt limit.
 pub(crate) struct Peer(Option<std::net::IpAddr>);
 
-impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Peer {
+impl axum::extract::FromRequestParts<AppState> for Peer {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
-        Ok(Peer(super::client_ip(&parts.extensions)))
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        Ok(Peer(super::client_ip(
+            &parts.extensions,
+            &parts.headers,
+            &state.config.trusted_proxies,
+        )))
     }
 }
 
