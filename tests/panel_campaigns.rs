@@ -1128,4 +1128,110 @@ on_both_backends! {
     switch => the_switch_holds_and_stops_campaigns;
     pause => pause_resume_and_cancel;
     boot_switch => switch_off_at_boot_holds;
+    test_sends => test_sends_are_limited_audited_and_follow_the_switch;
+}
+
+/// Issue 46 item 7: a test send waits for the dispatch switch, is limited per campaign and per
+/// user in 24 h, and each destination is audited.
+async fn test_sends_are_limited_audited_and_follow_the_switch(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (_, admin) = app
+        .panel_user("admin@acme.test", "Admin", None, vec![])
+        .await;
+    let (_, op) = app
+        .panel_user("op1@acme.test", "Operador", None, vec![])
+        .await;
+    let (c1, _) = number(&app, 0).await;
+    let tpl = template(&app, &[c1]).await;
+    // Awaiting approval: not approved, not dispatched.
+    let first = create(&app, &op, tpl, &[c1], 3, None).await;
+    let second = create(&app, &op, tpl, &[c1], 3, None).await;
+    let test = |id: i64, token: String, to: String| {
+        let app = &app;
+        async move {
+            call(
+                app,
+                Method::POST,
+                &token,
+                &format!("/api/campaigns/{id}/test-send"),
+                Some(json!({"destino": to})),
+            )
+            .await
+        }
+    };
+    // The switch off: refused, nothing sent.
+    let (s, _) = call(
+        &app,
+        Method::PUT,
+        &admin,
+        "/api/settings/dispatch",
+        Some(json!({"habilitado": false})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, b) = test(first, op.clone(), "5511966600100".into()).await;
+    assert_eq!(
+        (s, b["code"].as_str()),
+        (StatusCode::CONFLICT, Some("disparo_desligado")),
+        "{b}"
+    );
+    assert_eq!(received(&app, "5511966600100").await, 0);
+    let (s, _) = call(
+        &app,
+        Method::PUT,
+        &admin,
+        "/api/settings/dispatch",
+        Some(json!({"habilitado": true})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    // Five per campaign, then 429; another campaign still has its own.
+    for i in 0..5 {
+        let (s, b) = test(first, op.clone(), format!("55119666002{i:02}")).await;
+        assert_eq!(s, StatusCode::CREATED, "{i}: {b}");
+    }
+    let (s, b) = test(first, op.clone(), "5511966600299".into()).await;
+    assert_eq!(
+        (s, b["code"].as_str(), b["por"].as_str()),
+        (
+            StatusCode::TOO_MANY_REQUESTS,
+            Some("limite_de_testes"),
+            Some("campanha")
+        ),
+        "{b}"
+    );
+    assert_eq!(received(&app, "5511966600299").await, 0, "not sent");
+    let (s, b) = test(second, op.clone(), "5511966600300".into()).await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    // Each destination is in the audit log under the user who sent it.
+    let (_, audit) = call(&app, Method::GET, &admin, "/api/audit-log?limit=500", None).await;
+    let lines: Vec<&Value> = audit["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["target"].as_str().unwrap_or_default().contains("destino"))
+        .collect();
+    assert_eq!(lines.len(), 6, "{audit}");
+    assert!(lines
+        .iter()
+        .all(|l| l["token_name"].as_str().unwrap().contains("op1@acme.test")));
+    assert!(lines
+        .iter()
+        .any(|l| l["target"].as_str().unwrap().contains("5511966600300")));
+    // Twenty per user over every campaign.
+    let mut last = StatusCode::CREATED;
+    for k in 0..4 {
+        let id = create(&app, &op, tpl, &[c1], 1, None).await;
+        for i in 0..5 {
+            let (s, _) = test(id, op.clone(), format!("5511966604{k}{i:02}")).await;
+            last = s;
+        }
+    }
+    let (s, b) = test(second, op.clone(), "5511966600301".into()).await;
+    assert_eq!(last, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        (s, b["por"].as_str()),
+        (StatusCode::TOO_MANY_REQUESTS, Some("usuario")),
+        "{b}"
+    );
 }

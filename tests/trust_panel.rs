@@ -724,3 +724,69 @@ async fn wrong_passwords_from_one_address_do_not_lock_the_user_out() {
         "rotating X-Forwarded-For does not escape the limit"
     );
 }
+
+/// Item 11: an e-mail is unique within an account, so another tenant learns nothing from
+/// using it; each user logs in with its own password.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_email_in_use_in_another_account_tells_nothing() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let (_, admin) = app
+        .panel_user("admin@acme.com.br", "Admin", None, vec![])
+        .await;
+    let store = app.runtime.store();
+    let other = store.ensure_account("outra").await.unwrap();
+    let other_admin = actors::panel::create_user(
+        store,
+        other.id,
+        actors::panel::UserInput {
+            email: "chefe@outra.com.br".into(),
+            name: "Chefe".into(),
+            role: "Admin".into(),
+            status: None,
+            password: "senha da outra conta 1".into(),
+            client_id: None,
+            bm_ids: vec![],
+        },
+    )
+    .await
+    .unwrap();
+    let other_session = app
+        .panel_login("chefe@outra.com.br", "senha da outra conta 1")
+        .await;
+    // The other tenant creates a user with our Admin's e-mail: accepted like any new one.
+    let (s, b) = app
+        .call(
+            Method::POST,
+            Some(&other_session),
+            "/api/users",
+            Some(json!({"email": "admin@acme.com.br", "name": "Homônimo", "role": "Operador", "password": "senha do homonimo 22"})),
+        )
+        .await;
+    assert_eq!(s, 201, "{b}");
+    // Within one account the e-mail stays unique.
+    let (s, b) = app
+        .call(
+            Method::POST,
+            Some(&other_session),
+            "/api/users",
+            Some(json!({"email": "ADMIN@acme.com.br", "name": "Outro", "role": "Operador", "password": "senha do homonimo 22"})),
+        )
+        .await;
+    assert_eq!(
+        (s.as_u16(), b["code"].as_str()),
+        (422, Some("email_em_uso")),
+        "{b}"
+    );
+    // Each logs in to its own account.
+    let ours = app
+        .panel_login("admin@acme.com.br", common::PANEL_PASSWORD)
+        .await;
+    let theirs = app
+        .panel_login("admin@acme.com.br", "senha do homonimo 22")
+        .await;
+    let (_, me1) = app.call(Method::GET, Some(&ours), "/api/me", None).await;
+    let (_, me2) = app.call(Method::GET, Some(&theirs), "/api/me", None).await;
+    assert_ne!(me1["data"]["id"], me2["data"]["id"]);
+    assert_eq!(me2["data"]["name"], "Homônimo");
+    let _ = (admin, other_admin);
+}

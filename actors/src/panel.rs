@@ -494,7 +494,11 @@ fn rejected(code: &'static str, field: &str, message: impl Into<String>) -> Acto
 fn panel_conflict(e: storage::StorageError) -> ActorError {
     match e {
         storage::StorageError::Conflict(what) => match what.as_str() {
-            "email" => rejected("email_em_uso", "email", "Já existe um usuário com este e-mail."),
+            "email" => rejected(
+                "email_em_uso",
+                "email",
+                "Já existe um usuário com este e-mail nesta conta.",
+            ),
             "last_admin" => rejected(
                 "ultimo_admin",
                 "role",
@@ -707,13 +711,23 @@ impl Runtime {
     ) -> Result<(CreatedSession, UserRecord, String), ActorError> {
         let store = &self.shared.store;
         let email = email.trim().to_lowercase();
+        // An e-mail is unique per account (issue 46): the first active user of the e-mail
+        // whose password matches, in id order.
         let found = store.user_for_login(&email).await?;
-        let (user, hash) = match found {
-            Some((u, h)) => (Some(u), h),
-            None => (None, decoy_hash().await),
-        };
-        let ok = verify_password(password.to_string(), hash).await;
-        let Some(user) = user.filter(|u| ok && u.status == UserStatus::Active.as_str()) else {
+        if found.is_empty() {
+            verify_password(password.to_string(), decoy_hash().await).await;
+            return Err(ActorError::NotFound);
+        }
+        let mut matched = None;
+        for (u, hash) in found {
+            if verify_password(password.to_string(), hash).await
+                && u.status == UserStatus::Active.as_str()
+            {
+                matched = Some(u);
+                break;
+            }
+        }
+        let Some(user) = matched else {
             return Err(ActorError::NotFound);
         };
         let session = store.create_session(user.id, ttl_ms).await?;

@@ -798,16 +798,95 @@ impl Runtime {
     /// `POST /api/campaigns/{id}/test-send {destino}`: the campaign's template, filled with its
     /// first contact's columns, sent to `destino` through its first number with the template
     /// approved. Counts in that number's 24 h headroom like any send; not in the campaign.
+    /// Issue 46: refused (409 `disparo_desligado`) while the account's dispatch switch is
+    /// off; at most [`engine::panel::TEST_SENDS_PER_CAMPAIGN_PER_DAY`] per campaign and
+    /// [`engine::panel::TEST_SENDS_PER_USER_PER_DAY`] per user in any 24 h (429
+    /// `limite_de_testes`); each destination recorded with its sender and written to the
+    /// audit log under `author`.
     pub async fn test_send_panel_campaign(
         &self,
         account_id: i64,
         scope: &Scope,
         id: i64,
         destination: &str,
+        sender: (i64, &str),
     ) -> Result<storage::messages::MessageRecord, ActorError> {
         let store = &self.shared.store;
         let c = store.scoped_panel_campaign(account_id, scope, id).await?;
         let to = Phone::parse("destino", destination)?;
+        if !self.dispatch_enabled(account_id).await? {
+            return Err(self.switch_off());
+        }
+        let (user_id, author) = sender;
+        let reservation = self
+            .reserve_test_send(account_id, id, user_id, to.as_str())
+            .await?;
+        let sent = self.send_test(account_id, &c, to).await;
+        let target = format!(
+            "/api/campaigns/{id}/test-send destino {}",
+            destination.trim()
+        );
+        let status = if sent.is_ok() { 201 } else { 502 };
+        store
+            .append_audit(
+                account_id,
+                author,
+                "TESTE campanha → destino",
+                &target,
+                status,
+            )
+            .await?;
+        let m = sent?;
+        store.set_test_send_message(reservation, m.id).await?;
+        Ok(m)
+    }
+
+    /// Takes one of the campaign's and the user's test sends of the day, or 429.
+    async fn reserve_test_send(
+        &self,
+        account_id: i64,
+        campaign_id: i64,
+        user_id: i64,
+        to: &str,
+    ) -> Result<i64, ActorError> {
+        use engine::panel::{TEST_SENDS_PER_CAMPAIGN_PER_DAY, TEST_SENDS_PER_USER_PER_DAY};
+        let store = &self.shared.store;
+        if let Some(id) = store
+            .reserve_test_send(
+                account_id,
+                campaign_id,
+                user_id,
+                to,
+                TEST_SENDS_PER_CAMPAIGN_PER_DAY,
+                TEST_SENDS_PER_USER_PER_DAY,
+            )
+            .await?
+        {
+            return Ok(id);
+        }
+        let (of_campaign, _) = store.test_sends_last_day(campaign_id, user_id).await?;
+        let (limit, by) = if of_campaign >= TEST_SENDS_PER_CAMPAIGN_PER_DAY {
+            (TEST_SENDS_PER_CAMPAIGN_PER_DAY, "campanha")
+        } else {
+            (TEST_SENDS_PER_USER_PER_DAY, "usuario")
+        };
+        Err(refused(
+            429,
+            "limite_de_testes",
+            format!("Limite de {limit} envios de teste por {by} em 24 h atingido."),
+            json!({"limite": limit, "por": by}),
+        ))
+    }
+
+    /// The test message itself: the template filled with the first contact's columns.
+    async fn send_test(
+        &self,
+        account_id: i64,
+        c: &CampaignRecord,
+        to: Phone,
+    ) -> Result<storage::messages::MessageRecord, ActorError> {
+        let store = &self.shared.store;
+        let id = c.id;
         let template = store.template(account_id, c.template_id).await?;
         let states = store.template_channels(template.id).await?;
         let channel_id = c

@@ -411,6 +411,7 @@ pub const ERROR_CODES: &[(u16, &[&str])] = &[
         &[
             "limite_24h_esgotado",
             "limite_de_requisicoes",
+            "limite_de_testes",
             "muitas_recusas",
             "muitas_tentativas",
         ],
@@ -453,7 +454,7 @@ const EXTRA_STATUSES: &[(&str, &[u16])] = &[
     ("panel_campaigns_validate", &[409]),
     ("panel_campaigns_approve", &[403, 409]),
     ("panel_campaigns_dispatch", &[409]),
-    ("panel_campaigns_test_send", &[429]),
+    ("panel_campaigns_test_send", &[409, 429]),
     ("panel_templates_delete", &[409]),
 ];
 

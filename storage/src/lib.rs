@@ -231,9 +231,27 @@ impl Store {
     pub async fn migrate(&self) -> Result<()> {
         match self.backend {
             Backend::Sqlite => {
-                sqlx::migrate!("../migrations/sqlite")
-                    .run(&self.pool)
-                    .await?
+                // A table rebuild (0023) needs foreign keys off, which SQLite switches only
+                // outside a transaction: the migrations run on one connection with them off,
+                // and every reference is checked afterwards.
+                let mut conn = self.pool.acquire().await?;
+                sqlx::query("PRAGMA foreign_keys = OFF")
+                    .execute(&mut *conn)
+                    .await?;
+                let applied = sqlx::migrate!("../migrations/sqlite").run(&mut *conn).await;
+                sqlx::query("PRAGMA foreign_keys = ON")
+                    .execute(&mut *conn)
+                    .await?;
+                applied?;
+                let broken = sqlx::query("PRAGMA foreign_key_check")
+                    .fetch_all(&mut *conn)
+                    .await?;
+                if !broken.is_empty() {
+                    return Err(StorageError::Corrupt(format!(
+                        "{} rows reference missing rows after the migrations",
+                        broken.len()
+                    )));
+                }
             }
             Backend::Postgres => {
                 sqlx::migrate!("../migrations/postgres")

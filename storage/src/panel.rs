@@ -498,15 +498,16 @@ impl Store {
         rows.iter().map(read_user).collect()
     }
 
-    /// A user by login e-mail (any account) with its password hash, for the login check.
-    pub async fn user_for_login(&self, email: &str) -> Result<Option<(UserRecord, String)>> {
-        let sql = format!("SELECT {USER_COLUMNS}, u.password_hash FROM users u WHERE u.email = $1");
-        let row = sqlx::query(&sql)
-            .bind(email)
-            .fetch_optional(&self.pool)
-            .await?;
-        row.map(|r| Ok((read_user(&r)?, r.try_get("password_hash")?)))
-            .transpose()
+    /// The users with this login e-mail (unique per account, so one per account; at most 8)
+    /// with their password hashes, for the login check.
+    pub async fn user_for_login(&self, email: &str) -> Result<Vec<(UserRecord, String)>> {
+        let sql = format!(
+            "SELECT {USER_COLUMNS}, u.password_hash FROM users u WHERE u.email = $1 ORDER BY u.id LIMIT 8"
+        );
+        let rows = sqlx::query(&sql).bind(email).fetch_all(&self.pool).await?;
+        rows.iter()
+            .map(|r| Ok((read_user(r)?, r.try_get("password_hash")?)))
+            .collect()
     }
 
     /// Applies a change to a user; refuses (Conflict `last_admin`) a change that would leave

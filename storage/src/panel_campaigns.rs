@@ -513,6 +513,65 @@ impl Store {
         Ok(())
     }
 
+    /// Test sends in the last 24 h: `(of the campaign, of the user)`.
+    pub async fn test_sends_last_day(&self, campaign_id: i64, user_id: i64) -> Result<(i64, i64)> {
+        let since = now_ms() - engine::DAY_MS;
+        let row = sqlx::query(
+            "SELECT (SELECT COUNT(*) FROM panel_test_sends WHERE campaign_id = $1 AND created_at >= $3) AS of_campaign, \
+                    (SELECT COUNT(*) FROM panel_test_sends WHERE user_id = $2 AND created_at >= $3) AS of_user",
+        )
+        .bind(campaign_id)
+        .bind(user_id)
+        .bind(since)
+        .fetch_one(&self.writer)
+        .await?;
+        Ok((row.try_get("of_campaign")?, row.try_get("of_user")?))
+    }
+
+    /// Records a test send to `destination` before it is sent, when in the last 24 h the
+    /// campaign has fewer than `per_campaign` and the user fewer than `per_user` (one
+    /// statement: the check and the row together). `None` when a limit is reached.
+    pub async fn reserve_test_send(
+        &self,
+        account_id: i64,
+        campaign_id: i64,
+        user_id: i64,
+        destination: &str,
+        per_campaign: i64,
+        per_user: i64,
+    ) -> Result<Option<i64>> {
+        let now = now_ms();
+        let since = now - engine::DAY_MS;
+        let row = sqlx::query(
+            "INSERT INTO panel_test_sends (account_id, campaign_id, user_id, destination, created_at) \
+             SELECT $1, $2, $3, $4, $5 \
+             WHERE (SELECT COUNT(*) FROM panel_test_sends WHERE campaign_id = $2 AND created_at >= $6) < $7 \
+               AND (SELECT COUNT(*) FROM panel_test_sends WHERE user_id = $3 AND created_at >= $6) < $8 \
+             RETURNING id",
+        )
+        .bind(account_id)
+        .bind(campaign_id)
+        .bind(user_id)
+        .bind(destination)
+        .bind(now)
+        .bind(since)
+        .bind(per_campaign)
+        .bind(per_user)
+        .fetch_optional(&self.writer)
+        .await?;
+        row.map(|r| r.try_get("id")).transpose().map_err(Into::into)
+    }
+
+    /// The message a reserved test send became.
+    pub async fn set_test_send_message(&self, id: i64, message_id: i64) -> Result<()> {
+        sqlx::query("UPDATE panel_test_sends SET message_id = $2 WHERE id = $1")
+            .bind(id)
+            .bind(message_id)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
     /// Deletes a campaign that never dispatched, with its numbers and contacts. Conflict
     /// `dispatched` when it has sent anything (a message exists) or started.
     pub async fn delete_undispatched_campaign(&self, campaign_id: i64) -> Result<()> {

@@ -500,7 +500,13 @@ pub(crate) async fn test_send(
 > {
     let m = state
         .runtime
-        .test_send_panel_campaign(me.account_id(), &me.scope(), id, &b.destino)
+        .test_send_panel_campaign(
+            me.account_id(),
+            &me.scope(),
+            id,
+            &b.destino,
+            (me.user.id, &me.author()),
+        )
         .await?;
     Ok((
         StatusCode::CREATED,
