@@ -790,3 +790,86 @@ async fn an_email_in_use_in_another_account_tells_nothing() {
     assert_eq!(me2["data"]["name"], "Homônimo");
     let _ = (admin, other_admin);
 }
+
+/// Items 6 and 8: imports are capped in columns, cell and name length; nothing is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_imports_are_refused_before_anything_is_stored() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let (_, admin) = app
+        .panel_user("admin@acme.com.br", "Admin", None, vec![])
+        .await;
+    let import = |csv: String| {
+        let form = reqwest::multipart::Form::new()
+            .text("nome", "Grande")
+            .text("template_id", "1")
+            .text("numeros", "1")
+            .part(
+                "arquivo",
+                reqwest::multipart::Part::bytes(csv.into_bytes()).file_name("contatos.csv"),
+            );
+        let req = app
+            .http
+            .post(app.url("/api/campaigns/import"))
+            .bearer_auth(&admin)
+            .multipart(form);
+        async move {
+            let r = req.send().await.unwrap();
+            let s = r.status().as_u16();
+            (s, r.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+    // 640 columns × 200 rows (the amplification of issue 46, smaller).
+    let header: Vec<String> = std::iter::once("telefone".to_string())
+        .chain((1..640).map(|i| format!("coluna_{i}")))
+        .collect();
+    let mut wide = header.join(";");
+    for r in 0..200 {
+        wide.push('\n');
+        wide.push_str(&format!("55119{r:08}"));
+        wide.push_str(&";x".repeat(639));
+    }
+    let (s, b) = import(wide).await;
+    assert_eq!(
+        (s, b["code"].as_str()),
+        (422, Some("colunas_demais")),
+        "{b}"
+    );
+    // A 20,000-character name, and a 5,000-character cell.
+    let long_name = format!("telefone;nome\n5511999990001;{}\n", "N".repeat(20_000));
+    let (s, b) = import(long_name).await;
+    assert_eq!((s, b["code"].as_str()), (422, Some("nome_longo")), "{b}");
+    let long_cell = format!(
+        "telefone;nome;obs\n5511999990001;Ana;{}\n",
+        "o".repeat(5_000)
+    );
+    let (s, b) = import(long_cell).await;
+    assert_eq!((s, b["code"].as_str()), (422, Some("celula_longa")), "{b}");
+    assert!(b["message"].as_str().unwrap().contains("Linha 2"), "{b}");
+    // The JSON path checks the same.
+    let (s, b) = app
+        .call(
+            Method::POST,
+            Some(&admin),
+            "/api/campaigns",
+            Some(
+                json!({"nome": "Grande", "template_id": 1, "numeros": [1], "contatos": [
+                    {"numero": "5511999990001", "nome": "Ana"},
+                    {"numero": "5511999990002", "nome": "N".repeat(1_000_000)}
+                ]}),
+            ),
+        )
+        .await;
+    assert_eq!(
+        (s.as_u16(), b["code"].as_str()),
+        (422, Some("nome_longo")),
+        "{b}"
+    );
+    assert!(
+        b["message"].as_str().unwrap().contains("contatos[1]"),
+        "{b}"
+    );
+    let (_, list) = app
+        .call(Method::GET, Some(&admin), "/api/campaigns", None)
+        .await;
+    assert_eq!(list["data"].as_array().unwrap().len(), 0, "nothing stored");
+}

@@ -214,6 +214,22 @@ impl Runtime {
             )
             .into());
         }
+        let mut cells = 0usize;
+        for (i, c) in input.contacts.iter().enumerate() {
+            c.check_size(&format!("contatos[{i}]"))?;
+            cells += c.data.len() + 2;
+        }
+        if cells > engine::panel_campaign::MAX_CELLS {
+            return Err(engine::ValidationError::new(
+                "celulas_demais",
+                "contatos",
+                format!(
+                    "Os contatos passam de {} células: divida-os em campanhas menores.",
+                    engine::panel_campaign::MAX_CELLS
+                ),
+            )
+            .into());
+        }
         if let Some(v) = input.volume {
             if v < 1 {
                 return Err(engine::ValidationError::new(

@@ -13,6 +13,22 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Most contacts in one `POST /api/campaigns` or one CSV import.
 pub const MAX_CONTACTS: usize = 100_000;
 
+/// Most columns of a contact (a CSV's header, or `dados` plus number and name; issue 46: a
+/// file of 640 columns took the process from 89 to 918 MB).
+pub const MAX_COLUMNS: usize = 50;
+
+/// Most characters of a column's name.
+pub const MAX_COLUMN_NAME_CHARS: usize = 64;
+
+/// Most characters of one cell (a value of `dados`, the number).
+pub const MAX_CELL_CHARS: usize = 500;
+
+/// Most characters of a contact's name.
+pub const MAX_NAME_CHARS: usize = 200;
+
+/// Most cells of one import or one `contatos[]` (100,000 contacts of 20 columns).
+pub const MAX_CELLS: usize = 2_000_000;
+
 /// The panel's step of a campaign before (and at) its approval.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -155,6 +171,57 @@ pub struct Contact {
 }
 
 impl Contact {
+    /// Checks the contact's size: at most [`MAX_COLUMNS`] columns, names of at most
+    /// [`MAX_COLUMN_NAME_CHARS`], cells of at most [`MAX_CELL_CHARS`] and a name of at most
+    /// [`MAX_NAME_CHARS`] characters. `line` names the contact in the error (a CSV line, or
+    /// the position in `contatos[]`). Errors: `colunas_demais`, `coluna_longa`,
+    /// `celula_longa`, `nome_longo`.
+    pub fn check_size(&self, line: &str) -> Result<(), ValidationError> {
+        if self.data.len() + 2 > MAX_COLUMNS {
+            return Err(ValidationError::new(
+                "colunas_demais",
+                "contatos",
+                format!("{line}: no máximo {MAX_COLUMNS} colunas por contato."),
+            ));
+        }
+        if let Some(k) = self
+            .data
+            .keys()
+            .find(|k| k.chars().count() > MAX_COLUMN_NAME_CHARS)
+        {
+            let short: String = k.chars().take(20).collect();
+            return Err(ValidationError::new(
+                "coluna_longa",
+                "contatos",
+                format!("{line}: a coluna `{short}…` passa de {MAX_COLUMN_NAME_CHARS} caracteres."),
+            ));
+        }
+        let long_cell = self.number.chars().count() > MAX_CELL_CHARS
+            || self
+                .data
+                .values()
+                .any(|v| v.chars().count() > MAX_CELL_CHARS);
+        if long_cell {
+            return Err(ValidationError::new(
+                "celula_longa",
+                "contatos",
+                format!("{line}: um valor passa de {MAX_CELL_CHARS} caracteres."),
+            ));
+        }
+        if self
+            .name
+            .as_ref()
+            .is_some_and(|n| n.chars().count() > MAX_NAME_CHARS)
+        {
+            return Err(ValidationError::new(
+                "nome_longo",
+                "contatos",
+                format!("{line}: o nome passa de {MAX_NAME_CHARS} caracteres."),
+            ));
+        }
+        Ok(())
+    }
+
     /// The columns a template variable may name: `nome`, `numero` and every key of `dados`.
     pub fn columns(&self) -> BTreeMap<String, String> {
         let mut row = self.data.clone();
@@ -218,6 +285,26 @@ pub fn contacts_from_csv(
             "O CSV não tem uma linha de cabeçalho.",
         ));
     }
+    if headers.len() > MAX_COLUMNS {
+        return Err(ValidationError::new(
+            "colunas_demais",
+            "arquivo",
+            format!(
+                "O CSV tem {} colunas; o máximo é {MAX_COLUMNS}.",
+                headers.len()
+            ),
+        ));
+    }
+    if headers
+        .iter()
+        .any(|h| h.chars().count() > MAX_COLUMN_NAME_CHARS)
+    {
+        return Err(ValidationError::new(
+            "coluna_longa",
+            "arquivo",
+            format!("Um nome de coluna do CSV passa de {MAX_COLUMN_NAME_CHARS} caracteres."),
+        ));
+    }
     let find = |name: &str| {
         headers
             .iter()
@@ -245,6 +332,7 @@ pub fn contacts_from_csv(
         None => find("nome"),
     };
     let mut out = Vec::new();
+    let mut cells = 0usize;
     for (i, record) in reader.records().enumerate() {
         let record = record.map_err(|_| {
             ValidationError::new(
@@ -263,6 +351,24 @@ pub fn contacts_from_csv(
                 format!("Envie até {MAX_CONTACTS} contatos por importação."),
             ));
         }
+        if record.len() > MAX_COLUMNS {
+            return Err(ValidationError::new(
+                "colunas_demais",
+                "arquivo",
+                format!(
+                    "A linha {} do CSV tem mais de {MAX_COLUMNS} colunas.",
+                    i + 2
+                ),
+            ));
+        }
+        cells += record.len();
+        if cells > MAX_CELLS {
+            return Err(ValidationError::new(
+                "celulas_demais",
+                "arquivo",
+                format!("O CSV passa de {MAX_CELLS} células: divida-o em importações menores."),
+            ));
+        }
         let mut data = BTreeMap::new();
         for (j, value) in record.iter().enumerate() {
             if j == number_col || Some(j) == name_col {
@@ -272,14 +378,16 @@ pub fn contacts_from_csv(
                 data.insert(h.clone(), value.to_string());
             }
         }
-        out.push(Contact {
+        let contact = Contact {
             number: record.get(number_col).unwrap_or_default().to_string(),
             name: name_col
                 .and_then(|c| record.get(c))
                 .filter(|n| !n.is_empty())
                 .map(str::to_string),
             data,
-        });
+        };
+        contact.check_size(&format!("Linha {} do CSV", i + 2))?;
+        out.push(contact);
     }
     Ok(out)
 }
@@ -393,5 +501,40 @@ mod tests {
         assert_eq!(m["btn:0"].field, "cupom");
         let m = var_map(&[], Some("PROMO10"), &cols);
         assert_eq!(m["btn:0"].default.as_deref(), Some("PROMO10"));
+    }
+
+    #[test]
+    fn csv_sizes_are_capped() {
+        let code = |csv: String| {
+            contacts_from_csv(csv.as_bytes(), &CsvMapping::default())
+                .err()
+                .map(|e| e.code)
+        };
+        let cols = |n: usize| {
+            std::iter::once("telefone".to_string())
+                .chain((1..n).map(|i| format!("c{i}")))
+                .collect::<Vec<_>>()
+                .join(";")
+        };
+        assert_eq!(code(format!("{}\n5511999990001", cols(MAX_COLUMNS))), None);
+        assert_eq!(
+            code(format!("{}\n5511999990001", cols(MAX_COLUMNS + 1))),
+            Some("colunas_demais")
+        );
+        // A row wider than its header counts too (the CSV reader is flexible).
+        let wide_row = format!("telefone\n5511999990001{}", ";x".repeat(MAX_COLUMNS));
+        assert_eq!(code(wide_row), Some("colunas_demais"));
+        let long_header = format!("telefone;{}\n5511999990001;x", "h".repeat(65));
+        assert_eq!(code(long_header), Some("coluna_longa"));
+        let cell = |n: usize| format!("telefone;obs\n5511999990001;{}", "o".repeat(n));
+        assert_eq!(code(cell(MAX_CELL_CHARS)), None);
+        assert_eq!(code(cell(MAX_CELL_CHARS + 1)), Some("celula_longa"));
+        // More than 2,000,000 cells in all, though each row is small.
+        let mut many = cols(21);
+        for r in 0..(MAX_CELLS / 21 + 1) {
+            many.push_str(&format!("\n55119{r:08}"));
+            many.push_str(&";x".repeat(20));
+        }
+        assert_eq!(code(many), Some("celulas_demais"));
     }
 }

@@ -21,8 +21,12 @@ use storage::panel_campaigns::{SendFilter, SendRow};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-/// 100,000 contacts with their columns.
+/// 100,000 contacts with their columns as JSON (`POST /api/campaigns`).
 const CONTACTS_BODY_LIMIT: usize = 64 * 1024 * 1024;
+
+/// 100,000 real CSV rows (a number, a name and a handful of columns: ~300 bytes a row) with
+/// room to spare (issue 46).
+const CSV_BODY_LIMIT: usize = 32 * 1024 * 1024;
 
 /// `POST /api/hygiene/callback`: public (the hygiene service calls it), signed with
 /// `HYGIENE_API_KEY` (D-062).
@@ -60,7 +64,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         .routes((
             s2,
             p2,
-            import_route.layer(DefaultBodyLimit::max(CONTACTS_BODY_LIMIT)),
+            import_route.layer(DefaultBodyLimit::max(CSV_BODY_LIMIT)),
         ))
         .routes(routes!(read, update, remove))
         .routes(routes!(resubmit))
@@ -280,7 +284,12 @@ pub(crate) async fn import(
         number: optional("coluna_numero"),
         name: optional("coluna_nome"),
     };
-    let contacts = engine::panel_campaign::contacts_from_csv(&file, &mapping)?;
+    // Parsing up to 32 MB is CPU work: on the blocking pool, not the request threads.
+    let contacts = tokio::task::spawn_blocking(move || {
+        engine::panel_campaign::contacts_from_csv(&file, &mapping)
+    })
+    .await
+    .map_err(|e| ApiError::Internal(e.to_string()))??;
     let view = state
         .runtime
         .create_panel_campaign(

@@ -362,9 +362,13 @@ impl Caller {
     /// Reads a JSON answer of the API; a non-2xx answer becomes its message.
     pub(crate) async fn read(&self, resp: Response) -> Result<Value, WebError> {
         let status = resp.status();
-        let bytes = axum::body::to_bytes(resp.into_body(), MAX_ANSWER_BYTES)
-            .await
-            .unwrap_or_default();
+        let Ok(bytes) = axum::body::to_bytes(resp.into_body(), MAX_ANSWER_BYTES).await else {
+            // Too large for a page (issue 46): say so instead of failing to read it.
+            return Err(self.fail(Failure::Api {
+                status: StatusCode::BAD_GATEWAY,
+                message: "O conteúdo é grande demais para mostrar nesta página (mais de 16 MiB): use os filtros, a paginação ou a exportação CSV.".into(),
+            }));
+        };
         let value: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
         if status.is_success() {
             return Ok(value);
