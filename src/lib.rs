@@ -81,6 +81,64 @@ pub fn resolve_cipher(settings: &Settings) -> anyhow::Result<Cipher> {
     Cipher::from_base64(&key).context("generated key")
 }
 
+/// Makes `/metrics` need a token in production (issue 46): when neither
+/// `DISPARO_METRICS_TOKEN` nor `DISPARO_METRICS_PUBLIC` is set, the token is read from
+/// [`Settings::metrics_token_path`], generated there (mode 0600) on first use. The log says
+/// where, never the token.
+pub fn resolve_metrics_token(settings: &mut Settings) -> anyhow::Result<()> {
+    if settings.metrics_token.is_some() || settings.metrics_public {
+        return Ok(());
+    }
+    let path = settings.metrics_token_path();
+    let read = |path: &std::path::Path| -> anyhow::Result<engine::Secret> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading the metrics token file {}", path.display()))?;
+        let token = text.trim();
+        anyhow::ensure!(
+            !token.is_empty(),
+            "the metrics token file {} is empty",
+            path.display()
+        );
+        Ok(engine::Secret::new(token))
+    };
+    if std::fs::symlink_metadata(&path).is_ok() {
+        settings.metrics_token = Some(read(&path)?);
+        return Ok(());
+    }
+    // 32 random bytes, as the master key is made.
+    let token = Cipher::generate_key_base64();
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    match options.open(&path) {
+        Ok(mut file) => {
+            use std::io::Write;
+            file.write_all(token.as_bytes())
+                .and_then(|_| file.sync_all())
+                .with_context(|| format!("writing the metrics token file {}", path.display()))?;
+            sync_parent(&path);
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            settings.metrics_token = Some(read(&path)?);
+            return Ok(());
+        }
+        Err(e) => {
+            return Err(e)
+                .with_context(|| format!("creating the metrics token file {}", path.display()))
+        }
+    }
+    tracing::warn!(
+        path = %path.display(),
+        "DISPARO_METRICS_TOKEN is not set: /metrics answers only the token generated into this file (DISPARO_METRICS_PUBLIC=true serves it to anyone)"
+    );
+    settings.metrics_token = Some(engine::Secret::new(token));
+    Ok(())
+}
+
 /// Fsyncs the folder of `path`, so a file just created survives a crash (best effort).
 fn sync_parent(path: &std::path::Path) {
     let parent = match path.parent() {
@@ -437,6 +495,33 @@ mod tests {
             again.open(&sealed, "t", "c", 1).unwrap().expose(),
             "segredo"
         );
+    }
+
+    #[test]
+    fn serve_makes_a_metrics_token_unless_one_is_set_or_metrics_are_public() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = settings_in(dir.path());
+        resolve_metrics_token(&mut s).unwrap();
+        let made = s.metrics_token.clone().expect("a token");
+        let path = s.metrics_token_path();
+        #[cfg(unix)]
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), made.expose());
+        let mut again = settings_in(dir.path());
+        resolve_metrics_token(&mut again).unwrap();
+        assert_eq!(
+            again.metrics_token.unwrap().expose(),
+            made.expose(),
+            "reused"
+        );
+        let mut public = settings_in(dir.path());
+        public.metrics_public = true;
+        resolve_metrics_token(&mut public).unwrap();
+        assert!(public.metrics_token.is_none());
+        let mut given = settings_in(dir.path());
+        given.metrics_token = Some(engine::Secret::new("dado"));
+        resolve_metrics_token(&mut given).unwrap();
+        assert_eq!(given.metrics_token.unwrap().expose(), "dado");
     }
 
     #[test]

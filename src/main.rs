@@ -158,6 +158,7 @@ async fn main() -> anyhow::Result<()> {
             mut settings,
         } => {
             if !simulator {
+                disparo::resolve_metrics_token(&mut settings)?;
                 let app = Application::build(settings, None).await?;
                 return app.run_until(shutdown_signal()).await;
             }

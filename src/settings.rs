@@ -118,6 +118,11 @@ pub struct Settings {
     /// every account's channels; point Prometheus's `authorization` at it).
     #[arg(long, env = "DISPARO_METRICS_TOKEN", value_parser = secret, hide_env_values = true)]
     pub metrics_token: Option<Secret>,
+    /// `serve` without `--simulator` and without `DISPARO_METRICS_TOKEN` generates a metrics
+    /// token into `disparo.metrics-token` beside the key file (issue 46); `true` serves
+    /// `/metrics` to anyone instead.
+    #[arg(long, env = "DISPARO_METRICS_PUBLIC", default_value_t = false)]
+    pub metrics_public: bool,
     /// How long a client may take to send a request's headers before its connection is
     /// closed (slow clients), ms.
     #[arg(long, env = "DISPARO_HEADER_TIMEOUT_MS", default_value_t = 10_000)]
@@ -152,8 +157,9 @@ pub struct Settings {
     )]
     pub max_connections_per_address: usize,
     /// Requests per minute per API token on `/api/v1` (429 `limite_de_requisicoes` past it,
-    /// with `Retry-After`); 0 turns the limit off.
-    #[arg(long, env = "DISPARO_RATE_LIMIT_PER_MIN", default_value_t = 60_000)]
+    /// with `Retry-After`); 0 turns the limit off. 6,000 (100 requests/s sustained) by default
+    /// (issue 46: 60,000 let one leaked token hammer the gateway).
+    #[arg(long, env = "DISPARO_RATE_LIMIT_PER_MIN", default_value_t = 6_000)]
     pub rate_limit_per_min: u32,
     /// `PROVIDER_WEBHOOK_VERIFY_TOKEN`: the handshake token of the panel's provider receiver
     /// (`GET /api/webhooks/provider`; issue 21).
@@ -215,6 +221,11 @@ impl Settings {
             .map(|rest| rest.split('?').next().unwrap_or(rest))
             .filter(|p| !p.is_empty() && *p != ":memory:")
             .map(PathBuf::from)
+    }
+
+    /// Where a generated metrics token lives: beside the key file.
+    pub fn metrics_token_path(&self) -> PathBuf {
+        self.key_file_path().with_file_name("disparo.metrics-token")
     }
 
     /// Where the generated master key lives: beside the SQLite file, else `./disparo.key`.

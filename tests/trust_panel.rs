@@ -873,3 +873,107 @@ async fn oversized_imports_are_refused_before_anything_is_stored() {
         .await;
     assert_eq!(list["data"].as_array().unwrap().len(), 0, "nothing stored");
 }
+
+/// Item 14: an older signed quality update that arrives late does not override a newer one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_older_quality_update_does_not_override_a_newer_one() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let (channel, n) = app.connect_channel().await;
+    let post = |rating: &'static str, time: i64| {
+        let body = json!({"object": "whatsapp_business_account", "entry": [{"id": n.waba_id, "time": time, "changes": [{"field": "phone_number_quality_update", "value": {
+            "display_phone_number": n.display_phone_number, "event": "UPGRADE", "current_limit": "TIER_1K", "quality_rating": rating
+        }}]}]})
+        .to_string();
+        let sig = engine::webhook::signature_header(&n.app_secret, body.as_bytes());
+        let app = &app;
+        async move { app.provider_post(&body, &sig).await }
+    };
+    let quality = || async {
+        let (_, ch) = app.get("/api/v1/channels").await;
+        ch["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["id"] == channel)
+            .unwrap()["quality"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(post("RED", 1_800_000_200).await, 200);
+    eventually(10, "RED applied", || async {
+        (quality().await == "RED").then_some(())
+    })
+    .await;
+    // Sent earlier, delivered later: ignored.
+    assert_eq!(post("GREEN", 1_800_000_100).await, 200);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        quality().await,
+        "RED",
+        "the late, older GREEN does not reopen sends"
+    );
+    let (s, b) = app
+        .post(
+            "/api/v1/messages",
+            json!({"to": "5511955550000", "channel_id": channel, "template": {"name": "hello_world", "language": "en_US"}}),
+        )
+        .await;
+    assert_ne!(s, 201, "still RED: {b}");
+    // A newer one is applied.
+    assert_eq!(post("GREEN", 1_800_000_300).await, 200);
+    eventually(10, "GREEN applied", || async {
+        (quality().await == "GREEN").then_some(())
+    })
+    .await;
+}
+
+/// Item 14: a read-level token does not see a number's verify token; a channel takes at most
+/// 20 subscriptions; the account API's default rate is 6,000 requests a minute.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_tokens_see_no_verify_token_and_subscriptions_are_capped() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    assert_eq!(disparo::Settings::defaults().rate_limit_per_min, 6_000);
+    let (channel, _) = app.connect_channel().await;
+    let reader = app
+        .runtime
+        .store()
+        .create_token(app.account_id, "leitura", "read")
+        .await
+        .unwrap()
+        .value
+        .expose()
+        .to_string();
+    let path = format!("/api/v1/channels/{channel}/official");
+    let (s, as_reader) = app.get_as(&reader, &path).await;
+    assert_eq!(s, 200, "{as_reader}");
+    assert!(
+        as_reader["data"]["webhook"]["verify_token"].is_null(),
+        "{as_reader}"
+    );
+    assert!(as_reader["data"]["webhook"]["url"].is_string());
+    let (_, as_admin) = app.get(&path).await;
+    assert!(as_admin["data"]["webhook"]["verify_token"].is_string());
+
+    let receiver = Receiver::start().await;
+    for i in 0..20 {
+        let (s, b) = app
+            .post(
+                &format!("/api/v1/channels/{channel}/webhooks"),
+                json!({"url": format!("{}/{i}", receiver.url()), "events": ["message.received"]}),
+            )
+            .await;
+        assert_eq!(s, 201, "{i}: {b}");
+    }
+    let (s, b) = app
+        .post(
+            &format!("/api/v1/channels/{channel}/webhooks"),
+            json!({"url": receiver.url(), "events": ["message.received"]}),
+        )
+        .await;
+    assert_eq!(
+        (s.as_u16(), b["code"].as_str()),
+        (422, Some("assinaturas_demais")),
+        "{b}"
+    );
+}

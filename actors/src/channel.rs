@@ -168,6 +168,9 @@ pub enum ChannelMsg {
         quality: Option<Quality>,
         /// New tier, when the event carried one.
         tier: Option<String>,
+        /// When the provider sent it (the entry's `time`, ms); an update older than the one
+        /// the number holds is ignored (issue 46).
+        at: i64,
     },
     /// Read the live state.
     Snapshot(RpcReplyPort<ChannelSnapshot>),
@@ -326,6 +329,8 @@ pub struct ChannelState {
     /// Campaign sends paced at the provider's throughput and the cadence, adapted by the
     /// provider's answers (issue 25).
     pacer: Pacer,
+    /// When the provider sent the quality reading the number holds, ms (issue 46).
+    quality_event_at: Option<i64>,
     /// No campaign work until then (ms): the provider rate-limited the number.
     backoff_until: i64,
     /// Whether business-initiated sends are refused now (RED, ban, payment, credential,
@@ -807,6 +812,7 @@ impl Actor for ChannelActor {
                     .and_then(|m| u32::try_from(m).ok())
                     .unwrap_or(engine::pacing::DEFAULT_MPS),
             ),
+            quality_event_at: record.quality_event_at,
             backoff_until: 0,
             blocked: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             shared: args.shared,
@@ -878,7 +884,13 @@ async fn handle_msg(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut Chan
             }
             let _ = reply.send(result.map(|_| stored));
         }
-        ChannelMsg::QualityUpdate { quality, tier } => {
+        ChannelMsg::QualityUpdate { quality, tier, at } => {
+            if st.quality_event_at.is_some_and(|held| at < held) {
+                metrics::counter!("disparo_quality_updates_out_of_order_total").increment(1);
+                tracing::info!(at, "an older quality update arrived late: ignored");
+                return;
+            }
+            st.quality_event_at = Some(at);
             match quality {
                 Some(q) => st.quality = q,
                 // The current webhook carries no rating: read it at the provider.
@@ -897,13 +909,18 @@ async fn handle_msg(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut Chan
                 st.fit_counter().await;
             }
             let tier = st.tier.as_ref().map(|t| t.as_str().to_string());
-            if let Err(e) = st
+            match st
                 .shared
                 .store
-                .update_channel_quality(st.record.id, st.quality.as_str(), tier.as_deref())
+                .update_channel_quality(st.record.id, st.quality.as_str(), tier.as_deref(), at)
                 .await
             {
-                tracing::error!(error = %e, "could not store a quality update");
+                Ok(true) => {}
+                // Another process stored a newer reading: read the number at the provider.
+                Ok(false) => {
+                    let _ = myself.cast(ChannelMsg::Sync(None));
+                }
+                Err(e) => tracing::error!(error = %e, "could not store a quality update"),
             }
             tracing::info!(quality = st.quality.as_str(), tier = ?tier, "quality update");
         }

@@ -37,6 +37,10 @@ pub struct IngestReport {
     pub ignored: usize,
 }
 
+/// A number's quality change: the number, its quality and tier when the event carried them,
+/// and when the provider sent it (the entry's `time`, ms; now when absent).
+type QualityChange = (Arc<ChannelEntry>, Option<Quality>, Option<String>, i64);
+
 /// A WABA's new standing: WABA id, standing, detail, its verified channels.
 type Standing = (String, WabaStanding, Option<String>, Vec<Arc<ChannelEntry>>);
 
@@ -44,7 +48,7 @@ type Standing = (String, WabaStanding, Option<String>, Vec<Arc<ChannelEntry>>);
 struct WebhookWork {
     statuses: HashMap<i64, (Arc<ChannelEntry>, Vec<StatusReport>)>,
     inbound: HashMap<i64, (Arc<ChannelEntry>, Vec<NewInbound>)>,
-    quality: Vec<(Arc<ChannelEntry>, Option<Quality>, Option<String>)>,
+    quality: Vec<QualityChange>,
     standings: Vec<Standing>,
     template_updates: Vec<TemplateUpdate>,
     /// WABA-level changes, each with the WABA's channels whose secret verified it.
@@ -368,7 +372,7 @@ impl Runtime {
         // Work per channel, only for channels whose secret verified.
         let mut statuses: HashMap<i64, (Arc<ChannelEntry>, Vec<StatusReport>)> = HashMap::new();
         let mut inbound: HashMap<i64, (Arc<ChannelEntry>, Vec<NewInbound>)> = HashMap::new();
-        let mut quality: Vec<(Arc<ChannelEntry>, Option<Quality>, Option<String>)> = Vec::new();
+        let mut quality: Vec<QualityChange> = Vec::new();
         let mut standings: Vec<Standing> = Vec::new();
         let mut template_updates: Vec<TemplateUpdate> = Vec::new();
         let mut report = IngestReport::default();
@@ -486,7 +490,8 @@ impl Runtime {
                                 continue;
                             }
                             any_verified = true;
-                            quality.push((t, new_quality, q.current_limit.clone()));
+                            let at = entry.time.map_or_else(now_ms, |s| s.saturating_mul(1000));
+                            quality.push((t, new_quality, q.current_limit.clone(), at));
                         }
                     }
                     ChangeValue::AccountUpdate(a) => {
@@ -739,10 +744,14 @@ impl Runtime {
         for (channel, change) in number_changes {
             report.field_updates += self.apply_number_change(&channel, change).await?;
         }
-        for (entry, q, tier) in quality {
+        for (entry, q, tier, at) in quality {
             entry
                 .actor
-                .cast(ChannelMsg::QualityUpdate { quality: q, tier })
+                .cast(ChannelMsg::QualityUpdate {
+                    quality: q,
+                    tier,
+                    at,
+                })
                 .map_err(|_| ActorError::Unavailable)?;
             report.quality_updates += 1;
         }

@@ -340,3 +340,7 @@ mod tests {
         assert!(!verify_signature("whsec_x", b"{\"a\":1}", "sha256=zz"));
     }
 }
+
+/// Most outbound webhook subscriptions one channel may have (issue 46: each one multiplies
+/// every event the number has into one more delivery).
+pub const MAX_SUBSCRIPTIONS_PER_CHANNEL: i64 = 20;

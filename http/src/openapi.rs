@@ -281,6 +281,7 @@ pub const ERROR_CODES: &[(u16, &[&str])] = &[
             "ambiguous_content",
             "ambiguous_recipient",
             "ambiguous_template",
+            "assinaturas_demais",
             "bm_existente",
             "bm_invalido",
             "bm_sem_app_id",

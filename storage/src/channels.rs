@@ -58,6 +58,8 @@ pub struct ChannelRecord {
     pub photo_url: Option<String>,
     /// The provider's throughput for the number, messages/s (issue 25); `None` until read.
     pub throughput_mps: Option<i64>,
+    /// When the provider sent the quality reading it holds, ms (issue 46); `None` before one.
+    pub quality_event_at: Option<i64>,
 }
 
 /// A channel's decrypted credentials.
@@ -100,7 +102,7 @@ pub struct NewChannel {
     pub bm_id: Option<i64>,
 }
 
-pub(crate) const COLUMNS: &str = "id, account_id, name, phone, official, engine, status, quality, tier, phone_number_id, waba_id, verified_name, verify_token, credential_valid, created_at, updated_at, last_sync_at, bm_id, payment_locked_until, provider_url, group_id, client_id, photo_url, throughput_mps";
+pub(crate) const COLUMNS: &str = "id, account_id, name, phone, official, engine, status, quality, tier, phone_number_id, waba_id, verified_name, verify_token, credential_valid, created_at, updated_at, last_sync_at, bm_id, payment_locked_until, provider_url, group_id, client_id, photo_url, throughput_mps, quality_event_at";
 
 pub(crate) fn read(row: &AnyRow) -> Result<ChannelRecord> {
     Ok(ChannelRecord {
@@ -128,6 +130,7 @@ pub(crate) fn read(row: &AnyRow) -> Result<ChannelRecord> {
         client_id: row.try_get("client_id")?,
         photo_url: row.try_get("photo_url")?,
         throughput_mps: row.try_get("throughput_mps")?,
+        quality_event_at: row.try_get("quality_event_at")?,
     })
 }
 
@@ -307,23 +310,29 @@ impl Store {
         })
     }
 
-    /// Records a quality / tier reading of a channel.
+    /// Records a quality / tier reading of a channel that the provider sent at `event_at`
+    /// (ms), unless the channel holds a newer one (issue 46: events arrive out of order, and
+    /// another process may have applied a newer one). Returns whether it was recorded.
     pub async fn update_channel_quality(
         &self,
         id: i64,
         quality: &str,
         tier: Option<&str>,
-    ) -> Result<()> {
-        sqlx::query(
-            "UPDATE channels SET quality = $2, tier = COALESCE($3, tier), updated_at = $4 WHERE id = $1",
+        event_at: i64,
+    ) -> Result<bool> {
+        let n = sqlx::query(
+            "UPDATE channels SET quality = $2, tier = COALESCE($3, tier), updated_at = $4, quality_event_at = $5 \
+             WHERE id = $1 AND (quality_event_at IS NULL OR quality_event_at <= $5)",
         )
         .bind(id)
         .bind(quality)
         .bind(tier)
         .bind(now_ms())
+        .bind(event_at)
         .execute(&self.writer)
-        .await?;
-        Ok(())
+        .await?
+        .rows_affected();
+        Ok(n > 0)
     }
 
     /// Records whether the credential works.

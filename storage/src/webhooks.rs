@@ -410,6 +410,9 @@ const DELIVERY_COLUMNS: &str =
 impl Store {
     /// Creates a subscription with a new signing secret (`whsec_` + 32 random characters),
     /// sealed before it is written. The secret is returned once, here, and never again.
+    /// Conflict `subscriptions_per_channel` when the channel has
+    /// [`engine::webhook::MAX_SUBSCRIPTIONS_PER_CHANNEL`] already (checked in the same
+    /// transaction).
     pub async fn create_subscription(
         &self,
         account_id: i64,
@@ -421,6 +424,17 @@ impl Store {
         let names: Vec<&str> = events.iter().map(|e| e.as_str()).collect();
         // The secret is sealed for the row's id (D-052): written in the same transaction.
         let mut tx = self.begin_write().await?;
+        let existing: i64 = sqlx::query(
+            "SELECT COUNT(*) AS n FROM webhook_subscriptions WHERE account_id = $1 AND channel_id = $2 AND client_id IS NULL",
+        )
+        .bind(account_id)
+        .bind(channel_id)
+        .fetch_one(&mut *tx)
+        .await?
+        .try_get("n")?;
+        if existing >= engine::webhook::MAX_SUBSCRIPTIONS_PER_CHANNEL {
+            return Err(StorageError::Conflict("subscriptions_per_channel".into()));
+        }
         let row = sqlx::query(
             "INSERT INTO webhook_subscriptions (account_id, channel_id, url, events, secret_enc, active, created_at) VALUES ($1, $2, $3, $4, '', 1, $5) \
              RETURNING id, account_id, channel_id, url, events, active, disabled_at, disabled_reason, created_at",

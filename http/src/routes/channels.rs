@@ -157,8 +157,9 @@ pub struct OfficialOut {
 pub struct WebhookBlockOut {
     /// Callback URL (`{public URL}/webhooks/messaging/{id}`).
     url: String,
-    /// The number's verify token.
-    verify_token: String,
+    /// The number's verify token; `null` for a read-level token (issue 46: a secret of the
+    /// number's receiver, for those who may change the channel).
+    verify_token: Option<String>,
     /// Fields to subscribe: `messages`.
     fields: Vec<&'static str>,
 }
@@ -538,7 +539,7 @@ async fn official(
                 state.config.public_url.trim_end_matches('/'),
                 r.id
             ),
-            verify_token: r.verify_token.clone(),
+            verify_token: (auth.0.level != "read").then(|| r.verify_token.clone()),
             fields: vec!["messages"],
         },
     }))

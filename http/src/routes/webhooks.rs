@@ -164,7 +164,20 @@ async fn create(
     let events = parse_events(&body.events)?;
     let (sub, secret) = store
         .create_subscription(auth.account_id(), channel_id, &body.url, &events)
-        .await?;
+        .await
+        .map_err(|e| match e {
+            storage::StorageError::Conflict(c) if c == "subscriptions_per_channel" => {
+                ApiError::invalid(
+                    "url",
+                    "assinaturas_demais",
+                    format!(
+                        "Este número já tem {} assinaturas: remova uma antes de criar outra.",
+                        engine::webhook::MAX_SUBSCRIPTIONS_PER_CHANNEL
+                    ),
+                )
+            }
+            e => e.into(),
+        })?;
     let mut data = SubscriptionOut::from(&sub);
     data.secret = Some(secret.expose().to_string());
     Ok((StatusCode::CREATED, Data::json(data)))
