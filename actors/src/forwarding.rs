@@ -114,6 +114,10 @@ struct AccountShare {
     forwards: Vec<Forward>,
 }
 
+/// One owner of a change: its account, whether its secret signs the call, and its lane (the
+/// client and the number its forward goes through), when it has a client.
+type Owned = (i64, bool, Option<(i64, i64)>);
+
 /// Who owns what a call names, and whether each owner's secret signs it.
 struct Owners {
     wabas: Vec<WabaOwner>,
@@ -138,8 +142,7 @@ impl Owners {
     fn shares(&self, skim: &Skim) -> BTreeMap<i64, AccountShare> {
         let mut shares: BTreeMap<i64, AccountShare> = BTreeMap::new();
         for c in &skim.changes {
-            // (account, verified, lane: client and channel)
-            let owned: Vec<(i64, bool, Option<(i64, i64)>)> = match &c.number {
+            let owned: Vec<Owned> = match &c.number {
                 Some(pnid) => self
                     .numbers
                     .iter()
