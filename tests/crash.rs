@@ -26,6 +26,8 @@ impl Gateway {
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("DISPARO_LOG", "warn")
             .env("PROVIDER_APP_SECRET", "crash-test-app-secret")
+            // No metrics token file in the working directory (D-099).
+            .env("DISPARO_METRICS_PUBLIC", "true")
             .stdout(Stdio::null())
             .stderr(match std::env::var("DISPARO_TEST_CHILD_LOG") {
                 Ok(p) => Stdio::from(

@@ -156,6 +156,10 @@ fn with_env(mut c: Command, env: &[(&str, String)]) -> Command {
     c.env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("PROVIDER_APP_SECRET", "bench-app-secret")
+        // The harnesses read `/metrics` without a token and drive the API past a client's
+        // default rate (D-099).
+        .env("DISPARO_METRICS_PUBLIC", "true")
+        .env("DISPARO_RATE_LIMIT_PER_MIN", "0")
         .env(
             "DISPARO_LOG",
             std::env::var("LOAD_GATEWAY_LOG").unwrap_or_else(|_| "warn".into()),
