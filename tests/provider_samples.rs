@@ -23,9 +23,25 @@ struct Ours<'a> {
     template: Option<(&'a str, &'a str)>,
 }
 
+/// A provider `time` (s) for a sample sent now: each later than the last, since the provider's
+/// time orders a field's events (D-099) and the samples' own times are from the past.
+fn next_time() -> i64 {
+    use std::sync::atomic::{AtomicI64, Ordering};
+    static LAST: AtomicI64 = AtomicI64::new(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    LAST.fetch_max(now, Ordering::SeqCst);
+    LAST.fetch_add(1, Ordering::SeqCst) + 1
+}
+
 fn point(mut v: Value, ours: &Ours<'_>) -> Value {
     for entry in v["entry"].as_array_mut().unwrap() {
         entry["id"] = json!(ours.waba);
+        if entry.get("time").is_some() {
+            entry["time"] = json!(next_time());
+        }
         for change in entry["changes"].as_array_mut().unwrap() {
             let value = &mut change["value"];
             if value.get("metadata").is_some() {

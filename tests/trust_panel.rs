@@ -977,3 +977,111 @@ async fn read_tokens_see_no_verify_token_and_subscriptions_are_capped() {
         "{b}"
     );
 }
+
+/// Item 14: the same order for a WABA's standing and a template's status on a number: a late,
+/// older `account_update` or `message_template_status_update` changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_older_standing_and_template_events_change_nothing() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let (channel, n) = app.connect_channel().await;
+    let template = app
+        .approved_template(json!({"name": "Aviso ordem", "body": "Olá."}), &[channel])
+        .await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let post = |field: &'static str, value: Value, time: i64| {
+        let body = json!({"object": "whatsapp_business_account", "entry": [{"id": n.waba_id, "time": time, "changes": [{"field": field, "value": value}]}]})
+            .to_string();
+        let sig = engine::webhook::signature_header(&n.app_secret, body.as_bytes());
+        let app = &app;
+        async move { app.provider_post(&body, &sig).await }
+    };
+    let health = || async {
+        let (_, h) = app.get(&format!("/api/v1/channels/{channel}/health")).await;
+        h["data"]["code"].as_str().unwrap_or_default().to_string()
+    };
+    let ban = |state: &'static str| json!({"event": "DISABLED_UPDATE", "ban_info": {"waba_ban_state": state, "waba_ban_date": "2026-11-28"}});
+    assert_eq!(post("account_update", ban("DISABLE"), now + 200).await, 200);
+    eventually(10, "banned", || async {
+        (health().await == "waba_banida").then_some(())
+    })
+    .await;
+    assert_eq!(
+        post("account_update", ban("REINSTATE"), now + 100).await,
+        200
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        health().await,
+        "waba_banida",
+        "a late, older reinstatement is ignored"
+    );
+    assert_eq!(
+        post("account_update", ban("REINSTATE"), now + 300).await,
+        200
+    );
+    eventually(10, "reinstated", || async {
+        (health().await != "waba_banida").then_some(())
+    })
+    .await;
+
+    let library = || async {
+        let (_, list) = app.get("/api/v1/templates").await;
+        list["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["id"] == template)
+            .cloned()
+            .unwrap()
+    };
+    let provider_name = library().await["provider_name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let status = || async {
+        library().await["channels"][0]["status"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let event = |e: &'static str| json!({"event": e, "message_template_id": 999_000_111, "message_template_name": provider_name, "message_template_language": "pt_BR", "reason": "NONE"});
+    assert_eq!(
+        post("message_template_status_update", event("PAUSED"), now + 200).await,
+        200
+    );
+    eventually(10, "paused", || async {
+        (status().await == "paused").then_some(())
+    })
+    .await;
+    assert_eq!(
+        post(
+            "message_template_status_update",
+            event("APPROVED"),
+            now + 100
+        )
+        .await,
+        200
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        status().await,
+        "paused",
+        "a late, older approval is ignored"
+    );
+    assert_eq!(
+        post(
+            "message_template_status_update",
+            event("UNPAUSED"),
+            now + 300
+        )
+        .await,
+        200
+    );
+    eventually(10, "approved again", || async {
+        (status().await == "approved").then_some(())
+    })
+    .await;
+}

@@ -609,7 +609,10 @@ impl Runtime {
             };
             if let Some((name, live)) = standing.filter(|(n, _)| *n != waba.standing) {
                 let detail = (name != "ok").then_some(SYNC_DETAIL);
-                store.set_waba_standing(waba.id, name, detail).await?;
+                // A reading at the provider is as new as it gets: stamped now.
+                store
+                    .set_waba_standing(waba.id, name, detail, storage::now_ms())
+                    .await?;
                 for e in self.shared.registry.of_waba(account_id, &w.id) {
                     let _ = e.actor.cast(ChannelMsg::WabaStanding(live));
                 }

@@ -41,8 +41,15 @@ pub struct IngestReport {
 /// and when the provider sent it (the entry's `time`, ms; now when absent).
 type QualityChange = (Arc<ChannelEntry>, Option<Quality>, Option<String>, i64);
 
-/// A WABA's new standing: WABA id, standing, detail, its verified channels.
-type Standing = (String, WabaStanding, Option<String>, Vec<Arc<ChannelEntry>>);
+/// A WABA's new standing: WABA id, standing, detail, its verified channels, and when the
+/// provider sent it (ms).
+type Standing = (
+    String,
+    WabaStanding,
+    Option<String>,
+    Vec<Arc<ChannelEntry>>,
+    i64,
+);
 
 /// What a verified webhook asks for, taken out of its payload.
 struct WebhookWork {
@@ -100,12 +107,13 @@ pub(crate) enum NumberChange {
     Preferences(Vec<(String, String, bool)>),
 }
 
-/// A template's new status for a WABA: WABA id, the change, and the channels whose secret
-/// verified it (only their rows change).
+/// A template's new status for a WABA: WABA id, the change, the channels whose secret
+/// verified it (only their rows change), and when the provider sent it (ms).
 type TemplateUpdate = (
     String,
     provider::wire::TemplateStatusValue,
     Vec<Arc<ChannelEntry>>,
+    i64,
 );
 
 /// What a webhook names, skimmed before its signature is checked: entry (WABA) ids and the
@@ -417,6 +425,9 @@ impl Runtime {
             }
         };
         for entry in &payload.entry {
+            // When the provider sent the entry (ms): later-arriving older events of a field
+            // do not override newer ones (issue 46).
+            let sent_at = entry.time.map_or_else(now_ms, |s| s.saturating_mul(1000));
             for change in &entry.changes {
                 let value = match change.parse() {
                     Ok(v) => v,
@@ -490,8 +501,7 @@ impl Runtime {
                                 continue;
                             }
                             any_verified = true;
-                            let at = entry.time.map_or_else(now_ms, |s| s.saturating_mul(1000));
-                            quality.push((t, new_quality, q.current_limit.clone(), at));
+                            quality.push((t, new_quality, q.current_limit.clone(), sent_at));
                         }
                     }
                     ChangeValue::AccountUpdate(a) => {
@@ -547,7 +557,7 @@ impl Runtime {
                                             serde_json::Value::Array(r.clone()).to_string()
                                         })
                                     });
-                                standings.push((entry.id.clone(), st, detail, verified));
+                                standings.push((entry.id.clone(), st, detail, verified, sent_at));
                             }
                             (None, _) => {
                                 // An event disparo does not act on (PARTNER_ADDED…): logged
@@ -578,7 +588,7 @@ impl Runtime {
                             .collect();
                         if !verified.is_empty() {
                             any_verified = true;
-                            template_updates.push((entry.id.clone(), t, verified));
+                            template_updates.push((entry.id.clone(), t, verified, sent_at));
                         } else if empty {
                             report.ignored += 1;
                         } else {
@@ -698,7 +708,7 @@ impl Runtime {
             report.inbound +=
                 crate::ask(&entry.actor, |r| ChannelMsg::Inbound(items, r), timeout).await??;
         }
-        for (waba_id, standing, detail, channels) in standings {
+        for (waba_id, standing, detail, channels, sent_at) in standings {
             let label = match standing {
                 WabaStanding::Ok => "ok",
                 WabaStanding::Restricted => "restricted",
@@ -707,36 +717,43 @@ impl Runtime {
             };
             // Only the records of the accounts whose channels' secrets signed the event: another
             // account's WABA row with the same id is not this signer's to change (issue 15).
-            let accounts: std::collections::HashSet<i64> =
+            let mut accounts: std::collections::HashSet<i64> =
                 channels.iter().map(|c| c.account_id).collect();
+            let signers = accounts.clone();
             for w in shared
                 .store
                 .wabas_by_provider_id(&waba_id)
                 .await?
                 .into_iter()
-                .filter(|w| accounts.contains(&w.account_id))
+                .filter(|w| signers.contains(&w.account_id))
                 // A violation never hides a ban or a restriction (D-074).
                 .filter(|w| {
                     standing != WabaStanding::Violation
                         || !matches!(w.standing.as_str(), "banned" | "restricted")
                 })
             {
-                shared
+                // An older event that arrives late: that account's numbers keep the newer one.
+                if !shared
                     .store
-                    .set_waba_standing(w.id, label, detail.as_deref())
-                    .await?;
+                    .set_waba_standing(w.id, label, detail.as_deref(), sent_at)
+                    .await?
+                {
+                    accounts.remove(&w.account_id);
+                }
             }
-            for c in channels {
+            for c in channels.iter().filter(|c| accounts.contains(&c.account_id)) {
                 c.actor
                     .cast(ChannelMsg::WabaStanding(standing))
                     .map_err(|_| ActorError::Unavailable)?;
             }
             report.account_updates += 1;
         }
-        for (waba_id, t, channels) in template_updates {
+        for (waba_id, t, channels, sent_at) in template_updates {
             let verified: std::collections::HashSet<i64> =
                 channels.iter().map(|c| c.channel_id).collect();
-            report.template_updates += self.apply_template_status(&waba_id, &t, &verified).await?;
+            report.template_updates += self
+                .apply_template_status(&waba_id, &t, &verified, sent_at)
+                .await?;
         }
         for (waba_id, change, channels) in waba_changes {
             report.field_updates += self.apply_waba_change(&waba_id, change, &channels).await?;

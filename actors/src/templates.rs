@@ -858,6 +858,7 @@ impl Runtime {
         waba_id: &str,
         v: &TemplateStatusValue,
         verified_channels: &std::collections::HashSet<i64>,
+        event_at: i64,
     ) -> Result<usize, ActorError> {
         let Some(status) = library_status(&v.event) else {
             return Ok(0);
@@ -889,9 +890,13 @@ impl Runtime {
             if r.status == status && r.rejection_reason == reason {
                 continue;
             }
-            store
-                .set_template_channel_status(r.id, status, reason.as_deref())
-                .await?;
+            // An older event that arrives late changes nothing (issue 46).
+            if !store
+                .set_template_channel_status_at(r.id, status, reason.as_deref(), event_at)
+                .await?
+            {
+                continue;
+            }
             n += 1;
             events.push(
                 self.template_event(r, &v.event, status, reason.as_deref())

@@ -240,20 +240,27 @@ impl Store {
         rows.iter().map(read_waba).collect()
     }
 
-    /// Records a WABA's standing after an `account_update`.
+    /// Records a WABA's standing after an `account_update` the provider sent at `event_at`
+    /// (ms), unless the WABA holds a newer one (issue 46). Returns whether it was recorded.
     pub async fn set_waba_standing(
         &self,
         id: i64,
         standing: &str,
         detail: Option<&str>,
-    ) -> Result<()> {
-        sqlx::query("UPDATE wabas SET standing = $2, standing_detail = $3 WHERE id = $1")
-            .bind(id)
-            .bind(standing)
-            .bind(detail)
-            .execute(&self.writer)
-            .await?;
-        Ok(())
+        event_at: i64,
+    ) -> Result<bool> {
+        let n = sqlx::query(
+            "UPDATE wabas SET standing = $2, standing_detail = $3, standing_event_at = $4 \
+             WHERE id = $1 AND (standing_event_at IS NULL OR standing_event_at <= $4)",
+        )
+        .bind(id)
+        .bind(standing)
+        .bind(detail)
+        .bind(event_at)
+        .execute(&self.writer)
+        .await?
+        .rows_affected();
+        Ok(n > 0)
     }
 
     /// Records the last failure to add a number to a WABA (`None` clears it).

@@ -621,6 +621,31 @@ impl Store {
         Ok(())
     }
 
+    /// Sets the status of a per-number state from a provider event sent at `event_at` (ms),
+    /// unless the state holds a newer event's (issue 46). Returns whether it was recorded.
+    pub async fn set_template_channel_status_at(
+        &self,
+        id: i64,
+        status: &str,
+        reason: Option<&str>,
+        event_at: i64,
+    ) -> Result<bool> {
+        let n = sqlx::query(
+            "UPDATE template_channels SET status = $2, rejection_reason = $3, updated_at = $4, status_event_at = $5 \
+             WHERE id = $1 AND (status_event_at IS NULL OR status_event_at <= $5)",
+        )
+        .bind(id)
+        .bind(status)
+        .bind(reason)
+        .bind(now_ms())
+        .bind(event_at)
+        .execute(&self.writer)
+        .await?
+        .rows_affected();
+        self.templates.invalidate();
+        Ok(n > 0)
+    }
+
     /// Removes a template and its per-number states.
     pub async fn delete_template(&self, account_id: i64, id: i64) -> Result<()> {
         let mut tx = self.begin_write().await?;
