@@ -24,6 +24,8 @@ pub struct Application {
     runtime: Runtime,
     router: axum::Router,
     limits: http::limits::ServerLimits,
+    /// `DISPARO_TRUSTED_PROXIES`: their connections are not capped per address.
+    trusted_proxies: Vec<engine::net::Subnet>,
 }
 
 /// Resolves the master key: `DISPARO_MASTER_KEY`, else a key file beside the SQLite database
@@ -304,6 +306,7 @@ impl Application {
             runtime,
             router: http::router(state),
             limits,
+            trusted_proxies: settings.trusted_proxies.clone(),
         })
     }
 
@@ -323,7 +326,13 @@ impl Application {
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
         tracing::info!(addr = %self.addr, "disparo listening");
-        http::limits::serve(self.listener, self.router, self.limits, shutdown).await?;
+        http::limits::serve(
+            self.listener,
+            self.router,
+            (self.limits, self.trusted_proxies),
+            shutdown,
+        )
+        .await?;
         self.runtime.shutdown().await;
         Ok(())
     }

@@ -145,7 +145,7 @@ pub struct Settings {
     pub trusted_proxies: Vec<Subnet>,
     /// Refused calls (bad signature, bad body) per source address and minute on the
     /// unauthenticated receivers (provider webhooks, hygiene callback) before that address
-    /// gets 429 for the rest of the minute; 0 turns the limit off (issue 46).
+    /// gets 429 (a bucket refilled at that rate); 0 turns the limit off (issue 46).
     #[arg(long, env = "DISPARO_RECEIVER_REFUSALS_PER_MIN", default_value_t = 60)]
     pub receiver_refusals_per_min: u32,
     /// Connections open at once from one client address; more are closed as they arrive

@@ -161,11 +161,13 @@ impl Default for ServerLimits {
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves, then lets open requests finish.
-/// Each connection is HTTP/1.1 (with the header read timeout) or HTTP/2.
+/// Each connection is HTTP/1.1 (with the header read timeout) or HTTP/2. `limits` comes with
+/// the trusted reverse proxies, whose connections are not capped per address (every client
+/// behind one shares its address).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     router: axum::Router,
-    limits: ServerLimits,
+    (limits, proxies): (ServerLimits, Vec<engine::net::Subnet>),
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -181,7 +183,7 @@ pub async fn serve(
         .header_read_timeout(limits.header_read_timeout);
     builder.http2().timer(TokioTimer::new());
     let builder = Arc::new(builder);
-    let per_address = PerAddress::new(limits.max_connections_per_address.max(1));
+    let per_address = PerAddress::new(limits.max_connections_per_address.max(1), proxies);
     tokio::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -232,11 +234,12 @@ pub async fn serve(
     Ok(())
 }
 
-/// Open connections per client address, capped.
+/// Open connections per client address, capped (but for trusted proxies).
 #[derive(Clone)]
 struct PerAddress {
     open: Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>,
     cap: usize,
+    exempt: Arc<[engine::net::Subnet]>,
 }
 
 /// One connection's place in [`PerAddress`], given back when dropped.
@@ -246,18 +249,20 @@ struct AddressSlot {
 }
 
 impl PerAddress {
-    fn new(cap: usize) -> Self {
+    fn new(cap: usize, exempt: Vec<engine::net::Subnet>) -> Self {
         Self {
             open: Arc::default(),
             cap,
+            exempt: exempt.into(),
         }
     }
 
-    /// A place for one more connection from `ip`, or `None` when it holds `cap` already.
+    /// A place for one more connection from `ip`, or `None` when it holds `cap` already (a
+    /// trusted proxy always has one).
     fn take(&self, ip: std::net::IpAddr) -> Option<AddressSlot> {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         let n = open.entry(ip).or_insert(0);
-        if *n >= self.cap {
+        if *n >= self.cap && !self.exempt.iter().any(|s| s.contains(ip)) {
             return None;
         }
         *n += 1;
@@ -343,15 +348,18 @@ where
 }
 
 /// A limit on the calls an unauthenticated receiver refuses (provider webhooks, the hygiene
-/// callback; issue 46): a source address whose calls were refused `per_minute` times within
-/// the current minute gets 429 `muitas_recusas` (with `Retry-After`, the minute's end) before
-/// anything is read, until the minute ends. Accepted calls never count, so the provider's
-/// own traffic (campaign statuses at thousands a second from a few addresses) is never slowed.
+/// callback; issue 46): each source address has a bucket of `per_minute` refusals refilled at
+/// `per_minute` a minute; an address whose bucket is empty gets 429 `muitas_recusas` (with
+/// `Retry-After`, until one refusal is refilled) before anything is read. Accepted calls never
+/// count, so the provider's own traffic (campaign statuses at thousands a second from a few
+/// addresses) is never slowed.
 #[derive(Clone)]
 pub struct RefusalLimit {
     per_minute: u32,
-    /// Address → (minute, refusals in it).
-    seen: Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, (u64, u32)>>>,
+    /// Address → (refusals left, when last counted).
+    seen: Arc<
+        std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, (f64, std::time::Instant)>>,
+    >,
 }
 
 impl std::fmt::Debug for RefusalLimit {
@@ -363,7 +371,7 @@ impl std::fmt::Debug for RefusalLimit {
 }
 
 impl RefusalLimit {
-    /// Addresses tracked at most; past it, entries of past minutes are dropped.
+    /// Addresses tracked at most; past it, the full buckets are dropped.
     const TRACKED: usize = 10_000;
 
     /// `per_minute` refusals per address; `None` for 0 (no limit).
@@ -374,36 +382,37 @@ impl RefusalLimit {
         })
     }
 
-    fn minute_now() -> (u64, u64) {
-        let secs = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_secs();
-        (secs / 60, 60 - secs % 60)
+    /// Refills a bucket to `now`; returns the refusals left.
+    fn refill(&self, bucket: &mut (f64, std::time::Instant), now: std::time::Instant) -> f64 {
+        let cap = f64::from(self.per_minute);
+        let rate = cap / 60.0;
+        bucket.0 = (bucket.0 + now.duration_since(bucket.1).as_secs_f64() * rate).min(cap);
+        bucket.1 = now;
+        bucket.0
     }
 
-    /// Seconds until `ip` may be heard again, when it is over its refusals this minute.
+    /// Seconds until `ip` may be heard again, when its refusals are spent.
     pub fn blocked(&self, ip: std::net::IpAddr) -> Option<u64> {
-        let (minute, left) = Self::minute_now();
-        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        match seen.get(&ip) {
-            Some((m, n)) if *m == minute && *n >= self.per_minute => Some(left.max(1)),
-            _ => None,
-        }
+        let now = std::time::Instant::now();
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let bucket = seen.get_mut(&ip)?;
+        let left = self.refill(bucket, now);
+        let rate = f64::from(self.per_minute) / 60.0;
+        (left < 1.0).then(|| (((1.0 - left) / rate).ceil() as u64).max(1))
     }
 
     /// Counts one refused call from `ip`.
     pub fn refused(&self, ip: std::net::IpAddr) {
-        let (minute, _) = Self::minute_now();
+        let now = std::time::Instant::now();
+        let cap = f64::from(self.per_minute);
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         if seen.len() >= Self::TRACKED {
-            seen.retain(|_, (m, _)| *m == minute);
+            let this = self.clone();
+            seen.retain(|_, b| this.refill(b, now) < cap);
         }
-        let entry = seen.entry(ip).or_insert((minute, 0));
-        if entry.0 != minute {
-            *entry = (minute, 0);
-        }
-        entry.1 = entry.1.saturating_add(1);
+        let bucket = seen.entry(ip).or_insert((cap, now));
+        let left = self.refill(bucket, now);
+        bucket.0 = (left - 1.0).max(0.0);
     }
 }
 

@@ -695,16 +695,16 @@ impl Store {
     /// The account's clients in `scope` ([`client_in_scope`]) with their link counts, by
     /// name.
     pub async fn list_clients(&self, account_id: i64, scope: &Scope) -> Result<Vec<ClientRecord>> {
-        let sql = format!(
-            "{} WHERE cl.account_id = $1 AND {} ORDER BY cl.name",
-            Self::client_select(),
-            client_in_scope(scope)
-        );
-        let rows = sqlx::query(&sql)
-            .bind(account_id)
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter().map(read_client).collect()
+        let select = format!("{} WHERE cl.account_id = $1", Self::client_select());
+        self.scoped_rows(
+            select,
+            client_in_scope(scope),
+            "cl.name",
+            account_id,
+            None,
+            read_client,
+        )
+        .await
     }
 
     /// A client of the account in `scope` (NotFound outside it).
@@ -714,17 +714,18 @@ impl Store {
         scope: &Scope,
         id: i64,
     ) -> Result<ClientRecord> {
-        let sql = format!(
-            "{} WHERE cl.account_id = $1 AND cl.id = $2 AND {}",
-            Self::client_select(),
-            client_in_scope(scope)
-        );
-        let row = sqlx::query(&sql)
-            .bind(account_id)
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
-        found(row, read_client)
+        let select = format!("{} WHERE cl.account_id = $1", Self::client_select());
+        self.scoped_rows(
+            select,
+            client_in_scope(scope),
+            "cl.id",
+            account_id,
+            Some(id),
+            read_client,
+        )
+        .await?
+        .pop()
+        .ok_or(StorageError::NotFound)
     }
 
     /// A client of the account.
