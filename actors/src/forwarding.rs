@@ -95,10 +95,14 @@ fn distinct<'a>(skim: &'a Skim, part: impl Fn(&'a Change) -> Option<&'a String>)
         .collect()
 }
 
-/// Which of the candidate secrets sign the body (`HMAC-SHA256`, PROVIDER.md §8.2), by value.
+/// Which of the candidate secrets sign the body (`HMAC-SHA256`, PROVIDER.md §8.2), by value;
+/// each distinct secret hashes the body once (owners often share their BM's).
 fn signing(body: &[u8], header: Option<&str>, candidates: Vec<Secret>) -> HashMap<String, bool> {
     let mut out = HashMap::new();
     for secret in candidates {
+        if out.contains_key(secret.expose()) {
+            continue;
+        }
         let ok = header.is_some_and(|h| provider::signature::verify(secret.expose(), body, h));
         out.insert(secret.expose().to_string(), ok);
     }
