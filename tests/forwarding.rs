@@ -26,39 +26,6 @@ async fn bm(app: &TestApp, admin: &str, n: &CreatedNumber, client: i64, with_sec
     app.panel_bm(admin, n, body).await
 }
 
-async fn client(app: &TestApp, admin: &str, name: &str, receiver: &Receiver) -> (i64, String) {
-    let (s, b) = app
-        .call(
-            Method::POST,
-            Some(admin),
-            "/api/clientes",
-            Some(json!({"nome": name, "webhook_url": receiver.url()})),
-        )
-        .await;
-    assert_eq!(s, 201, "{b}");
-    (
-        b["data"]["id"].as_i64().unwrap(),
-        b["data"]["webhook_secret"]
-            .as_str()
-            .expect("secret shown once")
-            .to_string(),
-    )
-}
-
-async fn number_id(app: &TestApp, admin: &str, pnid: &str) -> i64 {
-    let (_, numbers) = app
-        .call(Method::GET, Some(admin), "/api/phone-numbers", None)
-        .await;
-    numbers["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|n| n["phone_number_id"] == pnid)
-        .unwrap()["id"]
-        .as_i64()
-        .unwrap()
-}
-
 async fn logs(app: &TestApp, admin: &str, query: &str) -> Vec<Value> {
     let (s, b) = app
         .call(
@@ -116,9 +83,9 @@ async fn forwarding_scenario(backend: Backend) {
         Receiver::start().await,
         Receiver::start().await,
     );
-    let (client_a, secret_a) = client(&app, &admin, "Cliente A", &ra).await;
-    let (client_b, secret_b) = client(&app, &admin, "Cliente B", &rb).await;
-    let (client_c, _) = client(&app, &admin, "Cliente C", &rc).await;
+    let (client_a, secret_a) = app.panel_client(&admin, "Cliente A", &ra.url()).await;
+    let (client_b, secret_b) = app.panel_client(&admin, "Cliente B", &rb.url()).await;
+    let (client_c, _) = app.panel_client(&admin, "Cliente C", &rc.url()).await;
     // Business 1 (app secret registered): n1 serves A (the BM's client), n2 serves B (its own).
     let n1 = app.sim.create_number(CreateNumber::default()).unwrap();
     let n2 = app
@@ -129,7 +96,7 @@ async fn forwarding_scenario(backend: Backend) {
         })
         .unwrap();
     bm(&app, &admin, &n1, client_a, true).await;
-    let c2 = number_id(&app, &admin, &n2.phone_number_id).await;
+    let c2 = app.panel_number_id(&admin, &n2.phone_number_id).await;
     let (s, _) = app
         .call(
             Method::PUT,
@@ -462,7 +429,7 @@ async fn retention_scenario(backend: Backend) {
         .panel_user("admin@acme.com.br", "Admin", None, vec![])
         .await;
     let ra = Receiver::start().await;
-    let (client_a, _) = client(&app, &admin, "Cliente A", &ra).await;
+    let (client_a, _) = app.panel_client(&admin, "Cliente A", &ra.url()).await;
     let n = app.sim.create_number(CreateNumber::default()).unwrap();
     bm(&app, &admin, &n, client_a, true).await;
     app.sim

@@ -42,20 +42,6 @@ async fn bm(app: &TestApp, admin: &str, n: &CreatedNumber) {
     .await;
 }
 
-async fn channel_of(app: &TestApp, admin: &str, n: &CreatedNumber) -> i64 {
-    let (_, numbers) = app
-        .call(Method::GET, Some(admin), "/api/phone-numbers", None)
-        .await;
-    numbers["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["phone_number_id"] == n.phone_number_id.as_str())
-        .unwrap_or_else(|| panic!("{numbers}"))["id"]
-        .as_i64()
-        .unwrap()
-}
-
 async fn ledger_total(app: &TestApp) -> i64 {
     app.sim_summary().await["total"].as_i64().unwrap()
 }
@@ -241,10 +227,10 @@ async fn choice_scenario(backend: Backend) {
     bm(&app, &admin, &a).await;
     bm(&app, &admin, &c).await;
     let (ca, cb, cc, cd) = (
-        channel_of(&app, &admin, &a).await,
-        channel_of(&app, &admin, &b).await,
-        channel_of(&app, &admin, &c).await,
-        channel_of(&app, &admin, &d).await,
+        app.panel_number_id(&admin, &a.phone_number_id).await,
+        app.panel_number_id(&admin, &b.phone_number_id).await,
+        app.panel_number_id(&admin, &c.phone_number_id).await,
+        app.panel_number_id(&admin, &d.phone_number_id).await,
     );
     for id in [ca, cb, cc, cd] {
         let (s, g) = app

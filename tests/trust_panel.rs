@@ -5,7 +5,7 @@
 mod common;
 
 use common::{eventually, Backend, Receiver, TestApp};
-use provider::sim::{CreateNumber, CreatedNumber};
+use provider::sim::CreateNumber;
 use reqwest::Method;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -49,20 +49,6 @@ async fn invented_methods_leave_metrics_the_same_size() {
     assert!(!after.contains("FOO17"));
 }
 
-/// A client with a webhook URL pointing at `receiver`; its id.
-async fn client(app: &TestApp, admin: &str, name: &str, receiver: &Receiver) -> i64 {
-    let (s, b) = app
-        .call(
-            Method::POST,
-            Some(admin),
-            "/api/clientes",
-            Some(json!({"nome": name, "webhook_url": receiver.url()})),
-        )
-        .await;
-    assert_eq!(s, 201, "{b}");
-    b["data"]["id"].as_i64().unwrap()
-}
-
 /// An inbound text of `pnid` in an entry of `waba`, as the provider writes it.
 fn inbound_body(waba: &str, pnid: &str, wamid: &str, text: &str) -> String {
     json!({"object": "whatsapp_business_account", "entry": [{"id": waba, "time": 1_700_000_000, "changes": [{"field": "messages", "value": {
@@ -101,20 +87,6 @@ async fn inbound_count(app: &TestApp, channel: i64) -> usize {
     b["data"].as_array().unwrap().len()
 }
 
-async fn number_id(app: &TestApp, admin: &str, n: &CreatedNumber) -> i64 {
-    let (_, numbers) = app
-        .call(Method::GET, Some(admin), "/api/phone-numbers", None)
-        .await;
-    numbers["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|x| x["phone_number_id"] == n.phone_number_id.as_str())
-        .unwrap()["id"]
-        .as_i64()
-        .unwrap()
-}
-
 async fn event_lines(app: &TestApp, token: &str) -> Vec<Value> {
     let (s, b) = app
         .call(
@@ -134,8 +106,8 @@ async fn forged_events_scenario(backend: Backend) {
         .panel_user("admin@acme.com.br", "Admin", None, vec![])
         .await;
     let (ra, rc) = (Receiver::start().await, Receiver::start().await);
-    let client_a = client(&app, &admin, "Cliente A", &ra).await;
-    let client_c = client(&app, &admin, "Cliente C", &rc).await;
+    let client_a = app.panel_client(&admin, "Cliente A", &ra.url()).await.0;
+    let client_c = app.panel_client(&admin, "Cliente C", &rc.url()).await.0;
     // n1: a BM with its app secret, serving A. n3: a BM without one, serving C.
     let n1 = app.sim.create_number(CreateNumber::default()).unwrap();
     app.panel_bm(
@@ -152,8 +124,8 @@ async fn forged_events_scenario(backend: Backend) {
     )
     .await;
     let (c1, c3) = (
-        number_id(&app, &admin, &n1).await,
-        number_id(&app, &admin, &n3).await,
+        app.panel_number_id(&admin, &n1.phone_number_id).await,
+        app.panel_number_id(&admin, &n3.phone_number_id).await,
     );
     let boleto = "Pague este boleto hoje: 34191.79001 01043.510047 91020.150008 1 96610000012345";
 
@@ -254,8 +226,8 @@ async fn bm_scope_scenario(backend: Backend) {
         .panel_user("admin@acme.com.br", "Admin", None, vec![])
         .await;
     let (ra, rb) = (Receiver::start().await, Receiver::start().await);
-    let client_a = client(&app, &admin, "Cliente A", &ra).await;
-    let client_b = client(&app, &admin, "Cliente B", &rb).await;
+    let client_a = app.panel_client(&admin, "Cliente A", &ra.url()).await.0;
+    let client_b = app.panel_client(&admin, "Cliente B", &rb.url()).await.0;
     let n1 = app.sim.create_number(CreateNumber::default()).unwrap();
     let bm1 = app
         .panel_bm(
@@ -271,7 +243,7 @@ async fn bm_scope_scenario(backend: Backend) {
         json!({"nome": "BM Dois", "cliente_id": client_b}),
     )
     .await;
-    let c1 = number_id(&app, &admin, &n1).await;
+    let c1 = app.panel_number_id(&admin, &n1.phone_number_id).await;
     // Events of both BMs through the panel's receiver, forwarded to both clients.
     app.sim
         .set_webhook_url(Some(app.url("/api/webhooks/provider")))
@@ -475,7 +447,7 @@ async fn sessions_and_wiki_scenario(backend: Backend) {
         slugs.push(b["data"]["slug"].as_str().unwrap().to_string());
     }
     let rc = Receiver::start().await;
-    let c = client(&app, &admin, "Cliente W", &rc).await;
+    let c = app.panel_client(&admin, "Cliente W", &rc.url()).await.0;
     let (_, cli) = app
         .panel_user("cli@acme.com.br", "Client", Some(c), vec![])
         .await;

@@ -386,6 +386,46 @@ impl TestApp {
     }
 
     /// `POST /api/login`; the session token.
+    /// The panel's id of a number (`/api/phone-numbers`) by its provider phone number id.
+    pub async fn panel_number_id(&self, admin: &str, phone_number_id: &str) -> i64 {
+        let (_, numbers) = self
+            .call(
+                reqwest::Method::GET,
+                Some(admin),
+                "/api/phone-numbers",
+                None,
+            )
+            .await;
+        numbers["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["phone_number_id"] == phone_number_id)
+            .unwrap_or_else(|| panic!("{numbers}"))["id"]
+            .as_i64()
+            .unwrap()
+    }
+
+    /// A panel client whose events go to `webhook_url`: its id and signing secret (shown once).
+    pub async fn panel_client(&self, admin: &str, name: &str, webhook_url: &str) -> (i64, String) {
+        let (s, b) = self
+            .call(
+                reqwest::Method::POST,
+                Some(admin),
+                "/api/clientes",
+                Some(json!({"nome": name, "webhook_url": webhook_url})),
+            )
+            .await;
+        assert_eq!(s, 201, "{b}");
+        (
+            b["data"]["id"].as_i64().unwrap(),
+            b["data"]["webhook_secret"]
+                .as_str()
+                .expect("secret shown once")
+                .to_string(),
+        )
+    }
+
     pub async fn panel_login(&self, email: &str, password: &str) -> String {
         let (status, body) = self
             .call(
