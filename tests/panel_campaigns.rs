@@ -92,6 +92,18 @@ async fn validated(app: &TestApp, token: &str, id: i64) -> Value {
     .await
 }
 
+/// Turns the account's dispatch switch with `token`'s session: the answer.
+async fn switch(app: &TestApp, token: &str, on: bool) -> (StatusCode, Value) {
+    call(
+        app,
+        Method::PUT,
+        token,
+        "/api/settings/dispatch",
+        Some(json!({"habilitado": on})),
+    )
+    .await
+}
+
 async fn campaign(app: &TestApp, token: &str, id: i64) -> Value {
     let (s, b) = call(
         app,
@@ -737,23 +749,9 @@ async fn the_switch_holds_and_stops_campaigns(backend: Backend) {
     .await;
 
     // Only an Admin flips it; turning it off stops the running campaign before the answer.
-    let (s, _) = call(
-        &app,
-        Method::PUT,
-        &op,
-        "/api/settings/dispatch",
-        Some(json!({"habilitado": false})),
-    )
-    .await;
+    let (s, _) = switch(&app, &op, false).await;
     assert_eq!(s, StatusCode::FORBIDDEN);
-    let (s, b) = call(
-        &app,
-        Method::PUT,
-        &admin,
-        "/api/settings/dispatch",
-        Some(json!({"habilitado": false})),
-    )
-    .await;
+    let (s, b) = switch(&app, &admin, false).await;
     assert_eq!(s, StatusCode::OK, "{b}");
     assert_eq!(b["data"]["habilitado"], false);
     assert_eq!(b["data"]["retidas"], json!([running]));
@@ -819,14 +817,7 @@ async fn the_switch_holds_and_stops_campaigns(backend: Backend) {
     assert_eq!(sent_by(&app, &n1).await, at_switch);
 
     // On again: both go, each contact once.
-    let (s, b) = call(
-        &app,
-        Method::PUT,
-        &admin,
-        "/api/settings/dispatch",
-        Some(json!({"habilitado": true})),
-    )
-    .await;
+    let (s, b) = switch(&app, &admin, true).await;
     assert_eq!(s, StatusCode::OK, "{b}");
     assert_eq!(b["data"]["retidas"], json!([]));
     eventually(20, "both completed", || async {
@@ -1040,14 +1031,7 @@ async fn switch_off_at_boot_holds(backend: Backend) {
     );
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert_eq!(sent_by(&app, &n1).await, 0);
-    let (s, _) = call(
-        &app,
-        Method::PUT,
-        &admin,
-        "/api/settings/dispatch",
-        Some(json!({"habilitado": true})),
-    )
-    .await;
+    let (s, _) = switch(&app, &admin, true).await;
     assert_eq!(s, StatusCode::OK);
     eventually(10, "released", || async {
         (campaign(&app, &admin, id).await["status"] == "concluida").then_some(())
@@ -1160,14 +1144,7 @@ async fn test_sends_are_limited_audited_and_follow_the_switch(backend: Backend) 
         }
     };
     // The switch off: refused, nothing sent.
-    let (s, _) = call(
-        &app,
-        Method::PUT,
-        &admin,
-        "/api/settings/dispatch",
-        Some(json!({"habilitado": false})),
-    )
-    .await;
+    let (s, _) = switch(&app, &admin, false).await;
     assert_eq!(s, StatusCode::OK);
     let (s, b) = test(first, op.clone(), "5511966600100".into()).await;
     assert_eq!(
@@ -1176,14 +1153,7 @@ async fn test_sends_are_limited_audited_and_follow_the_switch(backend: Backend) 
         "{b}"
     );
     assert_eq!(received(&app, "5511966600100").await, 0);
-    let (s, _) = call(
-        &app,
-        Method::PUT,
-        &admin,
-        "/api/settings/dispatch",
-        Some(json!({"habilitado": true})),
-    )
-    .await;
+    let (s, _) = switch(&app, &admin, true).await;
     assert_eq!(s, StatusCode::OK);
     // Five per campaign, then 429; another campaign still has its own.
     for i in 0..5 {
