@@ -248,6 +248,7 @@ impl Application {
                 media_max_concurrent: settings.media_max_concurrent,
                 media_max_bytes: settings.media_max_memory_mb * 1024 * 1024,
                 in_doubt_grace: Duration::from_millis(settings.in_doubt_grace_ms),
+                node_ttl: Duration::from_millis(settings.node_ttl_ms),
                 provider_log_retention: Duration::from_millis(settings.provider_log_retention_ms),
                 provider_webhook_verify_token: settings.provider_webhook_verify_token.clone(),
                 hygiene: settings.hygiene_url.as_ref().map(|url| {

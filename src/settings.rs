@@ -114,6 +114,11 @@ pub struct Settings {
     /// a status webhook before it is sent again, in ms (D-032).
     #[arg(long, env = "DISPARO_IN_DOUBT_GRACE_MS", default_value_t = 120_000)]
     pub in_doubt_grace_ms: u64,
+    /// How long a process's session lives without a heartbeat, in ms (heartbeats every
+    /// second): past it, peers on the same database take over what it held (claimed campaign
+    /// sends, idempotency keys, webhook subscriptions; issue 50, D-100).
+    #[arg(long, env = "DISPARO_NODE_TTL_MS", default_value_t = 10_000)]
+    pub node_ttl_ms: u64,
     /// When set, `GET /metrics` answers only `Authorization: Bearer <this>` (the series name
     /// every account's channels; point Prometheus's `authorization` at it).
     #[arg(long, env = "DISPARO_METRICS_TOKEN", value_parser = secret, hide_env_values = true)]

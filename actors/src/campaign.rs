@@ -278,6 +278,22 @@ fn allocate(slots: &[Slot], credits: &[usize], page: usize) -> Vec<usize> {
 async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<(), ActorError> {
     st.ticks += 1;
     let store = &st.shared.store;
+    // A backstop for moves made by another process (issue 50): a pause, cancel or completion
+    // there reaches this actor only through the stored state. Anything but running (or a
+    // pause this actor made by rules) stops it, as a halt would.
+    let state = store.campaign_state(st.campaign_id).await?;
+    let keeps_running = match state.as_deref() {
+        Some("running") => true,
+        Some("paused") => st.paused_by_rules,
+        _ => false,
+    };
+    if !keeps_running {
+        *st.gate.write().await = false;
+        st.shared.campaigns.remove(&st.campaign_id);
+        tracing::info!(state, "campaign moved elsewhere: its actor stops");
+        myself.stop(None);
+        return Ok(());
+    }
     if st.ticks % SWEEP_EVERY_TICKS == 1 {
         let grace = st.shared.config.in_doubt_grace.as_millis() as i64;
         let swept = store
@@ -476,22 +492,45 @@ async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<()
 /// Moves campaign `id` of `account_id` to `state` (with a pause reason, or none) and emits
 /// `campaign.status` to the subscriptions of each of its numbers (issue 17): `{campaign_id,
 /// name, status, previous_status, reason}`. A move to the state it is already in emits
-/// nothing.
+/// nothing. The write is a compare-and-set on the state read (issue 50): when another
+/// process or request moved the campaign in between, or the stored state may not be written
+/// over ([`CampaignState::may_be_overwritten_by`]: a cancelled campaign stays cancelled),
+/// nothing is written or emitted and the answer is `false`.
 pub(crate) async fn move_campaign(
     shared: &Shared,
     account_id: i64,
     id: i64,
     state: CampaignState,
     reason: Option<&str>,
-) -> Result<(), storage::StorageError> {
+) -> Result<bool, storage::StorageError> {
     let store = &shared.store;
     let before = store.campaign(account_id, id).await?;
-    store.set_campaign_state(id, state.as_str(), reason).await?;
+    let stored = CampaignState::parse(&before.state).unwrap_or(CampaignState::Cancelled);
+    if !stored.may_be_overwritten_by(state) {
+        tracing::info!(
+            campaign_id = id,
+            from = stored.as_str(),
+            to = state.as_str(),
+            "campaign move refused: the stored state stands"
+        );
+        return Ok(false);
+    }
+    if !store
+        .set_campaign_state(id, &before.state, state.as_str(), reason)
+        .await?
+    {
+        tracing::info!(
+            campaign_id = id,
+            to = state.as_str(),
+            "campaign moved by someone else meanwhile"
+        );
+        return Ok(false);
+    }
     if before.state == state.as_str() && before.pause_reason.as_deref() == reason {
-        return Ok(());
+        return Ok(true);
     }
     announce_campaign(shared, &before, state, reason).await;
-    Ok(())
+    Ok(true)
 }
 
 /// Emits `campaign.status` (`before`'s state as the previous one, `state` as the new) to the
@@ -730,8 +769,24 @@ impl Runtime {
             });
         }
         self.may_start(&c).await?;
-        crate::campaign::move_campaign(&self.shared, account_id, id, CampaignState::Running, None)
-            .await?;
+        if !crate::campaign::move_campaign(
+            &self.shared,
+            account_id,
+            id,
+            CampaignState::Running,
+            None,
+        )
+        .await?
+        {
+            // Started, cancelled or scheduled-and-started by someone else meanwhile (another
+            // request, another process's scheduler): theirs stands.
+            return Err(ActorError::Rejected {
+                code: "invalid_state",
+                message: "A campanha mudou de estado enquanto era iniciada; consulte-a de novo."
+                    .into(),
+                details: serde_json::json!({"state": c.state}),
+            });
+        }
         self.spawn_campaign(id, account_id).await?;
         self.campaign_view(account_id, id).await
     }

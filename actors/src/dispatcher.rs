@@ -37,6 +37,10 @@ pub enum DispatcherMsg {
     Purge,
     /// Publish the backlog gauges.
     Gauges,
+    /// A graceful stop (issue 50, D-100): start no attempt any more and answer once every
+    /// attempt under way ended and is recorded, so the subscriptions' leases can be released
+    /// without a peer POSTing what this process delivered.
+    Drain(ractor::RpcReplyPort<()>),
 }
 
 /// Dispatcher settings.
@@ -91,6 +95,12 @@ pub struct DispatcherState {
     /// must be read again.
     window: Option<Window>,
     poll_scheduled: bool,
+    /// When the subscriptions' leases were last taken and renewed (D-100).
+    leased_at: Option<std::time::Instant>,
+    /// Graceful stop: who waits for the attempts under way to end (empty: not draining).
+    drain: Vec<ractor::RpcReplyPort<()>>,
+    /// Whether a graceful stop began (no attempt starts).
+    draining: bool,
     /// The attempts' writer.
     recorder: Recorder,
 }
@@ -313,6 +323,9 @@ impl Actor for WebhookDispatcher {
             recording: HashSet::new(),
             window: None,
             poll_scheduled: false,
+            leased_at: None,
+            drain: Vec::new(),
+            draining: false,
         })
     }
 
@@ -333,6 +346,8 @@ impl Actor for WebhookDispatcher {
             }
             DispatcherMsg::Poll => {
                 st.poll_scheduled = false;
+                // Renewed also while every slot is busy (the poll then reads nothing).
+                lease(st).await;
                 poll(&myself, st).await;
             }
             DispatcherMsg::Gauges => match st.store.outbox_backlog().await {
@@ -376,6 +391,15 @@ impl Actor for WebhookDispatcher {
                     st.recording.remove(&id);
                 }
             }
+            DispatcherMsg::Drain(reply) => {
+                st.draining = true;
+                st.drain.push(reply);
+            }
+        }
+        if st.draining && st.in_flight.is_empty() && st.recording.is_empty() {
+            for reply in st.drain.drain(..) {
+                let _ = reply.send(());
+            }
         }
         Ok(())
     }
@@ -402,6 +426,9 @@ fn release(
 }
 
 async fn poll(myself: &ActorRef<DispatcherMsg>, st: &mut DispatcherState) {
+    if st.draining {
+        return;
+    }
     let free = st
         .config
         .max_in_flight
@@ -482,9 +509,26 @@ async fn poll(myself: &ActorRef<DispatcherMsg>, st: &mut DispatcherState) {
     }
 }
 
+/// How often the subscriptions' leases are taken and renewed, at most (D-100).
+const LEASE_EVERY: Duration = Duration::from_millis(250);
+
+/// Takes and renews subscription leases when the last time is [`LEASE_EVERY`] ago (a failure
+/// is logged; the leases held last until their end).
+async fn lease(st: &mut DispatcherState) {
+    if st.leased_at.is_some_and(|t| t.elapsed() < LEASE_EVERY) {
+        return;
+    }
+    st.leased_at = Some(std::time::Instant::now());
+    let hold = st.store.session_ttl_ms() + st.config.timeout.as_millis() as i64;
+    if let Err(e) = st.store.lease_subscriptions(hold).await {
+        tracing::warn!(error = %e, "webhook subscription leases not renewed");
+    }
+}
+
 /// Reads the outbox's window (one read of the store per call; D-086), leaving out the
 /// deliveries being recorded.
-async fn read_window(st: &DispatcherState) -> storage::Result<Window> {
+async fn read_window(st: &mut DispatcherState) -> storage::Result<Window> {
+    lease(st).await;
     let mut rows = st.store.pending_window().await?;
     metrics::counter!("disparo_webhook_window_reads_total").increment(1);
     let mut per_subscription: HashMap<i64, i64> = HashMap::new();

@@ -252,6 +252,14 @@ pub(crate) fn spawn_scheduler(rt: Runtime) {
                     }) => {
                         tracing::debug!(campaign_id = id, "scheduled campaign held by the switch")
                     }
+                    // Another process's scheduler started it first (the start is a
+                    // compare-and-set on `scheduled`, issue 50): it runs there.
+                    Err(ActorError::Rejected {
+                        code: "invalid_state",
+                        ..
+                    }) => {
+                        tracing::debug!(campaign_id = id, "scheduled campaign started elsewhere")
+                    }
                     Err(e) => {
                         tracing::error!(campaign_id = id, error = %e, "scheduled campaign not started")
                     }

@@ -30,6 +30,7 @@ pub mod panel;
 pub mod panel_campaigns;
 pub mod registry;
 pub mod sender;
+pub mod sessions;
 pub mod settle;
 pub mod supervisor;
 pub mod templates;
@@ -106,6 +107,9 @@ pub struct RuntimeConfig {
     /// How long an in-doubt campaign send waits for a status webhook before it is sent again
     /// (`DISPARO_IN_DOUBT_GRACE_MS`, D-032).
     pub in_doubt_grace: Duration,
+    /// How long this process's session lives without a heartbeat (`DISPARO_NODE_TTL_MS`,
+    /// issue 50, D-100).
+    pub node_ttl: Duration,
     /// The contact-hygiene service of panel campaigns (`HYGIENE_URL`; none: campaigns show
     /// that it is not configured).
     pub hygiene: Option<panel_campaigns::HygieneSettings>,
@@ -138,6 +142,7 @@ impl Default for RuntimeConfig {
             media_max_concurrent: 16,
             media_max_bytes: 256 * 1024 * 1024,
             in_doubt_grace: Duration::from_secs(120),
+            node_ttl: Duration::from_millis(storage::sessions::DEFAULT_SESSION_TTL_MS as u64),
             hygiene: None,
             dispatch_enabled: None,
         }
@@ -253,6 +258,11 @@ impl Runtime {
         graph: GraphClient,
         config: RuntimeConfig,
     ) -> Result<Self, ActorError> {
+        // The session first: everything this process claims or leases carries it (D-100).
+        let session = store
+            .register_session(&sessions::node_name(), config.node_ttl.as_millis() as i64)
+            .await?;
+        tracing::info!(session, "process session registered");
         let guard = outbound::Guard::new(config.outbound.clone());
         let media_budget =
             media::MediaBudget::new(config.media_max_concurrent, config.media_max_bytes);
@@ -334,21 +344,17 @@ impl Runtime {
             campaign_supervisor,
             dispatcher,
         };
-        let (in_doubt, released) = store.idempotency_recover().await?;
-        if in_doubt + released > 0 {
-            tracing::info!(
-                in_doubt,
-                released,
-                "idempotency keys left pending by a stop resolved"
-            );
-        }
+        sessions::recover(&store).await?;
+        sessions::spawn_heartbeat(Arc::downgrade(&rt.shared));
         for id in store.all_channel_ids().await? {
             if let Err(e) = rt.start_channel(id).await {
                 tracing::error!(channel_id = id, error = %e, "channel not started at boot");
             }
         }
-        if rt.shared.config.dispatch_enabled.is_some() {
-            // DISPARO_ENABLED named at start decides again for every account (D-062).
+        if rt.shared.config.dispatch_enabled.is_some() && store.other_live_sessions().await? == 0 {
+            // DISPARO_ENABLED named at start decides again for every account (D-062) when
+            // the deployment starts; a process joining live peers (a rolling deploy, a
+            // second node) keeps the switches as operators left them (D-100).
             store.reset_dispatch_switches().await?;
         }
         for (id, account_id) in store.running_campaigns().await? {
@@ -761,6 +767,17 @@ impl Runtime {
         self.campaign_supervisor.stop(None);
         self.supervisor.stop_children(None);
         self.supervisor.stop(None);
+        // The attempts under way end and are recorded before the leases are released: a
+        // peer taking the subscriptions over never POSTs what this process delivered.
+        let wait = self.shared.config.webhook_timeout + Duration::from_secs(5);
+        if crate::ask(&self.dispatcher, DispatcherMsg::Drain, wait)
+            .await
+            .is_err()
+        {
+            tracing::warn!("webhook attempts still under way at the stop");
+        }
         self.dispatcher.stop(None);
+        // Leases released and the session ended: peers take over at once (D-100).
+        sessions::end(&self.shared.store).await;
     }
 }

@@ -67,6 +67,20 @@ impl CampaignState {
         )
     }
 
+    /// Whether a stored state may be written over by `next` at all (whatever the caller
+    /// saw): a cancelled campaign stays cancelled, a completed one only runs again (a resend,
+    /// `can_resend`). Guards the compare-and-set of every campaign move (issue 50): a
+    /// completion that raced a cancel leaves the cancel standing.
+    pub fn may_be_overwritten_by(self, next: CampaignState) -> bool {
+        match self {
+            CampaignState::Cancelled => next == CampaignState::Cancelled,
+            CampaignState::Completed => {
+                matches!(next, CampaignState::Completed | CampaignState::Running)
+            }
+            _ => true,
+        }
+    }
+
     /// Whether the campaign may move to `next`.
     pub fn can_move_to(self, next: CampaignState) -> bool {
         use CampaignState::*;
@@ -142,5 +156,19 @@ mod tests {
             assert_eq!(CampaignState::parse(s.as_str()), Some(s));
         }
         assert!(Draft.accepts_recipients() && !Completed.accepts_recipients());
+    }
+
+    #[test]
+    fn a_cancel_stands_and_a_completion_only_runs_again() {
+        for next in [Draft, Scheduled, Running, Paused, Completed] {
+            assert!(!Cancelled.may_be_overwritten_by(next), "{next:?}");
+        }
+        assert!(Cancelled.may_be_overwritten_by(Cancelled));
+        assert!(Completed.may_be_overwritten_by(Running));
+        assert!(!Completed.may_be_overwritten_by(Paused));
+        assert!(!Completed.may_be_overwritten_by(Cancelled));
+        assert!(
+            Running.may_be_overwritten_by(Completed) && Running.may_be_overwritten_by(Cancelled)
+        );
     }
 }

@@ -501,6 +501,18 @@ pub struct Claimed {
 }
 
 impl Store {
+    /// A campaign's stored state (`None`: deleted), read on every campaign tick (issue 50).
+    pub async fn campaign_state(&self, id: i64) -> Result<Option<String>> {
+        let row = sqlx::query("SELECT state FROM campaigns WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(match row {
+            Some(r) => Some(r.try_get("state")?),
+            None => None,
+        })
+    }
+
     /// Campaigns in state `running` (restarted at boot).
     pub async fn running_campaigns(&self) -> Result<Vec<(i64, i64)>> {
         let rows =
@@ -512,26 +524,32 @@ impl Store {
             .collect()
     }
 
-    /// Moves a campaign to `state` (with a pause reason, or none), stamping start and finish.
+    /// Moves a campaign from state `from` to `state` (with a pause reason, or none), stamping
+    /// start and finish: a compare-and-set, so of two processes or requests moving it at once
+    /// only the one that saw its current state moves it (issue 50; a completion never
+    /// overwrites a cancel). Returns whether it moved.
     pub async fn set_campaign_state(
         &self,
         id: i64,
+        from: &str,
         state: &str,
         reason: Option<&str>,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let now = now_ms();
-        sqlx::query(
+        let moved = sqlx::query(
             "UPDATE campaigns SET state = $2, pause_reason = $3, updated_at = $4, \
              started_at = CASE WHEN $2 = 'running' AND started_at IS NULL THEN $4 ELSE started_at END, \
-             finished_at = CASE WHEN $2 IN ('completed', 'cancelled') THEN $4 ELSE finished_at END WHERE id = $1",
+             finished_at = CASE WHEN $2 IN ('completed', 'cancelled') THEN $4 ELSE finished_at END WHERE id = $1 AND state = $5",
         )
         .bind(id)
         .bind(state)
         .bind(reason)
         .bind(now)
+        .bind(from)
         .execute(&self.writer)
-        .await?;
-        Ok(())
+        .await?
+        .rows_affected();
+        Ok(moved == 1)
     }
 
     /// Claims planned recipients of a campaign for its numbers in one transaction (on SQLite
@@ -562,7 +580,14 @@ impl Store {
         } else {
             "SELECT id, phone, vars FROM campaign_recipients WHERE campaign_id = $1 AND state = 'planned' AND pinned_channel_id IS NULL AND $3 > 0 ORDER BY id LIMIT $2"
         };
-        let rows = sqlx::query(sql)
+        // On PostgreSQL the picked rows are locked until the claim commits, and rows another
+        // process is claiming are passed over (issue 50, D-100): two claimers never pick the
+        // same recipient. SQLite has one writer at a time.
+        let sql = match self.backend {
+            crate::Backend::Postgres => format!("{sql} FOR UPDATE SKIP LOCKED"),
+            crate::Backend::Sqlite => sql.to_string(),
+        };
+        let rows = sqlx::query(&sql)
             .bind(campaign_id)
             .bind(limit as i64)
             .bind(shares[0].channel_id)
@@ -623,12 +648,15 @@ impl Store {
             start += chunk.len();
             for (s, claimed) in claim_chunk(
                 &mut tx,
-                account_id,
-                campaign_id,
-                shares,
-                template_language,
+                ClaimContext {
+                    account_id,
+                    campaign_id,
+                    shares,
+                    template_language,
+                    session: self.session_id(),
+                    now,
+                },
                 chunk,
-                now,
             )
             .await?
             {
@@ -695,19 +723,36 @@ pub struct ClaimShare {
     pub template_name: String,
 }
 
+/// What every chunk of one claim shares.
+struct ClaimContext<'a> {
+    account_id: i64,
+    campaign_id: i64,
+    shares: &'a [ClaimShare],
+    template_language: &'a str,
+    /// The claiming process's session (D-100).
+    session: i64,
+    now: i64,
+}
+
 /// Claims a chunk of picked recipients, each with the index of its share (its number),
 /// inside the claim's transaction: three multi-row statements for the chunk, whatever the
 /// numbers, instead of three per recipient or per number (the claim is on every campaign
-/// tick's path). Returns each claimed recipient with its share's index.
+/// tick's path). Returns each claimed recipient with its share's index. Errors:
+/// [`StorageError::Conflict`] (`claim_lost`) when a picked recipient was no longer `planned`
+/// (the transaction must roll back: its messages go with it).
 async fn claim_chunk(
     tx: &mut sqlx::Transaction<'static, sqlx::Any>,
-    account_id: i64,
-    campaign_id: i64,
-    shares: &[ClaimShare],
-    template_language: &str,
+    cx: ClaimContext<'_>,
     chunk: &[(usize, &(i64, String, String))],
-    now: i64,
 ) -> Result<Vec<(usize, Claimed)>> {
+    let ClaimContext {
+        account_id,
+        campaign_id,
+        shares,
+        template_language,
+        session,
+        now,
+    } = cx;
     // Conversations (one per recipient and number), created or found.
     let values: Vec<String> = (0..chunk.len())
         .map(|i| {
@@ -784,11 +829,14 @@ async fn claim_chunk(
             format!("(${p}, ${}, ${}, ${})", p + 1, p + 2, p + 3)
         })
         .collect();
+    // Only over `planned` rows (issue 50): a recipient claimed twice would be sent twice.
     let sql = format!(
         "WITH v (rid, cid, mid, at) AS (VALUES {}) \
-         UPDATE campaign_recipients SET state = 'claimed', channel_id = v.cid, message_id = v.mid, updated_at = v.at \
-         FROM v WHERE campaign_recipients.id = v.rid",
-        values.join(", ")
+         UPDATE campaign_recipients SET state = 'claimed', channel_id = v.cid, message_id = v.mid, updated_at = v.at, \
+         claim_session = ${} \
+         FROM v WHERE campaign_recipients.id = v.rid AND campaign_recipients.state = 'planned'",
+        values.join(", "),
+        4 * chunk.len() + 1
     );
     let sql = crate::positional(tx, &sql);
     let mut q = sqlx::query(&sql);
@@ -813,7 +861,10 @@ async fn claim_chunk(
             },
         ));
     }
-    q.execute(&mut **tx).await?;
+    let claimed = q.bind(session).execute(&mut **tx).await?.rows_affected();
+    if claimed != chunk.len() as u64 {
+        return Err(StorageError::Conflict("claim_lost".into()));
+    }
     Ok(out)
 }
 
@@ -865,6 +916,8 @@ pub struct SweepOutcome {
     pub failed: u64,
     /// Back to planned: no sign of the provider within the grace period.
     pub replanned: u64,
+    /// Claimed by a gone process, now in doubt (issue 50, D-100).
+    pub taken_over: u64,
 }
 
 impl Store {
@@ -1008,16 +1061,27 @@ impl Store {
                 }
                 written_events += subscriptions.enqueue_tx(&mut tx, &events).await?;
             }
+            // Only the claim this send came from (its message; issue 50): a recipient given
+            // back and claimed again since is another send's.
+            let values: Vec<String> = (0..chunk.len())
+                .map(|j| format!("(${}, ${})", 1 + 2 * j, 2 + 2 * j))
+                .collect();
             let sql = format!(
-                "UPDATE campaign_recipients SET state = 'sent', updated_at = $1 WHERE id IN ({})",
-                crate::messages::placeholders(2, chunk.len())
+                "WITH v (rid, mid) AS (VALUES {}) \
+                 UPDATE campaign_recipients SET state = 'sent', updated_at = ${} \
+                 FROM v WHERE campaign_recipients.id = v.rid AND campaign_recipients.message_id = v.mid \
+                 AND campaign_recipients.state IN ('claimed', 'in_doubt')",
+                values.join(", "),
+                2 * chunk.len() + 1
             );
             let sql = crate::positional(&tx, &sql);
-            let mut q = sqlx::query(&sql).bind(now);
+            let mut q = sqlx::query(&sql);
             for &i in chunk {
-                q = q.bind(settlements[i].recipient_id);
+                q = q
+                    .bind(settlements[i].recipient_id)
+                    .bind(settlements[i].message_id);
             }
-            q.execute(&mut *tx).await?;
+            q.bind(now).execute(&mut *tx).await?;
         }
         for i in rest {
             let s = &settlements[i];
@@ -1036,18 +1100,21 @@ impl Store {
                     .bind(reason)
                     .execute(&mut *tx)
                     .await?;
-                    sqlx::query("UPDATE campaign_recipients SET state = $2, error = $3, updated_at = $4 WHERE id = $1")
+                    sqlx::query("UPDATE campaign_recipients SET state = $2, error = $3, updated_at = $4 WHERE id = $1 \
+                                 AND message_id = $5 AND state IN ('claimed', 'in_doubt')")
                         .bind(s.recipient_id)
                         .bind(if *skip { "skipped" } else { "failed" })
                         .bind(reason)
                         .bind(now)
+                        .bind(s.message_id)
                         .execute(&mut *tx)
                         .await?;
                 }
                 SendResult::InDoubt => {
-                    sqlx::query("UPDATE campaign_recipients SET state = 'in_doubt', updated_at = $2 WHERE id = $1 AND state = 'claimed'")
+                    sqlx::query("UPDATE campaign_recipients SET state = 'in_doubt', updated_at = $2 WHERE id = $1 AND state = 'claimed' AND message_id = $3")
                         .bind(s.recipient_id)
                         .bind(now)
+                        .bind(s.message_id)
                         .execute(&mut *tx)
                         .await?;
                 }
@@ -1078,11 +1145,16 @@ impl Store {
         ))
     }
 
-    /// At a campaign actor's start, recipients still `claimed` were taken by a process that
-    /// stopped (a crash): the provider may or may not have received them, so they become
-    /// `in_doubt` (D-032). Returns how many.
+    /// At a campaign actor's start, recipients still `claimed` by this process (an actor
+    /// that failed) or by a gone one (a crash) were left mid-send: the provider may or may not
+    /// have received them, so they become `in_doubt` (D-032). A live peer's claims are its
+    /// own (issue 50, D-100). Returns how many.
     pub async fn mark_claimed_in_doubt(&self, campaign_id: i64) -> Result<u64> {
-        let r = sqlx::query("UPDATE campaign_recipients SET state = 'in_doubt', updated_at = $2 WHERE campaign_id = $1 AND state = 'claimed'")
+        let sql = format!(
+            "UPDATE campaign_recipients SET state = 'in_doubt', updated_at = $2 WHERE campaign_id = $1 AND state = 'claimed' AND {}",
+            self.mine_or_gone_sql("claim_session")
+        );
+        let r = sqlx::query(&sql)
             .bind(campaign_id)
             .bind(now_ms())
             .execute(&self.writer)
@@ -1100,14 +1172,30 @@ impl Store {
         grace_before: i64,
     ) -> Result<SweepOutcome> {
         let mut out = SweepOutcome::default();
-        let rows = sqlx::query(
+        // Sends a gone process left `claimed` are in doubt from now (a peer died mid-send).
+        let sql = format!(
+            "UPDATE campaign_recipients SET state = 'in_doubt', updated_at = $2 WHERE campaign_id = $1 AND state = 'claimed' \
+             AND claim_session IS NOT NULL AND claim_session <> $3 AND claim_session NOT IN {}",
+            self.live_sessions_sql()
+        );
+        out.taken_over = sqlx::query(&sql)
+            .bind(campaign_id)
+            .bind(now_ms())
+            .bind(self.session_id())
+            .execute(&self.writer)
+            .await?
+            .rows_affected();
+        // A live peer's in-doubt sends are its own to resolve.
+        let sql = format!(
             "SELECT r.id AS rid, r.message_id AS mid, r.updated_at AS since, m.provider_message_id AS wamid, \
              m.status AS status, m.error_title AS error FROM campaign_recipients r LEFT JOIN messages m ON m.id = r.message_id \
-             WHERE r.campaign_id = $1 AND r.state = 'in_doubt' ORDER BY r.id LIMIT 1000",
-        )
-        .bind(campaign_id)
-        .fetch_all(&self.pool)
-        .await?;
+             WHERE r.campaign_id = $1 AND r.state = 'in_doubt' AND {} ORDER BY r.id LIMIT 1000",
+            self.mine_or_gone_sql("r.claim_session")
+        );
+        let rows = sqlx::query(&sql)
+            .bind(campaign_id)
+            .fetch_all(&self.pool)
+            .await?;
         if rows.is_empty() {
             return Ok(out);
         }
@@ -1130,11 +1218,12 @@ impl Store {
                 }
                 (false, _) => continue,
             };
-            sqlx::query("UPDATE campaign_recipients SET state = $2, error = $3, updated_at = $4 WHERE id = $1 AND state = 'in_doubt'")
+            sqlx::query("UPDATE campaign_recipients SET state = $2, error = $3, updated_at = $4 WHERE id = $1 AND state = 'in_doubt' AND message_id = $5")
                 .bind(rid)
                 .bind(state)
                 .bind(error.filter(|_| state == "failed"))
                 .bind(now)
+                .bind(mid)
                 .execute(&mut *tx)
                 .await?;
             *n += 1;
@@ -1194,14 +1283,22 @@ async fn replan(
     message_id: i64,
     now: i64,
 ) -> Result<()> {
+    // Only the claim this send came from (issue 50): a recipient settled or claimed again
+    // since is left alone, and so is its message.
     // A send given back after its campaign was cancelled is skipped, not planned again.
-    sqlx::query("UPDATE campaign_recipients SET state = CASE WHEN EXISTS (SELECT 1 FROM campaigns k WHERE k.id = campaign_recipients.campaign_id AND k.state = 'cancelled') THEN 'skipped' ELSE 'planned' END, \
+    let replanned = sqlx::query("UPDATE campaign_recipients SET state = CASE WHEN EXISTS (SELECT 1 FROM campaigns k WHERE k.id = campaign_recipients.campaign_id AND k.state = 'cancelled') THEN 'skipped' ELSE 'planned' END, \
                  error = CASE WHEN EXISTS (SELECT 1 FROM campaigns k WHERE k.id = campaign_recipients.campaign_id AND k.state = 'cancelled') THEN 'cancelada' ELSE error END, \
-                 channel_id = NULL, message_id = NULL, updated_at = $2 WHERE id = $1")
+                 channel_id = NULL, message_id = NULL, claim_session = NULL, updated_at = $2 WHERE id = $1 \
+                 AND COALESCE(message_id, 0) = $3 AND state IN ('claimed', 'in_doubt')")
         .bind(recipient_id)
         .bind(now)
+        .bind(message_id)
         .execute(&mut **tx)
-        .await?;
+        .await?
+        .rows_affected();
+    if replanned == 0 {
+        return Ok(());
+    }
     sqlx::query("DELETE FROM messages WHERE id = $1 AND provider_message_id IS NULL")
         .bind(message_id)
         .execute(&mut **tx)

@@ -47,13 +47,14 @@ impl Store {
             .execute(&self.writer)
             .await?;
         let inserted = sqlx::query(
-            "INSERT INTO idempotency_keys (account_id, idem_key, request_hash, state, created_at) VALUES ($1, $2, $3, 'pending', $4) \
+            "INSERT INTO idempotency_keys (account_id, idem_key, request_hash, state, created_at, session_id) VALUES ($1, $2, $3, 'pending', $4, $5) \
              ON CONFLICT (account_id, idem_key) DO NOTHING",
         )
         .bind(account_id)
         .bind(key)
         .bind(request_hash)
         .bind(now)
+        .bind(self.session_id())
         .execute(&self.writer)
         .await?
         .rows_affected();
@@ -121,23 +122,6 @@ impl Store {
             Some(r) => r.try_get("message_id")?,
             None => None,
         })
-    }
-
-    /// Resolves the keys a crash left `pending` (run at start, before any request): a key
-    /// bound to a message is in doubt (a retry answers with that message), a key without one
-    /// is released (nothing was written, so nothing was sent). Returns (in doubt, released).
-    pub async fn idempotency_recover(&self) -> Result<(u64, u64)> {
-        let in_doubt = sqlx::query(
-            "UPDATE idempotency_keys SET state = 'in_doubt' WHERE state = 'pending' AND message_id IS NOT NULL",
-        )
-        .execute(&self.writer)
-        .await?
-        .rows_affected();
-        let released = sqlx::query("DELETE FROM idempotency_keys WHERE state = 'pending'")
-            .execute(&self.writer)
-            .await?
-            .rows_affected();
-        Ok((in_doubt, released))
     }
 
     /// Releases a claimed key without an answer (the request failed in a way a retry may

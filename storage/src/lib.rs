@@ -22,10 +22,13 @@ pub mod provider_fields;
 pub mod reports;
 pub mod sender;
 pub mod sends;
+pub mod sessions;
 pub mod templates;
 pub mod webhooks;
 pub mod wiki;
 
+#[cfg(test)]
+mod concurrency_tests;
 #[cfg(test)]
 mod test_support;
 
@@ -136,6 +139,8 @@ pub struct Store {
     tokens: Arc<accounts::TokenCache>,
     /// Templates read for sends (D-090).
     templates: Arc<templates::TemplateCache>,
+    /// This process's session and how long a silent one lives (issue 50, D-100).
+    session: Arc<sessions::SessionState>,
 }
 
 impl Store {
@@ -223,6 +228,7 @@ impl Store {
             cipher,
             tokens: Arc::new(accounts::TokenCache::default()),
             templates: Arc::new(templates::TemplateCache::default()),
+            session: Arc::new(sessions::SessionState::default()),
         })
     }
 

@@ -671,6 +671,16 @@ impl Store {
                 .collect();
             wamids.sort_unstable();
             wamids.dedup();
+            if self.backend == crate::Backend::Postgres {
+                // Statuses forward-only across processes (issue 50): the rows are locked, in
+                // id order, before they are read, so a status compared with a row is
+                // compared with its latest version (SQLite's write transaction is exclusive).
+                let callbacks: Vec<i64> = reports
+                    .iter()
+                    .filter_map(|(_, _, r)| r.callback_message_id)
+                    .collect();
+                lock_messages_tx(&mut tx, &wamids, &callbacks).await?;
+            }
             let mut by_wamid: HashMap<String, MessageRecord> = HashMap::new();
             let mut by_id: HashMap<i64, MessageRecord> = HashMap::new();
             for chunk in crate::padded_chunks(&wamids, 256) {
@@ -815,6 +825,44 @@ impl Store {
         tx.commit().await?;
         Ok((outs, deliveries))
     }
+}
+
+/// Locks the message rows with these provider ids or ids, in id order (PostgreSQL, inside a
+/// status transaction): two transactions lock what they share in the same order, so neither
+/// waits for the other in a cycle.
+async fn lock_messages_tx(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    wamids: &[&str],
+    ids: &[i64],
+) -> Result<()> {
+    let mut all: Vec<i64> = ids.to_vec();
+    for chunk in crate::padded_chunks(wamids, 256) {
+        let sql = format!(
+            "SELECT id FROM messages WHERE provider_message_id IN ({})",
+            placeholders(1, chunk.len())
+        );
+        let mut q = sqlx::query(&sql);
+        for w in &chunk {
+            q = q.bind(*w);
+        }
+        for row in q.fetch_all(&mut **tx).await? {
+            all.push(row.try_get("id")?);
+        }
+    }
+    all.sort_unstable();
+    all.dedup();
+    for chunk in crate::padded_chunks(&all, 256) {
+        let sql = format!(
+            "SELECT id FROM messages WHERE id IN ({}) ORDER BY id FOR UPDATE",
+            placeholders(1, chunk.len())
+        );
+        let mut q = sqlx::query(&sql);
+        for id in &chunk {
+            q = q.bind(*id);
+        }
+        q.fetch_all(&mut **tx).await?;
+    }
+    Ok(())
 }
 
 impl Store {

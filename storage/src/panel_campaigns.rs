@@ -382,8 +382,17 @@ impl Store {
 
     /// Releases valid contacts for sending (`pending` → `planned`), oldest first, so that at
     /// most `volume` valid contacts are released in all; returns how many were released now.
+    /// Two releases of one campaign (two approvals, two processes) take turns on the
+    /// campaign's row, so together they never release more than `volume` (issue 50).
     pub async fn release_contacts(&self, campaign_id: i64, volume: i64) -> Result<u64> {
         let mut tx = self.begin_write().await?;
+        if self.backend == crate::Backend::Postgres {
+            // SQLite's write transaction is exclusive already.
+            sqlx::query("SELECT id FROM campaigns WHERE id = $1 FOR UPDATE")
+                .bind(campaign_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+        }
         let released: i64 = sqlx::query("SELECT COUNT(*) AS n FROM campaign_recipients WHERE campaign_id = $1 AND hygiene = 'valid' AND state <> 'pending'")
             .bind(campaign_id)
             .fetch_one(&mut *tx)

@@ -42,8 +42,37 @@ pub(crate) async fn drop_postgres(store: Store, name: &str) {
         .unwrap();
 }
 
+/// Two stores on one new PostgreSQL database, as two processes would have (same master key,
+/// a session each), with one account and number (issue 50): (first, second, account, number,
+/// database name). `None` without `DISPARO_TEST_POSTGRES_URL`.
+pub(crate) async fn postgres_pair() -> Option<(Store, Store, i64, i64, String)> {
+    let admin = std::env::var("DISPARO_TEST_POSTGRES_URL").ok()?;
+    sqlx::any::install_default_drivers();
+    let name = format!("disparo_test_{}", rand::random::<u64>());
+    let (base, _) = admin.rsplit_once('/').expect("a URL with a database");
+    let admin_pool = sqlx::AnyPool::connect(&admin).await.unwrap();
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&admin_pool)
+        .await
+        .unwrap();
+    admin_pool.close().await;
+    let url = format!("{base}/{name}");
+    let key = Cipher::generate_key_base64();
+    let (a, account, channel) = store_with_channel_keyed(&url, &key).await;
+    let b = Store::connect(&url, Cipher::from_base64(&key).unwrap())
+        .await
+        .unwrap();
+    a.register_session("a", 10_000).await.unwrap();
+    b.register_session("b", 10_000).await.unwrap();
+    Some((a, b, account, channel, name))
+}
+
 async fn store_with_channel_at(url: &str) -> (Store, i64, i64) {
-    let cipher = Cipher::from_base64(&Cipher::generate_key_base64()).unwrap();
+    store_with_channel_keyed(url, &Cipher::generate_key_base64()).await
+}
+
+async fn store_with_channel_keyed(url: &str, key: &str) -> (Store, i64, i64) {
+    let cipher = Cipher::from_base64(key).unwrap();
     let store = Store::connect(url, cipher).await.unwrap();
     store.migrate().await.unwrap();
     let account = store.ensure_account("t").await.unwrap();

@@ -657,15 +657,18 @@ impl Store {
         // plan it got when `webhook_deliveries` was empty (a scan of the whole table) until
         // the next ANALYZE, and on PostgreSQL that plan grew with the table to 7–120 ms a
         // call, the database's largest cost while a campaign ran (issue 25 part 3).
-        let busy_rows = sqlx::query(
+        // Only the subscriptions this process holds the lease of (issue 50, D-100).
+        let sql = format!(
             "SELECT s.id FROM webhook_subscriptions s LEFT JOIN clients cl ON cl.id = s.client_id \
-             WHERE s.active = 1 \
+             WHERE s.active = 1 AND {} \
                AND (s.client_id IS NULL OR (cl.webhook_url IS NOT NULL AND cl.webhook_secret_enc IS NOT NULL)) \
                AND EXISTS (SELECT 1 FROM webhook_deliveries h WHERE h.subscription_id = s.id AND h.status = 'pending')",
-        )
-        .persistent(false)
-        .fetch_all(&self.pool)
-        .await?;
+            self.leased_sql()
+        );
+        let busy_rows = sqlx::query(&sql)
+            .persistent(false)
+            .fetch_all(&self.pool)
+            .await?;
         let mut subscriptions = Vec::with_capacity(busy_rows.len());
         for r in busy_rows {
             subscriptions.push(r.try_get::<i64, _>("id")?);
@@ -713,10 +716,13 @@ impl Store {
                s.previous_secret_enc, s.previous_secret_until, d.event, d.channel, d.data, d.created_at, d.attempts, d.order_key, d.status \
              FROM webhook_deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id \
              LEFT JOIN clients cl ON cl.id = s.client_id \
-             WHERE d.id IN ({}) AND s.active = 1 \
+             WHERE d.id IN ({}) AND s.active = 1 AND {} \
                AND (s.client_id IS NULL OR (cl.webhook_url IS NOT NULL AND cl.webhook_secret_enc IS NOT NULL)) \
              ORDER BY d.next_attempt_at, d.id",
-            crate::messages::placeholders(1, ids.len())
+            crate::messages::placeholders(1, ids.len()),
+            // Checked again right before the attempt: a lease lost since the window was read
+            // (this process stalled past it) attempts nothing (D-100).
+            self.leased_sql()
         );
         let mut q = sqlx::query(&sql);
         for id in ids {
@@ -815,6 +821,39 @@ impl Store {
         Ok(row.try_get("id")?)
     }
 
+    /// Takes the leases of the active subscriptions nobody holds (never held, released, or
+    /// expired) and renews this process's own once half their time has passed
+    /// (issue 50, D-100): one process at a time attempts a subscription's deliveries, so none
+    /// is POSTed by two processes and each conversation's order holds. A lease lasts `hold_ms`
+    /// (the session TTL plus the attempt timeout, so an attempt that began under it ends
+    /// before a peer may take it). Only its end frees a lease, never the holder's missed
+    /// heartbeats: a busy process whose heartbeat lagged still holds what it renewed, and a
+    /// peer never POSTs a delivery it may have in flight. Returns how many leases were taken or renewed.
+    pub async fn lease_subscriptions(&self, hold_ms: i64) -> Result<u64> {
+        let now = self.now_sql();
+        let sql = format!(
+            "UPDATE webhook_subscriptions SET lease_session = $1, lease_until = {now} + $2 \
+             WHERE active = 1 AND ( \
+               (lease_session = $1 AND lease_until < {now} + $2 / 2) \
+               OR lease_session IS NULL OR lease_until IS NULL OR lease_until < {now})"
+        );
+        Ok(sqlx::query(&sql)
+            .bind(self.session_id())
+            .bind(hold_ms)
+            .execute(&self.writer)
+            .await?
+            .rows_affected())
+    }
+
+    /// A condition on `s` (a subscription): this process holds its lease.
+    fn leased_sql(&self) -> String {
+        format!(
+            "s.lease_session = {} AND s.lease_until > {}",
+            self.session_id(),
+            self.now_sql()
+        )
+    }
+
     /// When the earliest pending delivery is due, ms.
     pub async fn next_delivery_due_at(&self) -> Result<Option<i64>> {
         let row = sqlx::query(
@@ -854,7 +893,7 @@ impl Store {
                 "WITH v (did, status, code, err, next_at, delivered_at) AS (VALUES {}) \
                  UPDATE webhook_deliveries SET status = v.status, attempts = webhook_deliveries.attempts + 1, \
                  last_status_code = v.code, last_error = v.err, next_attempt_at = v.next_at, delivered_at = v.delivered_at \
-                 FROM v WHERE webhook_deliveries.id = v.did",
+                 FROM v WHERE webhook_deliveries.id = v.did AND webhook_deliveries.status = 'pending'",
                 values.join(", ")
             );
             let sql = crate::positional(&tx, &sql);
@@ -1074,8 +1113,9 @@ mod tests {
             .create_subscription(account_id, channel_id, "https://example.com/h", &[])
             .await
             .unwrap();
-        // Three deliveries of one ordering key.
+        // Three deliveries of one ordering key, of a subscription this process holds (D-100).
         let ids = pings(&store, account_id, channel_id, &[sub.id], 3).await;
+        assert_eq!(store.lease_subscriptions(60_000).await.unwrap(), 1);
         let now = crate::now_ms() + 1;
         // What the dispatcher does with a window it reads (D-086): the deliveries being
         // recorded left out, the due heads picked, then read in full.

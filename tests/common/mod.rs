@@ -19,6 +19,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::TcpListener;
 
+pub mod gateway;
+
 /// Runs `scenario` on SQLite, then on PostgreSQL when `DISPARO_TEST_POSTGRES_URL` is set.
 #[macro_export]
 macro_rules! on_both_backends {

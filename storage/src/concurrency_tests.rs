@@ -1,0 +1,410 @@
+//! Two processes on one PostgreSQL database (issue 50, D-100): two stores with a session each
+//! run claims, settlements, status batches, outbox leases and boots side by side, many rounds,
+//! and nothing is claimed, sent, delivered or regressed twice. Skipped without
+//! `DISPARO_TEST_POSTGRES_URL` (`.ci/run` sets it).
+
+use crate::campaigns::{CampaignRecord, ClaimShare, NewCampaign, SendResult, Settlement};
+use crate::messages::StatusReport;
+use crate::webhooks::{Attempt, AttemptOutcome, NewEvent};
+use crate::Store;
+use engine::message::ProviderStatus;
+use engine::webhook::EventKind;
+use sqlx::Row;
+use std::collections::HashSet;
+
+async fn campaign(store: &Store, account: i64, channel: i64, n: usize) -> CampaignRecord {
+    let template = store
+        .insert_template(&crate::test_support::new_template(
+            account,
+            "oferta",
+            "oferta",
+            "MARKETING",
+            "Oi",
+        ))
+        .await
+        .unwrap();
+    let campaign = store
+        .insert_campaign(&NewCampaign {
+            account_id: account,
+            name: "c".into(),
+            category: "MARKETING".into(),
+            template_id: template.id,
+            var_map: serde_json::json!({}),
+            channels: vec![(channel, 1)],
+            group_id: None,
+            mode: "all".into(),
+        })
+        .await
+        .unwrap();
+    let rows: Vec<(String, String)> = (0..n)
+        .map(|i| (format!("55119{i:08}"), "{}".to_string()))
+        .collect();
+    store
+        .add_campaign_recipients(campaign.id, &rows)
+        .await
+        .unwrap();
+    campaign
+}
+
+/// Claims rounds of `per_round` until nothing is left, settling each claim as sent (wamid
+/// `w<message id>`); returns the recipients claimed.
+async fn claim_all(store: Store, account: i64, channel: i64, campaign: i64) -> Vec<i64> {
+    let mut mine = Vec::new();
+    loop {
+        let share = ClaimShare {
+            channel_id: channel,
+            count: 37,
+            template_name: "oferta".into(),
+        };
+        let claimed = store
+            .claim_recipients(account, campaign, false, &[share], "pt_BR")
+            .await
+            .unwrap()
+            .remove(0);
+        if claimed.is_empty() {
+            return mine;
+        }
+        let settlements: Vec<Settlement> = claimed
+            .iter()
+            .map(|c| Settlement {
+                channel_id: channel,
+                recipient_id: c.recipient_id,
+                message_id: c.message_id,
+                result: SendResult::Sent {
+                    provider_message_id: format!("w{}", c.message_id),
+                },
+            })
+            .collect();
+        store
+            .settle_campaign_sends(&settlements, |_, _| Vec::new())
+            .await
+            .unwrap();
+        mine.extend(claimed.iter().map(|c| c.recipient_id));
+    }
+}
+
+async fn scalar(store: &Store, sql: &str, id: i64) -> i64 {
+    sqlx::query(sql)
+        .bind(id)
+        .fetch_one(&store.pool)
+        .await
+        .unwrap()
+        .try_get(0)
+        .unwrap()
+}
+
+/// Two claimers on one campaign, each claiming and settling rounds as fast as it can: every
+/// recipient is claimed by exactly one of them, has exactly one message, and ends `sent`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_claimers_never_take_one_recipient() {
+    let Some((a, b, account, channel, name)) = crate::test_support::postgres_pair().await else {
+        eprintln!("DISPARO_TEST_POSTGRES_URL unset: skipped");
+        return;
+    };
+    const N: usize = 3000;
+    let c = campaign(&a, account, channel, N).await;
+    let (ra, rb) = tokio::join!(
+        tokio::spawn(claim_all(a.clone(), account, channel, c.id)),
+        tokio::spawn(claim_all(b.clone(), account, channel, c.id)),
+    );
+    let (ra, rb) = (ra.unwrap(), rb.unwrap());
+    assert!(
+        !ra.is_empty() && !rb.is_empty(),
+        "both claimed: {} / {}",
+        ra.len(),
+        rb.len()
+    );
+    let all: HashSet<i64> = ra.iter().chain(rb.iter()).copied().collect();
+    assert_eq!(ra.len() + rb.len(), N, "no recipient claimed twice");
+    assert_eq!(all.len(), N);
+    let messages = scalar(
+        &a,
+        "SELECT COUNT(*) FROM messages WHERE campaign_id = $1",
+        c.id,
+    )
+    .await;
+    assert_eq!(messages, N as i64, "one message per recipient");
+    let sent = scalar(
+        &a,
+        "SELECT COUNT(*) FROM campaign_recipients WHERE campaign_id = $1 AND state = 'sent'",
+        c.id,
+    )
+    .await;
+    assert_eq!(sent, N as i64);
+    // A late outcome of a claim that is not the recipient's any more changes nothing: a
+    // replan or failure naming another message leaves the sent recipient sent.
+    let rid: i64 = sqlx::query(
+        "SELECT id, message_id FROM campaign_recipients WHERE campaign_id = $1 ORDER BY id LIMIT 1",
+    )
+    .bind(c.id)
+    .fetch_one(&a.pool)
+    .await
+    .unwrap()
+    .try_get("id")
+    .unwrap();
+    for result in [
+        SendResult::Replan,
+        SendResult::InDoubt,
+        SendResult::Failed {
+            code: Some(131026),
+            reason: "x".into(),
+            skip: false,
+        },
+    ] {
+        b.settle_campaign_sends(
+            &[Settlement {
+                channel_id: channel,
+                recipient_id: rid,
+                message_id: -1,
+                result,
+            }],
+            |_, _| Vec::new(),
+        )
+        .await
+        .unwrap();
+    }
+    let state: String = sqlx::query("SELECT state FROM campaign_recipients WHERE id = $1")
+        .bind(rid)
+        .fetch_one(&a.pool)
+        .await
+        .unwrap()
+        .try_get("state")
+        .unwrap();
+    assert_eq!(
+        state, "sent",
+        "a stale settlement re-opened a sent recipient"
+    );
+    crate::test_support::drop_postgres(b, &name).await;
+}
+
+/// Status webhooks of one message applied by two processes at once, many rounds, in both
+/// orders: a message ends `read`, never falls back to `delivered`, and each change is
+/// reported once (a duplicate or stale status emits nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn statuses_move_forward_once_under_two_writers() {
+    let Some((a, b, account, channel, name)) = crate::test_support::postgres_pair().await else {
+        eprintln!("DISPARO_TEST_POSTGRES_URL unset: skipped");
+        return;
+    };
+    const N: usize = 400;
+    let c = campaign(&a, account, channel, N).await;
+    let ids = claim_all(a.clone(), account, channel, c.id).await;
+    assert_eq!(ids.len(), N);
+    let wamids: Vec<String> =
+        sqlx::query("SELECT provider_message_id FROM messages WHERE campaign_id = $1 ORDER BY id")
+            .bind(c.id)
+            .fetch_all(&a.pool)
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.try_get("provider_message_id").unwrap())
+            .collect();
+    let reports = |status: ProviderStatus, reverse: bool| -> Vec<StatusReport> {
+        let mut v: Vec<StatusReport> = wamids
+            .iter()
+            .map(|w| StatusReport {
+                provider_message_id: w.clone(),
+                callback_message_id: None,
+                status,
+                at: 1_000,
+                error: None,
+            })
+            .collect();
+        if reverse {
+            v.reverse();
+        }
+        v
+    };
+    let apply = |store: Store, reports: Vec<StatusReport>| async move {
+        let mut reads = 0usize;
+        let mut changes = 0usize;
+        for chunk in reports.chunks(50) {
+            let (outs, _) = loop {
+                // A deadlock between the two writers refuses one batch; the provider sends
+                // it again (here: at once).
+                match store
+                    .apply_status_batches(&[(channel, chunk)], |_, _| Vec::new())
+                    .await
+                {
+                    Ok(r) => break r,
+                    Err(e) => eprintln!("batch refused, sent again: {e}"),
+                }
+            };
+            for o in outs {
+                changes += o.applied.len();
+                reads += o
+                    .applied
+                    .iter()
+                    .filter(|s| s.message.status == engine::message::MessageStatus::Read)
+                    .count();
+            }
+        }
+        (reads, changes)
+    };
+    let (x, y, z) = tokio::join!(
+        tokio::spawn(apply(a.clone(), reports(ProviderStatus::Delivered, false))),
+        tokio::spawn(apply(b.clone(), reports(ProviderStatus::Read, true))),
+        tokio::spawn(apply(b.clone(), reports(ProviderStatus::Read, false))),
+    );
+    let (x, y, z) = (x.unwrap(), y.unwrap(), z.unwrap());
+    assert_eq!(y.0 + z.0, N, "each message became read exactly once");
+    assert!(x.0 == 0, "a delivered report never made a message read");
+    let not_read = scalar(
+        &a,
+        "SELECT COUNT(*) FROM messages WHERE campaign_id = $1 AND status <> 'read'",
+        c.id,
+    )
+    .await;
+    assert_eq!(not_read, 0, "a read message fell back");
+    // Every change reported once: delivered (when it came first) and read.
+    assert!(x.1 + y.1 + z.1 <= 2 * N, "a change was reported twice");
+    crate::test_support::drop_postgres(b, &name).await;
+}
+
+/// The outbox: one process at a time holds a subscription's lease and only it reads and
+/// attempts its deliveries; a graceful stop hands them over at once; an attempt recorded over
+/// a delivery that is no longer pending changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_process_at_a_time_delivers_a_subscription() {
+    let Some((a, b, account, channel, name)) = crate::test_support::postgres_pair().await else {
+        eprintln!("DISPARO_TEST_POSTGRES_URL unset: skipped");
+        return;
+    };
+    let (sub, _) = a
+        .create_subscription(
+            account,
+            channel,
+            "https://example.com/h",
+            &[EventKind::MessageAck],
+        )
+        .await
+        .unwrap();
+    let events: Vec<NewEvent> = (0..20)
+        .map(|i| NewEvent {
+            account_id: account,
+            channel_id: channel,
+            kind: EventKind::MessageAck,
+            channel: serde_json::json!({"id": channel}),
+            data: serde_json::json!({"message_id": i, "status": "delivered"}),
+            created_at: 1,
+        })
+        .collect();
+    assert_eq!(a.enqueue_events(&events).await.unwrap(), 20);
+    let hold = 20_000;
+    // Both try; the first holds it, the second gets nothing, however often it tries.
+    assert_eq!(a.lease_subscriptions(hold).await.unwrap(), 1);
+    for _ in 0..5 {
+        assert_eq!(b.lease_subscriptions(hold).await.unwrap(), 0);
+        assert!(
+            b.pending_window().await.unwrap().is_empty(),
+            "b reads a's subscription"
+        );
+    }
+    let window = a.pending_window().await.unwrap();
+    assert_eq!(window.len(), 20);
+    let ids: Vec<i64> = window.iter().map(|d| d.id).collect();
+    assert!(b.deliveries_to_attempt(0, &ids).await.unwrap().is_empty());
+    assert_eq!(a.deliveries_to_attempt(0, &ids).await.unwrap().len(), 20);
+    // a delivers the first one.
+    a.record_attempts(&[Attempt {
+        id: ids[0],
+        subscription_id: sub.id,
+        outcome: AttemptOutcome::Delivered { status_code: 200 },
+    }])
+    .await
+    .unwrap();
+    // a stops gracefully: b takes the subscription at once and sees the other 19.
+    a.end_session().await.unwrap();
+    assert_eq!(b.lease_subscriptions(hold).await.unwrap(), 1);
+    assert_eq!(b.pending_window().await.unwrap().len(), 19);
+    assert!(
+        a.deliveries_to_attempt(0, &ids).await.unwrap().is_empty(),
+        "a fenced"
+    );
+    // A late failure recorded for the delivered one leaves it delivered.
+    b.record_attempts(&[Attempt {
+        id: ids[0],
+        subscription_id: sub.id,
+        outcome: AttemptOutcome::Retry {
+            status_code: Some(500),
+            error: "late".into(),
+            next_at: 5,
+        },
+    }])
+    .await
+    .unwrap();
+    let status: String = sqlx::query("SELECT status FROM webhook_deliveries WHERE id = $1")
+        .bind(ids[0])
+        .fetch_one(&a.pool)
+        .await
+        .unwrap()
+        .try_get("status")
+        .unwrap();
+    assert_eq!(status, "delivered");
+    crate::test_support::drop_postgres(b, &name).await;
+}
+
+/// A process booting beside a live one leaves its claims and idempotency keys alone; once
+/// the first one's session is gone, they are recovered: its claimed sends in doubt, its keys
+/// in doubt or released. Two campaign moves at once: one wins, and a cancel stands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_booting_process_leaves_a_live_peer_alone() {
+    let Some((a, b, account, channel, name)) = crate::test_support::postgres_pair().await else {
+        eprintln!("DISPARO_TEST_POSTGRES_URL unset: skipped");
+        return;
+    };
+    let c = campaign(&a, account, channel, 50).await;
+    let share = ClaimShare {
+        channel_id: channel,
+        count: 10,
+        template_name: "oferta".into(),
+    };
+    let claimed = a
+        .claim_recipients(account, c.id, false, &[share], "pt_BR")
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(claimed.len(), 10);
+    assert!(matches!(
+        a.idempotency_begin(account, "k1", "h").await.unwrap(),
+        crate::idempotency::IdempotencyBegin::New
+    ));
+    // b boots: its campaign actor's start and its recovery.
+    assert_eq!(b.mark_claimed_in_doubt(c.id).await.unwrap(), 0);
+    assert_eq!(
+        b.recover_gone_sessions().await.unwrap(),
+        crate::sessions::Recovered::default()
+    );
+    let sweep = b.sweep_in_doubt(c.id, i64::MAX).await.unwrap();
+    assert_eq!(
+        sweep,
+        crate::campaigns::SweepOutcome::default(),
+        "a live peer's claims"
+    );
+    assert!(matches!(
+        b.idempotency_begin(account, "k1", "h").await.unwrap(),
+        crate::idempotency::IdempotencyBegin::InProgress
+    ));
+    // a dies (its heartbeat stops: made old here).
+    sqlx::query("UPDATE node_sessions SET heartbeat_at = 0 WHERE id = $1")
+        .bind(a.session_id())
+        .execute(&a.pool)
+        .await
+        .unwrap();
+    assert_eq!(b.recover_gone_sessions().await.unwrap().keys_released, 1);
+    let sweep = b.sweep_in_doubt(c.id, 0).await.unwrap();
+    assert_eq!(sweep.taken_over, 10, "{sweep:?}");
+    let sweep = b.sweep_in_doubt(c.id, i64::MAX).await.unwrap();
+    assert_eq!(sweep.replanned, 10, "{sweep:?}");
+    // Campaign moves: a compare-and-set on the state each saw.
+    assert!(a
+        .set_campaign_state(c.id, "draft", "running", None)
+        .await
+        .unwrap());
+    let (x, y) = tokio::join!(
+        a.set_campaign_state(c.id, "running", "completed", None),
+        b.set_campaign_state(c.id, "running", "cancelled", None),
+    );
+    assert!(x.unwrap() ^ y.unwrap(), "exactly one move wins");
+    crate::test_support::drop_postgres(b, &name).await;
+}
