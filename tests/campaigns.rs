@@ -1507,7 +1507,52 @@ async fn a_number_is_paced_at_its_provider_throughput(backend: Backend) {
     eprintln!("300 sends at 20 msg/s in {secs:.1} s with {refusals} throughput refusals");
 }
 
+/// A cancel made by another process on the same database (issue 50) reaches this process's
+/// campaign actor through the stored state: at its next tick the actor stops, nothing more is
+/// sent, and a completion can no longer write over the cancel.
+async fn a_cancel_made_elsewhere_stops_the_campaigns_actor(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (a, na) = fast_channel(&app).await;
+    app.patch(
+        &format!("/api/v1/channels/{a}/guardrails"),
+        json!({"cadence_ms": 100}),
+    )
+    .await;
+    let id = campaign_with_audience(&app, &[(a, 1)], 40, "5511921").await;
+    app.post(&format!("/api/v1/campaigns/{id}/start"), json!({}))
+        .await;
+    campaign_actor(&app, id, None).await;
+    eventually(10, "sends under way", || async {
+        (sent_by(&app, &na.phone_number_id).await >= 2).then_some(())
+    })
+    .await;
+    // What the other process's cancel writes (a compare-and-set from `running`).
+    assert!(app
+        .runtime
+        .store()
+        .set_campaign_state(id, "running", "cancelled", None)
+        .await
+        .unwrap());
+    eventually(5, "the actor stopped", || async {
+        app.runtime.campaign_actor(id).is_none().then_some(())
+    })
+    .await;
+    // The send a number may have had in hand when the actor stopped lands within a cadence.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let at_stop = sent_by(&app, &na.phone_number_id).await;
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    assert_eq!(
+        sent_by(&app, &na.phone_number_id).await,
+        at_stop,
+        "nothing sent after the stop"
+    );
+    assert!(at_stop < 40, "stopped mid-campaign ({at_stop} of 40)");
+    let c = wait_state(&app, id, "cancelled").await;
+    assert_eq!(c["state"], "cancelled");
+}
+
 on_both_backends! {
+    cancelled_elsewhere => a_cancel_made_elsewhere_stops_the_campaigns_actor;
     paced => a_number_is_paced_at_its_provider_throughput;
     controls => an_operator_lists_pauses_resumes_and_cancels;
     daily_cap => daily_cap_stops_a_number_until_an_admin_authorizes_more;

@@ -212,9 +212,11 @@ impl Store {
         Ok(rec)
     }
 
-    /// Schedules a campaign: state `scheduled`, starting at `at` (ms).
+    /// Schedules a campaign: state `scheduled`, starting at `at` (ms). Only a campaign not
+    /// started yet (`draft` or `scheduled`) changes (issue 50: never one a scheduler started
+    /// meanwhile).
     pub async fn schedule_campaign(&self, id: i64, at: i64) -> Result<()> {
-        sqlx::query("UPDATE campaigns SET state = 'scheduled', scheduled_at = $1, updated_at = $2 WHERE id = $3")
+        sqlx::query("UPDATE campaigns SET state = 'scheduled', scheduled_at = $1, updated_at = $2 WHERE id = $3 AND state IN ('draft', 'scheduled')")
             .bind(at)
             .bind(now_ms())
             .bind(id)
