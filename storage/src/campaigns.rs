@@ -1382,36 +1382,8 @@ mod tests {
         n: usize,
     ) -> (Store, i64, i64, CampaignRecord) {
         let (store, account, channel) = crate::test_support::store_with_channel(dir).await;
-        let template = store
-            .insert_template(&crate::test_support::new_template(
-                account,
-                "oferta",
-                "oferta",
-                "MARKETING",
-                "Oi",
-            ))
-            .await
-            .unwrap();
-        let campaign = store
-            .insert_campaign(&NewCampaign {
-                account_id: account,
-                name: "c".into(),
-                category: "MARKETING".into(),
-                template_id: template.id,
-                var_map: serde_json::json!({}),
-                channels: vec![(channel, 1)],
-                group_id: None,
-                mode: "all".into(),
-            })
-            .await
-            .unwrap();
-        let rows: Vec<(String, String)> = (0..n)
-            .map(|i| (format!("55119{i:08}"), "{}".to_string()))
-            .collect();
-        store
-            .add_campaign_recipients(campaign.id, &rows)
-            .await
-            .unwrap();
+        let campaign =
+            crate::test_support::campaign_with_recipients_on(&store, account, channel, n).await;
         (store, account, channel, campaign)
     }
 

@@ -3,7 +3,7 @@
 //! and nothing is claimed, sent, delivered or regressed twice. Skipped without
 //! `DISPARO_TEST_POSTGRES_URL` (`.ci/run` sets it).
 
-use crate::campaigns::{CampaignRecord, ClaimShare, NewCampaign, SendResult, Settlement};
+use crate::campaigns::{CampaignRecord, ClaimShare, SendResult, Settlement};
 use crate::messages::StatusReport;
 use crate::webhooks::{Attempt, AttemptOutcome, NewEvent};
 use crate::Store;
@@ -13,37 +13,7 @@ use sqlx::Row;
 use std::collections::HashSet;
 
 async fn campaign(store: &Store, account: i64, channel: i64, n: usize) -> CampaignRecord {
-    let template = store
-        .insert_template(&crate::test_support::new_template(
-            account,
-            "oferta",
-            "oferta",
-            "MARKETING",
-            "Oi",
-        ))
-        .await
-        .unwrap();
-    let campaign = store
-        .insert_campaign(&NewCampaign {
-            account_id: account,
-            name: "c".into(),
-            category: "MARKETING".into(),
-            template_id: template.id,
-            var_map: serde_json::json!({}),
-            channels: vec![(channel, 1)],
-            group_id: None,
-            mode: "all".into(),
-        })
-        .await
-        .unwrap();
-    let rows: Vec<(String, String)> = (0..n)
-        .map(|i| (format!("55119{i:08}"), "{}".to_string()))
-        .collect();
-    store
-        .add_campaign_recipients(campaign.id, &rows)
-        .await
-        .unwrap();
-    campaign
+    crate::test_support::campaign_with_recipients_on(store, account, channel, n).await
 }
 
 /// Claims rounds of `per_round` until nothing is left, settling each claim as sent (wamid

@@ -16,6 +16,13 @@ pub(crate) async fn store_with_channel(dir: &std::path::Path) -> (Store, i64, i6
 /// (`.ci/run` sets it): the store, the account, the number and the database's name (for
 /// [`drop_postgres`]).
 pub(crate) async fn postgres_store_with_channel() -> Option<(Store, i64, i64, String)> {
+    let (url, name) = new_postgres_database().await?;
+    let (store, account, channel) = store_with_channel_at(&url).await;
+    Some((store, account, channel, name))
+}
+
+/// A new, empty PostgreSQL database next to `DISPARO_TEST_POSTGRES_URL`: its URL and name.
+async fn new_postgres_database() -> Option<(String, String)> {
     let admin = std::env::var("DISPARO_TEST_POSTGRES_URL").ok()?;
     sqlx::any::install_default_drivers();
     let name = format!("disparo_test_{}", rand::random::<u64>());
@@ -26,8 +33,7 @@ pub(crate) async fn postgres_store_with_channel() -> Option<(Store, i64, i64, St
         .await
         .unwrap();
     admin_pool.close().await;
-    let (store, account, channel) = store_with_channel_at(&format!("{base}/{name}")).await;
-    Some((store, account, channel, name))
+    Some((format!("{base}/{name}"), name))
 }
 
 /// Closes `store` and drops its PostgreSQL database `name`.
@@ -46,17 +52,7 @@ pub(crate) async fn drop_postgres(store: Store, name: &str) {
 /// a session each), with one account and number (issue 50): (first, second, account, number,
 /// database name). `None` without `DISPARO_TEST_POSTGRES_URL`.
 pub(crate) async fn postgres_pair() -> Option<(Store, Store, i64, i64, String)> {
-    let admin = std::env::var("DISPARO_TEST_POSTGRES_URL").ok()?;
-    sqlx::any::install_default_drivers();
-    let name = format!("disparo_test_{}", rand::random::<u64>());
-    let (base, _) = admin.rsplit_once('/').expect("a URL with a database");
-    let admin_pool = sqlx::AnyPool::connect(&admin).await.unwrap();
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&admin_pool)
-        .await
-        .unwrap();
-    admin_pool.close().await;
-    let url = format!("{base}/{name}");
+    let (url, name) = new_postgres_database().await?;
     let key = Cipher::generate_key_base64();
     let (a, account, channel) = store_with_channel_keyed(&url, &key).await;
     let b = Store::connect(&url, Cipher::from_base64(&key).unwrap())
@@ -120,4 +116,45 @@ pub(crate) fn new_template(
         problems: serde_json::json!([]),
         auto_replicate: false,
     }
+}
+
+/// A campaign of `account_id` over `channel_id` (weight 1, template `oferta`) with `n`
+/// recipients (`55119…`, no columns), in `draft`.
+pub(crate) async fn campaign_with_recipients_on(
+    store: &Store,
+    account_id: i64,
+    channel_id: i64,
+    n: usize,
+) -> crate::campaigns::CampaignRecord {
+    let template = store
+        .insert_template(&new_template(
+            account_id,
+            "oferta",
+            "oferta",
+            "MARKETING",
+            "Oi",
+        ))
+        .await
+        .unwrap();
+    let campaign = store
+        .insert_campaign(&crate::campaigns::NewCampaign {
+            account_id,
+            name: "c".into(),
+            category: "MARKETING".into(),
+            template_id: template.id,
+            var_map: serde_json::json!({}),
+            channels: vec![(channel_id, 1)],
+            group_id: None,
+            mode: "all".into(),
+        })
+        .await
+        .unwrap();
+    let rows: Vec<(String, String)> = (0..n)
+        .map(|i| (format!("55119{i:08}"), "{}".to_string()))
+        .collect();
+    store
+        .add_campaign_recipients(campaign.id, &rows)
+        .await
+        .unwrap();
+    campaign
 }
