@@ -836,6 +836,23 @@ async fn the_switch_holds_and_stops_campaigns(backend: Backend) {
     assert_eq!(campaign(&app, &admin, running).await["stats"]["sent"], 60);
 }
 
+/// The web panel's campaign page (`/campanhas/{id}` with `query`), as the browser of the
+/// session `token` gets it: 200 and its HTML (issue 47: it answered 502 once sends were
+/// queued or skipped).
+async fn campaign_page(app: &TestApp, token: &str, id: i64, query: &str) -> String {
+    let r = app
+        .http
+        .get(app.url(&format!("/campanhas/{id}{query}")))
+        .header("cookie", format!("disparo_sessao={token}"))
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    let body = r.text().await.unwrap();
+    assert_eq!(status, StatusCode::OK, "/campanhas/{id}{query}: {body}");
+    body
+}
+
 async fn pause_resume_and_cancel(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let (_, admin) = app
@@ -858,6 +875,11 @@ async fn pause_resume_and_cancel(backend: Backend) {
         (sent_by(&app, &n1).await >= 5).then_some(())
     })
     .await;
+    // The page reloaded while dispatching: its action, and sends still waiting listed.
+    let html = campaign_page(&app, &admin, id, "").await;
+    assert!(html.contains(">Pausar</button>"), "{html}");
+    let html = campaign_page(&app, &admin, id, "?status=queued").await;
+    assert!(html.contains("<td>na fila</td>"), "{html}");
     let (s, b) = call(
         &app,
         Method::PUT,
@@ -879,6 +901,8 @@ async fn pause_resume_and_cancel(backend: Backend) {
         at_pause,
         "no send after the pause answered"
     );
+    let html = campaign_page(&app, &admin, id, "").await;
+    assert!(html.contains(">Retomar</button>"), "{html}");
     let (s, b) = call(
         &app,
         Method::PUT,
@@ -917,6 +941,24 @@ async fn pause_resume_and_cancel(backend: Backend) {
         "{c}"
     );
     assert_eq!(c["stats"]["sent"].as_u64().unwrap(), at_cancel);
+    // After the cancel: a readable page, the skipped sends with their status.
+    let html = campaign_page(&app, &admin, id, "?status=skipped").await;
+    assert!(html.contains("<td>ignorada</td>"), "{html}");
+    assert!(!html.contains("não puderam ser lidos"), "{html}");
+    let (_, sends) = call(
+        &app,
+        Method::GET,
+        &admin,
+        &format!("/api/campaigns/{id}/sends?limit=1000"),
+        None,
+    )
+    .await;
+    let sends = sends["data"].as_array().unwrap();
+    assert_eq!(sends.len(), 80);
+    assert!(
+        sends.iter().all(|s| s["status"].is_string()),
+        "every send has a status"
+    );
     let (s, b) = call(
         &app,
         Method::PUT,

@@ -139,6 +139,26 @@ impl RecipientState {
     }
 }
 
+/// The status a campaign send shows (panel list, filter and export; issue 47): its message's
+/// status once the provider saw it, else what its recipient state says — `queued` (waiting
+/// for a number), `sending` (claimed or in doubt), `skipped`, `failed`. Never empty: a send
+/// without a message (waiting, skipped) still has a status. `message_status` is the stored
+/// message status, when the recipient has a message.
+pub fn send_status(recipient_state: &str, message_status: Option<&str>) -> &'static str {
+    use crate::message::MessageStatus as M;
+    let message = message_status.and_then(M::parse);
+    match recipient_state {
+        "skipped" => "skipped",
+        "failed" => "failed",
+        "planned" | "pending" => "queued",
+        _ => match message {
+            Some(s @ (M::Sent | M::Delivered | M::Read | M::Failed)) => s.as_str(),
+            _ if recipient_state == "sent" => "sent",
+            _ => "sending",
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,6 +176,20 @@ mod tests {
             assert_eq!(CampaignState::parse(s.as_str()), Some(s));
         }
         assert!(Draft.accepts_recipients() && !Completed.accepts_recipients());
+    }
+
+    #[test]
+    fn every_send_has_a_status() {
+        assert_eq!(send_status("planned", None), "queued");
+        assert_eq!(send_status("skipped", None), "skipped");
+        assert_eq!(send_status("skipped", Some("queued")), "skipped");
+        assert_eq!(send_status("failed", Some("failed")), "failed");
+        assert_eq!(send_status("claimed", Some("queued")), "sending");
+        assert_eq!(send_status("in_doubt", None), "sending");
+        assert_eq!(send_status("in_doubt", Some("delivered")), "delivered");
+        assert_eq!(send_status("sent", Some("read")), "read");
+        assert_eq!(send_status("sent", Some("sent")), "sent");
+        assert_eq!(send_status("sent", None), "sent");
     }
 
     #[test]

@@ -88,8 +88,9 @@ pub struct SendRow {
     /// Recipient state: `planned`, `claimed`, `in_doubt`, `sent`, `failed`, `skipped`.
     #[serde(rename = "estado")]
     pub state: String,
-    /// Message status: `queued`, `sent`, `delivered`, `read`, `failed`.
-    pub status: Option<String>,
+    /// The send's status, never empty ([`engine::campaign::send_status`]): `queued`,
+    /// `sending`, `sent`, `delivered`, `read`, `failed`, `skipped`.
+    pub status: String,
     /// Provider message id.
     pub wamid: Option<String>,
     /// Error text.
@@ -162,7 +163,11 @@ fn read_send(r: &AnyRow) -> Result<SendRow> {
         channel_id: r.try_get("channel_id")?,
         channel_phone: r.try_get("channel_phone")?,
         state: r.try_get("state")?,
-        status: r.try_get("status")?,
+        status: engine::campaign::send_status(
+            &r.try_get::<String, _>("state")?,
+            r.try_get::<Option<String>, _>("status")?.as_deref(),
+        )
+        .to_string(),
         wamid: r.try_get("provider_message_id")?,
         error: r.try_get("error")?,
         sent_at: r.try_get("sent_at")?,

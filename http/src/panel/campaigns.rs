@@ -622,9 +622,10 @@ pub struct PanelSendOut {
     numero_envio: Option<String>,
     /// The recipient's state.
     estado: String,
-    /// The message's status.
-    #[schema(value_type = Option<engine::message::MessageStatus>)]
-    status: Option<String>,
+    /// The send's status, always present: `queued` (waiting for a number), `sending`,
+    /// `sent`, `delivered`, `read`, `failed`, `skipped` (the values of the `status` filter).
+    #[schema(example = "delivered")]
+    status: String,
     /// The provider's message id.
     wamid: Option<String>,
     /// The provider's error.
@@ -796,7 +797,7 @@ fn export_record(r: &SendRow) -> Vec<String> {
         r.channel_id.map(|c| c.to_string()).unwrap_or_default(),
         s(&r.channel_phone),
         r.state.clone(),
-        s(&r.status),
+        inert(&r.status),
         s(&r.wamid),
         s(&r.error),
         t(r.sent_at),

@@ -398,6 +398,24 @@ impl Caller {
         })
     }
 
+    /// `GET path` as [`Caller::get`], for a part of a page (issue 47): an answer that does not
+    /// fit `T` is `Ok(None)` (logged) and the page shows the rest with a notice in that part,
+    /// instead of failing whole. A refused call (no session, 4xx/5xx) is still an error.
+    pub(crate) async fn part<T: DeserializeOwned>(
+        &self,
+        path: &str,
+    ) -> Result<Option<Envelope<T>>, WebError> {
+        if self.token.is_none() {
+            return Err(self.fail(Failure::NoSession));
+        }
+        let v = self.json(Method::GET, path, None).await?;
+        Ok(serde_json::from_value(v)
+            .map_err(|e| {
+                tracing::error!(path, error = %e, "a part of a page does not fit the panel API's answer");
+            })
+            .ok())
+    }
+
     /// `GET path`'s `data` as `T`.
     pub(crate) async fn data<T: DeserializeOwned>(&self, path: &str) -> Result<T, WebError> {
         Ok(self.get(path).await?.data)

@@ -748,8 +748,8 @@ struct CampaignPage {
     me: Me,
     campaign: Campaign,
     report: Report,
-    invalid: Vec<Contact>,
-    sends: Envelope<Vec<SendLine>>,
+    invalid: Option<Vec<Contact>>,
+    sends: Option<Envelope<Vec<SendLine>>>,
     numbers: Vec<Number>,
     filter: SendsFilter,
     export_query: String,
@@ -830,13 +830,16 @@ pub(super) async fn campaign(
     let me: Me = c.data("/api/me").await?;
     let campaign: Campaign = c.data(&format!("/api/campaigns/{id}")).await?;
     let report: Report = c.data(&format!("/api/campaigns/{id}/report")).await?;
-    let invalid: Vec<Contact> = c
-        .data(&format!(
+    // The lists are parts: one that cannot be read leaves the state and the actions on the
+    // page (issue 47).
+    let invalid: Option<Vec<Contact>> = c
+        .part(&format!(
             "/api/campaigns/{id}/contacts?status=invalid&limit=100"
         ))
-        .await?;
-    let sends: Envelope<Vec<SendLine>> = c
-        .get(&format!(
+        .await?
+        .map(|e| e.data);
+    let sends: Option<Envelope<Vec<SendLine>>> = c
+        .part(&format!(
             "/api/campaigns/{id}/sends?limit=50&{}",
             filter.query(true)
         ))

@@ -354,12 +354,29 @@ pub struct SendLine {
     pub numero: String,
     pub nome: Option<String>,
     pub numero_envio: Option<String>,
-    pub status: String,
+    /// Tolerated missing or null (an older gateway answered `null` for waiting sends).
+    #[serde(default)]
+    pub status: Option<String>,
     pub erro: Option<Value>,
     pub enviado_em: Option<String>,
 }
 
 impl SendLine {
+    /// The send's status in Portuguese (`—` when the answer had none).
+    pub fn status_text(&self) -> &'static str {
+        match self.status.as_deref() {
+            Some("queued") => "na fila",
+            Some("sending") => "enviando",
+            Some("sent") => "enviada",
+            Some("delivered") => "entregue",
+            Some("read") => "lida",
+            Some("failed") => "falhou",
+            Some("skipped") => "ignorada",
+            Some(_) => "outro",
+            None => "—",
+        }
+    }
+
     /// The provider's error as operators read it (`131026: Message undeliverable`), or empty.
     pub fn error_text(&self) -> String {
         match &self.erro {
