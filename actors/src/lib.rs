@@ -351,10 +351,18 @@ impl Runtime {
                 tracing::error!(channel_id = id, error = %e, "channel not started at boot");
             }
         }
-        if rt.shared.config.dispatch_enabled.is_some() && store.other_live_sessions().await? == 0 {
-            // DISPARO_ENABLED named at start decides again for every account (D-062) when
-            // the deployment starts; a process joining live peers (a rolling deploy, a
-            // second node) keeps the switches as operators left them (D-100).
+        let reset = match rt.shared.config.dispatch_enabled {
+            // DISPARO_ENABLED=false stops every account's dispatch at every start (the
+            // emergency stop, even right after a crash whose session still looks live).
+            Some(false) => true,
+            // DISPARO_ENABLED=true turns them on when the deployment starts; a process joining
+            // live peers (a rolling deploy, a second node) keeps the switches as operators
+            // left them (D-100).
+            Some(true) => store.other_live_sessions().await? == 0,
+            None => false,
+        };
+        if reset {
+            // DISPARO_ENABLED named at start decides again for every account (D-062).
             store.reset_dispatch_switches().await?;
         }
         for (id, account_id) in store.running_campaigns().await? {

@@ -339,7 +339,9 @@ async fn a_booting_process_leaves_a_live_peer_alone() {
         a.idempotency_begin(account, "k1", "h").await.unwrap(),
         crate::idempotency::IdempotencyBegin::New
     ));
-    // b boots: its campaign actor's start and its recovery.
+    // b boots: it sees a live peer (DISPARO_ENABLED=true would not turn switches on), its
+    // campaign actor's start and its recovery leave a's work alone.
+    assert_eq!(b.other_live_sessions().await.unwrap(), 1);
     assert_eq!(b.mark_claimed_in_doubt(c.id).await.unwrap(), 0);
     assert_eq!(
         b.recover_gone_sessions().await.unwrap(),
@@ -361,6 +363,7 @@ async fn a_booting_process_leaves_a_live_peer_alone() {
         .execute(&a.pool)
         .await
         .unwrap();
+    assert_eq!(b.other_live_sessions().await.unwrap(), 0);
     assert_eq!(b.recover_gone_sessions().await.unwrap().keys_released, 1);
     let sweep = b.sweep_in_doubt(c.id, 0).await.unwrap();
     assert_eq!(sweep.taken_over, 10, "{sweep:?}");
