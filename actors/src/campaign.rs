@@ -278,22 +278,6 @@ fn allocate(slots: &[Slot], credits: &[usize], page: usize) -> Vec<usize> {
 async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<(), ActorError> {
     st.ticks += 1;
     let store = &st.shared.store;
-    // A backstop for moves made by another process (issue 50): a pause, cancel or completion
-    // there reaches this actor only through the stored state. Anything but running (or a
-    // pause this actor made by rules) stops it, as a halt would.
-    let state = store.campaign_state(st.campaign_id).await?;
-    let keeps_running = match state.as_deref() {
-        Some("running") => true,
-        Some("paused") => st.paused_by_rules,
-        _ => false,
-    };
-    if !keeps_running {
-        *st.gate.write().await = false;
-        st.shared.campaigns.remove(&st.campaign_id);
-        tracing::info!(state, "campaign moved elsewhere: its actor stops");
-        myself.stop(None);
-        return Ok(());
-    }
     if st.ticks % SWEEP_EVERY_TICKS == 1 {
         let grace = st.shared.config.in_doubt_grace.as_millis() as i64;
         let swept = store
@@ -386,7 +370,26 @@ async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<()
             }
         }
     }
-    let (planned, open) = store.campaign_open_work(st.campaign_id).await?;
+    let work = store.campaign_open_work(st.campaign_id).await?;
+    // A backstop for moves made by another process (issue 50): a pause, cancel or completion
+    // there reaches this actor only through the stored state. Anything but running (or a
+    // pause this actor made by rules) stops it, as a halt would, before it claims again.
+    let keeps_running = match work.state.as_deref() {
+        Some("running") => true,
+        Some("paused") => st.paused_by_rules,
+        _ => false,
+    };
+    if !keeps_running {
+        *st.gate.write().await = false;
+        st.shared.campaigns.remove(&st.campaign_id);
+        tracing::info!(
+            state = work.state,
+            "campaign moved elsewhere: its actor stops"
+        );
+        myself.stop(None);
+        return Ok(());
+    }
+    let (planned, open) = (work.planned, work.open);
     if !planned {
         if !open {
             crate::campaign::move_campaign(

@@ -503,18 +503,6 @@ pub struct Claimed {
 }
 
 impl Store {
-    /// A campaign's stored state (`None`: deleted), read on every campaign tick (issue 50).
-    pub async fn campaign_state(&self, id: i64) -> Result<Option<String>> {
-        let row = sqlx::query("SELECT state FROM campaigns WHERE id = $1")
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(match row {
-            Some(r) => Some(r.try_get("state")?),
-            None => None,
-        })
-    }
-
     /// Campaigns in state `running` (restarted at boot).
     pub async fn running_campaigns(&self) -> Result<Vec<(i64, i64)>> {
         let rows =
@@ -909,6 +897,17 @@ pub struct Settlement {
     pub result: SendResult,
 }
 
+/// What [`Store::campaign_open_work`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenWork {
+    /// Recipients wait (`planned`).
+    pub planned: bool,
+    /// Recipients are taken and not settled (`claimed`, `in_doubt`).
+    pub open: bool,
+    /// The campaign's stored state (`None`: deleted).
+    pub state: Option<String>,
+}
+
 /// What a sweep of in-doubt recipients did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SweepOutcome {
@@ -1128,23 +1127,26 @@ impl Store {
     }
 
     /// Whether the campaign still has recipients waiting (`planned`) and recipients taken but
-    /// not settled (`claimed` or `in_doubt`). Two indexed lookups in one statement, so both
-    /// answers come from the same snapshot: asked apart, a settlement that gives a claimed
-    /// recipient back (`claimed` → `planned`) between them made both look empty and completed
-    /// a campaign with recipients left.
-    pub async fn campaign_open_work(&self, campaign_id: i64) -> Result<(bool, bool)> {
+    /// not settled (`claimed` or `in_doubt`), and its stored state (read on every tick: the
+    /// backstop for moves made by another process, issue 50). One statement, so the answers
+    /// come from the same snapshot: asked apart, a settlement that gives a claimed recipient
+    /// back (`claimed` → `planned`) between them made both look empty and completed a
+    /// campaign with recipients left.
+    pub async fn campaign_open_work(&self, campaign_id: i64) -> Result<OpenWork> {
         let row = sqlx::query(
             "SELECT \
                (SELECT COUNT(*) FROM (SELECT 1 AS x FROM campaign_recipients WHERE campaign_id = $1 AND state = 'planned' LIMIT 1) p) AS planned, \
-               (SELECT COUNT(*) FROM (SELECT 1 AS x FROM campaign_recipients WHERE campaign_id = $1 AND state IN ('claimed', 'in_doubt') LIMIT 1) o) AS open_work",
+               (SELECT COUNT(*) FROM (SELECT 1 AS x FROM campaign_recipients WHERE campaign_id = $1 AND state IN ('claimed', 'in_doubt') LIMIT 1) o) AS open_work, \
+               (SELECT state FROM campaigns WHERE id = $1) AS state",
         )
         .bind(campaign_id)
         .fetch_one(&self.pool)
         .await?;
-        Ok((
-            row.try_get::<i64, _>("planned")? > 0,
-            row.try_get::<i64, _>("open_work")? > 0,
-        ))
+        Ok(OpenWork {
+            planned: row.try_get::<i64, _>("planned")? > 0,
+            open: row.try_get::<i64, _>("open_work")? > 0,
+            state: row.try_get("state")?,
+        })
     }
 
     /// At a campaign actor's start, recipients still `claimed` by this process (an actor
