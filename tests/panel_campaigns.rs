@@ -853,6 +853,45 @@ async fn campaign_page(app: &TestApp, token: &str, id: i64, query: &str) -> Stri
     body
 }
 
+/// A campaign whose contacts are all invalid reaches validation but cannot be approved
+/// (issue 47: a wrong column mapping made every contact invalid and it still went on).
+async fn no_valid_contact_no_approval(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (_, admin) = app
+        .panel_user("admin@acme.test", "Admin", None, vec![])
+        .await;
+    let (c1, n1) = number(&app, 0).await;
+    let tpl = template(&app, &[c1]).await;
+    let contacts: Vec<Value> = (0..5)
+        .map(|i| json!({"numero": format!("12{i}"), "nome": format!("Contato {i}"), "dados": {"cidade": "Recife"}}))
+        .collect();
+    let (s, b) = call(&app, Method::POST, &admin, "/api/campaigns", Some(json!({"nome": "Vazia", "template_id": tpl, "numeros": [c1], "contatos": contacts, "variaveis": ["nome", "cidade"]}))).await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    let id = b["data"]["id"].as_i64().unwrap();
+    let v = validated(&app, &admin, id).await;
+    assert_eq!(v["contatos"]["validos"], 0, "{v}");
+    let (s, b) = call(
+        &app,
+        Method::POST,
+        &admin,
+        &format!("/api/campaigns/{id}/approve"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (s, b["code"].as_str()),
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some("sem_contatos_validos")
+        ),
+        "{b}"
+    );
+    assert_eq!(b["invalidos"], 5, "{b}");
+    let c = campaign(&app, &admin, id).await;
+    assert_eq!(c["status"], "aguardando_aprovacao", "{c}");
+    assert_eq!(sent_by(&app, &n1).await, 0);
+}
+
 async fn pause_resume_and_cancel(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let (_, admin) = app
@@ -1153,6 +1192,7 @@ on_both_backends! {
     hygiene => slow_failing_and_unreachable_hygiene;
     switch => the_switch_holds_and_stops_campaigns;
     pause => pause_resume_and_cancel;
+    no_valid => no_valid_contact_no_approval;
     boot_switch => switch_off_at_boot_holds;
     test_sends => test_sends_are_limited_audited_and_follow_the_switch;
 }

@@ -632,6 +632,19 @@ impl Runtime {
                 ))
             }
         }
+        if state_of(&c) == CampaignState::Draft && c.stage.as_deref() == Some("pending_approval") {
+            // Nothing to send: approving it would only "complete" an empty campaign (issue 47:
+            // a wrong column mapping made every contact invalid and it still reached approval).
+            let counts = store.hygiene_counts(id).await?;
+            if counts.valid == 0 {
+                return Err(refused(
+                    422,
+                    "sem_contatos_validos",
+                    "A campanha não tem nenhum contato válido: corrija a lista ou as colunas escolhidas e crie a campanha de novo.",
+                    json!({"invalidos": counts.invalid, "desconhecidos": counts.unknown}),
+                ));
+            }
+        }
         let enabled = self.dispatch_enabled(account_id).await?;
         if state_of(&c) != CampaignState::Draft
             || !store.approve_campaign(id, who.user_id, !enabled).await?
