@@ -246,15 +246,41 @@ pub struct CsvMapping {
     pub name: Option<String>,
 }
 
-/// Reads contacts from a CSV with a header row (`;` or `,`, detected from the header; a UTF-8
-/// BOM is dropped): the number and name columns by `mapping`, every other column into `dados`
-/// (header names trimmed and lower-cased). Errors: no header, a mapped column missing, more
-/// than [`MAX_CONTACTS`] rows, a row that does not parse (with its line).
+/// A CSV file's text encoding as [`decode_csv`] found it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CsvEncoding {
+    /// UTF-8, with or without a byte-order mark.
+    Utf8,
+    /// Not UTF-8: read as Windows-1252 (what Excel in Portuguese saves as "CSV (separado por
+    /// vírgulas)"; a superset of Latin-1's printable characters).
+    Windows1252,
+}
+
+/// The text of a CSV file: UTF-8 when it is valid UTF-8 (a BOM dropped), else Windows-1252
+/// (issue 47: Excel's default in Portuguese), decoded with `encoding_rs`. Every byte decodes
+/// in Windows-1252, so this never fails.
+pub fn decode_csv(bytes: &[u8]) -> (std::borrow::Cow<'_, str>, CsvEncoding) {
+    let bytes = bytes.strip_prefix("\u{FEFF}".as_bytes()).unwrap_or(bytes);
+    match std::str::from_utf8(bytes) {
+        Ok(text) => (std::borrow::Cow::Borrowed(text), CsvEncoding::Utf8),
+        Err(_) => {
+            let (text, _) = encoding_rs::WINDOWS_1252.decode_without_bom_handling(bytes);
+            (text, CsvEncoding::Windows1252)
+        }
+    }
+}
+
+/// Reads contacts from a CSV with a header row (`;` or `,`, detected from the header; UTF-8
+/// with or without a BOM, else Windows-1252, [`decode_csv`]): the number and name columns by
+/// `mapping`, every other column into `dados` (header names trimmed and lower-cased). Errors:
+/// no header, a mapped column missing, more than [`MAX_CONTACTS`] rows, a row that does not
+/// parse (with its line).
 pub fn contacts_from_csv(
     bytes: &[u8],
     mapping: &CsvMapping,
 ) -> Result<Vec<Contact>, ValidationError> {
-    let bytes = bytes.strip_prefix("\u{FEFF}".as_bytes()).unwrap_or(bytes);
+    let (text, _) = decode_csv(bytes);
+    let bytes = text.as_bytes();
     let first_line = bytes.split(|b| *b == b'\n').next().unwrap_or_default();
     let delimiter = if first_line.iter().filter(|b| **b == b';').count()
         >= first_line.iter().filter(|b| **b == b',').count()
@@ -503,6 +529,34 @@ mod tests {
         assert_eq!(m["btn:0"].field, "cupom");
         let m = var_map(&[], Some("PROMO10"), &cols);
         assert_eq!(m["btn:0"].default.as_deref(), Some("PROMO10"));
+    }
+
+    #[test]
+    fn excel_csv_in_windows_1252_is_read() {
+        // "Nome completo;Número\nJoão Ávila;5511988887777" as Excel in Portuguese saves it.
+        let mut bytes = b"Nome completo;N\xfamero\nJo\xe3o \xc1vila;5511988887777\n".to_vec();
+        let (text, enc) = decode_csv(&bytes);
+        assert_eq!(enc, CsvEncoding::Windows1252);
+        assert!(text.starts_with("Nome completo;Número"));
+        let mapping = CsvMapping {
+            number: Some("número".into()),
+            name: Some("nome completo".into()),
+        };
+        let rows = contacts_from_csv(&bytes, &mapping).unwrap();
+        assert_eq!(rows[0].name.as_deref(), Some("João Ávila"));
+        assert_eq!(rows[0].number, "5511988887777");
+        // UTF-8 with a BOM stays UTF-8.
+        bytes = "\u{FEFF}nome;numero\nJoão;5511988887777\n"
+            .as_bytes()
+            .to_vec();
+        let (text, enc) = decode_csv(&bytes);
+        assert_eq!((enc, text.starts_with("nome")), (CsvEncoding::Utf8, true));
+        assert_eq!(
+            contacts_from_csv(&bytes, &CsvMapping::default()).unwrap()[0]
+                .name
+                .as_deref(),
+            Some("João")
+        );
     }
 
     #[test]

@@ -32,7 +32,7 @@ AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "best-practice"]
 CSV = (
     "telefone;nome;cidade\n"
     "+55 11 97770-0001;Ana;Recife\n"
-    "5511977700002;Bruno;Natal\n"
+    "5511977700002;Bruno Ávila;São José\n"
     "(55) 11 97770-0003;Carla;Olinda\n"
     "5511977700004;Davi;Recife\n"
     "12345;Curto;Recife\n"
@@ -212,9 +212,12 @@ def run(page, context):
     for box in page.locator("input[name=numeros]").all():
         box.check()
     page.get_by_label(re.compile("Arquivo CSV")).set_input_files(
-        files=[{"name": "contatos.csv", "mimeType": "text/csv", "buffer": CSV.encode()}]
+        # Saved as Excel in Portuguese saves "CSV (separado por vírgulas)": Windows-1252.
+        files=[{"name": "contatos.csv", "mimeType": "text/csv", "buffer": CSV.encode("cp1252")}]
     )
-    expect(page.locator("#previa-tabela")).to_contain_text("Bruno")
+    expect(page.locator("#previa-tabela")).to_contain_text("Bruno Ávila")
+    expect(page.locator("#previa-tabela")).to_contain_text("São José")
+    expect(page.locator("#previa-codificacao")).to_contain_text("Windows-1252")
     seen["preview_rows"] = page.locator("#previa-tabela tbody tr").count()
     page.get_by_label("Coluna do número").select_option("telefone")
     page.get_by_label("Coluna do nome").select_option("nome")

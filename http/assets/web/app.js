@@ -28,7 +28,18 @@
       if (!input || input.id !== "arquivo") return;
       var file = input.files && input.files[0];
       if (!file) return;
-      file.slice(0, 65536).text().then(function (text) {
+      file.slice(0, 65536).arrayBuffer().then(function (buf) {
+        // UTF-8 when it is UTF-8 (a sequence cut at the slice's end waits, not fails), else
+        // Windows-1252, Excel's "CSV (separado por vírgulas)" in Portuguese: the server reads
+        // it the same way (issue 47).
+        var text, note = "";
+        try {
+          text = new TextDecoder("utf-8", { fatal: true }).decode(buf, { stream: true });
+        } catch (err) {
+          text = new TextDecoder("windows-1252").decode(buf);
+          note = "Arquivo em Windows-1252 (o CSV do Excel): os acentos foram convertidos.";
+        }
+        document.getElementById("previa-codificacao").textContent = note;
         var lines = text.replace(/^\uFEFF/, "").split(/\r?\n/)
           .filter(function (l) { return l.trim() !== ""; }).slice(0, 6);
         if (!lines.length) return;
