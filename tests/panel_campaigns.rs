@@ -92,6 +92,18 @@ async fn validated(app: &TestApp, token: &str, id: i64) -> Value {
     .await
 }
 
+/// `POST /api/campaigns/{id}/approve` with `token`'s session: the answer.
+async fn approve(app: &TestApp, token: &str, id: i64) -> (StatusCode, Value) {
+    call(
+        app,
+        Method::POST,
+        token,
+        &format!("/api/campaigns/{id}/approve"),
+        None,
+    )
+    .await
+}
+
 /// Turns the account's dispatch switch with `token`'s session: the answer.
 async fn switch(app: &TestApp, token: &str, on: bool) -> (StatusCode, Value) {
     call(
@@ -257,14 +269,7 @@ async fn whole_flow_from_csv_to_read(backend: Backend) {
     );
 
     // Maker/checker: the maker (an Operador) cannot approve; a Client is refused by role.
-    let (s, b) = call(
-        &app,
-        Method::POST,
-        &maker,
-        &format!("/api/campaigns/{id}/approve"),
-        None,
-    )
-    .await;
+    let (s, b) = approve(&app, &maker, id).await;
     assert_eq!(
         (s, b["code"].as_str()),
         (StatusCode::FORBIDDEN, Some("aprovacao_propria")),
@@ -282,14 +287,7 @@ async fn whole_flow_from_csv_to_read(backend: Backend) {
     let (_, client) = app
         .panel_user("cli@acme.test", "Client", cl["data"]["id"].as_i64(), vec![])
         .await;
-    let (s, b) = call(
-        &app,
-        Method::POST,
-        &client,
-        &format!("/api/campaigns/{id}/approve"),
-        None,
-    )
-    .await;
+    let (s, b) = approve(&app, &client, id).await;
     assert_eq!(
         (s, b["code"].as_str()),
         (StatusCode::FORBIDDEN, Some("papel_insuficiente")),
@@ -298,14 +296,7 @@ async fn whole_flow_from_csv_to_read(backend: Backend) {
     let (s, _) = call(&app, Method::GET, &client, "/api/campaigns", None).await;
     assert_eq!(s, StatusCode::FORBIDDEN);
 
-    let (s, b) = call(
-        &app,
-        Method::POST,
-        &checker,
-        &format!("/api/campaigns/{id}/approve"),
-        None,
-    )
-    .await;
+    let (s, b) = approve(&app, &checker, id).await;
     assert_eq!(s, StatusCode::OK, "{b}");
     assert_eq!(b["data"]["status"], "em_andamento", "{b}");
     let done = eventually(20, "read acks", || async {
@@ -530,14 +521,7 @@ async fn slow_failing_and_unreachable_hygiene(backend: Backend) {
         "{b}"
     );
     assert_eq!(b["total"], 3);
-    let (s, b) = call(
-        &app,
-        Method::POST,
-        &admin,
-        &format!("/api/campaigns/{id}/approve"),
-        None,
-    )
-    .await;
+    let (s, b) = approve(&app, &admin, id).await;
     assert_eq!(
         (s, b["code"].as_str()),
         (StatusCode::CONFLICT, Some("invalid_state")),
@@ -870,14 +854,7 @@ async fn no_valid_contact_no_approval(backend: Backend) {
     let id = b["data"]["id"].as_i64().unwrap();
     let v = validated(&app, &admin, id).await;
     assert_eq!(v["contatos"]["validos"], 0, "{v}");
-    let (s, b) = call(
-        &app,
-        Method::POST,
-        &admin,
-        &format!("/api/campaigns/{id}/approve"),
-        None,
-    )
-    .await;
+    let (s, b) = approve(&app, &admin, id).await;
     assert_eq!(
         (s, b["code"].as_str()),
         (
@@ -901,14 +878,7 @@ async fn pause_resume_and_cancel(backend: Backend) {
     let tpl = template(&app, &[c1]).await;
     let id = create(&app, &admin, tpl, &[c1], 80, None).await;
     validated(&app, &admin, id).await;
-    let (s, _) = call(
-        &app,
-        Method::POST,
-        &admin,
-        &format!("/api/campaigns/{id}/approve"),
-        None,
-    )
-    .await;
+    let (s, _) = approve(&app, &admin, id).await;
     assert_eq!(s, StatusCode::OK);
     eventually(10, "dispatch under way", || async {
         (sent_by(&app, &n1).await >= 5).then_some(())
@@ -1097,14 +1067,7 @@ async fn switch_off_at_boot_holds(backend: Backend) {
     );
     let id = create(&app, &admin, tpl, &[c1], 2, None).await;
     validated(&app, &admin, id).await;
-    let (s, b) = call(
-        &app,
-        Method::POST,
-        &admin,
-        &format!("/api/campaigns/{id}/approve"),
-        None,
-    )
-    .await;
+    let (s, b) = approve(&app, &admin, id).await;
     assert_eq!(
         (s, b["data"]["status"].as_str()),
         (StatusCode::OK, Some("retida")),
