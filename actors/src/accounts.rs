@@ -925,7 +925,7 @@ impl Runtime {
         let (sent, available, limit) = {
             let mut c = counter.lock().expect("bm counter lock");
             let now = storage::now_ms();
-            (c.recipients.count(now), c.available(now), c.limit)
+            (c.recipients.count(now), c.available(now), c.limit())
         };
         let banned = self
             .shared

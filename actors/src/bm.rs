@@ -2,48 +2,39 @@
 //! with the provider.
 
 use engine::channel::Tier;
-use engine::limits::RollingUnique;
+use engine::limits::{RollingUnique, SharedLimit};
 use engine::DAY_MS;
 use storage::{now_ms, Store};
 
-/// A BM's rolling 24 h count of unique business-initiated recipients and its limit.
-#[derive(Debug, Clone)]
-pub struct BmCounter {
-    /// Recipients in the window.
-    pub recipients: RollingUnique,
-    /// The portfolio limit; `None` = unlimited or unknown.
-    pub limit: Option<i64>,
-}
+/// A 24 h limit shared by several numbers' actors (a BM's or a sending group's), locked for
+/// each admission (group before BM, always) so admission is serial per limit (issue 15). The
+/// rules are the engine's ([`SharedLimit`]); the lock is this crate's only job.
+pub type SharedCounter = std::sync::Arc<std::sync::Mutex<SharedLimit>>;
 
-impl BmCounter {
-    /// Rebuilds the counter from the messages of every channel of the BM.
-    /// Exact when the BM's tier has a limit; an estimate in fixed memory when it has none or
-    /// is unknown (`engine::limits`).
-    pub async fn load(store: &Store, bm_id: i64) -> Result<Self, storage::StorageError> {
-        let bm = store.bm_unscoped(bm_id).await?;
-        let limit = bm
-            .tier
-            .as_deref()
-            .and_then(Tier::parse)
-            .and_then(|t| t.limit_24h());
-        let mut recipients = if limit.is_some() {
-            RollingUnique::new(DAY_MS)
-        } else {
-            RollingUnique::estimated(DAY_MS)
-        };
-        store
-            .bm_business_initiated_recipients_since(bm_id, now_ms() - DAY_MS, |phone, at| {
-                recipients.record(phone, at)
-            })
-            .await?;
-        Ok(Self { recipients, limit })
-    }
-
-    /// Headroom left now; `None` = unlimited.
-    pub fn available(&mut self, now: i64) -> Option<i64> {
-        let used = self.recipients.count(now);
-        self.limit.map(|l| (l - used).max(0))
-    }
+/// Rebuilds a BM's shared limit from the messages of every channel of the BM: exact when the
+/// BM's tier has a limit; an estimate in fixed memory when it has none or is unknown
+/// (`engine::limits`).
+pub async fn load_bm_limit(
+    store: &Store,
+    bm_id: i64,
+) -> Result<SharedLimit, storage::StorageError> {
+    let bm = store.bm_unscoped(bm_id).await?;
+    let limit = bm
+        .tier
+        .as_deref()
+        .and_then(Tier::parse)
+        .and_then(|t| t.limit_24h());
+    let mut recipients = if limit.is_some() {
+        RollingUnique::new(DAY_MS)
+    } else {
+        RollingUnique::estimated(DAY_MS)
+    };
+    store
+        .bm_business_initiated_recipients_since(bm_id, now_ms() - DAY_MS, |phone, at| {
+            recipients.record(phone, at)
+        })
+        .await?;
+    Ok(SharedLimit::bm(limit, recipients))
 }
 
 impl crate::Runtime {
@@ -65,11 +56,11 @@ impl crate::Runtime {
                 .is_exact();
             if limit.is_some() && !exact {
                 // A limit now: the counter must know who counts, from storage.
-                let rebuilt = BmCounter::load(&self.shared.store, bm_id).await?;
+                let rebuilt = load_bm_limit(&self.shared.store, bm_id).await?;
                 *counter.lock().expect("bm counter lock") = rebuilt;
             } else {
                 let mut c = counter.lock().expect("bm counter lock");
-                c.limit = limit;
+                c.own_limit = limit;
                 if limit.is_none() {
                     c.recipients.forget_members();
                 }

@@ -9,7 +9,7 @@
 use crate::channel::{ChannelMsg, Dispatch, DispatchItem};
 use crate::error::ActorError;
 use crate::{Runtime, Shared};
-use engine::campaign::CampaignState;
+use engine::campaign::{allocate, CampaignState, Slot, SLOW_AFTER_TICKS};
 use engine::library::VarMap;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use std::collections::BTreeMap;
@@ -55,30 +55,6 @@ pub struct CampaignArgs {
     /// Shared runtime context.
     pub shared: Arc<Shared>,
 }
-
-#[derive(Debug, Clone)]
-struct Slot {
-    channel_id: i64,
-    weight: i64,
-    dispatched: u64,
-    /// Consecutive ticks without credit while not blocked.
-    busy_ticks: u32,
-    /// Consecutive ticks with less than half its window free (a slow number: its sends take
-    /// long to come back).
-    short_ticks: u32,
-}
-
-impl Slot {
-    /// Whether the number has been slow for [`SLOW_AFTER_TICKS`]: the tick's total is then
-    /// sized without it, so it takes less and the others carry on (issue 6).
-    fn slow(&self) -> bool {
-        self.short_ticks >= SLOW_AFTER_TICKS
-    }
-}
-
-/// Ticks a number may stay without credit (busy) before the campaign counts it as slow and lets
-/// the others carry on without it; until then the tick waits for it, so weights hold.
-pub const SLOW_AFTER_TICKS: u32 = 10;
 
 /// The actor's state.
 pub struct CampaignRun {
@@ -221,58 +197,6 @@ impl Actor for CampaignActor {
         }
         Ok(())
     }
-}
-
-/// Splits up to `page` units among the slots with credit. The page is sized so that every slot
-/// with credit gets its weighted share within its credits (P = min(page, min ⌊credit·W/w⌋)),
-/// and units go to the slot whose share (dispatched / weight) is lowest: a 3:1 weight gives
-/// 3:1 sends. A slot without credit (blocked, or its window still full because it is slow) is
-/// left out of the tick, so the others carry on without it.
-/// Slots of weight 0 (numbers that joined through a resend) take no share.
-fn allocate(slots: &[Slot], credits: &[usize], page: usize) -> Vec<usize> {
-    let mut alloc = vec![0usize; slots.len()];
-    let credits: Vec<usize> = credits
-        .iter()
-        .zip(slots)
-        .map(|(c, s)| if s.weight > 0 { *c } else { 0 })
-        .collect();
-    let active: Vec<usize> = (0..slots.len()).filter(|i| credits[*i] > 0).collect();
-    let total_weight: i64 = active.iter().map(|i| slots[*i].weight).sum();
-    // The total keeps every number to its weight: it is what the most constrained number
-    // allows. A slow number does not set it (it gets its credits, the others carry on),
-    // unless every number is slow.
-    let bound = |i: &usize| (credits[*i] as i64 * total_weight / slots[*i].weight) as usize;
-    let total = active
-        .iter()
-        .filter(|i| !slots[**i].slow())
-        .map(bound)
-        .min()
-        .or_else(|| active.iter().map(bound).min())
-        .unwrap_or(0)
-        .min(page);
-    // A slow number's credits come on top of that total (it is behind on its weight, so the
-    // picks below reach it first).
-    let total = total
-        + active
-            .iter()
-            .filter(|i| slots[**i].slow())
-            .map(|i| credits[*i])
-            .sum::<usize>()
-            .min(page.saturating_sub(total));
-    for _ in 0..total {
-        let pick = (0..slots.len())
-            .filter(|i| alloc[*i] < credits[*i])
-            .min_by(|a, b| {
-                let sa = (slots[*a].dispatched + alloc[*a] as u64) as f64 / slots[*a].weight as f64;
-                let sb = (slots[*b].dispatched + alloc[*b] as u64) as f64 / slots[*b].weight as f64;
-                sa.total_cmp(&sb)
-            });
-        match pick {
-            Some(i) => alloc[i] += 1,
-            None => break,
-        }
-    }
-    alloc
 }
 
 async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<(), ActorError> {
@@ -1084,57 +1008,5 @@ impl Runtime {
     /// supervisor restart it).
     pub fn campaign_actor(&self, id: i64) -> Option<ActorRef<CampaignMsg>> {
         self.shared.campaigns.get(&id).map(|a| a.clone())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn allocation_follows_weights_and_credits() {
-        let slots = vec![
-            Slot {
-                channel_id: 1,
-                weight: 3,
-                dispatched: 0,
-                busy_ticks: 0,
-                short_ticks: 0,
-            },
-            Slot {
-                channel_id: 2,
-                weight: 1,
-                dispatched: 0,
-                busy_ticks: 0,
-                short_ticks: 0,
-            },
-        ];
-        assert_eq!(allocate(&slots, &[100, 100], 40), vec![30, 10]);
-        assert_eq!(
-            allocate(&slots, &[32, 32], 500),
-            vec![31, 11],
-            "equal windows still give about 3:1 (42 units)"
-        );
-        let a = allocate(&slots, &[3, 100], 40);
-        assert!(
-            a[0] <= 3 && a.iter().sum::<usize>() == 4,
-            "a slow number bounds the page: {a:?}"
-        );
-        assert_eq!(
-            allocate(&slots, &[0, 100], 40),
-            vec![0, 40],
-            "a number without credit is left out, the other carries on"
-        );
-        assert_eq!(allocate(&slots, &[0, 0], 40), vec![0, 0]);
-        // Once a number has been short of credit for SLOW_AFTER_TICKS it no longer bounds the
-        // page: it takes what it can, the other carries on.
-        let mut slow = slots.clone();
-        slow[0].short_ticks = SLOW_AFTER_TICKS;
-        assert_eq!(allocate(&slow, &[3, 100], 40), vec![3, 37]);
-        assert_eq!(
-            allocate(&slow, &[3, 10], 40),
-            vec![3, 10],
-            "the slow number's credits come on top of the other's bound"
-        );
     }
 }

@@ -6,17 +6,17 @@
 //! task bounded by the channel's in-flight window makes the call, records the outcome and
 //! answers the caller; the task reports back with [`ChannelMsg::Outcome`].
 
+use crate::bm::SharedCounter;
 use crate::error::ActorError;
 use crate::registry::ChannelEntry;
 use crate::{events, Shared};
+use engine::channel::machine::{Answer, ChannelInit, OneToOne, ProviderRead, Refusal, Stored};
 use engine::channel::{
-    business_initiated_allowed, health, ChannelStatus, Health, HealthCode, HealthInput, Quality,
-    Tier, WabaStanding,
+    Channel, ChannelStatus, Effect, Health, HealthCode, Input, Limits, Quality, Tier, WabaStanding,
 };
-use engine::guardrail::{self, CapToday, Guardrails};
+use engine::guardrail::{self, Guardrails};
 use engine::limits::RollingUnique;
-use engine::message::{window_open, MessageKind};
-use engine::pacing::Pacer;
+use engine::message::MessageKind;
 use engine::phone::Phone;
 use engine::{Secret, DAY_MS};
 use provider::wire::{SendMessageRequest, TemplatePayload};
@@ -219,22 +219,7 @@ pub enum ChannelMsg {
     Authorized(i64, RpcReplyPort<GuardrailView>),
 }
 
-/// A number's guardrails as `GET /channels/{id}/guardrails` shows them.
-#[derive(Debug, Clone)]
-pub struct GuardrailView {
-    /// The settings.
-    pub settings: Guardrails,
-    /// Today's cap.
-    pub today: CapToday,
-    /// The local day (days since the epoch, UTC−03:00).
-    pub day: i64,
-    /// Campaign sends today.
-    pub sent_today: i64,
-    /// When the day ends and the count starts again (ms).
-    pub resets_at: i64,
-    /// Until when the number backs off after the provider's rate limit (ms), if it does.
-    pub backoff_until: Option<i64>,
-}
+pub use engine::channel::machine::GuardrailView;
 
 /// A batch of claimed campaign recipients for this channel.
 #[derive(Debug)]
@@ -269,13 +254,7 @@ pub struct DispatchItem {
     pub given: engine::template::Given,
 }
 
-/// Campaign sends a channel keeps in flight at most (its share of the in-flight window): 256
-/// (D-032; measured with `cargo bench --bench campaign_load`).
-pub const CAMPAIGN_WINDOW: usize = 256;
-
-/// How far ahead a channel books cadence slots when it grants credits (ms): a campaign tick
-/// hands it at most what its cadence lets it send in this time.
-pub const CADENCE_HORIZON_MS: i64 = 250;
+pub use engine::channel::machine::{CADENCE_HORIZON_MS, CAMPAIGN_WINDOW, PAYMENT_LOCK_MS};
 
 /// How many of a number's `max_in_flight` provider calls campaign sends may hold: three
 /// quarters (at least one); the rest stays free for 1:1 sends (D-076).
@@ -295,54 +274,26 @@ pub struct ChannelArgs {
     pub shared: Arc<Shared>,
 }
 
-/// The actor's state, rebuilt from storage on every start.
+/// The actor's state, rebuilt from storage on every start: the number's rules and live state
+/// ([`Channel`], pure) and what the actor needs to act on them.
 pub struct ChannelState {
-    /// A library template is missing on the number ([`ChannelMsg::TemplateFlags`]).
-    template_missing: bool,
-    /// A template approved on the number has RED quality ([`ChannelMsg::TemplateFlags`]).
-    template_quality_red: bool,
+    channel: Channel,
     record: Arc<ChannelRecord>,
     secrets: ChannelSecrets,
-    status: ChannelStatus,
-    quality: Quality,
-    tier: Option<Tier>,
-    credential_valid: bool,
-    payment_locked_until: Option<i64>,
-    waba: WabaStanding,
-    recipients: RollingUnique,
-    bm: Option<Arc<std::sync::Mutex<crate::bm::BmCounter>>>,
+    bm: Option<SharedCounter>,
     /// The sending group's shared counter, when the number is in a group (D-037).
-    group: Option<crate::group::SharedGroupCounter>,
+    group: Option<SharedCounter>,
     /// Provider calls in flight on the number (1:1 and campaign sends).
     in_flight: Arc<Semaphore>,
     /// The part of `in_flight` campaign sends may hold: the rest is kept for 1:1 sends
     /// (issue 25 part 2, D-076), so an API send never queues behind the campaign's window.
     campaign_share: Arc<Semaphore>,
-    campaign_in_flight: usize,
-    guardrails: Guardrails,
-    /// The local day `cap_sent` and `cap_authorized` count.
-    cap_day: i64,
-    /// Campaign sends today (admitted, not given back).
-    cap_sent: i64,
-    /// Extra campaign sends authorized today.
-    cap_authorized: i64,
-    /// Campaign sends paced at the provider's throughput and the cadence, adapted by the
-    /// provider's answers (issue 25).
-    pacer: Pacer,
-    /// When the provider sent the quality reading the number holds, ms (issue 46).
-    quality_event_at: Option<i64>,
-    /// No campaign work until then (ms): the provider rate-limited the number.
-    backoff_until: i64,
-    /// Whether business-initiated sends are refused now (RED, ban, payment, credential,
-    /// disconnected); read by send tasks right before the provider call, so a RED event stops
+    /// Whether business-initiated sends are refused now ([`Channel::blocked`]), refreshed after
+    /// every message; read by send tasks right before the provider call, so a RED event stops
     /// even sends admitted before it.
     blocked: Arc<std::sync::atomic::AtomicBool>,
     shared: Arc<Shared>,
 }
-
-/// How long a payment problem (131042) locks business-initiated sends when nobody checks
-/// (decision D-021); `POST /bms/{id}/payment-check` releases it at once.
-pub const PAYMENT_LOCK_MS: i64 = engine::HOUR_MS;
 
 fn waba_standing(s: &str) -> WabaStanding {
     match s {
@@ -353,13 +304,14 @@ fn waba_standing(s: &str) -> WabaStanding {
     }
 }
 
-type Loaded = (
-    ChannelRecord,
-    ChannelSecrets,
-    RollingUnique,
-    WabaStanding,
-    Option<Arc<std::sync::Mutex<crate::bm::BmCounter>>>,
-);
+/// What a load from storage gives: the record, its secrets, the stored live state and the
+/// BM's shared counter.
+struct Loaded {
+    record: ChannelRecord,
+    secrets: ChannelSecrets,
+    stored: Stored,
+    bm: Option<SharedCounter>,
+}
 
 /// Today's guardrail state from storage: settings, local day, campaign sends and extra
 /// authorized today.
@@ -383,12 +335,8 @@ async fn load(shared: &Arc<Shared>, channel_id: i64) -> Result<Loaded, ActorErro
     let store = &shared.store;
     let record = store.channel_unscoped(channel_id).await?;
     let secrets = store.channel_secrets(channel_id).await?;
-    let limited = record
-        .tier
-        .as_deref()
-        .and_then(Tier::parse)
-        .and_then(|t| t.limit_24h())
-        .is_some();
+    let tier = record.tier.as_deref().and_then(Tier::parse);
+    let limited = tier.as_ref().and_then(Tier::limit_24h).is_some();
     let recipients = recent_recipients(store, record.id, limited).await?;
     let waba = match store
         .waba_by_provider_id(record.account_id, &record.waba_id)
@@ -402,7 +350,21 @@ async fn load(shared: &Arc<Shared>, channel_id: i64) -> Result<Loaded, ActorErro
         Some(id) => Some(shared.bm_counter(id).await?),
         None => None,
     };
-    Ok((record, secrets, recipients, waba, bm))
+    let stored = Stored {
+        status: ChannelStatus::parse(&record.status),
+        quality: Quality::parse(&record.quality),
+        tier,
+        credential_valid: record.credential_valid,
+        payment_locked_until: record.payment_locked_until,
+        waba,
+        recipients,
+    };
+    Ok(Loaded {
+        record,
+        secrets,
+        stored,
+        bm,
+    })
 }
 
 /// The number's rolling 24 h counter, from its business-initiated sends of the last 24 h:
@@ -431,7 +393,7 @@ async fn recent_recipients(
 async fn load_group(
     shared: &Arc<Shared>,
     record: &ChannelRecord,
-) -> Result<Option<crate::group::SharedGroupCounter>, ActorError> {
+) -> Result<Option<SharedCounter>, ActorError> {
     let Some(group_id) = record.group_id else {
         return Ok(None);
     };
@@ -444,126 +406,8 @@ async fn load_group(
     counter
         .lock()
         .expect("group counter lock")
-        .member_limits
-        .insert(record.id, limit);
+        .set_member_limit(record.id, limit);
     Ok(Some(counter))
-}
-
-impl ChannelState {
-    /// Joins the group of `counter` (or none), leaving the previous group's counter.
-    fn set_group(&mut self, counter: Option<crate::group::SharedGroupCounter>) {
-        if let Some(old) = self.group.take() {
-            let same = counter.as_ref().is_some_and(|c| Arc::ptr_eq(c, &old));
-            if !same {
-                old.lock()
-                    .expect("group counter lock")
-                    .member_limits
-                    .remove(&self.record.id);
-            }
-        }
-        self.group = counter;
-    }
-
-    fn health_input(&mut self, now: i64) -> HealthInput {
-        let bm_available = self
-            .bm
-            .as_ref()
-            .and_then(|b| b.lock().expect("bm counter lock").available(now));
-        HealthInput {
-            status: self.status,
-            quality: self.quality,
-            credential_valid: self.credential_valid,
-            payment_locked: self.payment_locked_until.is_some_and(|t| t > now),
-            waba: self.waba,
-            limit_24h: self.tier.as_ref().and_then(Tier::limit_24h),
-            sent_24h: self.recipients.count(now),
-            external_available: bm_available,
-            template_missing: self.template_missing,
-            template_quality_red: self.template_quality_red,
-            warming_up: guardrail::warmup(&self.guardrails, self.tier_limit(), now).is_some(),
-            daily_cap_reached: self.cap(now).reached(self.cap_sent),
-            group: self
-                .group
-                .as_ref()
-                .map(|g| g.lock().expect("group counter lock").name.clone())
-                .unwrap_or_default(),
-        }
-    }
-
-    fn tier_limit(&self) -> Option<i64> {
-        self.tier.as_ref().and_then(Tier::limit_24h)
-    }
-
-    /// Today's campaign cap (starts a new day's count when the local day changed).
-    fn cap(&mut self, now: i64) -> CapToday {
-        let day = guardrail::local_day(now);
-        if day != self.cap_day {
-            self.cap_day = day;
-            self.cap_sent = 0;
-            self.cap_authorized = 0;
-        }
-        guardrail::cap_today(
-            &self.guardrails,
-            self.tier_limit(),
-            self.cap_authorized,
-            now,
-        )
-    }
-
-    fn guardrail_view(&mut self) -> GuardrailView {
-        let now = now_ms();
-        let today = self.cap(now);
-        GuardrailView {
-            settings: self.guardrails.clone(),
-            today,
-            day: self.cap_day,
-            sent_today: self.cap_sent,
-            resets_at: guardrail::day_start(self.cap_day + 1),
-            backoff_until: (self.backoff_until > now).then_some(self.backoff_until),
-        }
-    }
-
-    /// Why the number takes no campaign work now: what refuses a business-initiated send
-    /// (to `to`, or a new recipient), or its daily cap.
-    fn campaign_refusal(&mut self, to: Option<&str>, now: i64) -> Option<HealthCode> {
-        self.business_initiated_refusal(to, now).or_else(|| {
-            self.cap(now)
-                .reached(self.cap_sent)
-                .then_some(HealthCode::DailyCapReached)
-        })
-    }
-
-    /// How many campaign sends the number takes now: its free window, bounded by today's cap,
-    /// its 24 h headroom and the sends its cadence fits in the next [`CADENCE_HORIZON_MS`].
-    fn campaign_credits(&mut self, now: i64) -> usize {
-        let input = self.health_input(now);
-        let window = CAMPAIGN_WINDOW.saturating_sub(self.campaign_in_flight);
-        let cap = self
-            .cap(now)
-            .remaining(self.cap_sent)
-            .map_or(usize::MAX, |r| r as usize);
-        let headroom =
-            engine::channel::available(input.limit_24h, input.sent_24h, input.external_available)
-                .map_or(usize::MAX, |a| a as usize);
-        let cadence = self
-            .pacer
-            .slots_within(self.guardrails.cadence_ms, now, CADENCE_HORIZON_MS);
-        window.min(cap).min(headroom).min(cadence)
-    }
-
-    fn snapshot(&mut self) -> ChannelSnapshot {
-        let input = self.health_input(now_ms());
-        let mut record = (*self.record).clone();
-        record.status = self.status.as_str().to_string();
-        record.quality = self.quality.as_str().to_string();
-        record.tier = self.tier.as_ref().map(|t| t.as_str().to_string());
-        record.credential_valid = self.credential_valid;
-        record.payment_locked_until = self.payment_locked_until;
-        ChannelSnapshot {
-            record,
-            health: health(&input),
-        }
-    }
 }
 
 fn register(
@@ -585,167 +429,183 @@ fn register(
 }
 
 impl ChannelState {
+    /// Runs `f` on the number's rules with its group's and BM's shared limits locked (group
+    /// before BM, always): admission is serial per shared limit (issue 15).
+    fn with_limits<T>(&mut self, f: impl FnOnce(&mut Channel, &mut Limits<'_>) -> T) -> T {
+        let mut group = self
+            .group
+            .as_ref()
+            .map(|g| g.lock().expect("group counter lock"));
+        let mut bm = self.bm.as_ref().map(|b| b.lock().expect("bm counter lock"));
+        let mut limits = Limits {
+            group: group.as_deref_mut(),
+            bm: bm.as_deref_mut(),
+        };
+        f(&mut self.channel, &mut limits)
+    }
+
+    /// Joins the group of `counter` (or none), leaving the previous group's counter.
+    fn set_group(&mut self, counter: Option<SharedCounter>) {
+        if let Some(old) = self.group.take() {
+            let same = counter.as_ref().is_some_and(|c| Arc::ptr_eq(c, &old));
+            if !same {
+                old.lock()
+                    .expect("group counter lock")
+                    .remove_member(self.record.id);
+            }
+        }
+        self.group = counter;
+    }
+
+    fn snapshot(&mut self) -> ChannelSnapshot {
+        let now = now_ms();
+        let health = self.with_limits(|c, l| c.health(now, l));
+        let c = &self.channel;
+        let mut record = (*self.record).clone();
+        record.status = c.status().as_str().to_string();
+        record.quality = c.quality().as_str().to_string();
+        record.tier = c.tier().map(|t| t.as_str().to_string());
+        record.credential_valid = c.credential_valid();
+        record.payment_locked_until = c.payment_locked_until();
+        ChannelSnapshot { record, health }
+    }
+
+    /// Refreshes the flag send tasks read right before their provider call.
+    fn refresh_blocked(&mut self) {
+        let now = now_ms();
+        let blocked = self.with_limits(|c, l| c.blocked(now, l));
+        self.blocked
+            .store(blocked, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Per-channel gauges for Grafana: quality (2 green, 1 yellow, 0 red, -1 unknown), the
     /// 24 h limit (-1 unlimited), sent in 24 h and available now (-1 unlimited).
     fn publish_gauges(&mut self) {
         let id = self.record.id.to_string();
-        let input = self.health_input(now_ms());
-        self.blocked.store(
-            business_initiated_allowed(&input).is_err(),
-            std::sync::atomic::Ordering::Relaxed,
-        );
-        let h = health(&input);
-        let q = match self.quality {
-            Quality::Green => 2.0,
-            Quality::Yellow => 1.0,
-            Quality::Red => 0.0,
-            Quality::Unknown => -1.0,
-        };
-        metrics::gauge!("disparo_channel_quality", "channel_id" => id.clone()).set(q);
+        let now = now_ms();
+        let g = self.with_limits(|c, l| c.gauges(now, l));
+        let h = &g.health;
+        metrics::gauge!("disparo_channel_quality", "channel_id" => id.clone()).set(g.quality);
         metrics::gauge!("disparo_channel_limit_24h", "channel_id" => id.clone())
             .set(h.limit_24h as f64);
         metrics::gauge!("disparo_channel_sent_24h", "channel_id" => id.clone())
             .set(h.sent_24h as f64);
         metrics::gauge!("disparo_channel_available", "channel_id" => id.clone())
             .set(h.available as f64);
-        let now = now_ms();
-        let cap = self.cap(now);
         metrics::gauge!("disparo_channel_campaign_cap", "channel_id" => id.clone())
-            .set(cap.cap.map_or(-1.0, |c| c as f64));
+            .set(g.campaign_cap);
         metrics::gauge!("disparo_channel_campaign_sent_today", "channel_id" => id.clone())
-            .set(self.cap_sent as f64);
-        metrics::gauge!("disparo_channel_warmup_day", "channel_id" => id.clone())
-            .set(f64::from(cap.warmup_day.unwrap_or(0)));
-        metrics::gauge!("disparo_channel_backoff", "channel_id" => id.clone())
-            .set(if self.backoff_until > now { 1.0 } else { 0.0 });
-        metrics::gauge!("disparo_channel_waba_standing", "channel_id" => id).set(match self.waba {
-            WabaStanding::Ok => 0.0,
-            WabaStanding::Restricted => 1.0,
-            WabaStanding::Banned => 2.0,
-            WabaStanding::Violation => 3.0,
-        });
+            .set(g.campaign_sent_today);
+        metrics::gauge!("disparo_channel_warmup_day", "channel_id" => id.clone()).set(g.warmup_day);
+        metrics::gauge!("disparo_channel_backoff", "channel_id" => id.clone()).set(g.backoff);
+        metrics::gauge!("disparo_channel_waba_standing", "channel_id" => id).set(g.waba_standing);
     }
 
-    /// Makes the 24 h counter exact when the tier has a limit (rebuilt from storage) and an
-    /// estimate when it has none (after a tier change).
-    async fn fit_counter(&mut self) {
-        let limited = self.tier.as_ref().and_then(Tier::limit_24h).is_some();
-        if limited == self.recipients.is_exact() {
-            return;
-        }
-        if !limited {
-            self.recipients.forget_members();
-            return;
-        }
-        match recent_recipients(&self.shared.store, self.record.id, true).await {
-            Ok(r) => self.recipients = r,
-            Err(e) => tracing::error!(error = %e, "could not rebuild the 24 h counter"),
-        }
-    }
-
-    /// Why a business-initiated send to `to` (or, with `None`, to a new recipient) is refused
-    /// now: a blocking health code, or `limite_24h_esgotado` when the number's own 24 h limit or
-    /// its BM's is used up and the recipient is not already counted (PROVIDER.md §10.2).
-    fn business_initiated_refusal(&mut self, to: Option<&str>, now: i64) -> Option<HealthCode> {
-        let input = self.health_input(now);
-        if let Err(code) = business_initiated_allowed(&input) {
-            return Some(code);
-        }
-        let counted = |r: &RollingUnique| to.is_some_and(|t| r.contains(t, now));
-        let own_full =
-            input.limit_24h.is_some_and(|l| input.sent_24h >= l) && !counted(&self.recipients);
-        let bm_full = self.bm.as_ref().is_some_and(|b| {
-            let mut b = b.lock().expect("bm counter lock");
-            !counted(&b.recipients) && b.available(now) == Some(0)
-        });
-        (own_full || bm_full).then_some(HealthCode::LimitExhausted)
-    }
-
-    /// Admits a business-initiated send to `to` and counts it in the number's, its group's and
-    /// its BM's 24 h counters. Each shared counter's lock is held from its check to its record
-    /// (group before BM, always), so two numbers of one BM or group can never both take its
-    /// last slot: admission is serial per limit (issue 15). `group_limited`: the group's limit
-    /// applies (group sends and group campaigns); `campaign`: today's cap applies too.
-    ///
-    /// Errors: the health code that refuses it (`qualidade_red`…, `limite_24h_esgotado`,
-    /// `limite_diario_atingido`); nothing is counted then.
-    fn admit_business_initiated(
+    /// Applies `input` to the number's rules and carries out their effects.
+    async fn apply(
         &mut self,
-        to: &str,
-        now: i64,
-        group_limited: bool,
-        campaign: bool,
-    ) -> Result<(), HealthCode> {
-        let input = self.health_input(now);
-        business_initiated_allowed(&input)?;
-        if campaign && self.cap(now).reached(self.cap_sent) {
-            return Err(HealthCode::DailyCapReached);
-        }
-        if input.limit_24h.is_some_and(|l| input.sent_24h >= l)
-            && !self.recipients.contains(to, now)
-        {
-            return Err(HealthCode::LimitExhausted);
-        }
-        let mut group = self
-            .group
-            .as_ref()
-            .map(|g| g.lock().expect("group counter lock"));
-        if let Some(g) = group.as_mut().filter(|_| group_limited) {
-            if !g.recipients.contains(to, now) && g.available(now) == Some(0) {
-                return Err(HealthCode::LimitExhausted);
+        myself: &ActorRef<ChannelMsg>,
+        input: Input,
+    ) -> Result<(), ActorError> {
+        let effects = self.channel.apply(input, now_ms());
+        let mut first_error = None;
+        for effect in effects {
+            if let Err(e) = self.carry_out(myself, effect).await {
+                first_error.get_or_insert(e);
             }
         }
-        let mut bm = self.bm.as_ref().map(|b| b.lock().expect("bm counter lock"));
-        if let Some(b) = bm.as_mut() {
-            if !b.recipients.contains(to, now) && b.available(now) == Some(0) {
-                return Err(HealthCode::LimitExhausted);
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Carries out one effect of [`Channel::apply`].
+    async fn carry_out(
+        &mut self,
+        myself: &ActorRef<ChannelMsg>,
+        effect: Effect,
+    ) -> Result<(), ActorError> {
+        let store = &self.shared.store;
+        let id = self.record.id;
+        match effect {
+            Effect::ReadAtProvider => {
+                let _ = myself.cast(ChannelMsg::Sync(None));
+            }
+            Effect::StoreQuality { quality, tier, at } => {
+                let tier = tier.as_ref().map(Tier::as_str);
+                tracing::info!(quality = quality.as_str(), tier = ?tier, "quality update");
+                // `false`: another process stored a newer reading: read the number at the
+                // provider.
+                if !store
+                    .update_channel_quality(id, quality.as_str(), tier, at)
+                    .await?
+                {
+                    let _ = myself.cast(ChannelMsg::Sync(None));
+                }
+            }
+            Effect::StoreRead {
+                status,
+                quality,
+                tier,
+                name,
+            } => {
+                store
+                    .record_channel_sync(
+                        id,
+                        status.as_str(),
+                        quality.as_str(),
+                        tier.as_ref().map(Tier::as_str),
+                        name.as_deref(),
+                    )
+                    .await?;
+            }
+            Effect::StoreThroughput(mps) => {
+                tracing::info!(throughput_mps = mps, "the number's throughput changed");
+                store.set_channel_throughput(id, i64::from(mps)).await?;
+            }
+            Effect::StoreCredential(valid) => {
+                if !valid {
+                    tracing::warn!("the provider refused the channel's access token");
+                }
+                store.set_channel_credential_valid(id, valid).await?;
+            }
+            Effect::StorePaymentLock(until) => {
+                tracing::warn!(?until, "payment lock changed");
+                store.set_channel_payment_lock(id, until).await?;
+            }
+            Effect::RebuildRecipients => {
+                let recipients = recent_recipients(store, id, true).await?;
+                self.channel.set_recipients(recipients);
+            }
+            Effect::MemberLimit(limit) => {
+                if let Some(g) = &self.group {
+                    g.lock()
+                        .expect("group counter lock")
+                        .set_member_limit(id, limit);
+                }
+            }
+            Effect::StatusChanged { status, previous } => {
+                let event = events::session_status(&self.record, status, previous, now_ms());
+                self.shared.emit(&[event]).await;
+                tracing::info!(
+                    status = status.as_str(),
+                    previous = previous.as_str(),
+                    "channel status changed"
+                );
+            }
+            Effect::BackedOff { until } => {
+                metrics::counter!("disparo_channel_backoffs_total", "channel_id" => id.to_string())
+                    .increment(1);
+                tracing::warn!(
+                    pause_ms = until - now_ms(),
+                    rate = self.channel.pacing_rate(),
+                    "the provider rate-limited the number; pacing slower"
+                );
+            }
+            Effect::StaleQualityIgnored => {
+                metrics::counter!("disparo_quality_updates_out_of_order_total").increment(1);
+                tracing::info!("an older quality update arrived late: ignored");
             }
         }
-        if let Some(g) = group.as_mut() {
-            g.recipients.record(to, now);
-        }
-        if let Some(b) = bm.as_mut() {
-            b.recipients.record(to, now);
-        }
-        drop((group, bm));
-        self.recipients.record(to, now);
         Ok(())
-    }
-
-    /// Records whether the provider accepts the channel's access token, in memory and in
-    /// storage, when it changes (a refused token stops business-initiated sends: health
-    /// code `credencial_invalida`).
-    async fn set_credential_valid(&mut self, valid: bool) {
-        if valid == self.credential_valid {
-            return;
-        }
-        self.credential_valid = valid;
-        if let Err(e) = self
-            .shared
-            .store
-            .set_channel_credential_valid(self.record.id, valid)
-            .await
-        {
-            tracing::error!(error = %e, "could not store the credential state");
-        }
-        if !valid {
-            tracing::warn!("the provider refused the channel's access token");
-        }
-    }
-
-    /// `session.status` when the connection status changes.
-    async fn set_status(&mut self, status: ChannelStatus) {
-        if status == self.status {
-            return;
-        }
-        let previous = std::mem::replace(&mut self.status, status);
-        let event = crate::events::session_status(&self.record, status, previous, now_ms());
-        self.shared.emit(&[event]).await;
-        tracing::info!(
-            status = status.as_str(),
-            previous = previous.as_str(),
-            "channel status changed"
-        );
     }
 }
 
@@ -762,63 +622,9 @@ impl Actor for ChannelActor {
         myself: ActorRef<ChannelMsg>,
         args: ChannelArgs,
     ) -> Result<ChannelState, ActorProcessingErr> {
-        let (record, secrets, recipients, waba, bm) = load(&args.shared, args.channel_id)
+        start(myself, args)
             .await
-            .map_err(|e| ActorProcessingErr::from(e.to_string()))?;
-        let (guardrails, cap_day, cap_sent, cap_authorized) =
-            load_guardrails(&args.shared, args.channel_id, now_ms())
-                .await
-                .map_err(|e| ActorProcessingErr::from(e.to_string()))?;
-        let group = load_group(&args.shared, &record)
-            .await
-            .map_err(|e| ActorProcessingErr::from(e.to_string()))?;
-        let (template_missing, template_quality_red) = args
-            .shared
-            .store
-            .numbers_missing_templates(record.account_id, Some(record.id))
-            .await
-            .map_err(|e| ActorProcessingErr::from(e.to_string()))?
-            .first()
-            .map_or((false, false), |(_, missing, red)| (*missing, *red));
-        register(&args.shared, &record, &secrets, &myself);
-        tracing::info!(channel_id = record.id, "channel actor started");
-        let record_arc = Arc::new(record.clone());
-        let mut st = ChannelState {
-            template_missing,
-            template_quality_red,
-            status: ChannelStatus::parse(&record.status),
-            quality: Quality::parse(&record.quality),
-            tier: record.tier.as_deref().and_then(Tier::parse),
-            credential_valid: record.credential_valid,
-            payment_locked_until: record.payment_locked_until,
-            waba,
-            record: record_arc.clone(),
-            secrets,
-            recipients,
-            bm,
-            group,
-            in_flight: Arc::new(Semaphore::new(args.shared.config.channel_max_in_flight)),
-            campaign_share: Arc::new(Semaphore::new(campaign_share(
-                args.shared.config.channel_max_in_flight,
-            ))),
-            campaign_in_flight: 0,
-            guardrails,
-            cap_day,
-            cap_sent,
-            cap_authorized,
-            pacer: Pacer::new(
-                record
-                    .throughput_mps
-                    .and_then(|m| u32::try_from(m).ok())
-                    .unwrap_or(engine::pacing::DEFAULT_MPS),
-            ),
-            quality_event_at: record.quality_event_at,
-            backoff_until: 0,
-            blocked: Arc::new(std::sync::atomic::AtomicBool::new(false)),
-            shared: args.shared,
-        };
-        st.publish_gauges();
-        Ok(st)
+            .map_err(|e| ActorProcessingErr::from(e.to_string()))
     }
 
     async fn handle(
@@ -829,17 +635,74 @@ impl Actor for ChannelActor {
     ) -> Result<(), ActorProcessingErr> {
         let span = tracing::info_span!("channel", channel_id = st.record.id);
         handle_msg(myself, msg, st).instrument(span).await;
+        st.refresh_blocked();
         st.publish_gauges();
         Ok(())
     }
 }
 
+/// Builds the actor's state from storage and registers the running channel.
+async fn start(
+    myself: ActorRef<ChannelMsg>,
+    args: ChannelArgs,
+) -> Result<ChannelState, ActorError> {
+    let shared = args.shared;
+    let Loaded {
+        record,
+        secrets,
+        stored,
+        bm,
+    } = load(&shared, args.channel_id).await?;
+    let (guardrails, cap_day, cap_sent, cap_authorized) =
+        load_guardrails(&shared, args.channel_id, now_ms()).await?;
+    let group = load_group(&shared, &record).await?;
+    let (template_missing, template_quality_red) = shared
+        .store
+        .numbers_missing_templates(record.account_id, Some(record.id))
+        .await?
+        .first()
+        .map_or((false, false), |(_, missing, red)| (*missing, *red));
+    register(&shared, &record, &secrets, &myself);
+    tracing::info!(channel_id = record.id, "channel actor started");
+    let channel = Channel::new(ChannelInit {
+        id: record.id,
+        stored,
+        guardrails,
+        cap_day,
+        cap_sent,
+        cap_authorized,
+        throughput_mps: record
+            .throughput_mps
+            .and_then(|m| u32::try_from(m).ok())
+            .unwrap_or(engine::pacing::DEFAULT_MPS),
+        quality_event_at: record.quality_event_at,
+        template_missing,
+        template_quality_red,
+    });
+    let max_in_flight = shared.config.channel_max_in_flight;
+    let mut st = ChannelState {
+        channel,
+        record: Arc::new(record),
+        secrets,
+        bm,
+        group,
+        in_flight: Arc::new(Semaphore::new(max_in_flight)),
+        campaign_share: Arc::new(Semaphore::new(campaign_share(max_in_flight))),
+        blocked: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        shared,
+    };
+    st.refresh_blocked();
+    st.publish_gauges();
+    Ok(st)
+}
+
 async fn handle_msg(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut ChannelState) {
-    match msg {
+    let input = match msg {
         ChannelMsg::Send(cmd, reply) => {
             if let Err(e) = admit_and_send(myself, *cmd, reply, st).await {
                 tracing::warn!(error = %e, "send not admitted");
             }
+            return;
         }
         ChannelMsg::Statuses(reports, reply) => {
             // Applied by the number's batched writer, in arrival order, so the actor stays free for
@@ -852,114 +715,15 @@ async fn handle_msg(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut Chan
             if let Err(job) = st.shared.writers.statuses(job).await {
                 let _ = job.reply.send(Err(ActorError::Unavailable));
             }
+            return;
         }
         ChannelMsg::Inbound(items, reply) => {
-            let record = st.record.clone();
-            let base = st.shared.config.public_url.clone();
-            let mut stored = 0;
-            let mut result = Ok(());
-            for item in items {
-                let name = item.contact_name.clone();
-                match st
-                    .shared
-                    .store
-                    .record_inbound(&item, |m| {
-                        vec![events::message_received(&record, m, name.as_deref(), &base)]
-                    })
-                    .await
-                {
-                    Ok(Some((_, n))) => {
-                        stored += 1;
-                        if n > 0 {
-                            st.shared.wake_dispatcher();
-                        }
-                        metrics::counter!("disparo_messages_received_total", "channel_id" => record.id.to_string()).increment(1);
-                    }
-                    Ok(None) => {}
-                    Err(e) => {
-                        result = Err(ActorError::from(e));
-                        break;
-                    }
-                }
-            }
-            let _ = reply.send(result.map(|_| stored));
-        }
-        ChannelMsg::QualityUpdate { quality, tier, at } => {
-            if st.quality_event_at.is_some_and(|held| at < held) {
-                metrics::counter!("disparo_quality_updates_out_of_order_total").increment(1);
-                tracing::info!(at, "an older quality update arrived late: ignored");
-                return;
-            }
-            st.quality_event_at = Some(at);
-            match quality {
-                Some(q) => st.quality = q,
-                // The current webhook carries no rating: read it at the provider.
-                None => {
-                    let _ = myself.cast(ChannelMsg::Sync(None));
-                }
-            }
-            if let Some(t) = tier.as_deref().and_then(Tier::parse) {
-                if let Some(g) = &st.group {
-                    g.lock()
-                        .expect("group counter lock")
-                        .member_limits
-                        .insert(st.record.id, t.limit_24h());
-                }
-                st.tier = Some(t);
-                st.fit_counter().await;
-            }
-            let tier = st.tier.as_ref().map(|t| t.as_str().to_string());
-            match st
-                .shared
-                .store
-                .update_channel_quality(st.record.id, st.quality.as_str(), tier.as_deref(), at)
-                .await
-            {
-                Ok(true) => {}
-                // Another process stored a newer reading: read the number at the provider.
-                Ok(false) => {
-                    let _ = myself.cast(ChannelMsg::Sync(None));
-                }
-                Err(e) => tracing::error!(error = %e, "could not store a quality update"),
-            }
-            tracing::info!(quality = st.quality.as_str(), tier = ?tier, "quality update");
+            let _ = reply.send(record_inbound(st, items).await);
+            return;
         }
         ChannelMsg::Snapshot(reply) => {
             let _ = reply.send(st.snapshot());
-        }
-        ChannelMsg::Outcome(SendOutcome::Accepted) => {
-            st.pacer.on_accepted();
-            st.set_credential_valid(true).await;
-        }
-        ChannelMsg::Outcome(SendOutcome::Throttled(retry_after_ms)) => {
-            // The number's throughput was exceeded: one signal per burst (the sends in flight
-            // are refused together): the rate halves and campaign work pauses for the
-            // provider's Retry-After, else 1 s; accepted sends raise it back (issue 25).
-            let now = now_ms();
-            if let Some(until) = st.pacer.on_throttled(now, retry_after_ms) {
-                st.backoff_until = until;
-                metrics::counter!("disparo_channel_backoffs_total", "channel_id" => st.record.id.to_string()).increment(1);
-                tracing::warn!(
-                    pause_ms = until - now,
-                    rate = st.pacer.rate(),
-                    "the provider rate-limited the number; pacing slower"
-                );
-            }
-        }
-        ChannelMsg::TemplateFlags {
-            missing,
-            quality_red,
-        } => {
-            st.template_missing = missing;
-            st.template_quality_red = quality_red;
-        }
-        // A violation is news only for a WABA in good standing: it never hides a ban or a
-        // restriction (D-074).
-        ChannelMsg::WabaStanding(WabaStanding::Violation)
-            if matches!(st.waba, WabaStanding::Banned | WabaStanding::Restricted) => {}
-        ChannelMsg::WabaStanding(standing) => {
-            tracing::warn!(?standing, "WABA standing changed");
-            st.waba = standing;
+            return;
         }
         ChannelMsg::Sync(reply) => {
             let (graph, token, pnid, me) = (
@@ -972,95 +736,121 @@ async fn handle_msg(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut Chan
                 let res = graph.phone_number(token.expose(), &pnid).await;
                 let _ = me.cast(ChannelMsg::SyncDone(Box::new(res), reply));
             });
+            return;
         }
         ChannelMsg::SyncDone(res, reply) => {
-            let out = apply_sync(st, *res).await;
+            let out = apply_sync(&myself, st, *res).await;
             if let Some(reply) = reply {
                 let _ = reply.send(out);
             }
+            return;
         }
         ChannelMsg::CampaignCredits(reply) => {
             let now = now_ms();
-            let answer = match st.campaign_refusal(None, now) {
-                Some(code) => (0, Some(code)),
-                // Backing off after a rate limit: busy, not blocked.
-                None if st.backoff_until > now => (0, None),
-                None => (st.campaign_credits(now), None),
-            };
-            let _ = reply.send(answer);
+            let _ = reply.send(st.with_limits(|c, l| c.campaign_credits(now, l)));
+            return;
         }
-        ChannelMsg::Dispatch(batch) => dispatch(myself, *batch, st).await,
-        ChannelMsg::CampaignSettled { sent } => {
-            st.campaign_in_flight = st.campaign_in_flight.saturating_sub(1);
-            if !sent {
-                st.cap_sent = (st.cap_sent - 1).max(0);
-            }
-        }
+        ChannelMsg::Dispatch(batch) => return dispatch(myself, *batch, st).await,
         ChannelMsg::Guardrails(reply) => {
-            let _ = reply.send(st.guardrail_view());
+            let _ = reply.send(st.channel.guardrail_view(now_ms()));
+            return;
         }
         ChannelMsg::SetGuardrails(g, reply) => {
             tracing::info!(?g, "guardrails changed");
-            st.guardrails = g;
-            let _ = reply.send(st.guardrail_view());
+            let _ = st.apply(&myself, Input::Guardrails(g)).await;
+            let _ = reply.send(st.channel.guardrail_view(now_ms()));
+            return;
         }
         ChannelMsg::Authorized(total, reply) => {
-            let now = now_ms();
-            st.cap(now);
-            st.cap_authorized = total;
             tracing::info!(authorized = total, "more campaign sends authorized today");
-            let _ = reply.send(st.guardrail_view());
-        }
-        ChannelMsg::PaymentReleased => {
-            st.payment_locked_until = None;
-            tracing::info!("payment lock released");
+            let _ = st.apply(&myself, Input::Authorized(total)).await;
+            let _ = reply.send(st.channel.guardrail_view(now_ms()));
+            return;
         }
         ChannelMsg::Reload(reply) => {
-            let out = match load(&st.shared, st.record.id).await {
-                Ok((record, secrets, recipients, waba, bm)) => {
-                    match load_group(&st.shared, &record).await {
-                        Ok(group) => st.set_group(group),
-                        Err(e) => tracing::error!(error = %e, "could not load the number's group"),
-                    }
-                    register(&st.shared, &record, &secrets, &myself);
-                    st.quality = Quality::parse(&record.quality);
-                    st.tier = record.tier.as_deref().and_then(Tier::parse);
-                    st.credential_valid = record.credential_valid;
-                    st.payment_locked_until = record.payment_locked_until;
-                    st.waba = waba;
-                    st.recipients = recipients;
-                    st.bm = bm;
-                    st.secrets = secrets;
-                    let status = ChannelStatus::parse(&record.status);
-                    st.record = Arc::new(record);
-                    st.set_status(status).await;
-                    Ok(st.snapshot())
-                }
-                Err(e) => Err(e),
-            };
-            let _ = reply.send(out);
+            let _ = reply.send(reload(&myself, st).await);
+            return;
         }
-        ChannelMsg::Outcome(SendOutcome::Refused(ErrorKind::Payment)) => {
-            let until = now_ms() + PAYMENT_LOCK_MS;
-            st.payment_locked_until = Some(until);
-            if let Err(e) = st
-                .shared
-                .store
-                .set_channel_payment_lock(st.record.id, Some(until))
-                .await
-            {
-                tracing::error!(error = %e, "could not store a payment lock");
-            }
-            tracing::warn!(
-                "the provider reported a payment problem; business-initiated sends locked"
-            );
+        ChannelMsg::QualityUpdate { quality, tier, at } => Input::QualityEvent {
+            quality,
+            tier: tier.as_deref().and_then(Tier::parse),
+            at,
+        },
+        ChannelMsg::Outcome(outcome) => Input::Answer(match outcome {
+            SendOutcome::Accepted => Answer::Accepted,
+            SendOutcome::Throttled(retry_after_ms) => Answer::Throttled { retry_after_ms },
+            SendOutcome::Refused(ErrorKind::Payment) => Answer::PaymentProblem,
+            SendOutcome::Refused(ErrorKind::InvalidCredential) => Answer::CredentialRefused,
+            SendOutcome::Refused(_) => Answer::Refused,
+        }),
+        ChannelMsg::TemplateFlags {
+            missing,
+            quality_red,
+        } => Input::TemplateFlags {
+            missing,
+            quality_red,
+        },
+        ChannelMsg::WabaStanding(standing) => {
+            tracing::warn!(?standing, "WABA standing changed");
+            Input::WabaStanding(standing)
         }
-        ChannelMsg::Outcome(SendOutcome::Refused(kind)) => {
-            if kind == ErrorKind::InvalidCredential {
-                st.set_credential_valid(false).await;
+        ChannelMsg::CampaignSettled { sent } => Input::CampaignSettled { sent },
+        ChannelMsg::PaymentReleased => {
+            tracing::info!("payment lock released");
+            Input::PaymentReleased
+        }
+    };
+    if let Err(e) = st.apply(&myself, input).await {
+        tracing::error!(error = %e, "could not store a change of the number's state");
+    }
+}
+
+/// Stores inbound messages of the number (each with its `message.received` event).
+async fn record_inbound(st: &ChannelState, items: Vec<NewInbound>) -> Result<usize, ActorError> {
+    let record = &st.record;
+    let base = &st.shared.config.public_url;
+    let mut stored = 0;
+    for item in items {
+        let name = item.contact_name.clone();
+        let written = st
+            .shared
+            .store
+            .record_inbound(&item, |m| {
+                vec![events::message_received(record, m, name.as_deref(), base)]
+            })
+            .await?;
+        if let Some((_, n)) = written {
+            stored += 1;
+            if n > 0 {
+                st.shared.wake_dispatcher();
             }
+            metrics::counter!("disparo_messages_received_total", "channel_id" => record.id.to_string()).increment(1);
         }
     }
+    Ok(stored)
+}
+
+/// Reads the channel's record and credentials again (after an update elsewhere).
+async fn reload(
+    myself: &ActorRef<ChannelMsg>,
+    st: &mut ChannelState,
+) -> Result<ChannelSnapshot, ActorError> {
+    let Loaded {
+        record,
+        secrets,
+        stored,
+        bm,
+    } = load(&st.shared, st.record.id).await?;
+    match load_group(&st.shared, &record).await {
+        Ok(group) => st.set_group(group),
+        Err(e) => tracing::error!(error = %e, "could not load the number's group"),
+    }
+    register(&st.shared, &record, &secrets, myself);
+    st.bm = bm;
+    st.secrets = secrets;
+    st.record = Arc::new(record);
+    st.apply(myself, Input::Reloaded(Box::new(stored))).await?;
+    Ok(st.snapshot())
 }
 
 /// Checks the rules, stores the message `queued` and spawns the provider call. Errors here
@@ -1071,112 +861,13 @@ async fn admit_and_send(
     reply: RpcReplyPort<Result<MessageRecord, ActorError>>,
     st: &mut ChannelState,
 ) -> Result<(), ActorError> {
-    let now = now_ms();
-    let refuse = |reply: RpcReplyPort<Result<MessageRecord, ActorError>>, e: ActorError| {
+    if let Err(e) = admit(&cmd, st).await {
         let text = e.to_string();
         let _ = reply.send(Err(e));
-        Err(ActorError::Conflict(text))
-    };
-    if cmd.deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-        // The caller has given up: nothing is written or sent.
-        return refuse(reply, ActorError::Unavailable);
+        return Err(ActorError::Conflict(text));
     }
     let to = cmd.to.as_str().to_string();
-    match &cmd.content {
-        SendContent::Media { .. } | SendContent::Library { .. } => {
-            return refuse(
-                reply,
-                ActorError::Validation(engine::ValidationError::new(
-                    "not_prepared",
-                    "content",
-                    "O conteúdo deve ser preparado antes do envio.",
-                )),
-            );
-        }
-        SendContent::Text { .. } | SendContent::MediaFile { .. } => {
-            let last = match st.shared.store.last_inbound_at(st.record.id, &to).await {
-                Ok(t) => t,
-                Err(e) => return refuse(reply, e.into()),
-            };
-            if !window_open(last, now) {
-                return refuse(reply, ActorError::WindowClosed);
-            }
-        }
-        SendContent::Template { .. } => {
-            if let Err(code) = st.admit_business_initiated(&to, now, cmd.group_limited, false) {
-                return refuse(reply, ActorError::BusinessInitiatedRefused(code));
-            }
-        }
-    }
-
-    let new = match &cmd.content {
-        SendContent::Text { body } => NewOutbound {
-            account_id: st.record.account_id,
-            channel_id: st.record.id,
-            contact_phone: to.clone(),
-            kind: MessageKind::Text,
-            body: Some(body.clone()),
-            template_name: None,
-            template_language: None,
-            params: None,
-            preview_text: None,
-            media: None,
-            source: "api",
-        },
-        SendContent::Template {
-            name,
-            language,
-            given,
-            layout: _,
-            header_text,
-        } => NewOutbound {
-            account_id: st.record.account_id,
-            channel_id: st.record.id,
-            contact_phone: to.clone(),
-            kind: MessageKind::Template,
-            body: None,
-            template_name: Some(name.clone()),
-            template_language: Some(language.clone()),
-            params: Some({
-                let mut p = serde_json::json!({"body": given.body, "button": given.url_suffix});
-                if let Some(m) = &given.header_media {
-                    match (&m.link, m.kind) {
-                        (Some(url), engine::template::HeaderMedia::Image) => {
-                            p["header_image"] = serde_json::json!(url);
-                        }
-                        _ => {
-                            p["header_media"] = serde_json::json!({"type": m.kind.as_str(), "link": m.link, "id": m.id});
-                        }
-                    }
-                }
-                if let Some(text) = header_text {
-                    p["header_text"] = serde_json::json!(text);
-                }
-                p
-            }),
-            preview_text: cmd.preview_text.clone(),
-            media: None,
-            source: "api",
-        },
-        SendContent::MediaFile { file, caption } => NewOutbound {
-            account_id: st.record.account_id,
-            channel_id: st.record.id,
-            contact_phone: to.clone(),
-            kind: MessageKind::parse(file.kind.as_str()),
-            body: caption.clone(),
-            template_name: None,
-            template_language: None,
-            params: None,
-            preview_text: cmd.preview_text.clone(),
-            media: Some(
-                serde_json::json!({"url": file.url, "mime_type": file.mime, "size": file.bytes.len(), "filename": file.filename}),
-            ),
-            source: "api",
-        },
-        SendContent::Media { .. } | SendContent::Library { .. } => unreachable!("refused above"),
-    };
-    // A 1:1 send goes ahead of the campaign's slots on the number (D-076).
-    st.pacer.yield_to_priority(now);
+    let new = new_outbound(&st.record, &cmd);
     let prepared = match cmd.content {
         SendContent::Text { body } => {
             Prepared::Ready(Box::new(SendMessageRequest::text(&to, &body)))
@@ -1195,14 +886,9 @@ async fn admit_and_send(
             let payload = TemplatePayload::filled(&name, &language, &filled);
             Prepared::Ready(Box::new(SendMessageRequest::template(&to, payload)))
         }
-        SendContent::MediaFile { file, caption } => Prepared::Upload {
-            file,
-            caption,
-            to: to.clone(),
-        },
+        SendContent::MediaFile { file, caption } => Prepared::Upload { file, caption, to },
         SendContent::Media { .. } | SendContent::Library { .. } => unreachable!("refused above"),
     };
-
     let task = SendTask {
         shared: st.shared.clone(),
         record: st.record.clone(),
@@ -1215,6 +901,108 @@ async fn admit_and_send(
             .in_current_span(),
     );
     Ok(())
+}
+
+/// Admits a 1:1 send by the number's rules ([`Channel::admit_one_to_one`]): a template counts
+/// in its 24 h limits; text and media need the contact's 24-hour window open.
+///
+/// Errors: `Unavailable` when the caller gave up, `Validation` for unprepared content,
+/// `WindowClosed`, `BusinessInitiatedRefused` with the health code.
+async fn admit(cmd: &SendCommand, st: &mut ChannelState) -> Result<(), ActorError> {
+    if cmd.deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+        // The caller has given up: nothing is written or sent.
+        return Err(ActorError::Unavailable);
+    }
+    let to = cmd.to.as_str();
+    let send = match &cmd.content {
+        SendContent::Media { .. } | SendContent::Library { .. } => {
+            return Err(ActorError::Validation(engine::ValidationError::new(
+                "not_prepared",
+                "content",
+                "O conteúdo deve ser preparado antes do envio.",
+            )));
+        }
+        SendContent::Text { .. } | SendContent::MediaFile { .. } => OneToOne::Session {
+            last_inbound_at: st.shared.store.last_inbound_at(st.record.id, to).await?,
+        },
+        SendContent::Template { .. } => OneToOne::Template {
+            group_limited: cmd.group_limited,
+        },
+    };
+    let now = now_ms();
+    st.with_limits(|c, l| c.admit_one_to_one(to, send, now, l))
+        .map_err(|r| match r {
+            Refusal::WindowClosed => ActorError::WindowClosed,
+            Refusal::Health(code) => ActorError::BusinessInitiatedRefused(code),
+        })
+}
+
+/// The message row of an admitted 1:1 send.
+fn new_outbound(record: &ChannelRecord, cmd: &SendCommand) -> NewOutbound {
+    let mut new = NewOutbound {
+        account_id: record.account_id,
+        channel_id: record.id,
+        contact_phone: cmd.to.as_str().to_string(),
+        kind: MessageKind::Text,
+        body: None,
+        template_name: None,
+        template_language: None,
+        params: None,
+        preview_text: cmd.preview_text.clone(),
+        media: None,
+        source: "api",
+    };
+    match &cmd.content {
+        SendContent::Text { body } => {
+            new.body = Some(body.clone());
+            new.preview_text = None;
+        }
+        SendContent::Template {
+            name,
+            language,
+            given,
+            layout: _,
+            header_text,
+        } => {
+            new.kind = MessageKind::Template;
+            new.template_name = Some(name.clone());
+            new.template_language = Some(language.clone());
+            new.params = Some(template_params(given, header_text.as_deref()));
+        }
+        SendContent::MediaFile { file, caption } => {
+            new.kind = MessageKind::parse(file.kind.as_str());
+            new.body = caption.clone();
+            new.media = Some(
+                serde_json::json!({"url": file.url, "mime_type": file.mime, "size": file.bytes.len(), "filename": file.filename}),
+            );
+        }
+        SendContent::Media { .. } | SendContent::Library { .. } => {}
+    }
+    new
+}
+
+/// What a template message stores of its parameters: body, URL button suffix, header media
+/// (an image link as `header_image`) and the library's text header.
+fn template_params(
+    given: &engine::template::Given,
+    header_text: Option<&str>,
+) -> serde_json::Value {
+    let mut p = serde_json::json!({"body": given.body, "button": given.url_suffix});
+    if let Some(m) = &given.header_media {
+        match (&m.link, m.kind) {
+            (Some(url), engine::template::HeaderMedia::Image) => {
+                p["header_image"] = serde_json::json!(url);
+            }
+            _ => {
+                p["header_media"] =
+                    serde_json::json!({"type": m.kind.as_str(), "link": m.link, "id": m.id});
+            }
+        }
+    }
+    if let Some(text) = header_text {
+        p["header_text"] = serde_json::json!(text);
+    }
+    p
 }
 
 /// A provider call made outside the actor's handler.
@@ -1387,57 +1175,34 @@ impl SendTask {
 /// Applies a provider read of the number: status, quality, tier, name; a refused credential
 /// marks the channel `credencial_invalida`.
 async fn apply_sync(
+    myself: &ActorRef<ChannelMsg>,
     st: &mut ChannelState,
     res: Result<provider::wire::PhoneNumber, provider::ProviderError>,
 ) -> Result<ChannelSnapshot, ActorError> {
-    match res {
-        Ok(pn) => {
-            let status = match pn.status.as_deref() {
-                None | Some("CONNECTED") => ChannelStatus::Working,
-                Some("PENDING") | Some("UNVERIFIED") => ChannelStatus::Pending,
-                Some(_) => ChannelStatus::Disconnected,
-            };
-            if pn.status.as_deref() == Some("BANNED") {
-                st.waba = WabaStanding::Banned;
-            }
-            if let Some(q) = pn.quality_rating.as_deref() {
-                st.quality = Quality::parse(q);
-            }
-            if let Some(t) = pn.tier().and_then(Tier::parse) {
-                st.tier = Some(t);
-                st.fit_counter().await;
-            }
-            st.credential_valid = true;
-            let mps = pn.throughput_mps();
-            if mps != st.pacer.ceiling() {
-                tracing::info!(throughput_mps = mps, "the number's throughput changed");
-                st.pacer.set_ceiling(mps);
-                st.shared
-                    .store
-                    .set_channel_throughput(st.record.id, i64::from(mps))
-                    .await?;
-            }
-            let tier = st.tier.as_ref().map(|t| t.as_str().to_string());
-            st.shared
-                .store
-                .record_channel_sync(
-                    st.record.id,
-                    status.as_str(),
-                    st.quality.as_str(),
-                    tier.as_deref(),
-                    pn.verified_name.as_deref(),
-                )
-                .await?;
-            st.set_status(status).await;
-            Ok(st.snapshot())
-        }
+    let pn = match res {
+        Ok(pn) => pn,
         Err(e) => {
             if e.kind() == ErrorKind::InvalidCredential {
-                st.set_credential_valid(false).await;
+                st.apply(myself, Input::Answer(Answer::CredentialRefused))
+                    .await?;
             }
-            Err(e.into())
+            return Err(e.into());
         }
-    }
+    };
+    let read = ProviderRead {
+        status: match pn.status.as_deref() {
+            None | Some("CONNECTED") => ChannelStatus::Working,
+            Some("PENDING") | Some("UNVERIFIED") => ChannelStatus::Pending,
+            Some(_) => ChannelStatus::Disconnected,
+        },
+        banned: pn.status.as_deref() == Some("BANNED"),
+        quality: pn.quality_rating.as_deref().map(Quality::parse),
+        tier: pn.tier().and_then(Tier::parse),
+        throughput_mps: pn.throughput_mps(),
+        name: pn.verified_name.clone(),
+    };
+    st.apply(myself, Input::Read(read)).await?;
+    Ok(st.snapshot())
 }
 
 /// Admits each claimed recipient by the channel's rules at this moment (a RED event processed
@@ -1446,10 +1211,9 @@ async fn apply_sync(
 async fn dispatch(myself: ActorRef<ChannelMsg>, batch: Dispatch, st: &mut ChannelState) {
     let now = now_ms();
     for item in batch.items {
-        if st
-            .admit_business_initiated(&item.phone, now, batch.group_limited, true)
-            .is_err()
-        {
+        let admitted =
+            st.with_limits(|c, l| c.admit_campaign(&item.phone, batch.group_limited, now, l));
+        let Ok(send_at) = admitted else {
             settle(
                 &st.shared,
                 &st.record,
@@ -1459,10 +1223,7 @@ async fn dispatch(myself: ActorRef<ChannelMsg>, batch: Dispatch, st: &mut Channe
             )
             .await;
             continue;
-        }
-        st.cap_sent += 1;
-        st.campaign_in_flight += 1;
-        let send_at = st.pacer.take(st.guardrails.cadence_ms, now);
+        };
         let payload = TemplatePayload::filled(
             &batch.template_name,
             &batch.language,

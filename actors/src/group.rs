@@ -2,7 +2,7 @@
 //! its members and the shared 24 h counter: the unique business-initiated recipients of all
 //! its numbers in the rolling 24 h, against the group's limit (its own, or by default the sum
 //! of its numbers' limits). Member `ChannelActor`s record their business-initiated sends in the
-//! same counter ([`GroupCounter`], shared like a BM's), so a direct send through a member
+//! same counter ([`SharedGroupCounter`], shared like a BM's), so a direct send through a member
 //! counts too; the limit is enforced on the group's own routes (429 when exhausted).
 
 use crate::channel::{ChannelMsg, ChannelSnapshot, SendCommand, SendContent};
@@ -15,51 +15,15 @@ use engine::DAY_MS;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde::Serialize;
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 use storage::groups::GroupRecord;
 use storage::messages::MessageRecord;
 use storage::now_ms;
 use storage::templates::TemplateRecord;
 
-/// A group's rolling 24 h count and its limits; shared by the group's actor and its numbers.
-#[derive(Debug, Clone)]
-pub struct GroupCounter {
-    /// The group's name (shown in its numbers' health).
-    pub name: String,
-    /// Own limit (unique recipients per 24 h); `None`: the sum of the numbers'.
-    pub own_limit: Option<i64>,
-    /// Each member's own 24 h limit (`None`: unlimited or unknown).
-    pub member_limits: HashMap<i64, Option<i64>>,
-    /// Unique business-initiated recipients of the members in the window.
-    pub recipients: RollingUnique,
-}
-
-impl GroupCounter {
-    /// The limit in effect: the own limit when set (never above the numbers' sum), else the
-    /// sum of the members' limits; `None` = unlimited (a member without a limit and no own
-    /// limit).
-    pub fn limit(&self) -> Option<i64> {
-        let sum = self
-            .member_limits
-            .values()
-            .try_fold(0i64, |acc, l| l.map(|l| acc + l));
-        match (self.own_limit, sum) {
-            (Some(own), Some(sum)) => Some(own.min(sum)),
-            (Some(own), None) => Some(own),
-            (None, sum) => sum,
-        }
-    }
-
-    /// Headroom now; `None` = unlimited.
-    pub fn available(&mut self, now: i64) -> Option<i64> {
-        let used = self.recipients.count(now);
-        self.limit().map(|l| (l - used).max(0))
-    }
-}
-
-/// The shared counter of a group.
-pub type SharedGroupCounter = Arc<Mutex<GroupCounter>>;
+/// The shared counter of a group (its rules: [`engine::limits::SharedLimit`]).
+pub type SharedGroupCounter = crate::bm::SharedCounter;
 
 impl Shared {
     /// The counter of a group, built from storage the first time it is needed.
@@ -74,12 +38,7 @@ impl Shared {
                 recipients.record(phone, at)
             })
             .await?;
-        let built = GroupCounter {
-            name: g.name,
-            own_limit: g.limit_24h,
-            member_limits: HashMap::new(),
-            recipients,
-        };
+        let built = engine::limits::SharedLimit::group(g.name, g.limit_24h, recipients);
         Ok(self
             .group_counters
             .entry(group_id)
@@ -152,7 +111,9 @@ impl GroupRun {
             let mut c = self.counter.lock().expect("group counter lock");
             c.name = g.name;
             c.own_limit = g.limit_24h;
-            c.member_limits.retain(|id, _| members.contains(id));
+            if let Some(m) = c.members.as_mut() {
+                m.retain(|id, _| members.contains(id));
+            }
         }
         let before: HashSet<i64> = self.members.iter().copied().collect();
         let after: HashSet<i64> = members.iter().copied().collect();

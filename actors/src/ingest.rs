@@ -52,6 +52,7 @@ type Standing = (
 );
 
 /// What a verified webhook asks for, taken out of its payload.
+#[derive(Default)]
 struct WebhookWork {
     statuses: HashMap<i64, (Arc<ChannelEntry>, Vec<StatusReport>)>,
     inbound: HashMap<i64, (Arc<ChannelEntry>, Vec<NewInbound>)>,
@@ -275,6 +276,363 @@ fn inbound_messages(v: &MessagesValue, entry: &ChannelEntry) -> Vec<NewInbound> 
         .collect()
 }
 
+/// Checks a webhook's signature before its payload is read: a per-channel receiver against
+/// its channel's secret; the app-level receiver against the secrets of the channels the body
+/// names (a skim that keeps only the ids) and the app secret. What none of them signs is
+/// refused unread.
+///
+/// Errors: [`ActorError::InvalidSignature`]; [`ActorError::BadPayload`] for a body signed
+/// with the app secret that is not JSON.
+fn check_signature(
+    registry: &crate::registry::Registry,
+    routed: Option<&ChannelEntry>,
+    verifier: &mut Verifier<'_>,
+) -> Result<(), ActorError> {
+    if let Some(entry) = routed {
+        return match verifier.verifies_for(entry) {
+            true => Ok(()),
+            false => Err(ActorError::InvalidSignature),
+        };
+    }
+    let (body, header, fallback) = (verifier.body, verifier.header, verifier.fallback);
+    let fallback_ok = || fallback.is_some_and(|s| signature::verify(s.expose(), body, header));
+    match serde_json::from_slice::<Named>(body) {
+        Ok(named) => {
+            let signed = named
+                .numbers(registry)
+                .iter()
+                .any(|c| verifier.verifies_for(c))
+                || named
+                    .waba_channels(registry)
+                    .iter()
+                    .any(|c| verifier.verifies_for(c))
+                || fallback_ok();
+            match signed {
+                true => Ok(()),
+                false => Err(ActorError::InvalidSignature),
+            }
+        }
+        // Only a signed body earns a 400; anything else is a forgery.
+        Err(e) => Err(if fallback_ok() {
+            ActorError::BadPayload(e.to_string())
+        } else {
+            ActorError::InvalidSignature
+        }),
+    }
+}
+
+/// The WABA standing an `account_update` event gives, if any (PROVIDER.md §9.7).
+fn standing_of(a: &provider::wire::AccountUpdateValue) -> Option<WabaStanding> {
+    match (
+        a.event.as_str(),
+        a.ban_info.as_ref().map(|b| b.waba_ban_state.as_str()),
+    ) {
+        ("DISABLED_UPDATE", Some("DISABLE"))
+        | ("DISABLED_UPDATE", Some("SCHEDULE_FOR_DISABLE")) => Some(WabaStanding::Banned),
+        ("DISABLED_UPDATE", Some("REINSTATE")) => Some(WabaStanding::Ok),
+        ("ACCOUNT_RESTRICTION", _) => Some(WabaStanding::Restricted),
+        ("ACCOUNT_VIOLATION", _) => Some(WabaStanding::Violation),
+        _ => None,
+    }
+}
+
+/// What an `account_update` says of its standing: the ban state, the violation's type or the
+/// restrictions.
+fn standing_detail(a: &provider::wire::AccountUpdateValue) -> Option<String> {
+    a.ban_info
+        .as_ref()
+        .map(|b| b.waba_ban_state.clone())
+        .or_else(|| {
+            a.violation_info
+                .as_ref()
+                .and_then(|v| v["violation_type"].as_str().map(str::to_string))
+        })
+        .or_else(|| {
+            a.restriction_info
+                .as_ref()
+                .map(|r| serde_json::Value::Array(r.clone()).to_string())
+        })
+}
+
+/// A `user_preferences` change's `(contact phone, category, stop)` triples (`stop` / `resume`
+/// only).
+fn preferences(u: &provider::wire::UserPreferencesValue) -> Vec<(String, String, bool)> {
+    u.user_preferences
+        .iter()
+        .filter_map(|p| {
+            let stop = match p.value.to_ascii_lowercase().as_str() {
+                "stop" => true,
+                "resume" => false,
+                _ => return None,
+            };
+            let phone: String = p.wa_id.chars().filter(char::is_ascii_digit).collect();
+            (!phone.is_empty()).then(|| (phone, p.category.clone(), stop))
+        })
+        .collect()
+}
+
+/// Reads a signed payload change by change into per-channel work, keeping only what a
+/// channel's secret (or the app secret, as its fallback) verifies.
+struct Reader<'a> {
+    registry: &'a crate::registry::Registry,
+    /// The channel of a per-channel receiver.
+    routed: Option<Arc<ChannelEntry>>,
+    verifier: Verifier<'a>,
+    report: IngestReport,
+    /// Some change was verified for a channel.
+    any_verified: bool,
+    /// Some change named a channel whose secret did not verify it.
+    any_unverified: bool,
+    work: WebhookWork,
+}
+
+impl Reader<'_> {
+    /// The channel a number-level change is for: the routed channel only when it is that
+    /// number, else the running channel of the number.
+    fn number_target(&self, phone_number_id: &str) -> Option<Arc<ChannelEntry>> {
+        match &self.routed {
+            Some(r) if r.phone_number_id == phone_number_id => Some(r.clone()),
+            Some(_) => None,
+            None => self.registry.by_phone_number_id(phone_number_id),
+        }
+    }
+
+    fn of_waba(&self, waba: &str) -> Vec<Arc<ChannelEntry>> {
+        self.registry
+            .all()
+            .into_iter()
+            .filter(|e| e.waba_id == waba)
+            .collect()
+    }
+
+    /// Whether `target`'s secret verifies the body; counts the outcome.
+    fn verifies(&mut self, target: &ChannelEntry) -> bool {
+        let ok = self.verifier.verifies_for(target);
+        match ok {
+            true => self.any_verified = true,
+            false => self.any_unverified = true,
+        }
+        ok
+    }
+
+    /// The WABA's channels whose secret verifies the body; counts the outcome (`None`: no
+    /// channel of the WABA runs here, or none verified).
+    fn waba_verified(&mut self, waba: &str) -> Option<Vec<Arc<ChannelEntry>>> {
+        let of_waba = self.of_waba(waba);
+        if of_waba.is_empty() {
+            self.report.ignored += 1;
+            return None;
+        }
+        let verified: Vec<Arc<ChannelEntry>> = of_waba
+            .into_iter()
+            .filter(|e| self.verifier.verifies_for(e))
+            .collect();
+        if verified.is_empty() {
+            self.any_unverified = true;
+            None
+        } else {
+            self.any_verified = true;
+            Some(verified)
+        }
+    }
+
+    /// Reads one change of the entry of WABA `waba` sent at `sent_at` (ms).
+    fn change(&mut self, waba: &str, sent_at: i64, change: &provider::wire::WebhookChange) {
+        let value = match change.parse() {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!(field = change.field, error = %e, "unparseable provider change");
+                self.report.ignored += 1;
+                return;
+            }
+        };
+        let value = match waba_change(value) {
+            Routed::Waba(c) => {
+                if let Some(v) = self.waba_verified(waba) {
+                    self.work.waba_changes.push((waba.to_string(), c, v));
+                }
+                return;
+            }
+            Routed::Nothing => {
+                self.report.ignored += 1;
+                return;
+            }
+            Routed::Other(value) => value,
+        };
+        match value {
+            ChangeValue::Messages(v) => self.messages(&v),
+            ChangeValue::QualityUpdate(q) => self.quality(waba, &q, sent_at),
+            ChangeValue::AccountUpdate(a) => self.account_update(waba, &a, sent_at),
+            ChangeValue::TemplateStatus(t) => self.template_status(waba, t, sent_at),
+            ChangeValue::NameUpdate(n) => self.name_update(waba, n),
+            ChangeValue::UserPreferences(u) => {
+                let Some(target) = self.number_target(&u.metadata.phone_number_id) else {
+                    self.report.ignored += 1;
+                    return;
+                };
+                if self.verifies(&target) {
+                    let prefs = preferences(&u);
+                    self.work
+                        .number_changes
+                        .push((target, NumberChange::Preferences(prefs)));
+                }
+            }
+            // Taken by `waba_change` above.
+            ChangeValue::BusinessCapability(_)
+            | ChangeValue::TemplateQuality(_)
+            | ChangeValue::TemplateCategory(_)
+            | ChangeValue::AccountAlert(_) => {}
+            ChangeValue::Other(_) => {
+                // A field disparo does not act on (yet): answered 200 once the body is signed —
+                // a refusal makes the provider retry it for days and can disable the app's
+                // webhook (issue 16) — logged and counted.
+                tracing::info!(field = change.field, "provider field not acted on");
+                metrics::counter!("disparo_provider_fields_ignored_total").increment(1);
+                self.report.ignored += 1;
+            }
+        }
+    }
+
+    /// A `messages` change: its statuses and inbound messages, for the verified number.
+    fn messages(&mut self, v: &MessagesValue) {
+        let Some(target) = self.number_target(&v.metadata.phone_number_id) else {
+            self.report.ignored += 1;
+            return;
+        };
+        if !self.verifies(&target) {
+            return;
+        }
+        let s = status_reports(v);
+        if !s.is_empty() {
+            self.work
+                .statuses
+                .entry(target.channel_id)
+                .or_insert_with(|| (target.clone(), Vec::new()))
+                .1
+                .extend(s);
+        }
+        let m = inbound_messages(v, &target);
+        if !m.is_empty() {
+            self.work
+                .inbound
+                .entry(target.channel_id)
+                .or_insert_with(|| (target.clone(), Vec::new()))
+                .1
+                .extend(m);
+        }
+    }
+
+    /// `phone_number_quality_update`: for each verified number of the WABA with that phone.
+    fn quality(&mut self, waba: &str, q: &provider::wire::QualityUpdateValue, sent_at: i64) {
+        let phone = Phone::from_provider_display(&q.display_phone_number);
+        let targets = self.registry.by_waba_and_phone(waba, phone.as_str());
+        if targets.is_empty() {
+            self.report.ignored += 1;
+        }
+        let new_quality = match (q.quality_rating.as_deref(), q.event.as_str()) {
+            (Some(r), _) => Some(Quality::parse(r)),
+            (None, "FLAGGED") => Some(Quality::Red),
+            _ => None,
+        };
+        for t in targets {
+            if self.verifies(&t) {
+                self.work
+                    .quality
+                    .push((t, new_quality, q.current_limit.clone(), sent_at));
+            }
+        }
+    }
+
+    /// `account_update`: the business verified, or the WABA's standing for its verified
+    /// channels.
+    fn account_update(&mut self, waba: &str, a: &provider::wire::AccountUpdateValue, sent_at: i64) {
+        if a.event == "VERIFIED_ACCOUNT" {
+            if let Some(v) = self.waba_verified(waba) {
+                self.work
+                    .waba_changes
+                    .push((waba.to_string(), WabaChange::Verified, v));
+            }
+            return;
+        }
+        let verified: Vec<Arc<ChannelEntry>> = self
+            .of_waba(waba)
+            .into_iter()
+            .filter(|t| self.verifier.verifies_for(t))
+            .collect();
+        match (standing_of(a), verified.is_empty()) {
+            (Some(st), false) => {
+                self.any_verified = true;
+                let detail = standing_detail(a);
+                self.work
+                    .standings
+                    .push((waba.to_string(), st, detail, verified, sent_at));
+            }
+            (None, _) => {
+                // An event disparo does not act on (PARTNER_ADDED…): logged and counted like an
+                // unknown field.
+                tracing::info!(
+                    event = a.event,
+                    "provider account_update event not acted on"
+                );
+                metrics::counter!("disparo_provider_fields_ignored_total").increment(1);
+                self.report.ignored += 1;
+            }
+            (Some(_), true) => self.report.ignored += 1,
+        }
+    }
+
+    /// `message_template_status_update`: templates belong to the WABA, so any of its channels'
+    /// secrets verifies it.
+    fn template_status(
+        &mut self,
+        waba: &str,
+        t: provider::wire::TemplateStatusValue,
+        sent_at: i64,
+    ) {
+        let of_waba = self.of_waba(waba);
+        let empty = of_waba.is_empty();
+        let verified: Vec<Arc<ChannelEntry>> = of_waba
+            .into_iter()
+            .filter(|e| self.verifier.verifies_for(e))
+            .collect();
+        if !verified.is_empty() {
+            self.any_verified = true;
+            self.work
+                .template_updates
+                .push((waba.to_string(), t, verified, sent_at));
+        } else if empty {
+            self.report.ignored += 1;
+        } else {
+            self.any_unverified = true;
+        }
+    }
+
+    /// `phone_number_name_update`: an approved name for each verified number with that phone.
+    fn name_update(&mut self, waba: &str, n: provider::wire::NameUpdateValue) {
+        let phone = Phone::from_provider_display(&n.display_phone_number);
+        let targets = self.registry.by_waba_and_phone(waba, phone.as_str());
+        let name = n
+            .requested_verified_name
+            .filter(|_| n.decision.eq_ignore_ascii_case("APPROVED"));
+        if targets.is_empty() {
+            self.report.ignored += 1;
+        }
+        for t in targets {
+            if !self.verifies(&t) {
+                continue;
+            }
+            match &name {
+                Some(name) => self
+                    .work
+                    .number_changes
+                    .push((t, NumberChange::Name(name.clone()))),
+                // A rejected or deferred name changes nothing here.
+                None => self.report.ignored += 1,
+            }
+        }
+    }
+}
+
 impl Runtime {
     /// Ingests one provider webhook POST. `route` is the channel of a per-channel receiver
     /// (`/webhooks/messaging/{channel_id}`), `None` for the app-level receiver. The body is
@@ -334,353 +692,35 @@ impl Runtime {
             fallback: shared.config.app_secret.as_ref(),
             cache: HashMap::new(),
         };
-        match &routed {
-            Some(entry) => {
-                if !verifier.verifies_for(entry) {
-                    return Err(ActorError::InvalidSignature);
-                }
-            }
-            // The app-level receiver: the signature is checked before the payload is read,
-            // against the secrets of the channels it names (a skim that keeps only the ids)
-            // and the app secret. What none of them signs is refused unread.
-            None => {
-                let fallback = verifier.fallback;
-                let fallback_ok =
-                    || fallback.is_some_and(|s| signature::verify(s.expose(), body, header));
-                match serde_json::from_slice::<Named>(body) {
-                    Ok(named) => {
-                        let signed = named
-                            .numbers(&shared.registry)
-                            .iter()
-                            .any(|c| verifier.verifies_for(c))
-                            || named
-                                .waba_channels(&shared.registry)
-                                .iter()
-                                .any(|c| verifier.verifies_for(c))
-                            || fallback_ok();
-                        if !signed {
-                            return Err(ActorError::InvalidSignature);
-                        }
-                    }
-                    Err(e) => {
-                        // Only a signed body earns a 400; anything else is a forgery.
-                        return Err(if fallback_ok() {
-                            ActorError::BadPayload(e.to_string())
-                        } else {
-                            ActorError::InvalidSignature
-                        });
-                    }
-                }
-            }
-        }
+        check_signature(&shared.registry, routed.as_deref(), &mut verifier)?;
         // Signed by now: a body that is not a provider payload is the sender's mistake (400).
         let payload: WebhookPayload =
             serde_json::from_slice(body).map_err(|e| ActorError::BadPayload(e.to_string()))?;
-
-        // Work per channel, only for channels whose secret verified.
-        let mut statuses: HashMap<i64, (Arc<ChannelEntry>, Vec<StatusReport>)> = HashMap::new();
-        let mut inbound: HashMap<i64, (Arc<ChannelEntry>, Vec<NewInbound>)> = HashMap::new();
-        let mut quality: Vec<QualityChange> = Vec::new();
-        let mut standings: Vec<Standing> = Vec::new();
-        let mut template_updates: Vec<TemplateUpdate> = Vec::new();
-        let mut report = IngestReport::default();
-        let mut any_verified = false;
-        let mut any_unverified = false;
-        let mut waba_changes = Vec::new();
-        let mut number_changes = Vec::new();
-        // The WABA's channels whose secret verifies the body; counts the outcome.
-        // The channel a number-level change is for: the routed channel only when it is that
-        // number, else the running channel of the number.
-        let number_target = |phone_number_id: &str| match &routed {
-            Some(r) if r.phone_number_id == phone_number_id => Some(r.clone()),
-            Some(_) => None,
-            None => shared.registry.by_phone_number_id(phone_number_id),
-        };
-        let waba_verified = |waba: &str,
-                             verifier: &mut Verifier<'_>,
-                             report: &mut IngestReport,
-                             any_verified: &mut bool,
-                             any_unverified: &mut bool|
-         -> Option<Vec<Arc<ChannelEntry>>> {
-            let of_waba: Vec<Arc<ChannelEntry>> = shared
-                .registry
-                .all()
-                .into_iter()
-                .filter(|e| e.waba_id == waba)
-                .collect();
-            if of_waba.is_empty() {
-                report.ignored += 1;
-                return None;
-            }
-            let verified: Vec<Arc<ChannelEntry>> = of_waba
-                .into_iter()
-                .filter(|e| verifier.verifies_for(e))
-                .collect();
-            if verified.is_empty() {
-                *any_unverified = true;
-                None
-            } else {
-                *any_verified = true;
-                Some(verified)
-            }
+        let mut reader = Reader {
+            registry: &shared.registry,
+            routed,
+            verifier,
+            report: IngestReport::default(),
+            any_verified: false,
+            any_unverified: false,
+            work: WebhookWork::default(),
         };
         for entry in &payload.entry {
             // When the provider sent the entry (ms): later-arriving older events of a field
             // do not override newer ones (issue 46).
             let sent_at = entry.time.map_or_else(now_ms, |s| s.saturating_mul(1000));
             for change in &entry.changes {
-                let value = match change.parse() {
-                    Ok(v) => v,
-                    Err(e) => {
-                        tracing::warn!(field = change.field, error = %e, "unparseable provider change");
-                        report.ignored += 1;
-                        continue;
-                    }
-                };
-                let value = match waba_change(value) {
-                    Routed::Waba(change) => {
-                        if let Some(v) = waba_verified(
-                            &entry.id,
-                            &mut verifier,
-                            &mut report,
-                            &mut any_verified,
-                            &mut any_unverified,
-                        ) {
-                            waba_changes.push((entry.id.clone(), change, v));
-                        }
-                        continue;
-                    }
-                    Routed::Nothing => {
-                        report.ignored += 1;
-                        continue;
-                    }
-                    Routed::Other(value) => value,
-                };
-                match value {
-                    ChangeValue::Messages(v) => {
-                        let Some(target) = number_target(&v.metadata.phone_number_id) else {
-                            report.ignored += 1;
-                            continue;
-                        };
-                        if !verifier.verifies_for(&target) {
-                            any_unverified = true;
-                            continue;
-                        }
-                        any_verified = true;
-                        let s = status_reports(&v);
-                        if !s.is_empty() {
-                            statuses
-                                .entry(target.channel_id)
-                                .or_insert_with(|| (target.clone(), Vec::new()))
-                                .1
-                                .extend(s);
-                        }
-                        let m = inbound_messages(&v, &target);
-                        if !m.is_empty() {
-                            inbound
-                                .entry(target.channel_id)
-                                .or_insert_with(|| (target.clone(), Vec::new()))
-                                .1
-                                .extend(m);
-                        }
-                    }
-                    ChangeValue::QualityUpdate(q) => {
-                        let phone = Phone::from_provider_display(&q.display_phone_number);
-                        let targets = shared.registry.by_waba_and_phone(&entry.id, phone.as_str());
-                        if targets.is_empty() {
-                            report.ignored += 1;
-                        }
-                        let new_quality = match (q.quality_rating.as_deref(), q.event.as_str()) {
-                            (Some(r), _) => Some(Quality::parse(r)),
-                            (None, "FLAGGED") => Some(Quality::Red),
-                            _ => None,
-                        };
-                        for t in targets {
-                            if !verifier.verifies_for(&t) {
-                                any_unverified = true;
-                                continue;
-                            }
-                            any_verified = true;
-                            quality.push((t, new_quality, q.current_limit.clone(), sent_at));
-                        }
-                    }
-                    ChangeValue::AccountUpdate(a) => {
-                        let standing = match (
-                            a.event.as_str(),
-                            a.ban_info.as_ref().map(|b| b.waba_ban_state.as_str()),
-                        ) {
-                            ("DISABLED_UPDATE", Some("DISABLE"))
-                            | ("DISABLED_UPDATE", Some("SCHEDULE_FOR_DISABLE")) => {
-                                Some(WabaStanding::Banned)
-                            }
-                            ("DISABLED_UPDATE", Some("REINSTATE")) => Some(WabaStanding::Ok),
-                            ("ACCOUNT_RESTRICTION", _) => Some(WabaStanding::Restricted),
-                            ("ACCOUNT_VIOLATION", _) => Some(WabaStanding::Violation),
-                            _ => None,
-                        };
-                        if a.event == "VERIFIED_ACCOUNT" {
-                            if let Some(v) = waba_verified(
-                                &entry.id,
-                                &mut verifier,
-                                &mut report,
-                                &mut any_verified,
-                                &mut any_unverified,
-                            ) {
-                                waba_changes.push((entry.id.clone(), WabaChange::Verified, v));
-                            }
-                            continue;
-                        }
-                        let targets: Vec<Arc<ChannelEntry>> = shared
-                            .registry
-                            .all()
-                            .into_iter()
-                            .filter(|e| e.waba_id == entry.id)
-                            .collect();
-                        let verified: Vec<Arc<ChannelEntry>> = targets
-                            .into_iter()
-                            .filter(|t| verifier.verifies_for(t))
-                            .collect();
-                        match (standing, verified.is_empty()) {
-                            (Some(st), false) => {
-                                any_verified = true;
-                                let detail = a
-                                    .ban_info
-                                    .as_ref()
-                                    .map(|b| b.waba_ban_state.clone())
-                                    .or_else(|| {
-                                        a.violation_info.as_ref().and_then(|v| {
-                                            v["violation_type"].as_str().map(str::to_string)
-                                        })
-                                    })
-                                    .or_else(|| {
-                                        a.restriction_info.as_ref().map(|r| {
-                                            serde_json::Value::Array(r.clone()).to_string()
-                                        })
-                                    });
-                                standings.push((entry.id.clone(), st, detail, verified, sent_at));
-                            }
-                            (None, _) => {
-                                // An event disparo does not act on (PARTNER_ADDED…): logged
-                                // and counted like an unknown field.
-                                tracing::info!(
-                                    event = a.event,
-                                    "provider account_update event not acted on"
-                                );
-                                metrics::counter!("disparo_provider_fields_ignored_total")
-                                    .increment(1);
-                                report.ignored += 1;
-                            }
-                            (Some(_), true) => report.ignored += 1,
-                        }
-                    }
-                    ChangeValue::TemplateStatus(t) => {
-                        // Templates belong to the WABA: any of its channels' secrets verifies.
-                        let of_waba: Vec<Arc<ChannelEntry>> = shared
-                            .registry
-                            .all()
-                            .into_iter()
-                            .filter(|e| e.waba_id == entry.id)
-                            .collect();
-                        let empty = of_waba.is_empty();
-                        let verified: Vec<Arc<ChannelEntry>> = of_waba
-                            .into_iter()
-                            .filter(|e| verifier.verifies_for(e))
-                            .collect();
-                        if !verified.is_empty() {
-                            any_verified = true;
-                            template_updates.push((entry.id.clone(), t, verified, sent_at));
-                        } else if empty {
-                            report.ignored += 1;
-                        } else {
-                            any_unverified = true;
-                        }
-                    }
-                    // Taken by `waba_change` above.
-                    ChangeValue::BusinessCapability(_)
-                    | ChangeValue::TemplateQuality(_)
-                    | ChangeValue::TemplateCategory(_)
-                    | ChangeValue::AccountAlert(_) => {}
-                    ChangeValue::NameUpdate(n) => {
-                        let phone = Phone::from_provider_display(&n.display_phone_number);
-                        let targets = shared.registry.by_waba_and_phone(&entry.id, phone.as_str());
-                        let name = n
-                            .requested_verified_name
-                            .filter(|_| n.decision.eq_ignore_ascii_case("APPROVED"));
-                        if targets.is_empty() {
-                            report.ignored += 1;
-                        }
-                        for t in targets {
-                            if !verifier.verifies_for(&t) {
-                                any_unverified = true;
-                                continue;
-                            }
-                            any_verified = true;
-                            match &name {
-                                Some(name) => {
-                                    number_changes.push((t, NumberChange::Name(name.clone())))
-                                }
-                                // A rejected or deferred name changes nothing here.
-                                None => report.ignored += 1,
-                            }
-                        }
-                    }
-                    ChangeValue::UserPreferences(u) => {
-                        let Some(target) = number_target(&u.metadata.phone_number_id) else {
-                            report.ignored += 1;
-                            continue;
-                        };
-                        if !verifier.verifies_for(&target) {
-                            any_unverified = true;
-                            continue;
-                        }
-                        any_verified = true;
-                        let prefs: Vec<(String, String, bool)> = u
-                            .user_preferences
-                            .iter()
-                            .filter_map(|p| {
-                                let stop = match p.value.to_ascii_lowercase().as_str() {
-                                    "stop" => true,
-                                    "resume" => false,
-                                    _ => return None,
-                                };
-                                let phone: String =
-                                    p.wa_id.chars().filter(char::is_ascii_digit).collect();
-                                (!phone.is_empty()).then(|| (phone, p.category.clone(), stop))
-                            })
-                            .collect();
-                        number_changes.push((target, NumberChange::Preferences(prefs)));
-                    }
-                    ChangeValue::Other(_) => {
-                        // A field disparo does not act on (yet): answered 200 once the body
-                        // is signed — a refusal makes the provider retry it for days and can
-                        // disable the app's webhook (issue 16) — logged and counted.
-                        tracing::info!(field = change.field, "provider field not acted on");
-                        metrics::counter!("disparo_provider_fields_ignored_total").increment(1);
-                        report.ignored += 1;
-                    }
-                }
+                reader.change(&entry.id, sent_at, change);
             }
         }
-        if any_unverified && !any_verified {
+        if reader.any_unverified && !reader.any_verified {
             return Err(ActorError::InvalidSignature);
         }
         // Nothing was for a channel here (a WABA-level field disparo does not act on, an
         // account_update that is no ban): the signature checked at the top — by a channel of
         // a number or WABA the body names, or the app secret — is what makes it authentic,
         // and it is answered 200 (issue 16: a 401 would make the provider retry it for days).
-
-        Ok((
-            report,
-            WebhookWork {
-                statuses,
-                inbound,
-                quality,
-                standings,
-                template_updates,
-                waba_changes,
-                number_changes,
-            },
-        ))
+        Ok((reader.report, reader.work))
     }
 
     /// Hands a webhook's work to the channels' actors and the writers, and waits for it.

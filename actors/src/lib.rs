@@ -161,13 +161,13 @@ pub struct Shared {
     pub config: RuntimeConfig,
     /// Rolling 24 h unique business-initiated recipients per BM, shared by its channels
     /// (PROVIDER.md §10.2: the limit is per business portfolio since 2025-10-07).
-    pub bm_counters: dashmap::DashMap<i64, Arc<std::sync::Mutex<bm::BmCounter>>>,
+    pub bm_counters: dashmap::DashMap<i64, bm::SharedCounter>,
     /// Running campaigns.
     pub campaigns: dashmap::DashMap<i64, ActorRef<campaign::CampaignMsg>>,
     /// Running sending groups (D-037).
     pub groups: dashmap::DashMap<i64, ActorRef<group::GroupMsg>>,
     /// Each sending group's shared 24 h counter.
-    pub group_counters: dashmap::DashMap<i64, group::SharedGroupCounter>,
+    pub group_counters: dashmap::DashMap<i64, bm::SharedCounter>,
     dispatcher: OnceLock<ActorRef<DispatcherMsg>>,
     /// The SSRF guard of every request to a client's URL (D-042).
     pub guard: outbound::Guard,
@@ -195,14 +195,11 @@ impl Shared {
     }
 
     /// The shared counter of a BM, built from storage the first time it is needed.
-    pub async fn bm_counter(
-        &self,
-        bm_id: i64,
-    ) -> Result<Arc<std::sync::Mutex<bm::BmCounter>>, storage::StorageError> {
+    pub async fn bm_counter(&self, bm_id: i64) -> Result<bm::SharedCounter, storage::StorageError> {
         if let Some(c) = self.bm_counters.get(&bm_id) {
             return Ok(c.clone());
         }
-        let built = bm::BmCounter::load(&self.store, bm_id).await?;
+        let built = bm::load_bm_limit(&self.store, bm_id).await?;
         Ok(self
             .bm_counters
             .entry(bm_id)

@@ -159,6 +159,111 @@ pub fn send_status(recipient_state: &str, message_status: Option<&str>) -> &'sta
     }
 }
 
+/// One number of a running campaign, as its allocation sees it (D-032, issue 6).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Slot {
+    /// The number.
+    pub channel_id: i64,
+    /// Its weight: a 3:1 weight gives 3:1 sends (0: a number that joined through a resend
+    /// takes no share).
+    pub weight: i64,
+    /// Sends handed to it so far.
+    pub dispatched: u64,
+    /// Consecutive ticks without credit while not blocked.
+    pub busy_ticks: u32,
+    /// Consecutive ticks with less than half its window free (a slow number: its sends take
+    /// long to come back).
+    pub short_ticks: u32,
+}
+
+impl Slot {
+    /// A slot of `weight` with nothing dispatched.
+    pub fn new(channel_id: i64, weight: i64) -> Self {
+        Self {
+            channel_id,
+            weight,
+            dispatched: 0,
+            busy_ticks: 0,
+            short_ticks: 0,
+        }
+    }
+
+    /// Whether the number has been slow for [`SLOW_AFTER_TICKS`]: the tick's total is then
+    /// sized without it, so it takes less and the others carry on (issue 6).
+    pub fn slow(&self) -> bool {
+        self.short_ticks >= SLOW_AFTER_TICKS
+    }
+}
+
+/// Ticks a number may stay without credit (busy) before the campaign counts it as slow and lets
+/// the others carry on without it; until then the tick waits for it, so weights hold.
+pub const SLOW_AFTER_TICKS: u32 = 10;
+
+/// Splits up to `page` units among the slots with credit. The page is sized so that every slot
+/// with credit gets its weighted share within its credits (P = min(page, min ⌊credit·W/w⌋)),
+/// and units go to the slot furthest behind its weighted share (smooth weighted round-robin):
+/// a 3:1 weight gives 3:1 sends, each number within one send of its share. A slot without credit (blocked, or its window still full because it is slow) is
+/// left out of the tick, so the others carry on without it.
+/// Slots of weight 0 (numbers that joined through a resend) take no share.
+pub fn allocate(slots: &[Slot], credits: &[usize], page: usize) -> Vec<usize> {
+    let mut alloc = vec![0usize; slots.len()];
+    let credits: Vec<usize> = credits
+        .iter()
+        .zip(slots)
+        .map(|(c, s)| if s.weight > 0 { *c } else { 0 })
+        .collect();
+    let active: Vec<usize> = (0..slots.len()).filter(|i| credits[*i] > 0).collect();
+    let total_weight: i64 = active.iter().map(|i| slots[*i].weight).sum();
+    // The total keeps every number to its weight: it is what the most constrained number
+    // allows. A slow number does not set it (it gets its credits, the others carry on),
+    // unless every number is slow.
+    let bound = |i: &usize| (credits[*i] as i64 * total_weight / slots[*i].weight) as usize;
+    let total = active
+        .iter()
+        .filter(|i| !slots[**i].slow())
+        .map(bound)
+        .min()
+        .or_else(|| active.iter().map(bound).min())
+        .unwrap_or(0)
+        .min(page);
+    // A slow number's credits come on top of that total (it is behind on its weight, so the
+    // picks below reach it first).
+    let total = total
+        + active
+            .iter()
+            .filter(|i| slots[**i].slow())
+            .map(|i| credits[*i])
+            .sum::<usize>()
+            .min(page.saturating_sub(total));
+    // Smooth weighted round-robin over the whole campaign: each unit goes to the slot furthest
+    // behind its weighted share of everything dispatched once the unit is added
+    // ((D+1)·w − W·d, largest first), so every number stays within one send of its share.
+    let weighted: Vec<usize> = (0..slots.len()).filter(|i| slots[*i].weight > 0).collect();
+    let all_weight: i128 = weighted.iter().map(|i| i128::from(slots[*i].weight)).sum();
+    let mut all_dispatched: i128 = weighted
+        .iter()
+        .map(|i| i128::from(slots[*i].dispatched))
+        .sum();
+    for _ in 0..total {
+        let mut pick: Option<(usize, i128)> = None;
+        for i in (0..slots.len()).filter(|i| alloc[*i] < credits[*i]) {
+            let d = i128::from(slots[i].dispatched) + alloc[i] as i128;
+            let deficit = (all_dispatched + 1) * i128::from(slots[i].weight) - all_weight * d;
+            if pick.is_none_or(|(_, best)| deficit > best) {
+                pick = Some((i, deficit));
+            }
+        }
+        match pick {
+            Some((i, _)) => {
+                alloc[i] += 1;
+                all_dispatched += 1;
+            }
+            None => break,
+        }
+    }
+    alloc
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,5 +309,103 @@ mod tests {
         assert!(
             Running.may_be_overwritten_by(Completed) && Running.may_be_overwritten_by(Cancelled)
         );
+    }
+
+    #[test]
+    fn allocation_follows_weights_and_credits() {
+        let slots = vec![
+            Slot {
+                channel_id: 1,
+                weight: 3,
+                dispatched: 0,
+                busy_ticks: 0,
+                short_ticks: 0,
+            },
+            Slot {
+                channel_id: 2,
+                weight: 1,
+                dispatched: 0,
+                busy_ticks: 0,
+                short_ticks: 0,
+            },
+        ];
+        assert_eq!(allocate(&slots, &[100, 100], 40), vec![30, 10]);
+        assert_eq!(
+            allocate(&slots, &[32, 32], 500),
+            vec![32, 10],
+            "equal windows still give 3:1 within one send (42 units: 31.5 and 10.5)"
+        );
+        let a = allocate(&slots, &[3, 100], 40);
+        assert!(
+            a[0] <= 3 && a.iter().sum::<usize>() == 4,
+            "a slow number bounds the page: {a:?}"
+        );
+        assert_eq!(
+            allocate(&slots, &[0, 100], 40),
+            vec![0, 40],
+            "a number without credit is left out, the other carries on"
+        );
+        assert_eq!(allocate(&slots, &[0, 0], 40), vec![0, 0]);
+        // Once a number has been short of credit for SLOW_AFTER_TICKS it no longer bounds the
+        // page: it takes what it can, the other carries on.
+        let mut slow = slots.clone();
+        slow[0].short_ticks = SLOW_AFTER_TICKS;
+        assert_eq!(allocate(&slow, &[3, 100], 40), vec![3, 37]);
+        assert_eq!(
+            allocate(&slow, &[3, 10], 40),
+            vec![3, 10],
+            "the slow number's credits come on top of the other's bound"
+        );
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// With credit to spare, every tick keeps each number within one send of its weighted
+        /// share of everything dispatched so far (a 3:1 weight gives 3:1 sends).
+        #[test]
+        fn weights_hold_within_one_send_every_tick(
+            weights in proptest::collection::vec(1i64..6, 1..6),
+            pages in proptest::collection::vec(1usize..200, 1..30),
+        ) {
+            let mut slots: Vec<Slot> = weights.iter().enumerate().map(|(i, w)| Slot::new(i as i64, *w)).collect();
+            let total_weight: i64 = weights.iter().sum();
+            for page in pages {
+                let credits = vec![1_000usize; slots.len()];
+                let alloc = allocate(&slots, &credits, page);
+                proptest::prop_assert_eq!(alloc.iter().sum::<usize>(), page);
+                for (s, a) in slots.iter_mut().zip(&alloc) {
+                    s.dispatched += *a as u64;
+                }
+                let dispatched: u64 = slots.iter().map(|s| s.dispatched).sum();
+                for s in &slots {
+                    let share = dispatched as f64 * s.weight as f64 / total_weight as f64;
+                    proptest::prop_assert!((s.dispatched as f64 - share).abs() <= 1.0,
+                        "{} sent against a share of {:.2} ({:?})", s.dispatched, share, weights);
+                }
+            }
+        }
+
+        /// No number is handed more than its credits, and none outside the campaign's page.
+        #[test]
+        fn allocation_stays_within_credits_and_the_page(
+            slots in proptest::collection::vec((0i64..5, 0u64..500, 0u32..20, 0usize..300), 1..6),
+            page in 0usize..600,
+        ) {
+            let credits: Vec<usize> = slots.iter().map(|s| s.3).collect();
+            let slots: Vec<Slot> = slots
+                .iter()
+                .enumerate()
+                .map(|(i, (w, d, short, _))| Slot { dispatched: *d, short_ticks: *short, ..Slot::new(i as i64, *w) })
+                .collect();
+            let alloc = allocate(&slots, &credits, page);
+            proptest::prop_assert!(alloc.iter().sum::<usize>() <= page);
+            for ((a, c), s) in alloc.iter().zip(&credits).zip(&slots) {
+                proptest::prop_assert!(a <= c);
+                if s.weight == 0 {
+                    proptest::prop_assert_eq!(*a, 0);
+                }
+            }
+        }
     }
 }

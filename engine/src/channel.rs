@@ -2,6 +2,10 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod machine;
+
+pub use machine::{Channel, Effect, Input, Limits};
+
 /// A number's quality rating as the provider reports it (`quality_rating`, PROVIDER.md §4.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "UPPERCASE")]

@@ -253,6 +253,90 @@ impl WindowSketch {
     }
 }
 
+/// A rolling 24 h limit several numbers share: their business portfolio's messaging limit
+/// (PROVIDER.md §10.2: the limit is the portfolio's, shared by its numbers) or their sending
+/// group's (D-037). Each member number counts its business-initiated recipients here as well as
+/// in its own counter; a recipient already counted is free.
+///
+/// A plain value: whoever shares it serialises access (one lock per limit, taken group before
+/// BM), so admission stays serial per limit (issue 15).
+#[derive(Debug, Clone)]
+pub struct SharedLimit {
+    /// Shown in the members' health (a group's name; empty for a BM).
+    pub name: String,
+    /// The limit set on the scope itself (a BM's tier limit, a group's own limit), unique
+    /// recipients per 24 h; `None`: none.
+    pub own_limit: Option<i64>,
+    /// A group's members and their own 24 h limits (`None`: unlimited): without an own limit
+    /// the group's is their sum, and never above it. `None` for a BM.
+    pub members: Option<HashMap<i64, Option<i64>>>,
+    /// Unique business-initiated recipients of the members in the window.
+    pub recipients: RollingUnique,
+}
+
+impl SharedLimit {
+    /// A BM's limit: its tier's 24 h limit (`None`: unlimited or unknown).
+    pub fn bm(limit: Option<i64>, recipients: RollingUnique) -> Self {
+        Self {
+            name: String::new(),
+            own_limit: limit,
+            members: None,
+            recipients,
+        }
+    }
+
+    /// A sending group's limit: its own (`None`: the sum of its members').
+    pub fn group(name: String, own_limit: Option<i64>, recipients: RollingUnique) -> Self {
+        Self {
+            name,
+            own_limit,
+            members: Some(HashMap::new()),
+            recipients,
+        }
+    }
+
+    /// The limit in effect, unique recipients per 24 h; `None` = unlimited. A BM: its own. A
+    /// group: the own limit when set (never above the members' sum), else the members' sum
+    /// (unlimited when a member is).
+    pub fn limit(&self) -> Option<i64> {
+        let Some(members) = &self.members else {
+            return self.own_limit;
+        };
+        let sum = members.values().try_fold(0i64, |acc, l| l.map(|l| acc + l));
+        match (self.own_limit, sum) {
+            (Some(own), Some(sum)) => Some(own.min(sum)),
+            (Some(own), None) => Some(own),
+            (None, sum) => sum,
+        }
+    }
+
+    /// Headroom now (`now` in ms); `None` = unlimited.
+    pub fn available(&mut self, now: i64) -> Option<i64> {
+        let used = self.recipients.count(now);
+        self.limit().map(|l| (l - used).max(0))
+    }
+
+    /// Whether a business-initiated send to `to` fits now: `to` already counts, or there is
+    /// headroom. `None` asks for a new recipient.
+    pub fn fits(&mut self, to: Option<&str>, now: i64) -> bool {
+        to.is_some_and(|t| self.recipients.contains(t, now)) || self.available(now) != Some(0)
+    }
+
+    /// Sets a member number's own 24 h limit (a group; ignored for a BM).
+    pub fn set_member_limit(&mut self, channel_id: i64, limit: Option<i64>) {
+        if let Some(m) = self.members.as_mut() {
+            m.insert(channel_id, limit);
+        }
+    }
+
+    /// Removes a member number (it left the group).
+    pub fn remove_member(&mut self, channel_id: i64) {
+        if let Some(m) = self.members.as_mut() {
+            m.remove(&channel_id);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

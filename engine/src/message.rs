@@ -329,4 +329,33 @@ mod tests {
         assert!(window_open(Some(now - crate::DAY_MS + 1), now));
         assert!(!window_open(Some(now - crate::DAY_MS), now));
     }
+
+    proptest::proptest! {
+        /// A message's status never moves backwards down the delivery ladder, whatever order
+        /// the provider's reports arrive in; a final status (failed, skipped, received) stays.
+        #[test]
+        fn a_status_never_moves_backwards(
+            start in 0usize..8,
+            reports in proptest::collection::vec(0usize..5, 0..20),
+        ) {
+            use MessageStatus as M;
+            use ProviderStatus as P;
+            let all = [M::Queued, M::Sending, M::Sent, M::Delivered, M::Read, M::Failed, M::Skipped, M::Received];
+            let reported = [P::Sent, P::Delivered, P::Read, P::Played, P::Failed];
+            let mut current = all[start];
+            for r in reports {
+                let before = current;
+                if let Some(next) = next_status(current, reported[r]) {
+                    proptest::prop_assert!(next.rank() > before.rank(), "{:?} -> {:?}", before, next);
+                    current = next;
+                }
+                if matches!(before, M::Failed | M::Skipped | M::Received) {
+                    proptest::prop_assert_eq!(current, before);
+                }
+                if matches!(before, M::Delivered | M::Read) {
+                    proptest::prop_assert_ne!(current, M::Failed);
+                }
+            }
+        }
+    }
 }
