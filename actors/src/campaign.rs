@@ -9,7 +9,7 @@
 use crate::channel::{ChannelMsg, Dispatch, DispatchItem};
 use crate::error::ActorError;
 use crate::{Runtime, Shared};
-use engine::campaign::{allocate, CampaignState, Slot, SLOW_AFTER_TICKS};
+use engine::campaign::{allocate, CampaignState, CreditAnswer, Slot, Step};
 use engine::library::VarMap;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use std::collections::BTreeMap;
@@ -199,31 +199,11 @@ impl Actor for CampaignActor {
     }
 }
 
-async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<(), ActorError> {
-    st.ticks += 1;
-    let store = &st.shared.store;
-    if st.ticks % SWEEP_EVERY_TICKS == 1 {
-        let grace = st.shared.config.in_doubt_grace.as_millis() as i64;
-        let swept = store
-            .sweep_in_doubt(st.campaign_id, storage::now_ms() - grace)
-            .await?;
-        if swept != storage::campaigns::SweepOutcome::default() {
-            tracing::info!(
-                sent = swept.sent,
-                failed = swept.failed,
-                replanned = swept.replanned,
-                "in-doubt recipients resolved"
-            );
-        }
-    }
-    let asked_at = std::time::Instant::now();
-    let mut credits = Vec::with_capacity(st.slots.len());
-    let mut reasons = Vec::new();
-    let mut refused = Vec::with_capacity(st.slots.len());
-    let mut wait_for_busy = false;
-    for slot in st.slots.iter_mut() {
-        let reasons_before = reasons.len();
-        let answer = match st.shared.registry.get(slot.channel_id) {
+/// Asks each slot's number how many campaign sends it takes now (2 s each at most).
+async fn ask_credits(shared: &Shared, slots: &[Slot]) -> Vec<CreditAnswer> {
+    let mut answers = Vec::with_capacity(slots.len());
+    for slot in slots {
+        let answer = match shared.registry.get(slot.channel_id) {
             Some(e) => crate::ask(
                 &e.actor,
                 ChannelMsg::CampaignCredits,
@@ -233,90 +213,68 @@ async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<()
             .ok(),
             None => None,
         };
-        match answer {
-            Some((0, None)) => {
-                // Busy (its window is full, its cadence or a back-off holds it): wait for it a
-                // few ticks before calling it slow.
-                slot.busy_ticks += 1;
-                slot.short_ticks += 1;
-                wait_for_busy |= slot.busy_ticks < SLOW_AFTER_TICKS && slot.weight > 0;
-                credits.push(0);
-            }
-            Some((n, None)) => {
-                slot.busy_ticks = 0;
-                if n < crate::channel::CAMPAIGN_WINDOW / 2 {
-                    slot.short_ticks += 1;
-                } else {
-                    slot.short_ticks = 0;
-                }
-                credits.push(n);
-            }
-            Some((_, Some(code))) => {
-                credits.push(0);
-                reasons.push(format!("{}: {}", slot.channel_id, code.as_str()));
-            }
-            None => {
-                credits.push(0);
-                reasons.push(format!("{}: indisponível", slot.channel_id));
-            }
-        }
-        refused.push(reasons.len() > reasons_before);
+        answers.push(match answer {
+            Some((0, None)) => CreditAnswer::Busy,
+            Some((n, None)) => CreditAnswer::Granted(n),
+            Some((_, Some(code))) => CreditAnswer::Refused(code.as_str()),
+            None => CreditAnswer::Unreachable,
+        });
     }
+    answers
+}
+
+async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<(), ActorError> {
+    st.ticks += 1;
+    let store = &st.shared.store;
+    if st.ticks % SWEEP_EVERY_TICKS == 1 {
+        sweep(st).await?;
+    }
+    let asked_at = std::time::Instant::now();
+    let answers = ask_credits(&st.shared, &st.slots).await;
     phase("credits", asked_at);
-    // Sequential (D-038): only the first number that does not refuse work takes it; the
-    // campaign moves on by itself when that number's headroom or cap runs out.
-    if st.sequential {
-        if let Some(current) = refused.iter().position(|r| !r) {
-            for (i, c) in credits.iter_mut().enumerate() {
-                if i != current {
-                    *c = 0;
-                }
-            }
-            wait_for_busy = wait_for_busy && credits[current] == 0;
-        }
-    }
     // A group campaign: the group's 24 h headroom bounds the claim; none left pauses it.
-    let mut page = PAGE;
-    if let Some(group_id) = st.group_id {
-        let counter = st.shared.group_counter(group_id).await?;
-        let available = counter
+    let group_available = match st.group_id {
+        Some(group_id) => st
+            .shared
+            .group_counter(group_id)
+            .await?
             .lock()
             .expect("group counter lock")
-            .available(storage::now_ms());
-        if let Some(a) = available {
-            page = page.min(a.max(0) as usize);
-            if a <= 0 {
-                reasons = st
-                    .slots
-                    .iter()
-                    .map(|s| format!("{}: grupo limite_24h_esgotado", s.channel_id))
-                    .collect();
-            }
-        }
-    }
-    let work = store.campaign_open_work(st.campaign_id).await?;
-    // A backstop for moves made by another process (issue 50): a pause, cancel or completion
-    // there reaches this actor only through the stored state. Anything but running (or a
-    // pause this actor made by rules) stops it, as a halt would, before it claims again.
-    let keeps_running = match work.state.as_deref() {
-        Some("running") => true,
-        Some("paused") => st.paused_by_rules,
-        _ => false,
+            .available(storage::now_ms()),
+        None => None,
     };
-    if !keeps_running {
-        *st.gate.write().await = false;
-        st.shared.campaigns.remove(&st.campaign_id);
-        tracing::info!(
-            state = work.state,
-            "campaign moved elsewhere: its actor stops"
-        );
-        myself.stop(None);
-        return Ok(());
-    }
-    let (planned, open) = (work.planned, work.open);
-    if !planned {
-        if !open {
-            crate::campaign::move_campaign(
+    let grants = engine::campaign::grants(
+        &mut st.slots,
+        &answers,
+        crate::channel::CAMPAIGN_WINDOW / 2,
+        st.sequential,
+        group_available,
+        PAGE,
+    );
+    let work = store.campaign_open_work(st.campaign_id).await?;
+    let stored = work.state.as_deref().and_then(CampaignState::parse);
+    let step = engine::campaign::next_step(
+        stored,
+        st.paused_by_rules,
+        work.planned,
+        work.open,
+        &grants,
+        st.slots.len(),
+    );
+    let dispatch = match step {
+        Step::Stop => {
+            *st.gate.write().await = false;
+            st.shared.campaigns.remove(&st.campaign_id);
+            tracing::info!(
+                state = work.state,
+                "campaign moved elsewhere: its actor stops"
+            );
+            myself.stop(None);
+            return Ok(());
+        }
+        Step::Idle => return Ok(()),
+        Step::Complete => {
+            move_campaign(
                 &st.shared,
                 st.account_id,
                 st.campaign_id,
@@ -327,15 +285,12 @@ async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<()
             tracing::info!("campaign completed");
             st.shared.campaigns.remove(&st.campaign_id);
             myself.stop(None);
+            return Ok(());
         }
-        return Ok(());
-    }
-    if reasons.len() == st.slots.len() {
-        // No number can send: pause with the reasons, keep checking for a recovery.
-        if !st.paused_by_rules {
+        Step::Pause(reason) => {
+            // No number can send: pause with the reasons, keep checking for a recovery.
             st.paused_by_rules = true;
-            let reason = format!("Nenhum número disponível ({})", reasons.join(", "));
-            crate::campaign::move_campaign(
+            move_campaign(
                 &st.shared,
                 st.account_id,
                 st.campaign_id,
@@ -344,33 +299,65 @@ async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<()
             )
             .await?;
             tracing::warn!(reason, "campaign paused");
+            return Ok(());
         }
+        Step::Proceed { resume, dispatch } => {
+            if resume {
+                st.paused_by_rules = false;
+                move_campaign(
+                    &st.shared,
+                    st.account_id,
+                    st.campaign_id,
+                    CampaignState::Running,
+                    None,
+                )
+                .await?;
+                tracing::info!("campaign resumed");
+            }
+            dispatch
+        }
+    };
+    if !dispatch {
         return Ok(());
     }
-    if st.paused_by_rules {
-        st.paused_by_rules = false;
-        crate::campaign::move_campaign(
-            &st.shared,
-            st.account_id,
-            st.campaign_id,
-            CampaignState::Running,
-            None,
-        )
+    claim_tick_work(st, grants.credits, grants.page).await
+}
+
+/// Resolves the campaign's in-doubt recipients older than the grace period (D-032).
+async fn sweep(st: &CampaignRun) -> Result<(), ActorError> {
+    let grace = st.shared.config.in_doubt_grace.as_millis() as i64;
+    let swept = st
+        .shared
+        .store
+        .sweep_in_doubt(st.campaign_id, storage::now_ms() - grace)
         .await?;
-        tracing::info!("campaign resumed");
+    if swept != storage::campaigns::SweepOutcome::default() {
+        tracing::info!(
+            sent = swept.sent,
+            failed = swept.failed,
+            replanned = swept.replanned,
+            "in-doubt recipients resolved"
+        );
     }
-    if wait_for_busy {
-        return Ok(());
-    }
-    let versions = store.template_channels(st.template.id).await?;
+    Ok(())
+}
+
+/// Claims and hands out a tick's work: first the recipients a resend pinned to a number
+/// (through that number only), then the weighted shares of `credits` within `page`, claimed
+/// together in one transaction.
+async fn claim_tick_work(
+    st: &mut CampaignRun,
+    mut credits: Vec<usize>,
+    page: usize,
+) -> Result<(), ActorError> {
+    let versions = st.shared.store.template_channels(st.template.id).await?;
+    let default_name = st.template.provider_name.clone();
     let template_name = |channel_id: i64| {
         versions
             .iter()
             .find(|v| v.channel_id == channel_id && v.status == "approved")
-            .map(|v| v.provider_name.clone())
-            .unwrap_or_else(|| st.template.provider_name.clone())
+            .map_or_else(|| default_name.clone(), |v| v.provider_name.clone())
     };
-    // Recipients a resend pinned to a number go first, through that number only.
     let channel_ids: Vec<i64> = st.slots.iter().map(|s| s.channel_id).collect();
     for (credit, channel_id) in credits.iter_mut().zip(channel_ids) {
         if *credit == 0 || !st.pinned.contains(&channel_id) {
@@ -387,7 +374,6 @@ async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<()
         }
         *credit -= n;
     }
-    // Then the weighted shares, claimed together in one transaction.
     let alloc = allocate(&st.slots, &credits, page);
     let shares: Vec<(usize, ClaimShare)> = alloc
         .iter()
@@ -395,14 +381,12 @@ async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<()
         .filter(|(_, n)| **n > 0)
         .map(|(i, n)| {
             let channel_id = st.slots[i].channel_id;
-            (
-                i,
-                ClaimShare {
-                    channel_id,
-                    count: *n,
-                    template_name: template_name(channel_id),
-                },
-            )
+            let share = ClaimShare {
+                channel_id,
+                count: *n,
+                template_name: template_name(channel_id),
+            };
+            (i, share)
         })
         .collect();
     if shares.is_empty() {

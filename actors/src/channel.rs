@@ -501,6 +501,25 @@ impl ChannelState {
         metrics::gauge!("disparo_channel_waba_standing", "channel_id" => id).set(g.waba_standing);
     }
 
+    /// Reads the number at the provider off the actor's handler; the answer comes back as
+    /// [`ChannelMsg::SyncDone`] (to `reply`, when someone waits).
+    fn read_at_provider(
+        &self,
+        myself: &ActorRef<ChannelMsg>,
+        reply: Option<RpcReplyPort<Result<ChannelSnapshot, ActorError>>>,
+    ) {
+        let (graph, token, pnid, me) = (
+            self.shared.graph.clone(),
+            self.secrets.access_token.clone(),
+            self.record.phone_number_id.clone(),
+            myself.clone(),
+        );
+        tokio::spawn(async move {
+            let res = graph.phone_number(token.expose(), &pnid).await;
+            let _ = me.cast(ChannelMsg::SyncDone(Box::new(res), reply));
+        });
+    }
+
     /// Applies `input` to the number's rules and carries out their effects.
     async fn apply(
         &mut self,
@@ -529,6 +548,57 @@ impl ChannelState {
             Effect::ReadAtProvider => {
                 let _ = myself.cast(ChannelMsg::Sync(None));
             }
+            Effect::StoreQuality { .. }
+            | Effect::StoreRead { .. }
+            | Effect::StoreThroughput(_)
+            | Effect::StoreCredential(_)
+            | Effect::StorePaymentLock(_) => self.persist(myself, effect).await?,
+            Effect::RebuildRecipients => {
+                let recipients = recent_recipients(store, id, true).await?;
+                self.channel.set_recipients(recipients);
+            }
+            Effect::MemberLimit(limit) => {
+                if let Some(g) = &self.group {
+                    g.lock()
+                        .expect("group counter lock")
+                        .set_member_limit(id, limit);
+                }
+            }
+            Effect::StatusChanged { status, previous } => {
+                let event = events::session_status(&self.record, status, previous, now_ms());
+                self.shared.emit(&[event]).await;
+                tracing::info!(
+                    status = status.as_str(),
+                    previous = previous.as_str(),
+                    "channel status changed"
+                );
+            }
+            Effect::BackedOff { until } => {
+                metrics::counter!("disparo_channel_backoffs_total", "channel_id" => id.to_string())
+                    .increment(1);
+                tracing::warn!(
+                    pause_ms = until - now_ms(),
+                    rate = self.channel.pacing_rate(),
+                    "the provider rate-limited the number; pacing slower"
+                );
+            }
+            Effect::StaleQualityIgnored => {
+                metrics::counter!("disparo_quality_updates_out_of_order_total").increment(1);
+                tracing::info!("an older quality update arrived late: ignored");
+            }
+        }
+        Ok(())
+    }
+
+    /// Stores what an effect of [`Channel::apply`] says changed.
+    async fn persist(
+        &self,
+        myself: &ActorRef<ChannelMsg>,
+        effect: Effect,
+    ) -> Result<(), ActorError> {
+        let store = &self.shared.store;
+        let id = self.record.id;
+        match effect {
             Effect::StoreQuality { quality, tier, at } => {
                 let tier = tier.as_ref().map(Tier::as_str);
                 tracing::info!(quality = quality.as_str(), tier = ?tier, "quality update");
@@ -571,39 +641,7 @@ impl ChannelState {
                 tracing::warn!(?until, "payment lock changed");
                 store.set_channel_payment_lock(id, until).await?;
             }
-            Effect::RebuildRecipients => {
-                let recipients = recent_recipients(store, id, true).await?;
-                self.channel.set_recipients(recipients);
-            }
-            Effect::MemberLimit(limit) => {
-                if let Some(g) = &self.group {
-                    g.lock()
-                        .expect("group counter lock")
-                        .set_member_limit(id, limit);
-                }
-            }
-            Effect::StatusChanged { status, previous } => {
-                let event = events::session_status(&self.record, status, previous, now_ms());
-                self.shared.emit(&[event]).await;
-                tracing::info!(
-                    status = status.as_str(),
-                    previous = previous.as_str(),
-                    "channel status changed"
-                );
-            }
-            Effect::BackedOff { until } => {
-                metrics::counter!("disparo_channel_backoffs_total", "channel_id" => id.to_string())
-                    .increment(1);
-                tracing::warn!(
-                    pause_ms = until - now_ms(),
-                    rate = self.channel.pacing_rate(),
-                    "the provider rate-limited the number; pacing slower"
-                );
-            }
-            Effect::StaleQualityIgnored => {
-                metrics::counter!("disparo_quality_updates_out_of_order_total").increment(1);
-                tracing::info!("an older quality update arrived late: ignored");
-            }
+            _ => {}
         }
         Ok(())
     }
@@ -697,80 +735,20 @@ async fn start(
 }
 
 async fn handle_msg(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut ChannelState) {
-    let input = match msg {
-        ChannelMsg::Send(cmd, reply) => {
-            if let Err(e) = admit_and_send(myself, *cmd, reply, st).await {
-                tracing::warn!(error = %e, "send not admitted");
+    match input_of(msg) {
+        Ok(input) => {
+            if let Err(e) = st.apply(&myself, input).await {
+                tracing::error!(error = %e, "could not store a change of the number's state");
             }
-            return;
         }
-        ChannelMsg::Statuses(reports, reply) => {
-            // Applied by the number's batched writer, in arrival order, so the actor stays free for
-            // sends and credits while the transaction runs.
-            let job = crate::settle::StatusJob {
-                record: st.record.clone(),
-                reports,
-                reply,
-            };
-            if let Err(job) = st.shared.writers.statuses(job).await {
-                let _ = job.reply.send(Err(ActorError::Unavailable));
-            }
-            return;
-        }
-        ChannelMsg::Inbound(items, reply) => {
-            let _ = reply.send(record_inbound(st, items).await);
-            return;
-        }
-        ChannelMsg::Snapshot(reply) => {
-            let _ = reply.send(st.snapshot());
-            return;
-        }
-        ChannelMsg::Sync(reply) => {
-            let (graph, token, pnid, me) = (
-                st.shared.graph.clone(),
-                st.secrets.access_token.clone(),
-                st.record.phone_number_id.clone(),
-                myself.clone(),
-            );
-            tokio::spawn(async move {
-                let res = graph.phone_number(token.expose(), &pnid).await;
-                let _ = me.cast(ChannelMsg::SyncDone(Box::new(res), reply));
-            });
-            return;
-        }
-        ChannelMsg::SyncDone(res, reply) => {
-            let out = apply_sync(&myself, st, *res).await;
-            if let Some(reply) = reply {
-                let _ = reply.send(out);
-            }
-            return;
-        }
-        ChannelMsg::CampaignCredits(reply) => {
-            let now = now_ms();
-            let _ = reply.send(st.with_limits(|c, l| c.campaign_credits(now, l)));
-            return;
-        }
-        ChannelMsg::Dispatch(batch) => return dispatch(myself, *batch, st).await,
-        ChannelMsg::Guardrails(reply) => {
-            let _ = reply.send(st.channel.guardrail_view(now_ms()));
-            return;
-        }
-        ChannelMsg::SetGuardrails(g, reply) => {
-            tracing::info!(?g, "guardrails changed");
-            let _ = st.apply(&myself, Input::Guardrails(g)).await;
-            let _ = reply.send(st.channel.guardrail_view(now_ms()));
-            return;
-        }
-        ChannelMsg::Authorized(total, reply) => {
-            tracing::info!(authorized = total, "more campaign sends authorized today");
-            let _ = st.apply(&myself, Input::Authorized(total)).await;
-            let _ = reply.send(st.channel.guardrail_view(now_ms()));
-            return;
-        }
-        ChannelMsg::Reload(reply) => {
-            let _ = reply.send(reload(&myself, st).await);
-            return;
-        }
+        Err(msg) => serve(myself, msg, st).await,
+    }
+}
+
+/// The input to the number's rules a message carries (a provider event or answer, a setting
+/// already stored), or the message back when it asks for something else.
+fn input_of(msg: ChannelMsg) -> Result<Input, ChannelMsg> {
+    Ok(match msg {
         ChannelMsg::QualityUpdate { quality, tier, at } => Input::QualityEvent {
             quality,
             tier: tier.as_deref().and_then(Tier::parse),
@@ -799,9 +777,70 @@ async fn handle_msg(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut Chan
             tracing::info!("payment lock released");
             Input::PaymentReleased
         }
-    };
-    if let Err(e) = st.apply(&myself, input).await {
-        tracing::error!(error = %e, "could not store a change of the number's state");
+        other => return Err(other),
+    })
+}
+
+/// Serves a message that asks for something: a send, a read, a provider sync, campaign
+/// credits or work, the guardrails, a reload.
+async fn serve(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut ChannelState) {
+    let now = now_ms();
+    match msg {
+        ChannelMsg::Send(cmd, reply) => {
+            if let Err(e) = admit_and_send(myself, *cmd, reply, st).await {
+                tracing::warn!(error = %e, "send not admitted");
+            }
+        }
+        ChannelMsg::Statuses(reports, reply) => {
+            // Applied by the number's batched writer, in arrival order, so the actor stays free
+            // for sends and credits while the transaction runs.
+            let job = crate::settle::StatusJob {
+                record: st.record.clone(),
+                reports,
+                reply,
+            };
+            if let Err(job) = st.shared.writers.statuses(job).await {
+                let _ = job.reply.send(Err(ActorError::Unavailable));
+            }
+        }
+        ChannelMsg::Inbound(items, reply) => {
+            let _ = reply.send(record_inbound(st, items).await);
+        }
+        ChannelMsg::Snapshot(reply) => {
+            let _ = reply.send(st.snapshot());
+        }
+        ChannelMsg::Sync(reply) => st.read_at_provider(&myself, reply),
+        ChannelMsg::SyncDone(res, reply) => {
+            let out = apply_sync(&myself, st, *res).await;
+            if let Some(reply) = reply {
+                let _ = reply.send(out);
+            }
+        }
+        ChannelMsg::CampaignCredits(reply) => {
+            let _ = reply.send(st.with_limits(|c, l| c.campaign_credits(now, l)));
+        }
+        ChannelMsg::Dispatch(batch) => dispatch(myself, *batch, st).await,
+        ChannelMsg::Guardrails(reply) => {
+            let _ = reply.send(st.channel.guardrail_view(now));
+        }
+        ChannelMsg::SetGuardrails(g, reply) => {
+            tracing::info!(?g, "guardrails changed");
+            let _ = st.apply(&myself, Input::Guardrails(g)).await;
+            let _ = reply.send(st.channel.guardrail_view(now));
+        }
+        ChannelMsg::Authorized(total, reply) => {
+            tracing::info!(authorized = total, "more campaign sends authorized today");
+            let _ = st.apply(&myself, Input::Authorized(total)).await;
+            let _ = reply.send(st.channel.guardrail_view(now));
+        }
+        ChannelMsg::Reload(reply) => {
+            let _ = reply.send(reload(&myself, st).await);
+        }
+        event => {
+            if let Ok(input) = input_of(event) {
+                let _ = st.apply(&myself, input).await;
+            }
+        }
     }
 }
 
@@ -1032,7 +1071,6 @@ impl SendTask {
             return;
         };
         api_send_phase("window", asked.elapsed());
-        let store = &self.shared.store;
         if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
             // The caller gave up while the send waited for the window: nothing is written or
             // sent now, when nobody expects it (a retry would send it a second time).
@@ -1043,7 +1081,9 @@ impl SendTask {
         // Written `sending` right before the call: the row exists before the provider can
         // report a status for it, and a crash in between leaves it in doubt, as it should.
         let writing = std::time::Instant::now();
-        let written = store
+        let written = self
+            .shared
+            .store
             .insert_outbound(
                 &new,
                 engine::message::MessageStatus::Sending,
@@ -1058,117 +1098,122 @@ impl SendTask {
                 return;
             }
         };
-        let callback = format!("{CALLBACK_PREFIX}{}", queued.id);
-        let channel_label = self.record.id.to_string();
-        let graph = &self.shared.graph;
         let calling = std::time::Instant::now();
-        let res = match prepared {
-            Prepared::Ready(request) => {
-                let request = request.with_callback_data(callback);
-                graph
-                    .send_message(self.token.expose(), &self.record.phone_number_id, &request)
-                    .await
-            }
+        let res = self
+            .call(prepared, format!("{CALLBACK_PREFIX}{}", queued.id))
+            .await;
+        api_send_phase("call", calling.elapsed());
+        let answer = match res {
+            Ok(resp) => self.accepted(&queued, resp.message_id()).await,
+            Err(e) => self.refused(&queued, e).await,
+        };
+        let _ = reply.send(answer);
+    }
+
+    /// The provider call: the request as prepared, or the file uploaded first and then sent by
+    /// its media id; `callback` rides along in `biz_opaque_callback_data`.
+    async fn call(
+        &self,
+        prepared: Prepared,
+        callback: String,
+    ) -> Result<provider::wire::SendMessageResponse, provider::ProviderError> {
+        let graph = &self.shared.graph;
+        let (token, pnid) = (self.token.expose(), &self.record.phone_number_id);
+        let request = match prepared {
+            Prepared::Ready(request) => request.with_callback_data(callback),
             Prepared::Upload { file, caption, to } => {
-                match graph
-                    .upload_media(
-                        self.token.expose(),
-                        &self.record.phone_number_id,
-                        file.bytes.to_vec(),
-                        &file.mime,
-                        &file.filename,
-                    )
-                    .await
-                {
-                    Ok(media_id) => {
-                        let object = provider::wire::MediaObject {
-                            id: Some(media_id),
-                            link: None,
-                            caption: caption.filter(|_| file.kind.takes_caption()),
-                            filename: (file.kind == engine::media::MediaKind::Document)
-                                .then(|| file.filename.clone()),
-                        };
-                        let request = SendMessageRequest::media(&to, file.kind.as_str(), object)
-                            .expect("the four media kinds have payload objects")
-                            .with_callback_data(callback);
-                        graph
-                            .send_message(
-                                self.token.expose(),
-                                &self.record.phone_number_id,
-                                &request,
-                            )
-                            .await
-                    }
-                    Err(e) => Err(e),
-                }
+                let media_id = graph
+                    .upload_media(token, pnid, file.bytes.to_vec(), &file.mime, &file.filename)
+                    .await?;
+                let object = provider::wire::MediaObject {
+                    id: Some(media_id),
+                    link: None,
+                    caption: caption.filter(|_| file.kind.takes_caption()),
+                    filename: (file.kind == engine::media::MediaKind::Document)
+                        .then(|| file.filename.clone()),
+                };
+                SendMessageRequest::media(&to, file.kind.as_str(), object)
+                    .expect("the four media kinds have payload objects")
+                    .with_callback_data(callback)
             }
         };
-        api_send_phase("call", calling.elapsed());
-        match res {
-            Ok(resp) => {
-                let Some(wamid) = resp.message_id().map(str::to_string) else {
-                    let _ = reply.send(Err(ActorError::ProviderRefused {
-                        kind: ErrorKind::Other,
-                        code: None,
-                        reason: "o provedor aceitou o envio sem devolver o id da mensagem".into(),
-                    }));
-                    return;
-                };
-                metrics::counter!("disparo_messages_sent_total", "channel_id" => channel_label)
-                    .increment(1);
-                let record = self.record.clone();
-                let base = self.shared.config.public_url.clone();
-                let answering = std::time::Instant::now();
-                let result = store
-                    .mark_message_sent(
-                        &queued,
-                        &wamid,
-                        Box::new(move |m| vec![events::message_sent(&record, m, now_ms(), &base)]),
-                    )
-                    .await;
-                api_send_phase("answer", answering.elapsed());
-                let _ = self.myself.cast(ChannelMsg::Outcome(SendOutcome::Accepted));
-                match result {
-                    Ok((rec, n)) => {
-                        if n > 0 {
-                            self.shared.wake_dispatcher();
-                        }
-                        let _ = reply.send(Ok(rec));
-                    }
-                    Err(e) => {
-                        // Accepted by the provider but not recorded: the status webhook, which
-                        // carries our id in biz_opaque_callback_data, will settle the row.
-                        tracing::error!(message_id = queued.id, error = %e, "could not record an accepted send");
-                        let _ = reply.send(Err(ActorError::SendInDoubt(queued.id)));
-                    }
+        graph.send_message(token, pnid, &request).await
+    }
+
+    /// Records a send the provider accepted (with its message id) and its `message.sent`.
+    async fn accepted(
+        &self,
+        queued: &MessageRecord,
+        wamid: Option<&str>,
+    ) -> Result<MessageRecord, ActorError> {
+        let Some(wamid) = wamid else {
+            return Err(ActorError::ProviderRefused {
+                kind: ErrorKind::Other,
+                code: None,
+                reason: "o provedor aceitou o envio sem devolver o id da mensagem".into(),
+            });
+        };
+        metrics::counter!("disparo_messages_sent_total", "channel_id" => self.record.id.to_string())
+            .increment(1);
+        let record = self.record.clone();
+        let base = self.shared.config.public_url.clone();
+        let answering = std::time::Instant::now();
+        let result = self
+            .shared
+            .store
+            .mark_message_sent(
+                queued,
+                wamid,
+                Box::new(move |m| vec![events::message_sent(&record, m, now_ms(), &base)]),
+            )
+            .await;
+        api_send_phase("answer", answering.elapsed());
+        let _ = self.myself.cast(ChannelMsg::Outcome(SendOutcome::Accepted));
+        match result {
+            Ok((rec, n)) => {
+                if n > 0 {
+                    self.shared.wake_dispatcher();
                 }
+                Ok(rec)
             }
             Err(e) => {
-                let kind = e.kind();
-                metrics::counter!("disparo_messages_failed_total", "channel_id" => channel_label, "kind" => format!("{kind:?}")).increment(1);
-                let _ = self.myself.cast(ChannelMsg::Outcome(refused(&e)));
-                if matches!(e, provider::ProviderError::Timeout) {
-                    // In doubt: the provider may have accepted it. The row stays `sending`
-                    // until a status webhook (carrying our id) settles it.
-                    tracing::warn!(
-                        message_id = queued.id,
-                        "provider timed out; message left in doubt"
-                    );
-                    let _ = reply.send(Err(ActorError::SendInDoubt(queued.id)));
-                    return;
-                } else {
-                    let title = e.reason();
-                    let code = e.code();
-                    if let Err(se) = store
-                        .mark_message_failed(queued.id, code, &title, None, now_ms())
-                        .await
-                    {
-                        tracing::error!(message_id = queued.id, error = %se, "could not record a refused send");
-                    }
-                }
-                let _ = reply.send(Err(e.into()));
+                // Accepted by the provider but not recorded: the status webhook, which carries
+                // our id in biz_opaque_callback_data, will settle the row.
+                tracing::error!(message_id = queued.id, error = %e, "could not record an accepted send");
+                Err(ActorError::SendInDoubt(queued.id))
             }
         }
+    }
+
+    /// Records a send the provider refused (failed with its error), or one it may have taken
+    /// (a timeout: left in doubt).
+    async fn refused(
+        &self,
+        queued: &MessageRecord,
+        e: provider::ProviderError,
+    ) -> Result<MessageRecord, ActorError> {
+        let kind = e.kind();
+        metrics::counter!("disparo_messages_failed_total", "channel_id" => self.record.id.to_string(), "kind" => format!("{kind:?}")).increment(1);
+        let _ = self.myself.cast(ChannelMsg::Outcome(refused(&e)));
+        if matches!(e, provider::ProviderError::Timeout) {
+            // In doubt: the provider may have accepted it. The row stays `sending` until a
+            // status webhook (carrying our id) settles it.
+            tracing::warn!(
+                message_id = queued.id,
+                "provider timed out; message left in doubt"
+            );
+            return Err(ActorError::SendInDoubt(queued.id));
+        }
+        let (code, title) = (e.code(), e.reason());
+        if let Err(se) = self
+            .shared
+            .store
+            .mark_message_failed(queued.id, code, &title, None, now_ms())
+            .await
+        {
+            tracing::error!(message_id = queued.id, error = %se, "could not record a refused send");
+        }
+        Err(e.into())
     }
 }
 
@@ -1371,42 +1416,49 @@ impl CampaignSend {
             let kind = e.kind();
             metrics::counter!("disparo_messages_failed_total", "channel_id" => channel_label.clone(), "kind" => format!("{kind:?}")).increment(1);
             let _ = self.myself.cast(ChannelMsg::Outcome(refused(&e)));
-            return match kind {
-                // No answer: the provider may have taken it. A status webhook (carrying our id)
-                // settles it, or the grace period sends it again (D-032).
-                _ if matches!(e, provider::ProviderError::Timeout) => SendResult::InDoubt,
-                ErrorKind::Transient if attempt < TRANSIENT_ATTEMPTS => {
+            match campaign_result(&e, attempt) {
+                Some(result) => return result,
+                None => {
                     if let provider::NextStep::RetryAfter(ms) = kind.next_step(attempt) {
                         tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
                     }
-                    continue;
                 }
-                // Throttled (the number backs off) or stopped by the number's state (credential,
-                // payment, account): back to the campaign, another number or a later tick
-                // takes it.
-                ErrorKind::RateLimited
-                | ErrorKind::PairRateLimited
-                | ErrorKind::InvalidCredential
-                | ErrorKind::Payment
-                | ErrorKind::AccountLocked
-                | ErrorKind::NotRegistered => SendResult::Replan,
-                // The recipient cannot receive messages: skipped, never retried.
-                ErrorKind::InvalidRecipient => SendResult::Failed {
-                    code: e.code(),
-                    reason: e.reason(),
-                    skip: true,
-                },
-                // Re-engagement, the per-user marketing limit, template problems, transient
-                // errors past their attempts…: failed with the provider's error, no retry
-                // (a resend can try again).
-                _ => SendResult::Failed {
-                    code: e.code(),
-                    reason: e.reason(),
-                    skip: false,
-                },
-            };
+            }
         }
     }
+}
+
+/// What a campaign send's provider refusal at attempt `attempt` makes of its recipient
+/// (D-032); `None`: try again (a transient error before [`TRANSIENT_ATTEMPTS`]).
+fn campaign_result(e: &provider::ProviderError, attempt: u32) -> Option<SendResult> {
+    Some(match e.kind() {
+        // No answer: the provider may have taken it. A status webhook (carrying our id)
+        // settles it, or the grace period sends it again (D-032).
+        _ if matches!(e, provider::ProviderError::Timeout) => SendResult::InDoubt,
+        ErrorKind::Transient if attempt < TRANSIENT_ATTEMPTS => return None,
+        // Throttled (the number backs off) or stopped by the number's state (credential,
+        // payment, account): back to the campaign, another number or a later tick takes it.
+        ErrorKind::RateLimited
+        | ErrorKind::PairRateLimited
+        | ErrorKind::InvalidCredential
+        | ErrorKind::Payment
+        | ErrorKind::AccountLocked
+        | ErrorKind::NotRegistered => SendResult::Replan,
+        // The recipient cannot receive messages: skipped, never retried.
+        ErrorKind::InvalidRecipient => SendResult::Failed {
+            code: e.code(),
+            reason: e.reason(),
+            skip: true,
+        },
+        // Re-engagement, the per-user marketing limit, template problems, transient errors
+        // past their attempts…: failed with the provider's error, no retry (a resend can try
+        // again).
+        _ => SendResult::Failed {
+            code: e.code(),
+            reason: e.reason(),
+            skip: false,
+        },
+    })
 }
 
 /// Adds the time (µs) of a campaign send's phase (`wait` for the in-flight window, the

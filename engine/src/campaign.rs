@@ -264,6 +264,165 @@ pub fn allocate(slots: &[Slot], credits: &[usize], page: usize) -> Vec<usize> {
     alloc
 }
 
+/// What a number answered when its campaign asked it for credits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CreditAnswer {
+    /// It takes `n` sends now.
+    Granted(usize),
+    /// It takes none now and nothing blocks it (its window is full, its cadence or a back-off
+    /// holds it).
+    Busy,
+    /// It refuses campaign work for the health code (`qualidade_red`, `limite_diario_atingido`…).
+    Refused(&'static str),
+    /// It did not answer (not running, or too slow).
+    Unreachable,
+}
+
+/// What one tick may hand out: each slot's credits, why slots refuse work, whether the tick
+/// waits for busy numbers (so weights hold), and the most it claims.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grants {
+    /// Sends each slot takes now (in the slots' order).
+    pub credits: Vec<usize>,
+    /// `<channel id>: <code>` of every slot that refuses work (every slot, with the group's
+    /// code, when the group's 24 h headroom is gone).
+    pub reasons: Vec<String>,
+    /// A busy number has not been busy for [`SLOW_AFTER_TICKS`] yet: the tick waits for it.
+    pub wait_for_busy: bool,
+    /// The most the tick claims (the group's headroom bounds it).
+    pub page: usize,
+}
+
+/// Reads the numbers' answers into a tick's grants, updating each slot's busy and short
+/// counts. `half_window`: a number granting fewer is short of room (slow). `sequential`
+/// (D-038): only the first number that does not refuse takes work. `group_available`: a group
+/// campaign's 24 h headroom (`None`: not a group campaign or unlimited); none left makes
+/// every slot refuse.
+pub fn grants(
+    slots: &mut [Slot],
+    answers: &[CreditAnswer],
+    half_window: usize,
+    sequential: bool,
+    group_available: Option<i64>,
+    page: usize,
+) -> Grants {
+    let mut credits = Vec::with_capacity(slots.len());
+    let mut reasons = Vec::new();
+    let mut refused = Vec::with_capacity(slots.len());
+    let mut wait_for_busy = false;
+    for (slot, answer) in slots.iter_mut().zip(answers) {
+        let (credit, reason) = match *answer {
+            CreditAnswer::Busy => {
+                slot.busy_ticks += 1;
+                slot.short_ticks += 1;
+                wait_for_busy |= slot.busy_ticks < SLOW_AFTER_TICKS && slot.weight > 0;
+                (0, None)
+            }
+            CreditAnswer::Granted(n) => {
+                slot.busy_ticks = 0;
+                slot.short_ticks = if n < half_window {
+                    slot.short_ticks + 1
+                } else {
+                    0
+                };
+                (n, None)
+            }
+            CreditAnswer::Refused(code) => (0, Some(code)),
+            CreditAnswer::Unreachable => (0, Some("indisponível")),
+        };
+        credits.push(credit);
+        refused.push(reason.is_some());
+        if let Some(code) = reason {
+            reasons.push(format!("{}: {code}", slot.channel_id));
+        }
+    }
+    if sequential {
+        if let Some(current) = refused.iter().position(|r| !r) {
+            for (i, c) in credits.iter_mut().enumerate() {
+                if i != current {
+                    *c = 0;
+                }
+            }
+            wait_for_busy = wait_for_busy && credits[current] == 0;
+        }
+    }
+    let mut page = page;
+    if let Some(a) = group_available {
+        page = page.min(a.max(0) as usize);
+        if a <= 0 {
+            reasons = slots
+                .iter()
+                .map(|s| format!("{}: grupo limite_24h_esgotado", s.channel_id))
+                .collect();
+        }
+    }
+    Grants {
+        credits,
+        reasons,
+        wait_for_busy,
+        page,
+    }
+}
+
+/// What a campaign's tick does after reading its grants and its stored state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// The campaign was moved elsewhere (paused, cancelled or completed by another process or
+    /// an operator): its actor stops, as a halt would, before it claims again (issue 50).
+    Stop,
+    /// Nothing planned, nothing open: it completed.
+    Complete,
+    /// Nothing to do this tick.
+    Idle,
+    /// No number can send: pause with this reason (pt-BR), and keep checking for a recovery.
+    Pause(String),
+    /// Go on: `resume` first when the rules had paused it; then claim and hand out unless
+    /// `dispatch` is false (a busy number is waited for).
+    Proceed {
+        /// Move back to running first.
+        resume: bool,
+        /// Claim and hand out this tick.
+        dispatch: bool,
+    },
+}
+
+/// The tick's next step. `stored`: the campaign's stored state; `paused_by_rules`: this
+/// actor paused it for lack of numbers; `planned`/`open`: recipients still planned / not
+/// settled; `slots`: how many numbers it has.
+pub fn next_step(
+    stored: Option<CampaignState>,
+    paused_by_rules: bool,
+    planned: bool,
+    open: bool,
+    grants: &Grants,
+    slots: usize,
+) -> Step {
+    let keeps_running = match stored {
+        Some(CampaignState::Running) => true,
+        Some(CampaignState::Paused) => paused_by_rules,
+        _ => false,
+    };
+    if !keeps_running {
+        return Step::Stop;
+    }
+    if !planned {
+        return if open { Step::Idle } else { Step::Complete };
+    }
+    if grants.reasons.len() == slots {
+        return match paused_by_rules {
+            true => Step::Idle,
+            false => Step::Pause(format!(
+                "Nenhum número disponível ({})",
+                grants.reasons.join(", ")
+            )),
+        };
+    }
+    Step::Proceed {
+        resume: paused_by_rules,
+        dispatch: !grants.wait_for_busy,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -407,5 +566,101 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn grants_read_the_numbers_answers() {
+        let mut slots = vec![Slot::new(1, 1), Slot::new(2, 1), Slot::new(3, 1)];
+        let answers = [
+            CreditAnswer::Granted(200),
+            CreditAnswer::Busy,
+            CreditAnswer::Refused("qualidade_red"),
+        ];
+        let g = grants(&mut slots, &answers, 128, false, None, 1000);
+        assert_eq!(g.credits, vec![200, 0, 0]);
+        assert_eq!(g.reasons, vec!["3: qualidade_red".to_string()]);
+        assert!(g.wait_for_busy, "a number busy for one tick is waited for");
+        assert_eq!((slots[1].busy_ticks, slots[1].short_ticks), (1, 1));
+        // Busy for SLOW_AFTER_TICKS: the others carry on.
+        for _ in 1..SLOW_AFTER_TICKS {
+            grants(&mut slots, &answers, 128, false, None, 1000);
+        }
+        assert!(!grants(&mut slots, &answers, 128, false, None, 1000).wait_for_busy);
+        // Sequential: only the first number that does not refuse takes work.
+        let mut slots = vec![Slot::new(1, 1), Slot::new(2, 1), Slot::new(3, 1)];
+        let answers = [
+            CreditAnswer::Refused("limite_diario_atingido"),
+            CreditAnswer::Granted(10),
+            CreditAnswer::Granted(10),
+        ];
+        let g = grants(&mut slots, &answers, 128, true, None, 1000);
+        assert_eq!(g.credits, vec![0, 10, 0]);
+        // A group without headroom: every number refuses, the page is empty.
+        let g = grants(&mut slots, &answers, 128, false, Some(0), 1000);
+        assert_eq!((g.reasons.len(), g.page), (3, 0));
+        assert_eq!(
+            grants(&mut slots, &answers, 128, false, Some(7), 1000).page,
+            7
+        );
+    }
+
+    #[test]
+    fn the_tick_stops_completes_pauses_and_resumes_by_its_state() {
+        let go = Grants {
+            credits: vec![5],
+            reasons: vec![],
+            wait_for_busy: false,
+            page: 100,
+        };
+        let none = Grants {
+            credits: vec![0],
+            reasons: vec!["1: qualidade_red".into()],
+            ..go.clone()
+        };
+        use CampaignState as S;
+        assert_eq!(
+            next_step(Some(S::Cancelled), false, true, true, &go, 1),
+            Step::Stop
+        );
+        assert_eq!(
+            next_step(Some(S::Paused), false, true, true, &go, 1),
+            Step::Stop,
+            "an operator's pause"
+        );
+        assert_eq!(next_step(None, false, true, true, &go, 1), Step::Stop);
+        assert_eq!(
+            next_step(Some(S::Running), false, false, false, &go, 1),
+            Step::Complete
+        );
+        assert_eq!(
+            next_step(Some(S::Running), false, false, true, &go, 1),
+            Step::Idle
+        );
+        assert_eq!(
+            next_step(Some(S::Running), false, true, true, &none, 1),
+            Step::Pause("Nenhum número disponível (1: qualidade_red)".into())
+        );
+        assert_eq!(
+            next_step(Some(S::Paused), true, true, true, &none, 1),
+            Step::Idle
+        );
+        assert_eq!(
+            next_step(Some(S::Paused), true, true, true, &go, 1),
+            Step::Proceed {
+                resume: true,
+                dispatch: true
+            }
+        );
+        let busy = Grants {
+            wait_for_busy: true,
+            ..go.clone()
+        };
+        assert_eq!(
+            next_step(Some(S::Running), false, true, true, &busy, 1),
+            Step::Proceed {
+                resume: false,
+                dispatch: false
+            }
+        );
     }
 }

@@ -19,6 +19,7 @@ pub mod panel;
 pub mod panel_campaign;
 pub mod phone;
 pub mod secret;
+pub mod send;
 pub mod sender;
 pub mod template;
 pub mod token;

@@ -10,7 +10,6 @@ use axum::http::HeaderMap;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use engine::phone::Phone;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use storage::idempotency::IdempotencyBegin;
@@ -99,191 +98,41 @@ struct HeaderMediaIn {
     id: Option<String>,
 }
 
-/// Longest free text the provider accepts (PROVIDER.md §2.2).
-const MAX_TEXT: usize = 4096;
-
+/// Reads a send's body into the command (the request's own rules: `engine::send`) and the
+/// number it names, if any.
 fn parse(body: SendIn) -> Result<(Option<i64>, SendCommand), ApiError> {
-    let to = match (&body.to, &body.chat_id) {
-        (Some(to), None) => Phone::parse("to", to)?,
-        (None, Some(chat)) => Phone::parse("chat_id", chat)?,
-        (Some(_), Some(_)) => {
-            return Err(ApiError::invalid(
-                "to",
-                "ambiguous_recipient",
-                "Informe `to` ou `chat_id`, não os dois.",
-            ))
+    let to = engine::send::recipient(body.to.as_deref(), body.chat_id.as_deref())?;
+    engine::send::caption(body.caption.as_deref(), body.media.is_some())?;
+    let content = match (body.media, body.text, body.template) {
+        (Some(m), None, None) => {
+            let kind = engine::media::MediaKind::parse("media.type", &m.kind)?;
+            engine::send::media_url(&m.url)?;
+            SendContent::Media {
+                kind,
+                url: m.url,
+                caption: body.caption,
+            }
         }
-        (None, None) => {
-            return Err(ApiError::invalid(
-                "to",
-                "required",
-                "Informe o destinatário em `to` (ou `chat_id`).",
-            ))
-        }
-    };
-    if let Some(c) = &body.caption {
-        if body.media.is_none() || c.chars().count() > 1024 {
-            return Err(ApiError::invalid(
-                "caption",
-                "invalid_caption",
-                "`caption` acompanha `media` e tem até 1024 caracteres.",
-            ));
-        }
-    }
-    if let Some(m) = body.media {
-        if body.text.is_some() || body.template.is_some() {
+        (Some(_), _, _) => {
             return Err(ApiError::invalid(
                 "media",
                 "ambiguous_content",
                 "Informe `media`, `text` ou `template`, só um deles.",
-            ));
+            ))
         }
-        let kind = engine::media::MediaKind::parse("media.type", &m.kind)?;
-        if !m.url.starts_with("http://") && !m.url.starts_with("https://") {
-            return Err(ApiError::invalid(
-                "media.url",
-                "invalid_media_url",
-                "`media.url` deve ser uma URL pública http(s).",
-            ));
-        }
-        let content = SendContent::Media {
-            kind,
-            url: m.url,
-            caption: body.caption,
-        };
-        return Ok((
-            body.channel_id,
-            SendCommand {
-                to,
-                content,
-                preview_text: body.preview_text,
-                idempotency_key: None,
-                group_limited: false,
-                deadline: None,
-            },
-        ));
-    }
-    let content = match (body.text, body.template) {
-        (Some(text), None) => {
-            let n = text.chars().count();
-            if n == 0 || n > MAX_TEXT {
-                return Err(ApiError::invalid(
-                    "text",
-                    "invalid_text",
-                    format!("`text` deve ter de 1 a {MAX_TEXT} caracteres."),
-                ));
-            }
+        (None, Some(text), None) => {
+            engine::send::text(&text)?;
             SendContent::Text { body: text }
         }
-        (None, Some(t)) if t.id.is_some() => {
-            if t.name.is_some() || !t.params.is_empty() {
-                return Err(ApiError::invalid(
-                    "template",
-                    "ambiguous_template",
-                    "Com `template.id`, informe `vars` em vez de `name` e `params`.",
-                ));
-            }
-            SendContent::Library {
-                id: t.id.unwrap_or_default(),
-                vars: t.vars,
-            }
-        }
-        (None, Some(t)) => {
-            let Some(name) = t.name.clone() else {
-                return Err(ApiError::invalid(
-                    "template.name",
-                    "required",
-                    "Informe `template.name` (ou `template.id` de um template da biblioteca).",
-                ));
-            };
-            if name.is_empty()
-                || !name
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-            {
-                return Err(ApiError::invalid(
-                    "template.name",
-                    "invalid_template_name",
-                    "`template.name` deve seguir ^[a-z0-9_]+$ (o nome do template no provedor).",
-                ));
-            }
-            let language = t.language.unwrap_or_else(|| "pt_BR".into());
-            if language.is_empty()
-                || language.len() > 16
-                || !language
-                    .bytes()
-                    .all(|b| b.is_ascii_alphabetic() || b == b'_' || b == b'-')
-            {
-                return Err(ApiError::invalid(
-                    "template.language",
-                    "invalid_language",
-                    "`template.language` deve ser um código como pt_BR ou en_US.",
-                ));
-            }
-            if let Some(i) = t
-                .params
-                .iter()
-                .position(|p| p.trim().is_empty() || p.chars().count() > 1024)
-            {
-                return Err(ApiError::invalid(
-                    "template.params",
-                    "invalid_param",
-                    format!("`template.params[{i}]` deve ter de 1 a 1024 caracteres."),
-                ));
-            }
-            let header_media = match t.header_media {
-                None => None,
-                Some(m) => {
-                    let Some(kind) = engine::template::HeaderMedia::parse(&m.kind) else {
-                        return Err(ApiError::invalid(
-                            "template.header_media.type",
-                            "invalid_media_type",
-                            "`template.header_media.type` deve ser image, video ou document.",
-                        ));
-                    };
-                    let link = m.link.filter(|l| !l.trim().is_empty());
-                    let id = m.id.filter(|i| !i.trim().is_empty());
-                    if link.is_some() == id.is_some() {
-                        return Err(ApiError::invalid(
-                            "template.header_media",
-                            "invalid_header_media",
-                            "Informe `link` ou `id` em `template.header_media`, um dos dois.",
-                        ));
-                    }
-                    if let Some(l) = &link {
-                        if !(l.starts_with("https://") || l.starts_with("http://")) {
-                            return Err(ApiError::invalid(
-                                "template.header_media.link",
-                                "invalid_url",
-                                "`template.header_media.link` deve ser uma URL http(s).",
-                            ));
-                        }
-                    }
-                    Some(engine::template::GivenMedia { kind, link, id })
-                }
-            };
-            SendContent::Template {
-                name,
-                language,
-                given: engine::template::Given {
-                    body: t.params,
-                    header_text: t.header_param.filter(|h| !h.trim().is_empty()),
-                    header_media,
-                    url_suffix: t.button_param.filter(|b| !b.is_empty()),
-                    coupon_code: t.coupon_code.filter(|c| !c.trim().is_empty()),
-                },
-                layout: None,
-                header_text: None,
-            }
-        }
-        (Some(_), Some(_)) => {
+        (None, None, Some(t)) => template_content(t)?,
+        (None, Some(_), Some(_)) => {
             return Err(ApiError::invalid(
                 "text",
                 "ambiguous_content",
                 "Informe `text` ou `template`, não os dois.",
             ))
         }
-        (None, None) => {
+        (None, None, None) => {
             return Err(ApiError::invalid(
                 "text",
                 "required",
@@ -302,6 +151,41 @@ fn parse(body: SendIn) -> Result<(Option<i64>, SendCommand), ApiError> {
             deadline: None,
         },
     ))
+}
+
+/// A send's `template`: a library template by `id` (with `vars`), or one at the provider by
+/// `name` and `language` with its parameters.
+fn template_content(t: TemplateIn) -> Result<SendContent, ApiError> {
+    if let Some(id) = t.id {
+        if t.name.is_some() || !t.params.is_empty() {
+            return Err(ApiError::invalid(
+                "template",
+                "ambiguous_template",
+                "Com `template.id`, informe `vars` em vez de `name` e `params`.",
+            ));
+        }
+        return Ok(SendContent::Library { id, vars: t.vars });
+    }
+    let name = engine::send::template_name(t.name.as_deref())?.to_string();
+    let language = engine::send::language(t.language)?;
+    engine::send::params(&t.params)?;
+    let header_media = match t.header_media {
+        None => None,
+        Some(m) => Some(engine::send::header_media(&m.kind, m.link, m.id)?),
+    };
+    Ok(SendContent::Template {
+        name,
+        language,
+        given: engine::template::Given {
+            body: t.params,
+            header_text: t.header_param.filter(|h| !h.trim().is_empty()),
+            header_media,
+            url_suffix: t.button_param.filter(|b| !b.is_empty()),
+            coupon_code: t.coupon_code.filter(|c| !c.trim().is_empty()),
+        },
+        layout: None,
+        header_text: None,
+    })
 }
 
 /// The send result's `header` (issue 17): a header image's link or a library template's text
