@@ -611,7 +611,7 @@ impl Runtime {
                 let detail = (name != "ok").then_some(SYNC_DETAIL);
                 // A reading at the provider is as new as it gets: stamped now.
                 store
-                    .set_waba_standing(waba.id, name, detail, storage::now_ms())
+                    .set_waba_standing(waba.id, name, detail, self.shared.now_ms())
                     .await?;
                 for e in self.shared.registry.of_waba(account_id, &w.id) {
                     let _ = e.actor.cast(ChannelMsg::WabaStanding(live));
@@ -924,7 +924,7 @@ impl Runtime {
         let counter = self.shared.bm_counter(bm_id).await?;
         let (sent, available, limit) = {
             let mut c = counter.lock().expect("bm counter lock");
-            let now = storage::now_ms();
+            let now = self.shared.now_ms();
             (c.recipients.count(now), c.available(now), c.limit())
         };
         let banned = self

@@ -4,7 +4,7 @@
 use engine::channel::Tier;
 use engine::limits::{RollingUnique, SharedLimit};
 use engine::DAY_MS;
-use storage::{now_ms, Store};
+use storage::Store;
 
 /// A 24 h limit shared by several numbers' actors (a BM's or a sending group's), locked for
 /// each admission (group before BM, always) so admission is serial per limit (issue 15). The
@@ -17,6 +17,7 @@ pub type SharedCounter = std::sync::Arc<std::sync::Mutex<SharedLimit>>;
 pub async fn load_bm_limit(
     store: &Store,
     bm_id: i64,
+    now: i64,
 ) -> Result<SharedLimit, storage::StorageError> {
     let bm = store.bm_unscoped(bm_id).await?;
     let limit = bm
@@ -30,7 +31,7 @@ pub async fn load_bm_limit(
         RollingUnique::estimated(DAY_MS)
     };
     store
-        .bm_business_initiated_recipients_since(bm_id, now_ms() - DAY_MS, |phone, at| {
+        .bm_business_initiated_recipients_since(bm_id, now - DAY_MS, |phone, at| {
             recipients.record(phone, at)
         })
         .await?;
@@ -56,7 +57,8 @@ impl crate::Runtime {
                 .is_exact();
             if limit.is_some() && !exact {
                 // A limit now: the counter must know who counts, from storage.
-                let rebuilt = load_bm_limit(&self.shared.store, bm_id).await?;
+                let rebuilt =
+                    load_bm_limit(&self.shared.store, bm_id, self.shared.now_ms()).await?;
                 *counter.lock().expect("bm counter lock") = rebuilt;
             } else {
                 let mut c = counter.lock().expect("bm counter lock");

@@ -163,7 +163,7 @@ impl Actor for CampaignActor {
         let span = tracing::info_span!("campaign", campaign_id = st.campaign_id);
         match msg {
             CampaignMsg::Tick => {
-                let started = std::time::Instant::now();
+                let started = st.shared.config.clock.instant();
                 if let Err(e) = tick(&myself, st).instrument(span).await {
                     tracing::error!(error = %e, "campaign tick failed");
                 }
@@ -229,7 +229,7 @@ async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<()
     if st.ticks % SWEEP_EVERY_TICKS == 1 {
         sweep(st).await?;
     }
-    let asked_at = std::time::Instant::now();
+    let asked_at = st.shared.config.clock.instant();
     let answers = ask_credits(&st.shared, &st.slots).await;
     phase("credits", asked_at);
     // A group campaign: the group's 24 h headroom bounds the claim; none left pauses it.
@@ -240,7 +240,7 @@ async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<()
             .await?
             .lock()
             .expect("group counter lock")
-            .available(storage::now_ms()),
+            .available(st.shared.now_ms()),
         None => None,
     };
     let grants = engine::campaign::grants(
@@ -261,66 +261,53 @@ async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<()
         &grants,
         st.slots.len(),
     );
-    let dispatch = match step {
+    if take_step(myself, st, step, work.state.as_deref()).await? {
+        claim_tick_work(st, grants.credits, grants.page).await?;
+    }
+    Ok(())
+}
+
+/// Carries out a tick's [`Step`] (`stored`: the state read, for the log); `true` when the tick
+/// goes on to claim and hand out work.
+async fn take_step(
+    myself: &ActorRef<CampaignMsg>,
+    st: &mut CampaignRun,
+    step: Step,
+    stored: Option<&str>,
+) -> Result<bool, ActorError> {
+    let (shared, account, id) = (st.shared.clone(), st.account_id, st.campaign_id);
+    match step {
         Step::Stop => {
             *st.gate.write().await = false;
-            st.shared.campaigns.remove(&st.campaign_id);
-            tracing::info!(
-                state = work.state,
-                "campaign moved elsewhere: its actor stops"
-            );
+            shared.campaigns.remove(&id);
+            tracing::info!(state = stored, "campaign moved elsewhere: its actor stops");
             myself.stop(None);
-            return Ok(());
+            Ok(false)
         }
-        Step::Idle => return Ok(()),
+        Step::Idle => Ok(false),
         Step::Complete => {
-            move_campaign(
-                &st.shared,
-                st.account_id,
-                st.campaign_id,
-                CampaignState::Completed,
-                None,
-            )
-            .await?;
+            move_campaign(&shared, account, id, CampaignState::Completed, None).await?;
             tracing::info!("campaign completed");
-            st.shared.campaigns.remove(&st.campaign_id);
+            shared.campaigns.remove(&id);
             myself.stop(None);
-            return Ok(());
+            Ok(false)
         }
         Step::Pause(reason) => {
             // No number can send: pause with the reasons, keep checking for a recovery.
             st.paused_by_rules = true;
-            move_campaign(
-                &st.shared,
-                st.account_id,
-                st.campaign_id,
-                CampaignState::Paused,
-                Some(&reason),
-            )
-            .await?;
+            move_campaign(&shared, account, id, CampaignState::Paused, Some(&reason)).await?;
             tracing::warn!(reason, "campaign paused");
-            return Ok(());
+            Ok(false)
         }
         Step::Proceed { resume, dispatch } => {
             if resume {
                 st.paused_by_rules = false;
-                move_campaign(
-                    &st.shared,
-                    st.account_id,
-                    st.campaign_id,
-                    CampaignState::Running,
-                    None,
-                )
-                .await?;
+                move_campaign(&shared, account, id, CampaignState::Running, None).await?;
                 tracing::info!("campaign resumed");
             }
-            dispatch
+            Ok(dispatch)
         }
-    };
-    if !dispatch {
-        return Ok(());
     }
-    claim_tick_work(st, grants.credits, grants.page).await
 }
 
 /// Resolves the campaign's in-doubt recipients older than the grace period (D-032).
@@ -329,7 +316,7 @@ async fn sweep(st: &CampaignRun) -> Result<(), ActorError> {
     let swept = st
         .shared
         .store
-        .sweep_in_doubt(st.campaign_id, storage::now_ms() - grace)
+        .sweep_in_doubt(st.campaign_id, st.shared.now_ms() - grace)
         .await?;
     if swept != storage::campaigns::SweepOutcome::default() {
         tracing::info!(
@@ -452,7 +439,7 @@ async fn announce_campaign(
     state: CampaignState,
     reason: Option<&str>,
 ) {
-    let now = storage::now_ms();
+    let now = shared.now_ms();
     let mut events = Vec::with_capacity(before.channels.len());
     for (channel_id, _) in &before.channels {
         let Ok(channel) = shared.store.channel_unscoped(*channel_id).await else {
@@ -490,7 +477,7 @@ async fn claim_and_hand_out(
     pinned: bool,
     shares: &[ClaimShare],
 ) -> Result<Vec<usize>, ActorError> {
-    let started = std::time::Instant::now();
+    let started = st.shared.config.clock.instant();
     // In rounds of at most CLAIM_ROUND recipients, one transaction each: 1:1 sends' writes
     // wait for one round, not for the whole tick's claim (issue 25 part 2, D-076), and on
     // SQLite for one chunk of it (D-094).
@@ -514,7 +501,7 @@ async fn claim_and_hand_out(
             })
             .collect();
         let asked: usize = round.iter().map(|s| s.count).sum();
-        let claim_started = std::time::Instant::now();
+        let claim_started = st.shared.config.clock.instant();
         let got = st
             .shared
             .store
@@ -783,7 +770,7 @@ impl Runtime {
             }
         }
         if let Some(Some(at)) = schedule {
-            if at <= storage::now_ms() {
+            if at <= self.shared.now_ms() {
                 return Err(engine::ValidationError::new(
                     "invalid_date",
                     "scheduled_at",

@@ -26,7 +26,6 @@ use std::sync::Arc;
 use storage::campaigns::{SendResult, Settlement};
 use storage::channels::{ChannelRecord, ChannelSecrets};
 use storage::messages::{MessageRecord, NewInbound, NewOutbound, StatusReport};
-use storage::now_ms;
 use tokio::sync::Semaphore;
 use tracing::Instrument;
 
@@ -337,7 +336,7 @@ async fn load(shared: &Arc<Shared>, channel_id: i64) -> Result<Loaded, ActorErro
     let secrets = store.channel_secrets(channel_id).await?;
     let tier = record.tier.as_deref().and_then(Tier::parse);
     let limited = tier.as_ref().and_then(Tier::limit_24h).is_some();
-    let recipients = recent_recipients(store, record.id, limited).await?;
+    let recipients = recent_recipients(store, record.id, limited, shared.now_ms()).await?;
     let waba = match store
         .waba_by_provider_id(record.account_id, &record.waba_id)
         .await
@@ -374,6 +373,7 @@ async fn recent_recipients(
     store: &storage::Store,
     channel_id: i64,
     limited: bool,
+    now: i64,
 ) -> Result<RollingUnique, ActorError> {
     let mut recipients = if limited {
         RollingUnique::new(DAY_MS)
@@ -381,7 +381,7 @@ async fn recent_recipients(
         RollingUnique::estimated(DAY_MS)
     };
     store
-        .business_initiated_recipients_since(channel_id, now_ms() - DAY_MS, |phone, at| {
+        .business_initiated_recipients_since(channel_id, now - DAY_MS, |phone, at| {
             recipients.record(phone, at)
         })
         .await?;
@@ -458,7 +458,7 @@ impl ChannelState {
     }
 
     fn snapshot(&mut self) -> ChannelSnapshot {
-        let now = now_ms();
+        let now = self.shared.now_ms();
         let health = self.with_limits(|c, l| c.health(now, l));
         let c = &self.channel;
         let mut record = (*self.record).clone();
@@ -472,7 +472,7 @@ impl ChannelState {
 
     /// Refreshes the flag send tasks read right before their provider call.
     fn refresh_blocked(&mut self) {
-        let now = now_ms();
+        let now = self.shared.now_ms();
         let blocked = self.with_limits(|c, l| c.blocked(now, l));
         self.blocked
             .store(blocked, std::sync::atomic::Ordering::Relaxed);
@@ -482,7 +482,7 @@ impl ChannelState {
     /// 24 h limit (-1 unlimited), sent in 24 h and available now (-1 unlimited).
     fn publish_gauges(&mut self) {
         let id = self.record.id.to_string();
-        let now = now_ms();
+        let now = self.shared.now_ms();
         let g = self.with_limits(|c, l| c.gauges(now, l));
         let h = &g.health;
         metrics::gauge!("disparo_channel_quality", "channel_id" => id.clone()).set(g.quality);
@@ -526,7 +526,7 @@ impl ChannelState {
         myself: &ActorRef<ChannelMsg>,
         input: Input,
     ) -> Result<(), ActorError> {
-        let effects = self.channel.apply(input, now_ms());
+        let effects = self.channel.apply(input, self.shared.now_ms());
         let mut first_error = None;
         for effect in effects {
             if let Err(e) = self.carry_out(myself, effect).await {
@@ -554,7 +554,7 @@ impl ChannelState {
             | Effect::StoreCredential(_)
             | Effect::StorePaymentLock(_) => self.persist(myself, effect).await?,
             Effect::RebuildRecipients => {
-                let recipients = recent_recipients(store, id, true).await?;
+                let recipients = recent_recipients(store, id, true, self.shared.now_ms()).await?;
                 self.channel.set_recipients(recipients);
             }
             Effect::MemberLimit(limit) => {
@@ -565,7 +565,8 @@ impl ChannelState {
                 }
             }
             Effect::StatusChanged { status, previous } => {
-                let event = events::session_status(&self.record, status, previous, now_ms());
+                let event =
+                    events::session_status(&self.record, status, previous, self.shared.now_ms());
                 self.shared.emit(&[event]).await;
                 tracing::info!(
                     status = status.as_str(),
@@ -577,7 +578,7 @@ impl ChannelState {
                 metrics::counter!("disparo_channel_backoffs_total", "channel_id" => id.to_string())
                     .increment(1);
                 tracing::warn!(
-                    pause_ms = until - now_ms(),
+                    pause_ms = until - self.shared.now_ms(),
                     rate = self.channel.pacing_rate(),
                     "the provider rate-limited the number; pacing slower"
                 );
@@ -692,7 +693,7 @@ async fn start(
         bm,
     } = load(&shared, args.channel_id).await?;
     let (guardrails, cap_day, cap_sent, cap_authorized) =
-        load_guardrails(&shared, args.channel_id, now_ms()).await?;
+        load_guardrails(&shared, args.channel_id, shared.now_ms()).await?;
     let group = load_group(&shared, &record).await?;
     let (template_missing, template_quality_red) = shared
         .store
@@ -784,7 +785,7 @@ fn input_of(msg: ChannelMsg) -> Result<Input, ChannelMsg> {
 /// Serves a message that asks for something: a send, a read, a provider sync, campaign
 /// credits or work, the guardrails, a reload.
 async fn serve(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut ChannelState) {
-    let now = now_ms();
+    let now = st.shared.now_ms();
     match msg {
         ChannelMsg::Send(cmd, reply) => {
             if let Err(e) = admit_and_send(myself, *cmd, reply, st).await {
@@ -948,7 +949,10 @@ async fn admit_and_send(
 /// Errors: `Unavailable` when the caller gave up, `Validation` for unprepared content,
 /// `WindowClosed`, `BusinessInitiatedRefused` with the health code.
 async fn admit(cmd: &SendCommand, st: &mut ChannelState) -> Result<(), ActorError> {
-    if cmd.deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+    if cmd
+        .deadline
+        .is_some_and(|d| st.shared.config.clock.instant() >= d)
+    {
         // The caller has given up: nothing is written or sent.
         return Err(ActorError::Unavailable);
     }
@@ -968,7 +972,7 @@ async fn admit(cmd: &SendCommand, st: &mut ChannelState) -> Result<(), ActorErro
             group_limited: cmd.group_limited,
         },
     };
-    let now = now_ms();
+    let now = st.shared.now_ms();
     st.with_limits(|c, l| c.admit_one_to_one(to, send, now, l))
         .map_err(|r| match r {
             Refusal::WindowClosed => ActorError::WindowClosed,
@@ -1065,13 +1069,13 @@ impl SendTask {
         deadline: Option<std::time::Instant>,
         reply: RpcReplyPort<Result<MessageRecord, ActorError>>,
     ) {
-        let asked = std::time::Instant::now();
+        let asked = self.shared.config.clock.instant();
         let Ok(_permit) = self.in_flight.clone().acquire_owned().await else {
             let _ = reply.send(Err(ActorError::Unavailable));
             return;
         };
         api_send_phase("window", asked.elapsed());
-        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+        if deadline.is_some_and(|d| self.shared.config.clock.instant() >= d) {
             // The caller gave up while the send waited for the window: nothing is written or
             // sent now, when nobody expects it (a retry would send it a second time).
             tracing::warn!("caller gave up before the provider call; send dropped");
@@ -1080,7 +1084,7 @@ impl SendTask {
         }
         // Written `sending` right before the call: the row exists before the provider can
         // report a status for it, and a crash in between leaves it in doubt, as it should.
-        let writing = std::time::Instant::now();
+        let writing = self.shared.config.clock.instant();
         let written = self
             .shared
             .store
@@ -1098,7 +1102,7 @@ impl SendTask {
                 return;
             }
         };
-        let calling = std::time::Instant::now();
+        let calling = self.shared.config.clock.instant();
         let res = self
             .call(prepared, format!("{CALLBACK_PREFIX}{}", queued.id))
             .await;
@@ -1157,14 +1161,15 @@ impl SendTask {
             .increment(1);
         let record = self.record.clone();
         let base = self.shared.config.public_url.clone();
-        let answering = std::time::Instant::now();
+        let now = self.shared.now_ms();
+        let answering = self.shared.config.clock.instant();
         let result = self
             .shared
             .store
             .mark_message_sent(
                 queued,
                 wamid,
-                Box::new(move |m| vec![events::message_sent(&record, m, now_ms(), &base)]),
+                Box::new(move |m| vec![events::message_sent(&record, m, now, &base)]),
             )
             .await;
         api_send_phase("answer", answering.elapsed());
@@ -1208,7 +1213,7 @@ impl SendTask {
         if let Err(se) = self
             .shared
             .store
-            .mark_message_failed(queued.id, code, &title, None, now_ms())
+            .mark_message_failed(queued.id, code, &title, None, self.shared.now_ms())
             .await
         {
             tracing::error!(message_id = queued.id, error = %se, "could not record a refused send");
@@ -1254,7 +1259,7 @@ async fn apply_sync(
 /// before this batch stops it, as do the 24 h limit and today's cap), books it a cadence slot
 /// and spawns its send; a refused one goes back to `planned`.
 async fn dispatch(myself: ActorRef<ChannelMsg>, batch: Dispatch, st: &mut ChannelState) {
-    let now = now_ms();
+    let now = st.shared.now_ms();
     for item in batch.items {
         let admitted =
             st.with_limits(|c, l| c.admit_campaign(&item.phone, batch.group_limited, now, l));
@@ -1347,8 +1352,8 @@ impl CampaignSend {
         request: SendMessageRequest,
         send_at: i64,
     ) {
-        let admitted = std::time::Instant::now();
-        let wait = send_at - now_ms();
+        let admitted = self.shared.config.clock.instant();
+        let wait = send_at - self.shared.now_ms();
         if wait > 0 {
             tokio::time::sleep(std::time::Duration::from_millis(wait as u64)).await;
         }
@@ -1356,7 +1361,7 @@ impl CampaignSend {
         // Counts against today's cap when the provider took it or may have (as rebuilt from
         // storage at start: refusals without a provider id do not count).
         let sent = matches!(result, SendResult::Sent { .. } | SendResult::InDoubt);
-        let handed = std::time::Instant::now();
+        let handed = self.shared.config.clock.instant();
         settle(&self.shared, &self.record, recipient_id, message_id, result).await;
         // Waiting for room in the writer's queue (s): above zero, the writer is the bound.
         send_phase("handoff", handed.elapsed());
@@ -1390,7 +1395,7 @@ impl CampaignSend {
             if self.blocked() {
                 return SendResult::Replan;
             }
-            let called = std::time::Instant::now();
+            let called = self.shared.config.clock.instant();
             let res = self
                 .shared
                 .graph

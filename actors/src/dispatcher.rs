@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 use storage::webhooks::{Attempt, AttemptOutcome, DueDelivery};
-use storage::{now_ms, Store};
+use storage::Store;
 use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
 
@@ -67,6 +67,8 @@ pub struct DispatcherConfig {
     /// Bodies of the provider webhook log older than this are dropped (the lines stay;
     /// `DISPARO_PROVIDER_LOG_RETENTION_MS`, D-061).
     pub log_body_retention: Duration,
+    /// The runtime's clock (issue 51).
+    pub clock: crate::clock::Clock,
 }
 
 /// Start arguments.
@@ -353,13 +355,15 @@ impl Actor for WebhookDispatcher {
             DispatcherMsg::Gauges => match st.store.outbox_backlog().await {
                 Ok((pending, oldest)) => {
                     metrics::gauge!("disparo_webhook_backlog").set(pending as f64);
-                    let age = oldest.map_or(0.0, |t| (now_ms() - t).max(0) as f64 / 1000.0);
+                    let age = oldest.map_or(0.0, |t| {
+                        (st.config.clock.now_ms() - t).max(0) as f64 / 1000.0
+                    });
                     metrics::gauge!("disparo_webhook_oldest_pending_seconds").set(age);
                 }
                 Err(e) => tracing::warn!(error = %e, "could not read the webhook backlog"),
             },
             DispatcherMsg::Purge => {
-                let before = now_ms() - st.config.retention.as_millis() as i64;
+                let before = st.config.clock.now_ms() - st.config.retention.as_millis() as i64;
                 match st.store.purge_deliveries(before).await {
                     Ok(0) => {}
                     Ok(n) => {
@@ -367,7 +371,8 @@ impl Actor for WebhookDispatcher {
                     }
                     Err(e) => tracing::error!(error = %e, "could not purge webhook deliveries"),
                 }
-                let before = now_ms() - st.config.log_body_retention.as_millis() as i64;
+                let before =
+                    st.config.clock.now_ms() - st.config.log_body_retention.as_millis() as i64;
                 if let Err(e) = st.store.purge_provider_log_bodies(before).await {
                     tracing::error!(error = %e, "could not drop provider log bodies");
                 }
@@ -437,7 +442,7 @@ async fn poll(myself: &ActorRef<DispatcherMsg>, st: &mut DispatcherState) {
         return;
     }
     metrics::counter!("disparo_webhook_polls_total").increment(1);
-    let now = now_ms();
+    let now = st.config.clock.now_ms();
     let per_endpoint = st.config.max_per_endpoint;
     let mut fresh = false;
     let ids = loop {
@@ -518,7 +523,7 @@ async fn lease(st: &mut DispatcherState) {
     if st.leased_at.is_some_and(|t| t.elapsed() < LEASE_EVERY) {
         return;
     }
-    st.leased_at = Some(std::time::Instant::now());
+    st.leased_at = Some(st.config.clock.instant());
     let hold = st.store.session_ttl_ms() + st.config.timeout.as_millis() as i64;
     if let Err(e) = st.store.lease_subscriptions(hold).await {
         tracing::warn!(error = %e, "webhook subscription leases not renewed");
@@ -543,7 +548,7 @@ async fn read_window(st: &mut DispatcherState) -> storage::Result<Window> {
             .filter(|(_, n)| *n >= storage::webhooks::DUE_WINDOW)
             .map(|(s, _)| s)
             .collect(),
-        read_at: std::time::Instant::now(),
+        read_at: st.config.clock.instant(),
     })
 }
 
@@ -652,7 +657,7 @@ async fn finish(ctx: Ctx<'_>, d: &DueDelivery, status_code: Option<u16>, error: 
         Some(ms) => AttemptOutcome::Retry {
             status_code,
             error,
-            next_at: now_ms() + ms as i64,
+            next_at: ctx.config.clock.now_ms() + ms as i64,
         },
         None => AttemptOutcome::GiveUp { status_code, error },
     };
@@ -691,7 +696,7 @@ async fn record(ctx: Ctx<'_>, d: &DueDelivery, outcome: AttemptOutcome) {
     let Some(since) = failing_since else {
         return;
     };
-    if now_ms() - since < ctx.config.disable_after.as_millis() as i64 {
+    if ctx.config.clock.now_ms() - since < ctx.config.disable_after.as_millis() as i64 {
         return;
     }
     if let Err(e) = disable(ctx.store, d, since, &last_error).await {

@@ -60,7 +60,7 @@ impl Runtime {
                     severity: a.alert_info.alert_severity,
                     status: a.alert_info.alert_status,
                     description: a.alert_info.alert_description,
-                    received_at: storage::now_ms(),
+                    received_at: self.shared.now_ms(),
                 };
                 for account in &accounts {
                     store.record_provider_alert(*account, &alert).await?;

@@ -19,7 +19,6 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 use storage::groups::GroupRecord;
 use storage::messages::MessageRecord;
-use storage::now_ms;
 use storage::templates::TemplateRecord;
 
 /// The shared counter of a group (its rules: [`engine::limits::SharedLimit`]).
@@ -34,9 +33,11 @@ impl Shared {
         let g = self.store.group_unscoped(group_id).await?;
         let mut recipients = RollingUnique::new(DAY_MS);
         self.store
-            .group_business_initiated_recipients_since(group_id, now_ms() - DAY_MS, |phone, at| {
-                recipients.record(phone, at)
-            })
+            .group_business_initiated_recipients_since(
+                group_id,
+                self.now_ms() - DAY_MS,
+                |phone, at| recipients.record(phone, at),
+            )
             .await?;
         let built = engine::limits::SharedLimit::group(g.name, g.limit_24h, recipients);
         Ok(self
@@ -88,8 +89,8 @@ pub struct GroupRun {
 
 impl GroupRun {
     fn state(&self) -> GroupState {
+        let now = self.shared.now_ms();
         let mut c = self.counter.lock().expect("group counter lock");
-        let now = now_ms();
         GroupState {
             id: self.id,
             name: c.name.clone(),
@@ -196,7 +197,12 @@ pub(crate) fn spawn_scheduler(rt: Runtime) {
             if rt.shared.shutting_down() {
                 return;
             }
-            let due = match rt.shared.store.due_scheduled_campaigns(now_ms()).await {
+            let due = match rt
+                .shared
+                .store
+                .due_scheduled_campaigns(rt.shared.now_ms())
+                .await
+            {
                 Ok(d) => d,
                 Err(e) => {
                     tracing::warn!(error = %e, "could not read scheduled campaigns");
@@ -647,7 +653,7 @@ impl Runtime {
             )
         };
         if input.start {
-            match input.scheduled_at.filter(|at| *at > now_ms()) {
+            match input.scheduled_at.filter(|at| *at > self.shared.now_ms()) {
                 Some(at) => self.shared.store.schedule_campaign(view.id, at).await?,
                 None => {
                     self.start_campaign(account_id, view.id).await?;
@@ -708,8 +714,8 @@ impl Runtime {
         }
         let counter = self.shared.group_counter(group_id).await?;
         {
+            let now = self.shared.now_ms();
             let mut c = counter.lock().expect("group counter lock");
-            let now = now_ms();
             if !c.recipients.contains(to.as_str(), now) && c.available(now) == Some(0) {
                 return Err(ActorError::GroupExhausted);
             }

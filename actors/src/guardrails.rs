@@ -92,7 +92,7 @@ impl Runtime {
         by: &str,
     ) -> Result<GuardrailView, ActorError> {
         let actor = self.channel_actor(account_id, channel_id)?;
-        let day = guardrail::local_day(storage::now_ms());
+        let day = guardrail::local_day(self.shared.now_ms());
         let total = self
             .shared
             .store

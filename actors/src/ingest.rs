@@ -15,7 +15,6 @@ use provider::wire::{ChangeValue, MessagesValue, WebhookPayload};
 use std::collections::HashMap;
 use std::sync::Arc;
 use storage::messages::{NewInbound, StatusReport};
-use storage::now_ms;
 
 /// What one provider webhook did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -211,8 +210,7 @@ fn count_statuses(v: &MessagesValue) {
     }
 }
 
-fn status_reports(v: &MessagesValue) -> Vec<StatusReport> {
-    let now = now_ms();
+fn status_reports(v: &MessagesValue, now: i64) -> Vec<StatusReport> {
     count_statuses(v);
     v.statuses
         .iter()
@@ -236,8 +234,7 @@ fn status_reports(v: &MessagesValue) -> Vec<StatusReport> {
         .collect()
 }
 
-fn inbound_messages(v: &MessagesValue, entry: &ChannelEntry) -> Vec<NewInbound> {
-    let now = now_ms();
+fn inbound_messages(v: &MessagesValue, entry: &ChannelEntry, now: i64) -> Vec<NewInbound> {
     v.messages
         .iter()
         .filter_map(|m| {
@@ -379,6 +376,8 @@ struct Reader<'a> {
     routed: Option<Arc<ChannelEntry>>,
     verifier: Verifier<'a>,
     report: IngestReport,
+    /// When the webhook arrived, ms.
+    now: i64,
     /// Some change was verified for a channel.
     any_verified: bool,
     /// Some change named a channel whose secret did not verify it.
@@ -502,7 +501,7 @@ impl Reader<'_> {
         if !self.verifies(&target) {
             return;
         }
-        let s = status_reports(v);
+        let s = status_reports(v, self.now);
         if !s.is_empty() {
             self.work
                 .statuses
@@ -511,7 +510,7 @@ impl Reader<'_> {
                 .1
                 .extend(s);
         }
-        let m = inbound_messages(v, &target);
+        let m = inbound_messages(v, &target, self.now);
         if !m.is_empty() {
             self.work
                 .inbound
@@ -701,6 +700,7 @@ impl Runtime {
             routed,
             verifier,
             report: IngestReport::default(),
+            now: shared.now_ms(),
             any_verified: false,
             any_unverified: false,
             work: WebhookWork::default(),
@@ -708,7 +708,7 @@ impl Runtime {
         for entry in &payload.entry {
             // When the provider sent the entry (ms): later-arriving older events of a field
             // do not override newer ones (issue 46).
-            let sent_at = entry.time.map_or_else(now_ms, |s| s.saturating_mul(1000));
+            let sent_at = entry.time.map_or(reader.now, |s| s.saturating_mul(1000));
             for change in &entry.changes {
                 reader.change(&entry.id, sent_at, change);
             }

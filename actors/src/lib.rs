@@ -15,6 +15,7 @@ pub mod bm;
 pub mod campaign;
 pub mod campaigns;
 pub mod channel;
+pub mod clock;
 pub mod connect;
 pub mod dispatcher;
 pub mod error;
@@ -116,6 +117,8 @@ pub struct RuntimeConfig {
     /// `DISPARO_ENABLED`: when set, every account's dispatch switch takes this value at start
     /// (D-062); unset, the stored switches stand.
     pub dispatch_enabled: Option<bool>,
+    /// The clock every actor reads (issue 51): the system's, or a manual one in tests.
+    pub clock: clock::Clock,
 }
 
 impl Default for RuntimeConfig {
@@ -145,6 +148,7 @@ impl Default for RuntimeConfig {
             node_ttl: Duration::from_millis(storage::sessions::DEFAULT_SESSION_TTL_MS as u64),
             hygiene: None,
             dispatch_enabled: None,
+            clock: clock::Clock::system(),
         }
     }
 }
@@ -199,7 +203,7 @@ impl Shared {
         if let Some(c) = self.bm_counters.get(&bm_id) {
             return Ok(c.clone());
         }
-        let built = bm::load_bm_limit(&self.store, bm_id).await?;
+        let built = bm::load_bm_limit(&self.store, bm_id, self.now_ms()).await?;
         Ok(self
             .bm_counters
             .entry(bm_id)
@@ -214,6 +218,11 @@ impl Shared {
             Ok(_) => {}
             Err(e) => tracing::error!(error = %e, "could not write events to the outbox"),
         }
+    }
+
+    /// Now, ms since the epoch, by the runtime's [`clock::Clock`].
+    pub fn now_ms(&self) -> i64 {
+        self.config.clock.now_ms()
     }
 
     /// Whether the runtime is stopping (actors that end are not restarted).
@@ -282,6 +291,7 @@ impl Runtime {
                     disable_after: config.webhook_disable_after,
                     retention: config.webhook_retention,
                     log_body_retention: config.provider_log_retention,
+                    clock: config.clock.clone(),
                 },
             },
         )
@@ -506,7 +516,7 @@ impl Runtime {
         // The actor drops a send it reaches after this wait ran out: the caller has given up
         // by then, and a send made later would be a second message if it retries.
         let timeout = self.shared.config.call_timeout;
-        cmd.deadline = Some(std::time::Instant::now() + timeout);
+        cmd.deadline = Some(self.shared.config.clock.instant() + timeout);
         ask(&actor, |r| ChannelMsg::Send(Box::new(cmd), r), timeout).await?
     }
 
@@ -666,7 +676,7 @@ impl Runtime {
         id: i64,
         overlap: Duration,
     ) -> Result<(engine::Secret, i64), ActorError> {
-        let until = storage::now_ms() + overlap.as_millis() as i64;
+        let until = self.shared.now_ms() + overlap.as_millis() as i64;
         let secret = self
             .shared
             .store

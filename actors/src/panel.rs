@@ -1927,7 +1927,7 @@ impl Runtime {
         let unvalidated = self
             .shared
             .store
-            .unvalidated_wabas_since(account_id, storage::now_ms() - engine::DAY_MS)
+            .unvalidated_wabas_since(account_id, self.shared.now_ms() - engine::DAY_MS)
             .await?;
         for b in bms {
             let named = wabas
@@ -2035,7 +2035,7 @@ impl Runtime {
         const HOUR_MS: i64 = 3_600_000;
         let store = &self.shared.store;
         let channels = store.scoped_channels(account_id, scope).await?;
-        let current = storage::now_ms() / HOUR_MS * HOUR_MS;
+        let current = self.shared.now_ms() / HOUR_MS * HOUR_MS;
         let first = current - (hours - 1) * HOUR_MS;
         let rows = store.sends_per_hour(account_id, first).await?;
         let numeros = channels

@@ -503,7 +503,7 @@ impl Runtime {
         };
         match progress.status {
             JobStatus::Queued | JobStatus::Running => {
-                let age = storage::now_ms() - c.hygiene_submitted_at.unwrap_or(c.created_at);
+                let age = self.shared.now_ms() - c.hygiene_submitted_at.unwrap_or(c.created_at);
                 let limit = self.shared.hygiene_job_timeout.as_millis() as i64;
                 if age > limit {
                     return fail(format!("tempo esgotado ({} s sem terminar)", limit / 1000)).await;

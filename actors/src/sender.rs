@@ -110,7 +110,7 @@ impl Runtime {
         let counts = self
             .shared
             .store
-            .outbound_counts_since(account_id, storage::now_ms() - engine::DAY_MS)
+            .outbound_counts_since(account_id, self.shared.now_ms() - engine::DAY_MS)
             .await?;
         Ok(snaps
             .into_iter()

@@ -24,7 +24,6 @@ use std::sync::{Arc, Weak};
 use storage::campaigns::Settlement;
 use storage::channels::ChannelRecord;
 use storage::messages::StatusReport;
-use storage::now_ms;
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
@@ -150,7 +149,7 @@ fn spawn_one(
                     return;
                 };
                 if !batch.is_empty() {
-                    let started = std::time::Instant::now();
+                    let started = shared.config.clock.instant();
                     write(&shared, &batch).await;
                     // One settlement transaction, with its wait for the write connection (s).
                     metrics::histogram!("disparo_store_batch_seconds", "writer" => "settlements")
@@ -159,7 +158,7 @@ fn spawn_one(
                     batch.clear();
                 }
                 if !jobs.is_empty() {
-                    let started = std::time::Instant::now();
+                    let started = shared.config.clock.instant();
                     apply_statuses(&shared, std::mem::take(&mut jobs)).await;
                     // One status transaction, with its wait for the write connection (s).
                     metrics::histogram!("disparo_store_batch_seconds", "writer" => "statuses")
@@ -219,6 +218,7 @@ async fn write(shared: &Shared, batch: &[SettleItem]) {
     let settlements: Vec<Settlement> = batch.iter().map(|i| i.settlement.clone()).collect();
     let mut pending: Vec<usize> = (0..batch.len()).collect();
     let mut delay = std::time::Duration::from_millis(50);
+    let now = shared.now_ms();
     for attempt in 1..=5 {
         let res = shared
             .store
@@ -226,7 +226,7 @@ async fn write(shared: &Shared, batch: &[SettleItem]) {
                 vec![events::message_sent(
                     &batch[i].record,
                     m,
-                    now_ms(),
+                    now,
                     &shared.config.public_url,
                 )]
             })

@@ -250,7 +250,7 @@ impl Actor for CampaignSupervisor {
             return Ok(());
         }
         st.shared.campaigns.remove(&campaign_id);
-        let now = std::time::Instant::now();
+        let now = st.shared.config.clock.instant();
         let recent = st.restarts.entry(campaign_id).or_default();
         recent.retain(|t| now.duration_since(*t) < CAMPAIGN_RESTART_WINDOW);
         if recent.len() >= CAMPAIGN_RESTART_BUDGET {

@@ -929,7 +929,7 @@ impl Runtime {
             kind: EventKind::TemplateStatus,
             channel: crate::events::channel_object(&channel),
             data: json!({"template_id": t.id, "name": t.name, "provider_name": r.provider_name, "language": t.language, "event": event, "status": status, "reason": reason}),
-            created_at: storage::now_ms(),
+            created_at: self.shared.now_ms(),
         })
     }
 
