@@ -1551,6 +1551,48 @@ async fn a_cancel_made_elsewhere_stops_the_campaigns_actor(backend: Backend) {
     assert_eq!(c["state"], "cancelled");
 }
 
+/// A recipient whose stored variables cannot be read (corrupt JSON) or lack a value the
+/// template needs fails with that reason and no provider call; the others are sent (issue 51:
+/// corrupt stored JSON is an error, not an empty default sent to the provider).
+async fn a_recipient_with_unreadable_variables_fails_without_a_call(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (a, na) = fast_channel(&app).await;
+    let template = approved_template(&app, &[a]).await;
+    let id = new_campaign(&app, template, &[(a, 1)], 6, "5511920").await;
+    sqlx::any::install_default_drivers();
+    let db = sqlx::AnyPool::connect(&app.db.url).await.unwrap();
+    let rows: Vec<(i64,)> =
+        sqlx::query_as("SELECT id FROM campaign_recipients WHERE campaign_id = $1 ORDER BY id")
+            .bind(id)
+            .fetch_all(&db)
+            .await
+            .unwrap();
+    for (row, vars) in [(rows[0].0, "{não é json"), (rows[1].0, r#"{"cupom": "X"}"#)] {
+        sqlx::query("UPDATE campaign_recipients SET vars = $1 WHERE id = $2")
+            .bind(vars)
+            .bind(row)
+            .execute(&db)
+            .await
+            .unwrap();
+    }
+    app.post(&format!("/api/v1/campaigns/{id}/start"), json!({}))
+        .await;
+    let done = wait_settled(&app, id, "completed").await;
+    assert_eq!(done["stats"]["failed"], 2, "{done}");
+    assert_eq!(done["stats"]["sent"], 4, "{done}");
+    assert_eq!(sent_by(&app, &na.phone_number_id).await, 4);
+    let titles: Vec<(String,)> = sqlx::query_as(
+        "SELECT m.error_title FROM messages m JOIN campaign_recipients r ON r.message_id = m.id \
+         WHERE r.campaign_id = $1 AND m.status = 'failed' ORDER BY r.id",
+    )
+    .bind(id)
+    .fetch_all(&db)
+    .await
+    .unwrap();
+    assert!(titles[0].0.contains("ilegíveis"), "{titles:?}");
+    assert!(titles[1].0.contains("Faltam valores para"), "{titles:?}");
+}
+
 on_both_backends! {
     cancelled_elsewhere => a_cancel_made_elsewhere_stops_the_campaigns_actor;
     paced => a_number_is_paced_at_its_provider_throughput;
@@ -1561,4 +1603,5 @@ on_both_backends! {
     supervised => a_campaign_actor_that_dies_is_restarted_and_sends_each_recipient_once;
     error_kinds => provider_errors_are_handled_by_kind;
     resend => failed_messages_are_resent_through_another_number;
+    unreadable_vars => a_recipient_with_unreadable_variables_fails_without_a_call;
 }

@@ -129,11 +129,11 @@ impl Actor for CampaignActor {
         Ok(CampaignRun {
             campaign_id: campaign.id,
             account_id: campaign.account_id,
-            var_map: serde_json::from_value(campaign.var_map.clone()).unwrap_or_default(),
+            var_map: crate::error::stored_json("var_map da campanha", &campaign.var_map)?,
             template,
             slots: slots_of(&campaign),
             pinned,
-            paused_by_rules: campaign.state == "paused",
+            paused_by_rules: CampaignState::parse(&campaign.state) == Some(CampaignState::Paused),
             ticks: 0,
             group_id: campaign.group_id,
             sequential: campaign.mode == "sequential",
@@ -221,6 +221,25 @@ async fn ask_credits(shared: &Shared, slots: &[Slot]) -> Vec<CreditAnswer> {
         });
     }
     answers
+}
+
+/// What a claimed recipient's stored variables give the template (the campaign's header image
+/// added), or why they cannot: unreadable JSON, or a value the template needs and the row
+/// lacks (no default).
+fn recipient_given(st: &CampaignRun, vars: &str) -> Result<engine::template::Given, String> {
+    let vars: BTreeMap<String, String> = serde_json::from_str(vars)
+        .map_err(|e| format!("As variáveis guardadas do destinatário estão ilegíveis: {e}"))?;
+    let mut given = engine::library::render(&st.template.body, &st.var_map, &vars)
+        .map_err(|missing| format!("Faltam valores para: {}", missing.join(", ")))?;
+    given.header_media = st
+        .header_image
+        .as_ref()
+        .map(|link| engine::template::GivenMedia {
+            kind: engine::template::HeaderMedia::Image,
+            link: Some(link.clone()),
+            id: None,
+        });
+    Ok(given)
 }
 
 async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<(), ActorError> {
@@ -595,17 +614,7 @@ async fn hand_out(
     let items: Vec<DispatchItem> = claimed
         .into_iter()
         .map(|c| {
-            let vars: BTreeMap<String, String> = serde_json::from_str(&c.vars).unwrap_or_default();
-            let mut given =
-                engine::library::render(&st.template.body, &st.var_map, &vars).unwrap_or_default();
-            given.header_media =
-                st.header_image
-                    .as_ref()
-                    .map(|link| engine::template::GivenMedia {
-                        kind: engine::template::HeaderMedia::Image,
-                        link: Some(link.clone()),
-                        id: None,
-                    });
+            let given = recipient_given(st, &c.vars);
             DispatchItem {
                 recipient_id: c.recipient_id,
                 message_id: c.message_id,

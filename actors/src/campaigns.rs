@@ -341,7 +341,7 @@ impl Runtime {
         }
         let var_map: VarMap = match input.var_map.clone() {
             Some(v) => v,
-            None => serde_json::from_value(template.var_map.clone()).unwrap_or_default(),
+            None => crate::error::stored_json("var_map do template", &template.var_map)?,
         };
         let draft = Draft {
             provider_name: template.provider_name.clone(),
@@ -350,7 +350,7 @@ impl Runtime {
             body: template.body.clone(),
             header_text: template.header_text.clone(),
             footer_text: template.footer_text.clone(),
-            buttons: serde_json::from_value(template.buttons.clone()).unwrap_or_default(),
+            buttons: crate::error::stored_json("botões do template", &template.buttons)?,
             var_map: var_map.clone(),
         };
         let var_problems: Vec<_> = problems(&draft)
@@ -478,7 +478,7 @@ impl Runtime {
             .into());
         }
         let template = store.template(account_id, campaign.template_id).await?;
-        let var_map: VarMap = serde_json::from_value(campaign.var_map.clone()).unwrap_or_default();
+        let var_map: VarMap = crate::error::stored_json("var_map da campanha", &campaign.var_map)?;
         let Audience {
             valid,
             invalid,

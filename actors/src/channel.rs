@@ -249,8 +249,10 @@ pub struct DispatchItem {
     /// Phone digits.
     pub phone: String,
     /// What the recipient's row gave (body, header variable, URL suffix) and the campaign's
-    /// header media.
-    pub given: engine::template::Given,
+    /// header media; `Err` with the reason (pt-BR) when the row's stored variables are
+    /// unreadable or lack a value the template needs: the recipient fails without a provider
+    /// call (issue 51).
+    pub given: Result<engine::template::Given, String>,
 }
 
 pub use engine::channel::machine::{CADENCE_HORIZON_MS, CAMPAIGN_WINDOW, PAYMENT_LOCK_MS};
@@ -1261,6 +1263,25 @@ async fn apply_sync(
 async fn dispatch(myself: ActorRef<ChannelMsg>, batch: Dispatch, st: &mut ChannelState) {
     let now = st.shared.now_ms();
     for item in batch.items {
+        let given = match item.given {
+            Ok(given) => given,
+            Err(reason) => {
+                let failed = SendResult::Failed {
+                    code: None,
+                    reason,
+                    skip: false,
+                };
+                settle(
+                    &st.shared,
+                    &st.record,
+                    item.recipient_id,
+                    item.message_id,
+                    failed,
+                )
+                .await;
+                continue;
+            }
+        };
         let admitted =
             st.with_limits(|c, l| c.admit_campaign(&item.phone, batch.group_limited, now, l));
         let Ok(send_at) = admitted else {
@@ -1277,7 +1298,7 @@ async fn dispatch(myself: ActorRef<ChannelMsg>, batch: Dispatch, st: &mut Channe
         let payload = TemplatePayload::filled(
             &batch.template_name,
             &batch.language,
-            &batch.layout.fill(&item.given),
+            &batch.layout.fill(&given),
         );
         let request = SendMessageRequest::template(&item.phone, payload)
             .with_callback_data(format!("{CALLBACK_PREFIX}{}", item.message_id));

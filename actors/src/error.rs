@@ -115,3 +115,18 @@ impl From<provider::ProviderError> for ActorError {
         }
     }
 }
+
+/// Reads a JSON column of a stored record (`what` names it for the log): a value that does not
+/// decode is corrupt data, an error, never a silent default (issue 51).
+///
+/// Errors: [`ActorError::Storage`] with [`storage::StorageError::Corrupt`].
+pub fn stored_json<T: serde::de::DeserializeOwned>(
+    what: &str,
+    value: &serde_json::Value,
+) -> Result<T, ActorError> {
+    T::deserialize(value).map_err(|e| {
+        ActorError::Storage(storage::StorageError::Corrupt(format!(
+            "{what} ilegível: {e}"
+        )))
+    })
+}

@@ -934,7 +934,7 @@ impl Runtime {
             .and_then(|f| serde_json::from_value(f.data.clone()).ok())
             .unwrap_or_default();
         let var_map: engine::library::VarMap =
-            serde_json::from_value(c.var_map.clone()).unwrap_or_default();
+            crate::error::stored_json("var_map da campanha", &c.var_map)?;
         let mut given =
             engine::library::render(&template.body, &var_map, &row).map_err(|missing| {
                 ActorError::Rejected {
