@@ -8,7 +8,6 @@
 use crate::channel::{ChannelMsg, ChannelSnapshot, SendCommand, SendContent};
 use crate::error::ActorError;
 use crate::{ask, Runtime, Shared};
-use engine::channel::Tone;
 use engine::limits::RollingUnique;
 use engine::phone::Phone;
 use engine::DAY_MS;
@@ -663,6 +662,44 @@ impl Runtime {
         Ok((self.campaign_view(account_id, view.id).await?, added))
     }
 
+    /// The library template `template_id` of `account_id`, when it is approved on every one of
+    /// `members`.
+    ///
+    /// Errors: `unknown_template` (422), `template_missing` with the numbers it is missing on.
+    async fn group_template(
+        &self,
+        account_id: i64,
+        template_id: i64,
+        members: &[i64],
+    ) -> Result<TemplateRecord, ActorError> {
+        let store = &self.shared.store;
+        let template = match store.template(account_id, template_id).await {
+            Ok(t) => t,
+            Err(storage::StorageError::NotFound) => {
+                return Err(engine::ValidationError::new(
+                    "unknown_template",
+                    "template_id",
+                    "`template_id` não é um template da biblioteca desta conta.",
+                )
+                .into())
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let on = store.template_channels(template.id).await?;
+        let missing: Vec<Value> = members
+            .iter()
+            .filter_map(|m| crate::campaigns::not_approved(&on, *m))
+            .collect();
+        if !missing.is_empty() {
+            return Err(rejected(
+                "template_missing",
+                "O template não está aprovado em todos os números do grupo.",
+                json!({"missing": missing}),
+            ));
+        }
+        Ok(template)
+    }
+
     /// `POST /groups/{id}/messages`: a library template to `to` through the number of the
     /// group with most headroom now (`idempotency_key` bound to the message as in
     /// [`Runtime::send`]). Errors: 422 `template_missing` with `missing` when the
@@ -686,59 +723,25 @@ impl Runtime {
                 json!({}),
             ));
         }
-        let store = &self.shared.store;
-        let template = match store.template(account_id, template_id).await {
-            Ok(t) => t,
-            Err(storage::StorageError::NotFound) => {
-                return Err(engine::ValidationError::new(
-                    "unknown_template",
-                    "template_id",
-                    "`template_id` não é um template da biblioteca desta conta.",
-                )
-                .into())
-            }
-            Err(e) => return Err(e.into()),
-        };
-        let on = store.template_channels(template.id).await?;
-        let missing: Vec<Value> = state
-            .members
-            .iter()
-            .filter_map(|m| crate::campaigns::not_approved(&on, *m))
-            .collect();
-        if !missing.is_empty() {
-            return Err(rejected(
-                "template_missing",
-                "O template não está aprovado em todos os números do grupo.",
-                json!({"missing": missing}),
-            ));
-        }
+        let template = self
+            .group_template(account_id, template_id, &state.members)
+            .await?;
         let counter = self.shared.group_counter(group_id).await?;
+        let now = self.shared.now_ms();
+        if !counter
+            .lock()
+            .expect("group counter lock")
+            .fits(Some(to.as_str()), now)
         {
-            let now = self.shared.now_ms();
-            let mut c = counter.lock().expect("group counter lock");
-            if !c.recipients.contains(to.as_str(), now) && c.available(now) == Some(0) {
-                return Err(ActorError::GroupExhausted);
-            }
+            return Err(ActorError::GroupExhausted);
         }
         // The number with most headroom now (unlimited first), among those that can send.
-        let mut best: Option<(i64, i64)> = None;
+        let mut members = Vec::with_capacity(state.members.len());
         for id in &state.members {
-            let s = self.snapshot(account_id, *id).await?;
-            if s.health.tone == Tone::Bad || s.health.available == 0 {
-                continue;
-            }
-            let headroom = if s.health.available < 0 {
-                i64::MAX
-            } else {
-                s.health.available
-            };
-            if best.is_none_or(|(_, h)| headroom > h) {
-                best = Some((*id, headroom));
-            }
+            members.push((*id, self.snapshot(account_id, *id).await?.health));
         }
-        let Some((channel_id, _)) = best else {
-            return Err(ActorError::GroupExhausted);
-        };
+        let channel_id = engine::group::sender(members.iter().map(|(id, h)| (*id, h)))
+            .ok_or(ActorError::GroupExhausted)?;
         let cmd = SendCommand {
             to,
             content: SendContent::Template {

@@ -8,6 +8,7 @@ pub mod access;
 pub mod campaign;
 pub mod channel;
 pub mod error;
+pub mod group;
 pub mod guardrail;
 pub mod library;
 pub mod limits;
