@@ -723,6 +723,56 @@ impl Runtime {
         Ok((reader.report, reader.work))
     }
 
+    /// A WABA's new standing (`account_update`), for the accounts whose channels' secrets
+    /// signed it: stored on their WABA rows (an older event arriving late changes nothing), then
+    /// told to those channels' actors.
+    async fn apply_standing(
+        &self,
+        waba_id: &str,
+        standing: WabaStanding,
+        detail: Option<&str>,
+        channels: &[Arc<ChannelEntry>],
+        sent_at: i64,
+    ) -> Result<(), ActorError> {
+        let label = match standing {
+            WabaStanding::Ok => "ok",
+            WabaStanding::Restricted => "restricted",
+            WabaStanding::Banned => "banned",
+            WabaStanding::Violation => "violation",
+        };
+        // Only the records of the accounts whose channels' secrets signed the event: another
+        // account's WABA row with the same id is not this signer's to change (issue 15).
+        let mut accounts: std::collections::HashSet<i64> =
+            channels.iter().map(|c| c.account_id).collect();
+        let signers = accounts.clone();
+        let store = &self.shared.store;
+        for w in store
+            .wabas_by_provider_id(waba_id)
+            .await?
+            .into_iter()
+            .filter(|w| signers.contains(&w.account_id))
+            // A violation never hides a ban or a restriction (D-074).
+            .filter(|w| {
+                standing != WabaStanding::Violation
+                    || !matches!(w.standing.as_str(), "banned" | "restricted")
+            })
+        {
+            // An older event that arrives late: that account's numbers keep the newer one.
+            if !store
+                .set_waba_standing(w.id, label, detail, sent_at)
+                .await?
+            {
+                accounts.remove(&w.account_id);
+            }
+        }
+        for c in channels.iter().filter(|c| accounts.contains(&c.account_id)) {
+            c.actor
+                .cast(ChannelMsg::WabaStanding(standing))
+                .map_err(|_| ActorError::Unavailable)?;
+        }
+        Ok(())
+    }
+
     /// Hands a webhook's work to the channels' actors and the writers, and waits for it.
     async fn apply_provider_webhook(
         &self,
@@ -749,43 +799,8 @@ impl Runtime {
                 crate::ask(&entry.actor, |r| ChannelMsg::Inbound(items, r), timeout).await??;
         }
         for (waba_id, standing, detail, channels, sent_at) in standings {
-            let label = match standing {
-                WabaStanding::Ok => "ok",
-                WabaStanding::Restricted => "restricted",
-                WabaStanding::Banned => "banned",
-                WabaStanding::Violation => "violation",
-            };
-            // Only the records of the accounts whose channels' secrets signed the event: another
-            // account's WABA row with the same id is not this signer's to change (issue 15).
-            let mut accounts: std::collections::HashSet<i64> =
-                channels.iter().map(|c| c.account_id).collect();
-            let signers = accounts.clone();
-            for w in shared
-                .store
-                .wabas_by_provider_id(&waba_id)
-                .await?
-                .into_iter()
-                .filter(|w| signers.contains(&w.account_id))
-                // A violation never hides a ban or a restriction (D-074).
-                .filter(|w| {
-                    standing != WabaStanding::Violation
-                        || !matches!(w.standing.as_str(), "banned" | "restricted")
-                })
-            {
-                // An older event that arrives late: that account's numbers keep the newer one.
-                if !shared
-                    .store
-                    .set_waba_standing(w.id, label, detail.as_deref(), sent_at)
-                    .await?
-                {
-                    accounts.remove(&w.account_id);
-                }
-            }
-            for c in channels.iter().filter(|c| accounts.contains(&c.account_id)) {
-                c.actor
-                    .cast(ChannelMsg::WabaStanding(standing))
-                    .map_err(|_| ActorError::Unavailable)?;
-            }
+            self.apply_standing(&waba_id, standing, detail.as_deref(), &channels, sent_at)
+                .await?;
             report.account_updates += 1;
         }
         for (waba_id, t, channels, sent_at) in template_updates {

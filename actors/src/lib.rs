@@ -462,6 +462,25 @@ impl Runtime {
             }
             Err(e) => return Err(e),
         };
+        cmd = self.prepare(account_id, channel_id, cmd).await?;
+        // The actor drops a send it reaches after this wait ran out: the caller has given up
+        // by then, and a send made later would be a second message if it retries.
+        let timeout = self.shared.config.call_timeout;
+        cmd.deadline = Some(self.shared.config.clock.instant() + timeout);
+        ask(&actor, |r| ChannelMsg::Send(Box::new(cmd), r), timeout).await?
+    }
+
+    /// Prepares a send's content for the number `channel_id`: media downloaded (through the
+    /// SSRF guard), a library template rendered with the recipient's values (and its preview
+    /// text), a template by name completed with the version approved on the number.
+    ///
+    /// Errors: the media's or the template's refusal (422), storage errors.
+    async fn prepare(
+        &self,
+        account_id: i64,
+        channel_id: i64,
+        mut cmd: SendCommand,
+    ) -> Result<SendCommand, ActorError> {
         cmd.content = match cmd.content {
             channel::SendContent::Media { kind, url, caption } => {
                 let file = media::fetch(
@@ -513,11 +532,7 @@ impl Runtime {
             }
             other => other,
         };
-        // The actor drops a send it reaches after this wait ran out: the caller has given up
-        // by then, and a send made later would be a second message if it retries.
-        let timeout = self.shared.config.call_timeout;
-        cmd.deadline = Some(self.shared.config.clock.instant() + timeout);
-        ask(&actor, |r| ChannelMsg::Send(Box::new(cmd), r), timeout).await?
+        Ok(cmd)
     }
 
     /// The live state of a channel of the account.

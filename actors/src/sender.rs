@@ -170,6 +170,69 @@ impl Runtime {
         Ok(by_name.into_values().collect())
     }
 
+    /// The number a public send to `to` goes through (`engine::sender::choose`): the template
+    /// approved on it, its WABA active, its health and headroom, the contact's last number
+    /// first.
+    ///
+    /// Errors: `limite_24h_esgotado`, `nenhum_numero_elegivel` with each number's reason.
+    async fn sender_number(
+        &self,
+        account_id: i64,
+        to: &str,
+        template: &TemplateView,
+        snaps: &[ChannelSnapshot],
+    ) -> Result<i64, ActorError> {
+        let approved = approved_on(template);
+        let wabas: HashMap<String, String> = self
+            .shared
+            .store
+            .list_wabas(account_id)
+            .await?
+            .into_iter()
+            .map(|w| (w.provider_waba_id, w.status))
+            .collect();
+        let last = self.shared.store.last_outbound_to(account_id, to).await?;
+        let candidates: Vec<Candidate> = snaps
+            .iter()
+            .map(|s| Candidate {
+                channel_id: s.record.id,
+                template_approved: approved.contains(&s.record.id),
+                waba_active: wabas.get(&s.record.waba_id).is_none_or(|st| st == "ativa"),
+                health_code: s.health.code.clone(),
+                available: (s.health.available >= 0).then_some(s.health.available),
+                last_wrote_at: last.get(&s.record.id).copied(),
+            })
+            .collect();
+        match engine::sender::choose(&candidates) {
+            Ok(id) => Ok(id),
+            Err((_, true)) => Err(ActorError::BusinessInitiatedRefused(
+                engine::channel::HealthCode::LimitExhausted,
+            )),
+            Err((reasons, false)) => {
+                let per_number: Vec<Value> = reasons
+                    .iter()
+                    .map(|(id, why): &(i64, Skip)| {
+                        let code = snaps
+                            .iter()
+                            .find(|s| s.record.id == *id)
+                            .map(|s| s.health.code.clone())
+                            .unwrap_or_default();
+                        json!({"numero_id": id, "motivo": why, "descricao": why.label(), "health_code": code})
+                    })
+                    .collect();
+                Err(ActorError::Rejected {
+                    code: "nenhum_numero_elegivel",
+                    message: if per_number.is_empty() {
+                        "Nenhum número ao alcance deste token.".into()
+                    } else {
+                        "Nenhum número pode enviar este template agora; veja `numeros`.".into()
+                    },
+                    details: json!({"numeros": per_number}),
+                })
+            }
+        }
+    }
+
     /// `POST /api/v1/messages` of a sender token: finds the template, chooses the number
     /// ([`engine::sender::choose`]), renders, and sends (unless `dry_run`). Errors: 422
     /// `template_desconhecido`, `variaveis_invalidas`, `nenhum_numero_elegivel` (with the
@@ -195,100 +258,10 @@ impl Runtime {
         }
         let snaps = self.sender_scope_numbers(account_id, scope).await?;
         let mine: Vec<i64> = snaps.iter().map(|s| s.record.id).collect();
-        // The language: the one asked, else the only one approved on the user's numbers,
-        // else pt_BR.
-        let languages: Vec<&str> = named
-            .iter()
-            .filter(|t| approved_on(t).iter().any(|c| mine.contains(c)))
-            .map(|t| t.language.as_str())
-            .collect();
-        let language = match &req.language {
-            Some(l) => l.clone(),
-            None if languages.len() == 1 => languages[0].to_string(),
-            None => "pt_BR".to_string(),
-        };
-        let Some(template) = named.iter().find(|t| t.language == language) else {
-            return Err(ActorError::Rejected {
-                code: "template_desconhecido",
-                message: format!(
-                    "O template `{}` não existe no idioma {language}.",
-                    req.template
-                ),
-                details: json!({"field": "language"}),
-            });
-        };
-        let wanted = engine::template::parameter_count(&template.body);
-        if req.variables.len() != wanted
-            || req
-                .variables
-                .iter()
-                .any(|v| v.trim().is_empty() || v.chars().count() > 1024)
-        {
-            return Err(ActorError::Rejected {
-                code: "variaveis_invalidas",
-                message: format!(
-                    "O template `{}` pede {wanted} variáveis não vazias (até 1024 caracteres cada); vieram {}.",
-                    req.template,
-                    req.variables.len()
-                ),
-                details: json!({"field": "variables", "expected": wanted}),
-            });
-        }
-        let approved = approved_on(template);
-        let wabas: HashMap<String, String> = self
-            .shared
-            .store
-            .list_wabas(account_id)
-            .await?
-            .into_iter()
-            .map(|w| (w.provider_waba_id, w.status))
-            .collect();
-        let last = self
-            .shared
-            .store
-            .last_outbound_to(account_id, req.to.as_str())
+        let template = sender_template(&named, &req, &mine)?;
+        let chosen = self
+            .sender_number(account_id, req.to.as_str(), template, &snaps)
             .await?;
-        let candidates: Vec<Candidate> = snaps
-            .iter()
-            .map(|s| Candidate {
-                channel_id: s.record.id,
-                template_approved: approved.contains(&s.record.id),
-                waba_active: wabas.get(&s.record.waba_id).is_none_or(|st| st == "ativa"),
-                health_code: s.health.code.clone(),
-                available: (s.health.available >= 0).then_some(s.health.available),
-                last_wrote_at: last.get(&s.record.id).copied(),
-            })
-            .collect();
-        let chosen = match engine::sender::choose(&candidates) {
-            Ok(id) => id,
-            Err((_, true)) => {
-                return Err(ActorError::BusinessInitiatedRefused(
-                    engine::channel::HealthCode::LimitExhausted,
-                ))
-            }
-            Err((reasons, false)) => {
-                let per_number: Vec<Value> = reasons
-                    .iter()
-                    .map(|(id, why): &(i64, Skip)| {
-                        let code = snaps
-                            .iter()
-                            .find(|s| s.record.id == *id)
-                            .map(|s| s.health.code.clone())
-                            .unwrap_or_default();
-                        json!({"numero_id": id, "motivo": why, "descricao": why.label(), "health_code": code})
-                    })
-                    .collect();
-                return Err(ActorError::Rejected {
-                    code: "nenhum_numero_elegivel",
-                    message: if per_number.is_empty() {
-                        "Nenhum número ao alcance deste token.".into()
-                    } else {
-                        "Nenhum número pode enviar este template agora; veja `numeros`.".into()
-                    },
-                    details: json!({"numeros": per_number}),
-                });
-            }
-        };
         let channel = snaps
             .into_iter()
             .find(|s| s.record.id == chosen)
@@ -342,4 +315,55 @@ impl Runtime {
             message: Some(message),
         })
     }
+}
+
+/// The template a public send names, in the language asked, else the only one approved on the
+/// user's numbers (`mine`), else pt_BR; its variables checked (count, 1 to 1024 characters).
+///
+/// Errors: `template_desconhecido` (no such language), `variaveis_invalidas`.
+fn sender_template<'a>(
+    named: &[&'a TemplateView],
+    req: &SenderSend,
+    mine: &[i64],
+) -> Result<&'a TemplateView, ActorError> {
+    // The language: the one asked, else the only one approved on the user's numbers,
+    // else pt_BR.
+    let languages: Vec<&str> = named
+        .iter()
+        .filter(|t| approved_on(t).iter().any(|c| mine.contains(c)))
+        .map(|t| t.language.as_str())
+        .collect();
+    let language = match &req.language {
+        Some(l) => l.clone(),
+        None if languages.len() == 1 => languages[0].to_string(),
+        None => "pt_BR".to_string(),
+    };
+    let Some(template) = named.iter().copied().find(|t| t.language == language) else {
+        return Err(ActorError::Rejected {
+            code: "template_desconhecido",
+            message: format!(
+                "O template `{}` não existe no idioma {language}.",
+                req.template
+            ),
+            details: json!({"field": "language"}),
+        });
+    };
+    let wanted = engine::template::parameter_count(&template.body);
+    if req.variables.len() != wanted
+        || req
+            .variables
+            .iter()
+            .any(|v| v.trim().is_empty() || v.chars().count() > 1024)
+    {
+        return Err(ActorError::Rejected {
+                code: "variaveis_invalidas",
+                message: format!(
+                    "O template `{}` pede {wanted} variáveis não vazias (até 1024 caracteres cada); vieram {}.",
+                    req.template,
+                    req.variables.len()
+                ),
+                details: json!({"field": "variables", "expected": wanted}),
+            });
+    }
+    Ok(template)
 }
