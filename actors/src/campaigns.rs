@@ -289,41 +289,7 @@ impl Runtime {
         input: &CampaignInput,
     ) -> Result<CheckedCampaign, ActorError> {
         let store = &self.shared.store;
-        if input.name.trim().is_empty() {
-            return Err(engine::ValidationError::new(
-                "required",
-                "name",
-                "O campo `name` é obrigatório.",
-            )
-            .into());
-        }
-        if input.channels.is_empty() {
-            return Err(engine::ValidationError::new(
-                "required",
-                "channels",
-                "Informe ao menos um número em `channels`.",
-            )
-            .into());
-        }
-        let mut seen = HashSet::new();
-        for (id, weight) in &input.channels {
-            if !(1..=100).contains(weight) {
-                return Err(engine::ValidationError::new(
-                    "invalid_weight",
-                    "channels",
-                    "`weight` deve estar entre 1 e 100.",
-                )
-                .into());
-            }
-            if !seen.insert(*id) {
-                return Err(engine::ValidationError::new(
-                    "duplicate_channel",
-                    "channels",
-                    format!("O número {id} aparece duas vezes."),
-                )
-                .into());
-            }
-        }
+        engine::campaign::check_numbers(&input.name, &input.channels)?;
         let template = match store.template(account_id, input.template_id).await {
             Ok(t) => t,
             Err(storage::StorageError::NotFound) => {

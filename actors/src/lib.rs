@@ -276,30 +276,7 @@ impl Runtime {
             tracing::error!(error = %e, "outbound client did not build");
             ActorError::Unavailable
         })?;
-        let (dispatcher, _) = Actor::spawn(
-            None,
-            WebhookDispatcher,
-            DispatcherArgs {
-                store: store.clone(),
-                config: DispatcherConfig {
-                    guard: guard.clone(),
-                    schedule: config.webhook_retry.clone(),
-                    timeout: config.webhook_timeout,
-                    max_in_flight: config.webhook_max_in_flight,
-                    max_per_endpoint: config.webhook_max_per_endpoint.max(1),
-                    poll_interval: config.webhook_poll_interval,
-                    disable_after: config.webhook_disable_after,
-                    retention: config.webhook_retention,
-                    log_body_retention: config.provider_log_retention,
-                    clock: config.clock.clone(),
-                },
-            },
-        )
-        .await
-        .map_err(|e| {
-            tracing::error!(error = %e, "webhook dispatcher did not start");
-            ActorError::Unavailable
-        })?;
+        let dispatcher = spawn_dispatcher(&store, &config, &guard).await?;
         let hygiene = match &config.hygiene {
             Some(h) => Some(
                 provider::hygiene::HygieneClient::new(&h.url, h.api_key.expose(), h.call_timeout)
@@ -353,12 +330,22 @@ impl Runtime {
         };
         sessions::recover(&store).await?;
         sessions::spawn_heartbeat(Arc::downgrade(&rt.shared));
+        rt.resume_at_boot().await?;
+        group::spawn_scheduler(rt.clone());
+        Ok(rt)
+    }
+
+    /// What a start resumes: every number's actor, the dispatch switches as `DISPARO_ENABLED`
+    /// says, the running campaigns (held where the switch is off) and the held campaigns whose
+    /// switch is on again.
+    async fn resume_at_boot(&self) -> Result<(), ActorError> {
+        let store = &self.shared.store;
         for id in store.all_channel_ids().await? {
-            if let Err(e) = rt.start_channel(id).await {
+            if let Err(e) = self.start_channel(id).await {
                 tracing::error!(channel_id = id, error = %e, "channel not started at boot");
             }
         }
-        let reset = match rt.shared.config.dispatch_enabled {
+        let reset = match self.shared.config.dispatch_enabled {
             // DISPARO_ENABLED=false stops every account's dispatch at every start (the
             // emergency stop, even right after a crash whose session still looks live).
             Some(false) => true,
@@ -373,10 +360,10 @@ impl Runtime {
             store.reset_dispatch_switches().await?;
         }
         for (id, account_id) in store.running_campaigns().await? {
-            if !rt.dispatch_enabled(account_id).await? {
+            if !self.dispatch_enabled(account_id).await? {
                 // The switch is off: held, not resumed.
                 crate::campaign::move_campaign(
-                    &rt.shared,
+                    &self.shared,
                     account_id,
                     id,
                     engine::campaign::CampaignState::Paused,
@@ -390,19 +377,18 @@ impl Runtime {
                 );
                 continue;
             }
-            if let Err(e) = rt.spawn_campaign(id, account_id).await {
+            if let Err(e) = self.spawn_campaign(id, account_id).await {
                 tracing::error!(campaign_id = id, error = %e, "campaign not resumed at boot");
             }
         }
         for account_id in store.accounts_with_held_campaigns().await? {
-            if rt.dispatch_enabled(account_id).await? {
-                if let Err(e) = rt.release_held(account_id).await {
+            if self.dispatch_enabled(account_id).await? {
+                if let Err(e) = self.release_held(account_id).await {
                     tracing::error!(account_id, error = %e, "held campaigns not released at boot");
                 }
             }
         }
-        group::spawn_scheduler(rt.clone());
-        Ok(rt)
+        Ok(())
     }
 
     /// The store.
@@ -810,4 +796,37 @@ impl Runtime {
         // Leases released and the session ended: peers take over at once (D-100).
         sessions::end(&self.shared.store).await;
     }
+}
+
+/// Starts the webhook dispatcher with the runtime's settings.
+async fn spawn_dispatcher(
+    store: &Store,
+    config: &RuntimeConfig,
+    guard: &outbound::Guard,
+) -> Result<ActorRef<DispatcherMsg>, ActorError> {
+    let (dispatcher, _) = Actor::spawn(
+        None,
+        WebhookDispatcher,
+        DispatcherArgs {
+            store: store.clone(),
+            config: DispatcherConfig {
+                guard: guard.clone(),
+                schedule: config.webhook_retry.clone(),
+                timeout: config.webhook_timeout,
+                max_in_flight: config.webhook_max_in_flight,
+                max_per_endpoint: config.webhook_max_per_endpoint.max(1),
+                poll_interval: config.webhook_poll_interval,
+                disable_after: config.webhook_disable_after,
+                retention: config.webhook_retention,
+                log_body_retention: config.provider_log_retention,
+                clock: config.clock.clone(),
+            },
+        },
+    )
+    .await
+    .map_err(|e| {
+        tracing::error!(error = %e, "webhook dispatcher did not start");
+        ActorError::Unavailable
+    })?;
+    Ok(dispatcher)
 }

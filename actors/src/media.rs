@@ -88,25 +88,11 @@ pub async fn fetch(
         .clone()
         .try_acquire_owned()
         .map_err(|_| busy())?;
-    let resp = http.get(parsed.as_str()).send().await.map_err(|e| {
-        if is_refused(&e) {
-            return refused(
-                "private_media_url",
-                "A URL da mídia aponta para um endereço privado ou local; use uma URL pública.",
-            );
-        }
-        refused(
-            "media_unreachable",
-            format!(
-                "Não foi possível baixar a mídia: {}",
-                if e.is_timeout() {
-                    "tempo esgotado".to_string()
-                } else {
-                    e.to_string()
-                }
-            ),
-        )
-    })?;
+    let resp = http
+        .get(parsed.as_str())
+        .send()
+        .await
+        .map_err(|e| unreachable(&e))?;
     if !resp.status().is_success() {
         return Err(refused(
             "media_unreachable",
@@ -135,6 +121,54 @@ pub async fn fetch(
     if resp.content_length().is_some_and(|n| n > kind.max_bytes()) {
         check(kind, &mime, resp.content_length().unwrap_or(0))?;
     }
+    let (body, held) = read_body(resp, kind, &mime, budget).await?;
+    check(kind, &mime, body.len() as u64)?;
+    Ok(FetchedMedia {
+        kind,
+        bytes: bytes::Bytes::from(body),
+        mime,
+        filename,
+        url: url.to_string(),
+        budget: std::sync::Arc::new(MediaPermit {
+            _slot: slot,
+            _bytes: held,
+        }),
+    })
+}
+
+/// Why a media download's request failed: a private address met at connect time, else the
+/// server unreachable (timeout or connection error).
+fn unreachable(e: &reqwest::Error) -> ActorError {
+    if is_refused(e) {
+        return refused(
+            "private_media_url",
+            "A URL da mídia aponta para um endereço privado ou local; use uma URL pública.",
+        );
+    }
+    refused(
+        "media_unreachable",
+        format!(
+            "Não foi possível baixar a mídia: {}",
+            if e.is_timeout() {
+                "tempo esgotado".to_string()
+            } else {
+                e.to_string()
+            }
+        ),
+    )
+}
+
+/// Reads a media body within the kind's limit, taking the process's byte budget for what it
+/// holds before holding it (1 KiB permits).
+///
+/// Errors: `media_unreachable` when the download breaks, the kind's size refusal, `Unavailable`
+/// when the budget is spent.
+async fn read_body(
+    resp: reqwest::Response,
+    kind: MediaKind,
+    mime: &str,
+    budget: &MediaBudget,
+) -> Result<(Vec<u8>, Option<tokio::sync::OwnedSemaphorePermit>), ActorError> {
     let mut body = Vec::new();
     let mut held: Option<tokio::sync::OwnedSemaphorePermit> = None;
     let mut stream = resp.bytes_stream();
@@ -160,19 +194,8 @@ pub async fn fetch(
         }
         body.extend_from_slice(&chunk);
         if body.len() as u64 > kind.max_bytes() {
-            check(kind, &mime, body.len() as u64)?;
+            check(kind, mime, body.len() as u64)?;
         }
     }
-    check(kind, &mime, body.len() as u64)?;
-    Ok(FetchedMedia {
-        kind,
-        bytes: bytes::Bytes::from(body),
-        mime,
-        filename,
-        url: url.to_string(),
-        budget: std::sync::Arc::new(MediaPermit {
-            _slot: slot,
-            _bytes: held,
-        }),
-    })
+    Ok((body, held))
 }

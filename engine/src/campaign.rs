@@ -159,6 +159,42 @@ pub fn send_status(recipient_state: &str, message_status: Option<&str>) -> &'sta
     }
 }
 
+/// A campaign's own request rules (spec "Campaigns"): a name, at least one number, each number
+/// once with a weight from 1 to 100.
+///
+/// Errors: `required` (`name`, `channels`), `invalid_weight`, `duplicate_channel`.
+pub fn check_numbers(name: &str, channels: &[(i64, i64)]) -> Result<(), crate::ValidationError> {
+    use crate::ValidationError as E;
+    if name.trim().is_empty() {
+        return Err(E::new("required", "name", "O campo `name` é obrigatório."));
+    }
+    if channels.is_empty() {
+        return Err(E::new(
+            "required",
+            "channels",
+            "Informe ao menos um número em `channels`.",
+        ));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for (id, weight) in channels {
+        if !(1..=100).contains(weight) {
+            return Err(E::new(
+                "invalid_weight",
+                "channels",
+                "`weight` deve estar entre 1 e 100.",
+            ));
+        }
+        if !seen.insert(*id) {
+            return Err(E::new(
+                "duplicate_channel",
+                "channels",
+                format!("O número {id} aparece duas vezes."),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// One number of a running campaign, as its allocation sees it (D-032, issue 6).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Slot {
@@ -662,5 +698,24 @@ mod tests {
                 dispatch: false
             }
         );
+    }
+
+    #[test]
+    fn a_campaign_names_its_numbers_once_with_weights() {
+        assert_eq!(check_numbers(" ", &[(1, 1)]).unwrap_err().field, "name");
+        assert_eq!(check_numbers("a", &[]).unwrap_err().code, "required");
+        assert_eq!(
+            check_numbers("a", &[(1, 0)]).unwrap_err().code,
+            "invalid_weight"
+        );
+        assert_eq!(
+            check_numbers("a", &[(1, 101)]).unwrap_err().code,
+            "invalid_weight"
+        );
+        assert_eq!(
+            check_numbers("a", &[(1, 1), (1, 2)]).unwrap_err().code,
+            "duplicate_channel"
+        );
+        assert!(check_numbers("a", &[(1, 1), (2, 100)]).is_ok());
     }
 }
