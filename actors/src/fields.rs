@@ -68,70 +68,102 @@ impl Runtime {
                 }
             }
             WabaChange::TemplateQuality(q) => {
-                let quality = q.new_quality_score.to_ascii_uppercase();
-                let rows = store
-                    .template_channels_for_provider(
-                        &q.message_template_id,
-                        waba_id,
-                        &q.message_template_name,
-                    )
+                n += self
+                    .apply_template_quality(waba_id, &q, &verified, &accounts)
                     .await?;
-                let mut events = Vec::new();
-                for r in rows
-                    .iter()
-                    .filter(|r| r.waba_id == waba_id && verified.contains(&r.channel_id))
-                {
-                    if r.quality.as_deref() == Some(quality.as_str()) {
-                        continue;
-                    }
-                    store.set_template_channel_quality(r.id, &quality).await?;
-                    n += 1;
-                    let mut event = self
-                        .template_event(r, "QUALITY_UPDATE", &r.status, None)
-                        .await?;
-                    event.data["quality"] = serde_json::json!(quality);
-                    event.data["previous_quality"] =
-                        serde_json::json!(q.previous_quality_score.clone());
-                    events.push(event);
-                }
-                self.shared.emit(&events).await;
-                for a in &accounts {
-                    self.refresh_template_health(*a).await;
-                }
             }
             WabaChange::TemplateCategory(c) => {
-                let category = c.new_category.to_ascii_lowercase();
-                if !["marketing", "utility", "authentication"].contains(&category.as_str()) {
-                    return Ok(0);
-                }
-                let rows = store
-                    .template_channels_for_provider(
-                        &c.message_template_id,
-                        waba_id,
-                        &c.message_template_name,
-                    )
-                    .await?;
-                let mut done = HashSet::new();
-                let mut events = Vec::new();
-                for r in rows
-                    .iter()
-                    .filter(|r| r.waba_id == waba_id && verified.contains(&r.channel_id))
-                {
-                    if done.insert(r.template_id) {
-                        store
-                            .set_template_category(r.template_id, &category)
-                            .await?;
-                        n += 1;
-                    }
-                    let mut event = self
-                        .template_event(r, "CATEGORY_UPDATE", &r.status, None)
-                        .await?;
-                    event.data["category"] = serde_json::json!(category);
-                    events.push(event);
-                }
-                self.shared.emit(&events).await;
+                n += self.apply_template_category(waba_id, &c, &verified).await?;
             }
         }
+        Ok(n)
+    }
+
+    /// `message_template_quality_update`: the template's quality on the verified numbers of the
+    /// WABA, with a `template.status` event (`QUALITY_UPDATE`) each; the accounts' template
+    /// health refreshed. Returns how many rows changed.
+    async fn apply_template_quality(
+        &self,
+        waba_id: &str,
+        q: &provider::wire::TemplateQualityValue,
+        verified: &HashSet<i64>,
+        accounts: &HashSet<i64>,
+    ) -> Result<usize, ActorError> {
+        let store = &self.shared.store;
+        let mut n = 0;
+        let quality = q.new_quality_score.to_ascii_uppercase();
+        let rows = store
+            .template_channels_for_provider(
+                &q.message_template_id,
+                waba_id,
+                &q.message_template_name,
+            )
+            .await?;
+        let mut events = Vec::new();
+        for r in rows
+            .iter()
+            .filter(|r| r.waba_id == waba_id && verified.contains(&r.channel_id))
+        {
+            if r.quality.as_deref() == Some(quality.as_str()) {
+                continue;
+            }
+            store.set_template_channel_quality(r.id, &quality).await?;
+            n += 1;
+            let mut event = self
+                .template_event(r, "QUALITY_UPDATE", &r.status, None)
+                .await?;
+            event.data["quality"] = serde_json::json!(quality);
+            event.data["previous_quality"] = serde_json::json!(q.previous_quality_score.clone());
+            events.push(event);
+        }
+        self.shared.emit(&events).await;
+        for a in accounts {
+            self.refresh_template_health(*a).await;
+        }
+        Ok(n)
+    }
+
+    /// `template_category_update`: the library template's new category (marketing, utility or
+    /// authentication), with a `template.status` event (`CATEGORY_UPDATE`) per verified number.
+    /// Returns how many templates changed.
+    async fn apply_template_category(
+        &self,
+        waba_id: &str,
+        c: &provider::wire::TemplateCategoryValue,
+        verified: &HashSet<i64>,
+    ) -> Result<usize, ActorError> {
+        let store = &self.shared.store;
+        let mut n = 0;
+        let category = c.new_category.to_ascii_lowercase();
+        if !["marketing", "utility", "authentication"].contains(&category.as_str()) {
+            return Ok(0);
+        }
+        let rows = store
+            .template_channels_for_provider(
+                &c.message_template_id,
+                waba_id,
+                &c.message_template_name,
+            )
+            .await?;
+        let mut done = HashSet::new();
+        let mut events = Vec::new();
+        for r in rows
+            .iter()
+            .filter(|r| r.waba_id == waba_id && verified.contains(&r.channel_id))
+        {
+            if done.insert(r.template_id) {
+                store
+                    .set_template_category(r.template_id, &category)
+                    .await?;
+                n += 1;
+            }
+            let mut event = self
+                .template_event(r, "CATEGORY_UPDATE", &r.status, None)
+                .await?;
+            event.data["category"] = serde_json::json!(category);
+            events.push(event);
+        }
+        self.shared.emit(&events).await;
         Ok(n)
     }
 
