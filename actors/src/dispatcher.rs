@@ -443,6 +443,24 @@ async fn poll(myself: &ActorRef<DispatcherMsg>, st: &mut DispatcherState) {
     }
     metrics::counter!("disparo_webhook_polls_total").increment(1);
     let now = st.config.clock.now_ms();
+    let Some(ids) = pick(st, now, free).await else {
+        return;
+    };
+    let due = match st.store.deliveries_to_attempt(now, &ids).await {
+        Ok(d) => d,
+        Err(e) => {
+            tracing::error!(error = %e, "could not read due webhook deliveries");
+            st.window = None;
+            return;
+        }
+    };
+    spawn_attempts(myself, st, due);
+}
+
+/// Picks up to `free` due deliveries from the window of due rows (read again when stale, or
+/// when it may hide work), at most `max_per_endpoint` per subscription and one per ordering
+/// key in flight; `None` when the window could not be read.
+async fn pick(st: &mut DispatcherState, now: i64, free: usize) -> Option<Vec<i64>> {
     let per_endpoint = st.config.max_per_endpoint;
     let mut fresh = false;
     let ids = loop {
@@ -456,7 +474,7 @@ async fn poll(myself: &ActorRef<DispatcherMsg>, st: &mut DispatcherState) {
                 Err(e) => {
                     tracing::error!(error = %e, "could not read due webhook deliveries");
                     st.window = None;
-                    return;
+                    return None;
                 }
             }
             fresh = true;
@@ -479,14 +497,15 @@ async fn poll(myself: &ActorRef<DispatcherMsg>, st: &mut DispatcherState) {
         window.rows.retain(|d| !picked.contains(&d.id));
         break ids;
     };
-    let due = match st.store.deliveries_to_attempt(now, &ids).await {
-        Ok(d) => d,
-        Err(e) => {
-            tracing::error!(error = %e, "could not read due webhook deliveries");
-            st.window = None;
-            return;
-        }
-    };
+    Some(ids)
+}
+
+/// Starts an attempt task per delivery, each holding its subscription's ordering key.
+fn spawn_attempts(
+    myself: &ActorRef<DispatcherMsg>,
+    st: &mut DispatcherState,
+    due: Vec<DueDelivery>,
+) {
     for d in due {
         st.in_flight
             .entry(d.subscription_id)

@@ -444,58 +444,13 @@ where
         };
     };
     let store = state.runtime.store();
-    let hash = engine::token::hash_token(&String::from_utf8_lossy(body));
-    match store.idempotency_begin(account_id, &key, &hash).await {
-        Err(e) => return ApiError::from(e).into_response(),
-        Ok(IdempotencyBegin::Replay { status, body }) => {
-            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
-            return (
-                status,
-                [
-                    ("content-type", "application/json"),
-                    ("idempotent-replayed", "true"),
-                ],
-                body,
-            )
-                .into_response();
-        }
-        Ok(IdempotencyBegin::InDoubt { message_id }) => {
-            let mut resp = in_doubt_answer(state, account_id, message_id).await;
-            resp.headers_mut().insert(
-                "idempotent-replayed",
-                axum::http::HeaderValue::from_static("true"),
-            );
-            return resp;
-        }
-        Ok(IdempotencyBegin::InProgress) => return ApiError::IdempotencyInProgress.into_response(),
-        Ok(IdempotencyBegin::Mismatch) => {
-            return ApiError::invalid(
-                "Idempotency-Key",
-                "idempotency_key_reused",
-                "Esta Idempotency-Key já foi usada com outro corpo de requisição.",
-            )
-            .into_response()
-        }
-        Ok(IdempotencyBegin::New) => {}
+    if let Some(answer) = begin_idempotent(state, account_id, &key, body).await {
+        return answer;
     }
-    let outcome = run(Some(key.clone())).await;
-    let (status, value) = match outcome {
+    let (status, value) = match run(Some(key.clone())).await {
         Ok(ok) => ok,
         Err(ApiError::InDoubt(_)) | Err(ApiError::Unavailable) | Err(ApiError::TimedOut) => {
-            // Whether a message was written for this key decides: bound → in doubt, for good;
-            // nothing written → nothing sent, and the key is released for a retry.
-            match store.idempotency_in_doubt(account_id, &key).await {
-                Ok(Some(message_id)) => {
-                    return in_doubt_answer(state, account_id, message_id).await
-                }
-                Ok(None) => {
-                    if let Err(e) = store.idempotency_abandon(account_id, &key).await {
-                        tracing::error!(error = %e, "could not release an idempotency key");
-                    }
-                    return ApiError::Unavailable.into_response();
-                }
-                Err(e) => return ApiError::from(e).into_response(),
-            }
+            return unfinished(state, account_id, &key).await;
         }
         Err(e) => e.status_and_body(),
     };
@@ -510,6 +465,71 @@ where
         tracing::error!(error = %e, "could not record an idempotency key");
     }
     (status, Json(value)).into_response()
+}
+
+/// Reserves an idempotency key for `body`: `None` when the request is new and runs, else the
+/// answer to give now (a replay, the in-doubt answer, in progress, the key reused with another
+/// body, or a storage error).
+async fn begin_idempotent(
+    state: &AppState,
+    account_id: i64,
+    key: &str,
+    body: &[u8],
+) -> Option<Response> {
+    let store = state.runtime.store();
+    let hash = engine::token::hash_token(&String::from_utf8_lossy(body));
+    match store.idempotency_begin(account_id, key, &hash).await {
+        Err(e) => Some(ApiError::from(e).into_response()),
+        Ok(IdempotencyBegin::Replay { status, body }) => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+            Some(
+                (
+                    status,
+                    [
+                        ("content-type", "application/json"),
+                        ("idempotent-replayed", "true"),
+                    ],
+                    body,
+                )
+                    .into_response(),
+            )
+        }
+        Ok(IdempotencyBegin::InDoubt { message_id }) => {
+            let mut resp = in_doubt_answer(state, account_id, message_id).await;
+            resp.headers_mut().insert(
+                "idempotent-replayed",
+                axum::http::HeaderValue::from_static("true"),
+            );
+            Some(resp)
+        }
+        Ok(IdempotencyBegin::InProgress) => Some(ApiError::IdempotencyInProgress.into_response()),
+        Ok(IdempotencyBegin::Mismatch) => Some(
+            ApiError::invalid(
+                "Idempotency-Key",
+                "idempotency_key_reused",
+                "Esta Idempotency-Key já foi usada com outro corpo de requisição.",
+            )
+            .into_response(),
+        ),
+        Ok(IdempotencyBegin::New) => None,
+    }
+}
+
+/// The answer to a keyed request that did not finish (in doubt, busy, timed out): a message
+/// written for the key is in doubt for good; nothing written means nothing sent, and the key
+/// is released for a retry (503).
+async fn unfinished(state: &AppState, account_id: i64, key: &str) -> Response {
+    let store = state.runtime.store();
+    match store.idempotency_in_doubt(account_id, key).await {
+        Ok(Some(message_id)) => in_doubt_answer(state, account_id, message_id).await,
+        Ok(None) => {
+            if let Err(e) = store.idempotency_abandon(account_id, key).await {
+                tracing::error!(error = %e, "could not release an idempotency key");
+            }
+            ApiError::Unavailable.into_response()
+        }
+        Err(e) => ApiError::from(e).into_response(),
+    }
 }
 
 /// `POST /messages`. With an `Idempotency-Key` header (1 to 255 printable ASCII characters),
