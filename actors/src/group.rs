@@ -601,34 +601,13 @@ impl Runtime {
                 json!({}),
             ));
         }
-        let mode = input.mode.unwrap_or_else(|| "all".into());
-        if mode != "all" && mode != "sequential" {
-            return Err(engine::ValidationError::new(
-                "invalid_mode",
-                "mode",
-                "`mode` deve ser all ou sequential.",
-            )
-            .into());
-        }
-        if input.scheduled_at.is_some() && !input.start {
-            return Err(engine::ValidationError::new(
-                "schedule_needs_start",
-                "scheduled_at",
-                "`scheduled_at` agenda o início: não combina com `start: false`.",
-            )
-            .into());
-        }
-        if input.recipients.len() > crate::campaigns::MAX_RECIPIENTS_PER_CALL {
-            return Err(engine::ValidationError::new(
-                "invalid_batch",
-                "recipients",
-                format!(
-                    "Envie até {} destinatários aqui; adicione mais com POST /campaigns/{{id}}/recipients.",
-                    crate::campaigns::MAX_RECIPIENTS_PER_CALL
-                ),
-            )
-            .into());
-        }
+        let mode = engine::campaign::check_group_campaign(
+            input.mode.as_deref(),
+            input.scheduled_at.is_some(),
+            input.start,
+            input.recipients.len(),
+            crate::campaigns::MAX_RECIPIENTS_PER_CALL,
+        )?;
         let view = self
             .create_campaign(
                 account_id,

@@ -195,6 +195,46 @@ pub fn check_numbers(name: &str, channels: &[(i64, i64)]) -> Result<(), crate::V
     Ok(())
 }
 
+/// A group campaign's own request rules (spec "Sending groups", D-038): `mode` `all` (the
+/// default) or `sequential`; `scheduled_at` only with `start`; at most `max_recipients` rows
+/// in the call. Returns the mode.
+///
+/// Errors: `invalid_mode`, `schedule_needs_start`, `invalid_batch`.
+pub fn check_group_campaign(
+    mode: Option<&str>,
+    scheduled: bool,
+    start: bool,
+    recipients: usize,
+    max_recipients: usize,
+) -> Result<String, crate::ValidationError> {
+    use crate::ValidationError as E;
+    let mode = mode.unwrap_or("all");
+    if mode != "all" && mode != "sequential" {
+        return Err(E::new(
+            "invalid_mode",
+            "mode",
+            "`mode` deve ser all ou sequential.",
+        ));
+    }
+    if scheduled && !start {
+        return Err(E::new(
+            "schedule_needs_start",
+            "scheduled_at",
+            "`scheduled_at` agenda o início: não combina com `start: false`.",
+        ));
+    }
+    if recipients > max_recipients {
+        return Err(E::new(
+            "invalid_batch",
+            "recipients",
+            format!(
+                "Envie até {max_recipients} destinatários aqui; adicione mais com POST /campaigns/{{id}}/recipients."
+            ),
+        ));
+    }
+    Ok(mode.to_string())
+}
+
 /// One number of a running campaign, as its allocation sees it (D-032, issue 6).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Slot {
@@ -717,5 +757,35 @@ mod tests {
             "duplicate_channel"
         );
         assert!(check_numbers("a", &[(1, 1), (2, 100)]).is_ok());
+    }
+
+    #[test]
+    fn a_group_campaign_checks_its_mode_schedule_and_batch() {
+        assert_eq!(
+            check_group_campaign(None, false, true, 0, 10).unwrap(),
+            "all"
+        );
+        assert_eq!(
+            check_group_campaign(Some("sequential"), true, true, 10, 10).unwrap(),
+            "sequential"
+        );
+        assert_eq!(
+            check_group_campaign(Some("x"), false, true, 0, 10)
+                .unwrap_err()
+                .code,
+            "invalid_mode"
+        );
+        assert_eq!(
+            check_group_campaign(None, true, false, 0, 10)
+                .unwrap_err()
+                .code,
+            "schedule_needs_start"
+        );
+        assert_eq!(
+            check_group_campaign(None, false, true, 11, 10)
+                .unwrap_err()
+                .code,
+            "invalid_batch"
+        );
     }
 }

@@ -110,53 +110,58 @@ async fn rpc(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> 
     };
     let params = obj.get("params").cloned().unwrap_or(json!({}));
     match method {
-        "initialize" => {
-            let asked = params.get("protocolVersion").and_then(Value::as_str);
-            let version = asked
-                .filter(|v| PROTOCOL_VERSIONS.contains(v))
-                .unwrap_or(PROTOCOL_VERSIONS[0]);
-            rpc_result(
-                id,
-                json!({
-                    "protocolVersion": version,
-                    "capabilities": {"tools": {"listChanged": false}},
-                    "serverInfo": {"name": "disparo", "version": env!("CARGO_PKG_VERSION")},
-                    "instructions": "Ferramentas do disparo: números (canais) e sua saúde, templates, envio de template e campanhas. Use create_campaign com dry_run: true para validar público, variáveis e capacidade sem enviar.",
-                }),
-            )
-        }
+        "initialize" => initialize(id, &params),
         "ping" => rpc_result(id, json!({})),
         "tools/list" => rpc_result(id, json!({ "tools": tools() })),
-        "tools/call" => {
-            let Some(name) = params.get("name").and_then(Value::as_str) else {
-                return rpc_error(id, code::INVALID_PARAMS, "`params.name` é obrigatório.");
-            };
-            let args = match params.get("arguments") {
-                None | Some(Value::Null) => Map::new(),
-                Some(Value::Object(m)) => m.clone(),
-                Some(_) => {
-                    return rpc_error(id, code::INVALID_PARAMS, "`arguments` deve ser um objeto.")
-                }
-            };
-            let Some(tool) = TOOLS.iter().find(|t| t.name == name) else {
-                return rpc_error(
-                    id,
-                    code::INVALID_PARAMS,
-                    format!("Ferramenta desconhecida: {name}."),
-                );
-            };
-            let bearer = headers.get(header::AUTHORIZATION).cloned();
-            let caller = Caller { state, bearer };
-            match (tool.run)(&caller, args).await {
-                Ok(out) => rpc_result(id, out.into_result()),
-                Err(message) => rpc_error(id, code::INVALID_PARAMS, message),
-            }
-        }
+        "tools/call" => call_tool(state, &headers, id, &params).await,
         other => rpc_error(
             id,
             code::METHOD_NOT_FOUND,
             format!("Método desconhecido: {other}."),
         ),
+    }
+}
+
+/// `initialize`: the protocol version asked when this server speaks it (else its newest),
+/// its capabilities and instructions.
+fn initialize(id: Value, params: &Value) -> Response {
+    let asked = params.get("protocolVersion").and_then(Value::as_str);
+    let version = asked
+        .filter(|v| PROTOCOL_VERSIONS.contains(v))
+        .unwrap_or(PROTOCOL_VERSIONS[0]);
+    rpc_result(
+        id,
+        json!({
+            "protocolVersion": version,
+            "capabilities": {"tools": {"listChanged": false}},
+            "serverInfo": {"name": "disparo", "version": env!("CARGO_PKG_VERSION")},
+            "instructions": "Ferramentas do disparo: números (canais) e sua saúde, templates, envio de template e campanhas. Use create_campaign com dry_run: true para validar público, variáveis e capacidade sem enviar.",
+        }),
+    )
+}
+
+/// `tools/call`: runs the named tool with its arguments as the caller (its bearer token).
+async fn call_tool(state: AppState, headers: &HeaderMap, id: Value, params: &Value) -> Response {
+    let Some(name) = params.get("name").and_then(Value::as_str) else {
+        return rpc_error(id, code::INVALID_PARAMS, "`params.name` é obrigatório.");
+    };
+    let args = match params.get("arguments") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(m)) => m.clone(),
+        Some(_) => return rpc_error(id, code::INVALID_PARAMS, "`arguments` deve ser um objeto."),
+    };
+    let Some(tool) = TOOLS.iter().find(|t| t.name == name) else {
+        return rpc_error(
+            id,
+            code::INVALID_PARAMS,
+            format!("Ferramenta desconhecida: {name}."),
+        );
+    };
+    let bearer = headers.get(header::AUTHORIZATION).cloned();
+    let caller = Caller { state, bearer };
+    match (tool.run)(&caller, args).await {
+        Ok(out) => rpc_result(id, out.into_result()),
+        Err(message) => rpc_error(id, code::INVALID_PARAMS, message),
     }
 }
 
