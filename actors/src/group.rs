@@ -592,15 +592,7 @@ impl Runtime {
         ),
         ActorError,
     > {
-        let (_, actor) = self.group_actor(account_id, group_id).await?;
-        let state = ask(&actor, GroupMsg::State, self.shared.config.call_timeout).await?;
-        if state.members.is_empty() {
-            return Err(rejected(
-                "empty_group",
-                "O grupo não tem números.",
-                json!({}),
-            ));
-        }
+        let state = self.group_with_members(account_id, group_id).await?;
         let mode = engine::campaign::check_group_campaign(
             input.mode.as_deref(),
             input.scheduled_at.is_some(),
@@ -639,6 +631,26 @@ impl Runtime {
             }
         }
         Ok((self.campaign_view(account_id, view.id).await?, added))
+    }
+
+    /// The live state of group `group_id` of `account_id`, which must have numbers.
+    ///
+    /// Errors: `NotFound`, `empty_group` (422).
+    async fn group_with_members(
+        &self,
+        account_id: i64,
+        group_id: i64,
+    ) -> Result<GroupState, ActorError> {
+        let (_, actor) = self.group_actor(account_id, group_id).await?;
+        let state = ask(&actor, GroupMsg::State, self.shared.config.call_timeout).await?;
+        if state.members.is_empty() {
+            return Err(rejected(
+                "empty_group",
+                "O grupo não tem números.",
+                json!({}),
+            ));
+        }
+        Ok(state)
     }
 
     /// The library template `template_id` of `account_id`, when it is approved on every one of
@@ -693,15 +705,7 @@ impl Runtime {
         params: Vec<String>,
         idempotency_key: Option<String>,
     ) -> Result<MessageRecord, ActorError> {
-        let (_, actor) = self.group_actor(account_id, group_id).await?;
-        let state = ask(&actor, GroupMsg::State, self.shared.config.call_timeout).await?;
-        if state.members.is_empty() {
-            return Err(rejected(
-                "empty_group",
-                "O grupo não tem números.",
-                json!({}),
-            ));
-        }
+        let state = self.group_with_members(account_id, group_id).await?;
         let template = self
             .group_template(account_id, template_id, &state.members)
             .await?;
