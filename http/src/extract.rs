@@ -243,9 +243,14 @@ pub fn in_portuguese(msg: &str) -> String {
         None => (msg, String::new()),
     };
     let body = body.trim();
-    let tick = |s: &str| s.to_string();
-    let said = if let Some(rest) = body.strip_prefix("missing field ") {
-        format!("o campo {} é obrigatório", tick(rest))
+    format!("{}{at}", said_in_portuguese(body))
+}
+
+/// serde's data errors (missing, unknown or repeated field, unknown variant, invalid type,
+/// value or length) in Portuguese; anything else goes to [`syntax_in_portuguese`].
+fn said_in_portuguese(body: &str) -> String {
+    if let Some(rest) = body.strip_prefix("missing field ") {
+        format!("o campo {rest} é obrigatório")
     } else if let Some(rest) = body.strip_prefix("unknown field ") {
         match rest.split_once(", expected one of ") {
             Some((f, list)) => format!("campo desconhecido {f}; os aceitos são {list}"),
@@ -288,7 +293,15 @@ pub fn in_portuguese(msg: &str) -> String {
         }
     } else if let Some(rest) = body.strip_prefix("duplicate field ") {
         format!("campo repetido {rest}")
-    } else if body.starts_with("EOF while parsing") {
+    } else {
+        syntax_in_portuguese(body)
+    }
+}
+
+/// serde_json's syntax errors in Portuguese; a message of our own deserializers (already
+/// Portuguese) is kept, anything else in English is not shown.
+fn syntax_in_portuguese(body: &str) -> String {
+    if body.starts_with("EOF while parsing") {
         "o JSON termina antes do fim".into()
     } else if body.starts_with("expected value") {
         "esperado um valor JSON".into()
@@ -329,8 +342,7 @@ pub fn in_portuguese(msg: &str) -> String {
         } else {
             body.to_string()
         }
-    };
-    format!("{said}{at}")
+    }
 }
 
 /// serde's words for what it found (`string "abc"`, `integer `-1``, `null`…) in Portuguese.

@@ -158,6 +158,26 @@ pub fn public_api_routes() -> utoipa_axum::router::OpenApiRouter<AppState> {
     routes::ops::api_routes()
 }
 
+/// The layers every answer goes through: the 404/405 fallbacks, request metrics, security
+/// headers, a tracing span per request (its matched route) and panics answered as 500.
+fn with_server_layers(app: Router<AppState>) -> Router<AppState> {
+    app.fallback(|| async { error::ApiError::NotFound })
+        .method_not_allowed_fallback(|| async { error::ApiError::MethodNotAllowed.into_response() })
+        .layer(axum::middleware::from_fn(middleware::track_metrics))
+        .layer(axum::middleware::from_fn(middleware::security_headers))
+        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
+            let route = req
+                .extensions()
+                .get::<MatchedPath>()
+                .map(|m| m.as_str().to_string())
+                .unwrap_or_default();
+            tracing::info_span!("request", method = %req.method(), route)
+        }))
+        .layer(CatchPanicLayer::custom(|_| {
+            error::ApiError::Internal("a handler panicked".into()).into_response()
+        }))
+}
+
 /// The whole application router.
 pub fn router(state: AppState) -> Router {
     // Building the routers also builds their part of the API document: do it once per
@@ -221,22 +241,8 @@ pub fn router(state: AppState) -> Router {
         .merge(routes::ops::routes())
         .merge(openapi::routes())
         .merge(routes::wiki::public_routes())
-        .merge(web::routes(panel_service))
-        .fallback(|| async { error::ApiError::NotFound })
-        .method_not_allowed_fallback(|| async { error::ApiError::MethodNotAllowed.into_response() })
-        .layer(axum::middleware::from_fn(middleware::track_metrics))
-        .layer(axum::middleware::from_fn(middleware::security_headers))
-        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
-            let route = req
-                .extensions()
-                .get::<MatchedPath>()
-                .map(|m| m.as_str().to_string())
-                .unwrap_or_default();
-            tracing::info_span!("request", method = %req.method(), route)
-        }))
-        .layer(CatchPanicLayer::custom(|_| {
-            error::ApiError::Internal("a handler panicked".into()).into_response()
-        }));
+        .merge(web::routes(panel_service));
+    let app = with_server_layers(app);
     // One limit for the whole server (issue 46): a layer on the router would be one per route.
     let limits = state.config.limits;
     let limited = tower::ServiceBuilder::new()
