@@ -205,42 +205,7 @@ pub(crate) async fn import(
             "Envie o CSV como multipart/form-data no campo `arquivo`.",
         )
     })?;
-    let mut file: Option<Bytes> = None;
-    let mut fields = std::collections::HashMap::new();
-    loop {
-        match multipart.next_field().await {
-            Ok(Some(field)) => {
-                let name = field.name().unwrap_or_default().to_string();
-                let bytes = field.bytes().await.map_err(|e| {
-                    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                        ApiError::PayloadTooLarge
-                    } else {
-                        ApiError::MalformedForm(e.body_text())
-                    }
-                })?;
-                if name == "arquivo" {
-                    file = Some(bytes);
-                } else if name == "numeros" {
-                    // Repeated `numeros` fields (a form's checkboxes) add up: `12,13`.
-                    let more = String::from_utf8_lossy(&bytes).trim().to_string();
-                    fields
-                        .entry(name)
-                        .and_modify(|v: &mut String| {
-                            v.push(',');
-                            v.push_str(&more);
-                        })
-                        .or_insert(more);
-                } else {
-                    fields.insert(name, String::from_utf8_lossy(&bytes).trim().to_string());
-                }
-            }
-            Ok(None) => break,
-            Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-                return Err(ApiError::PayloadTooLarge)
-            }
-            Err(e) => return Err(ApiError::MalformedForm(e.body_text())),
-        }
-    }
+    let (file, fields) = read_form(&mut multipart).await?;
     let file = file.ok_or_else(|| {
         ApiError::invalid(
             "arquivo",
@@ -308,6 +273,52 @@ pub(crate) async fn import(
         )
         .await?;
     Ok((StatusCode::CREATED, Data::json(view)))
+}
+
+/// Reads an import form: the CSV (`arquivo`) and the other fields, trimmed; repeated `numeros`
+/// (a form's checkboxes) joined with commas (`12,13`).
+///
+/// Errors: 413 for a part over the body limit, 400 for a malformed form.
+async fn read_form(
+    multipart: &mut Multipart,
+) -> Result<(Option<Bytes>, std::collections::HashMap<String, String>), ApiError> {
+    let mut file: Option<Bytes> = None;
+    let mut fields = std::collections::HashMap::new();
+    loop {
+        match multipart.next_field().await {
+            Ok(Some(field)) => {
+                let name = field.name().unwrap_or_default().to_string();
+                let bytes = field.bytes().await.map_err(|e| {
+                    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                        ApiError::PayloadTooLarge
+                    } else {
+                        ApiError::MalformedForm(e.body_text())
+                    }
+                })?;
+                if name == "arquivo" {
+                    file = Some(bytes);
+                } else if name == "numeros" {
+                    // Repeated `numeros` fields (a form's checkboxes) add up: `12,13`.
+                    let more = String::from_utf8_lossy(&bytes).trim().to_string();
+                    fields
+                        .entry(name)
+                        .and_modify(|v: &mut String| {
+                            v.push(',');
+                            v.push_str(&more);
+                        })
+                        .or_insert(more);
+                } else {
+                    fields.insert(name, String::from_utf8_lossy(&bytes).trim().to_string());
+                }
+            }
+            Ok(None) => break,
+            Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+                return Err(ApiError::PayloadTooLarge)
+            }
+            Err(e) => return Err(ApiError::MalformedForm(e.body_text())),
+        }
+    }
+    Ok((file, fields))
 }
 
 /// Filters of `GET /api/campaigns`.
