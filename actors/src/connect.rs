@@ -238,18 +238,7 @@ impl Runtime {
                 details: serde_json::json!({}),
             });
         };
-        let pin = match req.pin {
-            Some(p) if p.expose().len() == 6 && p.expose().bytes().all(|b| b.is_ascii_digit()) => p,
-            Some(_) => {
-                return Err(engine::ValidationError::new(
-                    "invalid_pin",
-                    "pin",
-                    "O PIN deve ter exatamente 6 dígitos.",
-                )
-                .into())
-            }
-            None => Secret::new(format!("{:06}", rand::thread_rng().gen_range(0..1_000_000))),
-        };
+        let pin = signup_pin(req.pin)?;
         let token = self
             .shared
             .graph
@@ -280,6 +269,22 @@ impl Runtime {
                 },
             )
             .await?;
+        let registration = self
+            .register_after_signup(account_id, &record, &token, &pin)
+            .await?;
+        Ok((record, verification, registration))
+    }
+
+    /// Registers a number just connected by embedded signup with its PIN (stored when it
+    /// worked, then the number read again); a refusal is reported, not an error: the number
+    /// stays connected and can be registered later.
+    async fn register_after_signup(
+        &self,
+        account_id: i64,
+        record: &ChannelRecord,
+        token: &Secret,
+        pin: &Secret,
+    ) -> Result<Registration, ActorError> {
         let registration = match self
             .shared
             .graph
@@ -287,7 +292,7 @@ impl Runtime {
             .await
         {
             Ok(_) => {
-                self.shared.store.set_channel_pin(record.id, &pin).await?;
+                self.shared.store.set_channel_pin(record.id, pin).await?;
                 let _ = self.sync_channel(account_id, record.id).await;
                 Registration {
                     ok: true,
@@ -306,7 +311,7 @@ impl Runtime {
                 }
             }
         };
-        Ok((record, verification, registration))
+        Ok(registration)
     }
 
     /// Subscribes the app to the WABA's webhooks unless it is already (PROVIDER.md §5.3: "a
@@ -517,5 +522,25 @@ fn token_check_error(e: ProviderError) -> ActorError {
             ActorError::CredentialRefused(e.reason())
         }
         _ => ActorError::from(e),
+    }
+}
+
+/// The two-step PIN of a number registered by embedded signup: the one given (6 digits), else
+/// a random one.
+///
+/// Errors: `invalid_pin`.
+fn signup_pin(pin: Option<Secret>) -> Result<Secret, ActorError> {
+    match pin {
+        Some(p) if p.expose().len() == 6 && p.expose().bytes().all(|b| b.is_ascii_digit()) => Ok(p),
+        Some(_) => Err(engine::ValidationError::new(
+            "invalid_pin",
+            "pin",
+            "O PIN deve ter exatamente 6 dígitos.",
+        )
+        .into()),
+        None => Ok(Secret::new(format!(
+            "{:06}",
+            rand::thread_rng().gen_range(0..1_000_000)
+        ))),
     }
 }

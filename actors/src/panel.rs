@@ -2186,30 +2186,9 @@ impl Runtime {
             .into_iter()
             .filter(|t| staff || t.channels.iter().any(|c| in_scope.contains(&c.channel_id)))
             .collect();
-        let campaigns: Vec<CampaignSummary> = if staff {
-            store
-                .campaign_summaries(account_id, 200)
-                .await?
-                .into_iter()
-                .map(|(id, nome, status, at)| CampaignSummary {
-                    id,
-                    nome,
-                    status,
-                    created_at: crate::time::iso(at),
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let tasks: Vec<TaskView> = if staff {
-            store
-                .list_tasks(account_id)
-                .await?
-                .iter()
-                .map(task_json)
-                .collect()
-        } else {
-            Vec::new()
+        let (campaigns, tasks) = match staff {
+            true => self.staff_lists(account_id).await?,
+            false => (Vec::new(), Vec::new()),
         };
         let users: Vec<UserView> = if me.role == "Admin" {
             store
@@ -2232,6 +2211,32 @@ impl Runtime {
             tarefas: tasks,
             usuarios: users,
         })
+    }
+
+    /// What only staff see in the panel's state: the latest 200 campaigns and the tasks.
+    async fn staff_lists(
+        &self,
+        account_id: i64,
+    ) -> Result<(Vec<CampaignSummary>, Vec<TaskView>), ActorError> {
+        let store = &self.shared.store;
+        let campaigns = store
+            .campaign_summaries(account_id, 200)
+            .await?
+            .into_iter()
+            .map(|(id, nome, status, at)| CampaignSummary {
+                id,
+                nome,
+                status,
+                created_at: crate::time::iso(at),
+            })
+            .collect();
+        let tasks = store
+            .list_tasks(account_id)
+            .await?
+            .iter()
+            .map(task_json)
+            .collect();
+        Ok((campaigns, tasks))
     }
 
     // ---- tasks -----------------------------------------------------------------------
