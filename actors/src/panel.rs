@@ -2082,35 +2082,6 @@ impl Runtime {
         for w in &wabas {
             *standing.entry(w.standing.clone()).or_default() += 1;
         }
-        let mut quality: BTreeMap<String, i64> = BTreeMap::new();
-        let mut tiers: BTreeMap<String, i64> = BTreeMap::new();
-        let mut tone: BTreeMap<String, i64> = BTreeMap::new();
-        let mut near = 0;
-        for s in &snaps {
-            *quality.entry(s.record.quality.clone()).or_default() += 1;
-            *tiers
-                .entry(
-                    s.record
-                        .tier
-                        .clone()
-                        .unwrap_or_else(|| "desconhecido".into()),
-                )
-                .or_default() += 1;
-            *tone
-                .entry(
-                    match s.health.tone {
-                        Tone::Ok => "ok",
-                        Tone::Attention => "atencao",
-                        Tone::Bad => "critico",
-                    }
-                    .to_string(),
-                )
-                .or_default() += 1;
-            // Near the limit: 10 % of the 24 h limit or less left (unlimited never is).
-            if s.health.limit_24h > 0 && s.health.available * 10 <= s.health.limit_24h {
-                near += 1;
-            }
-        }
         let alerts = self.alerts_of(account_id, &bms, &wabas, &snaps).await?;
         let mut tickets: BTreeMap<String, i64> = BTreeMap::new();
         let mut open = 0;
@@ -2131,13 +2102,7 @@ impl Runtime {
                 total: wabas.len(),
                 por_situacao: standing,
             },
-            numeros: DashboardNumbers {
-                total: snaps.len(),
-                por_qualidade: quality,
-                por_tier: tiers,
-                por_saude: tone,
-                perto_do_limite: near,
-            },
+            numeros: numbers_dashboard(&snaps),
             tarefas_abertas: DashboardTasks {
                 total: open,
                 por_prioridade: tickets,
@@ -2406,4 +2371,45 @@ fn imported_buttons(components: &Value) -> Value {
             })
             .collect(),
     )
+}
+
+/// The dashboard's count of numbers: by quality, tier and health tone, and how many are near
+/// their 24 h limit (10 % or less left; an unlimited one never is).
+fn numbers_dashboard(snaps: &[ChannelSnapshot]) -> DashboardNumbers {
+    let mut quality: BTreeMap<String, i64> = BTreeMap::new();
+    let mut tiers: BTreeMap<String, i64> = BTreeMap::new();
+    let mut tone: BTreeMap<String, i64> = BTreeMap::new();
+    let mut near = 0;
+    for s in snaps {
+        *quality.entry(s.record.quality.clone()).or_default() += 1;
+        *tiers
+            .entry(
+                s.record
+                    .tier
+                    .clone()
+                    .unwrap_or_else(|| "desconhecido".into()),
+            )
+            .or_default() += 1;
+        *tone
+            .entry(
+                match s.health.tone {
+                    Tone::Ok => "ok",
+                    Tone::Attention => "atencao",
+                    Tone::Bad => "critico",
+                }
+                .to_string(),
+            )
+            .or_default() += 1;
+        // Near the limit: 10 % of the 24 h limit or less left (unlimited never is).
+        if s.health.limit_24h > 0 && s.health.available * 10 <= s.health.limit_24h {
+            near += 1;
+        }
+    }
+    DashboardNumbers {
+        total: snaps.len(),
+        por_qualidade: quality,
+        por_tier: tiers,
+        por_saude: tone,
+        perto_do_limite: near,
+    }
 }

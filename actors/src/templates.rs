@@ -371,35 +371,7 @@ impl Runtime {
         let t = store.template(account_id, id).await?;
         let rows = store.template_channels(id).await?;
         let old = draft_of(&t);
-        let name = patch.name.unwrap_or_else(|| t.name.clone());
-        if name.trim().is_empty() {
-            return Err(engine::ValidationError::new(
-                "required",
-                "name",
-                "`name` não pode ficar vazio.",
-            )
-            .into());
-        }
-        let draft = Draft {
-            provider_name: t.provider_name.clone(),
-            category: patch
-                .category
-                .map(|c| c.to_ascii_lowercase())
-                .unwrap_or_else(|| old.category.clone()),
-            language: t.language.clone(),
-            body: patch.body.unwrap_or_else(|| old.body.clone()),
-            // `""` removes a header or footer, as `null` does.
-            header_text: patch
-                .header_text
-                .map(|h| h.filter(|h| !h.is_empty()))
-                .unwrap_or_else(|| old.header_text.clone()),
-            footer_text: patch
-                .footer_text
-                .map(|f| f.filter(|f| !f.is_empty()))
-                .unwrap_or_else(|| old.footer_text.clone()),
-            buttons: patch.buttons.unwrap_or_else(|| old.buttons.clone()),
-            var_map: patch.var_map.unwrap_or_else(|| old.var_map.clone()),
-        };
+        let (name, draft, auto_replicate) = patched(&t, &old, patch)?;
         let found = problems(&draft);
         let live: Vec<&TemplateChannel> = rows.iter().filter(|r| r.status != "deleted").collect();
         if !live.is_empty() && !found.is_empty() {
@@ -428,7 +400,7 @@ impl Runtime {
                     buttons: &buttons,
                     var_map: &var_map,
                     problems: &problems_json,
-                    auto_replicate: patch.auto_replicate.unwrap_or(t.auto_replicate),
+                    auto_replicate,
                 },
             )
             .await?;
@@ -1186,4 +1158,49 @@ pub(crate) fn version_on_channel(
         Some(r) if r.status == "approved" => (r.provider_name.clone(), layout),
         _ => (t.provider_name.clone(), layout),
     }
+}
+
+/// A library template's fields after `patch` (unset fields keep `old`'s; `""` removes a
+/// header or footer, as `null` does): its name, its draft and whether it follows the numbers.
+///
+/// Errors: `required` when the name would be empty.
+fn patched(
+    t: &TemplateRecord,
+    old: &Draft,
+    patch: TemplatePatch,
+) -> Result<(String, Draft, bool), ActorError> {
+    let name = patch.name.unwrap_or_else(|| t.name.clone());
+    if name.trim().is_empty() {
+        return Err(engine::ValidationError::new(
+            "required",
+            "name",
+            "`name` não pode ficar vazio.",
+        )
+        .into());
+    }
+    let draft = Draft {
+        provider_name: t.provider_name.clone(),
+        category: patch
+            .category
+            .map(|c| c.to_ascii_lowercase())
+            .unwrap_or_else(|| old.category.clone()),
+        language: t.language.clone(),
+        body: patch.body.unwrap_or_else(|| old.body.clone()),
+        // `""` removes a header or footer, as `null` does.
+        header_text: patch
+            .header_text
+            .map(|h| h.filter(|h| !h.is_empty()))
+            .unwrap_or_else(|| old.header_text.clone()),
+        footer_text: patch
+            .footer_text
+            .map(|f| f.filter(|f| !f.is_empty()))
+            .unwrap_or_else(|| old.footer_text.clone()),
+        buttons: patch.buttons.unwrap_or_else(|| old.buttons.clone()),
+        var_map: patch.var_map.unwrap_or_else(|| old.var_map.clone()),
+    };
+    Ok((
+        name,
+        draft,
+        patch.auto_replicate.unwrap_or(t.auto_replicate),
+    ))
 }
