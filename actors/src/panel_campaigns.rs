@@ -202,54 +202,11 @@ impl Runtime {
         input: PanelCampaignInput,
     ) -> Result<PanelCampaignView, ActorError> {
         let store = &self.shared.store;
-        if input.contacts.is_empty() || input.contacts.len() > engine::panel_campaign::MAX_CONTACTS
-        {
-            return Err(engine::ValidationError::new(
-                "contatos_invalidos",
-                "contatos",
-                format!(
-                    "Envie de 1 a {} contatos por campanha.",
-                    engine::panel_campaign::MAX_CONTACTS
-                ),
-            )
-            .into());
-        }
-        let mut cells = 0usize;
-        for (i, c) in input.contacts.iter().enumerate() {
-            c.check_size(&format!("contatos[{i}]"))?;
-            cells += c.data.len() + 2;
-        }
-        if cells > engine::panel_campaign::MAX_CELLS {
-            return Err(engine::ValidationError::new(
-                "celulas_demais",
-                "contatos",
-                format!(
-                    "Os contatos passam de {} células: divida-os em campanhas menores.",
-                    engine::panel_campaign::MAX_CELLS
-                ),
-            )
-            .into());
-        }
-        if let Some(v) = input.volume {
-            if v < 1 {
-                return Err(engine::ValidationError::new(
-                    "volume_invalido",
-                    "volume",
-                    "`volume` deve ser ao menos 1.",
-                )
-                .into());
-            }
-        }
-        if let Some(url) = &input.image_url {
-            if !(url.starts_with("https://") || url.starts_with("http://")) || url.len() > 2048 {
-                return Err(engine::ValidationError::new(
-                    "imagem_url_invalida",
-                    "imagem_url",
-                    "`imagem_url` deve ser uma URL http(s) de até 2048 caracteres.",
-                )
-                .into());
-            }
-        }
+        engine::panel_campaign::check_request(
+            &input.contacts,
+            input.volume,
+            input.image_url.as_deref(),
+        )?;
         for id in &input.channels {
             match store.scoped_channel(account_id, &who.scope, *id).await {
                 Ok(_) => {}
@@ -288,45 +245,7 @@ impl Runtime {
                 },
             )
             .await?;
-        let mut seen = HashSet::new();
-        let mut contacts = Vec::with_capacity(input.contacts.len());
-        for c in &input.contacts {
-            let mut row = c.columns();
-            row = row
-                .into_iter()
-                .map(|(k, v)| (k.to_lowercase(), v))
-                .collect();
-            match Phone::parse("numero", &c.number) {
-                Ok(p) => {
-                    if !seen.insert(p.as_str().to_string()) {
-                        continue;
-                    }
-                    row.insert("numero".into(), p.as_str().to_string());
-                    let missing =
-                        engine::library::render(&checked.template.body, &var_map, &row).err();
-                    contacts.push(NewContact {
-                        phone: p.as_str().to_string(),
-                        vars: serde_json::to_string(&row).unwrap_or_else(|_| "{}".into()),
-                        name: c.name.clone(),
-                        hygiene: missing.as_ref().map(|_| "invalid"),
-                        reason: missing.map(|m| format!("faltam valores para: {}", m.join(", "))),
-                    });
-                }
-                Err(_) => {
-                    let raw: String = c.number.trim().chars().take(64).collect();
-                    if !seen.insert(raw.clone()) {
-                        continue;
-                    }
-                    contacts.push(NewContact {
-                        phone: raw,
-                        vars: serde_json::to_string(&row).unwrap_or_else(|_| "{}".into()),
-                        name: c.name.clone(),
-                        hygiene: Some("invalid"),
-                        reason: Some("formato_invalido".into()),
-                    });
-                }
-            }
-        }
+        let contacts = new_contacts(&input.contacts, &checked.template.body, &var_map);
         let (rec, _) = store
             .insert_panel_campaign(
                 &NewCampaign {
@@ -1154,4 +1073,53 @@ impl Runtime {
         }
         Ok(())
     }
+}
+
+/// A panel campaign's contacts as stored rows: each number once (the first row wins), its
+/// columns lower-cased with `numero` normalised; a contact whose values lack a template
+/// variable, or whose number does not parse, stored invalid with the reason.
+fn new_contacts(
+    input: &[engine::panel_campaign::Contact],
+    body: &str,
+    var_map: &engine::library::VarMap,
+) -> Vec<NewContact> {
+    let mut seen = HashSet::new();
+    let mut contacts = Vec::with_capacity(input.len());
+    for c in input {
+        let mut row = c.columns();
+        row = row
+            .into_iter()
+            .map(|(k, v)| (k.to_lowercase(), v))
+            .collect();
+        match Phone::parse("numero", &c.number) {
+            Ok(p) => {
+                if !seen.insert(p.as_str().to_string()) {
+                    continue;
+                }
+                row.insert("numero".into(), p.as_str().to_string());
+                let missing = engine::library::render(body, var_map, &row).err();
+                contacts.push(NewContact {
+                    phone: p.as_str().to_string(),
+                    vars: serde_json::to_string(&row).unwrap_or_else(|_| "{}".into()),
+                    name: c.name.clone(),
+                    hygiene: missing.as_ref().map(|_| "invalid"),
+                    reason: missing.map(|m| format!("faltam valores para: {}", m.join(", "))),
+                });
+            }
+            Err(_) => {
+                let raw: String = c.number.trim().chars().take(64).collect();
+                if !seen.insert(raw.clone()) {
+                    continue;
+                }
+                contacts.push(NewContact {
+                    phone: raw,
+                    vars: serde_json::to_string(&row).unwrap_or_else(|_| "{}".into()),
+                    name: c.name.clone(),
+                    hygiene: Some("invalid"),
+                    reason: Some("formato_invalido".into()),
+                });
+            }
+        }
+    }
+    contacts
 }

@@ -455,6 +455,60 @@ pub fn var_map(variables: &[String], button: Option<&str>, columns: &BTreeSet<St
     map
 }
 
+/// A panel campaign's own request rules: 1 to [`MAX_CONTACTS`] contacts, each within the size
+/// caps and all within [`MAX_CELLS`]; `volume` at least 1; `imagem_url` an http(s) URL of up
+/// to 2,048 characters.
+///
+/// Errors: `contatos_invalidos`, the size caps' codes, `celulas_demais`, `volume_invalido`,
+/// `imagem_url_invalida`.
+pub fn check_request(
+    contacts: &[Contact],
+    volume: Option<i64>,
+    image_url: Option<&str>,
+) -> Result<(), ValidationError> {
+    if contacts.is_empty() || contacts.len() > MAX_CONTACTS {
+        return Err(ValidationError::new(
+            "contatos_invalidos",
+            "contatos",
+            format!("Envie de 1 a {} contatos por campanha.", MAX_CONTACTS),
+        ));
+    }
+    let mut cells = 0usize;
+    for (i, c) in contacts.iter().enumerate() {
+        c.check_size(&format!("contatos[{i}]"))?;
+        cells += c.data.len() + 2;
+    }
+    if cells > MAX_CELLS {
+        return Err(ValidationError::new(
+            "celulas_demais",
+            "contatos",
+            format!(
+                "Os contatos passam de {} células: divida-os em campanhas menores.",
+                MAX_CELLS
+            ),
+        ));
+    }
+    if let Some(v) = volume {
+        if v < 1 {
+            return Err(ValidationError::new(
+                "volume_invalido",
+                "volume",
+                "`volume` deve ser ao menos 1.",
+            ));
+        }
+    }
+    if let Some(url) = image_url {
+        if !(url.starts_with("https://") || url.starts_with("http://")) || url.len() > 2048 {
+            return Err(ValidationError::new(
+                "imagem_url_invalida",
+                "imagem_url",
+                "`imagem_url` deve ser uma URL http(s) de até 2048 caracteres.",
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
