@@ -370,28 +370,7 @@ impl Runtime {
         use provider::hygiene::{HygieneError, JobStatus};
         let store = &self.shared.store;
         let c = store.scoped_panel_campaign(account_id, scope, id).await?;
-        match (state_of(&c), stage_of(&c)) {
-            (CampaignState::Draft, Some(Stage::Hygiene)) => {}
-            (CampaignState::Draft, Some(Stage::HygieneFailed)) => {
-                return Err(refused(
-                    409,
-                    "higienizacao_falhou",
-                    format!(
-                        "A higienização falhou: {}. Reenvie com POST /api/campaigns/{id}/hygiene.",
-                        c.hygiene_error.clone().unwrap_or_default()
-                    ),
-                    json!({"status": self.status_of(&c)}),
-                ))
-            }
-            _ => {
-                return Err(refused(
-                    409,
-                    "invalid_state",
-                    "A campanha já foi validada.",
-                    json!({"status": self.status_of(&c)}),
-                ))
-            }
-        }
+        self.awaits_hygiene_report(&c)?;
         let (Some(client), Some(job)) = (&self.shared.hygiene, c.hygiene_job.clone()) else {
             return Err(refused(
                 503,
@@ -447,22 +426,15 @@ impl Runtime {
             }
             JobStatus::Done => {}
         }
-        let rows = match client.results(&job).await {
-            Ok(r) => r,
-            Err(HygieneError::NotReady) => {
-                return Err(refused(
-                    409,
-                    "higienizacao_em_andamento",
-                    "A higienização ainda não terminou.",
-                    json!({}),
-                ))
-            }
-            Err(e) => return Err(unavailable(e)),
-        };
-        let verdicts: Vec<Verdict> = rows
-            .into_iter()
-            .map(|r| (r.input, r.status.as_str(), r.reason, r.wa_id))
-            .collect();
+        let verdicts = hygiene_verdicts(client, &job).await.map_err(|e| match e {
+            Some(e) => unavailable(e),
+            None => refused(
+                409,
+                "higienizacao_em_andamento",
+                "A higienização ainda não terminou.",
+                json!({}),
+            ),
+        })?;
         store.apply_hygiene(id, &verdicts).await?;
         tracing::info!(
             campaign_id = id,
@@ -470,6 +442,37 @@ impl Runtime {
             "hygiene report applied"
         );
         self.panel_campaign_view(account_id, scope, id).await
+    }
+
+    /// Whether a campaign waits for its hygiene report (a draft at the hygiene stage).
+    ///
+    /// Errors: 409 `higienizacao_falhou` (resubmit it), 409 `invalid_state` (already
+    /// validated).
+    fn awaits_hygiene_report(&self, c: &CampaignRecord) -> Result<(), ActorError> {
+        let id = c.id;
+        match (state_of(c), stage_of(c)) {
+            (CampaignState::Draft, Some(Stage::Hygiene)) => {}
+            (CampaignState::Draft, Some(Stage::HygieneFailed)) => {
+                return Err(refused(
+                    409,
+                    "higienizacao_falhou",
+                    format!(
+                        "A higienização falhou: {}. Reenvie com POST /api/campaigns/{id}/hygiene.",
+                        c.hygiene_error.clone().unwrap_or_default()
+                    ),
+                    json!({"status": self.status_of(c)}),
+                ))
+            }
+            _ => {
+                return Err(refused(
+                    409,
+                    "invalid_state",
+                    "A campanha já foi validada.",
+                    json!({"status": self.status_of(c)}),
+                ))
+            }
+        }
+        Ok(())
     }
 
     /// `POST /api/hygiene/callback`: the service says a job ended. The body must be signed
@@ -1122,4 +1125,21 @@ fn new_contacts(
         }
     }
     contacts
+}
+
+/// The hygiene service's verdicts of a finished job: `(input, status, reason, wa_id)` per row.
+///
+/// Errors: `None` when the report is not ready yet, else the service's error.
+async fn hygiene_verdicts(
+    client: &provider::hygiene::HygieneClient,
+    job: &str,
+) -> Result<Vec<Verdict>, Option<provider::hygiene::HygieneError>> {
+    let rows = client.results(job).await.map_err(|e| match e {
+        provider::hygiene::HygieneError::NotReady => None,
+        e => Some(e),
+    })?;
+    Ok(rows
+        .into_iter()
+        .map(|r| (r.input, r.status.as_str(), r.reason, r.wa_id))
+        .collect())
 }
