@@ -400,6 +400,17 @@ impl From<storage::StorageError> for ApiError {
     }
 }
 
+/// A multipart form that cannot be read: 413 past the body limit, else 400 (a malformed form).
+impl From<axum::extract::multipart::MultipartError> for ApiError {
+    fn from(e: axum::extract::multipart::MultipartError) -> Self {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge
+        } else {
+            ApiError::MalformedForm(e.body_text())
+        }
+    }
+}
+
 impl From<engine::ValidationError> for ApiError {
     fn from(e: engine::ValidationError) -> Self {
         ApiError::invalid(e.field, e.code, e.message)

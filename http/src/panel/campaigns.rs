@@ -284,38 +284,23 @@ async fn read_form(
 ) -> Result<(Option<Bytes>, std::collections::HashMap<String, String>), ApiError> {
     let mut file: Option<Bytes> = None;
     let mut fields = std::collections::HashMap::new();
-    loop {
-        match multipart.next_field().await {
-            Ok(Some(field)) => {
-                let name = field.name().unwrap_or_default().to_string();
-                let bytes = field.bytes().await.map_err(|e| {
-                    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                        ApiError::PayloadTooLarge
-                    } else {
-                        ApiError::MalformedForm(e.body_text())
-                    }
-                })?;
-                if name == "arquivo" {
-                    file = Some(bytes);
-                } else if name == "numeros" {
-                    // Repeated `numeros` fields (a form's checkboxes) add up: `12,13`.
-                    let more = String::from_utf8_lossy(&bytes).trim().to_string();
-                    fields
-                        .entry(name)
-                        .and_modify(|v: &mut String| {
-                            v.push(',');
-                            v.push_str(&more);
-                        })
-                        .or_insert(more);
-                } else {
-                    fields.insert(name, String::from_utf8_lossy(&bytes).trim().to_string());
-                }
-            }
-            Ok(None) => break,
-            Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-                return Err(ApiError::PayloadTooLarge)
-            }
-            Err(e) => return Err(ApiError::MalformedForm(e.body_text())),
+    while let Some(field) = multipart.next_field().await? {
+        let name = field.name().unwrap_or_default().to_string();
+        let bytes = field.bytes().await?;
+        if name == "arquivo" {
+            file = Some(bytes);
+        } else if name == "numeros" {
+            // Repeated `numeros` fields (a form's checkboxes) add up: `12,13`.
+            let more = String::from_utf8_lossy(&bytes).trim().to_string();
+            fields
+                .entry(name)
+                .and_modify(|v: &mut String| {
+                    v.push(',');
+                    v.push_str(&more);
+                })
+                .or_insert(more);
+        } else {
+            fields.insert(name, String::from_utf8_lossy(&bytes).trim().to_string());
         }
     }
     Ok((file, fields))

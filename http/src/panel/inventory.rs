@@ -586,24 +586,9 @@ pub(crate) async fn upload_photo(
         )
     })?;
     let mut photo = None;
-    loop {
-        match multipart.next_field().await {
-            Ok(Some(field)) if field.name() == Some("foto") => {
-                let bytes = field.bytes().await.map_err(|e| {
-                    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                        ApiError::PayloadTooLarge
-                    } else {
-                        ApiError::MalformedForm(e.body_text())
-                    }
-                })?;
-                photo = Some(bytes.to_vec());
-            }
-            Ok(Some(_)) => continue,
-            Ok(None) => break,
-            Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-                return Err(ApiError::PayloadTooLarge)
-            }
-            Err(e) => return Err(ApiError::MalformedForm(e.body_text())),
+    while let Some(field) = multipart.next_field().await? {
+        if field.name() == Some("foto") {
+            photo = Some(field.bytes().await?.to_vec());
         }
     }
     let photo = photo.ok_or_else(|| {
