@@ -176,10 +176,20 @@ async fn apply_statuses(shared: &Shared, jobs: Vec<StatusJob>) {
         .iter()
         .map(|j| (j.record.id, j.reports.as_slice()))
         .collect();
+    let base = &shared.config.public_url;
+    let now = shared.now_ms();
     let res = shared
         .store
         .apply_status_batches(&batches, |b, a| {
-            vec![events::message_ack(&jobs[b].record, a)]
+            let record = &jobs[b].record;
+            let ack = events::message_ack(record, a);
+            if a.accepted_here {
+                // The send's answer is not recorded yet: its `message.sent` goes first (D-103).
+                let at = a.message.sent_at.unwrap_or(now);
+                vec![events::message_sent(record, &a.message, at, base), ack]
+            } else {
+                vec![ack]
+            }
         })
         .await;
     match res {

@@ -1056,7 +1056,9 @@ impl Store {
                 let records = crate::messages::messages_by_id_tx(&mut tx, &ids).await?;
                 let mut events = Vec::new();
                 for rec in &records {
-                    if let Some(i) = index_of.get(&rec.id) {
+                    // A status report that came first wrote its `message.sent` (D-103).
+                    let first = crate::messages::answered_by_status(rec);
+                    if let Some(i) = index_of.get(&rec.id).filter(|_| !first) {
                         events.extend(make_events(*i, rec));
                     }
                 }
@@ -1387,6 +1389,96 @@ mod tests {
         let campaign =
             crate::test_support::campaign_with_recipients_on(&store, account, channel, n).await;
         (store, account, channel, campaign)
+    }
+
+    /// D-103 for campaign sends: a status report that reached a claimed recipient's message
+    /// before the settlement (by the id in `biz_opaque_callback_data`) wrote its
+    /// `message.sent`; the settlement writes one only for the message it answers first.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_settlement_writes_no_sent_event_a_status_wrote_first() {
+        use engine::webhook::EventKind;
+        let dir = tempfile::tempdir().unwrap();
+        let (store, account, channel, campaign) = campaign_with_recipients(dir.path(), 2).await;
+        let (sub, _) = store
+            .create_subscription(
+                account,
+                channel,
+                "https://example.com/h",
+                &[EventKind::MessageSent],
+            )
+            .await
+            .unwrap();
+        let share = ClaimShare {
+            channel_id: channel,
+            count: 2,
+            template_name: "oferta".into(),
+        };
+        let claimed = store
+            .claim_recipients(account, campaign.id, false, &[share], "pt_BR")
+            .await
+            .unwrap()
+            .remove(0);
+        let sent_event = |m: &crate::messages::MessageRecord| crate::webhooks::NewEvent {
+            account_id: m.account_id,
+            channel_id: m.channel_id,
+            kind: EventKind::MessageSent,
+            channel: serde_json::json!({"id": m.channel_id}),
+            data: serde_json::json!({"id": m.id}),
+            created_at: 1,
+        };
+        let early = claimed[0].message_id;
+        let reports = [StatusReport {
+            provider_message_id: format!("wamid.{early}"),
+            callback_message_id: Some(early),
+            status: ProviderStatus::Sent,
+            at: now_ms(),
+            error: None,
+        }];
+        let (outs, _) = store
+            .apply_status_batches(&[(channel, &reports[..])], |_, a| {
+                a.accepted_here
+                    .then(|| sent_event(&a.message))
+                    .into_iter()
+                    .collect()
+            })
+            .await
+            .unwrap();
+        assert!(outs[0].applied[0].accepted_here);
+        let settlements: Vec<Settlement> = claimed
+            .iter()
+            .map(|c| Settlement {
+                channel_id: channel,
+                recipient_id: c.recipient_id,
+                message_id: c.message_id,
+                result: SendResult::Sent {
+                    provider_message_id: format!("wamid.{}", c.message_id),
+                },
+            })
+            .collect();
+        store
+            .settle_campaign_sends(&settlements, |_, m| vec![sent_event(m)])
+            .await
+            .unwrap();
+        let ids: Vec<i64> = sqlx::query(
+            "SELECT data FROM webhook_deliveries WHERE subscription_id = $1 ORDER BY id",
+        )
+        .bind(sub.id)
+        .fetch_all(&store.pool)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let data: String = sqlx::Row::get(r, "data");
+            serde_json::from_str::<serde_json::Value>(&data).unwrap()["id"]
+                .as_i64()
+                .unwrap()
+        })
+        .collect();
+        assert_eq!(
+            ids,
+            vec![early, claimed[1].message_id],
+            "one message.sent each"
+        );
     }
 
     /// While a batch of 1:1 sends waits for SQLite's one write connection, a settlement and a

@@ -172,6 +172,22 @@ pub struct AppliedStatus {
     pub message: MessageRecord,
     /// The reported status.
     pub reported: ProviderStatus,
+    /// This report is how disparo learned that the provider accepted the send: the message
+    /// had no provider id yet (its send's answer not recorded: still on its way to the
+    /// writer, or lost) and the report found it by the id in `biz_opaque_callback_data`.
+    /// Its `message.sent` is written here, before the report's own `message.ack`, and the
+    /// answer recorded later writes none ([`answered_by_status`]), so an integrator reads
+    /// `sent` before `delivered` for each message (D-103).
+    pub accepted_here: bool,
+}
+
+/// Whether a status report reached this message before its send's answer was recorded: only
+/// status reports set `sent_at` (answers set the provider id and `sent`, never a timestamp),
+/// and [`Store::apply_status_batches`] then wrote the message's `message.sent`
+/// ([`AppliedStatus::accepted_here`]). Read on the row after the answer's update, in the
+/// answer's transaction (its row lock keeps later reports out until it commits).
+pub fn answered_by_status(rec: &MessageRecord) -> bool {
+    rec.sent_at.is_some()
 }
 
 /// What a batch of status reports did.
@@ -776,6 +792,9 @@ impl Store {
                     by_wamid.insert(w.clone(), next.clone());
                 }
                 let applied = AppliedStatus {
+                    accepted_here: current.provider_message_id.is_none()
+                        && current.sent_at.is_none()
+                        && next.sent_at.is_some(),
                     message: next,
                     reported: r.status,
                 };

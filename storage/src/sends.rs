@@ -853,7 +853,10 @@ async fn write_in(
                 // An unknown message fails the batch; each write is then retried alone and
                 // this one answers `NotFound`.
                 let rec = recs.remove(&queued.id).ok_or(StorageError::NotFound)?;
-                events.extend(make_events(&rec));
+                // A status report that came first wrote its `message.sent` (D-103).
+                if !crate::messages::answered_by_status(&rec) {
+                    events.extend(make_events(&rec));
+                }
                 done[i] = Some(Done::Sent(rec));
             }
         }
@@ -1018,6 +1021,143 @@ mod tests {
             media: None,
             source: "api",
         }
+    }
+
+    /// D-103: a status report that reaches a message before its send's answer is recorded
+    /// (it finds the message by the id in `biz_opaque_callback_data`) writes the message's
+    /// `message.sent` before its own `message.ack`, and the answer recorded afterwards writes
+    /// none: each message's events leave in the order sent → ack, once each. A message answered
+    /// first gets its `message.sent` from the answer and only the ack from the report.
+    async fn a_status_before_the_answer_writes_sent_then_ack(
+        store: crate::Store,
+        account: i64,
+        channel: i64,
+    ) {
+        use crate::messages::{AppliedStatus, StatusReport};
+        use crate::webhooks::NewEvent;
+        use engine::message::ProviderStatus;
+        use engine::webhook::EventKind;
+        use sqlx::Row;
+        let (sub, _) = store
+            .create_subscription(
+                account,
+                channel,
+                "https://example.com/h",
+                &[EventKind::MessageSent, EventKind::MessageAck],
+            )
+            .await
+            .unwrap();
+        let event = |kind: EventKind, m: &MessageRecord| NewEvent {
+            account_id: m.account_id,
+            channel_id: m.channel_id,
+            kind,
+            channel: serde_json::json!({"id": m.channel_id}),
+            data: serde_json::json!({"id": m.id, "status": m.status.as_str()}),
+            created_at: 1,
+        };
+        let on_status = |_: usize, a: &AppliedStatus| {
+            let ack = event(EventKind::MessageAck, &a.message);
+            if a.accepted_here {
+                vec![event(EventKind::MessageSent, &a.message), ack]
+            } else {
+                vec![ack]
+            }
+        };
+        let report = |m: &MessageRecord| StatusReport {
+            provider_message_id: format!("wamid.{}", m.id),
+            callback_message_id: Some(m.id),
+            status: ProviderStatus::Delivered,
+            at: 7_000,
+            error: None,
+        };
+        let answer = |m: MessageRecord| {
+            let store = store.clone();
+            async move {
+                let wamid = format!("wamid.{}", m.id);
+                store
+                    .mark_message_sent(
+                        &m,
+                        &wamid,
+                        Box::new(move |r| vec![event(EventKind::MessageSent, r)]),
+                    )
+                    .await
+                    .unwrap()
+                    .0
+            }
+        };
+        // The report first.
+        let early = store
+            .insert_outbound(&message(account, channel, 1), MessageStatus::Sending, None)
+            .await
+            .unwrap();
+        let reports = [report(&early)];
+        let (outs, written) = store
+            .apply_status_batches(&[(channel, &reports[..])], on_status)
+            .await
+            .unwrap();
+        assert!(outs[0].applied[0].accepted_here);
+        assert_eq!(written, 2);
+        let rec = answer(early.clone()).await;
+        assert_eq!(
+            rec.status,
+            MessageStatus::Delivered,
+            "the answer keeps the report's status"
+        );
+        assert!(crate::messages::answered_by_status(&rec));
+        // The answer first.
+        let late = store
+            .insert_outbound(&message(account, channel, 2), MessageStatus::Sending, None)
+            .await
+            .unwrap();
+        let rec = answer(late.clone()).await;
+        assert!(!crate::messages::answered_by_status(&rec));
+        let reports = [report(&late)];
+        let (outs, _) = store
+            .apply_status_batches(&[(channel, &reports[..])], on_status)
+            .await
+            .unwrap();
+        assert!(!outs[0].applied[0].accepted_here);
+        let written: Vec<(String, i64)> = sqlx::query(
+            "SELECT event, data FROM webhook_deliveries WHERE subscription_id = $1 ORDER BY id",
+        )
+        .bind(sub.id)
+        .fetch_all(&store.pool)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let data: serde_json::Value =
+                serde_json::from_str(&r.try_get::<String, _>("data").unwrap()).unwrap();
+            (r.try_get("event").unwrap(), data["id"].as_i64().unwrap())
+        })
+        .collect();
+        let expected: Vec<(String, i64)> = [
+            ("message.sent", early.id),
+            ("message.ack", early.id),
+            ("message.sent", late.id),
+            ("message.ack", late.id),
+        ]
+        .map(|(e, id)| (e.to_string(), id))
+        .into();
+        assert_eq!(written, expected);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn on_sqlite_a_status_before_the_answer_writes_sent_then_ack() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, account, channel) = crate::test_support::store_with_channel(dir.path()).await;
+        a_status_before_the_answer_writes_sent_then_ack(store, account, channel).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn on_postgres_a_status_before_the_answer_writes_sent_then_ack() {
+        let Some((store, account, channel, db)) =
+            crate::test_support::postgres_store_with_channel().await
+        else {
+            return;
+        };
+        a_status_before_the_answer_writes_sent_then_ack(store.clone(), account, channel).await;
+        crate::test_support::drop_postgres(store, &db).await;
     }
 
     /// A connection handed back inside a transaction nobody holds (what a caller cancelled
@@ -1242,7 +1382,7 @@ mod tests {
     /// their events' deliveries and audit lines: each answer is the stored row, its event went
     /// to the subscription that lists `message.sent` (once, describing the row as written)
     /// and not to the one that does not; a message a status webhook moved first keeps its
-    /// status and its event describes it as stored; an unknown message answers `NotFound`
+    /// status and gets no event from its answer (the webhook wrote it, D-103); an unknown message answers `NotFound`
     /// alone, the others of its batch written once.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn on_postgres_small_batches_of_answers_are_one_statement_with_their_events() {
@@ -1361,7 +1501,7 @@ mod tests {
             let moved = answers.remove(1);
             answers.extend(futures::future::join_all(queued[1..4].iter().map(answer)).await);
             answers.push(moved);
-            for (m, answer) in queued.iter().zip(&answers) {
+            for (k, (m, answer)) in queued.iter().zip(&answers).enumerate() {
                 let (rec, _) = answer.as_ref().unwrap();
                 assert_eq!(
                     rec,
@@ -1369,7 +1509,10 @@ mod tests {
                     "the stored row"
                 );
                 assert_eq!(rec.provider_message_id, Some(format!("wamid.{}", m.id)));
-                expected.push(event(rec).data);
+                // The moved one's `message.sent` was the status webhook's to write (D-103).
+                if k != 4 {
+                    expected.push(event(rec).data);
+                }
             }
             assert_eq!(answers[0].as_ref().unwrap().0.status, MessageStatus::Sent);
             assert_eq!(
@@ -1392,7 +1535,7 @@ mod tests {
         expected.sort_by_key(key);
         assert_eq!(
             written, expected,
-            "one event per answer, as the row was written"
+            "one event per answer a status did not precede, as the row was written"
         );
         assert!(deliveries(unlisted.id).await.is_empty());
         crate::test_support::drop_postgres(store, &db).await;
