@@ -2,8 +2,8 @@
 //! approved templates at the provider, and the overview / WABA / BM views (spec "WABAs, BMs,
 //! overview, linking numbers").
 
-use crate::channel::{ChannelMsg, ChannelSnapshot};
 use crate::error::ActorError;
+use crate::protocol::{ChannelMsg, ChannelSnapshot};
 use crate::Runtime;
 use engine::channel::{ChannelStatus, HealthCode, Tone};
 use engine::phone::Phone;

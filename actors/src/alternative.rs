@@ -2,9 +2,9 @@
 //! decision D-034): registered with their provider's API key, their sender's templates read
 //! through [`provider::alternative::AlternativeProvider`], no actor and no sends.
 
-use crate::channel::ChannelSnapshot;
 use crate::error::ActorError;
 use crate::outbound::{refusal_message, Guard};
+use crate::protocol::ChannelSnapshot;
 use crate::Runtime;
 use engine::channel::Health;
 use engine::phone::Phone;

@@ -6,8 +6,8 @@
 //! itself with a reason and resumes when one recovers. Memory stays flat: recipients are read
 //! from storage a page at a time.
 
-use crate::channel::{ChannelMsg, Dispatch, DispatchItem};
 use crate::error::ActorError;
+use crate::protocol::{CampaignGate, CampaignSupervisorMsg, ChannelMsg, Dispatch, DispatchItem};
 use crate::{Runtime, Shared};
 use engine::campaign::{allocate, CampaignState, CreditAnswer, Slot, Step};
 use engine::library::VarMap;
@@ -21,11 +21,6 @@ use tracing::Instrument;
 
 /// How often a running campaign hands out work.
 pub const TICK: Duration = Duration::from_millis(50);
-
-/// A campaign's gate (issue 20): open (`true`) while it may call the provider. Each send
-/// holds a read lock for its call; halting takes the write lock (so it waits for the calls
-/// under way) and closes it, so no call starts after a halt answered.
-pub type CampaignGate = Arc<tokio::sync::RwLock<bool>>;
 
 /// Most recipients claimed per tick.
 pub const PAGE: usize = 2000;
@@ -265,7 +260,7 @@ async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<()
     let grants = engine::campaign::grants(
         &mut st.slots,
         &answers,
-        crate::channel::CAMPAIGN_WINDOW / 2,
+        engine::channel::machine::CAMPAIGN_WINDOW / 2,
         st.sequential,
         group_available,
         PAGE,
@@ -974,7 +969,7 @@ impl Runtime {
         }
         let started = crate::ask(
             &self.campaign_supervisor,
-            |r| crate::supervisor::CampaignSupervisorMsg::Start(id, account_id, r),
+            |r| CampaignSupervisorMsg::Start(id, account_id, r),
             self.shared.config.call_timeout,
         )
         .await?;

@@ -8,16 +8,16 @@
 
 use crate::bm::SharedCounter;
 use crate::error::ActorError;
+use crate::protocol::{
+    ChannelMsg, ChannelSnapshot, Dispatch, SendCommand, SendContent, SendOutcome, CALLBACK_PREFIX,
+};
 use crate::registry::ChannelEntry;
 use crate::{events, Shared};
 use engine::channel::machine::{Answer, ChannelInit, OneToOne, ProviderRead, Refusal, Stored};
-use engine::channel::{
-    Channel, ChannelStatus, Effect, Health, HealthCode, Input, Limits, Quality, Tier, WabaStanding,
-};
+use engine::channel::{Channel, ChannelStatus, Effect, Input, Limits, Quality, Tier, WabaStanding};
 use engine::guardrail::{self, Guardrails};
 use engine::limits::RollingUnique;
 use engine::message::MessageKind;
-use engine::phone::Phone;
 use engine::{Secret, DAY_MS};
 use provider::wire::{SendMessageRequest, TemplatePayload};
 use provider::ErrorKind;
@@ -25,64 +25,9 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use std::sync::Arc;
 use storage::campaigns::{SendResult, Settlement};
 use storage::channels::{ChannelRecord, ChannelSecrets};
-use storage::messages::{MessageRecord, NewInbound, NewOutbound, StatusReport};
+use storage::messages::{MessageRecord, NewInbound, NewOutbound};
 use tokio::sync::Semaphore;
 use tracing::Instrument;
-
-/// The prefix of `biz_opaque_callback_data` values disparo sets: `dsp:<message id>`.
-pub const CALLBACK_PREFIX: &str = "dsp:";
-
-/// What to send.
-#[derive(Debug, Clone)]
-pub enum SendContent {
-    /// Free text (only inside the 24-hour window).
-    Text {
-        /// The text, 1 to 4096 characters.
-        body: String,
-    },
-    /// An approved template.
-    Template {
-        /// Name at the provider.
-        name: String,
-        /// Locale, e.g. `pt_BR`.
-        language: String,
-        /// What the caller gave: body parameters, header variable or media (by link or
-        /// uploaded id), URL button suffix, copy code.
-        given: engine::template::Given,
-        /// The template's layout when disparo holds it (a library template): the send is
-        /// completed from it (every component the template needs, issue 16); `None` sends
-        /// exactly what was given.
-        layout: Option<Arc<engine::template::Layout>>,
-        /// The library template's text header, when known: stored with the message so the
-        /// send result shows it (`header`; issue 17).
-        header_text: Option<String>,
-    },
-    /// Media at a public URL (only inside the 24-hour window); the runtime downloads it into
-    /// [`SendContent::MediaFile`] before the channel sees it.
-    Media {
-        /// Image, document, video or audio.
-        kind: engine::media::MediaKind,
-        /// Public URL.
-        url: String,
-        /// Caption (not for audio).
-        caption: Option<String>,
-    },
-    /// A library template by id with the audience columns of the recipient; the runtime
-    /// renders it into [`SendContent::Template`] through its var_map.
-    Library {
-        /// Library template id.
-        id: i64,
-        /// Audience columns (column → value).
-        vars: std::collections::BTreeMap<String, String>,
-    },
-    /// A downloaded, checked file: uploaded to the provider, then sent by media id.
-    MediaFile {
-        /// The file.
-        file: crate::media::FetchedMedia,
-        /// Caption.
-        caption: Option<String>,
-    },
-}
 
 /// What the send task sends: a ready request, or a file to upload first.
 enum Prepared {
@@ -92,47 +37,6 @@ enum Prepared {
         caption: Option<String>,
         to: String,
     },
-}
-
-/// A send request, validated by the HTTP layer.
-#[derive(Debug, Clone)]
-pub struct SendCommand {
-    /// The recipient.
-    pub to: Phone,
-    /// What to send.
-    pub content: SendContent,
-    /// Display text kept for a template message.
-    pub preview_text: Option<String>,
-    /// The request's `Idempotency-Key`, bound to the message when it is written (issue 15).
-    pub idempotency_key: Option<String>,
-    /// A group send: the number's group's 24 h limit applies, checked and counted under the
-    /// group counter's lock (issue 15).
-    pub group_limited: bool,
-    /// When the caller stops waiting: a send not yet handed to the provider by then is
-    /// dropped (the message is marked failed, never sent later as a second message).
-    /// Set by [`crate::Runtime::send`].
-    pub deadline: Option<std::time::Instant>,
-}
-
-/// A channel's live state as read by the API.
-#[derive(Debug, Clone)]
-pub struct ChannelSnapshot {
-    /// The stored record with live quality, tier and credential state.
-    pub record: ChannelRecord,
-    /// Health object.
-    pub health: Health,
-}
-
-/// Internal report of a send task.
-#[derive(Debug)]
-pub enum SendOutcome {
-    /// The provider accepted it.
-    Accepted,
-    /// The provider refused it.
-    Refused(ErrorKind),
-    /// The provider refused it for the number's throughput (130429), with its `Retry-After`
-    /// in ms when it sent one (issue 25).
-    Throttled(Option<u64>),
 }
 
 /// The outcome a refused send reports to its channel.
@@ -147,112 +51,6 @@ fn refused(e: &provider::ProviderError) -> SendOutcome {
         (ErrorKind::RateLimited, _) => SendOutcome::Throttled(None),
         (kind, _) => SendOutcome::Refused(kind),
     }
-}
-
-/// Messages of a [`ChannelActor`].
-#[derive(Debug)]
-pub enum ChannelMsg {
-    /// Send one message; the reply comes when the provider answered.
-    Send(
-        Box<SendCommand>,
-        RpcReplyPort<Result<MessageRecord, ActorError>>,
-    ),
-    /// Apply status reports from a provider webhook; replies when stored.
-    Statuses(Vec<StatusReport>, RpcReplyPort<Result<usize, ActorError>>),
-    /// Record inbound messages from a provider webhook; replies when stored.
-    Inbound(Vec<NewInbound>, RpcReplyPort<Result<usize, ActorError>>),
-    /// A quality / tier change (`phone_number_quality_update`).
-    QualityUpdate {
-        /// New quality, when the event carried one.
-        quality: Option<Quality>,
-        /// New tier, when the event carried one.
-        tier: Option<String>,
-        /// When the provider sent it (the entry's `time`, ms); an update older than the one
-        /// the number holds is ignored (issue 46).
-        at: i64,
-    },
-    /// Read the live state.
-    Snapshot(RpcReplyPort<ChannelSnapshot>),
-    /// A send task's result.
-    Outcome(SendOutcome),
-    /// The WABA's standing changed (`account_update`).
-    WabaStanding(WabaStanding),
-    /// The number's template flags: whether an `auto_replicate` library template approved
-    /// elsewhere in the account is not approved on it (health `template_ausente`; issue 17),
-    /// and whether a template approved on it has RED quality (`template_qualidade_baixa`,
-    /// D-074).
-    TemplateFlags {
-        /// A template is missing.
-        missing: bool,
-        /// A template's quality is RED.
-        quality_red: bool,
-    },
-    /// Re-read the number at the provider (quality, tier, status, name); replies with the
-    /// new state, or the provider's refusal. `None`: no one waits for the answer.
-    Sync(Option<RpcReplyPort<Result<ChannelSnapshot, ActorError>>>),
-    /// The result of the provider read a `Sync` started.
-    SyncDone(
-        Box<Result<provider::wire::PhoneNumber, provider::ProviderError>>,
-        Option<RpcReplyPort<Result<ChannelSnapshot, ActorError>>>,
-    ),
-    /// The BM's payment works again: release the payment lock.
-    PaymentReleased,
-    /// Re-read the channel's record and credentials from storage (after an update).
-    Reload(RpcReplyPort<Result<ChannelSnapshot, ActorError>>),
-    /// How many campaign sends the channel takes now, or why it takes none.
-    CampaignCredits(RpcReplyPort<(usize, Option<HealthCode>)>),
-    /// Campaign sends (already claimed, each with its stored message).
-    Dispatch(Box<Dispatch>),
-    /// A campaign send finished (frees a credit); `sent: false` when the provider did not take
-    /// it (it went back to the campaign), so it does not count against today's cap.
-    CampaignSettled {
-        /// Whether the provider took (or may have taken) the send.
-        sent: bool,
-    },
-    /// Read the guardrails: settings and today's cap.
-    Guardrails(RpcReplyPort<GuardrailView>),
-    /// Replace the guardrail settings (already stored).
-    SetGuardrails(Guardrails, RpcReplyPort<GuardrailView>),
-    /// An owner or admin authorized `extra` more campaign sends today (already stored; the
-    /// day's total authorized is given).
-    Authorized(i64, RpcReplyPort<GuardrailView>),
-}
-
-pub use engine::channel::machine::GuardrailView;
-
-/// A batch of claimed campaign recipients for this channel.
-#[derive(Debug)]
-pub struct Dispatch {
-    /// Template name to send (the version approved on this channel's WABA).
-    pub template_name: String,
-    /// Locale.
-    pub language: String,
-    /// The recipients.
-    pub items: Vec<DispatchItem>,
-    /// A group campaign's sends (D-038): each new recipient must fit the number's group's 24 h
-    /// limit, else it goes back to the campaign.
-    pub group_limited: bool,
-    /// The template's layout: every send is completed from it (issue 16).
-    pub layout: Arc<engine::template::Layout>,
-    /// The campaign's gate: a send calls the provider only while it is open; halting the
-    /// campaign closes it after the calls under way ended (issue 20).
-    pub gate: crate::campaign::CampaignGate,
-}
-
-/// One claimed recipient.
-#[derive(Debug, Clone)]
-pub struct DispatchItem {
-    /// Recipient row.
-    pub recipient_id: i64,
-    /// Message row.
-    pub message_id: i64,
-    /// Phone digits.
-    pub phone: String,
-    /// What the recipient's row gave (body, header variable, URL suffix) and the campaign's
-    /// header media; `Err` with the reason (pt-BR) when the row's stored variables are
-    /// unreadable or lack a value the template needs: the recipient fails without a provider
-    /// call (issue 51).
-    pub given: Result<engine::template::Given, String>,
 }
 
 pub use engine::channel::machine::{CADENCE_HORIZON_MS, CAMPAIGN_WINDOW, PAYMENT_LOCK_MS};
@@ -1355,7 +1153,7 @@ struct CampaignSend {
     campaign_share: Arc<Semaphore>,
     blocked: Arc<std::sync::atomic::AtomicBool>,
     myself: ActorRef<ChannelMsg>,
-    gate: crate::campaign::CampaignGate,
+    gate: crate::protocol::CampaignGate,
 }
 
 impl CampaignSend {

@@ -1,8 +1,8 @@
 //! Connecting an official (Cloud API) channel: the credential is validated at the provider
 //! before anything is stored.
 
-use crate::channel::{ChannelMsg, ChannelSnapshot};
 use crate::error::ActorError;
+use crate::protocol::{ChannelMsg, ChannelSnapshot};
 use crate::supervisor::SupervisorMsg;
 use crate::Runtime;
 use engine::channel::{ChannelStatus, Quality, Tier};

@@ -183,7 +183,7 @@ impl Runtime {
                 // The actor re-reads its record (the name it shows).
                 crate::ask(
                     &channel.actor,
-                    crate::channel::ChannelMsg::Reload,
+                    crate::protocol::ChannelMsg::Reload,
                     self.shared.config.call_timeout,
                 )
                 .await??;

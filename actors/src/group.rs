@@ -5,8 +5,8 @@
 //! same counter ([`SharedGroupCounter`], shared like a BM's), so a direct send through a member
 //! counts too; the limit is enforced on the group's own routes (429 when exhausted).
 
-use crate::channel::{ChannelMsg, ChannelSnapshot, SendCommand, SendContent};
 use crate::error::ActorError;
+use crate::protocol::{ChannelMsg, ChannelSnapshot, SendCommand, SendContent};
 use crate::{ask, Runtime, Shared};
 use engine::limits::RollingUnique;
 use engine::phone::Phone;

@@ -2,8 +2,8 @@
 //! owner or admin authorize more campaign sends today past the daily cap (spec "States and
 //! transitions": "unless an owner or admin authorizes").
 
-use crate::channel::{ChannelMsg, GuardrailView};
 use crate::error::ActorError;
+use crate::protocol::{ChannelMsg, GuardrailView};
 use crate::Runtime;
 use engine::guardrail::{self, Guardrails};
 

@@ -2,8 +2,8 @@
 //! the number it concerns. Nothing is recorded for a change whose channel's app secret did not
 //! verify the signature.
 
-use crate::channel::{ChannelMsg, CALLBACK_PREFIX};
 use crate::error::ActorError;
+use crate::protocol::{ChannelMsg, CALLBACK_PREFIX};
 use crate::registry::ChannelEntry;
 use crate::Runtime;
 use engine::channel::{Quality, WabaStanding};

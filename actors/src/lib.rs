@@ -29,6 +29,7 @@ pub mod media;
 pub mod outbound;
 pub mod panel;
 pub mod panel_campaigns;
+pub mod protocol;
 pub mod registry;
 pub mod sender;
 pub mod sessions;
@@ -39,10 +40,10 @@ pub mod time;
 
 pub use error::ActorError;
 
-use channel::{ChannelMsg, ChannelSnapshot, SendCommand};
 use dispatcher::{DispatcherArgs, DispatcherConfig, DispatcherMsg, WebhookDispatcher};
 use engine::webhook::RetrySchedule;
 use engine::Secret;
+use protocol::{ChannelMsg, ChannelSnapshot, SendCommand};
 use provider::GraphClient;
 use ractor::rpc::CallResult;
 use ractor::{Actor, ActorRef, RpcReplyPort};
@@ -468,7 +469,7 @@ impl Runtime {
         mut cmd: SendCommand,
     ) -> Result<SendCommand, ActorError> {
         cmd.content = match cmd.content {
-            channel::SendContent::Media { kind, url, caption } => {
+            protocol::SendContent::Media { kind, url, caption } => {
                 let file = media::fetch(
                     &url,
                     kind,
@@ -477,9 +478,9 @@ impl Runtime {
                     &self.shared.media_budget,
                 )
                 .await?;
-                channel::SendContent::MediaFile { file, caption }
+                protocol::SendContent::MediaFile { file, caption }
             }
-            channel::SendContent::Library { id, vars } => {
+            protocol::SendContent::Library { id, vars } => {
                 let (found, given) = self.render_library(account_id, id, &vars).await?;
                 let (name, layout) = templates::version_on_channel(&found, channel_id);
                 let t = &found.template;
@@ -490,7 +491,7 @@ impl Runtime {
                     }
                     cmd.preview_text = Some(text);
                 }
-                channel::SendContent::Template {
+                protocol::SendContent::Template {
                     name,
                     language: t.language.clone(),
                     given,
@@ -498,7 +499,7 @@ impl Runtime {
                     header_text: t.header_text.clone(),
                 }
             }
-            channel::SendContent::Template {
+            protocol::SendContent::Template {
                 name,
                 language,
                 given,
@@ -508,7 +509,7 @@ impl Runtime {
                 let (name, found) = self
                     .versioned_name(account_id, channel_id, &name, &language)
                     .await?;
-                channel::SendContent::Template {
+                protocol::SendContent::Template {
                     name,
                     language,
                     given,

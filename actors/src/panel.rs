@@ -3,9 +3,9 @@
 //! D-054), profile pictures, the dashboard, alerts and the full state. Every read takes the
 //! caller's scope and applies it in storage; a record outside it is [`ActorError::NotFound`].
 
-use crate::channel::ChannelSnapshot;
 use crate::connect::ConnectOfficial;
 use crate::error::ActorError;
+use crate::protocol::ChannelSnapshot;
 use crate::Runtime;
 use engine::channel::Tone;
 use engine::panel::{Role, Scope, UserStatus};
@@ -1678,7 +1678,7 @@ impl Runtime {
         if let Some(e) = self.shared.registry.get(id) {
             let _ = crate::ask(
                 &e.actor,
-                crate::channel::ChannelMsg::Reload,
+                crate::protocol::ChannelMsg::Reload,
                 self.shared.config.call_timeout,
             )
             .await;

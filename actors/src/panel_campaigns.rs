@@ -880,9 +880,9 @@ impl Runtime {
         self.send(
             account_id,
             Some(channel_id),
-            crate::channel::SendCommand {
+            crate::protocol::SendCommand {
                 to,
-                content: crate::channel::SendContent::Template {
+                content: crate::protocol::SendContent::Template {
                     name: template.provider_name.clone(),
                     language: template.language.clone(),
                     given,

@@ -1,7 +1,7 @@
 //! The registry of running channel actors, owned by the runtime (not ractor's global names):
 //! by channel id, and by the provider's phone number id for routing provider webhooks.
 
-use crate::channel::ChannelMsg;
+use crate::protocol::ChannelMsg;
 use dashmap::DashMap;
 use engine::Secret;
 use ractor::ActorRef;

@@ -2,8 +2,8 @@
 //! template messages with a per-user token; the numbers are the user's panel scope and the
 //! number is chosen by [`engine::sender::choose`].
 
-use crate::channel::{ChannelSnapshot, SendCommand, SendContent};
 use crate::error::ActorError;
+use crate::protocol::{ChannelSnapshot, SendCommand, SendContent};
 use crate::templates::TemplateView;
 use crate::Runtime;
 use engine::panel::Scope;

@@ -2,6 +2,7 @@
 //! fails or stops unexpectedly (its `pre_start` rebuilds the state from storage).
 
 use crate::channel::{ChannelActor, ChannelArgs};
+pub use crate::protocol::CampaignSupervisorMsg;
 use crate::Shared;
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use std::collections::HashMap;
@@ -129,14 +130,6 @@ pub const CAMPAIGN_RESTART_BUDGET: usize = 5;
 
 /// The window of [`CAMPAIGN_RESTART_BUDGET`].
 pub const CAMPAIGN_RESTART_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
-
-/// Messages of the campaign supervisor.
-#[derive(Debug)]
-pub enum CampaignSupervisorMsg {
-    /// Starts the actor of a running campaign `(campaign_id, account_id)` (no-op when it
-    /// runs); replies when it has started.
-    Start(i64, i64, RpcReplyPort<Result<(), String>>),
-}
 
 /// The supervisor of campaign actors: a campaign actor that fails (an error in a handler, a
 /// panic) or stops without having finished is started again from storage (its `pre_start`

@@ -647,7 +647,7 @@ impl Runtime {
             Ok(rows) => {
                 for (channel_id, missing, quality_red) in rows {
                     if let Some(e) = self.shared.registry.get(channel_id) {
-                        let _ = e.actor.cast(crate::channel::ChannelMsg::TemplateFlags {
+                        let _ = e.actor.cast(crate::protocol::ChannelMsg::TemplateFlags {
                             missing,
                             quality_red,
                         });
