@@ -667,7 +667,7 @@ async fn still_planned_tx(
     for chunk in crate::padded_chunks(ids, 256) {
         let sql = format!(
             "SELECT id FROM campaign_recipients WHERE state = 'planned' AND id IN ({})",
-            crate::messages::placeholders(1, chunk.len())
+            crate::placeholders(1, chunk.len())
         );
         let sql = crate::positional(tx, &sql);
         let mut q = sqlx::query(&sql);

@@ -515,6 +515,14 @@ fn found<T>(row: Option<AnyRow>, read: impl FnOnce(&AnyRow) -> Result<T>) -> Res
         .ok_or(StorageError::NotFound)
 }
 
+/// `$start, $start+1, …` for `n` parameters of a statement (`$1, $2, $3` for `(1, 3)`).
+pub(crate) fn placeholders(start: usize, n: usize) -> String {
+    (start..start + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The text of a multi-row statement as the connection's database binds it fastest: on
 /// SQLite, `$1, $2, …, $n` become anonymous `?` when they appear in the text exactly in that
 /// order, each once; otherwise (and always on PostgreSQL) the text is unchanged. SQLite keeps

@@ -2,7 +2,7 @@
 //! batches, each batch with its outbound webhook events in the same transaction (an outbox).
 
 use crate::webhooks::NewEvent;
-use crate::{found, json_col, now_ms, Result, StorageError, Store};
+use crate::{found, json_col, now_ms, placeholders, Result, StorageError, Store};
 use engine::message::{next_status, Direction, MessageKind, MessageStatus, ProviderStatus};
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
@@ -208,13 +208,6 @@ const STATUS_UPDATE_CHUNK: usize = 128;
 /// ends after such a group, whole webhooks only, when a batch of 1:1 sends waits for the write
 /// connection (D-093).
 pub(crate) const STATUS_GROUP: usize = 128;
-
-pub(crate) fn placeholders(start: usize, n: usize) -> String {
-    (start..start + n)
-        .map(|i| format!("${i}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
 
 async fn upsert_conversation(
     tx: &mut Transaction<'_, Any>,
@@ -469,45 +462,7 @@ pub(crate) async fn mark_sent_many_tx(
     Ok(out)
 }
 
-/// Records a refusal inside `tx` (see [`Store::mark_message_failed`]).
-pub(crate) async fn mark_failed_tx(
-    tx: &mut Transaction<'_, Any>,
-    f: &crate::sends::Failure,
-) -> Result<MessageRecord> {
-    let sql = format!(
-        "UPDATE messages SET status = 'failed', failed_at = $2, error_code = $3, error_title = $4, error_detail = $5 \
-         WHERE id = $1 RETURNING {COLUMNS}"
-    );
-    let row = sqlx::query(&sql)
-        .bind(f.id)
-        .bind(f.at)
-        .bind(f.code)
-        .bind(&f.title)
-        .bind(&f.detail)
-        .fetch_optional(&mut **tx)
-        .await?
-        .ok_or(StorageError::NotFound)?;
-    read(&row)
-}
-
 impl Store {
-    /// Stores an outbound message with `status` (`queued`, or `sending` when its provider call
-    /// starts at once), creating its conversation when new, in the group commit of 1:1 sends
-    /// (D-076): the answer comes once the transaction holding it committed.
-    ///
-    /// With `idempotency_key`, the key's row (claimed `pending` by the API) is bound to the new
-    /// message in the same transaction, so a key never outlives the knowledge of what it sent.
-    pub async fn insert_outbound(
-        &self,
-        m: &NewOutbound,
-        status: MessageStatus,
-        idempotency_key: Option<&str>,
-    ) -> Result<MessageRecord> {
-        self.sends
-            .insert(m.clone(), status, idempotency_key.map(str::to_string))
-            .await
-    }
-
     /// A message of this account.
     pub async fn message(&self, account_id: i64, id: i64) -> Result<MessageRecord> {
         let sql = format!("SELECT {COLUMNS} FROM messages WHERE id = $1 AND account_id = $2");
@@ -532,44 +487,6 @@ impl Store {
             Some(r) => r.try_get("last_inbound_at")?,
             None => None,
         })
-    }
-
-    /// Records the provider's acceptance (`wamid`, status `sent`) of `queued` (the message as
-    /// stored before its provider call) and, in the same commit (the group commit of 1:1
-    /// sends, D-076; one statement on PostgreSQL, D-098), the events `make_events` builds from
-    /// the updated message. `sent_at` is left to the provider's `sent` status, so that status
-    /// is reported exactly once whichever arrives first; a status webhook that already moved
-    /// the message further is kept. Returns the message and how many deliveries the commit
-    /// enqueued (its other sends' included). Errors: `NotFound` for an unknown message.
-    pub async fn mark_message_sent(
-        &self,
-        queued: &MessageRecord,
-        provider_message_id: &str,
-        make_events: crate::sends::MakeEvents,
-    ) -> Result<(MessageRecord, u64)> {
-        self.sends
-            .sent(queued.clone(), provider_message_id.to_string(), make_events)
-            .await
-    }
-
-    /// Records a refusal by the provider (group commit of 1:1 sends, D-076).
-    pub async fn mark_message_failed(
-        &self,
-        id: i64,
-        code: Option<i64>,
-        title: &str,
-        detail: Option<&str>,
-        at: i64,
-    ) -> Result<MessageRecord> {
-        self.sends
-            .failed(crate::sends::Failure {
-                id,
-                code,
-                title: title.to_string(),
-                detail: detail.map(str::to_string),
-                at,
-            })
-            .await
     }
 
     /// Records an inbound message (deduplicated by `wamid`: a provider retry records nothing)

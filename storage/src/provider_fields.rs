@@ -3,7 +3,7 @@
 //! `phone_number_name_update`, `account_alerts`, and contacts' marketing opt-outs from
 //! `user_preferences`.
 
-use crate::messages::placeholders;
+use crate::placeholders;
 use crate::{now_ms, Result, Store};
 use sqlx::Row;
 use std::collections::HashSet;

@@ -30,7 +30,7 @@
 
 use crate::messages::{
     bind_idempotency_key_tx, bind_outbound, conversation_keys, in_batch_order,
-    insert_outbound_many_tx, mark_failed_tx, mark_sent_many_tx, MessageRecord, NewOutbound,
+    insert_outbound_many_tx, mark_sent_many_tx, MessageRecord, NewOutbound,
 };
 use crate::webhooks::{bind_event, enqueue_events_tx, postgres_deliveries_clause, NewEvent};
 use crate::{begin_write_on, Backend, Result, StorageError};
@@ -986,6 +986,85 @@ fn fail(ops: [Op; 1], e: StorageError) {
             let _ = reply.send(Err(e));
         }
     }
+}
+
+impl crate::Store {
+    /// Stores an outbound message with `status` (`queued`, or `sending` when its provider call
+    /// starts at once), creating its conversation when new, in the group commit of 1:1 sends
+    /// (D-076): the answer comes once the transaction holding it committed.
+    ///
+    /// With `idempotency_key`, the key's row (claimed `pending` by the API) is bound to the new
+    /// message in the same transaction, so a key never outlives the knowledge of what it sent.
+    pub async fn insert_outbound(
+        &self,
+        m: &NewOutbound,
+        status: MessageStatus,
+        idempotency_key: Option<&str>,
+    ) -> Result<MessageRecord> {
+        self.sends
+            .insert(m.clone(), status, idempotency_key.map(str::to_string))
+            .await
+    }
+
+    /// Records the provider's acceptance (`wamid`, status `sent`) of `queued` (the message as
+    /// stored before its provider call) and, in the same commit (the group commit of 1:1
+    /// sends, D-076; one statement on PostgreSQL, D-098), the events `make_events` builds from
+    /// the updated message. `sent_at` is left to the provider's `sent` status, so that status
+    /// is reported exactly once whichever arrives first; a status webhook that already moved
+    /// the message further is kept. Returns the message and how many deliveries the commit
+    /// enqueued (its other sends' included). Errors: `NotFound` for an unknown message.
+    pub async fn mark_message_sent(
+        &self,
+        queued: &MessageRecord,
+        provider_message_id: &str,
+        make_events: MakeEvents,
+    ) -> Result<(MessageRecord, u64)> {
+        self.sends
+            .sent(queued.clone(), provider_message_id.to_string(), make_events)
+            .await
+    }
+
+    /// Records a refusal by the provider (group commit of 1:1 sends, D-076).
+    pub async fn mark_message_failed(
+        &self,
+        id: i64,
+        code: Option<i64>,
+        title: &str,
+        detail: Option<&str>,
+        at: i64,
+    ) -> Result<MessageRecord> {
+        self.sends
+            .failed(Failure {
+                id,
+                code,
+                title: title.to_string(),
+                detail: detail.map(str::to_string),
+                at,
+            })
+            .await
+    }
+}
+
+/// Records a refusal inside `tx` (see [`crate::Store::mark_message_failed`]).
+pub(crate) async fn mark_failed_tx(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    f: &Failure,
+) -> Result<MessageRecord> {
+    let sql = format!(
+        "UPDATE messages SET status = 'failed', failed_at = $2, error_code = $3, error_title = $4, error_detail = $5 \
+         WHERE id = $1 RETURNING {}",
+        crate::messages::COLUMNS
+    );
+    let row = sqlx::query(&sql)
+        .bind(f.id)
+        .bind(f.at)
+        .bind(f.code)
+        .bind(&f.title)
+        .bind(&f.detail)
+        .fetch_optional(&mut **tx)
+        .await?
+        .ok_or(StorageError::NotFound)?;
+    crate::messages::read(&row)
 }
 
 #[cfg(test)]

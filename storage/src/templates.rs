@@ -453,7 +453,7 @@ impl Store {
         for chunk in crate::shaped_chunks(template_ids, 256) {
             let sql = format!(
                 "SELECT {C_COLUMNS} FROM template_channels WHERE template_id IN ({}) ORDER BY template_id, channel_id",
-                crate::messages::placeholders(1, chunk.len())
+                crate::placeholders(1, chunk.len())
             );
             let mut q = sqlx::query(&sql);
             for id in chunk {

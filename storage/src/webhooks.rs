@@ -253,7 +253,7 @@ impl Subscriptions {
             let sql = format!(
                 "SELECT id, account_id, channel_id, events FROM webhook_subscriptions \
                  WHERE active = 1 AND client_id IS NULL AND channel_id IN ({}) ORDER BY id",
-                crate::messages::placeholders(1, chunk.len())
+                crate::placeholders(1, chunk.len())
             );
             let mut q = sqlx::query(&sql);
             for c in chunk {
@@ -719,7 +719,7 @@ impl Store {
              WHERE d.id IN ({}) AND s.active = 1 AND {} \
                AND (s.client_id IS NULL OR (cl.webhook_url IS NOT NULL AND cl.webhook_secret_enc IS NOT NULL)) \
              ORDER BY d.next_attempt_at, d.id",
-            crate::messages::placeholders(1, ids.len()),
+            crate::placeholders(1, ids.len()),
             // Checked again right before the attempt: a lease lost since the window was read
             // (this process stalled past it) attempts nothing (D-100).
             self.leased_sql()
