@@ -359,7 +359,7 @@ impl ApiError {
         debug_assert!(
             status.is_success()
                 || status.is_server_error() && code == "internal"
-                || crate::openapi::documented(status.as_u16(), code),
+                || crate::envelope::documented(status.as_u16(), code),
             "error code `{code}` ({status}) is missing from openapi::ERROR_CODES"
         );
         let mut body = Map::new();

@@ -196,7 +196,7 @@ pub fn cursor_page<T, O>(
     limit: i64,
     id: impl Fn(&T) -> i64,
     render: impl Fn(&T) -> O,
-) -> crate::openapi::Page<O> {
+) -> crate::envelope::Page<O> {
     let has_more = rows.len() as i64 > limit;
     rows.truncate(limit.max(0) as usize);
     let next_cursor = if has_more {
@@ -204,7 +204,7 @@ pub fn cursor_page<T, O>(
     } else {
         None
     };
-    crate::openapi::Page {
+    crate::envelope::Page {
         data: rows.iter().map(render).collect(),
         has_more,
         next_cursor,

@@ -3,6 +3,8 @@
 //! the store once, and render; no SQL, no rule and no provider call lives here.
 
 pub mod access;
+pub mod docs;
+pub mod envelope;
 pub mod error;
 pub mod extract;
 pub mod limits;
@@ -239,7 +241,7 @@ pub fn router(state: AppState) -> Router {
                 .route_layer(refusals()),
         )
         .merge(routes::ops::routes())
-        .merge(openapi::routes())
+        .merge(docs::routes())
         .merge(routes::wiki::public_routes())
         .merge(web::routes(panel_service));
     let app = with_server_layers(app);

@@ -426,7 +426,7 @@ pub async fn limit_refusals(
     let Some(limit) = state.config.receiver_refusals.clone() else {
         return next.run(req).await;
     };
-    let ip = crate::panel::client_ip(
+    let ip = client_ip(
         req.extensions(),
         req.headers(),
         &state.config.trusted_proxies,
@@ -443,4 +443,40 @@ pub async fn limit_refusals(
         }
     }
     resp
+}
+
+/// The client address of a request, when the server recorded it: the peer's, or — when the
+/// peer is one of `trusted` proxies — the right-most `X-Forwarded-For` address that is not a
+/// trusted proxy (issue 46: from anyone else the header is ignored, it is the client's own
+/// word).
+pub(crate) fn client_ip(
+    parts_ext: &axum::http::Extensions,
+    headers: &axum::http::HeaderMap,
+    trusted: &[engine::net::Subnet],
+) -> Option<std::net::IpAddr> {
+    use axum::extract::ConnectInfo;
+    use std::net::{IpAddr, SocketAddr};
+    let peer = parts_ext
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(a)| a.ip())?;
+    let is_proxy = |ip: IpAddr| trusted.iter().any(|s| s.contains(ip));
+    if !is_proxy(peer) {
+        return Some(peer);
+    }
+    let forwarded: Vec<IpAddr> = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|a| a.trim().parse().ok())
+        .collect();
+    Some(
+        forwarded
+            .iter()
+            .rev()
+            .copied()
+            .find(|ip| !is_proxy(*ip))
+            .or(forwarded.first().copied())
+            .unwrap_or(peer),
+    )
 }

@@ -4,9 +4,9 @@
 //! CSV export, and the account's dispatch switch (`/api/settings/dispatch`).
 
 use super::PanelUser;
+use crate::envelope::{Data, Deleted, Page};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, IdPath};
-use crate::openapi::{Data, Deleted, Page};
 use crate::AppState;
 use actors::panel_campaigns::{DispatchSetting, PanelActor, PanelCampaignInput, PanelCampaignView};
 use axum::body::Bytes;
@@ -435,7 +435,7 @@ pub(crate) async fn resubmit(
 #[utoipa::path(post, operation_id = "panel_campaigns_validate", path = "/campaigns/{id}/validate", tag = "Campanhas",
     params(("id" = i64, Path, description = "Id da campanha")),
     responses((status = 200, description = "Relatório aplicado: contatos válidos/inválidos; `status` `aguardando_aprovacao`", body = Data<PanelCampaignView>),
-        (status = 503, description = "`higienizacao_indisponivel`: o serviço não respondeu; nada mudou", body = crate::openapi::ErrorBody)))]
+        (status = 503, description = "`higienizacao_indisponivel`: o serviço não respondeu; nada mudou", body = crate::envelope::ErrorBody)))]
 pub(crate) async fn validate(
     State(state): State<AppState>,
     me: PanelUser,
@@ -490,7 +490,7 @@ pub(crate) struct TestSendIn {
 #[utoipa::path(post, operation_id = "panel_campaigns_test_send", path = "/campaigns/{id}/test-send", tag = "Campanhas",
     params(("id" = i64, Path, description = "Id da campanha")),
     request_body = TestSendIn,
-    responses((status = 201, description = "`data`: a mensagem de teste (fora das estatísticas da campanha; conta no limite de 24 h do número)", body = crate::openapi::Data<crate::routes::messages::MessageOut>)))]
+    responses((status = 201, description = "`data`: a mensagem de teste (fora das estatísticas da campanha; conta no limite de 24 h do número)", body = crate::envelope::Data<crate::routes::message_out::MessageOut>)))]
 pub(crate) async fn test_send(
     State(state): State<AppState>,
     me: PanelUser,
@@ -499,7 +499,7 @@ pub(crate) async fn test_send(
 ) -> Result<
     (
         StatusCode,
-        Json<crate::openapi::Data<crate::routes::messages::MessageOut>>,
+        Json<crate::envelope::Data<crate::routes::message_out::MessageOut>>,
     ),
     ApiError,
 > {
@@ -515,7 +515,7 @@ pub(crate) async fn test_send(
         .await?;
     Ok((
         StatusCode::CREATED,
-        crate::openapi::Data::json(crate::routes::messages::MessageOut::from(&m)),
+        crate::envelope::Data::json(crate::routes::message_out::MessageOut::from(&m)),
     ))
 }
 

@@ -19,11 +19,11 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 }
 
 #[utoipa::path(get, operation_id = "panel_client_context", path = "/client/context", tag = "Cliente",
-    responses((status = 200, description = "`data`: `{cliente, bms, wabas, numeros}`: o cliente do usuário e os números que o servem, com saúde ao vivo", body = crate::openapi::Data<ClientContextOut>)))]
+    responses((status = 200, description = "`data`: `{cliente, bms, wabas, numeros}`: o cliente do usuário e os números que o servem, com saúde ao vivo", body = crate::envelope::Data<ClientContextOut>)))]
 pub(crate) async fn context(
     State(state): State<AppState>,
     me: PanelUser,
-) -> Result<Json<crate::openapi::Data<ClientContextOut>>, ApiError> {
+) -> Result<Json<crate::envelope::Data<ClientContextOut>>, ApiError> {
     let client_id = me.user.client_id.ok_or(ApiError::NotFound)?;
     let client = state
         .runtime
@@ -34,7 +34,7 @@ pub(crate) async fn context(
         .runtime
         .panel_state(me.account_id(), &me.scope(), &me.user, &me.account_slug)
         .await?;
-    Ok(crate::openapi::Data::json(ClientContextOut {
+    Ok(crate::envelope::Data::json(ClientContextOut {
         cliente: ClientView::of(&client),
         bms: all.bms,
         wabas: all.wabas,
@@ -76,12 +76,12 @@ pub(crate) struct SendsQuery {
 
 #[utoipa::path(get, operation_id = "panel_client_sends", path = "/client/sends", tag = "Cliente",
     params(SendsQuery),
-    responses((status = 200, description = "`data`: as mensagens enviadas pelos números do cliente, a mais nova primeiro, com a linha do tempo; `has_more`, `next_cursor`", body = crate::openapi::Page<crate::routes::messages::MessageOut>)))]
+    responses((status = 200, description = "`data`: as mensagens enviadas pelos números do cliente, a mais nova primeiro, com a linha do tempo; `has_more`, `next_cursor`", body = crate::envelope::Page<crate::routes::message_out::MessageOut>)))]
 pub(crate) async fn sends(
     State(state): State<AppState>,
     me: PanelUser,
     q: Result<Query<SendsQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<crate::openapi::Page<crate::routes::messages::MessageOut>>, ApiError> {
+) -> Result<Json<crate::envelope::Page<crate::routes::message_out::MessageOut>>, ApiError> {
     let Query(q) = q.map_err(crate::extract::query_rejection)?;
     let before_id = crate::extract::cursor(&q.cursor, "cursor_invalido")?;
     let limit = q.limit.unwrap_or(100).clamp(1, 500);
@@ -103,6 +103,6 @@ pub(crate) async fn sends(
         rows,
         limit,
         |m| m.id,
-        |m| crate::routes::messages::MessageOut::from(m),
+        |m| crate::routes::message_out::MessageOut::from(m),
     )))
 }

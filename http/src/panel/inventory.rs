@@ -3,9 +3,9 @@
 //! provider by sync and are refused when sent (422 `campo_do_provedor`).
 
 use super::PanelUser;
+use crate::envelope::{Data, Deleted, List};
 use crate::error::ApiError;
 use crate::extract::{present, ApiJson, IdPath};
-use crate::openapi::{Data, Deleted, List};
 use crate::AppState;
 use actors::panel::{BmFilter, BmInput, NumberInput, NumberView, PanelBm, PanelWaba, WabaInput};
 use axum::extract::{DefaultBodyLimit, Multipart, Query, State};
@@ -603,13 +603,13 @@ pub(crate) async fn upload_photo(
 
 #[utoipa::path(get, operation_id = "panel_numbers_guardrails", path = "/phone-numbers/{id}/guardrails", tag = "Inventário",
     params(("id" = i64, Path, description = "Id do número")),
-    responses((status = 200, description = "Guardrails do número e o limite de hoje (como `GET /api/v1/channels/{id}/guardrails`)", body = crate::openapi::Data<crate::routes::guardrails::GuardrailsOut>)))]
+    responses((status = 200, description = "Guardrails do número e o limite de hoje (como `GET /api/v1/channels/{id}/guardrails`)", body = crate::envelope::Data<crate::routes::guardrails::GuardrailsOut>)))]
 pub(crate) async fn number_guardrails(
     state: State<AppState>,
     me: PanelUser,
     auth: crate::extract::Auth,
     IdPath(id): IdPath,
-) -> Result<Json<crate::openapi::Data<crate::routes::guardrails::GuardrailsOut>>, ApiError> {
+) -> Result<Json<crate::envelope::Data<crate::routes::guardrails::GuardrailsOut>>, ApiError> {
     // The user's scope first: the account API's handler checks the account only.
     state
         .runtime
@@ -622,14 +622,14 @@ pub(crate) async fn number_guardrails(
 #[utoipa::path(patch, operation_id = "panel_numbers_guardrails_update", path = "/phone-numbers/{id}/guardrails", tag = "Inventário",
     params(("id" = i64, Path, description = "Id do número")),
     request_body = crate::routes::guardrails::PatchIn,
-    responses((status = 200, description = "Guardrails alterados (como `PATCH /api/v1/channels/{id}/guardrails`)", body = crate::openapi::Data<crate::routes::guardrails::GuardrailsOut>)))]
+    responses((status = 200, description = "Guardrails alterados (como `PATCH /api/v1/channels/{id}/guardrails`)", body = crate::envelope::Data<crate::routes::guardrails::GuardrailsOut>)))]
 pub(crate) async fn set_number_guardrails(
     state: State<AppState>,
     me: PanelUser,
     auth: crate::extract::Auth,
     IdPath(id): IdPath,
     body: ApiJson<crate::routes::guardrails::PatchIn>,
-) -> Result<Json<crate::openapi::Data<crate::routes::guardrails::GuardrailsOut>>, ApiError> {
+) -> Result<Json<crate::envelope::Data<crate::routes::guardrails::GuardrailsOut>>, ApiError> {
     state
         .runtime
         .store()

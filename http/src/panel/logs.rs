@@ -47,12 +47,12 @@ pub(crate) struct LogQuery {
 
 #[utoipa::path(get, operation_id = "panel_webhook_logs", path = "/webhook-logs", tag = "Webhooks do provedor",
     params(LogQuery),
-    responses((status = 200, description = "`data`: linhas, a mais nova primeiro: `{id, tipo, received_at, assinatura, http_status, aplicado, wabas, numeros, campos, detalhe, corpo (enquanto retido), encaminhamento, entregas: [{id, client_id, phone_number_id, status, attempts, last_status_code, last_error}]}`; `has_more`, `next_cursor`", body = crate::openapi::Page<ProviderLogOut>)))]
+    responses((status = 200, description = "`data`: linhas, a mais nova primeiro: `{id, tipo, received_at, assinatura, http_status, aplicado, wabas, numeros, campos, detalhe, corpo (enquanto retido), encaminhamento, entregas: [{id, client_id, phone_number_id, status, attempts, last_status_code, last_error}]}`; `has_more`, `next_cursor`", body = crate::envelope::Page<ProviderLogOut>)))]
 pub(crate) async fn list(
     State(state): State<AppState>,
     me: PanelUser,
     q: Result<Query<LogQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<crate::openapi::Page<ProviderLogOut>>, ApiError> {
+) -> Result<Json<crate::envelope::Page<ProviderLogOut>>, ApiError> {
     let Query(q) = q.map_err(crate::extract::query_rejection)?;
     if let Some(t) = &q.tipo {
         if t != "evento" && t != "verificacao" {
@@ -102,7 +102,7 @@ pub(crate) async fn list(
             line: l,
         })
         .collect();
-    Ok(Json(crate::openapi::Page {
+    Ok(Json(crate::envelope::Page {
         data,
         has_more,
         next_cursor,
@@ -121,17 +121,17 @@ pub struct ProviderLogOut {
 
 #[utoipa::path(post, operation_id = "panel_webhook_logs_reforward", path = "/webhook-logs/{id}/reforward", tag = "Webhooks do provedor",
     params(("id" = i64, Path, description = "Id da linha do log")),
-    responses((status = 200, description = "`data`: `{queued}`: os encaminhamentos da linha, enviados de novo aos clientes (novas entregas)", body = crate::openapi::Data<ReforwardedOut>)))]
+    responses((status = 200, description = "`data`: `{queued}`: os encaminhamentos da linha, enviados de novo aos clientes (novas entregas)", body = crate::envelope::Data<ReforwardedOut>)))]
 pub(crate) async fn reforward(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
-) -> Result<Json<crate::openapi::Data<ReforwardedOut>>, ApiError> {
+) -> Result<Json<crate::envelope::Data<ReforwardedOut>>, ApiError> {
     let queued = state
         .runtime
         .reforward(me.account_id(), &me.scope(), id)
         .await?;
-    Ok(crate::openapi::Data::json(ReforwardedOut { id, queued }))
+    Ok(crate::envelope::Data::json(ReforwardedOut { id, queued }))
 }
 
 /// `POST /api/webhook-logs/{id}/reforward`'s answer.

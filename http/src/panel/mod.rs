@@ -20,13 +20,13 @@ mod session;
 
 use crate::error::ApiError;
 use crate::AppState;
-use axum::extract::{ConnectInfo, FromRequestParts, MatchedPath, OriginalUri, Request, State};
+use axum::extract::{FromRequestParts, MatchedPath, OriginalUri, Request, State};
 use axum::http::request::Parts;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use engine::panel::{looks_like_session, Role, Scope};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
@@ -123,40 +123,6 @@ impl LoginLimit {
             .check_key(&(email.trim().to_lowercase(), ip))
             .map_err(wait)
     }
-}
-
-/// The client address of a request, when the server recorded it: the peer's, or — when the
-/// peer is one of `trusted` proxies — the right-most `X-Forwarded-For` address that is not a
-/// trusted proxy (issue 46: from anyone else the header is ignored, it is the client's own
-/// word).
-pub(crate) fn client_ip(
-    parts_ext: &axum::http::Extensions,
-    headers: &axum::http::HeaderMap,
-    trusted: &[engine::net::Subnet],
-) -> Option<IpAddr> {
-    let peer = parts_ext
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|ConnectInfo(a)| a.ip())?;
-    let is_proxy = |ip: IpAddr| trusted.iter().any(|s| s.contains(ip));
-    if !is_proxy(peer) {
-        return Some(peer);
-    }
-    let forwarded: Vec<IpAddr> = headers
-        .get_all("x-forwarded-for")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|a| a.trim().parse().ok())
-        .collect();
-    Some(
-        forwarded
-            .iter()
-            .rev()
-            .copied()
-            .find(|ip| !is_proxy(*ip))
-            .or(forwarded.first().copied())
-            .unwrap_or(peer),
-    )
 }
 
 /// Resolves the session, checks the route's roles, and audits successful writes.

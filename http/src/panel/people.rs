@@ -2,9 +2,9 @@
 //! the panel (the account API's handlers, one implementation).
 
 use super::PanelUser;
+use crate::envelope::{Data, List, Page};
 use crate::error::ApiError;
 use crate::extract::{present, ApiJson, Auth, IdPath};
-use crate::openapi::{Data, List, Page};
 use crate::routes::wiki::WikiPageOut;
 use crate::AppState;
 use actors::panel::TaskView;
@@ -159,14 +159,14 @@ pub(crate) async fn update_user(
 
 #[utoipa::path(delete, operation_id = "panel_users_delete", path = "/users/{id}", tag = "Usuários",
     params(("id" = i64, Path, description = "Id do usuário")),
-    responses((status = 200, description = "Usuário removido", body = Data<crate::openapi::Deleted>)))]
+    responses((status = 200, description = "Usuário removido", body = Data<crate::envelope::Deleted>)))]
 pub(crate) async fn delete_user(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
-) -> Result<Json<Data<crate::openapi::Deleted>>, ApiError> {
+) -> Result<Json<Data<crate::envelope::Deleted>>, ApiError> {
     state.runtime.delete_user(me.account_id(), id).await?;
-    Ok(crate::openapi::Deleted::json(id))
+    Ok(crate::envelope::Deleted::json(id))
 }
 
 // ---- public sender tokens ----------------------------------------------------------
@@ -403,17 +403,17 @@ pub(crate) async fn update_client(
 
 #[utoipa::path(delete, operation_id = "panel_clients_delete", path = "/clientes/{id}", tag = "Clientes",
     params(("id" = i64, Path, description = "Id do cliente")),
-    responses((status = 200, description = "Cliente removido; os vínculos de BMs, WABAs e números são desfeitos", body = Data<crate::openapi::Deleted>)))]
+    responses((status = 200, description = "Cliente removido; os vínculos de BMs, WABAs e números são desfeitos", body = Data<crate::envelope::Deleted>)))]
 pub(crate) async fn delete_client(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
-) -> Result<Json<Data<crate::openapi::Deleted>>, ApiError> {
+) -> Result<Json<Data<crate::envelope::Deleted>>, ApiError> {
     state
         .runtime
         .delete_client(me.account_id(), &me.scope(), id)
         .await?;
-    Ok(crate::openapi::Deleted::json(id))
+    Ok(crate::envelope::Deleted::json(id))
 }
 
 // ---- tasks ---------------------------------------------------------------------------
@@ -562,18 +562,18 @@ pub(crate) async fn update_task(
 
 #[utoipa::path(delete, operation_id = "panel_tasks_delete", path = "/tasks/{id}", tag = "Tarefas",
     params(("id" = i64, Path, description = "Id da tarefa")),
-    responses((status = 200, description = "Tarefa removida", body = Data<crate::openapi::Deleted>)))]
+    responses((status = 200, description = "Tarefa removida", body = Data<crate::envelope::Deleted>)))]
 pub(crate) async fn delete_task(
     State(state): State<AppState>,
     me: PanelUser,
     IdPath(id): IdPath,
-) -> Result<Json<Data<crate::openapi::Deleted>>, ApiError> {
+) -> Result<Json<Data<crate::envelope::Deleted>>, ApiError> {
     state
         .runtime
         .store()
         .delete_task(me.account_id(), id)
         .await?;
-    Ok(crate::openapi::Deleted::json(id))
+    Ok(crate::envelope::Deleted::json(id))
 }
 
 // ---- templates (the account's library) -----------------------------------------------
@@ -718,12 +718,12 @@ pub(crate) async fn update_template(
 
 #[utoipa::path(delete, operation_id = "panel_templates_delete", path = "/templates/{id}", tag = "Templates",
     params(("id" = i64, Path, description = "Id do template")),
-    responses((status = 200, description = "Removido da biblioteca e do provedor", body = Data<crate::openapi::Deleted>)))]
+    responses((status = 200, description = "Removido da biblioteca e do provedor", body = Data<crate::envelope::Deleted>)))]
 pub(crate) async fn delete_template(
     state: State<AppState>,
     auth: Auth,
     id: IdPath,
-) -> Result<Json<Data<crate::openapi::Deleted>>, ApiError> {
+) -> Result<Json<Data<crate::envelope::Deleted>>, ApiError> {
     crate::routes::templates::delete(state, auth, id).await
 }
 
@@ -799,11 +799,11 @@ pub(crate) async fn update_wiki(
 
 #[utoipa::path(delete, operation_id = "panel_wiki_delete", path = "/wiki/{key}", tag = "Wiki",
     params(("key" = i64, Path, description = "Id da página")),
-    responses((status = 200, description = "Página removida", body = Data<crate::openapi::Deleted>)))]
+    responses((status = 200, description = "Página removida", body = Data<crate::envelope::Deleted>)))]
 pub(crate) async fn delete_wiki(
     state: State<AppState>,
     auth: Auth,
     id: IdPath,
-) -> Result<Json<Data<crate::openapi::Deleted>>, ApiError> {
+) -> Result<Json<Data<crate::envelope::Deleted>>, ApiError> {
     crate::routes::wiki::remove(state, auth, id).await
 }

@@ -41,7 +41,7 @@ impl axum::extract::FromRequestParts<AppState> for Peer {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        Ok(Peer(super::client_ip(
+        Ok(Peer(crate::limits::client_ip(
             &parts.extensions,
             &parts.headers,
             &state.config.trusted_proxies,
@@ -57,19 +57,19 @@ impl axum::extract::FromRequestParts<AppState> for Peer {
     security(()),
     request_body = LoginIn,
     responses(
-        (status = 200, description = "`data`: `{token: \"ses_…\", expires_at, user}`; o token aparece só aqui", body = crate::openapi::Data<SessionOut>),
-        (status = 401, description = "`login_invalido`: e-mail ou senha incorretos (a mesma resposta para os dois)", body = crate::openapi::ErrorBody),
-        (status = 429, description = "`muitas_tentativas`: limite por e-mail ou por endereço; `Retry-After`", body = crate::openapi::ErrorBody),
-        (status = 422, description = "Corpo inválido", body = crate::openapi::ErrorBody),
-        (status = 400, description = "`invalid_json`: o corpo não é JSON", body = crate::openapi::ErrorBody),
-        (status = 415, description = "`unsupported_media_type`: envie `Content-Type: application/json`", body = crate::openapi::ErrorBody),
+        (status = 200, description = "`data`: `{token: \"ses_…\", expires_at, user}`; o token aparece só aqui", body = crate::envelope::Data<SessionOut>),
+        (status = 401, description = "`login_invalido`: e-mail ou senha incorretos (a mesma resposta para os dois)", body = crate::envelope::ErrorBody),
+        (status = 429, description = "`muitas_tentativas`: limite por e-mail ou por endereço; `Retry-After`", body = crate::envelope::ErrorBody),
+        (status = 422, description = "Corpo inválido", body = crate::envelope::ErrorBody),
+        (status = 400, description = "`invalid_json`: o corpo não é JSON", body = crate::envelope::ErrorBody),
+        (status = 415, description = "`unsupported_media_type`: envie `Content-Type: application/json`", body = crate::envelope::ErrorBody),
     )
 )]
 pub(crate) async fn login(
     State(state): State<AppState>,
     Peer(ip): Peer,
     ApiJson(b): ApiJson<LoginIn>,
-) -> Result<Json<crate::openapi::Data<SessionOut>>, ApiError> {
+) -> Result<Json<crate::envelope::Data<SessionOut>>, ApiError> {
     if b.email.len() > 254 || b.password.len() > engine::panel::PASSWORD_MAX_BYTES {
         return Err(ApiError::LoginFailed);
     }
@@ -80,7 +80,7 @@ pub(crate) async fn login(
         .map_err(|retry_after| ApiError::TooManyAttempts { retry_after })?;
     let ttl = state.config.session_ttl.as_millis() as i64;
     match state.runtime.login(&b.email, &b.password, ttl).await {
-        Ok((session, user, slug)) => Ok(crate::openapi::Data::json(SessionOut {
+        Ok((session, user, slug)) => Ok(crate::envelope::Data::json(SessionOut {
             token: session.token.expose().to_string(),
             expires_at: actors::time::iso(session.expires_at),
             user: UserView::of(&user, &slug),
@@ -96,12 +96,12 @@ pub(crate) async fn login(
     path = "/me",
     tag = "Sessão",
     responses(
-        (status = 200, description = "`data`: o usuário da sessão (id, email, name, role, status, scope, account)", body = crate::openapi::Data<UserView>),
-        (status = 401, description = "`sessao_invalida`", body = crate::openapi::ErrorBody),
+        (status = 200, description = "`data`: o usuário da sessão (id, email, name, role, status, scope, account)", body = crate::envelope::Data<UserView>),
+        (status = 401, description = "`sessao_invalida`", body = crate::envelope::ErrorBody),
     )
 )]
-pub(crate) async fn me(user: PanelUser) -> Json<crate::openapi::Data<UserView>> {
-    crate::openapi::Data::json(UserView::of(&user.user, &user.account_slug))
+pub(crate) async fn me(user: PanelUser) -> Json<crate::envelope::Data<UserView>> {
+    crate::envelope::Data::json(UserView::of(&user.user, &user.account_slug))
 }
 
 /// `POST /api/login`'s answer: the session token (shown only here) and its user.
@@ -128,20 +128,20 @@ pub struct LoggedOutOut {
     path = "/logout",
     tag = "Sessão",
     responses(
-        (status = 200, description = "Sessão encerrada: o token deixa de valer", body = crate::openapi::Data<LoggedOutOut>),
-        (status = 401, description = "`sessao_invalida`", body = crate::openapi::ErrorBody),
+        (status = 200, description = "Sessão encerrada: o token deixa de valer", body = crate::envelope::Data<LoggedOutOut>),
+        (status = 401, description = "`sessao_invalida`", body = crate::envelope::ErrorBody),
     )
 )]
 pub(crate) async fn logout(
     State(state): State<AppState>,
     user: PanelUser,
-) -> Result<Json<crate::openapi::Data<LoggedOutOut>>, ApiError> {
+) -> Result<Json<crate::envelope::Data<LoggedOutOut>>, ApiError> {
     state
         .runtime
         .store()
         .revoke_session(user.session_id)
         .await?;
-    Ok(crate::openapi::Data::json(LoggedOutOut {
+    Ok(crate::envelope::Data::json(LoggedOutOut {
         logged_out: true,
     }))
 }

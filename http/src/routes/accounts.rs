@@ -1,8 +1,8 @@
 //! Spec section "WABAs, BMs, overview, linking numbers".
 
+use crate::envelope::{Data, List};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, Auth, IdPath};
-use crate::openapi::{Data, List};
 use crate::AppState;
 use actors::accounts::{AddedNumber, BmView, Overview, WabaView};
 use axum::extract::{Path, Query, State};

@@ -1,9 +1,9 @@
 //! Numbers of an alternative provider (spec "What the service does" item 11, "Other";
 //! decision D-034): registration, the notification URLs, and the receivers of those URLs.
 
+use crate::envelope::Data;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, Auth, RawBody};
-use crate::openapi::Data;
 use crate::routes::channels::ChannelOut;
 use crate::AppState;
 use actors::alternative::{ConnectAlternative, NotifyVia};

@@ -1,9 +1,9 @@
 //! Spec section "Campaigns" (first slice: create, audience, progress; dispatch lands with
 //! the campaign engine).
 
+use crate::envelope::{Data, Page};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, Auth, IdPath, RawBody};
-use crate::openapi::{Data, Page};
 use crate::AppState;
 use actors::campaigns::{CampaignInput, CampaignView, DryRun, RecipientInput, RecipientsAdded};
 use axum::extract::State;
@@ -93,7 +93,7 @@ async fn create(
     RawBody(body): RawBody,
 ) -> axum::response::Response {
     // `Idempotency-Key` as on `POST /messages`: a retried creation returns the first campaign.
-    crate::routes::messages::idempotent(&state, &auth, "", &headers, &body, |_| async {
+    crate::routes::idempotency::idempotent(&state, &auth, "", &headers, &body, |_| async {
         let b: CreateIn = crate::extract::parse_json(&headers, &body)?;
         create_once(&state, &auth, b).await
     })

@@ -1,11 +1,11 @@
 //! Spec section "Health and channels": connect an official number, list and read channels.
 
+use crate::envelope::{Data, List, Page};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, Auth, IdPath};
-use crate::openapi::{Data, List, Page};
 use crate::AppState;
-use actors::channel::ChannelSnapshot;
 use actors::connect::ConnectOfficial;
+use actors::protocol::ChannelSnapshot;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;

@@ -2,11 +2,11 @@
 //! limit, managed by the account; the list, a group with its numbers, the templates approved
 //! on all of them, and a single template message through the number with most headroom.
 
+use crate::envelope::{Data, Deleted, List, Page};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, Auth, IdPath, RawBody};
-use crate::openapi::{Data, Deleted, List, Page};
 use crate::routes::channels::ChannelOut;
-use crate::routes::messages::{send_result, SendResultOut};
+use crate::routes::message_out::{send_result, SendResultOut};
 use crate::AppState;
 use actors::campaigns::{CampaignView, RecipientsAdded};
 use actors::group::{GroupDetail, GroupInput};
@@ -501,7 +501,7 @@ async fn send(
     RawBody(body): RawBody,
 ) -> axum::response::Response {
     // `Idempotency-Key` as on `POST /messages`: one key, one message.
-    crate::routes::messages::idempotent(&state, &auth, "", &headers, &body, |key| async {
+    crate::routes::idempotency::idempotent(&state, &auth, "", &headers, &body, |key| async {
         let b: SendIn = crate::extract::parse_json(&headers, &body)?;
         let to = Phone::parse("to", &b.to)?;
         let m = state

@@ -1,12 +1,12 @@
 //! Per-number campaign guardrails (spec "Limits": daily cap, cadence, warm-up; D-031):
 //! `GET`/`PATCH /channels/{id}/guardrails` and `POST /channels/{id}/guardrails/authorize`.
 
+use crate::envelope::Data;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, Auth, IdPath};
-use crate::openapi::Data;
 use crate::AppState;
-use actors::channel::GuardrailView;
 use actors::guardrails::GuardrailsPatch;
+use actors::protocol::GuardrailView;
 use axum::extract::State;
 use axum::Json;
 use engine::guardrail::{self, MAX_CADENCE_MS, MAX_CAP};

@@ -70,7 +70,7 @@ fn rpc_result(id: Value, result: Value) -> Response {
     path = "/mcp",
     tag = "MCP",
     request_body = McpRequest,
-    responses((status = 200, description = "Resposta JSON-RPC 2.0: `result`, ou `error` `{code, message}`", body = crate::openapi::JsonRpcResponse), (status = 202, description = "Notificação (sem `id`): aceita, sem corpo"))
+    responses((status = 200, description = "Resposta JSON-RPC 2.0: `result`, ou `error` `{code, message}`", body = crate::envelope::JsonRpcResponse), (status = 202, description = "Notificação (sem `id`): aceita, sem corpo"))
 )]
 async fn rpc(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
     let msg: Value = match serde_json::from_slice(&body) {

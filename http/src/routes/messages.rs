@@ -1,21 +1,22 @@
 //! Spec section "Messages": `POST /messages`.
 
+use crate::envelope::{Data, Page};
 use crate::error::ApiError;
 use crate::extract::{Auth, IdPath, RawBody};
-use crate::openapi::{Data, Page};
 use crate::AppState;
-use actors::channel::{SendCommand, SendContent};
+use actors::protocol::{SendCommand, SendContent};
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{json, Value};
-use storage::idempotency::IdempotencyBegin;
-use storage::messages::MessageRecord;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
+
+use super::idempotency::idempotent;
+use super::message_out::{send_result, MessageOut, SendResultOut};
 
 /// Routes of this section (under `/api/v1`).
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -188,156 +189,6 @@ fn template_content(t: TemplateIn) -> Result<SendContent, ApiError> {
     })
 }
 
-/// The send result's `header` (issue 17): a header image's link or a library template's text
-/// header.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-#[serde(tag = "type", rename_all = "lowercase")]
-pub enum HeaderOut {
-    /// A header image: `{type: "image", link}`.
-    Image {
-        /// The image's public URL.
-        link: String,
-    },
-    /// A text header: `{type: "text", text}`.
-    Text {
-        /// The header's text as sent.
-        text: String,
-    },
-}
-
-/// The header of `m`, null for a template sent by name whose layout disparo does not hold, or
-/// a message without one.
-fn header_of(m: &MessageRecord) -> Option<HeaderOut> {
-    let p = m.params.as_ref();
-    let field = |k: &str| {
-        p.and_then(|p| p.get(k))
-            .and_then(Value::as_str)
-            .map(str::to_string)
-    };
-    match (field("header_image"), field("header_text")) {
-        (Some(link), _) => Some(HeaderOut::Image { link }),
-        (None, Some(text)) => Some(HeaderOut::Text { text }),
-        _ => None,
-    }
-}
-
-/// The template a message sent: `{name, language}`.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct TemplateRefOut {
-    /// The provider's template name.
-    pub name: String,
-    /// Its locale (`pt_BR`…).
-    pub language: Option<String>,
-}
-
-/// The send result ("Message" › send result): what `POST /messages` (and group and sender
-/// sends) answer.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct SendResultOut {
-    /// Id.
-    pub id: i64,
-    /// The conversation (one per contact and number).
-    pub conversation_id: i64,
-    /// The contact, digits with country code.
-    pub to: String,
-    /// `text`, `template`, `image`…
-    #[serde(rename = "type")]
-    pub kind: engine::message::MessageKind,
-    /// The text, or a template's `preview_text`.
-    pub text: Option<String>,
-    /// The number that sent it.
-    pub channel_id: i64,
-    /// The provider's message id (`message.ack` events refer to it); null until it answers.
-    pub provider_message_id: Option<String>,
-    /// Where it stands.
-    pub status: engine::message::MessageStatus,
-    /// The template's header as sent.
-    pub header: Option<HeaderOut>,
-    /// Text kept for display of a template message.
-    pub preview_text: Option<String>,
-    /// The template, for a template message.
-    pub template: Option<TemplateRefOut>,
-    /// When it was written (ISO 8601, UTC).
-    pub created_at: String,
-}
-
-impl From<&MessageRecord> for SendResultOut {
-    fn from(m: &MessageRecord) -> Self {
-        SendResultOut {
-            id: m.id,
-            conversation_id: m.conversation_id,
-            to: m.contact_phone.clone(),
-            kind: m.kind,
-            text: m.body.clone().or_else(|| m.preview_text.clone()),
-            channel_id: m.channel_id,
-            provider_message_id: m.provider_message_id.clone(),
-            status: m.status,
-            header: header_of(m),
-            preview_text: m.preview_text.clone(),
-            template: m.template_name.as_ref().map(|n| TemplateRefOut {
-                name: n.clone(),
-                language: m.template_language.clone(),
-            }),
-            created_at: actors::time::iso(m.created_at),
-        }
-    }
-}
-
-/// The send result as JSON ([`SendResultOut`]).
-pub fn send_result(m: &MessageRecord) -> Value {
-    serde_json::to_value(SendResultOut::from(m)).unwrap_or_default()
-}
-
-/// The provider's error on a failed message.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct MessageErrorOut {
-    /// The provider's error code (`131049`…), when it gave one.
-    pub code: Option<i64>,
-    /// Its title.
-    pub title: Option<String>,
-    /// Its details.
-    pub details: Option<String>,
-}
-
-/// A message with its delivery timeline (decision D-007: the spec shows no read endpoint).
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct MessageOut {
-    /// The send result's fields.
-    #[serde(flatten)]
-    pub message: SendResultOut,
-    /// `out` (sent by the account) or `in` (received from the contact).
-    pub direction: engine::message::Direction,
-    /// When the provider accepted it (ISO 8601).
-    pub sent_at: Option<String>,
-    /// When it reached the handset.
-    pub delivered_at: Option<String>,
-    /// When the contact read it.
-    pub read_at: Option<String>,
-    /// When it failed.
-    pub failed_at: Option<String>,
-    /// The provider's error, on a failure.
-    pub error: Option<MessageErrorOut>,
-}
-
-impl From<&MessageRecord> for MessageOut {
-    fn from(m: &MessageRecord) -> Self {
-        let iso = |t: Option<i64>| t.map(actors::time::iso);
-        MessageOut {
-            message: SendResultOut::from(m),
-            direction: m.direction,
-            sent_at: iso(m.sent_at),
-            delivered_at: iso(m.delivered_at),
-            read_at: iso(m.read_at),
-            failed_at: iso(m.failed_at),
-            error: (m.error_code.is_some() || m.error_title.is_some()).then(|| MessageErrorOut {
-                code: m.error_code,
-                title: m.error_title.clone(),
-                details: m.error_detail.clone(),
-            }),
-        }
-    }
-}
-
 #[utoipa::path(
     get,
     operation_id = "messages_read",
@@ -377,159 +228,6 @@ async fn send_once(
         StatusCode::CREATED,
         json!({ "data": send_result(&message) }),
     ))
-}
-
-/// The `Idempotency-Key` header: `None` when absent; 1 to 255 printable ASCII characters, else
-/// 422 `invalid_idempotency_key`.
-fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
-    match headers
-        .get("idempotency-key")
-        .map(|v| v.to_str().map(str::to_string))
-    {
-        None => Ok(None),
-        Some(Ok(k)) if (1..=255).contains(&k.len()) && k.bytes().all(|b| b.is_ascii_graphic()) => {
-            Ok(Some(k))
-        }
-        Some(_) => Err(ApiError::invalid(
-            "Idempotency-Key",
-            "invalid_idempotency_key",
-            "Idempotency-Key deve ter de 1 a 255 caracteres ASCII visíveis.",
-        )),
-    }
-}
-
-/// The 202 answer of a send in doubt: the message as it stands now (status `sending` until a
-/// status webhook settles it).
-async fn in_doubt_answer(state: &AppState, account_id: i64, message_id: i64) -> Response {
-    match state.runtime.store().message(account_id, message_id).await {
-        Ok(m) => (
-            StatusCode::ACCEPTED,
-            Json(json!({ "data": send_result(&m) })),
-        )
-            .into_response(),
-        Err(e) => ApiError::from(e).into_response(),
-    }
-}
-
-/// Runs a write under the request's `Idempotency-Key` (decision D-024, issue 15): the first
-/// answer for a key is replayed for 24 hours (`Idempotent-Replayed: true`); a key reused with
-/// another body is 422; a key still running is 409. `run` gets the key to bind it to the
-/// message it writes. A send in doubt ([`ApiError::InDoubt`], or the wait for the actor ran
-/// out after the message was written) keeps the key bound to that message and answers 202
-/// with it, now and on every retry: the message is never sent twice. A failure a retry may
-/// fix (other 5xx, nothing sent) releases the key. `namespace` separates callers of one
-/// account that must not share keys (`""` for account tokens, `pub:<user>:` for a sender).
-pub(crate) async fn idempotent<F, Fut>(
-    state: &AppState,
-    auth: &Auth,
-    namespace: &str,
-    headers: &HeaderMap,
-    body: &[u8],
-    run: F,
-) -> Response
-where
-    F: FnOnce(Option<String>) -> Fut,
-    Fut: std::future::Future<Output = Result<(StatusCode, Value), ApiError>>,
-{
-    let account_id = auth.account_id();
-    let key = match idempotency_key(headers) {
-        Ok(k) => k.map(|k| format!("{namespace}{k}")),
-        Err(e) => return e.into_response(),
-    };
-    let Some(key) = key else {
-        return match run(None).await {
-            Ok((status, v)) => (status, Json(v)).into_response(),
-            Err(ApiError::InDoubt(id)) => in_doubt_answer(state, account_id, id).await,
-            Err(e) => e.into_response(),
-        };
-    };
-    let store = state.runtime.store();
-    if let Some(answer) = begin_idempotent(state, account_id, &key, body).await {
-        return answer;
-    }
-    let (status, value) = match run(Some(key.clone())).await {
-        Ok(ok) => ok,
-        Err(ApiError::InDoubt(_)) | Err(ApiError::Unavailable) | Err(ApiError::TimedOut) => {
-            return unfinished(state, account_id, &key).await;
-        }
-        Err(e) => e.status_and_body(),
-    };
-    let stored = if status.is_server_error() {
-        store.idempotency_abandon(account_id, &key).await
-    } else {
-        store
-            .idempotency_finish(account_id, &key, status.as_u16(), &value.to_string())
-            .await
-    };
-    if let Err(e) = stored {
-        tracing::error!(error = %e, "could not record an idempotency key");
-    }
-    (status, Json(value)).into_response()
-}
-
-/// Reserves an idempotency key for `body`: `None` when the request is new and runs, else the
-/// answer to give now (a replay, the in-doubt answer, in progress, the key reused with another
-/// body, or a storage error).
-async fn begin_idempotent(
-    state: &AppState,
-    account_id: i64,
-    key: &str,
-    body: &[u8],
-) -> Option<Response> {
-    let store = state.runtime.store();
-    let hash = engine::token::hash_token(&String::from_utf8_lossy(body));
-    match store.idempotency_begin(account_id, key, &hash).await {
-        Err(e) => Some(ApiError::from(e).into_response()),
-        Ok(IdempotencyBegin::Replay { status, body }) => {
-            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
-            Some(
-                (
-                    status,
-                    [
-                        ("content-type", "application/json"),
-                        ("idempotent-replayed", "true"),
-                    ],
-                    body,
-                )
-                    .into_response(),
-            )
-        }
-        Ok(IdempotencyBegin::InDoubt { message_id }) => {
-            let mut resp = in_doubt_answer(state, account_id, message_id).await;
-            resp.headers_mut().insert(
-                "idempotent-replayed",
-                axum::http::HeaderValue::from_static("true"),
-            );
-            Some(resp)
-        }
-        Ok(IdempotencyBegin::InProgress) => Some(ApiError::IdempotencyInProgress.into_response()),
-        Ok(IdempotencyBegin::Mismatch) => Some(
-            ApiError::invalid(
-                "Idempotency-Key",
-                "idempotency_key_reused",
-                "Esta Idempotency-Key já foi usada com outro corpo de requisição.",
-            )
-            .into_response(),
-        ),
-        Ok(IdempotencyBegin::New) => None,
-    }
-}
-
-/// The answer to a keyed request that did not finish (in doubt, busy, timed out): a message
-/// written for the key is in doubt for good; nothing written means nothing sent, and the key
-/// is released for a retry (503).
-async fn unfinished(state: &AppState, account_id: i64, key: &str) -> Response {
-    let store = state.runtime.store();
-    match store.idempotency_in_doubt(account_id, key).await {
-        Ok(Some(message_id)) => in_doubt_answer(state, account_id, message_id).await,
-        Ok(None) => {
-            if let Err(e) = store.idempotency_abandon(account_id, key).await {
-                tracing::error!(error = %e, "could not release an idempotency key");
-            }
-            ApiError::Unavailable.into_response()
-        }
-        Err(e) => ApiError::from(e).into_response(),
-    }
 }
 
 /// `POST /messages`. With an `Idempotency-Key` header (1 to 255 printable ASCII characters),

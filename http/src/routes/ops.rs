@@ -53,8 +53,8 @@ pub struct DatabaseOut {
     tag = "Operação",
     security(()),
     responses(
-        (status = 200, description = "Serviço e banco de dados respondendo", body = crate::openapi::Data<HealthOut>),
-        (status = 503, description = "Banco de dados indisponível", body = crate::openapi::Data<HealthOut>)
+        (status = 200, description = "Serviço e banco de dados respondendo", body = crate::envelope::Data<HealthOut>),
+        (status = 503, description = "Banco de dados indisponível", body = crate::envelope::Data<HealthOut>)
     )
 )]
 async fn health(State(state): State<AppState>) -> Response {
@@ -66,7 +66,7 @@ async fn health(State(state): State<AppState>) -> Response {
             (false, None, Some("banco de dados indisponível"))
         }
     };
-    let body = crate::openapi::Data::json(HealthOut {
+    let body = crate::envelope::Data::json(HealthOut {
         status: if ok { "ok" } else { "degraded" },
         version: env!("CARGO_PKG_VERSION"),
         database: DatabaseOut {

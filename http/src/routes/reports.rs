@@ -301,7 +301,7 @@ pub struct ReportDetailOut {
 pub struct ReportDetailPage {
     /// The rows, `has_more`, `next_cursor`.
     #[serde(flatten)]
-    page: crate::openapi::Page<ReportDetailOut>,
+    page: crate::envelope::Page<ReportDetailOut>,
     /// The page size asked (≤ 1,000).
     limit: i64,
     /// Rows skipped.

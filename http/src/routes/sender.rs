@@ -4,10 +4,10 @@
 //! handlers hand a request with a sender token to these functions. Its OpenAPI document is
 //! [`document`], served at `GET /api/v1/sender/openapi.json` and shown at `/docs/remetente`.
 
+use crate::envelope::{Data, List};
 use crate::error::ApiError;
 use crate::extract::{parse_json, Auth};
-use crate::openapi::{Data, List};
-use crate::routes::messages::{SendResultOut, TemplateRefOut};
+use crate::routes::message_out::{SendResultOut, TemplateRefOut};
 use crate::AppState;
 use actors::sender::{SenderNumber, SenderOutcome, SenderSend, SenderTemplate};
 use axum::extract::State;
@@ -143,8 +143,8 @@ fn outcome_json(o: &SenderOutcome, to: &str) -> Value {
         (status = 201, description = "Enviada: a mensagem com `numero` (o número escolhido)", body = Data<SenderSentOut>),
         (status = 200, description = "`dry_run`: `{dry_run, to, numero, template, preview_text}`; nada enviado", body = Data<SenderDryRunOut>),
         (status = 202, description = "Envio em dúvida: não será repetido; o status chega depois", body = Data<SendResultOut>),
-        (status = 422, description = "`template_desconhecido`, `variaveis_invalidas`, `nenhum_numero_elegivel` (`numeros`: motivo por número), URL recusada", body = crate::openapi::ErrorBody),
-        (status = 429, description = "Sem folga de 24 h em nenhum número, ou acima de 120 requisições por minuto (`Retry-After`)", body = crate::openapi::ErrorBody),
+        (status = 422, description = "`template_desconhecido`, `variaveis_invalidas`, `nenhum_numero_elegivel` (`numeros`: motivo por número), URL recusada", body = crate::envelope::ErrorBody),
+        (status = 429, description = "Sem folga de 24 h em nenhum número, ou acima de 120 requisições por minuto (`Retry-After`)", body = crate::envelope::ErrorBody),
     ))]
 pub async fn send(
     state: &AppState,
@@ -154,7 +154,7 @@ pub async fn send(
     body: &[u8],
 ) -> Response {
     let namespace = format!("pub:{}:", caller.user.id);
-    super::messages::idempotent(state, auth, &namespace, headers, body, |key| async move {
+    super::idempotency::idempotent(state, auth, &namespace, headers, body, |key| async move {
         let b: SendIn = parse_json(headers, body)?;
         let to = Phone::parse("to", &b.to).map_err(ApiError::from)?;
         if b.template.trim().is_empty() {
@@ -219,19 +219,19 @@ pub async fn send(
 /// `GET /api/v1/messages/{id}` for a sender token: a message this token's user sent.
 #[utoipa::path(get, operation_id = "sender_message", path = "/messages/{id}", tag = "Remetente público",
     params(("id" = i64, Path, description = "Id da mensagem enviada por este usuário")),
-    responses((status = 200, description = "A mensagem e sua linha do tempo (`sent_at`, `delivered_at`, `read_at`, `failed_at`, `error`)", body = crate::openapi::Data<super::messages::MessageOut>)))]
+    responses((status = 200, description = "A mensagem e sua linha do tempo (`sent_at`, `delivered_at`, `read_at`, `failed_at`, `error`)", body = crate::envelope::Data<super::message_out::MessageOut>)))]
 pub async fn message(
     state: &AppState,
     caller: &SenderCaller,
     id: i64,
-) -> Result<Json<crate::openapi::Data<super::messages::MessageOut>>, ApiError> {
+) -> Result<Json<crate::envelope::Data<super::message_out::MessageOut>>, ApiError> {
     let store = state.runtime.store();
     if !store.sent_by_user(id, caller.user.id).await? {
         return Err(ApiError::NotFound);
     }
     let m = store.message(caller.user.account_id, id).await?;
-    Ok(crate::openapi::Data::json(
-        super::messages::MessageOut::from(&m),
+    Ok(crate::envelope::Data::json(
+        super::message_out::MessageOut::from(&m),
     ))
 }
 

@@ -1,8 +1,8 @@
 //! Spec sections "Template (library)" and "Templates".
 
+use crate::envelope::{Data, Deleted, Page};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, Auth, IdPath};
-use crate::openapi::{Data, Deleted, Page};
 use crate::AppState;
 use actors::templates::{TemplateInput, TemplateView};
 use axum::extract::{Path, State};

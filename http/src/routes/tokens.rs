@@ -1,8 +1,8 @@
 //! Token management (decision D-027): list, create with a level, revoke. Admin only.
 
+use crate::envelope::{Data, Page};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, Auth, IdPath};
-use crate::openapi::{Data, Page};
 use crate::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;

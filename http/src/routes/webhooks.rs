@@ -1,8 +1,8 @@
 //! Spec section "Outbound webhooks": subscriptions per channel and their delivery log.
 
+use crate::envelope::{Data, Deleted, List, Page};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, Auth, IdPath};
-use crate::openapi::{Data, Deleted, List, Page};
 use crate::AppState;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;

@@ -1,9 +1,9 @@
 //! Spec sections "Wiki page" and "Wiki", and the public pages at `/w/{account}/{page}`
 //! (decision D-028).
 
+use crate::envelope::{Data, Deleted, List, Page};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, Auth, IdPath};
-use crate::openapi::{Data, Deleted, List, Page};
 use crate::AppState;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;

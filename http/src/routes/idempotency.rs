@@ -1,0 +1,167 @@
+//! `Idempotency-Key` on sends (issue 15): the key's first answer is stored and repeated to
+//! every retry; a retry while the first is running answers 409; a send whose outcome is in
+//! doubt answers 202 with its message, and so does every retry.
+
+use super::message_out::send_result;
+use crate::error::ApiError;
+use crate::extract::Auth;
+use crate::AppState;
+use axum::http::HeaderMap;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+use storage::idempotency::IdempotencyBegin;
+
+/// The `Idempotency-Key` header: `None` when absent; 1 to 255 printable ASCII characters, else
+/// 422 `invalid_idempotency_key`.
+fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    match headers
+        .get("idempotency-key")
+        .map(|v| v.to_str().map(str::to_string))
+    {
+        None => Ok(None),
+        Some(Ok(k)) if (1..=255).contains(&k.len()) && k.bytes().all(|b| b.is_ascii_graphic()) => {
+            Ok(Some(k))
+        }
+        Some(_) => Err(ApiError::invalid(
+            "Idempotency-Key",
+            "invalid_idempotency_key",
+            "Idempotency-Key deve ter de 1 a 255 caracteres ASCII visíveis.",
+        )),
+    }
+}
+
+/// The 202 answer of a send in doubt: the message as it stands now (status `sending` until a
+/// status webhook settles it).
+async fn in_doubt_answer(state: &AppState, account_id: i64, message_id: i64) -> Response {
+    match state.runtime.store().message(account_id, message_id).await {
+        Ok(m) => (
+            StatusCode::ACCEPTED,
+            Json(json!({ "data": send_result(&m) })),
+        )
+            .into_response(),
+        Err(e) => ApiError::from(e).into_response(),
+    }
+}
+
+/// Runs a write under the request's `Idempotency-Key` (decision D-024, issue 15): the first
+/// answer for a key is replayed for 24 hours (`Idempotent-Replayed: true`); a key reused with
+/// another body is 422; a key still running is 409. `run` gets the key to bind it to the
+/// message it writes. A send in doubt ([`ApiError::InDoubt`], or the wait for the actor ran
+/// out after the message was written) keeps the key bound to that message and answers 202
+/// with it, now and on every retry: the message is never sent twice. A failure a retry may
+/// fix (other 5xx, nothing sent) releases the key. `namespace` separates callers of one
+/// account that must not share keys (`""` for account tokens, `pub:<user>:` for a sender).
+pub(crate) async fn idempotent<F, Fut>(
+    state: &AppState,
+    auth: &Auth,
+    namespace: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+    run: F,
+) -> Response
+where
+    F: FnOnce(Option<String>) -> Fut,
+    Fut: std::future::Future<Output = Result<(StatusCode, Value), ApiError>>,
+{
+    let account_id = auth.account_id();
+    let key = match idempotency_key(headers) {
+        Ok(k) => k.map(|k| format!("{namespace}{k}")),
+        Err(e) => return e.into_response(),
+    };
+    let Some(key) = key else {
+        return match run(None).await {
+            Ok((status, v)) => (status, Json(v)).into_response(),
+            Err(ApiError::InDoubt(id)) => in_doubt_answer(state, account_id, id).await,
+            Err(e) => e.into_response(),
+        };
+    };
+    let store = state.runtime.store();
+    if let Some(answer) = begin_idempotent(state, account_id, &key, body).await {
+        return answer;
+    }
+    let (status, value) = match run(Some(key.clone())).await {
+        Ok(ok) => ok,
+        Err(ApiError::InDoubt(_)) | Err(ApiError::Unavailable) | Err(ApiError::TimedOut) => {
+            return unfinished(state, account_id, &key).await;
+        }
+        Err(e) => e.status_and_body(),
+    };
+    let stored = if status.is_server_error() {
+        store.idempotency_abandon(account_id, &key).await
+    } else {
+        store
+            .idempotency_finish(account_id, &key, status.as_u16(), &value.to_string())
+            .await
+    };
+    if let Err(e) = stored {
+        tracing::error!(error = %e, "could not record an idempotency key");
+    }
+    (status, Json(value)).into_response()
+}
+
+/// Reserves an idempotency key for `body`: `None` when the request is new and runs, else the
+/// answer to give now (a replay, the in-doubt answer, in progress, the key reused with another
+/// body, or a storage error).
+async fn begin_idempotent(
+    state: &AppState,
+    account_id: i64,
+    key: &str,
+    body: &[u8],
+) -> Option<Response> {
+    let store = state.runtime.store();
+    let hash = engine::token::hash_token(&String::from_utf8_lossy(body));
+    match store.idempotency_begin(account_id, key, &hash).await {
+        Err(e) => Some(ApiError::from(e).into_response()),
+        Ok(IdempotencyBegin::Replay { status, body }) => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+            Some(
+                (
+                    status,
+                    [
+                        ("content-type", "application/json"),
+                        ("idempotent-replayed", "true"),
+                    ],
+                    body,
+                )
+                    .into_response(),
+            )
+        }
+        Ok(IdempotencyBegin::InDoubt { message_id }) => {
+            let mut resp = in_doubt_answer(state, account_id, message_id).await;
+            resp.headers_mut().insert(
+                "idempotent-replayed",
+                axum::http::HeaderValue::from_static("true"),
+            );
+            Some(resp)
+        }
+        Ok(IdempotencyBegin::InProgress) => Some(ApiError::IdempotencyInProgress.into_response()),
+        Ok(IdempotencyBegin::Mismatch) => Some(
+            ApiError::invalid(
+                "Idempotency-Key",
+                "idempotency_key_reused",
+                "Esta Idempotency-Key já foi usada com outro corpo de requisição.",
+            )
+            .into_response(),
+        ),
+        Ok(IdempotencyBegin::New) => None,
+    }
+}
+
+/// The answer to a keyed request that did not finish (in doubt, busy, timed out): a message
+/// written for the key is in doubt for good; nothing written means nothing sent, and the key
+/// is released for a retry (503).
+async fn unfinished(state: &AppState, account_id: i64, key: &str) -> Response {
+    let store = state.runtime.store();
+    match store.idempotency_in_doubt(account_id, key).await {
+        Ok(Some(message_id)) => in_doubt_answer(state, account_id, message_id).await,
+        Ok(None) => {
+            if let Err(e) = store.idempotency_abandon(account_id, key).await {
+                tracing::error!(error = %e, "could not release an idempotency key");
+            }
+            ApiError::Unavailable.into_response()
+        }
+        Err(e) => ApiError::from(e).into_response(),
+    }
+}
