@@ -1,7 +1,7 @@
 //! WABA and business edges at the simulator (PROVIDER.md §5): WABA node, `subscribed_apps`,
 //! a business's WABAs, `debug_token`, and the Embedded Signup code exchange.
 
-use super::graph::{authenticate, graph_error, resolve, unknown_node, Node};
+use super::node::{authenticate, graph_error, resolve, unknown_node, Node};
 use super::Inner;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -76,9 +76,9 @@ pub(crate) async fn subscribe(
     if let Err(r) = waba_call(&inner, &node, &query, &headers) {
         return r;
     }
-    let p = super::graph::params(&query, &body);
+    let p = super::node::params(&query, &body);
     let mut app = json!({"whatsapp_business_api_data": {"id": SIM_APP_ID, "link": format!("https://www.facebook.com/games/?app_id={SIM_APP_ID}"), "name": "disparo"}});
-    if let Some(uri) = super::graph::param_str(&p, "override_callback_uri") {
+    if let Some(uri) = super::node::param_str(&p, "override_callback_uri") {
         app["override_callback_uri"] = json!(uri);
     }
     if let Some(mut w) = inner.wabas.get_mut(&node) {

@@ -1,7 +1,7 @@
 //! Fault injection on the Graph surface (`PUT /_sim/faults`): added latency, answers held after
 //! the request was handled, 5xx answers, hangs, and queued errors for a given number or WABA.
 
-use super::graph::graph_error;
+use super::node::graph_error;
 use super::Inner;
 use axum::extract::{Request, State};
 use axum::http::StatusCode;

@@ -1,7 +1,7 @@
 //! Media at the simulator (PROVIDER.md §3): multipart upload with the provider's type and size
 //! limits, URL lookup, bearer-protected download, delete.
 
-use super::graph::{authenticate, graph_error, resolve, unknown_node, Node};
+use super::node::{authenticate, graph_error, resolve, unknown_node, Node};
 use super::state::Media;
 use super::Inner;
 use axum::extract::{Multipart, Path, Query, State};

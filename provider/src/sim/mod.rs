@@ -24,6 +24,7 @@ mod graph;
 mod hygiene;
 pub use hygiene::HygieneFaults;
 mod media;
+mod node;
 mod phone;
 mod profile;
 pub mod state;

@@ -2,7 +2,7 @@
 //! request and verify the code, register with the 6-digit PIN, set the PIN, deregister; and
 //! the WABA's number list (§5.2).
 
-use super::graph::{authenticate, graph_error, param_str, params, resolve, unknown_node, Node};
+use super::node::{authenticate, graph_error, param_str, params, resolve, unknown_node, Node};
 use super::state::{Bucket, Number};
 use super::Inner;
 use axum::body::Bytes;
@@ -24,7 +24,7 @@ fn number_call(
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<Parts, Response> {
-    super::graph::number_business(&inner, &node, headers, query)?;
+    super::node::number_business(&inner, &node, headers, query)?;
     Ok((inner, node, params(query, body)))
 }
 
@@ -53,9 +53,9 @@ pub(crate) async fn post_node(
         return super::profile::upload_data(&inner, &node, &headers, body);
     }
     // `POST /{template_id}` edits a template (§6.3).
-    if let Ok(business) = super::graph::authenticate(&inner, &headers, &query) {
-        if let Some(super::graph::Node::Template(waba)) =
-            super::graph::resolve(&inner, &business, &node)
+    if let Ok(business) = super::node::authenticate(&inner, &headers, &query) {
+        if let Some(super::node::Node::Template(waba)) =
+            super::node::resolve(&inner, &business, &node)
         {
             return super::templates::edit(&inner, &waba, &node, &body);
         }

@@ -11,7 +11,7 @@
 //! - `GET /_sim/profile-pictures/{phone_number_id}`: the picture (the provider's CDN URL).
 
 use super::business::SIM_APP_ID;
-use super::graph::{authenticate, graph_error, param_str, params, unknown_node};
+use super::node::{authenticate, graph_error, param_str, params, unknown_node};
 use super::Inner;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -174,7 +174,7 @@ pub(crate) async fn post_profile(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let business = match super::graph::number_business(&inner, &node, &headers, &query) {
+    let business = match super::node::number_business(&inner, &node, &headers, &query) {
         Ok(b) => b,
         Err(r) => return r,
     };
@@ -222,7 +222,7 @@ pub(crate) async fn get_profile(
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(r) = super::graph::number_business(&inner, &node, &headers, &query) {
+    if let Err(r) = super::node::number_business(&inner, &node, &headers, &query) {
         return r;
     }
     let host = headers

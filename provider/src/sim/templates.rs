@@ -2,7 +2,7 @@
 //! rules, review (PENDING → APPROVED after `template_review_ms`, unless the control API decides
 //! first), list, read, delete; every status change emits `message_template_status_update`.
 
-use super::graph::{authenticate, graph_error, resolve, unknown_node, Node};
+use super::node::{authenticate, graph_error, resolve, unknown_node, Node};
 use super::state::Template;
 use super::webhooks::EmissionKind;
 use super::Inner;
