@@ -351,6 +351,7 @@ pub fn common_responses(doc: &mut utoipa::openapi::OpenApi, surface: Surface) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::envelope::ERROR_CODES;
 
     /// The three documents: account API, panel, public sender.
     fn documents() -> [&'static utoipa::openapi::OpenApi; 3] {
