@@ -21,7 +21,7 @@ use tokio::net::TcpListener;
 pub struct Application {
     listener: TcpListener,
     addr: SocketAddr,
-    runtime: Runtime,
+    services: services::Services,
     router: axum::Router,
     limits: http::limits::ServerLimits,
     /// `DISPARO_TRUSTED_PROXIES`: their connections are not capped per address.
@@ -222,55 +222,63 @@ impl Application {
             .unwrap_or_else(|| format!("http://{addr}"))
             .trim_end_matches('/')
             .to_string();
-        let runtime = Runtime::start(
-            store,
-            graph,
-            RuntimeConfig {
-                public_url: public_url.clone(),
-                app_secret: settings.provider_app_secret.clone(),
-                app_id: settings.provider_app_id.clone(),
-                config_id: settings.provider_config_id.clone(),
-                call_timeout: Duration::from_millis(settings.call_timeout_ms),
-                webhook_retry: match &settings.webhook_retry_ms {
-                    Some(list) => RetrySchedule::from_delays_ms(list.clone()),
-                    None => RetrySchedule::default(),
+        let services = services::Services::new(
+            Runtime::start(
+                store,
+                graph,
+                RuntimeConfig {
+                    public_url: public_url.clone(),
+                    app_secret: settings.provider_app_secret.clone(),
+                    app_id: settings.provider_app_id.clone(),
+                    config_id: settings.provider_config_id.clone(),
+                    call_timeout: Duration::from_millis(settings.call_timeout_ms),
+                    webhook_retry: match &settings.webhook_retry_ms {
+                        Some(list) => RetrySchedule::from_delays_ms(list.clone()),
+                        None => RetrySchedule::default(),
+                    },
+                    webhook_timeout: Duration::from_millis(settings.webhook_timeout_ms),
+                    webhook_max_per_endpoint: settings.webhook_per_endpoint,
+                    webhook_disable_after: Duration::from_millis(settings.webhook_disable_after_ms),
+                    webhook_retention: Duration::from_secs(
+                        settings.webhook_retention_days * 86_400,
+                    ),
+                    outbound: engine::net::OutboundPolicy {
+                        allow_private: settings.allow_private_urls,
+                        allowed_subnets: settings.allowed_subnets.clone(),
+                    },
+                    media_timeout: Duration::from_millis(settings.media_timeout_ms),
+                    alternative_hosts: settings.alternative_hosts.clone(),
+                    media_max_concurrent: settings.media_max_concurrent,
+                    media_max_bytes: settings.media_max_memory_mb * 1024 * 1024,
+                    in_doubt_grace: Duration::from_millis(settings.in_doubt_grace_ms),
+                    node_ttl: Duration::from_millis(settings.node_ttl_ms),
+                    provider_log_retention: Duration::from_millis(
+                        settings.provider_log_retention_ms,
+                    ),
+                    provider_webhook_verify_token: settings.provider_webhook_verify_token.clone(),
+                    hygiene: settings.hygiene_url.as_ref().map(|url| {
+                        actors::panel_campaigns::HygieneSettings {
+                            url: url.clone(),
+                            api_key: settings
+                                .hygiene_api_key
+                                .clone()
+                                .unwrap_or_else(|| engine::Secret::new("")),
+                            call_timeout: Duration::from_millis(
+                                settings.hygiene_timeout_ms.max(100),
+                            ),
+                            job_timeout: Duration::from_millis(
+                                settings.hygiene_job_timeout_ms.max(1000),
+                            ),
+                            callback_url: Some(format!("{public_url}/api/hygiene/callback")),
+                        }
+                    }),
+                    dispatch_enabled: settings.dispatch_enabled,
+                    ..RuntimeConfig::default()
                 },
-                webhook_timeout: Duration::from_millis(settings.webhook_timeout_ms),
-                webhook_max_per_endpoint: settings.webhook_per_endpoint,
-                webhook_disable_after: Duration::from_millis(settings.webhook_disable_after_ms),
-                webhook_retention: Duration::from_secs(settings.webhook_retention_days * 86_400),
-                outbound: engine::net::OutboundPolicy {
-                    allow_private: settings.allow_private_urls,
-                    allowed_subnets: settings.allowed_subnets.clone(),
-                },
-                media_timeout: Duration::from_millis(settings.media_timeout_ms),
-                alternative_hosts: settings.alternative_hosts.clone(),
-                media_max_concurrent: settings.media_max_concurrent,
-                media_max_bytes: settings.media_max_memory_mb * 1024 * 1024,
-                in_doubt_grace: Duration::from_millis(settings.in_doubt_grace_ms),
-                node_ttl: Duration::from_millis(settings.node_ttl_ms),
-                provider_log_retention: Duration::from_millis(settings.provider_log_retention_ms),
-                provider_webhook_verify_token: settings.provider_webhook_verify_token.clone(),
-                hygiene: settings.hygiene_url.as_ref().map(|url| {
-                    actors::panel_campaigns::HygieneSettings {
-                        url: url.clone(),
-                        api_key: settings
-                            .hygiene_api_key
-                            .clone()
-                            .unwrap_or_else(|| engine::Secret::new("")),
-                        call_timeout: Duration::from_millis(settings.hygiene_timeout_ms.max(100)),
-                        job_timeout: Duration::from_millis(
-                            settings.hygiene_job_timeout_ms.max(1000),
-                        ),
-                        callback_url: Some(format!("{public_url}/api/hygiene/callback")),
-                    }
-                }),
-                dispatch_enabled: settings.dispatch_enabled,
-                ..RuntimeConfig::default()
-            },
-        )
-        .await
-        .map_err(|e| anyhow::anyhow!("starting actors: {e}"))?;
+            )
+            .await
+            .map_err(|e| anyhow::anyhow!("starting actors: {e}"))?,
+        );
         let limits = http::limits::ServerLimits {
             header_read_timeout: Duration::from_millis(settings.header_timeout_ms),
             request_timeout: Duration::from_millis(settings.request_timeout_ms),
@@ -279,7 +287,7 @@ impl Application {
             max_connections_per_address: settings.max_connections_per_address.max(1),
         };
         let state = http::AppState {
-            runtime: runtime.clone(),
+            services: services.clone(),
             config: Arc::new(http::HttpConfig {
                 public_url: settings
                     .public_url
@@ -304,7 +312,7 @@ impl Application {
         Ok(Self {
             listener,
             addr,
-            runtime,
+            services,
             router: http::router(state),
             limits,
             trusted_proxies: settings.trusted_proxies.clone(),
@@ -318,7 +326,12 @@ impl Application {
 
     /// The actors' handle.
     pub fn runtime(&self) -> &Runtime {
-        &self.runtime
+        self.services.runtime()
+    }
+
+    /// The services' handle (it dereferences to the runtime).
+    pub fn services(&self) -> &services::Services {
+        &self.services
     }
 
     /// Serves until `shutdown` resolves, then stops the actors.
@@ -334,7 +347,7 @@ impl Application {
             shutdown,
         )
         .await?;
-        self.runtime.shutdown().await;
+        self.services.shutdown().await;
         Ok(())
     }
 }
@@ -355,7 +368,7 @@ impl Demo {
         // businesses sign with it like the provider's app does (issue 16).
         let app_secret = settings
             .provider_app_secret
-            .get_or_insert_with(|| engine::Secret::new(actors::connect::random_verify_token()))
+            .get_or_insert_with(|| engine::Secret::new(services::connect::random_verify_token()))
             .expose()
             .to_string();
         if settings.provider_app_id.is_none() {
@@ -425,10 +438,10 @@ impl Demo {
             })
             .map_err(|e| anyhow::anyhow!(e))?;
         let (channel, _) = app
-            .runtime()
+            .services()
             .connect_official(
                 account.id,
-                actors::connect::ConnectOfficial {
+                services::connect::ConnectOfficial {
                     name: Some("Demo".into()),
                     phone_number_id: number.phone_number_id.clone(),
                     waba_id: number.waba_id.clone(),
@@ -440,14 +453,14 @@ impl Demo {
             .await
             .map_err(|e| anyhow::anyhow!("connecting the demo channel: {e}"))?;
         // A panel Admin with a random password, shown once (issue 19).
-        let password: String = actors::connect::random_verify_token()
+        let password: String = services::connect::random_verify_token()
             .chars()
             .take(16)
             .collect();
-        actors::panel::create_user(
+        services::panel::create_user(
             store,
             account.id,
-            actors::panel::UserInput {
+            services::panel::UserInput {
                 email: "admin@demo.local".into(),
                 name: "Admin Demo".into(),
                 role: "Admin".into(),

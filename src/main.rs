@@ -222,10 +222,10 @@ async fn main() -> anyhow::Result<()> {
             let password = password.trim_end_matches(['\r', '\n']).to_string();
             let store = open_store(&settings).await?;
             let account = store.ensure_account(&account).await?;
-            let created = actors::panel::create_user(
+            let created = services::panel::create_user(
                 &store,
                 account.id,
-                actors::panel::UserInput {
+                services::panel::UserInput {
                     email,
                     name,
                     role,

@@ -625,10 +625,10 @@ async fn scope_matrix_scenario(backend: Backend) {
     );
     // Another account's Admin sees none of it.
     let other = app.runtime.store().ensure_account("other").await.unwrap();
-    actors::panel::create_user(
+    services::panel::create_user(
         app.runtime.store(),
         other.id,
-        actors::panel::UserInput {
+        services::panel::UserInput {
             email: "intruso@outra.com.br".into(),
             name: "Intruso".into(),
             role: "Admin".into(),

@@ -722,10 +722,10 @@ async fn an_email_in_use_in_another_account_tells_nothing() {
         .await;
     let store = app.runtime.store();
     let other = store.ensure_account("outra").await.unwrap();
-    let other_admin = actors::panel::create_user(
+    let other_admin = services::panel::create_user(
         store,
         other.id,
-        actors::panel::UserInput {
+        services::panel::UserInput {
             email: "chefe@outra.com.br".into(),
             name: "Chefe".into(),
             role: "Admin".into(),

@@ -353,10 +353,10 @@ async fn tenant_and_roles_scenario(backend: Backend) {
 
     // Another account's Admin: the campaign and the export are not found, the inventory empty.
     let other = app.runtime.store().ensure_account("outra").await.unwrap();
-    actors::panel::create_user(
+    services::panel::create_user(
         app.runtime.store(),
         other.id,
-        actors::panel::UserInput {
+        services::panel::UserInput {
             email: "intruso@outra.test".into(),
             name: "Intruso".into(),
             role: "Admin".into(),

@@ -209,7 +209,7 @@ impl Runtime {
     /// `POST /channels/{id}/sync` on a number of an alternative provider: reads its sender's
     /// templates again and stores them. Errors: the provider's, with a refused key as
     /// `credential_refused`.
-    pub(crate) async fn sync_alternative(
+    pub async fn sync_alternative(
         &self,
         record: ChannelRecord,
     ) -> Result<ChannelSnapshot, ActorError> {
@@ -241,7 +241,7 @@ impl Runtime {
     }
 
     /// The approved templates last read from an alternative provider's sender.
-    pub(crate) async fn alternative_templates(
+    pub async fn alternative_templates(
         &self,
         record: &ChannelRecord,
     ) -> Result<Vec<TemplateInfo>, ActorError> {
@@ -263,7 +263,7 @@ impl Runtime {
 
     /// A channel of the account that has no actor because it is a number of an alternative
     /// provider; `NotFound` for anything else.
-    pub(crate) async fn alternative_record(
+    pub async fn alternative_record(
         &self,
         account_id: i64,
         channel_id: i64,

@@ -42,7 +42,7 @@ impl crate::Runtime {
     /// Applies a BM's (new) tier to its live shared counter at once: the limit changes, and a
     /// counter that kept only an estimate is rebuilt exactly from storage when the BM gains a
     /// limit. A BM no number has used yet has no counter; it is built with the tier later.
-    pub(crate) async fn apply_bm_limit(
+    pub async fn apply_bm_limit(
         &self,
         bm_id: i64,
         tier: &Tier,

@@ -130,3 +130,14 @@ pub fn stored_json<T: serde::de::DeserializeOwned>(
         )))
     })
 }
+
+/// A provider refusal known only by its kind (no code, the kind as its reason).
+impl From<provider::ErrorKind> for ActorError {
+    fn from(kind: provider::ErrorKind) -> Self {
+        ActorError::ProviderRefused {
+            kind,
+            code: None,
+            reason: format!("{kind:?}"),
+        }
+    }
+}

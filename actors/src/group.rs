@@ -364,7 +364,7 @@ impl Runtime {
     }
 
     /// Makes a running group actor re-read its members (after a number joined it elsewhere).
-    pub(crate) async fn refresh_group(&self, group_id: i64) {
+    pub async fn refresh_group(&self, group_id: i64) {
         if let Some(a) = self.shared.groups.get(&group_id).map(|a| a.clone()) {
             if let Err(e) = self.reload_group(&a).await {
                 tracing::warn!(group_id, error = %e, "group reload failed");

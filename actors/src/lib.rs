@@ -9,29 +9,24 @@
 //! Calls point one way: the HTTP layer asks the runtime, the runtime asks actors, actors use
 //! storage and the provider client. Only this crate talks to the provider.
 
-pub mod accounts;
 pub mod alternative;
 pub mod bm;
 pub mod campaign;
 pub mod campaigns;
 pub mod channel;
 pub mod clock;
-pub mod connect;
 pub mod dispatcher;
 pub mod error;
 pub mod events;
 mod fields;
 pub mod forwarding;
 pub mod group;
-pub mod guardrails;
 pub mod ingest;
 pub mod media;
 pub mod outbound;
-pub mod panel;
 pub mod panel_campaigns;
 pub mod protocol;
 pub mod registry;
-pub mod sender;
 pub mod sessions;
 pub mod settle;
 pub mod supervisor;
@@ -234,7 +229,7 @@ impl Shared {
 
 /// Asks an actor and waits for its answer at most `timeout`: a stopped actor, a timeout or a
 /// dropped reply is [`ActorError::Unavailable`].
-pub(crate) async fn ask<M, T>(
+pub async fn ask<M, T>(
     actor: &ActorRef<M>,
     msg: impl FnOnce(RpcReplyPort<T>) -> M,
     timeout: Duration,
@@ -392,6 +387,56 @@ impl Runtime {
         Ok(())
     }
 
+    /// Starts (or confirms running) the actor of a stored channel.
+    pub async fn start_channel(&self, channel_id: i64) -> Result<(), ActorError> {
+        let started = ask(
+            &self.supervisor,
+            |r| SupervisorMsg::Start(channel_id, r),
+            self.shared.config.call_timeout,
+        )
+        .await?;
+        match started {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                tracing::error!(channel_id, error = e, "channel actor did not start");
+                Err(ActorError::Unavailable)
+            }
+        }
+    }
+
+    /// Stops the actor of a channel (before its record is deleted); waits at most the call
+    /// timeout. A channel not running is not an error.
+    pub async fn stop_channel(&self, channel_id: i64) {
+        let _ = ask(
+            &self.supervisor,
+            |r| SupervisorMsg::Stop(channel_id, r),
+            self.shared.config.call_timeout,
+        )
+        .await;
+    }
+
+    /// What every actor shares, for the services built on the runtime (`services` crate):
+    /// storage, the provider client, the registry, the settings, the clock.
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// `GET /channels/{id}/guardrails`: settings and today's cap. Errors: `NotFound` for a
+    /// channel of another account.
+    pub async fn guardrails(
+        &self,
+        account_id: i64,
+        channel_id: i64,
+    ) -> Result<protocol::GuardrailView, ActorError> {
+        let actor = self.channel_actor(account_id, channel_id)?;
+        ask(
+            &actor,
+            protocol::ChannelMsg::Guardrails,
+            self.shared.config.call_timeout,
+        )
+        .await
+    }
+
     /// The store.
     pub fn store(&self) -> &Store {
         &self.shared.store
@@ -407,7 +452,9 @@ impl Runtime {
         &self.shared.registry
     }
 
-    fn channel_actor(
+    /// The actor of a channel of this account. Errors: `NotFound` for a channel not running
+    /// or of another account.
+    pub fn channel_actor(
         &self,
         account_id: i64,
         channel_id: i64,
@@ -604,7 +651,7 @@ impl Runtime {
 
     /// A channel of the account and its decrypted access token (for provider calls made on
     /// the account's behalf outside the channel's actor).
-    pub(crate) async fn channel_with_token(
+    pub async fn channel_with_token(
         &self,
         account_id: i64,
         channel_id: i64,

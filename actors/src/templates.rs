@@ -618,7 +618,7 @@ impl Runtime {
 
     /// [`Runtime::replicate_templates`] in the background, so adding or connecting a number
     /// answers without waiting for the provider's template calls.
-    pub(crate) fn replicate_in_background(&self, account_id: i64, channel_id: i64) {
+    pub fn replicate_in_background(&self, account_id: i64, channel_id: i64) {
         let runtime = self.clone();
         tokio::spawn(
             async move {

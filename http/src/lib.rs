@@ -14,11 +14,11 @@ pub mod panel;
 pub mod routes;
 mod web;
 
-use actors::Runtime;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::response::IntoResponse;
 use axum::Router;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use services::Services;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -85,8 +85,8 @@ impl Default for HttpConfig {
 /// What every handler gets.
 #[derive(Clone)]
 pub struct AppState {
-    /// The actors.
-    pub runtime: Runtime,
+    /// The services and, through them, the actors' runtime.
+    pub services: Services,
     /// Settings.
     pub config: Arc<HttpConfig>,
     /// Prometheus renderer.

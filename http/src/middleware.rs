@@ -27,7 +27,7 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
     let Some(token) = token else {
         return ApiError::Unauthorized.into_response();
     };
-    let owner = match state.runtime.store().authenticate_token(&token).await {
+    let owner = match state.services.store().authenticate_token(&token).await {
         Ok(Some(o)) => o,
         Ok(None) => return ApiError::Unauthorized.into_response(),
         Err(e) => return ApiError::from(e).into_response(),
@@ -98,7 +98,7 @@ async fn authenticate_sender(
     next: Next,
 ) -> Response {
     let caller = match state
-        .runtime
+        .services
         .store()
         .authenticate_sender_token(&token)
         .await
@@ -190,7 +190,7 @@ pub(crate) async fn audit_write(
         return;
     }
     if let Err(e) = state
-        .runtime
+        .services
         .store()
         .append_audit(
             account_id,

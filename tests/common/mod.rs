@@ -200,7 +200,7 @@ pub struct TestApp {
     pub http: reqwest::Client,
     pub app_secret_fallback: String,
     pub db: TestDb,
-    pub runtime: actors::Runtime,
+    pub runtime: services::Services,
     settings: Settings,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
@@ -270,7 +270,7 @@ impl TestApp {
         let app = Application::build(settings.clone(), Some(gateway))
             .await
             .expect("app builds");
-        let runtime = app.runtime().clone();
+        let runtime = app.services().clone();
         let store = runtime.store().clone();
         let account = store.ensure_account("acme").await.unwrap();
         let token = store
@@ -313,7 +313,7 @@ impl TestApp {
         let app = Application::build(self.settings.clone(), Some(listener))
             .await
             .expect("app builds again");
-        self.runtime = app.runtime().clone();
+        self.runtime = app.services().clone();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         self.stop = Some(stop);
         self.server = Some(tokio::spawn(app.run_until(async move {
@@ -330,10 +330,10 @@ impl TestApp {
         client: Option<i64>,
         bms: Vec<i64>,
     ) -> (i64, String) {
-        let u = actors::panel::create_user(
+        let u = services::panel::create_user(
             self.runtime.store(),
             self.account_id,
-            actors::panel::UserInput {
+            services::panel::UserInput {
                 email: email.into(),
                 name: format!("Usuário {role}"),
                 role: role.into(),

@@ -48,7 +48,7 @@ async fn hygiene_callback(
     let signature = headers
         .get("x-hygiene-signature")
         .and_then(|v| v.to_str().ok());
-    let validated = state.runtime.hygiene_callback(&body, signature).await?;
+    let validated = state.services.hygiene_callback(&body, signature).await?;
     Ok(Json(json!({"data": {"validated": validated}})))
 }
 
@@ -134,7 +134,7 @@ pub(crate) async fn create(
 ) -> Result<(StatusCode, Json<Data<PanelCampaignView>>), ApiError> {
     name_ok(&b.nome)?;
     let view = state
-        .runtime
+        .services
         .create_panel_campaign(
             me.account_id(),
             &actor(&me),
@@ -256,7 +256,7 @@ pub(crate) async fn import(
     .await
     .map_err(|e| ApiError::Internal(e.to_string()))??;
     let view = state
-        .runtime
+        .services
         .create_panel_campaign(
             me.account_id(),
             &actor(&me),
@@ -341,7 +341,7 @@ pub(crate) async fn list(
     }
     let limit = q.limit.unwrap_or(50).clamp(1, 200);
     let rows = state
-        .runtime
+        .services
         .panel_campaigns(
             me.account_id(),
             &me.scope(),
@@ -367,7 +367,7 @@ pub(crate) async fn read(
     IdPath(id): IdPath,
 ) -> Result<Json<Data<PanelCampaignView>>, ApiError> {
     let view = state
-        .runtime
+        .services
         .panel_campaign_view(me.account_id(), &me.scope(), id)
         .await?;
     Ok(Data::json(view))
@@ -396,7 +396,7 @@ pub(crate) async fn update(
     ApiJson(b): ApiJson<CampaignPatch>,
 ) -> Result<Json<Data<PanelCampaignView>>, ApiError> {
     let view = state
-        .runtime
+        .services
         .update_panel_campaign(me.account_id(), &actor(&me), id, b.nome, b.volume, b.status)
         .await?;
     Ok(Data::json(view))
@@ -411,7 +411,7 @@ pub(crate) async fn remove(
     IdPath(id): IdPath,
 ) -> Result<Json<Data<Deleted>>, ApiError> {
     state
-        .runtime
+        .services
         .delete_panel_campaign(me.account_id(), &me.scope(), id)
         .await?;
     Ok(Deleted::json(id))
@@ -426,7 +426,7 @@ pub(crate) async fn resubmit(
     IdPath(id): IdPath,
 ) -> Result<Json<Data<PanelCampaignView>>, ApiError> {
     let view = state
-        .runtime
+        .services
         .resubmit_hygiene(me.account_id(), &me.scope(), id)
         .await?;
     Ok(Data::json(view))
@@ -442,7 +442,7 @@ pub(crate) async fn validate(
     IdPath(id): IdPath,
 ) -> Result<Json<Data<PanelCampaignView>>, ApiError> {
     let view = state
-        .runtime
+        .services
         .validate_panel_campaign(me.account_id(), &me.scope(), id)
         .await?;
     Ok(Data::json(view))
@@ -457,7 +457,7 @@ pub(crate) async fn approve(
     IdPath(id): IdPath,
 ) -> Result<Json<Data<PanelCampaignView>>, ApiError> {
     let view = state
-        .runtime
+        .services
         .approve_panel_campaign(me.account_id(), &actor(&me), id)
         .await?;
     Ok(Data::json(view))
@@ -472,7 +472,7 @@ pub(crate) async fn dispatch(
     IdPath(id): IdPath,
 ) -> Result<Json<Data<PanelCampaignView>>, ApiError> {
     let view = state
-        .runtime
+        .services
         .dispatch_panel_campaign(me.account_id(), &me.scope(), id)
         .await?;
     Ok(Data::json(view))
@@ -504,7 +504,7 @@ pub(crate) async fn test_send(
     ApiError,
 > {
     let m = state
-        .runtime
+        .services
         .test_send_panel_campaign(
             me.account_id(),
             &me.scope(),
@@ -553,7 +553,7 @@ pub(crate) async fn contacts(
             ));
         }
     }
-    let store = state.runtime.store();
+    let store = state.services.store();
     store
         .scoped_panel_campaign(me.account_id(), &me.scope(), id)
         .await?;
@@ -643,10 +643,10 @@ pub(crate) async fn report(
     IdPath(id): IdPath,
 ) -> Result<Json<Data<PanelReportOut>>, ApiError> {
     let view = state
-        .runtime
+        .services
         .panel_campaign_view(me.account_id(), &me.scope(), id)
         .await?;
-    let per_number = state.runtime.store().campaign_number_counts(id).await?;
+    let per_number = state.services.store().campaign_number_counts(id).await?;
     Ok(Data::json(PanelReportOut {
         total: view.contacts.total,
         validos: view.contacts.valid,
@@ -728,7 +728,7 @@ pub(crate) async fn sends(
 ) -> Result<Json<Page<PanelSendOut>>, ApiError> {
     let Query(q) = q.map_err(crate::extract::query_rejection)?;
     let f = send_filter(&q)?;
-    let store = state.runtime.store();
+    let store = state.services.store();
     store
         .scoped_panel_campaign(me.account_id(), &me.scope(), id)
         .await?;
@@ -814,7 +814,7 @@ pub(crate) async fn export(
     let Query(q) = q.map_err(crate::extract::query_rejection)?;
     let f = send_filter(&q)?;
     state
-        .runtime
+        .services
         .store()
         .scoped_panel_campaign(me.account_id(), &me.scope(), id)
         .await?;
@@ -822,7 +822,7 @@ pub(crate) async fn export(
     let reader = state.clone();
     tokio::spawn(async move {
         reader
-            .runtime
+            .services
             .store()
             .stream_campaign_sends(id, &f, tx)
             .await;
@@ -839,7 +839,7 @@ pub(crate) async fn dispatch_setting(
     State(state): State<AppState>,
     me: PanelUser,
 ) -> Result<Json<Data<DispatchSetting>>, ApiError> {
-    let s = state.runtime.dispatch_setting(me.account_id()).await?;
+    let s = state.services.dispatch_setting(me.account_id()).await?;
     Ok(Data::json(s))
 }
 
@@ -861,7 +861,7 @@ pub(crate) async fn set_dispatch_setting(
     ApiJson(b): ApiJson<DispatchIn>,
 ) -> Result<Json<Data<DispatchSetting>>, ApiError> {
     let s = state
-        .runtime
+        .services
         .set_dispatch_enabled(me.account_id(), b.habilitado)
         .await?;
     Ok(Data::json(s))

@@ -5,10 +5,10 @@
 use super::PanelUser;
 use crate::error::ApiError;
 use crate::AppState;
-use actors::panel::ClientView;
 use axum::extract::{Query, State};
 use axum::Json;
 use serde::Deserialize;
+use services::panel::ClientView;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -26,12 +26,12 @@ pub(crate) async fn context(
 ) -> Result<Json<crate::envelope::Data<ClientContextOut>>, ApiError> {
     let client_id = me.user.client_id.ok_or(ApiError::NotFound)?;
     let client = state
-        .runtime
+        .services
         .store()
         .client(me.account_id(), client_id)
         .await?;
     let all = state
-        .runtime
+        .services
         .panel_state(me.account_id(), &me.scope(), &me.user, &me.account_slug)
         .await?;
     Ok(crate::envelope::Data::json(ClientContextOut {
@@ -48,11 +48,11 @@ pub struct ClientContextOut {
     /// The user's client.
     cliente: ClientView,
     /// Its BMs.
-    bms: Vec<actors::panel::PanelBm>,
+    bms: Vec<services::panel::PanelBm>,
     /// Its WABAs.
-    wabas: Vec<actors::panel::PanelWaba>,
+    wabas: Vec<services::panel::PanelWaba>,
     /// Its numbers, with live health.
-    numeros: Vec<actors::panel::NumberView>,
+    numeros: Vec<services::panel::NumberView>,
 }
 
 /// Filters of `GET /api/client/sends`.
@@ -86,7 +86,7 @@ pub(crate) async fn sends(
     let before_id = crate::extract::cursor(&q.cursor, "cursor_invalido")?;
     let limit = q.limit.unwrap_or(100).clamp(1, 500);
     let rows = state
-        .runtime
+        .services
         .store()
         .client_sends(
             me.account_id(),

@@ -7,13 +7,13 @@ use crate::envelope::{Data, Deleted, List};
 use crate::error::ApiError;
 use crate::extract::{present, ApiJson, IdPath};
 use crate::AppState;
-use actors::panel::{BmFilter, BmInput, NumberInput, NumberView, PanelBm, PanelWaba, WabaInput};
 use axum::extract::{DefaultBodyLimit, Multipart, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use engine::Secret;
 use serde::Deserialize;
 use serde_json::Value;
+use services::panel::{BmFilter, BmInput, NumberInput, NumberView, PanelBm, PanelWaba, WabaInput};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -36,7 +36,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
                 .routes(routes!(upload_photo))
                 // The photo (5 MB at most) and the multipart framing.
                 .layer(DefaultBodyLimit::max(
-                    actors::panel::PHOTO_MAX_BYTES + 64 * 1024,
+                    services::panel::PHOTO_MAX_BYTES + 64 * 1024,
                 )),
         )
 }
@@ -56,26 +56,26 @@ fn provider_owned(fields: &[(&str, bool)]) -> Result<(), ApiError> {
 // ---- overview --------------------------------------------------------------------------
 
 #[utoipa::path(get, operation_id = "panel_state", path = "/state", tag = "Visão geral",
-    responses((status = 200, description = "Estado completo no escopo do usuário: `{user, bms, wabas, numeros, clientes, templates, campanhas, tarefas, usuarios}`", body = Data<actors::panel::PanelState>)))]
+    responses((status = 200, description = "Estado completo no escopo do usuário: `{user, bms, wabas, numeros, clientes, templates, campanhas, tarefas, usuarios}`", body = Data<services::panel::PanelState>)))]
 pub(crate) async fn state_all(
     State(state): State<AppState>,
     me: PanelUser,
-) -> Result<Json<Data<actors::panel::PanelState>>, ApiError> {
+) -> Result<Json<Data<services::panel::PanelState>>, ApiError> {
     let data = state
-        .runtime
+        .services
         .panel_state(me.account_id(), &me.scope(), &me.user, &me.account_slug)
         .await?;
     Ok(Data::json(data))
 }
 
 #[utoipa::path(get, operation_id = "panel_dashboard", path = "/dashboard", tag = "Visão geral",
-    responses((status = 200, description = "KPIs de risco no escopo: `{bms: {total, por_saude}, wabas: {total, por_situacao}, numeros: {total, por_qualidade, por_tier, por_saude, perto_do_limite}, tarefas_abertas: {total, por_prioridade}, alertas: {critica, atencao}}`", body = Data<actors::panel::Dashboard>)))]
+    responses((status = 200, description = "KPIs de risco no escopo: `{bms: {total, por_saude}, wabas: {total, por_situacao}, numeros: {total, por_qualidade, por_tier, por_saude, perto_do_limite}, tarefas_abertas: {total, por_prioridade}, alertas: {critica, atencao}}`", body = Data<services::panel::Dashboard>)))]
 pub(crate) async fn dashboard(
     State(state): State<AppState>,
     me: PanelUser,
-) -> Result<Json<Data<actors::panel::Dashboard>>, ApiError> {
+) -> Result<Json<Data<services::panel::Dashboard>>, ApiError> {
     let data = state
-        .runtime
+        .services
         .panel_dashboard(me.account_id(), &me.scope(), me.role.is_staff())
         .await?;
     Ok(Data::json(data))
@@ -93,12 +93,12 @@ pub(crate) struct HoursQuery {
 
 #[utoipa::path(get, operation_id = "panel_sends_per_hour", path = "/dashboard/envios-por-hora", tag = "Visão geral",
     params(HoursQuery),
-    responses((status = 200, description = "Envios aceitos pelo provedor por número e hora, no escopo: `{horas: [ISO do início de cada hora], numeros: [{id, telefone, por_hora: [n por hora], total}]}`", body = Data<actors::panel::HourlySends>)))]
+    responses((status = 200, description = "Envios aceitos pelo provedor por número e hora, no escopo: `{horas: [ISO do início de cada hora], numeros: [{id, telefone, por_hora: [n por hora], total}]}`", body = Data<services::panel::HourlySends>)))]
 pub(crate) async fn sends_per_hour(
     State(state): State<AppState>,
     me: PanelUser,
     q: Result<Query<HoursQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Data<actors::panel::HourlySends>>, ApiError> {
+) -> Result<Json<Data<services::panel::HourlySends>>, ApiError> {
     let Query(q) = q.map_err(crate::extract::query_rejection)?;
     let hours = q.horas.unwrap_or(24);
     if !(1..=168).contains(&hours) {
@@ -109,20 +109,20 @@ pub(crate) async fn sends_per_hour(
         ));
     }
     let data = state
-        .runtime
+        .services
         .panel_sends_per_hour(me.account_id(), &me.scope(), hours)
         .await?;
     Ok(Data::json(data))
 }
 
 #[utoipa::path(get, operation_id = "panel_alerts", path = "/alertas", tag = "Visão geral",
-    responses((status = 200, description = "Alertas ativos no escopo, `critica` primeiro: `[{severidade, tipo, id, nome, codigo, mensagem, proxima_acao}]`", body = List<actors::panel::Alert>)))]
+    responses((status = 200, description = "Alertas ativos no escopo, `critica` primeiro: `[{severidade, tipo, id, nome, codigo, mensagem, proxima_acao}]`", body = List<services::panel::Alert>)))]
 pub(crate) async fn alerts(
     State(state): State<AppState>,
     me: PanelUser,
-) -> Result<Json<List<actors::panel::Alert>>, ApiError> {
+) -> Result<Json<List<services::panel::Alert>>, ApiError> {
     let data = state
-        .runtime
+        .services
         .panel_alerts(me.account_id(), &me.scope())
         .await?;
     Ok(List::json(data))
@@ -199,7 +199,7 @@ pub(crate) async fn list_bms(
 ) -> Result<Json<List<PanelBm>>, ApiError> {
     let Query(q) = q.map_err(crate::extract::query_rejection)?;
     let bms = state
-        .runtime
+        .services
         .panel_bms(
             me.account_id(),
             &me.scope(),
@@ -227,7 +227,7 @@ pub(crate) async fn create_bm(
         ));
     }
     let bm = state
-        .runtime
+        .services
         .panel_create_bm(me.account_id(), b.input()?)
         .await?;
     Ok((StatusCode::CREATED, Data::json(bm)))
@@ -242,7 +242,7 @@ pub(crate) async fn get_bm(
     IdPath(id): IdPath,
 ) -> Result<Json<Data<PanelBm>>, ApiError> {
     let bm = state
-        .runtime
+        .services
         .panel_bm(me.account_id(), &me.scope(), id)
         .await?;
     Ok(Data::json(bm))
@@ -258,7 +258,7 @@ pub(crate) async fn update_bm(
     ApiJson(b): ApiJson<BmIn>,
 ) -> Result<Json<Data<PanelBm>>, ApiError> {
     let bm = state
-        .runtime
+        .services
         .panel_update_bm(me.account_id(), &me.scope(), id, b.input()?)
         .await?;
     Ok(Data::json(bm))
@@ -273,7 +273,7 @@ pub(crate) async fn delete_bm(
     IdPath(id): IdPath,
 ) -> Result<Json<Data<Deleted>>, ApiError> {
     state
-        .runtime
+        .services
         .panel_delete_bm(me.account_id(), &me.scope(), id)
         .await?;
     Ok(Deleted::json(id))
@@ -288,7 +288,7 @@ pub(crate) async fn sync_bm(
     IdPath(id): IdPath,
 ) -> Result<Json<Data<PanelBmSyncedOut>>, ApiError> {
     let (sync, bm) = state
-        .runtime
+        .services
         .panel_sync_bm(me.account_id(), &me.scope(), id)
         .await?;
     Ok(Data::json(PanelBmSyncedOut { sync, bm }))
@@ -298,7 +298,7 @@ pub(crate) async fn sync_bm(
 #[derive(Debug, serde::Serialize, utoipa::ToSchema)]
 pub struct PanelBmSyncedOut {
     /// What the sync found.
-    sync: actors::accounts::BmSyncResult,
+    sync: services::accounts::BmSyncResult,
     /// The BM after it.
     bm: PanelBm,
 }
@@ -345,7 +345,7 @@ pub(crate) async fn list_wabas(
     me: PanelUser,
 ) -> Result<Json<List<PanelWaba>>, ApiError> {
     let s = state
-        .runtime
+        .services
         .panel_state(me.account_id(), &me.scope(), &me.user, &me.account_slug)
         .await?;
     Ok(List::json(s.wabas))
@@ -359,7 +359,7 @@ pub(crate) async fn create_waba(
     ApiJson(b): ApiJson<WabaIn>,
 ) -> Result<(StatusCode, Json<Data<PanelWaba>>), ApiError> {
     let w = state
-        .runtime
+        .services
         .panel_create_waba(
             me.account_id(),
             &me.scope(),
@@ -383,7 +383,7 @@ pub(crate) async fn get_waba(
     IdPath(id): IdPath,
 ) -> Result<Json<Data<PanelWaba>>, ApiError> {
     let w = state
-        .runtime
+        .services
         .panel_waba(me.account_id(), &me.scope(), id)
         .await?;
     Ok(Data::json(w))
@@ -404,7 +404,7 @@ pub(crate) async fn update_waba(
         ("qualidade", b.qualidade.is_some()),
     ])?;
     let w = state
-        .runtime
+        .services
         .panel_update_waba(
             me.account_id(),
             &me.scope(),
@@ -426,7 +426,7 @@ pub(crate) async fn delete_waba(
     IdPath(id): IdPath,
 ) -> Result<Json<Data<Deleted>>, ApiError> {
     state
-        .runtime
+        .services
         .panel_delete_waba(me.account_id(), &me.scope(), id)
         .await?;
     Ok(Deleted::json(id))
@@ -473,7 +473,7 @@ pub(crate) async fn list_numbers(
     me: PanelUser,
 ) -> Result<Json<List<NumberView>>, ApiError> {
     let s = state
-        .runtime
+        .services
         .panel_state(me.account_id(), &me.scope(), &me.user, &me.account_slug)
         .await?;
     Ok(List::json(s.numeros))
@@ -487,7 +487,7 @@ pub(crate) async fn create_number(
     ApiJson(b): ApiJson<NumberIn>,
 ) -> Result<(StatusCode, Json<Data<NumberView>>), ApiError> {
     let n = state
-        .runtime
+        .services
         .panel_create_number(
             me.account_id(),
             &me.scope(),
@@ -511,7 +511,7 @@ pub(crate) async fn get_number(
     IdPath(id): IdPath,
 ) -> Result<Json<Data<NumberView>>, ApiError> {
     let n = state
-        .runtime
+        .services
         .panel_number(me.account_id(), &me.scope(), id)
         .await?;
     Ok(Data::json(n))
@@ -532,7 +532,7 @@ pub(crate) async fn update_number(
         ("tier", b.tier.is_some()),
     ])?;
     let n = state
-        .runtime
+        .services
         .panel_update_number(
             me.account_id(),
             &me.scope(),
@@ -553,7 +553,7 @@ pub(crate) async fn delete_number(
     IdPath(id): IdPath,
 ) -> Result<Json<Data<Deleted>>, ApiError> {
     state
-        .runtime
+        .services
         .panel_delete_number(me.account_id(), &me.scope(), id)
         .await?;
     Ok(Deleted::json(id))
@@ -595,7 +595,7 @@ pub(crate) async fn upload_photo(
         ApiError::invalid("foto", "foto_invalida", "O campo `foto` é obrigatório.")
     })?;
     let n = state
-        .runtime
+        .services
         .panel_number_photo(me.account_id(), &me.scope(), id, photo)
         .await?;
     Ok(Data::json(n))
@@ -612,7 +612,7 @@ pub(crate) async fn number_guardrails(
 ) -> Result<Json<crate::envelope::Data<crate::routes::guardrails::GuardrailsOut>>, ApiError> {
     // The user's scope first: the account API's handler checks the account only.
     state
-        .runtime
+        .services
         .store()
         .scoped_channel(me.account_id(), &me.scope(), id)
         .await?;
@@ -631,7 +631,7 @@ pub(crate) async fn set_number_guardrails(
     body: ApiJson<crate::routes::guardrails::PatchIn>,
 ) -> Result<Json<crate::envelope::Data<crate::routes::guardrails::GuardrailsOut>>, ApiError> {
     state
-        .runtime
+        .services
         .store()
         .scoped_channel(me.account_id(), &me.scope(), id)
         .await?;

@@ -66,7 +66,7 @@ pub(crate) async fn list(
     let before_id = crate::extract::cursor(&q.cursor, "cursor_invalido")?;
     let limit = q.limit.unwrap_or(50).clamp(1, 200);
     let mut lines = state
-        .runtime
+        .services
         .store()
         .provider_logs(
             me.account_id(),
@@ -128,7 +128,7 @@ pub(crate) async fn reforward(
     IdPath(id): IdPath,
 ) -> Result<Json<crate::envelope::Data<ReforwardedOut>>, ApiError> {
     let queued = state
-        .runtime
+        .services
         .reforward(me.account_id(), &me.scope(), id)
         .await?;
     Ok(crate::envelope::Data::json(ReforwardedOut { id, queued }))
@@ -195,7 +195,7 @@ pub(crate) async fn audit_log(
         ));
     }
     let lines = state
-        .runtime
+        .services
         .store()
         .list_audit(me.account_id(), limit)
         .await?;

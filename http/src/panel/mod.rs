@@ -135,7 +135,7 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
     };
     let ttl = state.config.session_ttl.as_millis() as i64;
     let session = match state
-        .runtime
+        .services
         .store()
         .authenticate_session(&token, ttl)
         .await

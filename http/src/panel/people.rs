@@ -7,14 +7,14 @@ use crate::error::ApiError;
 use crate::extract::{present, ApiJson, Auth, IdPath};
 use crate::routes::wiki::WikiPageOut;
 use crate::AppState;
-use actors::panel::TaskView;
-use actors::panel::{ClientView, UserChange, UserInput, UserView};
 use actors::templates::TemplateView;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use services::panel::TaskView;
+use services::panel::{ClientView, UserChange, UserInput, UserView};
 use storage::panel::TaskFields;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -79,7 +79,7 @@ pub(crate) async fn list_users(
     State(state): State<AppState>,
     me: PanelUser,
 ) -> Result<Json<List<UserView>>, ApiError> {
-    let users = state.runtime.store().list_users(me.account_id()).await?;
+    let users = state.services.store().list_users(me.account_id()).await?;
     Ok(List::json(
         users
             .iter()
@@ -96,7 +96,7 @@ pub(crate) async fn create_user(
     ApiJson(b): ApiJson<UserIn>,
 ) -> Result<(StatusCode, Json<Data<UserView>>), ApiError> {
     let user = state
-        .runtime
+        .services
         .create_user(
             me.account_id(),
             UserInput {
@@ -124,7 +124,7 @@ pub(crate) async fn get_user(
     me: PanelUser,
     IdPath(id): IdPath,
 ) -> Result<Json<Data<UserView>>, ApiError> {
-    let u = state.runtime.store().user(me.account_id(), id).await?;
+    let u = state.services.store().user(me.account_id(), id).await?;
     Ok(Data::json(UserView::of(&u, &me.account_slug)))
 }
 
@@ -138,7 +138,7 @@ pub(crate) async fn update_user(
     ApiJson(b): ApiJson<UserPatchIn>,
 ) -> Result<Json<Data<UserView>>, ApiError> {
     let u = state
-        .runtime
+        .services
         .update_user(
             me.account_id(),
             id,
@@ -165,7 +165,7 @@ pub(crate) async fn delete_user(
     me: PanelUser,
     IdPath(id): IdPath,
 ) -> Result<Json<Data<crate::envelope::Deleted>>, ApiError> {
-    state.runtime.delete_user(me.account_id(), id).await?;
+    state.services.delete_user(me.account_id(), id).await?;
     Ok(crate::envelope::Deleted::json(id))
 }
 
@@ -240,7 +240,7 @@ pub(crate) async fn create_api_token(
     IdPath(id): IdPath,
 ) -> Result<(StatusCode, Json<Data<SenderTokenOut>>), ApiError> {
     let (value, record) = state
-        .runtime
+        .services
         .store()
         .rotate_sender_token(me.account_id(), id, me.user.id)
         .await?;
@@ -257,7 +257,7 @@ pub(crate) async fn list_api_tokens(
     me: PanelUser,
     IdPath(id): IdPath,
 ) -> Result<Json<List<SenderTokenOut>>, ApiError> {
-    let store = state.runtime.store();
+    let store = state.services.store();
     store.user(me.account_id(), id).await?;
     let tokens = store.sender_tokens(me.account_id(), id).await?;
     Ok(List::json(tokens.iter().map(sender_token_json).collect()))
@@ -272,7 +272,7 @@ pub(crate) async fn revoke_api_token(
     IdPath(id): IdPath,
 ) -> Result<Json<Data<SenderTokenRevokedOut>>, ApiError> {
     state
-        .runtime
+        .services
         .store()
         .revoke_sender_token(me.account_id(), id)
         .await?;
@@ -312,7 +312,7 @@ pub(crate) async fn rotate_client_secret(
     IdPath(id): IdPath,
 ) -> Result<Json<Data<ClientSecretOut>>, ApiError> {
     let secret = state
-        .runtime
+        .services
         .rotate_client_secret(me.account_id(), &me.scope(), id)
         .await?;
     Ok(Data::json(ClientSecretOut {
@@ -328,7 +328,7 @@ pub(crate) async fn list_clients(
     me: PanelUser,
 ) -> Result<Json<List<ClientView>>, ApiError> {
     let clients = state
-        .runtime
+        .services
         .store()
         .list_clients(me.account_id(), &me.scope())
         .await?;
@@ -349,7 +349,7 @@ pub(crate) async fn create_client(
         ));
     }
     let (c, secret) = state
-        .runtime
+        .services
         .save_client(
             me.account_id(),
             &me.scope(),
@@ -371,7 +371,7 @@ pub(crate) async fn get_client(
     IdPath(id): IdPath,
 ) -> Result<Json<Data<ClientView>>, ApiError> {
     let found = state
-        .runtime
+        .services
         .store()
         .scoped_client(me.account_id(), &me.scope(), id)
         .await?;
@@ -388,7 +388,7 @@ pub(crate) async fn update_client(
     ApiJson(b): ApiJson<ClientIn>,
 ) -> Result<Json<Data<ClientOut>>, ApiError> {
     let (c, secret) = state
-        .runtime
+        .services
         .save_client(
             me.account_id(),
             &me.scope(),
@@ -410,7 +410,7 @@ pub(crate) async fn delete_client(
     IdPath(id): IdPath,
 ) -> Result<Json<Data<crate::envelope::Deleted>>, ApiError> {
     state
-        .runtime
+        .services
         .delete_client(me.account_id(), &me.scope(), id)
         .await?;
     Ok(crate::envelope::Deleted::json(id))
@@ -462,12 +462,12 @@ pub(crate) async fn list_tasks(
     State(state): State<AppState>,
     me: PanelUser,
 ) -> Result<Json<Data<TaskBoardOut>>, ApiError> {
-    let tasks = state.runtime.store().list_tasks(me.account_id()).await?;
+    let tasks = state.services.store().list_tasks(me.account_id()).await?;
     let column = |status: &str| {
         tasks
             .iter()
             .filter(|t| t.status == status)
-            .map(actors::panel::task_json)
+            .map(services::panel::task_json)
             .collect()
     };
     Ok(Data::json(TaskBoardOut {
@@ -477,7 +477,7 @@ pub(crate) async fn list_tasks(
             aguardando: column("aguardando"),
             resolvido: column("resolvido"),
         },
-        tarefas: tasks.iter().map(actors::panel::task_json).collect(),
+        tarefas: tasks.iter().map(services::panel::task_json).collect(),
     }))
 }
 
@@ -512,17 +512,17 @@ pub(crate) async fn create_task(
 ) -> Result<(StatusCode, Json<Data<TaskView>>), ApiError> {
     let f = b.fields();
     state
-        .runtime
+        .services
         .check_task_links(me.account_id(), &me.scope(), &f)
         .await?;
     let t = state
-        .runtime
+        .services
         .store()
         .save_task(me.account_id(), None, &f, me.user.id)
         .await?;
     Ok((
         StatusCode::CREATED,
-        Data::json(actors::panel::task_json(&t)),
+        Data::json(services::panel::task_json(&t)),
     ))
 }
 
@@ -534,8 +534,8 @@ pub(crate) async fn get_task(
     me: PanelUser,
     IdPath(id): IdPath,
 ) -> Result<Json<Data<TaskView>>, ApiError> {
-    let t = state.runtime.store().task(me.account_id(), id).await?;
-    Ok(Data::json(actors::panel::task_json(&t)))
+    let t = state.services.store().task(me.account_id(), id).await?;
+    Ok(Data::json(services::panel::task_json(&t)))
 }
 
 #[utoipa::path(put, operation_id = "panel_tasks_update", path = "/tasks/{id}", tag = "Tarefas",
@@ -547,17 +547,17 @@ pub(crate) async fn update_task(
     IdPath(id): IdPath,
     ApiJson(b): ApiJson<TaskIn>,
 ) -> Result<Json<Data<TaskView>>, ApiError> {
-    let store = state.runtime.store();
+    let store = state.services.store();
     store.task(me.account_id(), id).await?;
     let f = b.fields();
     state
-        .runtime
+        .services
         .check_task_links(me.account_id(), &me.scope(), &f)
         .await?;
     let t = store
         .save_task(me.account_id(), Some(id), &f, me.user.id)
         .await?;
-    Ok(Data::json(actors::panel::task_json(&t)))
+    Ok(Data::json(services::panel::task_json(&t)))
 }
 
 #[utoipa::path(delete, operation_id = "panel_tasks_delete", path = "/tasks/{id}", tag = "Tarefas",
@@ -569,7 +569,7 @@ pub(crate) async fn delete_task(
     IdPath(id): IdPath,
 ) -> Result<Json<Data<crate::envelope::Deleted>>, ApiError> {
     state
-        .runtime
+        .services
         .store()
         .delete_task(me.account_id(), id)
         .await?;
@@ -648,7 +648,7 @@ pub(crate) async fn get_template(
     IdPath(id): IdPath,
 ) -> Result<Json<Data<TemplateView>>, ApiError> {
     Ok(Data::json(
-        state.runtime.template_view(auth.account_id(), id).await?,
+        state.services.template_view(auth.account_id(), id).await?,
     ))
 }
 
@@ -694,7 +694,7 @@ pub(crate) async fn update_template(
         ));
     }
     let (view, edits) = state
-        .runtime
+        .services
         .edit_template(
             auth.account_id(),
             id,
@@ -770,7 +770,7 @@ pub(crate) async fn get_wiki(
     Path(slug): Path<String>,
 ) -> Result<Json<Data<WikiPageOut>>, ApiError> {
     let page = state
-        .runtime
+        .services
         .store()
         .wiki_page_by_slug(auth.account_id(), &slug)
         .await?;

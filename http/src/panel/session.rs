@@ -5,12 +5,12 @@ use super::PanelUser;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::AppState;
-use actors::panel::UserView;
 use actors::ActorError;
 use axum::extract::State;
 use axum::http::request::Parts;
 use axum::Json;
 use serde::Deserialize;
+use services::panel::UserView;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -79,7 +79,7 @@ pub(crate) async fn login(
         .take(&b.email, ip)
         .map_err(|retry_after| ApiError::TooManyAttempts { retry_after })?;
     let ttl = state.config.session_ttl.as_millis() as i64;
-    match state.runtime.login(&b.email, &b.password, ttl).await {
+    match state.services.login(&b.email, &b.password, ttl).await {
         Ok((session, user, slug)) => Ok(crate::envelope::Data::json(SessionOut {
             token: session.token.expose().to_string(),
             expires_at: actors::time::iso(session.expires_at),
@@ -137,7 +137,7 @@ pub(crate) async fn logout(
     user: PanelUser,
 ) -> Result<Json<crate::envelope::Data<LoggedOutOut>>, ApiError> {
     state
-        .runtime
+        .services
         .store()
         .revoke_session(user.session_id)
         .await?;

@@ -4,11 +4,11 @@ use crate::envelope::{Data, List};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, Auth, IdPath};
 use crate::AppState;
-use actors::accounts::{AddedNumber, BmView, Overview, WabaView};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
 use serde::{Deserialize, Serialize};
+use services::accounts::{AddedNumber, BmView, Overview, WabaView};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -34,7 +34,7 @@ async fn overview(
     State(state): State<AppState>,
     auth: Auth,
 ) -> Result<Json<Data<Overview>>, ApiError> {
-    let o = state.runtime.overview(auth.account_id()).await?;
+    let o = state.services.overview(auth.account_id()).await?;
     Ok(Data::json(o))
 }
 
@@ -70,7 +70,7 @@ async fn wabas(
         }
     }
     let list = state
-        .runtime
+        .services
         .wabas(auth.account_id(), q.health.as_deref())
         .await?;
     Ok(List::json(list))
@@ -125,7 +125,7 @@ async fn add_number(
             "`cc` deve ser o código do país, por exemplo 55.",
         ));
     }
-    let req = actors::accounts::AddNumber {
+    let req = services::accounts::AddNumber {
         phone: body.phone,
         verified_name: body.verified_name,
         cc,
@@ -133,7 +133,7 @@ async fn add_number(
         same_group: body.same_group,
     };
     let out = state
-        .runtime
+        .services
         .add_number(auth.account_id(), &waba, req)
         .await?;
     Ok((StatusCode::CREATED, Data::json(out)))
@@ -153,7 +153,7 @@ async fn bm(
     IdPath(id): IdPath,
 ) -> Result<Json<Data<BmView>>, ApiError> {
     Ok(Data::json(
-        state.runtime.bm_view(auth.account_id(), id).await?,
+        state.services.bm_view(auth.account_id(), id).await?,
     ))
 }
 
@@ -170,7 +170,7 @@ async fn sync_bm(
     auth: Auth,
     IdPath(id): IdPath,
 ) -> Result<Json<Data<BmSyncedOut>>, ApiError> {
-    let r = state.runtime.sync_bm(auth.account_id(), id).await?;
+    let r = state.services.sync_bm(auth.account_id(), id).await?;
     Ok(Data::json(BmSyncedOut {
         message: format!(
             "BM relido: {} número(s) novo(s), {} ausente(s).",
@@ -200,7 +200,7 @@ async fn payment_check(
     IdPath(id): IdPath,
 ) -> Result<Json<Data<BmPaymentOut>>, ApiError> {
     let (bm, paid) = state
-        .runtime
+        .services
         .payment_check_bm(auth.account_id(), id)
         .await?;
     let message = if paid {
@@ -225,9 +225,9 @@ pub struct BmSyncedOut {
     /// pt-BR summary.
     message: String,
     /// Numbers found at the provider that became channels.
-    created_numbers: Vec<actors::accounts::SyncedNumber>,
+    created_numbers: Vec<services::accounts::SyncedNumber>,
     /// Channels whose number is gone at the provider.
-    missing_numbers: Vec<actors::accounts::SyncedNumber>,
+    missing_numbers: Vec<services::accounts::SyncedNumber>,
     /// The BM after the sync.
     bm: BmGoodOut,
 }

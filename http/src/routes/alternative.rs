@@ -73,7 +73,7 @@ async fn connect(
     ApiJson(b): ApiJson<ConnectIn>,
 ) -> Result<(StatusCode, Json<AlternativeConnectedOut>), ApiError> {
     let (snapshot, templates) = state
-        .runtime
+        .services
         .connect_alternative(
             auth.account_id(),
             ConnectAlternative {
@@ -127,7 +127,7 @@ async fn notify_url(
     auth: Auth,
 ) -> Result<Json<Data<NotifyUrlOut>>, ApiError> {
     let key = state
-        .runtime
+        .services
         .alternative_notify_key(auth.account_id())
         .await?;
     let base = state.config.public_url.trim_end_matches('/');
@@ -144,7 +144,7 @@ async fn receive_account(
     RawBody(body): RawBody,
 ) -> Result<Json<Value>, ApiError> {
     let id = state
-        .runtime
+        .services
         .receive_alternative(NotifyVia::Account, Some(&key), &body)
         .await?;
     Ok(Json(json!({"data": {"received": true, "id": id}})))
@@ -155,7 +155,7 @@ async fn receive_fixed(
     RawBody(body): RawBody,
 ) -> Result<Json<Value>, ApiError> {
     let id = state
-        .runtime
+        .services
         .receive_alternative(NotifyVia::Fixed, None, &body)
         .await?;
     Ok(Json(json!({"data": {"received": true, "id": id}})))

@@ -136,13 +136,13 @@ async fn create_once(
     };
     if b.dry_run {
         let report = state
-            .runtime
+            .services
             .dry_run_campaign(auth.account_id(), input, b.recipients.unwrap_or_default())
             .await?;
         return Ok((StatusCode::OK, json!(Data { data: report })));
     }
     let view = state
-        .runtime
+        .services
         .create_campaign(auth.account_id(), input)
         .await?;
     Ok((StatusCode::CREATED, json!(Data { data: view })))
@@ -162,7 +162,7 @@ async fn read(
     IdPath(id): IdPath,
 ) -> Result<Json<Data<CampaignView>>, ApiError> {
     Ok(Data::json(
-        state.runtime.campaign_view(auth.account_id(), id).await?,
+        state.services.campaign_view(auth.account_id(), id).await?,
     ))
 }
 
@@ -190,7 +190,7 @@ async fn recipients(
     ApiJson(b): ApiJson<RecipientsIn>,
 ) -> Result<(StatusCode, Json<Data<RecipientsAdded>>), ApiError> {
     let out = state
-        .runtime
+        .services
         .add_recipients(auth.account_id(), id, b.recipients)
         .await?;
     Ok((StatusCode::CREATED, Data::json(out)))
@@ -210,7 +210,7 @@ async fn start(
     IdPath(id): IdPath,
 ) -> Result<Json<Data<CampaignView>>, ApiError> {
     Ok(Data::json(
-        state.runtime.start_campaign(auth.account_id(), id).await?,
+        state.services.start_campaign(auth.account_id(), id).await?,
     ))
 }
 
@@ -255,7 +255,7 @@ async fn resend(
     ApiJson(b): ApiJson<ResendIn>,
 ) -> Result<Json<Data<ResentOut>>, ApiError> {
     let (resent, campaign) = state
-        .runtime
+        .services
         .resend_campaign(auth.account_id(), id, b.target_channel_id)
         .await?;
     Ok(Data::json(ResentOut { resent, campaign }))
@@ -334,7 +334,7 @@ async fn list(
         )?,
     };
     let rows = state
-        .runtime
+        .services
         .list_campaigns(auth.account_id(), &filter, before, limit + 1)
         .await?;
     Ok(Json(crate::extract::cursor_page(
@@ -380,7 +380,7 @@ async fn edit(
     };
     Ok(Data::json(
         state
-            .runtime
+            .services
             .edit_campaign(auth.account_id(), id, b.name, schedule)
             .await?,
     ))
@@ -403,11 +403,11 @@ async fn pause(
 ) -> Result<Json<Data<CampaignView>>, ApiError> {
     let reason = format!("Pausada por {}", auth.0.token_name);
     state
-        .runtime
+        .services
         .pause_campaign(auth.account_id(), id, &reason)
         .await?;
     Ok(Data::json(
-        state.runtime.campaign_view(auth.account_id(), id).await?,
+        state.services.campaign_view(auth.account_id(), id).await?,
     ))
 }
 
@@ -425,9 +425,12 @@ async fn resume(
     auth: Auth,
     IdPath(id): IdPath,
 ) -> Result<Json<Data<CampaignView>>, ApiError> {
-    state.runtime.resume_campaign(auth.account_id(), id).await?;
+    state
+        .services
+        .resume_campaign(auth.account_id(), id)
+        .await?;
     Ok(Data::json(
-        state.runtime.campaign_view(auth.account_id(), id).await?,
+        state.services.campaign_view(auth.account_id(), id).await?,
     ))
 }
 
@@ -446,9 +449,12 @@ async fn cancel(
     auth: Auth,
     IdPath(id): IdPath,
 ) -> Result<Json<Data<CancelledOut>>, ApiError> {
-    let skipped = state.runtime.cancel_campaign(auth.account_id(), id).await?;
+    let skipped = state
+        .services
+        .cancel_campaign(auth.account_id(), id)
+        .await?;
     Ok(Data::json(CancelledOut {
         skipped,
-        campaign: state.runtime.campaign_view(auth.account_id(), id).await?,
+        campaign: state.services.campaign_view(auth.account_id(), id).await?,
     }))
 }

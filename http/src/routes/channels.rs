@@ -4,7 +4,6 @@ use crate::envelope::{Data, List, Page};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, Auth, IdPath};
 use crate::AppState;
-use actors::connect::ConnectOfficial;
 use actors::protocol::ChannelSnapshot;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -13,6 +12,7 @@ use engine::channel::{Quality, Tone};
 use engine::Secret;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use services::connect::ConnectOfficial;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -91,8 +91,8 @@ pub struct VerificationOut {
     verified_name: String,
 }
 
-impl From<&actors::connect::Verification> for VerificationOut {
-    fn from(v: &actors::connect::Verification) -> Self {
+impl From<&services::connect::Verification> for VerificationOut {
+    fn from(v: &services::connect::Verification) -> Self {
         VerificationOut {
             ok: v.ok,
             subscribed: v.subscribed,
@@ -313,7 +313,7 @@ async fn list(
             })
     };
     let rows = state
-        .runtime
+        .services
         .channels_page(auth.account_id(), after, limit as usize + 1, keep)
         .await?;
     Ok(Json(crate::extract::cursor_page(
@@ -409,10 +409,13 @@ async fn connect(
         verify_token: body.verify_token,
     };
     let (record, verification) = state
-        .runtime
+        .services
         .connect_official(auth.account_id(), req)
         .await?;
-    let snapshot = state.runtime.snapshot(auth.account_id(), record.id).await?;
+    let snapshot = state
+        .services
+        .snapshot(auth.account_id(), record.id)
+        .await?;
     Ok((
         StatusCode::CREATED,
         Json(ConnectedOut {
@@ -471,7 +474,7 @@ async fn embedded_signup(
     required("code", &body.code)?;
     digits_id("phone_number_id", &body.phone_number_id)?;
     digits_id("waba_id", &body.waba_id)?;
-    let req = actors::connect::CompleteSignup {
+    let req = services::connect::CompleteSignup {
         code: Secret::new(body.code.trim()),
         waba_id: body.waba_id,
         phone_number_id: body.phone_number_id,
@@ -479,10 +482,13 @@ async fn embedded_signup(
         pin: body.pin.filter(|p| !p.is_empty()).map(Secret::new),
     };
     let (record, verification, registration) = state
-        .runtime
+        .services
         .complete_signup(auth.account_id(), req)
         .await?;
-    let snapshot = state.runtime.snapshot(auth.account_id(), record.id).await?;
+    let snapshot = state
+        .services
+        .snapshot(auth.account_id(), record.id)
+        .await?;
     Ok((
         StatusCode::CREATED,
         Json(SignedUpOut {
@@ -504,7 +510,7 @@ async fn embedded_signup(
     responses((status = 200, description = "`data`: `{app_id, config_id, available}` para abrir o cadastro incorporado", body = Data<SignupConfigOut>))
 )]
 async fn signup_config(State(state): State<AppState>, _auth: Auth) -> Json<Data<SignupConfigOut>> {
-    let c = state.runtime.signup_config();
+    let c = state.services.signup_config();
     Data::json(SignupConfigOut {
         app_id: c.app_id,
         config_id: c.config_id,
@@ -525,7 +531,7 @@ async fn official(
     auth: Auth,
     IdPath(id): IdPath,
 ) -> Result<Json<Data<OfficialOut>>, ApiError> {
-    let snapshot = state.runtime.snapshot(auth.account_id(), id).await?;
+    let snapshot = state.services.snapshot(auth.account_id(), id).await?;
     let r = &snapshot.record;
     Ok(Data::json(OfficialOut {
         channel: ChannelOut::from(&snapshot),
@@ -558,7 +564,7 @@ async fn health(
     auth: Auth,
     IdPath(id): IdPath,
 ) -> Result<Json<Data<engine::channel::Health>>, ApiError> {
-    let snapshot = state.runtime.snapshot(auth.account_id(), id).await?;
+    let snapshot = state.services.snapshot(auth.account_id(), id).await?;
     Ok(Data::json(snapshot.health))
 }
 
@@ -607,14 +613,14 @@ async fn update(
     IdPath(id): IdPath,
     ApiJson(body): ApiJson<UpdateIn>,
 ) -> Result<Json<Data<ChannelOut>>, ApiError> {
-    let req = actors::connect::UpdateOfficial {
+    let req = services::connect::UpdateOfficial {
         name: body.name,
         access_token: non_blank(body.access_token),
         app_secret: non_blank(body.app_secret),
         verify_token: body.verify_token,
     };
     let snapshot = state
-        .runtime
+        .services
         .update_official(auth.account_id(), id, req)
         .await?;
     Ok(Data::json(ChannelOut::from(&snapshot)))
@@ -633,7 +639,7 @@ async fn verify(
     auth: Auth,
     IdPath(id): IdPath,
 ) -> Result<Json<Data<VerifiedOut>>, ApiError> {
-    let snapshot = state.runtime.sync_channel(auth.account_id(), id).await?;
+    let snapshot = state.services.sync_channel(auth.account_id(), id).await?;
     Ok(Data::json(VerifiedOut {
         ok: true,
         display_phone_number: snapshot.record.phone.clone(),
@@ -655,7 +661,7 @@ async fn sync(
     auth: Auth,
     IdPath(id): IdPath,
 ) -> Result<Json<Data<ChannelResultOut>>, ApiError> {
-    let snapshot = state.runtime.sync_channel(auth.account_id(), id).await?;
+    let snapshot = state.services.sync_channel(auth.account_id(), id).await?;
     Ok(Data::json(ChannelResultOut {
         message: "Número relido no provedor.",
         active: None,
@@ -679,7 +685,7 @@ async fn templates(
     IdPath(id): IdPath,
 ) -> Result<Json<List<ProviderTemplateOut>>, ApiError> {
     let list = state
-        .runtime
+        .services
         .provider_templates(auth.account_id(), id)
         .await?;
     let data: Vec<ProviderTemplateOut> = list
@@ -761,7 +767,7 @@ async fn request_code(
             .method
     };
     let message = state
-        .runtime
+        .services
         .request_code(auth.account_id(), id, &method)
         .await?;
     Ok(Data::json(CodeRequestedOut {
@@ -785,16 +791,16 @@ struct CodeIn {
     tag = "Números",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
     request_body = CodeIn,
-    responses((status = 200, description = "`data` {active, pin_required}", body = Data<actors::accounts::CodeVerified>))
+    responses((status = 200, description = "`data` {active, pin_required}", body = Data<services::accounts::CodeVerified>))
 )]
 async fn verify_code(
     State(state): State<AppState>,
     auth: Auth,
     IdPath(id): IdPath,
     ApiJson(body): ApiJson<CodeIn>,
-) -> Result<Json<Data<actors::accounts::CodeVerified>>, ApiError> {
+) -> Result<Json<Data<services::accounts::CodeVerified>>, ApiError> {
     let out = state
-        .runtime
+        .services
         .verify_code(auth.account_id(), id, &body.code)
         .await?;
     Ok(Data::json(out))
@@ -824,7 +830,7 @@ async fn register(
     ApiJson(body): ApiJson<PinIn>,
 ) -> Result<Json<Data<ChannelResultOut>>, ApiError> {
     let snapshot = state
-        .runtime
+        .services
         .register(auth.account_id(), id, &body.pin)
         .await?;
     Ok(Data::json(ChannelResultOut {
@@ -848,7 +854,7 @@ async fn payment_check(
     IdPath(id): IdPath,
 ) -> Result<Json<Data<PaidOut>>, ApiError> {
     let paid = state
-        .runtime
+        .services
         .payment_check_channel(auth.account_id(), id)
         .await?;
     let message = if paid {

@@ -316,7 +316,7 @@ async fn list(
 ) -> Result<Json<Page<GroupOut>>, ApiError> {
     let (limit, after) = crate::extract::list_page(q)?;
     let groups = state
-        .runtime
+        .services
         .groups_page(auth.account_id(), after, limit + 1)
         .await?;
     Ok(Json(crate::extract::cursor_page(
@@ -342,7 +342,7 @@ async fn create(
     ApiJson(b): ApiJson<CreateIn>,
 ) -> Result<(StatusCode, Json<Data<GroupDetailOut>>), ApiError> {
     let g = state
-        .runtime
+        .services
         .create_group(
             auth.account_id(),
             GroupInput {
@@ -369,7 +369,7 @@ async fn read(
     auth: Auth,
     IdPath(id): IdPath,
 ) -> Result<Json<Data<GroupDetailOut>>, ApiError> {
-    let g = state.runtime.group_detail(auth.account_id(), id).await?;
+    let g = state.services.group_detail(auth.account_id(), id).await?;
     Ok(Data::json(GroupDetailOut::from(&g)))
 }
 
@@ -390,7 +390,7 @@ async fn update(
     ApiJson(b): ApiJson<UpdateIn>,
 ) -> Result<Json<Data<GroupDetailOut>>, ApiError> {
     let g = state
-        .runtime
+        .services
         .update_group(auth.account_id(), id, b.name, b.limit_24h)
         .await?;
     Ok(Data::json(GroupDetailOut::from(&g)))
@@ -410,7 +410,7 @@ async fn remove(
     auth: Auth,
     IdPath(id): IdPath,
 ) -> Result<Json<Data<Deleted>>, ApiError> {
-    state.runtime.delete_group(auth.account_id(), id).await?;
+    state.services.delete_group(auth.account_id(), id).await?;
     Ok(Deleted::json(id))
 }
 
@@ -428,7 +428,7 @@ async fn templates(
     auth: Auth,
     IdPath(id): IdPath,
 ) -> Result<Json<List<GroupTemplateOut>>, ApiError> {
-    let g = state.runtime.group_detail(auth.account_id(), id).await?;
+    let g = state.services.group_detail(auth.account_id(), id).await?;
     Ok(List::json(
         g.templates.iter().map(GroupTemplateOut::from).collect(),
     ))
@@ -451,7 +451,7 @@ async fn add_numbers(
     ApiJson(b): ApiJson<NumbersIn>,
 ) -> Result<Json<Data<GroupDetailOut>>, ApiError> {
     let g = state
-        .runtime
+        .services
         .add_group_numbers(auth.account_id(), id, &b.channel_ids)
         .await?;
     Ok(Data::json(GroupDetailOut::from(&g)))
@@ -475,7 +475,7 @@ async fn remove_number(
         return Err(ApiError::NotFound);
     };
     let g = state
-        .runtime
+        .services
         .remove_group_number(auth.account_id(), id, channel_id)
         .await?;
     Ok(Data::json(GroupDetailOut::from(&g)))
@@ -505,7 +505,7 @@ async fn send(
         let b: SendIn = crate::extract::parse_json(&headers, &body)?;
         let to = Phone::parse("to", &b.to)?;
         let m = state
-            .runtime
+            .services
             .group_send(auth.account_id(), id, to, b.template_id, b.params, key)
             .await?;
         Ok((StatusCode::CREATED, json!({ "data": send_result(&m) })))
@@ -532,7 +532,7 @@ async fn create_campaign(
 ) -> Result<(StatusCode, Json<GroupCampaignOut>), ApiError> {
     let scheduled_at = b.scheduled_at.as_deref().map(parse_schedule).transpose()?;
     let (campaign, added) = state
-        .runtime
+        .services
         .create_group_campaign(
             auth.account_id(),
             id,

@@ -5,12 +5,12 @@ use crate::envelope::Data;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, Auth, IdPath};
 use crate::AppState;
-use actors::guardrails::GuardrailsPatch;
 use actors::protocol::GuardrailView;
 use axum::extract::State;
 use axum::Json;
 use engine::guardrail::{self, MAX_CADENCE_MS, MAX_CAP};
 use serde::{Deserialize, Serialize};
+use services::guardrails::GuardrailsPatch;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -96,7 +96,7 @@ pub(crate) async fn read(
     auth: Auth,
     IdPath(id): IdPath,
 ) -> Result<Json<Data<GuardrailsOut>>, ApiError> {
-    let v = state.runtime.guardrails(auth.account_id(), id).await?;
+    let v = state.services.guardrails(auth.account_id(), id).await?;
     Ok(Data::json(view_json(&v)))
 }
 
@@ -176,7 +176,7 @@ pub(crate) async fn update(
         warmup_initial_cap: b.warmup_initial_cap,
     };
     let v = state
-        .runtime
+        .services
         .set_guardrails(auth.account_id(), id, patch)
         .await?;
     Ok(Data::json(view_json(&v)))
@@ -214,7 +214,7 @@ async fn authorize(
         ));
     }
     let v = state
-        .runtime
+        .services
         .authorize_cap(auth.account_id(), id, b.extra, &auth.0.token_name)
         .await?;
     Ok(Data::json(view_json(&v)))

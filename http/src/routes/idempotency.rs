@@ -35,7 +35,7 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
 /// The 202 answer of a send in doubt: the message as it stands now (status `sending` until a
 /// status webhook settles it).
 async fn in_doubt_answer(state: &AppState, account_id: i64, message_id: i64) -> Response {
-    match state.runtime.store().message(account_id, message_id).await {
+    match state.services.store().message(account_id, message_id).await {
         Ok(m) => (
             StatusCode::ACCEPTED,
             Json(json!({ "data": send_result(&m) })),
@@ -77,7 +77,7 @@ where
             Err(e) => e.into_response(),
         };
     };
-    let store = state.runtime.store();
+    let store = state.services.store();
     if let Some(answer) = begin_idempotent(state, account_id, &key, body).await {
         return answer;
     }
@@ -110,7 +110,7 @@ async fn begin_idempotent(
     key: &str,
     body: &[u8],
 ) -> Option<Response> {
-    let store = state.runtime.store();
+    let store = state.services.store();
     let hash = engine::token::hash_token(&String::from_utf8_lossy(body));
     match store.idempotency_begin(account_id, key, &hash).await {
         Err(e) => Some(ApiError::from(e).into_response()),
@@ -153,7 +153,7 @@ async fn begin_idempotent(
 /// written for the key is in doubt for good; nothing written means nothing sent, and the key
 /// is released for a retry (503).
 async fn unfinished(state: &AppState, account_id: i64, key: &str) -> Response {
-    let store = state.runtime.store();
+    let store = state.services.store();
     match store.idempotency_in_doubt(account_id, key).await {
         Ok(Some(message_id)) => in_doubt_answer(state, account_id, message_id).await,
         Ok(None) => {

@@ -206,7 +206,11 @@ async fn read(
     if let Some(axum::Extension(caller)) = sender {
         return super::sender::message(&state, &caller, id).await;
     }
-    let m = state.runtime.store().message(auth.account_id(), id).await?;
+    let m = state
+        .services
+        .store()
+        .message(auth.account_id(), id)
+        .await?;
     Ok(Data::json(MessageOut::from(&m)))
 }
 
@@ -221,7 +225,7 @@ async fn send_once(
     let (channel_id, mut cmd) = parse(input)?;
     cmd.idempotency_key = idempotency_key;
     let message = state
-        .runtime
+        .services
         .send(auth.account_id(), channel_id, cmd)
         .await?;
     Ok((
@@ -272,7 +276,7 @@ async fn media(
     auth: Auth,
     IdPath(id): IdPath,
 ) -> Result<Response, ApiError> {
-    let (mime, len, stream) = state.runtime.message_media(auth.account_id(), id).await?;
+    let (mime, len, stream) = state.services.message_media(auth.account_id(), id).await?;
     let mut resp = axum::body::Body::from_stream(stream).into_response();
     let headers = resp.headers_mut();
     if let Ok(v) = axum::http::HeaderValue::from_str(&mime) {
@@ -379,7 +383,7 @@ async fn list(
         until: crate::extract::instant("until", &q.until, "invalid_filter")?,
     };
     let rows = state
-        .runtime
+        .services
         .store()
         .list_messages(auth.account_id(), &filter, before, limit + 1)
         .await?;

@@ -58,7 +58,7 @@ pub struct DatabaseOut {
     )
 )]
 async fn health(State(state): State<AppState>) -> Response {
-    let store = state.runtime.store();
+    let store = state.services.store();
     let (ok, latency_ms, error) = match store.ping().await {
         Ok(d) => (true, Some(d.as_secs_f64() * 1000.0), None),
         Err(e) => {

@@ -31,7 +31,7 @@ pub fn routes() -> Router<AppState> {
 /// `hub.verify_token` is `PROVIDER_WEBHOOK_VERIFY_TOKEN`, else 403; logged either way.
 async fn handshake_panel(State(state): State<AppState>, Query(h): Query<Handshake>) -> Response {
     match state
-        .runtime
+        .services
         .provider_handshake(h.mode.as_deref(), h.verify_token.as_deref(), h.challenge)
         .await
     {
@@ -51,7 +51,7 @@ async fn receive_panel(
         .get("x-hub-signature-256")
         .and_then(|v| v.to_str().ok());
     match state
-        .runtime
+        .services
         .receive_provider_webhook(body, signature)
         .await
     {
@@ -113,7 +113,7 @@ async fn handshake_channel(
     let expected = channel_id
         .parse()
         .ok()
-        .and_then(|id| state.runtime.channel_verify_token(id));
+        .and_then(|id| state.services.channel_verify_token(id));
     answer(h, expected.as_deref())
 }
 
@@ -122,7 +122,7 @@ async fn receive(state: AppState, route: Option<i64>, headers: HeaderMap, body: 
         .get("x-hub-signature-256")
         .and_then(|v| v.to_str().ok());
     match state
-        .runtime
+        .services
         .ingest_provider_webhook(route, body, signature)
         .await
     {

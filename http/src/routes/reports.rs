@@ -475,7 +475,7 @@ async fn campaigns(
     let csv = wants_csv(&q)?;
     let f = filter(&q)?;
     let rows = state
-        .runtime
+        .services
         .store()
         .campaign_report(auth.account_id(), &f)
         .await?;
@@ -542,7 +542,7 @@ async fn campaign_messages(
     }
     let after = crate::extract::cursor(&q.cursor, "invalid_filter")?;
     let rows = state
-        .runtime
+        .services
         .store()
         .campaign_messages_page(auth.account_id(), &f, limit, offset, after)
         .await?;
@@ -563,7 +563,7 @@ fn stream_csv(state: AppState, account_id: i64, f: ReportFilter) -> Body {
     let (tx, rx) = tokio::sync::mpsc::channel(2 * CHUNK_ROWS);
     tokio::spawn(async move {
         state
-            .runtime
+            .services
             .store()
             .stream_campaign_messages(account_id, &f, tx)
             .await;

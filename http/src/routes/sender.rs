@@ -9,7 +9,6 @@ use crate::error::ApiError;
 use crate::extract::{parse_json, Auth};
 use crate::routes::message_out::{SendResultOut, TemplateRefOut};
 use crate::AppState;
-use actors::sender::{SenderNumber, SenderOutcome, SenderSend, SenderTemplate};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
@@ -17,6 +16,7 @@ use axum::{Extension, Json};
 use engine::phone::Phone;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use services::sender::{SenderNumber, SenderOutcome, SenderSend, SenderTemplate};
 use storage::sender::SenderCaller;
 use utoipa::OpenApi;
 
@@ -29,7 +29,7 @@ pub async fn numbers(
     Extension(caller): Extension<SenderCaller>,
 ) -> Result<Json<List<SenderNumber>>, ApiError> {
     let list = state
-        .runtime
+        .services
         .sender_numbers(caller.user.account_id, &caller.user.scope())
         .await?;
     Ok(List::json(list))
@@ -43,7 +43,7 @@ pub async fn templates(
     caller: &SenderCaller,
 ) -> Result<Json<List<SenderTemplate>>, ApiError> {
     let list = state
-        .runtime
+        .services
         .sender_templates(caller.user.account_id, &caller.user.scope())
         .await?;
     Ok(List::json(list))
@@ -165,13 +165,13 @@ pub async fn send(
             ));
         }
         if let Some(url) = &b.image_url {
-            state.runtime.outbound().check_url(url).map_err(|r| {
+            state.services.outbound().check_url(url).map_err(|r| {
                 ApiError::invalid("image_url", r.code(), actors::outbound::refusal_message(&r))
             })?;
         }
         let dry_run = b.dry_run;
         let outcome = state
-            .runtime
+            .services
             .sender_send(
                 caller.user.account_id,
                 &caller.user.scope(),
@@ -187,7 +187,7 @@ pub async fn send(
                 },
             )
             .await;
-        let store = state.runtime.store();
+        let store = state.services.store();
         let outcome = match outcome {
             Ok(o) => o,
             Err(actors::ActorError::SendInDoubt(id)) => {
@@ -225,7 +225,7 @@ pub async fn message(
     caller: &SenderCaller,
     id: i64,
 ) -> Result<Json<crate::envelope::Data<super::message_out::MessageOut>>, ApiError> {
-    let store = state.runtime.store();
+    let store = state.services.store();
     if !store.sent_by_user(id, caller.user.id).await? {
         return Err(ApiError::NotFound);
     }

@@ -94,7 +94,7 @@ pub(crate) async fn create(
         auto_replicate: b.auto_replicate.unwrap_or(true),
     };
     let view = state
-        .runtime
+        .services
         .create_template(auth.account_id(), input)
         .await?;
     Ok((StatusCode::CREATED, Data::json(view)))
@@ -138,7 +138,7 @@ pub(crate) async fn library(
 ) -> Result<Json<Page<TemplateView>>, ApiError> {
     let (limit, after) = crate::extract::list_page(q)?;
     let rows = state
-        .runtime
+        .services
         .library_page(auth.account_id(), after, limit + 1)
         .await?;
     Ok(Json(crate::extract::cursor_page(
@@ -179,7 +179,7 @@ pub(crate) async fn submit(
         crate::extract::parse_json::<ChannelsIn>(&headers, &body)?.channels
     };
     let view = state
-        .runtime
+        .services
         .submit_template(auth.account_id(), id, channels)
         .await?;
     Ok(Data::json(view))
@@ -208,7 +208,7 @@ async fn link(
         ));
     };
     let view = state
-        .runtime
+        .services
         .submit_template(auth.account_id(), id, Some(channels))
         .await?;
     Ok(Data::json(view))
@@ -227,7 +227,7 @@ pub(crate) async fn sync(
     auth: Auth,
     IdPath(id): IdPath,
 ) -> Result<Json<Data<SyncedOut>>, ApiError> {
-    let synced_channels = state.runtime.sync_template(auth.account_id(), id).await?;
+    let synced_channels = state.services.sync_template(auth.account_id(), id).await?;
     Ok(Data::json(SyncedOut { synced_channels }))
 }
 
@@ -275,7 +275,7 @@ pub(crate) async fn reactivate(
         return Err(ApiError::NotFound);
     };
     let name = state
-        .runtime
+        .services
         .reactivate_template(auth.account_id(), id, channel_id)
         .await?;
     Ok(Data::json(ReactivatedOut {
@@ -297,7 +297,10 @@ pub(crate) async fn delete(
     auth: Auth,
     IdPath(id): IdPath,
 ) -> Result<Json<Data<Deleted>>, ApiError> {
-    state.runtime.delete_template(auth.account_id(), id).await?;
+    state
+        .services
+        .delete_template(auth.account_id(), id)
+        .await?;
     Ok(Deleted::json(id))
 }
 
@@ -338,7 +341,7 @@ pub(crate) async fn edit(
     ApiJson(b): ApiJson<TemplatePatchIn>,
 ) -> Result<Json<Data<TemplateEditedOut>>, ApiError> {
     let (view, edits) = state
-        .runtime
+        .services
         .edit_template(
             auth.account_id(),
             id,

@@ -37,7 +37,7 @@ async fn list(
 ) -> Result<Json<Page<TokenOut>>, ApiError> {
     let (limit, before) = crate::extract::list_page(q)?;
     let tokens = state
-        .runtime
+        .services
         .store()
         .list_tokens_page(auth.account_id(), before, limit + 1)
         .await?;
@@ -138,7 +138,7 @@ async fn create(
         )
     })?;
     let t = state
-        .runtime
+        .services
         .store()
         .create_token(auth.account_id(), b.name.trim(), level.as_str())
         .await?;
@@ -168,7 +168,7 @@ async fn revoke(
     IdPath(id): IdPath,
 ) -> Result<Json<Data<RevokedOut>>, ApiError> {
     state
-        .runtime
+        .services
         .store()
         .revoke_token(auth.account_id(), id)
         .await?;

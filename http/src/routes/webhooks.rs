@@ -158,9 +158,9 @@ async fn create(
     IdPath(channel_id): IdPath,
     ApiJson(body): ApiJson<CreateIn>,
 ) -> Result<(StatusCode, Json<Data<SubscriptionOut>>), ApiError> {
-    let store = state.runtime.store();
+    let store = state.services.store();
     store.channel(auth.account_id(), channel_id).await?;
-    validate_url(state.runtime.outbound(), &body.url)?;
+    validate_url(state.services.outbound(), &body.url)?;
     let events = parse_events(&body.events)?;
     let (sub, secret) = store
         .create_subscription(auth.account_id(), channel_id, &body.url, &events)
@@ -196,7 +196,7 @@ async fn list(
     auth: Auth,
     IdPath(channel_id): IdPath,
 ) -> Result<Json<List<SubscriptionOut>>, ApiError> {
-    let store = state.runtime.store();
+    let store = state.services.store();
     store.channel(auth.account_id(), channel_id).await?;
     let subs = store
         .list_subscriptions(auth.account_id(), channel_id)
@@ -282,7 +282,7 @@ async fn deliveries(
     page: Result<Query<DeliveriesQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<DeliveryPage>, ApiError> {
     let Query(page) = page.map_err(crate::extract::query_rejection)?;
-    let store = state.runtime.store();
+    let store = state.services.store();
     store.subscription(auth.account_id(), id).await?;
     let (limit, cursor) = crate::extract::page_params(page.limit, &page.cursor, 50, 200)?;
     let rows = store
@@ -306,7 +306,7 @@ async fn test(
     auth: Auth,
     IdPath(id): IdPath,
 ) -> Result<(StatusCode, Json<Data<PingOut>>), ApiError> {
-    let delivery_id = state.runtime.test_webhook(auth.account_id(), id).await?;
+    let delivery_id = state.services.test_webhook(auth.account_id(), id).await?;
     Ok((
         StatusCode::CREATED,
         Data::json(PingOut {
@@ -366,7 +366,7 @@ async fn read(
     IdPath(id): IdPath,
 ) -> Result<Json<Data<SubscriptionOut>>, ApiError> {
     let sub = state
-        .runtime
+        .services
         .store()
         .subscription(auth.account_id(), id)
         .await?;
@@ -408,11 +408,11 @@ async fn update(
     ApiJson(b): ApiJson<UpdateIn>,
 ) -> Result<Json<Data<SubscriptionOut>>, ApiError> {
     if let Some(url) = &b.url {
-        validate_url(state.runtime.outbound(), url)?;
+        validate_url(state.services.outbound(), url)?;
     }
     let events = b.events.as_deref().map(parse_events).transpose()?;
     let sub = state
-        .runtime
+        .services
         .update_webhook(
             auth.account_id(),
             id,
@@ -438,7 +438,7 @@ async fn remove(
     IdPath(id): IdPath,
 ) -> Result<Json<Data<Deleted>>, ApiError> {
     state
-        .runtime
+        .services
         .store()
         .delete_subscription(auth.account_id(), id)
         .await?;
@@ -486,7 +486,7 @@ async fn rotate_secret(
         ));
     }
     let (secret, until) = state
-        .runtime
+        .services
         .rotate_webhook_secret(
             auth.account_id(),
             id,
@@ -517,7 +517,7 @@ async fn retry(
         return Err(ApiError::NotFound);
     };
     state
-        .runtime
+        .services
         .retry_webhook_delivery(auth.account_id(), id, delivery_id)
         .await?;
     Ok((
@@ -563,7 +563,7 @@ async fn recover(
             )
         })?;
     let requeued = state
-        .runtime
+        .services
         .recover_webhook(auth.account_id(), id, since)
         .await?;
     Ok((StatusCode::ACCEPTED, Data::json(RecoveredOut { requeued })))

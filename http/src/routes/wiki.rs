@@ -130,7 +130,7 @@ async fn check_category(
 ) -> Result<(), ApiError> {
     if let Some(id) = id {
         let cats = state
-            .runtime
+            .services
             .store()
             .list_wiki_categories(account_id)
             .await?;
@@ -194,7 +194,7 @@ pub(crate) async fn list(
         limit: Some(limit + 1),
     };
     let pages = state
-        .runtime
+        .services
         .store()
         .list_wiki_pages(auth.account_id(), &filter)
         .await?;
@@ -234,7 +234,7 @@ async fn unique_slug(
 ) -> Result<String, ApiError> {
     let base = engine::wiki::slugify(title);
     let mut taken = state
-        .runtime
+        .services
         .store()
         .wiki_slugs_like(account_id, &base)
         .await?;
@@ -268,7 +268,7 @@ pub(crate) async fn create(
     check_category(&state, auth.account_id(), b.category_id).await?;
     let slug = unique_slug(&state, auth.account_id(), title, None).await?;
     let page = state
-        .runtime
+        .services
         .store()
         .insert_wiki_page(
             auth.account_id(),
@@ -303,7 +303,7 @@ async fn read(
     IdPath(id): IdPath,
 ) -> Result<Json<Data<WikiPageOut>>, ApiError> {
     let page = state
-        .runtime
+        .services
         .store()
         .wiki_page(auth.account_id(), id)
         .await?;
@@ -354,7 +354,7 @@ pub(crate) async fn update(
     ApiJson(b): ApiJson<UpdateIn>,
 ) -> Result<Json<Data<WikiPageOut>>, ApiError> {
     let mut page = state
-        .runtime
+        .services
         .store()
         .wiki_page(auth.account_id(), id)
         .await?;
@@ -386,7 +386,7 @@ pub(crate) async fn update(
     if let Some(k) = b.bot_knowledge {
         page.bot_knowledge = k;
     }
-    let page = state.runtime.store().update_wiki_page(&page).await?;
+    let page = state.services.store().update_wiki_page(&page).await?;
     Ok(Json(Data {
         data: page_json(&page, &state.config.public_url, &auth.0.account_slug, true),
     }))
@@ -406,7 +406,7 @@ pub(crate) async fn remove(
     IdPath(id): IdPath,
 ) -> Result<Json<Data<Deleted>>, ApiError> {
     state
-        .runtime
+        .services
         .store()
         .delete_wiki_page(auth.account_id(), id)
         .await?;
@@ -425,7 +425,7 @@ async fn categories(
     auth: Auth,
 ) -> Result<Json<List<WikiCategoryOut>>, ApiError> {
     let cats = state
-        .runtime
+        .services
         .store()
         .list_wiki_categories(auth.account_id())
         .await?;
@@ -468,7 +468,7 @@ async fn create_category(
     ApiJson(b): ApiJson<CategoryIn>,
 ) -> Result<(StatusCode, Json<Data<WikiCategoryOut>>), ApiError> {
     let c = state
-        .runtime
+        .services
         .store()
         .insert_wiki_category(auth.account_id(), category_name(&b.name)?)
         .await?;
@@ -491,7 +491,7 @@ async fn rename_category(
     ApiJson(b): ApiJson<CategoryIn>,
 ) -> Result<Json<Data<WikiCategoryOut>>, ApiError> {
     let c = state
-        .runtime
+        .services
         .store()
         .rename_wiki_category(auth.account_id(), id, category_name(&b.name)?)
         .await?;
@@ -512,7 +512,7 @@ async fn delete_category(
     IdPath(id): IdPath,
 ) -> Result<Json<Data<Deleted>>, ApiError> {
     state
-        .runtime
+        .services
         .store()
         .delete_wiki_category(auth.account_id(), id)
         .await?;
@@ -557,7 +557,7 @@ async fn public_page(
         (StatusCode::NOT_FOUND, Html("<!doctype html><meta charset=\"utf-8\"><title>Página não encontrada</title><p>Página não encontrada.</p>".to_string())).into_response()
     };
     let p = match state
-        .runtime
+        .services
         .store()
         .public_wiki_page(&account, &page)
         .await

@@ -1,10 +1,9 @@
 //! Connecting an official (Cloud API) channel: the credential is validated at the provider
 //! before anything is stored.
 
-use crate::error::ActorError;
-use crate::protocol::{ChannelMsg, ChannelSnapshot};
-use crate::supervisor::SupervisorMsg;
-use crate::Runtime;
+use crate::Services;
+use actors::error::ActorError;
+use actors::protocol::{ChannelMsg, ChannelSnapshot};
 use engine::channel::{ChannelStatus, Quality, Tier};
 use engine::phone::Phone;
 use engine::Secret;
@@ -52,13 +51,13 @@ pub fn random_verify_token() -> String {
         .collect()
 }
 
-impl Runtime {
+impl Services {
     /// Validates the credential by reading the number at the provider, stores the channel
     /// (secrets sealed) and starts its actor.
     ///
     /// Errors: [`ActorError::CredentialRefused`] when the provider refuses the token or does
     /// not know the number (nothing is stored); 422 `waba_invalida` when the WABA given does
-    /// not list the number for this token ([`Runtime::prove_waba`]); [`ActorError::ProviderRefused`] when the
+    /// not list the number for this token ([`Services::prove_waba`]); [`ActorError::ProviderRefused`] when the
     /// provider is unreachable or failing; [`ActorError::Conflict`] when the number is already
     /// connected.
     pub async fn connect_official(
@@ -66,7 +65,7 @@ impl Runtime {
         account_id: i64,
         req: ConnectOfficial,
     ) -> Result<(ChannelRecord, Verification), ActorError> {
-        let shared = &self.shared;
+        let shared = &self.shared();
         let number = shared
             .graph
             .phone_number(req.access_token.expose(), &req.phone_number_id)
@@ -136,23 +135,6 @@ impl Runtime {
             },
         ))
     }
-
-    /// Starts (or confirms running) the actor of a stored channel.
-    pub async fn start_channel(&self, channel_id: i64) -> Result<(), ActorError> {
-        let started = crate::ask(
-            &self.supervisor,
-            |r| SupervisorMsg::Start(channel_id, r),
-            self.shared.config.call_timeout,
-        )
-        .await?;
-        match started {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                tracing::error!(channel_id, error = e, "channel actor did not start");
-                Err(ActorError::Unavailable)
-            }
-        }
-    }
 }
 
 /// `PATCH /channels/{id}/official`: the fields to change; `None` (or a blank secret) keeps the
@@ -205,10 +187,10 @@ pub struct SignupConfig {
     pub available: bool,
 }
 
-impl Runtime {
+impl Services {
     /// The embedded-signup settings the front end opens the popup with.
     pub fn signup_config(&self) -> SignupConfig {
-        let c = &self.shared.config;
+        let c = &self.shared().config;
         SignupConfig {
             app_id: c.app_id.clone(),
             config_id: c.config_id.clone(),
@@ -223,14 +205,14 @@ impl Runtime {
     ///
     /// Errors: 422 `cadastro_indisponivel` without `PROVIDER_APP_ID`/`PROVIDER_APP_SECRET`;
     /// 422 `codigo_invalido` when the provider refuses the code (used, expired, another app's);
-    /// then the errors of [`Runtime::connect_official`]. A failed registration keeps the
+    /// then the errors of [`Services::connect_official`]. A failed registration keeps the
     /// channel and says so in [`Registration`].
     pub async fn complete_signup(
         &self,
         account_id: i64,
         req: CompleteSignup,
     ) -> Result<(ChannelRecord, Verification, Registration), ActorError> {
-        let c = &self.shared.config;
+        let c = &self.shared().config;
         let (Some(app_id), Some(app_secret)) = (c.app_id.clone(), c.app_secret.clone()) else {
             return Err(ActorError::Rejected {
                 code: "cadastro_indisponivel",
@@ -240,7 +222,7 @@ impl Runtime {
         };
         let pin = signup_pin(req.pin)?;
         let token = self
-            .shared
+            .shared()
             .graph
             .exchange_code(&app_id, app_secret.expose(), req.code.expose())
             .await
@@ -286,13 +268,13 @@ impl Runtime {
         pin: &Secret,
     ) -> Result<Registration, ActorError> {
         let registration = match self
-            .shared
+            .shared()
             .graph
             .register(token.expose(), &record.phone_number_id, pin.expose())
             .await
         {
             Ok(_) => {
-                self.shared.store.set_channel_pin(record.id, pin).await?;
+                self.shared().store.set_channel_pin(record.id, pin).await?;
                 let _ = self.sync_channel(account_id, record.id).await;
                 Registration {
                     ok: true,
@@ -319,9 +301,9 @@ impl Runtime {
     /// another id does not count. A refusal is logged and answered `false`: the number is
     /// connected anyway, its webhooks would not arrive until the WABA is subscribed.
     pub(crate) async fn ensure_subscribed(&self, token: &str, waba_id: &str) -> bool {
-        let graph = &self.shared.graph;
+        let graph = &self.shared().graph;
         let ours = |apps: &[serde_json::Value]| {
-            apps.iter().any(|a| match &self.shared.config.app_id {
+            apps.iter().any(|a| match &self.shared().config.app_id {
                 Some(id) => a["whatsapp_business_api_data"]["id"].as_str() == Some(id),
                 None => true,
             })
@@ -365,7 +347,7 @@ impl Runtime {
         }
         };
         let numbers = self
-            .shared
+            .shared()
             .graph
             .waba_phone_numbers(token, waba_id)
             .await
@@ -391,7 +373,7 @@ impl Runtime {
         token: &str,
         waba_id: &str,
     ) -> Option<i64> {
-        let shared = &self.shared;
+        let shared = &self.shared();
         let waba = match shared.graph.waba(token, waba_id).await {
             Ok(w) => w,
             Err(e) => {
@@ -447,7 +429,7 @@ impl Runtime {
         channel_id: i64,
         req: UpdateOfficial,
     ) -> Result<ChannelSnapshot, ActorError> {
-        let record = self.shared.store.channel(account_id, channel_id).await?;
+        let record = self.shared().store.channel(account_id, channel_id).await?;
         if !record.official {
             return Err(ActorError::Rejected {
                 code: "not_official",
@@ -457,7 +439,7 @@ impl Runtime {
             });
         }
         if let Some(token) = &req.access_token {
-            self.shared
+            self.shared()
                 .graph
                 .phone_number(token.expose(), &record.phone_number_id)
                 .await
@@ -465,7 +447,7 @@ impl Runtime {
             self.prove_waba(token.expose(), &record.waba_id, &record.phone_number_id)
                 .await?;
         }
-        self.shared
+        self.shared()
             .store
             .update_channel_credentials(
                 channel_id,
@@ -481,12 +463,17 @@ impl Runtime {
                     .learn_waba(account_id, token.expose(), &record.waba_id)
                     .await
                 {
-                    self.shared.store.set_channel_bm(channel_id, bm).await?;
+                    self.shared().store.set_channel_bm(channel_id, bm).await?;
                 }
             }
         }
         let actor = self.channel_actor(account_id, channel_id)?;
-        crate::ask(&actor, ChannelMsg::Reload, self.shared.config.call_timeout).await?
+        actors::ask(
+            &actor,
+            ChannelMsg::Reload,
+            self.shared().config.call_timeout,
+        )
+        .await?
     }
 
     /// Re-reads the number at the provider (`POST /channels/{id}/sync` and `/verify`).
@@ -504,10 +491,10 @@ impl Runtime {
             }
             Err(e) => return Err(e),
         };
-        crate::ask(
+        actors::ask(
             &actor,
             |r| ChannelMsg::Sync(Some(r)),
-            self.shared.config.call_timeout,
+            self.shared().config.call_timeout,
         )
         .await?
     }

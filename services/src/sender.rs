@@ -2,10 +2,10 @@
 //! template messages with a per-user token; the numbers are the user's panel scope and the
 //! number is chosen by [`engine::sender::choose`].
 
-use crate::error::ActorError;
-use crate::protocol::{ChannelSnapshot, SendCommand, SendContent};
-use crate::templates::TemplateView;
-use crate::Runtime;
+use crate::Services;
+use actors::error::ActorError;
+use actors::protocol::{ChannelSnapshot, SendCommand, SendContent};
+use actors::templates::TemplateView;
 use engine::panel::Scope;
 use engine::phone::Phone;
 use engine::sender::{Candidate, Skip};
@@ -89,13 +89,17 @@ fn approved_on(t: &TemplateView) -> Vec<i64> {
         .collect()
 }
 
-impl Runtime {
+impl Services {
     async fn sender_scope_numbers(
         &self,
         account_id: i64,
         scope: &Scope,
     ) -> Result<Vec<ChannelSnapshot>, ActorError> {
-        let channels = self.shared.store.scoped_channels(account_id, scope).await?;
+        let channels = self
+            .shared()
+            .store
+            .scoped_channels(account_id, scope)
+            .await?;
         Ok(self.snapshots(account_id, &channels).await)
     }
 
@@ -108,9 +112,9 @@ impl Runtime {
     ) -> Result<Vec<SenderNumber>, ActorError> {
         let snaps = self.sender_scope_numbers(account_id, scope).await?;
         let counts = self
-            .shared
+            .shared()
             .store
-            .outbound_counts_since(account_id, self.shared.now_ms() - engine::DAY_MS)
+            .outbound_counts_since(account_id, self.shared().now_ms() - engine::DAY_MS)
             .await?;
         Ok(snaps
             .into_iter()
@@ -133,7 +137,7 @@ impl Runtime {
         scope: &Scope,
     ) -> Result<Vec<SenderTemplate>, ActorError> {
         let mine: Vec<i64> = self
-            .shared
+            .shared()
             .store
             .scoped_channels(account_id, scope)
             .await?
@@ -184,14 +188,14 @@ impl Runtime {
     ) -> Result<i64, ActorError> {
         let approved = approved_on(template);
         let wabas: HashMap<String, String> = self
-            .shared
+            .shared()
             .store
             .list_wabas(account_id)
             .await?
             .into_iter()
             .map(|w| (w.provider_waba_id, w.status))
             .collect();
-        let last = self.shared.store.last_outbound_to(account_id, to).await?;
+        let last = self.shared().store.last_outbound_to(account_id, to).await?;
         let candidates: Vec<Candidate> = snaps
             .iter()
             .map(|s| Candidate {

@@ -2,9 +2,9 @@
 //! approved templates at the provider, and the overview / WABA / BM views (spec "WABAs, BMs,
 //! overview, linking numbers").
 
-use crate::error::ActorError;
-use crate::protocol::{ChannelMsg, ChannelSnapshot};
-use crate::Runtime;
+use crate::Services;
+use actors::error::ActorError;
+use actors::protocol::{ChannelMsg, ChannelSnapshot};
 use engine::channel::{ChannelStatus, HealthCode, Tone};
 use engine::phone::Phone;
 use engine::{Secret, ValidationError};
@@ -176,7 +176,7 @@ pub struct Overview {
     pub needs_action: Vec<NeedsAction>,
 }
 
-impl Runtime {
+impl Services {
     fn lending_channel(&self, channels: &[ChannelRecord]) -> Option<ChannelRecord> {
         channels.iter().find(|c| c.credential_valid).cloned()
     }
@@ -195,7 +195,7 @@ impl Runtime {
         ),
         ActorError,
     > {
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         let bm = store.bm(account_id, bm_id).await?;
         let channels = store.channels_of_bm(bm_id).await?;
         // The BM's own system-user token (the panel's) first; else a number's that works.
@@ -234,7 +234,7 @@ impl Runtime {
         waba_id: &str,
         req: AddNumber,
     ) -> Result<AddedNumber, ActorError> {
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         let channels = store.channels_of_waba(account_id, waba_id).await?;
         if channels.is_empty()
             && store
@@ -274,7 +274,7 @@ impl Runtime {
         let token = secrets.access_token.expose();
         let waba = store.waba_by_provider_id(account_id, waba_id).await.ok();
         let phone_number_id = match self
-            .shared
+            .shared()
             .graph
             .add_phone_number(token, waba_id, &req.cc, &national, req.verified_name.trim())
             .await
@@ -322,7 +322,7 @@ impl Runtime {
         let code_requested = method != "NONE";
         if code_requested {
             if let Err(e) = self
-                .shared
+                .shared()
                 .graph
                 .request_code(token, &phone_number_id, &method, "pt_BR")
                 .await
@@ -375,7 +375,7 @@ impl Runtime {
             .into());
         }
         let (record, token) = self.channel_with_token(account_id, channel_id).await?;
-        self.shared
+        self.shared()
             .graph
             .request_code(token.expose(), &record.phone_number_id, &method, "pt_BR")
             .await?;
@@ -397,7 +397,7 @@ impl Runtime {
             );
         }
         let (record, token) = self.channel_with_token(account_id, channel_id).await?;
-        let graph = &self.shared.graph;
+        let graph = &self.shared().graph;
         graph
             .verify_code(token.expose(), &record.phone_number_id, &digits)
             .await
@@ -416,7 +416,10 @@ impl Runtime {
         graph
             .register(token.expose(), &record.phone_number_id, pin.expose())
             .await?;
-        self.shared.store.set_channel_pin(channel_id, &pin).await?;
+        self.shared()
+            .store
+            .set_channel_pin(channel_id, &pin)
+            .await?;
         self.activate(account_id, channel_id).await?;
         Ok(CodeVerified {
             active: true,
@@ -441,12 +444,12 @@ impl Runtime {
             .into());
         }
         let (record, token) = self.channel_with_token(account_id, channel_id).await?;
-        self.shared
+        self.shared()
             .graph
             .register(token.expose(), &record.phone_number_id, pin)
             .await
             .map_err(operator_mistake)?;
-        self.shared
+        self.shared()
             .store
             .set_channel_pin(channel_id, &Secret::new(pin))
             .await?;
@@ -472,7 +475,7 @@ impl Runtime {
             return self.alternative_templates(&record).await;
         }
         let all = self
-            .shared
+            .shared()
             .graph
             .list_templates(token.expose(), &record.waba_id)
             .await?;
@@ -487,7 +490,7 @@ impl Runtime {
         account_id: i64,
         bm_id: i64,
     ) -> Result<(BmRecord, bool), ActorError> {
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         let (_, channels, secrets) = self.bm_credential(account_id, bm_id).await?;
         let token = secrets.access_token;
         let mut paid = true;
@@ -498,7 +501,7 @@ impl Runtime {
             w
         };
         for waba_id in wabas {
-            let waba = self.shared.graph.waba(token.expose(), &waba_id).await?;
+            let waba = self.shared().graph.waba(token.expose(), &waba_id).await?;
             if waba.health_error_codes().contains(&141006) {
                 paid = false;
             }
@@ -507,7 +510,7 @@ impl Runtime {
         if paid {
             for c in &channels {
                 store.set_channel_payment_lock(c.id, None).await?;
-                if let Some(e) = self.shared.registry.get(c.id) {
+                if let Some(e) = self.shared().registry.get(c.id) {
                     let _ = e.actor.cast(ChannelMsg::PaymentReleased);
                 }
             }
@@ -521,12 +524,12 @@ impl Runtime {
         account_id: i64,
         channel_id: i64,
     ) -> Result<bool, ActorError> {
-        let record = self.shared.store.channel(account_id, channel_id).await?;
+        let record = self.shared().store.channel(account_id, channel_id).await?;
         let bm_id = match record.bm_id {
             Some(b) => b,
             None => {
                 let token = self
-                    .shared
+                    .shared()
                     .store
                     .channel_secrets(channel_id)
                     .await?
@@ -535,7 +538,7 @@ impl Runtime {
                     .learn_waba(account_id, token.expose(), &record.waba_id)
                     .await
                     .ok_or(ActorError::NotFound)?;
-                self.shared.store.set_channel_bm(channel_id, bm).await?;
+                self.shared().store.set_channel_bm(channel_id, bm).await?;
                 bm
             }
         };
@@ -546,7 +549,7 @@ impl Runtime {
     /// provider become channels (with the BM's credential); channels whose number vanished
     /// are listed and marked DISCONNECTED. Also refreshes payment and tier.
     pub async fn sync_bm(&self, account_id: i64, bm_id: i64) -> Result<BmSyncResult, ActorError> {
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         let (bm, channels, secrets) = self.bm_credential(account_id, bm_id).await?;
         let Some(business_id) = bm.provider_id().map(str::to_string) else {
             return Err(ActorError::Rejected {
@@ -556,7 +559,7 @@ impl Runtime {
             });
         };
         let token = secrets.access_token.expose().to_string();
-        let graph = &self.shared.graph;
+        let graph = &self.shared().graph;
         let wabas = match graph.owned_wabas(&token, &business_id).await {
             Ok(w) => w,
             Err(e)
@@ -611,9 +614,9 @@ impl Runtime {
                 let detail = (name != "ok").then_some(SYNC_DETAIL);
                 // A reading at the provider is as new as it gets: stamped now.
                 store
-                    .set_waba_standing(waba.id, name, detail, self.shared.now_ms())
+                    .set_waba_standing(waba.id, name, detail, self.shared().now_ms())
                     .await?;
-                for e in self.shared.registry.of_waba(account_id, &w.id) {
+                for e in self.shared().registry.of_waba(account_id, &w.id) {
                     let _ = e.actor.cast(ChannelMsg::WabaStanding(live));
                 }
             }
@@ -697,11 +700,11 @@ impl Runtime {
                 store
                     .set_channel_status(c.id, ChannelStatus::Disconnected.as_str())
                     .await?;
-                if let Some(e) = self.shared.registry.get(c.id) {
-                    let res = crate::ask(
+                if let Some(e) = self.shared().registry.get(c.id) {
+                    let res = actors::ask(
                         &e.actor,
                         ChannelMsg::Reload,
-                        self.shared.config.call_timeout,
+                        self.shared().config.call_timeout,
                     )
                     .await;
                     if res.is_err() {
@@ -743,8 +746,8 @@ impl Runtime {
     /// what needs action, worst first.
     pub async fn overview(&self, account_id: i64) -> Result<Overview, ActorError> {
         let snapshots = self.list_channels(account_id).await?;
-        let bms = self.shared.store.list_bms(account_id).await?;
-        let wabas = self.shared.store.list_wabas(account_id).await?;
+        let bms = self.shared().store.list_bms(account_id).await?;
+        let wabas = self.shared().store.list_wabas(account_id).await?;
         let mut numbers = NumbersSummary::default();
         let mut needs = Vec::new();
         for s in &snapshots {
@@ -807,7 +810,7 @@ impl Runtime {
         }
         // The provider's `account_alerts` still active (D-074), ranked by severity.
         for a in self
-            .shared
+            .shared()
             .store
             .active_provider_alerts(account_id, 50)
             .await?
@@ -885,16 +888,16 @@ impl Runtime {
     ) -> Result<Vec<WabaView>, ActorError> {
         let snapshots = self.list_channels(account_id).await?;
         let bms: HashMap<i64, BmRecord> = self
-            .shared
+            .shared()
             .store
             .list_bms(account_id)
             .await?
             .into_iter()
             .map(|b| (b.id, b))
             .collect();
-        let wabas = self.shared.store.list_wabas(account_id).await?;
+        let wabas = self.shared().store.list_wabas(account_id).await?;
         let mut layouts: HashMap<String, BTreeMap<String, i64>> = HashMap::new();
-        for (waba, status, n) in self.shared.store.layouts_by_waba(account_id).await? {
+        for (waba, status, n) in self.shared().store.layouts_by_waba(account_id).await? {
             layouts.entry(waba).or_default().insert(status, n);
         }
         let mut out = Vec::new();
@@ -914,21 +917,21 @@ impl Runtime {
 
     /// A BM with its payment, sending headroom and numbers.
     pub async fn bm_view(&self, account_id: i64, bm_id: i64) -> Result<BmView, ActorError> {
-        let bm = self.shared.store.bm(account_id, bm_id).await?;
+        let bm = self.shared().store.bm(account_id, bm_id).await?;
         let snapshots: Vec<ChannelSnapshot> = self
             .list_channels(account_id)
             .await?
             .into_iter()
             .filter(|s| s.record.bm_id == Some(bm_id))
             .collect();
-        let counter = self.shared.bm_counter(bm_id).await?;
+        let counter = self.shared().bm_counter(bm_id).await?;
         let (sent, available, limit) = {
             let mut c = counter.lock().expect("bm counter lock");
-            let now = self.shared.now_ms();
+            let now = self.shared().now_ms();
             (c.recipients.count(now), c.available(now), c.limit())
         };
         let banned = self
-            .shared
+            .shared()
             .store
             .list_wabas(account_id)
             .await?
@@ -948,7 +951,7 @@ impl Runtime {
                 available: available.unwrap_or(-1),
             },
             numbers: snapshots.iter().map(|s| number_json(&s)).collect(),
-            last_sync_at: bm.last_sync_at.map(crate::time::iso),
+            last_sync_at: bm.last_sync_at.map(actors::time::iso),
             name: bm.name,
             provider_business_id: bm.provider_business_id,
             tier: bm.tier,
@@ -1103,16 +1106,6 @@ fn waba_view(w: &WabaRecord, bm: Option<&BmRecord>, numbers: &[&ChannelSnapshot]
         layouts_by_status: BTreeMap::new(),
         last_upload_failure: w.last_upload_failure.clone(),
         numbers: numbers.iter().map(number_json).collect(),
-    }
-}
-
-impl From<ErrorKind> for ActorError {
-    fn from(kind: ErrorKind) -> Self {
-        ActorError::ProviderRefused {
-            kind,
-            code: None,
-            reason: format!("{kind:?}"),
-        }
     }
 }
 

@@ -2,9 +2,9 @@
 //! owner or admin authorize more campaign sends today past the daily cap (spec "States and
 //! transitions": "unless an owner or admin authorizes").
 
-use crate::error::ActorError;
-use crate::protocol::{ChannelMsg, GuardrailView};
-use crate::Runtime;
+use crate::Services;
+use actors::error::ActorError;
+use actors::protocol::{ChannelMsg, GuardrailView};
 use engine::guardrail::{self, Guardrails};
 
 /// The fields of `PATCH /channels/{id}/guardrails` (already range-checked by the HTTP layer);
@@ -44,23 +44,7 @@ impl GuardrailsPatch {
     }
 }
 
-impl Runtime {
-    /// `GET /channels/{id}/guardrails`: settings and today's cap. Errors: `NotFound` for a
-    /// channel of another account.
-    pub async fn guardrails(
-        &self,
-        account_id: i64,
-        channel_id: i64,
-    ) -> Result<GuardrailView, ActorError> {
-        let actor = self.channel_actor(account_id, channel_id)?;
-        crate::ask(
-            &actor,
-            ChannelMsg::Guardrails,
-            self.shared.config.call_timeout,
-        )
-        .await
-    }
-
+impl Services {
     /// `PATCH /channels/{id}/guardrails`: stores the changed settings, then the number applies
     /// them at once.
     pub async fn set_guardrails(
@@ -70,13 +54,13 @@ impl Runtime {
         patch: GuardrailsPatch,
     ) -> Result<GuardrailView, ActorError> {
         let actor = self.channel_actor(account_id, channel_id)?;
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         let g = patch.apply(store.channel_guardrails(channel_id).await?);
         store.set_channel_guardrails(channel_id, &g).await?;
-        crate::ask(
+        actors::ask(
             &actor,
             |r| ChannelMsg::SetGuardrails(g, r),
-            self.shared.config.call_timeout,
+            self.shared().config.call_timeout,
         )
         .await
     }
@@ -92,16 +76,16 @@ impl Runtime {
         by: &str,
     ) -> Result<GuardrailView, ActorError> {
         let actor = self.channel_actor(account_id, channel_id)?;
-        let day = guardrail::local_day(self.shared.now_ms());
+        let day = guardrail::local_day(self.shared().now_ms());
         let total = self
-            .shared
+            .shared()
             .store
             .authorize_cap(channel_id, day, extra, by)
             .await?;
-        crate::ask(
+        actors::ask(
             &actor,
             |r| ChannelMsg::Authorized(total, r),
-            self.shared.config.call_timeout,
+            self.shared().config.call_timeout,
         )
         .await
     }

@@ -4,9 +4,9 @@
 //! caller's scope and applies it in storage; a record outside it is [`ActorError::NotFound`].
 
 use crate::connect::ConnectOfficial;
-use crate::error::ActorError;
-use crate::protocol::ChannelSnapshot;
-use crate::Runtime;
+use crate::Services;
+use actors::error::ActorError;
+use actors::protocol::ChannelSnapshot;
 use engine::channel::Tone;
 use engine::panel::{Role, Scope, UserStatus};
 use engine::Secret;
@@ -106,7 +106,7 @@ impl UserView {
                 }
             },
             account: account_slug.to_string(),
-            created_at: crate::time::iso(u.created_at),
+            created_at: actors::time::iso(u.created_at),
         }
     }
 }
@@ -276,7 +276,7 @@ impl ClientView {
                 wabas: c.wabas,
                 numeros: c.numbers,
             },
-            created_at: crate::time::iso(c.created_at),
+            created_at: actors::time::iso(c.created_at),
         }
     }
 }
@@ -417,7 +417,7 @@ pub struct PanelState {
     /// Clients.
     pub clientes: Vec<ClientView>,
     /// The library (a Client sees the templates of its numbers).
-    pub templates: Vec<crate::templates::TemplateView>,
+    pub templates: Vec<actors::templates::TemplateView>,
     /// The newest 200 campaigns (staff only).
     pub campanhas: Vec<CampaignSummary>,
     /// The task board (staff only).
@@ -697,7 +697,7 @@ fn effective_client(
         .or_else(|| c.bm_id.and_then(|b| bms.get(&b)).and_then(|b| b.client_id))
 }
 
-impl Runtime {
+impl Services {
     // ---- sessions and users ----------------------------------------------------------
 
     /// `POST /api/login`: checks the pair and opens a session of `ttl_ms`. Unknown e-mail,
@@ -709,7 +709,7 @@ impl Runtime {
         password: &str,
         ttl_ms: i64,
     ) -> Result<(CreatedSession, UserRecord, String), ActorError> {
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         let email = email.trim().to_lowercase();
         // An e-mail is unique per account (issue 46): the first active user of the e-mail
         // whose password matches, in id order.
@@ -745,7 +745,7 @@ impl Runtime {
         account_id: i64,
         input: UserInput,
     ) -> Result<UserRecord, ActorError> {
-        create_user(&self.shared.store, account_id, input).await
+        create_user(&self.shared().store, account_id, input).await
     }
 
     /// Changes a panel user; refuses leaving the account without an active Admin.
@@ -755,7 +755,7 @@ impl Runtime {
         id: i64,
         change: UserChange,
     ) -> Result<UserRecord, ActorError> {
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         let current = store.user(account_id, id).await?;
         let email = change
             .email
@@ -830,7 +830,7 @@ impl Runtime {
 
     /// Removes a panel user (not the account's last active Admin).
     pub async fn delete_user(&self, account_id: i64, id: i64) -> Result<(), ActorError> {
-        self.shared
+        self.shared()
             .store
             .delete_user(account_id, id)
             .await
@@ -866,26 +866,26 @@ impl Runtime {
             None => None,
         };
         if let Some(id) = id {
-            self.shared
+            self.shared()
                 .store
                 .scoped_client(account_id, scope, id)
                 .await?;
         }
         let webhook_url = webhook_url.map(str::trim).filter(|u| !u.is_empty());
         if let Some(u) = webhook_url {
-            self.shared
+            self.shared()
                 .guard
                 .check_url(u)
                 .map_err(|refusal| ActorError::Rejected {
                     code: refusal.code(),
                     message: format!(
                         "`webhook_url` recusada: {}",
-                        crate::outbound::refusal_message(&refusal)
+                        actors::outbound::refusal_message(&refusal)
                     ),
                     details: json!({"field": "webhook_url"}),
                 })?;
         }
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         let client = store
             .save_client(account_id, id, name, document.as_deref(), webhook_url)
             .await
@@ -910,7 +910,7 @@ impl Runtime {
         scope: &Scope,
         id: i64,
     ) -> Result<(), ActorError> {
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         store.scoped_client(account_id, scope, id).await?;
         store
             .delete_client(account_id, id)
@@ -925,7 +925,7 @@ impl Runtime {
         scope: &Scope,
         id: i64,
     ) -> Result<Secret, ActorError> {
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         store.scoped_client(account_id, scope, id).await?;
         Ok(store.rotate_client_webhook_secret(account_id, id).await?)
     }
@@ -940,7 +940,7 @@ impl Runtime {
         client_id: Option<i64>,
         client_name: Option<&str>,
     ) -> Result<Option<i64>, ActorError> {
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         let client = match (
             client_id,
             client_name.map(str::trim).filter(|n| !n.is_empty()),
@@ -970,7 +970,7 @@ impl Runtime {
     /// (`GET /{business_id}/owned_whatsapp_business_accounts`); a refusal is 422 `bm_invalido`
     /// and nothing is stored.
     async fn prove_bm(&self, business_id: &str, token: &Secret) -> Result<(), ActorError> {
-        match self.shared.graph.owned_wabas(token.expose(), business_id).await {
+        match self.shared().graph.owned_wabas(token.expose(), business_id).await {
             Ok(_) => Ok(()),
             Err(e)
                 if matches!(
@@ -1046,7 +1046,7 @@ impl Runtime {
         let token_to_prove = match (&access_token, current) {
             (Some(t), _) => Some(t.clone()),
             (None, Some(b)) if provider_business_id.is_some() && b.has_token => {
-                self.shared.store.bm_secrets(b.id).await?.access_token
+                self.shared().store.bm_secrets(b.id).await?.access_token
             }
             _ => None,
         };
@@ -1078,7 +1078,7 @@ impl Runtime {
             .bm_fields(account_id, &Scope::Bms(Vec::new()), input, None)
             .await?;
         let bm = self
-            .shared
+            .shared()
             .store
             .insert_panel_bm(account_id, &fields)
             .await
@@ -1095,11 +1095,11 @@ impl Runtime {
         id: i64,
         input: BmInput,
     ) -> Result<PanelBm, ActorError> {
-        let current = self.shared.store.scoped_bm(account_id, scope, id).await?;
+        let current = self.shared().store.scoped_bm(account_id, scope, id).await?;
         let fields = self
             .bm_fields(account_id, scope, input, Some(&current))
             .await?;
-        self.shared
+        self.shared()
             .store
             .update_panel_bm(account_id, id, &fields)
             .await
@@ -1115,7 +1115,7 @@ impl Runtime {
         scope: &Scope,
         id: i64,
     ) -> Result<(), ActorError> {
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         store.scoped_bm(account_id, scope, id).await?;
         let channels: Vec<i64> = store
             .channels_of_bm(id)
@@ -1131,7 +1131,7 @@ impl Runtime {
             ));
         }
         store.delete_bm(account_id, id).await?;
-        self.shared.bm_counters.remove(&id);
+        self.shared().bm_counters.remove(&id);
         Ok(())
     }
 
@@ -1143,14 +1143,14 @@ impl Runtime {
         scope: &Scope,
         id: i64,
     ) -> Result<(crate::accounts::BmSyncResult, PanelBm), ActorError> {
-        self.shared.store.scoped_bm(account_id, scope, id).await?;
+        self.shared().store.scoped_bm(account_id, scope, id).await?;
         let result = self.sync_bm(account_id, id).await?;
         Ok((result, self.panel_bm(account_id, scope, id).await?))
     }
 
     /// The BM's health from its payment, its WABAs' standing and its last sync (D-055).
     pub(crate) async fn bm_health(&self, bm: &BmRecord) -> Result<&'static str, ActorError> {
-        let wabas = self.shared.store.list_wabas(bm.account_id).await?;
+        let wabas = self.shared().store.list_wabas(bm.account_id).await?;
         let mine: Vec<&WabaRecord> = wabas.iter().filter(|w| w.bm_id == Some(bm.id)).collect();
         Ok(engine::panel::bm_health(
             bm.payment_ok,
@@ -1203,7 +1203,7 @@ impl Runtime {
         account_id: i64,
         scope: &Scope,
     ) -> Result<(Vec<BmRecord>, Vec<WabaRecord>, Vec<ChannelSnapshot>), ActorError> {
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         let bms = store.scoped_bms(account_id, scope).await?;
         let wabas = store.scoped_wabas(account_id, scope).await?;
         let channels = store.scoped_channels(account_id, scope).await?;
@@ -1303,7 +1303,7 @@ impl Runtime {
                     verificacao: b.verification_status.clone(),
                     tier: b.tier.clone(),
                     pagamento: if b.payment_ok { "ok" } else { "pendente" }.into(),
-                    last_sync_at: b.last_sync_at.map(crate::time::iso),
+                    last_sync_at: b.last_sync_at.map(actors::time::iso),
                     resumo: BmSummary {
                         wabas: waba_views.len(),
                         numeros: nums.len(),
@@ -1318,7 +1318,7 @@ impl Runtime {
 
     async fn client_names(&self, account_id: i64) -> Result<HashMap<i64, String>, ActorError> {
         Ok(self
-            .shared
+            .shared()
             .store
             .list_clients(account_id, &Scope::Bms(Vec::new()))
             .await?
@@ -1373,7 +1373,7 @@ impl Runtime {
         scope: &Scope,
         id: i64,
     ) -> Result<PanelBm, ActorError> {
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         let bm = store.scoped_bm(account_id, scope, id).await?;
         let wabas: Vec<WabaRecord> = store
             .scoped_wabas(account_id, scope)
@@ -1419,7 +1419,7 @@ impl Runtime {
         scope: &Scope,
         id: i64,
     ) -> Result<PanelWaba, ActorError> {
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         let w = store.scoped_waba(account_id, scope, id).await?;
         let channels: Vec<ChannelRecord> = store
             .scoped_channels(account_id, scope)
@@ -1443,7 +1443,7 @@ impl Runtime {
         scope: &Scope,
         input: WabaInput,
     ) -> Result<PanelWaba, ActorError> {
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         let bm = store
             .scoped_bm(account_id, scope, input.bm_id)
             .await
@@ -1466,7 +1466,7 @@ impl Runtime {
             )
         })?;
         let owned = self
-            .shared
+            .shared()
             .graph
             .owned_wabas(secrets.access_token.expose(), business)
             .await
@@ -1511,7 +1511,7 @@ impl Runtime {
         client_id: Option<Option<i64>>,
         name: Option<String>,
     ) -> Result<PanelWaba, ActorError> {
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         store.scoped_waba(account_id, scope, id).await?;
         if let Some(s) = &status {
             if !engine::panel::WABA_STATUSES.contains(&s.as_str()) {
@@ -1548,8 +1548,11 @@ impl Runtime {
         scope: &Scope,
         id: i64,
     ) -> Result<(), ActorError> {
-        self.shared.store.scoped_waba(account_id, scope, id).await?;
-        self.shared
+        self.shared()
+            .store
+            .scoped_waba(account_id, scope, id)
+            .await?;
+        self.shared()
             .store
             .delete_waba(account_id, id)
             .await
@@ -1565,7 +1568,7 @@ impl Runtime {
         scope: &Scope,
         id: i64,
     ) -> Result<NumberView, ActorError> {
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         let c = store.scoped_channel(account_id, scope, id).await?;
         let snaps = self.snapshots(account_id, std::slice::from_ref(&c)).await;
         let wabas = store.list_wabas(account_id).await?;
@@ -1584,7 +1587,7 @@ impl Runtime {
         scope: &Scope,
         input: NumberInput,
     ) -> Result<NumberView, ActorError> {
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         let waba = store
             .scoped_waba(account_id, scope, input.waba_id)
             .await
@@ -1651,7 +1654,7 @@ impl Runtime {
         display_name: Option<String>,
         client_id: Option<Option<i64>>,
     ) -> Result<NumberView, ActorError> {
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         store.scoped_channel(account_id, scope, id).await?;
         if display_name
             .as_deref()
@@ -1675,11 +1678,11 @@ impl Runtime {
                 client_id,
             )
             .await?;
-        if let Some(e) = self.shared.registry.get(id) {
-            let _ = crate::ask(
+        if let Some(e) = self.shared().registry.get(id) {
+            let _ = actors::ask(
                 &e.actor,
-                crate::protocol::ChannelMsg::Reload,
-                self.shared.config.call_timeout,
+                actors::protocol::ChannelMsg::Reload,
+                self.shared().config.call_timeout,
             )
             .await;
         }
@@ -1694,7 +1697,7 @@ impl Runtime {
         scope: &Scope,
         id: i64,
     ) -> Result<(), ActorError> {
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         store.scoped_channel(account_id, scope, id).await?;
         if store.campaign_running_on(&[id]).await? {
             return Err(rejected(
@@ -1710,12 +1713,7 @@ impl Runtime {
                 "number_history".into(),
             )));
         }
-        let _ = crate::ask(
-            &self.supervisor,
-            |r| crate::supervisor::SupervisorMsg::Stop(id, r),
-            self.shared.config.call_timeout,
-        )
-        .await;
+        self.stop_channel(id).await;
         store
             .delete_channel(account_id, id)
             .await
@@ -1732,7 +1730,7 @@ impl Runtime {
         id: i64,
         bytes: Vec<u8>,
     ) -> Result<NumberView, ActorError> {
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         let c = store.scoped_channel(account_id, scope, id).await?;
         if bytes.is_empty() || bytes.len() > PHOTO_MAX_BYTES {
             return Err(rejected(
@@ -1768,7 +1766,7 @@ impl Runtime {
             )
         })?;
         let (_, token) = self.channel_with_token(account_id, id).await?;
-        let graph = &self.shared.graph;
+        let graph = &self.shared().graph;
         graph
             .set_profile_picture(token.expose(), &app_id, &c.phone_number_id, bytes, mime)
             .await?;
@@ -1792,8 +1790,8 @@ impl Runtime {
         token: &str,
         waba_id: &str,
     ) -> Result<usize, ActorError> {
-        let store = &self.shared.store;
-        let listed = self.shared.graph.list_templates(token, waba_id).await?;
+        let store = &self.shared().store;
+        let listed = self.shared().graph.list_templates(token, waba_id).await?;
         let channels = store.channels_of_waba(account_id, waba_id).await?;
         let mut new = 0;
         for t in listed {
@@ -1839,7 +1837,7 @@ impl Runtime {
                 }
             };
             let rows = store.template_channels(lib.id).await?;
-            let status = crate::templates::library_status(&t.status).unwrap_or("pending");
+            let status = actors::templates::library_status(&t.status).unwrap_or("pending");
             for c in &channels {
                 match rows.iter().find(|r| r.channel_id == c.id) {
                     Some(r) if r.provider_name != t.name => continue,
@@ -1925,9 +1923,9 @@ impl Runtime {
             });
         }
         let unvalidated = self
-            .shared
+            .shared()
             .store
-            .unvalidated_wabas_since(account_id, self.shared.now_ms() - engine::DAY_MS)
+            .unvalidated_wabas_since(account_id, self.shared().now_ms() - engine::DAY_MS)
             .await?;
         for b in bms {
             let named = wabas
@@ -1982,7 +1980,7 @@ impl Runtime {
         }
         let in_scope: std::collections::HashSet<i64> = snaps.iter().map(|s| s.record.id).collect();
         let templates: HashMap<i64, String> = self
-            .shared
+            .shared()
             .store
             .list_templates(account_id)
             .await?
@@ -1990,7 +1988,7 @@ impl Runtime {
             .map(|t| (t.id, t.name))
             .collect();
         for r in self
-            .shared
+            .shared()
             .store
             .account_template_channels(account_id)
             .await?
@@ -2033,9 +2031,9 @@ impl Runtime {
         hours: i64,
     ) -> Result<HourlySends, ActorError> {
         const HOUR_MS: i64 = 3_600_000;
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         let channels = store.scoped_channels(account_id, scope).await?;
-        let current = self.shared.now_ms() / HOUR_MS * HOUR_MS;
+        let current = self.shared().now_ms() / HOUR_MS * HOUR_MS;
         let first = current - (hours - 1) * HOUR_MS;
         let rows = store.sends_per_hour(account_id, first).await?;
         let numeros = channels
@@ -2057,7 +2055,7 @@ impl Runtime {
             .collect();
         Ok(HourlySends {
             horas: (0..hours)
-                .map(|h| crate::time::iso(first + h * HOUR_MS))
+                .map(|h| actors::time::iso(first + h * HOUR_MS))
                 .collect(),
             numeros,
         })
@@ -2086,7 +2084,7 @@ impl Runtime {
         let mut tickets: BTreeMap<String, i64> = BTreeMap::new();
         let mut open = 0;
         if with_tasks {
-            for t in self.shared.store.list_tasks(account_id).await? {
+            for t in self.shared().store.list_tasks(account_id).await? {
                 if t.status != "resolvido" {
                     open += 1;
                     *tickets.entry(t.priority).or_default() += 1;
@@ -2124,7 +2122,7 @@ impl Runtime {
         me: &UserRecord,
         account_slug: &str,
     ) -> Result<PanelState, ActorError> {
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         let (bms, wabas, snaps) = self.inventory(account_id, scope).await?;
         let numbers = Self::number_views(&snaps, &wabas, &bms);
         let clients = store.list_clients(account_id, scope).await?;
@@ -2183,7 +2181,7 @@ impl Runtime {
         &self,
         account_id: i64,
     ) -> Result<(Vec<CampaignSummary>, Vec<TaskView>), ActorError> {
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         let campaigns = store
             .campaign_summaries(account_id, 200)
             .await?
@@ -2192,7 +2190,7 @@ impl Runtime {
                 id,
                 nome,
                 status,
-                created_at: crate::time::iso(at),
+                created_at: actors::time::iso(at),
             })
             .collect();
         let tasks = store
@@ -2213,7 +2211,7 @@ impl Runtime {
         scope: &Scope,
         f: &storage::panel::TaskFields,
     ) -> Result<(), ActorError> {
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         engine::panel::check_task_status(&f.status)?;
         engine::panel::check_task_priority(&f.priority)?;
         if f.title.trim().is_empty() || f.title.chars().count() > 300 {
@@ -2278,8 +2276,8 @@ pub fn task_json(t: &TaskRecord) -> TaskView {
         numero_id: t.channel_id,
         campanha_id: t.campaign_id,
         criado_por: t.created_by,
-        created_at: crate::time::iso(t.created_at),
-        updated_at: crate::time::iso(t.updated_at),
+        created_at: actors::time::iso(t.created_at),
+        updated_at: actors::time::iso(t.updated_at),
     }
 }
 
