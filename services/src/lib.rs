@@ -18,6 +18,7 @@ pub mod connect;
 pub mod guardrails;
 pub mod panel;
 pub mod sender;
+pub mod templates;
 
 use actors::Runtime;
 

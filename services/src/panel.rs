@@ -417,7 +417,7 @@ pub struct PanelState {
     /// Clients.
     pub clientes: Vec<ClientView>,
     /// The library (a Client sees the templates of its numbers).
-    pub templates: Vec<actors::templates::TemplateView>,
+    pub templates: Vec<crate::templates::TemplateView>,
     /// The newest 200 campaigns (staff only).
     pub campanhas: Vec<CampaignSummary>,
     /// The task board (staff only).

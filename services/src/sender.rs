@@ -2,10 +2,10 @@
 //! template messages with a per-user token; the numbers are the user's panel scope and the
 //! number is chosen by [`engine::sender::choose`].
 
+use crate::templates::TemplateView;
 use crate::Services;
 use actors::error::ActorError;
 use actors::protocol::{ChannelSnapshot, SendCommand, SendContent};
-use actors::templates::TemplateView;
 use engine::panel::Scope;
 use engine::phone::Phone;
 use engine::sender::{Candidate, Skip};

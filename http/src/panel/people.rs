@@ -7,7 +7,6 @@ use crate::error::ApiError;
 use crate::extract::{present, ApiJson, Auth, IdPath};
 use crate::routes::wiki::WikiPageOut;
 use crate::AppState;
-use actors::templates::TemplateView;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::Json;
@@ -15,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use services::panel::TaskView;
 use services::panel::{ClientView, UserChange, UserInput, UserView};
+use services::templates::TemplateView;
 use storage::panel::TaskFields;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -698,7 +698,7 @@ pub(crate) async fn update_template(
         .edit_template(
             auth.account_id(),
             id,
-            actors::templates::TemplatePatch {
+            services::templates::TemplatePatch {
                 name: b.name,
                 category: b.category,
                 body: b.body,

@@ -4,12 +4,12 @@ use crate::envelope::{Data, Deleted, Page};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, Auth, IdPath};
 use crate::AppState;
-use actors::templates::{TemplateInput, TemplateView};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use engine::library::{Button, VarMap};
 use serde::Deserialize;
+use services::templates::{TemplateInput, TemplateView};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -255,7 +255,7 @@ pub struct TemplateEditedOut {
     #[serde(flatten)]
     pub template: TemplateView,
     /// Per WABA: edited in place, a new version, resubmitted or failed (D-066).
-    pub edits: Vec<actors::templates::ProviderEdit>,
+    pub edits: Vec<services::templates::ProviderEdit>,
 }
 
 #[utoipa::path(
@@ -345,7 +345,7 @@ pub(crate) async fn edit(
         .edit_template(
             auth.account_id(),
             id,
-            actors::templates::TemplatePatch {
+            services::templates::TemplatePatch {
                 name: b.name,
                 category: b.category,
                 body: b.body,
