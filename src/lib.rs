@@ -256,8 +256,10 @@ impl Application {
                         settings.provider_log_retention_ms,
                     ),
                     provider_webhook_verify_token: settings.provider_webhook_verify_token.clone(),
-                    hygiene: settings.hygiene_url.as_ref().map(|url| {
-                        actors::panel_campaigns::HygieneSettings {
+                    hygiene: settings
+                        .hygiene_url
+                        .as_ref()
+                        .map(|url| actors::HygieneSettings {
                             url: url.clone(),
                             api_key: settings
                                 .hygiene_api_key
@@ -270,8 +272,7 @@ impl Application {
                                 settings.hygiene_job_timeout_ms.max(1000),
                             ),
                             callback_url: Some(format!("{public_url}/api/hygiene/callback")),
-                        }
-                    }),
+                        }),
                     dispatch_enabled: settings.dispatch_enabled,
                     ..RuntimeConfig::default()
                 },

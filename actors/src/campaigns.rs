@@ -116,9 +116,11 @@ pub struct CampaignChannel {
 }
 
 /// What the checks of a campaign found good.
-pub(crate) struct CheckedCampaign {
-    pub(crate) template: storage::templates::TemplateRecord,
-    pub(crate) var_map: VarMap,
+pub struct CheckedCampaign {
+    /// The library template.
+    pub template: storage::templates::TemplateRecord,
+    /// Its var_map.
+    pub var_map: VarMap,
 }
 
 /// The outcome of `POST /campaigns` with `dry_run: true`.
@@ -210,7 +212,7 @@ fn check_rows(body: &str, var_map: &VarMap, rows: Vec<RecipientInput>) -> Audien
 
 /// `{channel_id, status}` when the template (with per-number `states`) is not approved on
 /// `channel_id` (`not_submitted` when it was never sent there): an entry of a 422 `missing`.
-pub(crate) fn not_approved(
+pub fn not_approved(
     states: &[storage::templates::TemplateChannel],
     channel_id: i64,
 ) -> Option<Value> {
@@ -283,7 +285,7 @@ impl Runtime {
     }
 
     /// The checks of [`Runtime::create_campaign`], storing nothing.
-    pub(crate) async fn check_campaign(
+    pub async fn check_campaign(
         &self,
         account_id: i64,
         input: &CampaignInput,

@@ -24,12 +24,12 @@ pub mod group;
 pub mod ingest;
 pub mod media;
 pub mod outbound;
-pub mod panel_campaigns;
 pub mod protocol;
 pub mod registry;
 pub mod sessions;
 pub mod settle;
 pub mod supervisor;
+pub mod switch;
 pub mod templates;
 pub mod time;
 
@@ -109,7 +109,7 @@ pub struct RuntimeConfig {
     pub node_ttl: Duration,
     /// The contact-hygiene service of panel campaigns (`HYGIENE_URL`; none: campaigns show
     /// that it is not configured).
-    pub hygiene: Option<panel_campaigns::HygieneSettings>,
+    pub hygiene: Option<HygieneSettings>,
     /// `DISPARO_ENABLED`: when set, every account's dispatch switch takes this value at start
     /// (D-062); unset, the stored switches stand.
     pub dispatch_enabled: Option<bool>,
@@ -147,6 +147,23 @@ impl Default for RuntimeConfig {
             clock: clock::Clock::system(),
         }
     }
+}
+
+/// The contact-hygiene service's settings (`HYGIENE_URL`, `HYGIENE_API_KEY`).
+#[derive(Debug, Clone)]
+pub struct HygieneSettings {
+    /// Base URL of the service's API (e.g. `http://host/hygiene/v1`).
+    pub url: String,
+    /// Its API key.
+    pub api_key: engine::Secret,
+    /// Timeout of one call.
+    pub call_timeout: std::time::Duration,
+    /// How long a job may take before the campaign shows it failed
+    /// (`HYGIENE_JOB_TIMEOUT_MS`, default 30 min).
+    pub job_timeout: std::time::Duration,
+    /// Where the service posts its completion callback (`{public URL}/api/hygiene/callback`);
+    /// none: no callback is asked for.
+    pub callback_url: Option<String>,
 }
 
 /// What every actor shares.
@@ -363,7 +380,7 @@ impl Runtime {
                     account_id,
                     id,
                     engine::campaign::CampaignState::Paused,
-                    Some(panel_campaigns::SWITCH_REASON),
+                    Some(switch::SWITCH_REASON),
                 )
                 .await?;
                 store.set_campaign_held(id, true).await?;

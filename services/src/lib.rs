@@ -17,6 +17,7 @@ pub mod accounts;
 pub mod connect;
 pub mod guardrails;
 pub mod panel;
+pub mod panel_campaigns;
 pub mod sender;
 pub mod templates;
 

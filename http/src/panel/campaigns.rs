@@ -8,7 +8,6 @@ use crate::envelope::{Data, Deleted, Page};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, IdPath};
 use crate::AppState;
-use actors::panel_campaigns::{DispatchSetting, PanelActor, PanelCampaignInput, PanelCampaignView};
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Multipart, Query, State};
 use axum::http::StatusCode;
@@ -17,6 +16,9 @@ use axum::Json;
 use engine::panel_campaign::{Contact, CsvMapping};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use services::panel_campaigns::{
+    DispatchSetting, PanelActor, PanelCampaignInput, PanelCampaignView,
+};
 use storage::panel_campaigns::{SendFilter, SendRow};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;

@@ -5,8 +5,9 @@
 //! dispatch switch (`DISPARO_ENABLED`, `PUT /api/settings/dispatch`) holds approved campaigns
 //! and halts running ones.
 
-use crate::error::ActorError;
-use crate::Runtime;
+use crate::Services;
+use actors::switch::{refused, stage_of, state_of};
+use actors::ActorError;
 use engine::campaign::CampaignState;
 use engine::panel::{Role, Scope};
 use engine::panel_campaign::{may_approve, ApprovalRefusal, Contact, PanelStatus, Stage};
@@ -16,23 +17,6 @@ use serde_json::{json, Value};
 use std::collections::{BTreeSet, HashSet};
 use storage::campaigns::{CampaignRecord, CampaignStats, NewCampaign};
 use storage::panel_campaigns::{HygieneCounts, NewContact, NewPanelCampaign, Verdict};
-
-/// The contact-hygiene service's settings (`HYGIENE_URL`, `HYGIENE_API_KEY`).
-#[derive(Debug, Clone)]
-pub struct HygieneSettings {
-    /// Base URL of the service's API (e.g. `http://host/hygiene/v1`).
-    pub url: String,
-    /// Its API key.
-    pub api_key: engine::Secret,
-    /// Timeout of one call.
-    pub call_timeout: std::time::Duration,
-    /// How long a job may take before the campaign shows it failed
-    /// (`HYGIENE_JOB_TIMEOUT_MS`, default 30 min).
-    pub job_timeout: std::time::Duration,
-    /// Where the service posts its completion callback (`{public URL}/api/hygiene/callback`);
-    /// none: no callback is asked for.
-    pub callback_url: Option<String>,
-}
 
 /// Who acts on a panel campaign.
 #[derive(Debug, Clone)]
@@ -151,45 +135,7 @@ pub struct DispatchSetting {
     pub held: Vec<i64>,
 }
 
-fn refused(
-    status: u16,
-    code: &'static str,
-    message: impl Into<String>,
-    details: Value,
-) -> ActorError {
-    ActorError::Refused {
-        status,
-        code,
-        message: message.into(),
-        details,
-    }
-}
-
-fn state_of(c: &CampaignRecord) -> CampaignState {
-    CampaignState::parse(&c.state).unwrap_or(CampaignState::Cancelled)
-}
-
-fn stage_of(c: &CampaignRecord) -> Option<Stage> {
-    c.stage.as_deref().and_then(Stage::parse)
-}
-
-/// The pause reason the dispatch switch writes.
-pub const SWITCH_REASON: &str =
-    "Disparo desligado nesta conta (DISPARO_ENABLED / PUT /api/settings/dispatch)";
-
-impl Runtime {
-    /// Whether the account's campaigns may dispatch: the switch an Admin set, else
-    /// `DISPARO_ENABLED`, else on (D-062).
-    pub async fn dispatch_enabled(&self, account_id: i64) -> Result<bool, ActorError> {
-        Ok(self
-            .shared
-            .store
-            .dispatch_switch(account_id)
-            .await?
-            .or(self.shared.config.dispatch_enabled)
-            .unwrap_or(true))
-    }
-
+impl Services {
     /// Creates a panel campaign: the numbers must be official numbers of the account in the
     /// user's scope (else 422 `invalid_channels`) with the template approved on each (422
     /// `template_missing` with `missing`); 1–100,000 contacts, normalised (a malformed one is
@@ -201,7 +147,7 @@ impl Runtime {
         who: &PanelActor,
         input: PanelCampaignInput,
     ) -> Result<PanelCampaignView, ActorError> {
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         engine::panel_campaign::check_request(
             &input.contacts,
             input.volume,
@@ -234,7 +180,7 @@ impl Runtime {
         let checked = self
             .check_campaign(
                 account_id,
-                &crate::campaigns::CampaignInput {
+                &actors::campaigns::CampaignInput {
                     name: input.name.clone(),
                     category: None,
                     template_id: input.template_id,
@@ -276,7 +222,7 @@ impl Runtime {
     /// stage `hygiene_failed` with the reason. With nothing to check, the campaign moves on
     /// to `pending_approval` at once.
     async fn submit_hygiene(&self, campaign_id: i64) -> Result<(), ActorError> {
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         let numbers = store.unchecked_contacts(campaign_id).await?;
         if numbers.is_empty() {
             store
@@ -285,7 +231,7 @@ impl Runtime {
             store.apply_hygiene(campaign_id, &[]).await?;
             return Ok(());
         }
-        let Some(client) = &self.shared.hygiene else {
+        let Some(client) = &self.shared().hygiene else {
             store
                 .set_hygiene(
                     campaign_id,
@@ -297,7 +243,7 @@ impl Runtime {
             return Ok(());
         };
         let callback = self
-            .shared
+            .shared()
             .config
             .hygiene
             .as_ref()
@@ -337,7 +283,7 @@ impl Runtime {
         id: i64,
     ) -> Result<PanelCampaignView, ActorError> {
         let c = self
-            .shared
+            .shared()
             .store
             .scoped_panel_campaign(account_id, scope, id)
             .await?;
@@ -368,10 +314,10 @@ impl Runtime {
         id: i64,
     ) -> Result<PanelCampaignView, ActorError> {
         use provider::hygiene::{HygieneError, JobStatus};
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         let c = store.scoped_panel_campaign(account_id, scope, id).await?;
         self.awaits_hygiene_report(&c)?;
-        let (Some(client), Some(job)) = (&self.shared.hygiene, c.hygiene_job.clone()) else {
+        let (Some(client), Some(job)) = (&self.shared().hygiene, c.hygiene_job.clone()) else {
             return Err(refused(
                 503,
                 "higienizacao_indisponivel",
@@ -401,8 +347,8 @@ impl Runtime {
         };
         match progress.status {
             JobStatus::Queued | JobStatus::Running => {
-                let age = self.shared.now_ms() - c.hygiene_submitted_at.unwrap_or(c.created_at);
-                let limit = self.shared.hygiene_job_timeout.as_millis() as i64;
+                let age = self.shared().now_ms() - c.hygiene_submitted_at.unwrap_or(c.created_at);
+                let limit = self.shared().hygiene_job_timeout.as_millis() as i64;
                 if age > limit {
                     return fail(format!("tempo esgotado ({} s sem terminar)", limit / 1000)).await;
                 }
@@ -485,7 +431,7 @@ impl Runtime {
         body: &[u8],
         signature: Option<&str>,
     ) -> Result<Option<i64>, ActorError> {
-        let Some(settings) = &self.shared.config.hygiene else {
+        let Some(settings) = &self.shared().config.hygiene else {
             return Err(ActorError::NotFound);
         };
         let key = settings.api_key.expose();
@@ -499,7 +445,7 @@ impl Runtime {
         let cb: Callback = serde_json::from_slice(body)
             .map_err(|_| ActorError::BadPayload("esperado {job_id, status}".into()))?;
         let Some((id, account_id)) = self
-            .shared
+            .shared()
             .store
             .campaign_by_hygiene_job(&cb.job_id)
             .await?
@@ -533,7 +479,7 @@ impl Runtime {
         who: &PanelActor,
         id: i64,
     ) -> Result<PanelCampaignView, ActorError> {
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         let c = store
             .scoped_panel_campaign(account_id, &who.scope, id)
             .await?;
@@ -596,7 +542,7 @@ impl Runtime {
         scope: &Scope,
         id: i64,
     ) -> Result<PanelCampaignView, ActorError> {
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         let c = store.scoped_panel_campaign(account_id, scope, id).await?;
         if stage_of(&c) != Some(Stage::Approved) || state_of(&c) == CampaignState::Cancelled {
             return Err(refused(
@@ -614,46 +560,6 @@ impl Runtime {
         self.panel_campaign_view(account_id, scope, id).await
     }
 
-    fn switch_off(&self) -> ActorError {
-        refused(
-            409,
-            "disparo_desligado",
-            "O disparo de campanhas está desligado nesta conta (DISPARO_ENABLED); um Admin o religa em PUT /api/settings/dispatch.",
-            json!({}),
-        )
-    }
-
-    /// Releases valid contacts up to the volume and makes the campaign run.
-    async fn release(&self, account_id: i64, c: &CampaignRecord) -> Result<u64, ActorError> {
-        let store = &self.shared.store;
-        let released = store
-            .release_contacts(c.id, c.volume.unwrap_or(i64::MAX))
-            .await?;
-        let state = state_of(c);
-        let run = match state {
-            CampaignState::Draft | CampaignState::Scheduled | CampaignState::Paused => true,
-            CampaignState::Completed => released > 0,
-            CampaignState::Running => true,
-            CampaignState::Cancelled => false,
-        };
-        if run {
-            if state != CampaignState::Running {
-                crate::campaign::move_campaign(
-                    &self.shared,
-                    account_id,
-                    c.id,
-                    CampaignState::Running,
-                    None,
-                )
-                .await?;
-            }
-            store.set_campaign_held(c.id, false).await?;
-            self.spawn_campaign(c.id, account_id).await?;
-        }
-        tracing::info!(campaign_id = c.id, released, "campaign contacts released");
-        Ok(released)
-    }
-
     /// `PUT /api/campaigns/{id}`: name and volume (a volume below what was already released
     /// is refused: 422 `volume_invalido`), and `status` `pausada` / `em_andamento` /
     /// `cancelada` (pause, resume, cancel).
@@ -666,7 +572,7 @@ impl Runtime {
         volume: Option<i64>,
         status: Option<String>,
     ) -> Result<PanelCampaignView, ActorError> {
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         let c = store
             .scoped_panel_campaign(account_id, &who.scope, id)
             .await?;
@@ -733,7 +639,7 @@ impl Runtime {
         scope: &Scope,
         id: i64,
     ) -> Result<(), ActorError> {
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         store.scoped_panel_campaign(account_id, scope, id).await?;
         match store.delete_undispatched_campaign(id).await {
             Ok(()) => Ok(()),
@@ -762,7 +668,7 @@ impl Runtime {
         destination: &str,
         sender: (i64, &str),
     ) -> Result<storage::messages::MessageRecord, ActorError> {
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         let c = store.scoped_panel_campaign(account_id, scope, id).await?;
         let to = Phone::parse("destino", destination)?;
         if !self.dispatch_enabled(account_id).await? {
@@ -801,7 +707,7 @@ impl Runtime {
         to: &str,
     ) -> Result<i64, ActorError> {
         use engine::panel::{TEST_SENDS_PER_CAMPAIGN_PER_DAY, TEST_SENDS_PER_USER_PER_DAY};
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         if let Some(id) = store
             .reserve_test_send(
                 account_id,
@@ -836,7 +742,7 @@ impl Runtime {
         c: &CampaignRecord,
         to: Phone,
     ) -> Result<storage::messages::MessageRecord, ActorError> {
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         let id = c.id;
         let template = store.template(account_id, c.template_id).await?;
         let states = store.template_channels(template.id).await?;
@@ -844,7 +750,7 @@ impl Runtime {
             .channels
             .iter()
             .map(|(id, _)| *id)
-            .find(|ch| crate::campaigns::not_approved(&states, *ch).is_none())
+            .find(|ch| actors::campaigns::not_approved(&states, *ch).is_none())
             .ok_or_else(|| ActorError::Rejected {
                 code: "template_missing",
                 message: "O template não está aprovado em nenhum número da campanha.".into(),
@@ -856,7 +762,7 @@ impl Runtime {
             .and_then(|f| serde_json::from_value(f.data.clone()).ok())
             .unwrap_or_default();
         let var_map: engine::library::VarMap =
-            crate::error::stored_json("var_map da campanha", &c.var_map)?;
+            actors::error::stored_json("var_map da campanha", &c.var_map)?;
         let mut given =
             engine::library::render(&template.body, &var_map, &row).map_err(|missing| {
                 ActorError::Rejected {
@@ -880,13 +786,13 @@ impl Runtime {
         self.send(
             account_id,
             Some(channel_id),
-            crate::protocol::SendCommand {
+            actors::protocol::SendCommand {
                 to,
-                content: crate::protocol::SendContent::Template {
+                content: actors::protocol::SendContent::Template {
                     name: template.provider_name.clone(),
                     language: template.language.clone(),
                     given,
-                    layout: Some(std::sync::Arc::new(crate::templates::layout_of(&template))),
+                    layout: Some(std::sync::Arc::new(actors::templates::layout_of(&template))),
                     header_text: template.header_text.clone(),
                 },
                 preview_text: Some(preview),
@@ -898,11 +804,6 @@ impl Runtime {
         .await
     }
 
-    /// The panel status of a campaign.
-    fn status_of(&self, c: &CampaignRecord) -> &'static str {
-        PanelStatus::of(state_of(c), stage_of(c), c.held).as_str()
-    }
-
     /// A panel campaign in the user's scope with its counters.
     pub async fn panel_campaign_view(
         &self,
@@ -910,7 +811,7 @@ impl Runtime {
         scope: &Scope,
         id: i64,
     ) -> Result<PanelCampaignView, ActorError> {
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         let c = store.scoped_panel_campaign(account_id, scope, id).await?;
         let stats = store.campaign_stats(id).await?;
         let contacts = store.hygiene_counts(id).await?;
@@ -937,7 +838,7 @@ impl Runtime {
             botao_variavel: c.button_var,
             hygiene: HygieneView {
                 job_id: c.hygiene_job,
-                submitted_at: c.hygiene_submitted_at.map(crate::time::iso),
+                submitted_at: c.hygiene_submitted_at.map(actors::time::iso),
                 error: c.hygiene_error,
             },
             contacts,
@@ -945,10 +846,10 @@ impl Runtime {
             held: c.held,
             created_by: c.created_by,
             approved_by: c.approved_by,
-            approved_at: c.approved_at.map(crate::time::iso),
-            created_at: crate::time::iso(c.created_at),
-            started_at: c.started_at.map(crate::time::iso),
-            finished_at: c.finished_at.map(crate::time::iso),
+            approved_at: c.approved_at.map(actors::time::iso),
+            created_at: actors::time::iso(c.created_at),
+            started_at: c.started_at.map(actors::time::iso),
+            finished_at: c.finished_at.map(actors::time::iso),
         }
     }
 
@@ -962,7 +863,7 @@ impl Runtime {
         before_id: Option<i64>,
         limit: i64,
     ) -> Result<Vec<PanelCampaignView>, ActorError> {
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         let list = store
             .panel_campaigns(account_id, scope, state, before_id, limit)
             .await?;
@@ -979,7 +880,7 @@ impl Runtime {
     pub async fn dispatch_setting(&self, account_id: i64) -> Result<DispatchSetting, ActorError> {
         Ok(DispatchSetting {
             enabled: self.dispatch_enabled(account_id).await?,
-            held: self.shared.store.held_campaigns(account_id).await?,
+            held: self.shared().store.held_campaigns(account_id).await?,
         })
     }
 
@@ -992,7 +893,7 @@ impl Runtime {
         account_id: i64,
         on: bool,
     ) -> Result<DispatchSetting, ActorError> {
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         store.set_dispatch_switch(account_id, on).await?;
         if on {
             self.release_held(account_id).await?;
@@ -1000,81 +901,6 @@ impl Runtime {
             self.hold_running(account_id).await?;
         }
         self.dispatch_setting(account_id).await
-    }
-
-    /// Halts, pauses and holds every campaign of the account that has an actor or is running.
-    pub(crate) async fn hold_running(&self, account_id: i64) -> Result<(), ActorError> {
-        let store = &self.shared.store;
-        for id in store
-            .campaigns_in_states(account_id, &["running", "paused"])
-            .await?
-        {
-            let had_actor = self.shared.campaigns.contains_key(&id);
-            let c = store.campaign(account_id, id).await?;
-            if !had_actor && state_of(&c) != CampaignState::Running {
-                continue;
-            }
-            self.halt_campaign(id).await?;
-            let c = store.campaign(account_id, id).await?;
-            if matches!(state_of(&c), CampaignState::Running | CampaignState::Paused) {
-                crate::campaign::move_campaign(
-                    &self.shared,
-                    account_id,
-                    id,
-                    CampaignState::Paused,
-                    Some(SWITCH_REASON),
-                )
-                .await?;
-                store.set_campaign_held(id, true).await?;
-                tracing::warn!(campaign_id = id, "campaign held by the dispatch switch");
-            }
-        }
-        Ok(())
-    }
-
-    /// Releases every campaign of the account the switch held.
-    pub(crate) async fn release_held(&self, account_id: i64) -> Result<(), ActorError> {
-        let store = &self.shared.store;
-        for id in store.held_campaigns(account_id).await? {
-            let c = store.campaign(account_id, id).await?;
-            match state_of(&c) {
-                CampaignState::Draft if stage_of(&c) == Some(Stage::Approved) => {
-                    self.release(account_id, &c).await?;
-                }
-                CampaignState::Paused => {
-                    crate::campaign::move_campaign(
-                        &self.shared,
-                        account_id,
-                        id,
-                        CampaignState::Running,
-                        None,
-                    )
-                    .await?;
-                    store.set_campaign_held(id, false).await?;
-                    self.spawn_campaign(id, account_id).await?;
-                }
-                _ => store.set_campaign_held(id, false).await?,
-            }
-            tracing::info!(campaign_id = id, "campaign released by the dispatch switch");
-        }
-        Ok(())
-    }
-
-    /// The account API's view of whether a campaign may start by `POST /campaigns/{id}/start`:
-    /// a panel campaign only once approved; none while the switch is off.
-    pub(crate) async fn may_start(&self, c: &CampaignRecord) -> Result<(), ActorError> {
-        if c.origin == "panel" && stage_of(c) != Some(Stage::Approved) {
-            return Err(refused(
-                409,
-                "aprovacao_pendente",
-                "Esta campanha é do painel: ela só dispara depois de validada e aprovada lá.",
-                json!({"status": self.status_of(c)}),
-            ));
-        }
-        if !self.dispatch_enabled(c.account_id).await? {
-            return Err(self.switch_off());
-        }
-        Ok(())
     }
 }
 
