@@ -19,7 +19,6 @@ pub mod dispatcher;
 pub mod error;
 pub mod events;
 mod fields;
-pub mod forwarding;
 pub mod group;
 pub mod ingest;
 pub mod media;

@@ -14,7 +14,9 @@
 //! (`http::error`).
 
 pub mod accounts;
+pub mod alternative;
 pub mod connect;
+pub mod forwarding;
 pub mod guardrails;
 pub mod panel;
 pub mod panel_campaigns;

@@ -6,7 +6,6 @@ use crate::error::ApiError;
 use crate::extract::{ApiJson, Auth, RawBody};
 use crate::routes::channels::ChannelOut;
 use crate::AppState;
-use actors::alternative::{ConnectAlternative, NotifyVia};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::post;
@@ -14,6 +13,7 @@ use axum::{Json, Router};
 use engine::Secret;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use services::alternative::{ConnectAlternative, NotifyVia};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 

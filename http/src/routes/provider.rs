@@ -55,16 +55,16 @@ async fn receive_panel(
         .receive_provider_webhook(body, signature)
         .await
     {
-        Ok(actors::forwarding::Receipt::Accepted) => {
+        Ok(services::forwarding::Receipt::Accepted) => {
             metrics::counter!("disparo_provider_webhooks_total", "result" => "ok").increment(1);
             Json(json!({"data": {"received": true}})).into_response()
         }
-        Ok(actors::forwarding::Receipt::InvalidSignature) => {
+        Ok(services::forwarding::Receipt::InvalidSignature) => {
             metrics::counter!("disparo_provider_webhooks_total", "result" => "invalid_signature")
                 .increment(1);
             ApiError::InvalidSignature.into_response()
         }
-        Ok(actors::forwarding::Receipt::BadPayload) => {
+        Ok(services::forwarding::Receipt::BadPayload) => {
             metrics::counter!("disparo_provider_webhooks_total", "result" => "bad_payload")
                 .increment(1);
             ApiError::Malformed("o corpo não é um webhook do provedor".into()).into_response()

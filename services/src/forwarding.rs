@@ -7,8 +7,8 @@
 //! forwarded to its number's client and logged as `valida`; anything else is refused (401
 //! when nothing in the call verifies) and logged as an excerpt. Every call is logged.
 
-use crate::error::ActorError;
-use crate::Runtime;
+use crate::Services;
+use actors::ActorError;
 use engine::Secret;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -221,7 +221,7 @@ fn add_forward(
     }
 }
 
-impl Runtime {
+impl Services {
     /// Runs CPU work on a provider body on the blocking pool, holding one of the ingest's
     /// slots (one per core) as `ingest_provider_webhook` does.
     async fn on_ingest_pool<T: Send + 'static>(
@@ -229,7 +229,7 @@ impl Runtime {
         work: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, ActorError> {
         let _slot = self
-            .shared
+            .shared()
             .ingest_slots
             .acquire()
             .await
@@ -247,7 +247,11 @@ impl Runtime {
         token: Option<&str>,
         challenge: Option<String>,
     ) -> Option<String> {
-        let expected = self.shared.config.provider_webhook_verify_token.as_deref();
+        let expected = self
+            .shared()
+            .config
+            .provider_webhook_verify_token
+            .as_deref();
         let ok = matches!((mode, token, expected), (Some("subscribe"), Some(given), Some(want))
             if !want.is_empty() && engine::secret::constant_time_eq(given.as_bytes(), want.as_bytes()))
             && challenge.is_some();
@@ -260,7 +264,7 @@ impl Runtime {
                 .then(|| "hub.verify_token não confere (ou faltam hub.mode/hub.challenge)".into()),
             ..NewProviderLog::default()
         };
-        if let Err(e) = self.shared.store.record_provider_call(&[log], &[]).await {
+        if let Err(e) = self.shared().store.record_provider_call(&[log], &[]).await {
             tracing::error!(error = %e, "could not log a provider handshake");
         }
         ok.then_some(challenge).flatten()
@@ -331,7 +335,7 @@ impl Runtime {
                 ..NewProviderLog::default()
             });
         }
-        self.shared
+        self.shared()
             .store
             .record_provider_call(&logs, &forwards)
             .await?;
@@ -353,7 +357,7 @@ impl Runtime {
         signature: Option<&str>,
         raw: &str,
     ) -> Result<Receipt, ActorError> {
-        let fallback: Vec<Secret> = self.shared.config.app_secret.iter().cloned().collect();
+        let fallback: Vec<Secret> = self.shared().config.app_secret.iter().cloned().collect();
         let header = signature.map(str::to_string);
         let signs = self
             .on_ingest_pool(move || signing(&body, header.as_deref(), fallback))
@@ -367,7 +371,10 @@ impl Runtime {
             body: Some(excerpt(raw)),
             ..NewProviderLog::default()
         };
-        self.shared.store.record_provider_call(&[log], &[]).await?;
+        self.shared()
+            .store
+            .record_provider_call(&[log], &[])
+            .await?;
         Ok(if signed {
             Receipt::BadPayload
         } else {
@@ -382,14 +389,14 @@ impl Runtime {
         body: &bytes::Bytes,
         signature: Option<&str>,
     ) -> Result<Owners, ActorError> {
-        let store = &self.shared.store;
+        let store = &self.shared().store;
         let wabas = store
             .waba_owners(&distinct(skim, |c| Some(&c.waba)))
             .await?;
         let numbers = store
             .number_owners(&distinct(skim, |c| c.number.as_ref()))
             .await?;
-        let fallback = self.shared.config.app_secret.clone();
+        let fallback = self.shared().config.app_secret.clone();
         let candidates: Vec<Secret> = wabas
             .iter()
             .filter_map(|w| w.app_secret.clone())
@@ -430,7 +437,7 @@ impl Runtime {
     }
 }
 
-impl Runtime {
+impl Services {
     /// `POST /api/webhook-logs/{id}/reforward`: the line's forwards to numbers in `scope`
     /// queued again; how many. NotFound for a line outside the scope (issue 46).
     pub async fn reforward(
@@ -440,7 +447,7 @@ impl Runtime {
         log_id: i64,
     ) -> Result<u64, ActorError> {
         let n = self
-            .shared
+            .shared()
             .store
             .reforward(account_id, scope, log_id)
             .await?;
