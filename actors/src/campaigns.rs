@@ -160,16 +160,18 @@ pub struct DryRunChannel {
 }
 
 /// Audience rows after their checks.
-struct Audience {
+pub struct Audience {
     /// `(phone digits, vars as JSON)`.
-    valid: Vec<(String, String)>,
-    invalid: Vec<InvalidRow>,
-    duplicates: u64,
+    pub valid: Vec<(String, String)>,
+    /// Rows refused, with why.
+    pub invalid: Vec<InvalidRow>,
+    /// Repeated phones dropped.
+    pub duplicates: u64,
 }
 
 /// Checks audience rows: phone normalised, vars against the var_map's columns, repeated phones
 /// dropped.
-fn check_rows(body: &str, var_map: &VarMap, rows: Vec<RecipientInput>) -> Audience {
+pub fn check_rows(body: &str, var_map: &VarMap, rows: Vec<RecipientInput>) -> Audience {
     let mut invalid = Vec::new();
     let mut duplicates = 0u64;
     let mut seen = HashSet::new();
@@ -233,7 +235,7 @@ fn rejected(code: &'static str, message: impl Into<String>, details: Value) -> A
 impl Runtime {
     /// The numbers `ids` of the account, in order, when every one is an official number of it;
     /// else 422 `invalid_channels` listing the others.
-    pub(crate) async fn official_channels(
+    pub async fn official_channels(
         &self,
         account_id: i64,
         ids: &[i64],
@@ -348,63 +350,6 @@ impl Runtime {
             ));
         }
         Ok(CheckedCampaign { template, var_map })
-    }
-
-    /// `POST /campaigns` with `dry_run: true` (decision D-033): the campaign's checks (same
-    /// errors as [`Runtime::create_campaign`]), the audience's rows checked as
-    /// `POST /campaigns/{id}/recipients` would, and today's headroom of each number
-    /// (the smaller of its 24 h headroom and what its daily campaign cap leaves). Nothing is
-    /// stored and nothing is sent.
-    pub async fn dry_run_campaign(
-        &self,
-        account_id: i64,
-        input: CampaignInput,
-        rows: Vec<RecipientInput>,
-    ) -> Result<DryRun, ActorError> {
-        let checked = self.check_campaign(account_id, &input).await?;
-        if rows.len() > MAX_RECIPIENTS_PER_CALL {
-            return Err(engine::ValidationError::new(
-                "invalid_batch",
-                "recipients",
-                format!("Envie até {MAX_RECIPIENTS_PER_CALL} destinatários por simulação."),
-            )
-            .into());
-        }
-        let audience = check_rows(&checked.template.body, &checked.var_map, rows);
-        let mut channels = Vec::with_capacity(input.channels.len());
-        let mut headroom_today = 0i64;
-        for (channel_id, weight) in &input.channels {
-            let snapshot = self.snapshot(account_id, *channel_id).await?;
-            let guard = self.guardrails(account_id, *channel_id).await?;
-            let cap_left = guard.today.remaining(guard.sent_today);
-            let blocked = snapshot.health.tone == engine::channel::Tone::Bad;
-            let can_take = if blocked {
-                0
-            } else {
-                cap_left.map_or(snapshot.health.available, |c| {
-                    c.min(snapshot.health.available)
-                })
-            };
-            headroom_today += can_take;
-            channels.push(DryRunChannel {
-                channel_id: *channel_id,
-                weight: *weight,
-                health_code: snapshot.health.code.clone(),
-                available_24h: snapshot.health.available,
-                cap_remaining_today: cap_left,
-                can_take_today: can_take,
-            });
-        }
-        let valid = audience.valid.len() as i64;
-        Ok(DryRun {
-            dry_run: true,
-            valid,
-            duplicates: audience.duplicates,
-            invalid: audience.invalid,
-            channels,
-            headroom_today,
-            fits_today: valid <= headroom_today,
-        })
     }
 
     /// Adds a batch of recipients (at most 10,000): phones normalised, duplicates (in the batch

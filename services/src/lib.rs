@@ -15,13 +15,17 @@
 
 pub mod accounts;
 pub mod alternative;
+pub mod campaigns;
+pub mod channels;
 pub mod connect;
 pub mod forwarding;
+pub mod groups;
 pub mod guardrails;
 pub mod panel;
 pub mod panel_campaigns;
 pub mod sender;
 pub mod templates;
+pub mod webhooks;
 
 use actors::Runtime;
 
