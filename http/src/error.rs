@@ -142,6 +142,9 @@ pub enum ApiError {
     Internal(String),
 }
 
+/// An error answer's status, code, message (pt-BR) and details.
+type Parts = (StatusCode, &'static str, String, Map<String, Value>);
+
 impl ApiError {
     /// A 422 for one field.
     pub fn invalid(field: &str, code: &'static str, message: impl Into<String>) -> Self {
@@ -154,7 +157,40 @@ impl ApiError {
         }
     }
 
-    fn parts(&self) -> (StatusCode, &'static str, String, Map<String, Value>) {
+    fn parts(&self) -> Parts {
+        match self {
+            ApiError::Unauthorized
+            | ApiError::SessionInvalid
+            | ApiError::LoginFailed
+            | ApiError::RoleForbidden { .. }
+            | ApiError::InvalidSignature
+            | ApiError::Forbidden(_)
+            | ApiError::InsufficientLevel { .. } => self.access_parts(),
+            ApiError::TooManyRefusals { .. }
+            | ApiError::TooManyAttempts { .. }
+            | ApiError::LimitExhausted(_)
+            | ApiError::RateLimited { .. } => self.limit_parts(),
+            ApiError::Refused { .. }
+            | ApiError::NotFound
+            | ApiError::MethodNotAllowed
+            | ApiError::Malformed(_)
+            | ApiError::MalformedForm(_)
+            | ApiError::IdempotencyInProgress
+            | ApiError::PayloadTooLarge
+            | ApiError::UnsupportedMediaType
+            | ApiError::Unprocessable { .. } => self.request_parts(),
+            ApiError::ProviderRefused { .. }
+            | ApiError::ProviderRefusedWith { .. }
+            | ApiError::Unavailable
+            | ApiError::InDoubt(_)
+            | ApiError::Overloaded
+            | ApiError::TimedOut
+            | ApiError::Internal(_) => self.server_parts(),
+        }
+    }
+
+    /// Who may call: credentials, sessions, roles and token levels (401, 403).
+    fn access_parts(&self) -> Parts {
         let none = Map::new;
         match self {
             ApiError::Unauthorized => (
@@ -186,6 +222,32 @@ impl ApiError {
                     m,
                 )
             }
+            ApiError::InvalidSignature => (
+                StatusCode::UNAUTHORIZED,
+                "invalid_signature",
+                "Assinatura X-Hub-Signature-256 ausente ou inválida.".into(),
+                none(),
+            ),
+                        ApiError::Forbidden(m) => (StatusCode::FORBIDDEN, "forbidden", m.clone(), none()),
+            ApiError::InsufficientLevel { needed, held } => {
+                let mut m = Map::new();
+                m.insert("required_level".into(), json!(needed.as_str()));
+                m.insert("token_level".into(), json!(held.as_str()));
+                (
+                    StatusCode::FORBIDDEN,
+                    "insufficient_level",
+                    format!("Esta ação exige um token de nível {}; este token é de nível {}.", needed.as_str(), held.as_str()),
+                    m,
+                )
+            }
+            other => other.misrouted(),
+        }
+    }
+
+    /// Rate limits and quotas (429).
+    fn limit_parts(&self) -> Parts {
+        let none = Map::new;
+        match self {
             ApiError::TooManyRefusals { retry_after } => {
                 let mut m = Map::new();
                 m.insert("retry_after".into(), json!(retry_after));
@@ -206,30 +268,36 @@ impl ApiError {
                     m,
                 )
             }
-            ApiError::InvalidSignature => (
-                StatusCode::UNAUTHORIZED,
-                "invalid_signature",
-                "Assinatura X-Hub-Signature-256 ausente ou inválida.".into(),
+            ApiError::LimitExhausted(m) => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "limite_24h_esgotado",
+                m.clone(),
                 none(),
             ),
-                        ApiError::Forbidden(m) => (StatusCode::FORBIDDEN, "forbidden", m.clone(), none()),
+            ApiError::RateLimited { retry_after } => {
+                let mut m = Map::new();
+                m.insert("retry_after".into(), json!(retry_after));
+                (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "limite_de_requisicoes",
+                    format!("Limite de requisições deste token atingido; tente de novo em {retry_after} s."),
+                    m,
+                )
+            }
+            other => other.misrouted(),
+        }
+    }
+
+    /// The request itself: its route, body, state and rules (400, 404, 405, 409, 413, 415, 422).
+    fn request_parts(&self) -> Parts {
+        let none = Map::new;
+        match self {
             ApiError::Refused {
                 status,
                 code,
                 message,
                 details,
             } => (*status, code, message.clone(), details.clone()),
-            ApiError::InsufficientLevel { needed, held } => {
-                let mut m = Map::new();
-                m.insert("required_level".into(), json!(needed.as_str()));
-                m.insert("token_level".into(), json!(held.as_str()));
-                (
-                    StatusCode::FORBIDDEN,
-                    "insufficient_level",
-                    format!("Esta ação exige um token de nível {}; este token é de nível {}.", needed.as_str(), held.as_str()),
-                    m,
-                )
-            }
             ApiError::NotFound => (
                 StatusCode::NOT_FOUND,
                 "not_found",
@@ -280,12 +348,14 @@ impl ApiError {
                 message.clone(),
                 details.clone(),
             ),
-            ApiError::LimitExhausted(m) => (
-                StatusCode::TOO_MANY_REQUESTS,
-                "limite_24h_esgotado",
-                m.clone(),
-                none(),
-            ),
+            other => other.misrouted(),
+        }
+    }
+
+    /// The provider's answers and our own state (202, 5xx).
+    fn server_parts(&self) -> Parts {
+        let none = Map::new;
+        match self {
             ApiError::ProviderRefused {
                 reason,
                 provider_code,
@@ -330,23 +400,26 @@ impl ApiError {
                 "A requisição demorou demais e foi interrompida; tente novamente.".into(),
                 none(),
             ),
-            ApiError::RateLimited { retry_after } => {
-                let mut m = Map::new();
-                m.insert("retry_after".into(), json!(retry_after));
-                (
-                    StatusCode::TOO_MANY_REQUESTS,
-                    "limite_de_requisicoes",
-                    format!("Limite de requisições deste token atingido; tente de novo em {retry_after} s."),
-                    m,
-                )
-            }
             ApiError::Internal(_) => (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "internal",
                 "Erro interno. A equipe foi avisada pelo log.".into(),
                 none(),
             ),
+            other => other.misrouted(),
         }
+    }
+
+    /// A variant `parts` sent to the wrong family (cannot happen: its match is exhaustive):
+    /// answered as an internal error rather than a panic.
+    fn misrouted(&self) -> Parts {
+        tracing::error!(error = ?self, "error variant routed to the wrong family");
+        (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "Erro interno. A equipe foi avisada pelo log.".into(),
+            Map::new(),
+        )
     }
 }
 

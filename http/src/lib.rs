@@ -244,8 +244,12 @@ pub fn router(state: AppState) -> Router {
         .merge(docs::routes())
         .merge(routes::wiki::public_routes())
         .merge(web::routes(panel_service));
-    let app = with_server_layers(app);
-    // One limit for the whole server (issue 46): a layer on the router would be one per route.
+    limited(with_server_layers(app), state)
+}
+
+/// The whole server behind one limit (issue 46; a layer on the router would be one per
+/// route): requests shed past `max_concurrent` (503), answered 503 after `request_timeout`.
+fn limited(app: Router<AppState>, state: AppState) -> Router {
     let limits = state.config.limits;
     let limited = tower::ServiceBuilder::new()
         .layer(axum::error_handling::HandleErrorLayer::new(

@@ -236,32 +236,11 @@ impl Services {
     ) -> Result<AddedNumber, ActorError> {
         let store = &self.shared().store;
         let channels = store.channels_of_waba(account_id, waba_id).await?;
-        if channels.is_empty()
-            && store
-                .waba_by_provider_id(account_id, waba_id)
-                .await
-                .is_err()
-        {
+        let waba = store.waba_by_provider_id(account_id, waba_id).await.ok();
+        if channels.is_empty() && waba.is_none() {
             return Err(ActorError::NotFound);
         }
-        let method = req.method.to_ascii_uppercase();
-        if !["SMS", "VOICE", "NONE"].contains(&method.as_str()) {
-            return Err(ValidationError::new(
-                "invalid_method",
-                "method",
-                "`method` deve ser SMS, VOICE ou NONE.",
-            )
-            .into());
-        }
-        if req.verified_name.trim().chars().count() < 3 {
-            return Err(ValidationError::new(
-                "invalid_verified_name",
-                "verified_name",
-                "`verified_name` deve ter ao menos 3 caracteres.",
-            )
-            .into());
-        }
-        let national = parse_national(&req.cc, &req.phone)?;
+        let (method, national) = check_new_number(&req)?;
         let Some(lender) = self.lending_channel(&channels) else {
             return Err(ValidationError::new(
                 "no_credential",
@@ -272,24 +251,19 @@ impl Services {
         };
         let secrets = store.channel_secrets(lender.id).await?;
         let token = secrets.access_token.expose();
-        let waba = store.waba_by_provider_id(account_id, waba_id).await.ok();
-        let phone_number_id = match self
+        let added = self
             .shared()
             .graph
             .add_phone_number(token, waba_id, &req.cc, &national, req.verified_name.trim())
-            .await
-        {
-            Ok(id) => id,
-            Err(e) => {
-                if let Some(w) = &waba {
-                    let _ = store.set_waba_upload_failure(w.id, Some(&e.reason())).await;
-                }
-                return Err(e.into());
-            }
-        };
+            .await;
+        // The WABA shows the provider's reason while adding numbers fails.
         if let Some(w) = &waba {
-            let _ = store.set_waba_upload_failure(w.id, None).await;
+            let failure = added.as_ref().err().map(|e| e.reason());
+            let _ = store
+                .set_waba_upload_failure(w.id, failure.as_deref())
+                .await;
         }
+        let phone_number_id = added?;
         let phone = format!("{}{}", req.cc, national);
         let record = store
             .insert_channel(&NewChannel {
@@ -309,53 +283,48 @@ impl Services {
             })
             .await?;
         // `same_group`: the new number joins the lender's sending group (D-037).
-        if let (true, Some(group_id)) = (req.same_group, lender.group_id) {
+        let group = lender.group_id.filter(|_| req.same_group);
+        if let Some(group_id) = group {
             store
                 .set_channels_group(&[record.id], Some(group_id))
                 .await?;
         }
         self.start_channel(record.id).await?;
         self.replicate_in_background(account_id, record.id);
-        if let (true, Some(group_id)) = (req.same_group, lender.group_id) {
+        if let Some(group_id) = group {
             self.refresh_group(group_id).await;
         }
-        let code_requested = method != "NONE";
-        if code_requested {
-            if let Err(e) = self
-                .shared()
-                .graph
-                .request_code(token, &phone_number_id, &method, "pt_BR")
-                .await
-            {
-                // The number exists now: say which channel it is, so the code can be asked
-                // again with POST /channels/{id}/request-code.
-                return Err(ActorError::Refused {
-                    status: 502,
-                    code: "provider_refused",
-                    message: format!(
-                        "Número criado (canal {}), mas o provedor recusou enviar o código: {}. Peça de novo com POST /channels/{}/request-code.",
-                        record.id,
-                        e.reason(),
-                        record.id
-                    ),
-                    details: serde_json::json!({"channel_id": record.id, "provider_code": e.code()}),
-                });
-            }
+        if method != "NONE" {
+            self.first_code(token, record.id, &phone_number_id, &method)
+                .await?;
         }
-        Ok(AddedNumber {
-            message: if code_requested {
-                format!("Número criado; código enviado por {method}. Confirme com POST /channels/{}/verify-code.", record.id)
-            } else {
-                format!(
-                    "Número criado; peça o código com POST /channels/{}/request-code.",
-                    record.id
-                )
-            },
-            channel_id: record.id,
-            phone,
-            code_requested,
-            bm_id: lender.bm_id,
-        })
+        Ok(added_number(record.id, phone, &method, lender.bm_id))
+    }
+
+    /// Asks the provider for a new number's first verification code; a refusal says which
+    /// channel the number now is, so the code can be asked again.
+    async fn first_code(
+        &self,
+        token: &str,
+        channel_id: i64,
+        phone_number_id: &str,
+        method: &str,
+    ) -> Result<(), ActorError> {
+        let graph = &self.shared().graph;
+        match graph.request_code(token, phone_number_id, method, "pt_BR").await {
+            Ok(_) => Ok(()),
+            // The number exists now: say which channel it is, so the code can be asked
+            // again with POST /channels/{id}/request-code.
+            Err(e) => Err(ActorError::Refused {
+                status: 502,
+                code: "provider_refused",
+                message: format!(
+                    "Número criado (canal {channel_id}), mas o provedor recusou enviar o código: {}. Peça de novo com POST /channels/{channel_id}/request-code.",
+                    e.reason(),
+                ),
+                details: serde_json::json!({"channel_id": channel_id, "provider_code": e.code()}),
+            }),
+        }
     }
 
     /// Asks the provider to send the verification code (`SMS` or `VOICE`).
@@ -559,169 +528,36 @@ impl Services {
             });
         };
         let token = secrets.access_token.expose().to_string();
-        let graph = &self.shared().graph;
-        let wabas = match graph.owned_wabas(&token, &business_id).await {
-            Ok(w) => w,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::InvalidCredential | ErrorKind::PermissionDenied
-                ) =>
-            {
-                store
-                    .set_bm_health(bm_id, "credencial_invalida", None)
-                    .await?;
-                return Err(ActorError::CredentialRefused(e.reason()));
-            }
-            Err(e) => return Err(e.into()),
-        };
-        let verification = match graph.business(&token, &business_id).await {
+        let wabas = self.owned_wabas(bm_id, &token, &business_id).await?;
+        let verification = match self.shared().graph.business(&token, &business_id).await {
             Ok(b) => b.verification_status,
             Err(e) => {
                 tracing::warn!(bm_id, error = %e, "could not read the business node");
                 None
             }
         };
-        let mut seen = std::collections::HashSet::new();
-        let mut created = Vec::new();
-        let mut tier = None;
-        let mut waba_report = Vec::new();
-        let mut templates_imported = 0usize;
-        let mut photos = 0usize;
+        let sync = BmSync {
+            account_id,
+            bm_id,
+            token: &token,
+            channels: &channels,
+            secrets: &secrets,
+        };
+        let mut found = Found::default();
         for w in &wabas {
-            let detail = graph.waba(&token, &w.id).await?;
-            tier = tier.or(detail.whatsapp_business_manager_messaging_limit.clone());
-            let waba = store
-                .upsert_waba(account_id, Some(bm_id), &w.id, &w.name)
-                .await?;
-            let listed = graph.waba_phone_numbers(&token, &w.id).await?;
-            // A number the provider reports BANNED or RESTRICTED tells the WABA's standing
-            // (the provider's phone number `status`, §4.1); a webhook may have said it first.
-            let standing = if listed.iter().any(|n| n.status.as_deref() == Some("BANNED")) {
-                Some(("banned", engine::channel::WabaStanding::Banned))
-            } else if listed
-                .iter()
-                .any(|n| n.status.as_deref() == Some("RESTRICTED"))
-            {
-                Some(("restricted", engine::channel::WabaStanding::Restricted))
-            } else if waba.standing != "ok" && waba.standing_detail.as_deref() == Some(SYNC_DETAIL)
-            {
-                Some(("ok", engine::channel::WabaStanding::Ok))
-            } else {
-                None
-            };
-            if let Some((name, live)) = standing.filter(|(n, _)| *n != waba.standing) {
-                let detail = (name != "ok").then_some(SYNC_DETAIL);
-                // A reading at the provider is as new as it gets: stamped now.
-                store
-                    .set_waba_standing(waba.id, name, detail, self.shared().now_ms())
-                    .await?;
-                for e in self.shared().registry.of_waba(account_id, &w.id) {
-                    let _ = e.actor.cast(ChannelMsg::WabaStanding(live));
-                }
-            }
-            waba_report.push(SyncedWaba {
-                id_provider: w.id.clone(),
-                nome: w.name.clone(),
-                numeros: listed.len(),
-            });
-            let ids: Vec<String> = listed.iter().map(|n| n.id.clone()).collect();
-            for n in listed {
-                seen.insert(n.id.clone());
-                if channels.iter().any(|c| c.phone_number_id == n.id) {
-                    continue;
-                }
-                let display = n.display_phone_number.clone().unwrap_or_default();
-                let status = match n.status.as_deref() {
-                    None | Some("CONNECTED") => ChannelStatus::Working,
-                    Some("PENDING") | Some("UNVERIFIED") => ChannelStatus::Pending,
-                    Some(_) => ChannelStatus::Disconnected,
-                };
-                let rec = match store
-                    .insert_channel(&NewChannel {
-                        account_id,
-                        name: n.verified_name.clone().unwrap_or_default(),
-                        phone: Phone::from_provider_display(&display).as_str().to_string(),
-                        phone_number_id: n.id.clone(),
-                        waba_id: w.id.clone(),
-                        verified_name: n.verified_name.clone().unwrap_or_default(),
-                        status: status.as_str().to_string(),
-                        quality: engine::channel::Quality::parse(
-                            n.quality_rating.as_deref().unwrap_or("UNKNOWN"),
-                        )
-                        .as_str()
-                        .to_string(),
-                        tier: n.tier().map(str::to_string),
-                        access_token: secrets.access_token.clone(),
-                        app_secret: secrets.app_secret.clone(),
-                        verify_token: crate::connect::random_verify_token(),
-                        bm_id: Some(bm_id),
-                    })
-                    .await
-                {
-                    Ok(r) => r,
-                    Err(storage::StorageError::Conflict(_)) => continue, // connected in another account
-                    Err(e) => return Err(e.into()),
-                };
-                store
-                    .set_channel_throughput(rec.id, i64::from(n.throughput_mps()))
-                    .await?;
-                self.start_channel(rec.id).await?;
-                self.replicate_in_background(account_id, rec.id);
-                created.push(SyncedNumber {
-                    channel_id: rec.id,
-                    phone: rec.phone.clone(),
-                    phone_number_id: rec.phone_number_id.clone(),
-                });
-            }
-            // With all of the WABA's numbers as channels: its templates and profile pictures.
-            templates_imported += self.import_templates(account_id, &token, &w.id).await?;
-            for id in &ids {
-                if let Ok(p) = graph.business_profile(&token, id).await {
-                    if let Some(c) = store.channel_by_phone_number_id(account_id, id).await? {
-                        if c.photo_url != p.profile_picture_url {
-                            store
-                                .set_channel_photo(c.id, p.profile_picture_url.as_deref())
-                                .await?;
-                        }
-                        photos += usize::from(p.profile_picture_url.is_some());
-                    }
-                }
-            }
+            self.sync_waba(&sync, w, &mut found).await?;
         }
-        let mut missing = Vec::new();
-        for c in &channels {
-            if !seen.contains(&c.phone_number_id) {
-                missing.push(SyncedNumber {
-                    channel_id: c.id,
-                    phone: c.phone.clone(),
-                    phone_number_id: c.phone_number_id.clone(),
-                });
-                store
-                    .set_channel_status(c.id, ChannelStatus::Disconnected.as_str())
-                    .await?;
-                if let Some(e) = self.shared().registry.get(c.id) {
-                    let res = actors::ask(
-                        &e.actor,
-                        ChannelMsg::Reload,
-                        self.shared().config.call_timeout,
-                    )
-                    .await;
-                    if res.is_err() {
-                        tracing::warn!(channel_id = c.id, "could not reload a vanished channel");
-                    }
-                }
-            }
-        }
+        let missing = self.mark_missing(&channels, &found.seen).await?;
         store
-            .set_bm_synced(bm_id, tier.as_deref(), verification.as_deref())
+            .set_bm_synced(bm_id, found.tier.as_deref(), verification.as_deref())
             .await?;
         // Existing numbers are re-read too: quality, tier, status and name.
-        for c in &channels {
-            if seen.contains(&c.phone_number_id) {
-                if let Err(e) = self.sync_channel(account_id, c.id).await {
-                    tracing::warn!(channel_id = c.id, error = %e, "number not refreshed by the BM sync");
-                }
+        for c in channels
+            .iter()
+            .filter(|c| found.seen.contains(&c.phone_number_id))
+        {
+            if let Err(e) = self.sync_channel(account_id, c.id).await {
+                tracing::warn!(channel_id = c.id, error = %e, "number not refreshed by the BM sync");
             }
         }
         let (bm, paid) = self.payment_check_bm(account_id, bm_id).await?;
@@ -731,114 +567,247 @@ impl Services {
             self.apply_bm_limit(bm_id, &tier).await?;
         }
         Ok(BmSyncResult {
-            created_numbers: created,
+            created_numbers: found.created,
             missing_numbers: missing,
             bm_id,
             good: paid && health == "ok",
             health_status: health.to_string(),
-            wabas: waba_report,
-            templates_imported,
-            photos,
+            wabas: found.wabas,
+            templates_imported: found.templates_imported,
+            photos: found.photos,
         })
+    }
+
+    /// The WABAs a BM owns at the provider; a refused token marks the BM
+    /// `credencial_invalida` and answers `CredentialRefused`.
+    async fn owned_wabas(
+        &self,
+        bm_id: i64,
+        token: &str,
+        business_id: &str,
+    ) -> Result<Vec<provider::wire::Waba>, ActorError> {
+        match self.shared().graph.owned_wabas(token, business_id).await {
+            Ok(w) => Ok(w),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::InvalidCredential | ErrorKind::PermissionDenied
+                ) =>
+            {
+                self.shared()
+                    .store
+                    .set_bm_health(bm_id, "credencial_invalida", None)
+                    .await?;
+                Err(ActorError::CredentialRefused(e.reason()))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// One WABA of a BM sync: its tier and standing as the provider lists its numbers, the
+    /// numbers not yet connected adopted as channels, its templates imported and its numbers'
+    /// profile pictures read.
+    async fn sync_waba(
+        &self,
+        sync: &BmSync<'_>,
+        w: &provider::wire::Waba,
+        found: &mut Found,
+    ) -> Result<(), ActorError> {
+        let (store, graph) = (&self.shared().store, &self.shared().graph);
+        let detail = graph.waba(sync.token, &w.id).await?;
+        found.tier = found
+            .tier
+            .take()
+            .or(detail.whatsapp_business_manager_messaging_limit.clone());
+        let waba = store
+            .upsert_waba(sync.account_id, Some(sync.bm_id), &w.id, &w.name)
+            .await?;
+        let listed = graph.waba_phone_numbers(sync.token, &w.id).await?;
+        self.standing_from_listing(sync.account_id, &waba, &listed)
+            .await?;
+        found.wabas.push(SyncedWaba {
+            id_provider: w.id.clone(),
+            nome: w.name.clone(),
+            numeros: listed.len(),
+        });
+        let ids: Vec<String> = listed.iter().map(|n| n.id.clone()).collect();
+        for n in listed {
+            found.seen.insert(n.id.clone());
+            if sync.channels.iter().any(|c| c.phone_number_id == n.id) {
+                continue;
+            }
+            if let Some(adopted) = self.adopt_number(sync, &w.id, &n).await? {
+                found.created.push(adopted);
+            }
+        }
+        // With all of the WABA's numbers as channels: its templates and profile pictures.
+        found.templates_imported += self
+            .import_templates(sync.account_id, sync.token, &w.id)
+            .await?;
+        found.photos += self.read_photos(sync, &ids).await?;
+        Ok(())
+    }
+
+    /// A WABA's standing as its numbers' provider `status` tells it (PROVIDER.md §4.1): a
+    /// BANNED or RESTRICTED number, or back to ok when a sync had set it; applied to the
+    /// WABA's running numbers (a webhook may have said it first).
+    async fn standing_from_listing(
+        &self,
+        account_id: i64,
+        waba: &storage::bms::WabaRecord,
+        listed: &[provider::wire::PhoneNumber],
+    ) -> Result<(), ActorError> {
+        let any = |s: &str| listed.iter().any(|n| n.status.as_deref() == Some(s));
+        let standing = if any("BANNED") {
+            Some(("banned", engine::channel::WabaStanding::Banned))
+        } else if any("RESTRICTED") {
+            Some(("restricted", engine::channel::WabaStanding::Restricted))
+        } else if waba.standing != "ok" && waba.standing_detail.as_deref() == Some(SYNC_DETAIL) {
+            Some(("ok", engine::channel::WabaStanding::Ok))
+        } else {
+            None
+        };
+        if let Some((name, live)) = standing.filter(|(n, _)| *n != waba.standing) {
+            let detail = (name != "ok").then_some(SYNC_DETAIL);
+            // A reading at the provider is as new as it gets: stamped now.
+            self.shared()
+                .store
+                .set_waba_standing(waba.id, name, detail, self.shared().now_ms())
+                .await?;
+            for e in self
+                .shared()
+                .registry
+                .of_waba(account_id, &waba.provider_waba_id)
+            {
+                let _ = e.actor.cast(ChannelMsg::WabaStanding(live));
+            }
+        }
+        Ok(())
+    }
+
+    /// A number the provider lists under a WABA of the BM, stored as a channel with the BM's
+    /// credential, started and given the library's templates; `None` when it is connected in
+    /// another account.
+    async fn adopt_number(
+        &self,
+        sync: &BmSync<'_>,
+        waba_id: &str,
+        n: &provider::wire::PhoneNumber,
+    ) -> Result<Option<SyncedNumber>, ActorError> {
+        let store = &self.shared().store;
+        let display = n.display_phone_number.clone().unwrap_or_default();
+        let status = match n.status.as_deref() {
+            None | Some("CONNECTED") => ChannelStatus::Working,
+            Some("PENDING") | Some("UNVERIFIED") => ChannelStatus::Pending,
+            Some(_) => ChannelStatus::Disconnected,
+        };
+        let new = NewChannel {
+            account_id: sync.account_id,
+            name: n.verified_name.clone().unwrap_or_default(),
+            phone: Phone::from_provider_display(&display).as_str().to_string(),
+            phone_number_id: n.id.clone(),
+            waba_id: waba_id.to_string(),
+            verified_name: n.verified_name.clone().unwrap_or_default(),
+            status: status.as_str().to_string(),
+            quality: engine::channel::Quality::parse(
+                n.quality_rating.as_deref().unwrap_or("UNKNOWN"),
+            )
+            .as_str()
+            .to_string(),
+            tier: n.tier().map(str::to_string),
+            access_token: sync.secrets.access_token.clone(),
+            app_secret: sync.secrets.app_secret.clone(),
+            verify_token: crate::connect::random_verify_token(),
+            bm_id: Some(sync.bm_id),
+        };
+        let rec = match store.insert_channel(&new).await {
+            Ok(r) => r,
+            Err(storage::StorageError::Conflict(_)) => return Ok(None), // another account's
+            Err(e) => return Err(e.into()),
+        };
+        store
+            .set_channel_throughput(rec.id, i64::from(n.throughput_mps()))
+            .await?;
+        self.start_channel(rec.id).await?;
+        self.replicate_in_background(sync.account_id, rec.id);
+        Ok(Some(SyncedNumber {
+            channel_id: rec.id,
+            phone: rec.phone.clone(),
+            phone_number_id: rec.phone_number_id.clone(),
+        }))
+    }
+
+    /// The profile pictures of the numbers `ids` read at the provider and stored where they
+    /// changed; how many numbers have one.
+    async fn read_photos(&self, sync: &BmSync<'_>, ids: &[String]) -> Result<usize, ActorError> {
+        let store = &self.shared().store;
+        let mut photos = 0;
+        for id in ids {
+            let Ok(p) = self.shared().graph.business_profile(sync.token, id).await else {
+                continue;
+            };
+            if let Some(c) = store
+                .channel_by_phone_number_id(sync.account_id, id)
+                .await?
+            {
+                if c.photo_url != p.profile_picture_url {
+                    store
+                        .set_channel_photo(c.id, p.profile_picture_url.as_deref())
+                        .await?;
+                }
+                photos += usize::from(p.profile_picture_url.is_some());
+            }
+        }
+        Ok(photos)
+    }
+
+    /// The BM's numbers the provider no longer lists (`seen` holds those it lists): each
+    /// marked disconnected and its actor told to re-read it.
+    async fn mark_missing(
+        &self,
+        channels: &[storage::channels::ChannelRecord],
+        seen: &std::collections::HashSet<String>,
+    ) -> Result<Vec<SyncedNumber>, ActorError> {
+        let mut missing = Vec::new();
+        for c in channels
+            .iter()
+            .filter(|c| !seen.contains(&c.phone_number_id))
+        {
+            missing.push(SyncedNumber {
+                channel_id: c.id,
+                phone: c.phone.clone(),
+                phone_number_id: c.phone_number_id.clone(),
+            });
+            self.shared()
+                .store
+                .set_channel_status(c.id, ChannelStatus::Disconnected.as_str())
+                .await?;
+            if let Some(e) = self.shared().registry.get(c.id) {
+                let timeout = self.shared().config.call_timeout;
+                if actors::ask(&e.actor, ChannelMsg::Reload, timeout)
+                    .await
+                    .is_err()
+                {
+                    tracing::warn!(channel_id = c.id, "could not reload a vanished channel");
+                }
+            }
+        }
+        Ok(missing)
     }
 
     /// The account overview: numbers by health, BMs, WABAs without number or credential, and
     /// what needs action, worst first.
     pub async fn overview(&self, account_id: i64) -> Result<Overview, ActorError> {
         let snapshots = self.list_channels(account_id).await?;
-        let bms = self.shared().store.list_bms(account_id).await?;
-        let wabas = self.shared().store.list_wabas(account_id).await?;
-        let mut numbers = NumbersSummary::default();
-        let mut needs = Vec::new();
-        for s in &snapshots {
-            numbers.total += 1;
-            match s.health.tone {
-                Tone::Ok => numbers.good += 1,
-                Tone::Attention => numbers.attention += 1,
-                Tone::Bad => numbers.bad += 1,
-            }
-            *numbers.by_code.entry(s.health.code.clone()).or_default() += 1;
-            if s.health.tone != Tone::Ok {
-                let rank = HealthCode::ALL
-                    .into_iter()
-                    .find(|c| c.as_str() == s.health.code)
-                    .unwrap_or(HealthCode::Ok);
-                needs.push(NeedsAction {
-                    kind: "number",
-                    id: s.record.id.to_string(),
-                    name: format!("{} ({})", s.record.name, s.record.phone),
-                    label: s.health.label.clone(),
-                    code: s.health.code.clone(),
-                    next_action: s.health.next_action.clone(),
-                    rank,
-                });
-            }
-        }
-        for w in &wabas {
-            let code = match w.standing.as_str() {
-                "banned" => HealthCode::WabaBanned,
-                "restricted" => HealthCode::WabaRestricted,
-                "violation" => HealthCode::PolicyViolation,
-                _ => continue,
-            };
-            needs.push(NeedsAction {
-                kind: "waba",
-                id: w.provider_waba_id.clone(),
-                name: w.name.clone(),
-                label: match (code, w.standing_detail.as_deref()) {
-                    (HealthCode::PolicyViolation, Some(kind)) => {
-                        format!("{} ({kind})", code.label())
-                    }
-                    _ => code.label().into(),
-                },
-                code: code.as_str().into(),
-                next_action: code.next_action().map(str::to_string),
-                rank: code,
-            });
-        }
-        for b in bms.iter().filter(|b| !b.payment_ok) {
-            let code = HealthCode::PaymentLocked;
-            needs.push(NeedsAction {
-                kind: "bm",
-                id: b.id.to_string(),
-                name: b.name.clone(),
-                label: code.label().into(),
-                code: code.as_str().into(),
-                next_action: code.next_action().map(str::to_string),
-                rank: code,
-            });
-        }
+        let store = &self.shared().store;
+        let bms = store.list_bms(account_id).await?;
+        let wabas = store.list_wabas(account_id).await?;
+        let (numbers, mut needs) = numbers_summary(&snapshots);
+        needs.extend(wabas.iter().filter_map(waba_need));
+        needs.extend(bms.iter().filter(|b| !b.payment_ok).map(bm_need));
         // The provider's `account_alerts` still active (D-074), ranked by severity.
-        for a in self
-            .shared()
-            .store
-            .active_provider_alerts(account_id, 50)
-            .await?
-        {
-            let rank = match a.severity.to_ascii_uppercase().as_str() {
-                "CRITICAL" => HealthCode::WabaRestricted,
-                "WARNING" => HealthCode::PolicyViolation,
-                _ => HealthCode::TemplateMissing,
-            };
-            needs.push(NeedsAction {
-                kind: "alert",
-                id: a.entity_id.clone(),
-                name: format!("{} {}", a.entity_type, a.entity_id),
-                label: if a.description.is_empty() {
-                    a.alert_type.clone()
-                } else {
-                    a.description.clone()
-                },
-                code: a.alert_type.to_ascii_lowercase(),
-                next_action: Some(format!(
-                    "Alerta {} do provedor ({}): veja o gerenciador do WhatsApp da WABA {}.",
-                    a.severity.to_ascii_lowercase(),
-                    a.alert_type,
-                    a.waba_id
-                )),
-                rank,
-            });
-        }
+        let alerts = store.active_provider_alerts(account_id, 50).await?;
+        needs.extend(alerts.iter().map(alert_need));
         // Worst first; a WABA before its numbers for the same code.
         needs.sort_by_key(|n| (n.rank, n.kind != "waba", n.kind != "bm"));
         let mut by_waba: HashMap<&str, Vec<&ChannelSnapshot>> = HashMap::new();
@@ -849,32 +818,26 @@ impl Services {
                 .push(s);
         }
         let mut bm_summary = BTreeMap::new();
+        let good = bms.iter().filter(|b| b.payment_ok).count() as i64;
         bm_summary.insert("total".to_string(), bms.len() as i64);
-        bm_summary.insert(
-            "good".to_string(),
-            bms.iter().filter(|b| b.payment_ok).count() as i64,
-        );
-        bm_summary.insert(
-            "payment_problem".to_string(),
-            bms.iter().filter(|b| !b.payment_ok).count() as i64,
-        );
+        bm_summary.insert("good".to_string(), good);
+        bm_summary.insert("payment_problem".to_string(), bms.len() as i64 - good);
+        let ids = |keep: &dyn Fn(&&storage::bms::WabaRecord) -> bool| -> Vec<String> {
+            wabas
+                .iter()
+                .filter(keep)
+                .map(|w| w.provider_waba_id.clone())
+                .collect()
+        };
         Ok(Overview {
             numbers,
             bms: bm_summary,
-            wabas_without_number: wabas
-                .iter()
-                .filter(|w| !by_waba.contains_key(w.provider_waba_id.as_str()))
-                .map(|w| w.provider_waba_id.clone())
-                .collect(),
-            wabas_without_credential: wabas
-                .iter()
-                .filter(|w| {
-                    !by_waba
-                        .get(w.provider_waba_id.as_str())
-                        .is_some_and(|cs| cs.iter().any(|c| c.record.credential_valid))
-                })
-                .map(|w| w.provider_waba_id.clone())
-                .collect(),
+            wabas_without_number: ids(&|w| !by_waba.contains_key(w.provider_waba_id.as_str())),
+            wabas_without_credential: ids(&|w| {
+                !by_waba
+                    .get(w.provider_waba_id.as_str())
+                    .is_some_and(|cs| cs.iter().any(|c| c.record.credential_valid))
+            }),
             needs_action: needs,
         })
     }
@@ -1124,5 +1087,167 @@ fn operator_mistake(e: provider::ProviderError) -> ActorError {
         code: ours,
         message: format!("O provedor recusou {what}: {}", e.reason()),
         details: serde_json::json!({"provider_code": code}),
+    }
+}
+
+/// What one BM sync works with: the account, the BM, its token, its numbers already connected
+/// and their credential.
+struct BmSync<'a> {
+    account_id: i64,
+    bm_id: i64,
+    token: &'a str,
+    channels: &'a [storage::channels::ChannelRecord],
+    secrets: &'a storage::channels::ChannelSecrets,
+}
+
+/// What a BM sync found so far, WABA by WABA.
+#[derive(Default)]
+struct Found {
+    /// Phone number ids the provider lists.
+    seen: std::collections::HashSet<String>,
+    /// Numbers adopted as channels.
+    created: Vec<SyncedNumber>,
+    /// The BM's tier, from its first WABA that reports one.
+    tier: Option<String>,
+    /// Each WABA's report.
+    wabas: Vec<SyncedWaba>,
+    /// Templates imported.
+    templates_imported: usize,
+    /// Numbers with a profile picture.
+    photos: usize,
+}
+
+/// The numbers by health, and one line of "needs action" per number that is not ok.
+fn numbers_summary(snapshots: &[ChannelSnapshot]) -> (NumbersSummary, Vec<NeedsAction>) {
+    let mut numbers = NumbersSummary::default();
+    let mut needs = Vec::new();
+    for s in snapshots {
+        numbers.total += 1;
+        match s.health.tone {
+            Tone::Ok => numbers.good += 1,
+            Tone::Attention => numbers.attention += 1,
+            Tone::Bad => numbers.bad += 1,
+        }
+        *numbers.by_code.entry(s.health.code.clone()).or_default() += 1;
+        if s.health.tone != Tone::Ok {
+            let rank = HealthCode::ALL
+                .into_iter()
+                .find(|c| c.as_str() == s.health.code)
+                .unwrap_or(HealthCode::Ok);
+            needs.push(NeedsAction {
+                kind: "number",
+                id: s.record.id.to_string(),
+                name: format!("{} ({})", s.record.name, s.record.phone),
+                label: s.health.label.clone(),
+                code: s.health.code.clone(),
+                next_action: s.health.next_action.clone(),
+                rank,
+            });
+        }
+    }
+    (numbers, needs)
+}
+
+/// The "needs action" line of a banned, restricted or policy-flagged WABA.
+fn waba_need(w: &storage::bms::WabaRecord) -> Option<NeedsAction> {
+    let code = match w.standing.as_str() {
+        "banned" => HealthCode::WabaBanned,
+        "restricted" => HealthCode::WabaRestricted,
+        "violation" => HealthCode::PolicyViolation,
+        _ => return None,
+    };
+    Some(NeedsAction {
+        kind: "waba",
+        id: w.provider_waba_id.clone(),
+        name: w.name.clone(),
+        label: match (code, w.standing_detail.as_deref()) {
+            (HealthCode::PolicyViolation, Some(kind)) => format!("{} ({kind})", code.label()),
+            _ => code.label().into(),
+        },
+        code: code.as_str().into(),
+        next_action: code.next_action().map(str::to_string),
+        rank: code,
+    })
+}
+
+/// The "needs action" line of a BM whose payment method fails.
+fn bm_need(b: &storage::bms::BmRecord) -> NeedsAction {
+    let code = HealthCode::PaymentLocked;
+    NeedsAction {
+        kind: "bm",
+        id: b.id.to_string(),
+        name: b.name.clone(),
+        label: code.label().into(),
+        code: code.as_str().into(),
+        next_action: code.next_action().map(str::to_string),
+        rank: code,
+    }
+}
+
+/// The "needs action" line of an active provider alert (D-074), ranked by its severity.
+fn alert_need(a: &storage::provider_fields::ProviderAlert) -> NeedsAction {
+    let rank = match a.severity.to_ascii_uppercase().as_str() {
+        "CRITICAL" => HealthCode::WabaRestricted,
+        "WARNING" => HealthCode::PolicyViolation,
+        _ => HealthCode::TemplateMissing,
+    };
+    NeedsAction {
+        kind: "alert",
+        id: a.entity_id.clone(),
+        name: format!("{} {}", a.entity_type, a.entity_id),
+        label: if a.description.is_empty() {
+            a.alert_type.clone()
+        } else {
+            a.description.clone()
+        },
+        code: a.alert_type.to_ascii_lowercase(),
+        next_action: Some(format!(
+            "Alerta {} do provedor ({}): veja o gerenciador do WhatsApp da WABA {}.",
+            a.severity.to_ascii_lowercase(),
+            a.alert_type,
+            a.waba_id
+        )),
+        rank,
+    }
+}
+
+/// A new number's own fields: its code method (`SMS`, `VOICE` or `NONE`, upper-cased) and its
+/// national number. Errors: 422 `invalid_method`, `invalid_verified_name` (under 3
+/// characters) or the phone's.
+fn check_new_number(req: &AddNumber) -> Result<(String, String), ActorError> {
+    let method = req.method.to_ascii_uppercase();
+    if !["SMS", "VOICE", "NONE"].contains(&method.as_str()) {
+        return Err(ValidationError::new(
+            "invalid_method",
+            "method",
+            "`method` deve ser SMS, VOICE ou NONE.",
+        )
+        .into());
+    }
+    if req.verified_name.trim().chars().count() < 3 {
+        return Err(ValidationError::new(
+            "invalid_verified_name",
+            "verified_name",
+            "`verified_name` deve ter ao menos 3 caracteres.",
+        )
+        .into());
+    }
+    Ok((method, parse_national(&req.cc, &req.phone)?))
+}
+
+/// The answer to adding a number: its channel, and what to do next (confirm the code sent by
+/// `method`, or ask for one when `method` is `NONE`).
+fn added_number(channel_id: i64, phone: String, method: &str, bm_id: Option<i64>) -> AddedNumber {
+    let code_requested = method != "NONE";
+    AddedNumber {
+        message: if code_requested {
+            format!("Número criado; código enviado por {method}. Confirme com POST /channels/{channel_id}/verify-code.")
+        } else {
+            format!("Número criado; peça o código com POST /channels/{channel_id}/request-code.")
+        },
+        channel_id,
+        phone,
+        code_requested,
+        bm_id,
     }
 }

@@ -1885,138 +1885,36 @@ impl Services {
         wabas: &[WabaRecord],
         snaps: &[ChannelSnapshot],
     ) -> Result<Vec<Alert>, ActorError> {
-        let mut out = Vec::new();
-        for b in bms {
-            let mine: Vec<&WabaRecord> = wabas.iter().filter(|w| w.bm_id == Some(b.id)).collect();
-            let health = bm_health_of(b, &mine);
-            let (sev, msg, next) = match health {
-                "banido" => (
-                    "critica",
-                    "Uma WABA deste BM está banida pelo provedor.",
-                    "Abra recurso no provedor; os números da WABA não enviam.",
-                ),
-                "pagamento_pendente" => (
-                    "critica",
-                    "O provedor aponta problema no método de pagamento do BM.",
-                    "Atualize o pagamento no Business Manager e rode a verificação de pagamento.",
-                ),
-                "credencial_invalida" => (
-                    "critica",
-                    "O access_token do BM foi recusado pelo provedor na última sincronização.",
-                    "Gere um novo token de usuário do sistema e atualize o BM.",
-                ),
-                "restrito" => (
-                    "atencao",
-                    "Uma WABA deste BM tem restrição de envio.",
-                    "Veja a restrição no provedor e reduza envios iniciados pela empresa.",
-                ),
-                _ => continue,
-            };
-            out.push(Alert {
-                severidade: sev,
-                tipo: "bm",
-                id: b.id,
-                nome: b.name.clone(),
-                codigo: health.to_string(),
-                mensagem: msg.to_string(),
-                proxima_acao: Some(next.to_string()),
-            });
-        }
-        let unvalidated = self
-            .shared()
-            .store
+        let store = &self.shared().store;
+        let mut out: Vec<Alert> = bms.iter().filter_map(|b| bm_alert(b, wabas)).collect();
+        let unvalidated = store
             .unvalidated_wabas_since(account_id, self.shared().now_ms() - engine::DAY_MS)
             .await?;
-        for b in bms {
-            let named = wabas
-                .iter()
-                .any(|w| w.bm_id == Some(b.id) && unvalidated.contains(&w.provider_waba_id));
-            if named && !b.has_app_secret {
-                out.push(Alert {
-                    severidade: "atencao",
-                    tipo: "bm",
-                    id: b.id,
-                    nome: b.name.clone(),
-                    codigo: "webhook_sem_validacao".into(),
-                    mensagem: "Webhooks para WABAs deste BM chegaram nas últimas 24 h sem uma assinatura que o app secret da instalação confirme (o BM não tem app secret próprio): recusados, nem aplicados nem encaminhados.".into(),
-                    proxima_acao: Some("Cadastre o app_secret do BM.".into()),
-                });
-            }
-        }
-        for w in wabas {
-            let (sev, code, msg) = match w.standing.as_str() {
-                "banned" => ("critica", "waba_banida", "WABA banida pelo provedor."),
-                "restricted" => ("atencao", "waba_restrita", "WABA com restrição de envio."),
-                _ => continue,
-            };
-            out.push(Alert {
-                severidade: sev,
-                tipo: "waba",
-                id: w.id,
-                nome: w.name.clone(),
-                codigo: code.into(),
-                mensagem: match &w.standing_detail {
-                    Some(d) => format!("{msg} ({d})"),
-                    None => msg.into(),
-                },
-                proxima_acao: None,
-            });
-        }
-        for s in snaps {
-            let sev = match s.health.tone {
-                Tone::Bad => "critica",
-                Tone::Attention => "atencao",
-                Tone::Ok => continue,
-            };
-            out.push(Alert {
-                severidade: sev,
-                tipo: "numero",
-                id: s.record.id,
-                nome: format!("{} ({})", s.record.name, s.record.phone),
-                codigo: s.health.code.clone(),
-                mensagem: s.health.label.clone(),
-                proxima_acao: s.health.next_action.clone(),
-            });
-        }
+        out.extend(
+            bms.iter()
+                .filter(|b| !b.has_app_secret)
+                .filter(|b| {
+                    wabas
+                        .iter()
+                        .any(|w| w.bm_id == Some(b.id) && unvalidated.contains(&w.provider_waba_id))
+                })
+                .map(unvalidated_alert),
+        );
+        out.extend(wabas.iter().filter_map(waba_alert));
+        out.extend(snaps.iter().filter_map(number_alert));
         let in_scope: std::collections::HashSet<i64> = snaps.iter().map(|s| s.record.id).collect();
-        let templates: HashMap<i64, String> = self
-            .shared()
-            .store
+        let templates: HashMap<i64, String> = store
             .list_templates(account_id)
             .await?
             .into_iter()
             .map(|t| (t.id, t.name))
             .collect();
-        for r in self
-            .shared()
-            .store
-            .account_template_channels(account_id)
-            .await?
-        {
-            if !in_scope.contains(&r.channel_id) {
-                continue;
-            }
-            let (code, msg) = match r.status.as_str() {
-                "rejected" => ("template_rejeitado", "Template rejeitado pelo provedor"),
-                "paused" => ("template_pausado", "Template pausado pelo provedor"),
-                "disabled" => ("template_desativado", "Template desativado pelo provedor"),
-                _ => continue,
-            };
-            out.push(Alert {
-                severidade: "atencao",
-                tipo: "template",
-                id: r.template_id,
-                nome: templates.get(&r.template_id).cloned().unwrap_or_default(),
-                codigo: code.into(),
-                mensagem: match &r.rejection_reason {
-                    Some(why) => format!("{msg} no número {}: {why}", r.channel_id),
-                    None => format!("{msg} no número {}.", r.channel_id),
-                },
-                proxima_acao: Some(
-                    "Corrija o template e reenvie, ou reative como nova versão.".into(),
-                ),
-            });
-        }
+        let rows = store.account_template_channels(account_id).await?;
+        out.extend(
+            rows.iter()
+                .filter(|r| in_scope.contains(&r.channel_id))
+                .filter_map(|r| template_alert(r, &templates)),
+        );
         out.sort_by_key(|a| (a.severidade != "critica", a.tipo != "bm", a.tipo != "waba"));
         Ok(out)
     }
@@ -2410,4 +2308,120 @@ fn numbers_dashboard(snaps: &[ChannelSnapshot]) -> DashboardNumbers {
         por_saude: tone,
         perto_do_limite: near,
     }
+}
+
+/// A BM's alert from its health (banned WABA, payment, credential, restriction); none when ok.
+fn bm_alert(b: &BmRecord, wabas: &[WabaRecord]) -> Option<Alert> {
+    let mine: Vec<&WabaRecord> = wabas.iter().filter(|w| w.bm_id == Some(b.id)).collect();
+    let health = bm_health_of(b, &mine);
+    let (sev, msg, next) = match health {
+        "banido" => (
+            "critica",
+            "Uma WABA deste BM está banida pelo provedor.",
+            "Abra recurso no provedor; os números da WABA não enviam.",
+        ),
+        "pagamento_pendente" => (
+            "critica",
+            "O provedor aponta problema no método de pagamento do BM.",
+            "Atualize o pagamento no Business Manager e rode a verificação de pagamento.",
+        ),
+        "credencial_invalida" => (
+            "critica",
+            "O access_token do BM foi recusado pelo provedor na última sincronização.",
+            "Gere um novo token de usuário do sistema e atualize o BM.",
+        ),
+        "restrito" => (
+            "atencao",
+            "Uma WABA deste BM tem restrição de envio.",
+            "Veja a restrição no provedor e reduza envios iniciados pela empresa.",
+        ),
+        _ => return None,
+    };
+    Some(Alert {
+        severidade: sev,
+        tipo: "bm",
+        id: b.id,
+        nome: b.name.clone(),
+        codigo: health.to_string(),
+        mensagem: msg.to_string(),
+        proxima_acao: Some(next.to_string()),
+    })
+}
+
+/// The alert of a BM without an app secret whose WABAs got webhooks nobody could verify in
+/// the last 24 h.
+fn unvalidated_alert(b: &BmRecord) -> Alert {
+    Alert {
+        severidade: "atencao",
+        tipo: "bm",
+        id: b.id,
+        nome: b.name.clone(),
+        codigo: "webhook_sem_validacao".into(),
+        mensagem: "Webhooks para WABAs deste BM chegaram nas últimas 24 h sem uma assinatura que o app secret da instalação confirme (o BM não tem app secret próprio): recusados, nem aplicados nem encaminhados.".into(),
+        proxima_acao: Some("Cadastre o app_secret do BM.".into()),
+    }
+}
+
+/// A banned or restricted WABA's alert.
+fn waba_alert(w: &WabaRecord) -> Option<Alert> {
+    let (sev, code, msg) = match w.standing.as_str() {
+        "banned" => ("critica", "waba_banida", "WABA banida pelo provedor."),
+        "restricted" => ("atencao", "waba_restrita", "WABA com restrição de envio."),
+        _ => return None,
+    };
+    Some(Alert {
+        severidade: sev,
+        tipo: "waba",
+        id: w.id,
+        nome: w.name.clone(),
+        codigo: code.into(),
+        mensagem: match &w.standing_detail {
+            Some(d) => format!("{msg} ({d})"),
+            None => msg.into(),
+        },
+        proxima_acao: None,
+    })
+}
+
+/// A number's alert from its live health; none when ok.
+fn number_alert(s: &ChannelSnapshot) -> Option<Alert> {
+    let sev = match s.health.tone {
+        Tone::Bad => "critica",
+        Tone::Attention => "atencao",
+        Tone::Ok => return None,
+    };
+    Some(Alert {
+        severidade: sev,
+        tipo: "numero",
+        id: s.record.id,
+        nome: format!("{} ({})", s.record.name, s.record.phone),
+        codigo: s.health.code.clone(),
+        mensagem: s.health.label.clone(),
+        proxima_acao: s.health.next_action.clone(),
+    })
+}
+
+/// A template's alert on one number: rejected, paused or disabled by the provider.
+fn template_alert(
+    r: &storage::templates::TemplateChannel,
+    names: &HashMap<i64, String>,
+) -> Option<Alert> {
+    let (code, msg) = match r.status.as_str() {
+        "rejected" => ("template_rejeitado", "Template rejeitado pelo provedor"),
+        "paused" => ("template_pausado", "Template pausado pelo provedor"),
+        "disabled" => ("template_desativado", "Template desativado pelo provedor"),
+        _ => return None,
+    };
+    Some(Alert {
+        severidade: "atencao",
+        tipo: "template",
+        id: r.template_id,
+        nome: names.get(&r.template_id).cloned().unwrap_or_default(),
+        codigo: code.into(),
+        mensagem: match &r.rejection_reason {
+            Some(why) => format!("{msg} no número {}: {why}", r.channel_id),
+            None => format!("{msg} no número {}.", r.channel_id),
+        },
+        proxima_acao: Some("Corrija o template e reenvie, ou reative como nova versão.".into()),
+    })
 }

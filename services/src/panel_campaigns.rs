@@ -313,7 +313,6 @@ impl Services {
         scope: &Scope,
         id: i64,
     ) -> Result<PanelCampaignView, ActorError> {
-        use provider::hygiene::{HygieneError, JobStatus};
         let store = &self.shared().store;
         let c = store.scoped_panel_campaign(account_id, scope, id).await?;
         self.awaits_hygiene_report(&c)?;
@@ -325,55 +324,20 @@ impl Services {
                 json!({}),
             ));
         };
-        let unavailable = |e: HygieneError| {
-            refused(
-                503,
-                "higienizacao_indisponivel",
-                format!("Não foi possível ler o relatório de higienização: {e}. Tente de novo."),
-                json!({}),
-            )
-        };
-        let progress = client.progress(&job).await.map_err(unavailable)?;
-        let fail = |reason: String| async move {
+        let progress = client.progress(&job).await.map_err(hygiene_unavailable)?;
+        if let Some(failure) = self.unfinished(&c, &progress)? {
             store
-                .set_hygiene(id, None, Stage::HygieneFailed.as_str(), Some(&reason))
+                .set_hygiene(id, None, Stage::HygieneFailed.as_str(), Some(&failure))
                 .await?;
-            Err::<PanelCampaignView, ActorError>(refused(
+            return Err(refused(
                 409,
                 "higienizacao_falhou",
-                format!("A higienização falhou: {reason}. Reenvie com POST /api/campaigns/{id}/hygiene."),
+                format!("A higienização falhou: {failure}. Reenvie com POST /api/campaigns/{id}/hygiene."),
                 json!({"status": PanelStatus::FalhaHigienizacao.as_str()}),
-            ))
-        };
-        match progress.status {
-            JobStatus::Queued | JobStatus::Running => {
-                let age = self.shared().now_ms() - c.hygiene_submitted_at.unwrap_or(c.created_at);
-                let limit = self.shared().hygiene_job_timeout.as_millis() as i64;
-                if age > limit {
-                    return fail(format!("tempo esgotado ({} s sem terminar)", limit / 1000)).await;
-                }
-                return Err(refused(
-                    409,
-                    "higienizacao_em_andamento",
-                    format!(
-                        "A higienização ainda está em andamento ({} de {}). Tente validar de novo em instantes.",
-                        progress.done, progress.total
-                    ),
-                    json!({"done": progress.done, "total": progress.total}),
-                ));
-            }
-            JobStatus::Failed => {
-                return fail(
-                    progress
-                        .error
-                        .unwrap_or_else(|| "o serviço informou falha".into()),
-                )
-                .await
-            }
-            JobStatus::Done => {}
+            ));
         }
         let verdicts = hygiene_verdicts(client, &job).await.map_err(|e| match e {
-            Some(e) => unavailable(e),
+            Some(e) => hygiene_unavailable(e),
             None => refused(
                 409,
                 "higienizacao_em_andamento",
@@ -388,6 +352,45 @@ impl Services {
             "hygiene report applied"
         );
         self.panel_campaign_view(account_id, scope, id).await
+    }
+
+    /// A hygiene job not done yet: `Ok(None)` when it is done; `Ok(Some(reason))` when it
+    /// failed or ran past the job timeout (the campaign is then marked failed); 409
+    /// `higienizacao_em_andamento` with its progress while it runs.
+    fn unfinished(
+        &self,
+        c: &CampaignRecord,
+        progress: &provider::hygiene::JobProgress,
+    ) -> Result<Option<String>, ActorError> {
+        use provider::hygiene::JobStatus;
+        match progress.status {
+            JobStatus::Queued | JobStatus::Running => {
+                let age = self.shared().now_ms() - c.hygiene_submitted_at.unwrap_or(c.created_at);
+                let limit = self.shared().hygiene_job_timeout.as_millis() as i64;
+                if age > limit {
+                    return Ok(Some(format!(
+                        "tempo esgotado ({} s sem terminar)",
+                        limit / 1000
+                    )));
+                }
+                Err(refused(
+                    409,
+                    "higienizacao_em_andamento",
+                    format!(
+                        "A higienização ainda está em andamento ({} de {}). Tente validar de novo em instantes.",
+                        progress.done, progress.total
+                    ),
+                    json!({"done": progress.done, "total": progress.total}),
+                ))
+            }
+            JobStatus::Failed => Ok(Some(
+                progress
+                    .error
+                    .clone()
+                    .unwrap_or_else(|| "o serviço informou falha".into()),
+            )),
+            JobStatus::Done => Ok(None),
+        }
     }
 
     /// Whether a campaign waits for its hygiene report (a draft at the hygiene stage).
@@ -968,4 +971,14 @@ async fn hygiene_verdicts(
         .into_iter()
         .map(|r| (r.input, r.status.as_str(), r.reason, r.wa_id))
         .collect())
+}
+
+/// The refusal when the hygiene service cannot be read (503, retryable).
+fn hygiene_unavailable(e: provider::hygiene::HygieneError) -> ActorError {
+    refused(
+        503,
+        "higienizacao_indisponivel",
+        format!("Não foi possível ler o relatório de higienização: {e}. Tente de novo."),
+        json!({}),
+    )
 }

@@ -326,49 +326,27 @@ impl Services {
             .copied()
             .expect("a WABA has rows");
         let token = store.channel_secrets(head.channel_id).await?.access_token;
-        let outcome =
-            |mode, provider_name: &str, status: &str, reason: Option<String>| ProviderEdit {
-                waba_id: waba.to_string(),
-                mode,
-                provider_name: provider_name.to_string(),
-                status: status.to_string(),
-                reason,
-            };
+        let outcome = |mode, name: &str, status: &str, reason| {
+            provider_edit(waba, mode, name, status, reason)
+        };
         let mut why_new = None;
         if let (Some(pid), true) = (
             head.provider_template_id.as_deref(),
             ["approved", "rejected", "paused"].contains(&head.status.as_str()),
         ) {
-            let components = provider_body(t, &head.provider_name).components;
             let category = (t.category != old.category).then(|| t.category.to_ascii_uppercase());
-            // Pending before the call: the review webhook can come before the answer (D-040);
-            // a refusal puts the rows back as they were.
-            for r in rs {
-                store
-                    .set_template_channel_status(r.id, "pending", None)
-                    .await?;
-            }
-            let answer = self
-                .shared()
-                .graph
-                .edit_template(token.expose(), pid, category.as_deref(), &components)
-                .await;
-            if answer.is_err() {
-                for r in rs {
-                    store
-                        .set_template_channel_status(r.id, &r.status, r.rejection_reason.as_deref())
-                        .await?;
-                }
-            }
-            match answer {
-                Ok(_) => return Ok(outcome("edited", &head.provider_name, "pending", None)),
-                Err(e @ provider::ProviderError::Graph { .. }) => why_new = Some(e.reason()),
-                Err(e) => {
+            match self
+                .edit_in_place(t, head, rs, token.expose(), pid, category.as_deref())
+                .await?
+            {
+                Ok(()) => return Ok(outcome("edited", &head.provider_name, "pending", None)),
+                Err(InPlace::NewVersion(why)) => why_new = Some(why),
+                Err(InPlace::Failed(why)) => {
                     return Ok(outcome(
                         "failed",
                         &head.provider_name,
                         &head.status,
-                        Some(e.reason()),
+                        Some(why),
                     ))
                 }
             }
@@ -394,6 +372,45 @@ impl Services {
                 Some(e.to_string()),
             )),
         }
+    }
+
+    /// Edits the provider's template `pid` in place (its components, and its category when it
+    /// changed). The rows are `pending` before the call (the review webhook can come before the
+    /// answer, D-040); a refusal puts them back as they were and says whether a new version
+    /// should go instead (the provider refused the edit) or nothing can be done now.
+    async fn edit_in_place(
+        &self,
+        t: &TemplateRecord,
+        head: &TemplateChannel,
+        rs: &[&TemplateChannel],
+        token: &str,
+        pid: &str,
+        category: Option<&str>,
+    ) -> Result<Result<(), InPlace>, ActorError> {
+        let store = &self.shared().store;
+        let components = provider_body(t, &head.provider_name).components;
+        for r in rs {
+            store
+                .set_template_channel_status(r.id, "pending", None)
+                .await?;
+        }
+        let answer = self
+            .shared()
+            .graph
+            .edit_template(token, pid, category, &components)
+            .await;
+        if answer.is_err() {
+            for r in rs {
+                store
+                    .set_template_channel_status(r.id, &r.status, r.rejection_reason.as_deref())
+                    .await?;
+            }
+        }
+        Ok(match answer {
+            Ok(_) => Ok(()),
+            Err(e @ provider::ProviderError::Graph { .. }) => Err(InPlace::NewVersion(e.reason())),
+            Err(e) => Err(InPlace::Failed(e.reason())),
+        })
     }
 
     /// Submits `version` of a template in one WABA (version 1 under its provider name, then
@@ -616,73 +633,90 @@ impl Services {
                 }
                 continue;
             }
-            let token = store.channel_secrets(chans[0].id).await?.access_token;
-            // Version 1 of the template in this WABA, in one state or another.
-            let submitted = |provider_id, status, reason| TemplateChannelState {
-                waba_id: &waba_id,
-                provider_name: &t.provider_name,
-                provider_template_id: provider_id,
-                version: 1,
-                status,
-                rejection_reason: reason,
-            };
-            // Stored before the call: the review webhook can arrive before the answer, and it
-            // finds the rows by WABA and name until they have the provider's id.
-            for c in &chans {
-                store
-                    .upsert_template_channel(account_id, id, c.id, submitted(None, "pending", None))
-                    .await?;
-            }
-            let (status, reason, provider_id) = match self
-                .shared()
-                .graph
-                .create_template(
-                    token.expose(),
-                    &waba_id,
-                    &provider_body(&t, &t.provider_name),
-                )
-                .await
-            {
-                Ok(created) => (
-                    library_status(&created.status).unwrap_or("pending"),
-                    None,
-                    Some(created.id),
-                ),
-                Err(e) if matches!(&e, provider::ProviderError::Graph { error, .. } if error.error_subcode == Some(2388024)) =>
-                {
-                    // It exists at the provider already (created elsewhere): adopt its state.
-                    let listed = self
-                        .shared()
-                        .graph
-                        .list_templates(token.expose(), &waba_id)
-                        .await?;
-                    match listed
-                        .into_iter()
-                        .find(|x| x.name == t.provider_name && x.language == t.language)
-                    {
-                        Some(x) => (
-                            library_status(&x.status).unwrap_or("pending"),
-                            None,
-                            Some(x.id),
-                        ),
-                        None => ("failed", Some(e.reason()), None),
-                    }
-                }
-                Err(e) => ("failed", Some(e.reason()), None),
-            };
-            for c in &chans {
-                store
-                    .record_template_answer(
-                        account_id,
-                        id,
-                        c.id,
-                        submitted(provider_id.as_deref(), status, reason.as_deref()),
-                    )
-                    .await?;
-            }
+            self.submit_to_waba(account_id, &t, &waba_id, &chans)
+                .await?;
         }
         self.refresh_template_health(account_id).await;
         self.template_view(account_id, id).await
+    }
+
+    /// Version 1 of template `t` submitted to one WABA for its numbers `chans`: the rows are
+    /// stored `pending` before the call (the review webhook can arrive before the answer, and
+    /// it finds the rows by WABA and name until they have the provider's id), then the
+    /// provider's answer.
+    async fn submit_to_waba(
+        &self,
+        account_id: i64,
+        t: &TemplateRecord,
+        waba_id: &str,
+        chans: &[storage::channels::ChannelRecord],
+    ) -> Result<(), ActorError> {
+        let store = &self.shared().store;
+        let token = store.channel_secrets(chans[0].id).await?.access_token;
+        let submitted = |provider_id, status, reason| TemplateChannelState {
+            waba_id,
+            provider_name: &t.provider_name,
+            provider_template_id: provider_id,
+            version: 1,
+            status,
+            rejection_reason: reason,
+        };
+        for c in chans {
+            store
+                .upsert_template_channel(account_id, t.id, c.id, submitted(None, "pending", None))
+                .await?;
+        }
+        let (status, reason, provider_id) =
+            self.create_at_provider(t, token.expose(), waba_id).await?;
+        for c in chans {
+            store
+                .record_template_answer(
+                    account_id,
+                    t.id,
+                    c.id,
+                    submitted(provider_id.as_deref(), status, reason.as_deref()),
+                )
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Creates template `t` in a WABA at the provider: `(library status, reason, provider
+    /// id)`. One that exists there already (subcode 2388024: created elsewhere) is adopted
+    /// with its state; a refusal is `failed` with the provider's reason.
+    async fn create_at_provider(
+        &self,
+        t: &TemplateRecord,
+        token: &str,
+        waba_id: &str,
+    ) -> Result<(&'static str, Option<String>, Option<String>), ActorError> {
+        let graph = &self.shared().graph;
+        let created = graph
+            .create_template(token, waba_id, &provider_body(t, &t.provider_name))
+            .await;
+        Ok(match created {
+            Ok(created) => (
+                library_status(&created.status).unwrap_or("pending"),
+                None,
+                Some(created.id),
+            ),
+            Err(e) if matches!(&e, provider::ProviderError::Graph { error, .. } if error.error_subcode == Some(2388024)) =>
+            {
+                let listed = graph.list_templates(token, waba_id).await?;
+                match listed
+                    .into_iter()
+                    .find(|x| x.name == t.provider_name && x.language == t.language)
+                {
+                    Some(x) => (
+                        library_status(&x.status).unwrap_or("pending"),
+                        None,
+                        Some(x.id),
+                    ),
+                    None => ("failed", Some(e.reason()), None),
+                }
+            }
+            Err(e) => ("failed", Some(e.reason()), None),
+        })
     }
 
     /// Re-reads the template's state in each of its WABAs at the provider; returns how many
@@ -805,58 +839,52 @@ impl Services {
         let mut deleted = Vec::new();
         for (waba, rs) in &wabas {
             let token = store.channel_secrets(rs[0].channel_id).await?.access_token;
-            // Every version that may exist in this WABA — the base name and `_v2`…`_vN` — in
-            // this template's language only: each is deleted by its provider id with its name
-            // (`hsm_id` + `name`), never by name alone, which deletes every language of the
-            // name (PROVIDER.md §6.3; issue 17).
-            let max_version = rs.iter().map(|r| r.version).max().unwrap_or(1);
-            let mut names = vec![t.provider_name.clone()];
-            names.extend((2..=max_version).map(|v| format!("{}_v{v}", t.provider_name)));
-            let refused = |e: provider::ProviderError, deleted: Vec<String>| {
-                ActorError::TemplateDeleteRefused {
+            if let Err(e) = self.delete_in_waba(&t, waba, rs, token.expose()).await {
+                self.mark_deleted(&rows, &deleted).await?;
+                return Err(ActorError::TemplateDeleteRefused {
                     reason: e.reason(),
                     failed_waba: waba.to_string(),
                     deleted_wabas: deleted,
-                }
-            };
-            let listed = match self
-                .shared()
-                .graph
-                .list_templates(token.expose(), waba)
-                .await
-            {
-                Ok(l) => l,
-                Err(e) => {
-                    self.mark_deleted(&rows, &deleted).await?;
-                    return Err(refused(e, deleted));
-                }
-            };
-            let targets: Vec<(String, String)> = listed
-                .into_iter()
-                .filter(|x| names.contains(&x.name) && x.language == t.language)
-                .map(|x| (x.name, x.id))
-                .collect();
-            for (name, hsm_id) in &targets {
-                match self
-                    .shared()
-                    .graph
-                    .delete_template(token.expose(), waba, name, Some(hsm_id))
-                    .await
-                {
-                    Ok(_) => {}
-                    // Already gone at the provider.
-                    Err(provider::ProviderError::Graph { error, .. })
-                        if error.code == 100 && error.error_subcode == Some(2593002) => {}
-                    Err(e) => {
-                        self.mark_deleted(&rows, &deleted).await?;
-                        return Err(refused(e, deleted));
-                    }
-                }
+                });
             }
             deleted.push(waba.to_string());
         }
         store.delete_template(account_id, t.id).await?;
         self.refresh_template_health(account_id).await;
+        Ok(())
+    }
+
+    /// Deletes at the provider every version that may exist in one WABA — the base name and
+    /// `_v2`…`_vN` — in this template's language only: each by its provider id with its name
+    /// (`hsm_id` + `name`), never by name alone, which deletes every language of the name
+    /// (PROVIDER.md §6.3; issue 17). One already gone is not an error.
+    async fn delete_in_waba(
+        &self,
+        t: &TemplateRecord,
+        waba: &str,
+        rs: &[&TemplateChannel],
+        token: &str,
+    ) -> Result<(), provider::ProviderError> {
+        let graph = &self.shared().graph;
+        let max_version = rs.iter().map(|r| r.version).max().unwrap_or(1);
+        let mut names = vec![t.provider_name.clone()];
+        names.extend((2..=max_version).map(|v| format!("{}_v{v}", t.provider_name)));
+        let listed = graph.list_templates(token, waba).await?;
+        for x in listed
+            .into_iter()
+            .filter(|x| names.contains(&x.name) && x.language == t.language)
+        {
+            match graph
+                .delete_template(token, waba, &x.name, Some(&x.id))
+                .await
+            {
+                Ok(_) => {}
+                // Already gone at the provider.
+                Err(provider::ProviderError::Graph { error, .. })
+                    if error.code == 100 && error.error_subcode == Some(2593002) => {}
+                Err(e) => return Err(e),
+            }
+        }
         Ok(())
     }
 
@@ -919,4 +947,29 @@ fn patched(
         draft,
         patch.auto_replicate.unwrap_or(t.auto_replicate),
     ))
+}
+
+/// Why a template was not edited in place at the provider.
+enum InPlace {
+    /// The provider refused the edit itself: a new version goes instead, with this reason.
+    NewVersion(String),
+    /// The call failed (an outage, a timeout): nothing changed; the reason.
+    Failed(String),
+}
+
+/// What an edit did in one WABA.
+fn provider_edit(
+    waba: &str,
+    mode: &'static str,
+    provider_name: &str,
+    status: &str,
+    reason: Option<String>,
+) -> ProviderEdit {
+    ProviderEdit {
+        waba_id: waba.to_string(),
+        mode,
+        provider_name: provider_name.to_string(),
+        status: status.to_string(),
+        reason,
+    }
 }

@@ -215,42 +215,8 @@ pub(crate) async fn import(
             "O campo `arquivo` (o CSV) é obrigatório.",
         )
     })?;
-    let required = |f: &'static str| {
-        fields
-            .get(f)
-            .filter(|v| !v.is_empty())
-            .cloned()
-            .ok_or_else(|| {
-                ApiError::invalid(
-                    f,
-                    "campo_obrigatorio",
-                    format!("O campo `{f}` é obrigatório."),
-                )
-            })
-    };
-    let optional = |f: &str| fields.get(f).filter(|v| !v.is_empty()).cloned();
-    let name = required("nome")?;
-    name_ok(&name)?;
-    let template_id = form_int("template_id", &required("template_id")?)?;
-    let channels = required("numeros")?
-        .split(',')
-        .map(|n| form_int("numeros", n))
-        .collect::<Result<Vec<_>, _>>()?;
-    let volume = optional("volume")
-        .map(|v| form_int("volume", &v))
-        .transpose()?;
-    let variables: Vec<String> = optional("variaveis")
-        .map(|v| {
-            v.split(',')
-                .map(|c| c.trim().to_string())
-                .filter(|c| !c.is_empty())
-                .collect()
-        })
-        .unwrap_or_default();
-    let mapping = CsvMapping {
-        number: optional("coluna_numero"),
-        name: optional("coluna_nome"),
-    };
+    let form = ImportFields::read(&fields)?;
+    let mapping = form.mapping.clone();
     // Parsing up to 32 MB is CPU work: on the blocking pool, not the request threads.
     let contacts = tokio::task::spawn_blocking(move || {
         engine::panel_campaign::contacts_from_csv(&file, &mapping)
@@ -263,18 +229,77 @@ pub(crate) async fn import(
             me.account_id(),
             &actor(&me),
             PanelCampaignInput {
-                name,
-                template_id,
-                volume,
-                channels,
+                name: form.name,
+                template_id: form.template_id,
+                volume: form.volume,
+                channels: form.channels,
                 contacts,
-                variables,
-                image_url: optional("imagem_url"),
-                button_var: optional("botao_variavel"),
+                variables: form.variables,
+                image_url: form.image_url,
+                button_var: form.button_var,
             },
         )
         .await?;
     Ok((StatusCode::CREATED, Data::json(view)))
+}
+
+/// An import form's fields besides the CSV, read and checked (422 `campo_obrigatorio` for a
+/// missing `nome`, `template_id` or `numeros`; the name's and numbers' own errors).
+struct ImportFields {
+    name: String,
+    template_id: i64,
+    channels: Vec<i64>,
+    volume: Option<i64>,
+    variables: Vec<String>,
+    mapping: CsvMapping,
+    image_url: Option<String>,
+    button_var: Option<String>,
+}
+
+impl ImportFields {
+    fn read(fields: &std::collections::HashMap<String, String>) -> Result<Self, ApiError> {
+        let optional = |f: &str| fields.get(f).filter(|v| !v.is_empty()).cloned();
+        let required = |f: &'static str| {
+            optional(f).ok_or_else(|| {
+                ApiError::invalid(
+                    f,
+                    "campo_obrigatorio",
+                    format!("O campo `{f}` é obrigatório."),
+                )
+            })
+        };
+        let name = required("nome")?;
+        name_ok(&name)?;
+        let template_id = form_int("template_id", &required("template_id")?)?;
+        let channels = required("numeros")?
+            .split(',')
+            .map(|n| form_int("numeros", n))
+            .collect::<Result<Vec<_>, _>>()?;
+        let volume = optional("volume")
+            .map(|v| form_int("volume", &v))
+            .transpose()?;
+        let variables: Vec<String> = optional("variaveis")
+            .map(|v| {
+                v.split(',')
+                    .map(|c| c.trim().to_string())
+                    .filter(|c| !c.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(Self {
+            name,
+            template_id,
+            channels,
+            volume,
+            variables,
+            mapping: CsvMapping {
+                number: optional("coluna_numero"),
+                name: optional("coluna_nome"),
+            },
+            image_url: optional("imagem_url"),
+            button_var: optional("botao_variavel"),
+        })
+    }
 }
 
 /// Reads an import form: the CSV (`arquivo`) and the other fields, trimmed; repeated `numeros`
