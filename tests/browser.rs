@@ -110,7 +110,7 @@ async fn operators_work_the_panel_in_a_browser() {
             "password": PANEL_PASSWORD,
             "out_dir": out_dir,
             "template_label": label,
-            "variables": "nome",
+            "variables": "Nome completo",
         })
         .to_string(),
     )

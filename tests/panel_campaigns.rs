@@ -1149,8 +1149,73 @@ async fn the_simulated_hygiene_service_takes_the_largest_job() {
     assert_eq!(b["total"], 200_000);
 }
 
+/// Issue 47, the name-column trap: a variable that names a column the contacts do not have
+/// (here the CSV's name column, read as `nome`) is refused at submit with the columns there
+/// are, and nothing is stored; the same campaign with `nome` goes through.
+async fn unknown_variable_columns_are_refused(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (_, admin) = app
+        .panel_user("admin@acme.test", "Admin", None, vec![])
+        .await;
+    let (c1, _) = number(&app, 0).await;
+    let tpl = template(&app, &[c1]).await;
+    let csv = "Telefone;Nome completo;Cidade\n5511977700001;Ana Souza;Recife\n5511977700002;Bruno Ávila;São José\n";
+    let import = |variables: &'static str| {
+        let form = reqwest::multipart::Form::new()
+            .text("nome", "Clientes")
+            .text("template_id", tpl.to_string())
+            .text("numeros", c1.to_string())
+            .text("coluna_numero", "Telefone")
+            .text("coluna_nome", "Nome completo")
+            .text("variaveis", variables)
+            .part(
+                "arquivo",
+                reqwest::multipart::Part::bytes(csv.as_bytes().to_vec()).file_name("c.csv"),
+            );
+        app.http
+            .post(app.url("/api/campaigns/import"))
+            .bearer_auth(&admin)
+            .multipart(form)
+            .send()
+    };
+    let r = import("Nome completo,Cidade").await.unwrap();
+    let status = r.status();
+    let b: Value = r.json().await.unwrap();
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{b}");
+    assert_eq!(b["code"], "coluna_desconhecida", "{b}");
+    assert_eq!(b["field"], "variaveis", "{b}");
+    let message = b["message"].as_str().unwrap();
+    assert!(message.contains("não têm: Nome completo."), "{message}");
+    assert!(
+        message.contains("cidade") && message.contains("`nome`"),
+        "{message}"
+    );
+    let (_, list) = call(&app, Method::GET, &admin, "/api/campaigns", None).await;
+    assert_eq!(
+        list["data"].as_array().map(Vec::len),
+        Some(0),
+        "nothing stored: {list}"
+    );
+    // The JSON body is held to the same rule.
+    let (s, b) = call(&app, Method::POST, &admin, "/api/campaigns", Some(json!({"nome": "J", "template_id": tpl, "numeros": [c1], "contatos": [{"numero": "5511977700001", "dados": {"cidade": "Recife"}}], "variaveis": ["bairro"]}))).await;
+    assert_eq!(
+        (s, b["code"].as_str()),
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some("coluna_desconhecida")
+        ),
+        "{b}"
+    );
+    let r = import("nome,cidade").await.unwrap();
+    let status = r.status();
+    let b: Value = r.json().await.unwrap();
+    assert_eq!(status, StatusCode::CREATED, "{b}");
+    assert_eq!(b["data"]["contatos"]["total"], 2, "{b}");
+}
+
 on_both_backends! {
     timeout => a_job_past_its_timeout_fails_visibly;
+    unknown_columns => unknown_variable_columns_are_refused;
     flow => whole_flow_from_csv_to_read;
     hygiene => slow_failing_and_unreachable_hygiene;
     switch => the_switch_holds_and_stops_campaigns;

@@ -420,6 +420,37 @@ pub fn contacts_from_csv(
     Ok(out)
 }
 
+/// Checks that each of a panel campaign's `variaveis` names a column its contacts have
+/// (`columns`, lower-cased: `nome`, `numero` and every data column; the name and number
+/// columns of a CSV are read as `nome` and `numero`). A variable naming no column would make
+/// every contact invalid (issue 47, "the name-column trap").
+///
+/// Errors: 422 `coluna_desconhecida` (field `variaveis`) naming the unknown columns and
+/// listing the known ones.
+pub fn check_variables(
+    variables: &[String],
+    columns: &BTreeSet<String>,
+) -> Result<(), ValidationError> {
+    let unknown: Vec<&str> = variables
+        .iter()
+        .map(|v| v.trim())
+        .filter(|v| !columns.contains(&v.to_lowercase()))
+        .collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let known: Vec<&str> = columns.iter().map(String::as_str).collect();
+    Err(ValidationError::new(
+        "coluna_desconhecida",
+        "variaveis",
+        format!(
+            "As variáveis pedem colunas que os contatos não têm: {}. Colunas disponíveis: {} (a coluna do nome é `nome`, a do número é `numero`).",
+            unknown.join(", "),
+            known.join(", ")
+        ),
+    ))
+}
+
 /// The var_map of a panel campaign: `variaveis[i]` is the column that fills `{{i+1}}`;
 /// `botao_variavel` is the column that fills the URL button's suffix when it names one of
 /// `columns`, else the suffix itself (the same for every contact).
@@ -511,6 +542,21 @@ pub fn check_request(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_variable_must_name_a_column_of_the_contacts() {
+        let columns: BTreeSet<String> = ["nome", "numero", "cidade"].map(String::from).into();
+        assert!(check_variables(&["Nome".into(), " cidade ".into()], &columns).is_ok());
+        let e = check_variables(&["nome completo".into(), "cidade".into()], &columns).unwrap_err();
+        assert_eq!(e.code, "coluna_desconhecida");
+        assert_eq!(e.field, "variaveis");
+        assert!(
+            e.message
+                .contains("não têm: nome completo. Colunas disponíveis: cidade, nome, numero"),
+            "{}",
+            e.message
+        );
+    }
+
     use super::*;
 
     #[test]

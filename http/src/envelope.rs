@@ -192,6 +192,7 @@ pub const ERROR_CODES: &[(u16, &[&str])] = &[
             "cnpj_invalido",
             "codigo_invalido",
             "coluna_ausente",
+            "coluna_desconhecida",
             "coluna_longa",
             "colunas_demais",
             "conflict",

@@ -171,6 +171,7 @@ impl Services {
         for c in &input.contacts {
             columns.extend(c.data.keys().map(|k| k.to_lowercase()));
         }
+        engine::panel_campaign::check_variables(&input.variables, &columns)?;
         let var_map = engine::panel_campaign::var_map(
             &input.variables,
             input.button_var.as_deref(),

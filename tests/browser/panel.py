@@ -30,7 +30,7 @@ AXE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node_modules", "
 AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "best-practice"]
 
 CSV = (
-    "telefone;nome;cidade\n"
+    "telefone;Nome completo;cidade\n"
     "+55 11 97770-0001;Ana;Recife\n"
     "5511977700002;Bruno Ávila;São José\n"
     "(55) 11 97770-0003;Carla;Olinda\n"
@@ -220,8 +220,15 @@ def run(page, context):
     expect(page.locator("#previa-codificacao")).to_contain_text("Windows-1252")
     seen["preview_rows"] = page.locator("#previa-tabela tbody tr").count()
     page.get_by_label("Coluna do número").select_option("telefone")
-    page.get_by_label("Coluna do nome").select_option("nome")
-    page.get_by_label(re.compile("Colunas das variáveis")).fill(CFG["variables"])
+    page.get_by_label("Coluna do nome").select_option("Nome completo")
+    # The variables are chosen among the CSV's columns (issue 47: the name column chosen as
+    # a variable used to make every contact invalid); the name column goes as `nome`.
+    for i, column in enumerate(CFG["variables"].split(",")):
+        page.get_by_role("button", name="Adicionar variável").click()
+        page.get_by_label("Variável {{%d}}" % (i + 1)).select_option(column)
+    expect(page.locator("#variaveis-valor")).to_have_value(
+        ",".join("nome" if c == "Nome completo" else c.lower() for c in CFG["variables"].split(","))
+    )
     page.get_by_role("button", name="Enviar para higienização").click()
     page.wait_for_url(re.compile(BASE + r"/campanhas/\d+$"))
     campaign_url = page.url

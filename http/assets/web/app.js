@@ -69,9 +69,96 @@
             select.appendChild(o);
           });
         });
+        csvHeaders = rows[0].map(function (h) { return h.trim(); }).filter(Boolean);
+        resetVariables();
         document.getElementById("previa-csv").hidden = false;
       });
     });
+  }
+
+  // The template's variables are chosen among the CSV's columns (issue 47: a typed column
+  // that the contacts do not have made every contact invalid). The server reads the name
+  // column as `nome` and the number column as `numero`, so those are sent by those names.
+  var csvHeaders = [];
+
+  function columnName(header) {
+    var lower = header.toLowerCase();
+    var nameCol = (document.getElementById("coluna_nome") || {}).value || "";
+    var numberCol = (document.getElementById("coluna_numero") || {}).value || "";
+    if (nameCol ? header === nameCol : lower === "nome") return "nome";
+    if (numberCol && header === numberCol) return "numero";
+    return lower;
+  }
+
+  function syncVariables() {
+    var hidden = document.getElementById("variaveis-valor");
+    if (!hidden) return;
+    var chosen = [];
+    document.querySelectorAll("#variaveis-lista select").forEach(function (s) {
+      if (s.value) chosen.push(columnName(s.value));
+    });
+    hidden.value = chosen.join(",");
+  }
+
+  function addVariable() {
+    var list = document.getElementById("variaveis-lista");
+    var li = document.createElement("li");
+    var n = list.children.length + 1;
+    var label = document.createElement("label");
+    label.textContent = "Variável {{" + n + "}} ";
+    var select = document.createElement("select");
+    var none = document.createElement("option");
+    none.value = "";
+    none.textContent = "(escolha a coluna)";
+    select.appendChild(none);
+    csvHeaders.forEach(function (h) {
+      var o = document.createElement("option");
+      o.value = h;
+      o.textContent = h;
+      select.appendChild(o);
+    });
+    label.appendChild(select);
+    var remove = document.createElement("button");
+    remove.type = "button";
+    remove.className = "secondary outline";
+    remove.textContent = "Remover";
+    remove.setAttribute("aria-label", "Remover {{" + n + "}}");
+    remove.addEventListener("click", function () { li.remove(); renumber(); syncVariables(); });
+    li.appendChild(label);
+    li.appendChild(remove);
+    list.appendChild(li);
+    select.focus();
+  }
+
+  function renumber() {
+    document.querySelectorAll("#variaveis-lista li").forEach(function (li, i) {
+      li.querySelector("label").firstChild.textContent = "Variável {{" + (i + 1) + "}} ";
+      li.querySelector("button").setAttribute("aria-label", "Remover {{" + (i + 1) + "}}");
+    });
+  }
+
+  function resetVariables() {
+    var list = document.getElementById("variaveis-lista");
+    var more = document.getElementById("variavel-mais");
+    if (!list || !more) return;
+    list.textContent = "";
+    more.disabled = csvHeaders.length === 0;
+    syncVariables();
+  }
+
+  function variablePicker() {
+    document.addEventListener("click", function (e) {
+      if (e.target && e.target.id === "variavel-mais") addVariable();
+    });
+    document.addEventListener("change", function (e) {
+      var t = e.target;
+      if (!t) return;
+      if (t.closest && t.closest("#variaveis-lista")) syncVariables();
+      if (t.id === "coluna_nome" || t.id === "coluna_numero") syncVariables();
+    });
+    document.addEventListener("submit", function (e) {
+      if (e.target && e.target.id === "nova-campanha") syncVariables();
+    }, true);
   }
 
   // Cards dragged between the board's columns; the drop asks the server to move the task
@@ -140,6 +227,7 @@
   });
 
   csvPreview();
+  variablePicker();
   kanban();
   document.addEventListener("DOMContentLoaded", function () { templatePreview(document); });
   // Content htmx swaps in (a page reached through HX-Location) gets its previews too.
