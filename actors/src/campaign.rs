@@ -128,7 +128,7 @@ impl Actor for CampaignActor {
             template,
             slots: slots_of(&campaign),
             pinned,
-            paused_by_rules: CampaignState::parse(&campaign.state) == Some(CampaignState::Paused),
+            paused_by_rules: campaign.state == CampaignState::Paused,
             ticks: 0,
             group_id: campaign.group_id,
             sequential: campaign.mode == "sequential",
@@ -266,7 +266,7 @@ async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<()
         PAGE,
     );
     let work = store.campaign_open_work(st.campaign_id).await?;
-    let stored = work.state.as_deref().and_then(CampaignState::parse);
+    let stored = work.state;
     let step = engine::campaign::next_step(
         stored,
         st.paused_by_rules,
@@ -275,7 +275,7 @@ async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<()
         &grants,
         st.slots.len(),
     );
-    if take_step(myself, st, step, work.state.as_deref()).await? {
+    if take_step(myself, st, step, work.state.map(CampaignState::as_str)).await? {
         claim_tick_work(st, grants.credits, grants.page).await?;
     }
     Ok(())
@@ -417,7 +417,7 @@ pub async fn move_campaign(
 ) -> Result<bool, storage::StorageError> {
     let store = &shared.store;
     let before = store.campaign(account_id, id).await?;
-    let stored = CampaignState::parse(&before.state).unwrap_or(CampaignState::Cancelled);
+    let stored = before.state;
     if !stored.may_be_overwritten_by(state) {
         tracing::info!(
             campaign_id = id,
@@ -428,7 +428,7 @@ pub async fn move_campaign(
         return Ok(false);
     }
     if !store
-        .set_campaign_state(id, &before.state, state.as_str(), reason)
+        .set_campaign_state(id, before.state.as_str(), state.as_str(), reason)
         .await?
     {
         tracing::info!(
@@ -438,7 +438,7 @@ pub async fn move_campaign(
         );
         return Ok(false);
     }
-    if before.state == state.as_str() && before.pause_reason.as_deref() == reason {
+    if before.state == state && before.pause_reason.as_deref() == reason {
         return Ok(true);
     }
     announce_campaign(shared, &before, state, reason).await;
@@ -659,7 +659,7 @@ impl Runtime {
     ) -> Result<crate::campaigns::CampaignView, ActorError> {
         let store = &self.shared.store;
         let c = store.campaign(account_id, id).await?;
-        let state = CampaignState::parse(&c.state).unwrap_or(CampaignState::Cancelled);
+        let state = c.state;
         if !state.can_move_to(CampaignState::Running) {
             return Err(ActorError::Rejected {
                 code: "invalid_state",

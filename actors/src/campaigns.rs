@@ -3,7 +3,6 @@
 
 use crate::error::ActorError;
 use crate::Runtime;
-use engine::campaign::CampaignState;
 use engine::library::{problems, Draft, VarMap};
 use engine::phone::Phone;
 use serde::{Deserialize, Serialize};
@@ -81,8 +80,7 @@ pub struct CampaignView {
     /// Library template.
     pub template_id: i64,
     /// State (D-029).
-    #[schema(value_type = engine::campaign::CampaignState)]
-    pub state: String,
+    pub state: engine::campaign::CampaignState,
     /// Why it is paused.
     pub pause_reason: Option<String>,
     /// var_map in use.
@@ -371,7 +369,7 @@ impl Runtime {
                 json!({}),
             ));
         }
-        let state = CampaignState::parse(&campaign.state).unwrap_or(CampaignState::Cancelled);
+        let state = campaign.state;
         if !state.accepts_recipients() {
             return Err(rejected(
                 "campaign_closed",

@@ -26,9 +26,9 @@ pub fn refused(
     }
 }
 
-/// A campaign's stored state (an unknown one reads as `cancelled`: it never runs).
+/// A campaign's state.
 pub fn state_of(c: &CampaignRecord) -> CampaignState {
-    CampaignState::parse(&c.state).unwrap_or(CampaignState::Cancelled)
+    c.state
 }
 
 /// A panel campaign's stage, when it has one.

@@ -79,7 +79,7 @@ impl Services {
     ) -> Result<(), ActorError> {
         let store = &self.shared().store;
         let c = store.campaign(account_id, id).await?;
-        let state = CampaignState::parse(&c.state).unwrap_or(CampaignState::Cancelled);
+        let state = c.state;
         if !matches!(state, CampaignState::Running | CampaignState::Paused) {
             return Err(ActorError::Refused {
                 status: 409,
@@ -92,8 +92,8 @@ impl Services {
             });
         }
         self.halt_campaign(id).await?;
-        let now = CampaignState::parse(&store.campaign(account_id, id).await?.state);
-        if matches!(now, Some(CampaignState::Running | CampaignState::Paused)) {
+        let now = store.campaign(account_id, id).await?.state;
+        if matches!(now, CampaignState::Running | CampaignState::Paused) {
             move_campaign(
                 self.shared(),
                 account_id,
@@ -169,7 +169,7 @@ impl Services {
             let after = store.campaign(account_id, id).await?;
             if after.state != c.state {
                 // Announce the move (the row already holds it).
-                let state = CampaignState::parse(&after.state).unwrap_or(CampaignState::Draft);
+                let state = after.state;
                 let mut before = c.clone();
                 before.name = after.name.clone();
                 announce_campaign(self.shared(), &before, state, None).await;
@@ -201,7 +201,7 @@ impl Services {
     pub async fn resume_campaign(&self, account_id: i64, id: i64) -> Result<(), ActorError> {
         let store = &self.shared().store;
         let c = store.campaign(account_id, id).await?;
-        if c.state != CampaignState::Paused.as_str() {
+        if c.state != CampaignState::Paused {
             return Err(ActorError::Refused {
                 status: 409,
                 code: "invalid_state",
@@ -221,7 +221,7 @@ impl Services {
     pub async fn cancel_campaign(&self, account_id: i64, id: i64) -> Result<u64, ActorError> {
         let store = &self.shared().store;
         let c = store.campaign(account_id, id).await?;
-        let state = CampaignState::parse(&c.state).unwrap_or(CampaignState::Cancelled);
+        let state = c.state;
         if !state.can_move_to(CampaignState::Cancelled) {
             return Err(ActorError::Refused {
                 status: 409,
@@ -260,7 +260,7 @@ impl Services {
     ) -> Result<(u64, actors::campaigns::CampaignView), ActorError> {
         let store = &self.shared().store;
         let c = store.campaign(account_id, id).await?;
-        let state = CampaignState::parse(&c.state).unwrap_or(CampaignState::Cancelled);
+        let state = c.state;
         if !state.can_resend() {
             return Err(ActorError::Rejected {
                 code: "invalid_state",

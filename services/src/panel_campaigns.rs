@@ -832,7 +832,7 @@ impl Services {
             id: c.id,
             status: self.status_of(&c),
             name: c.name,
-            state: c.state,
+            state: c.state.as_str().to_string(),
             pause_reason: c.pause_reason,
             template_id: c.template_id,
             volume: c.volume,

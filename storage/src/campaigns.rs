@@ -20,8 +20,8 @@ pub struct CampaignRecord {
     pub template_id: i64,
     /// var_map used to fill the template (JSON object).
     pub var_map: serde_json::Value,
-    /// State (see `engine::campaign::CampaignState`).
-    pub state: String,
+    /// State; a stored state this version does not know reads as `StorageError::Corrupt`.
+    pub state: engine::campaign::CampaignState,
     /// Why it is paused.
     pub pause_reason: Option<String>,
     /// Numbers and weights.
@@ -127,6 +127,12 @@ pub struct CampaignStats {
 
 pub(crate) const COLUMNS: &str = "id, account_id, name, category, template_id, var_map, state, pause_reason, created_at, started_at, finished_at, group_id, mode, scheduled_at, origin, stage, volume, created_by, approved_by, approved_at, hygiene_job, hygiene_submitted_at, hygiene_error, image_url, button_var, held";
 
+/// A stored campaign state; an unknown one is `Corrupt` (never read as another state).
+fn campaign_state(s: &str) -> Result<engine::campaign::CampaignState> {
+    engine::campaign::CampaignState::parse(s)
+        .ok_or_else(|| StorageError::Corrupt(format!("campaigns.state: {s:?}")))
+}
+
 pub(crate) fn read(r: &AnyRow) -> Result<CampaignRecord> {
     let var_map: String = r.try_get("var_map")?;
     Ok(CampaignRecord {
@@ -137,7 +143,7 @@ pub(crate) fn read(r: &AnyRow) -> Result<CampaignRecord> {
         template_id: r.try_get("template_id")?,
         var_map: serde_json::from_str(&var_map)
             .map_err(|e| StorageError::Corrupt(e.to_string()))?,
-        state: r.try_get("state")?,
+        state: campaign_state(&r.try_get::<String, _>("state")?)?,
         pause_reason: r.try_get("pause_reason")?,
         channels: Vec::new(),
         created_at: r.try_get("created_at")?,
@@ -905,7 +911,7 @@ pub struct OpenWork {
     /// Recipients are taken and not settled (`claimed`, `in_doubt`).
     pub open: bool,
     /// The campaign's stored state (`None`: deleted).
-    pub state: Option<String>,
+    pub state: Option<engine::campaign::CampaignState>,
 }
 
 /// What a sweep of in-doubt recipients did.
@@ -1147,7 +1153,10 @@ impl Store {
         Ok(OpenWork {
             planned: row.try_get::<i64, _>("planned")? > 0,
             open: row.try_get::<i64, _>("open_work")? > 0,
-            state: row.try_get("state")?,
+            state: row
+                .try_get::<Option<String>, _>("state")?
+                .map(|s| campaign_state(&s))
+                .transpose()?,
         })
     }
 
@@ -1389,6 +1398,31 @@ mod tests {
         let campaign =
             crate::test_support::campaign_with_recipients_on(&store, account, channel, n).await;
         (store, account, channel, campaign)
+    }
+
+    /// Issue 51: a campaign's state is typed when read; a stored state this version does not
+    /// know is an error (`Corrupt`), never read as another state.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_unknown_stored_state_is_corrupt_not_a_default() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, account, _, campaign) = campaign_with_recipients(dir.path(), 1).await;
+        assert_eq!(
+            store.campaign(account, campaign.id).await.unwrap().state,
+            engine::campaign::CampaignState::Draft
+        );
+        sqlx::query("UPDATE campaigns SET state = 'arquivada' WHERE id = $1")
+            .bind(campaign.id)
+            .execute(&store.pool)
+            .await
+            .unwrap();
+        assert!(matches!(
+            store.campaign(account, campaign.id).await,
+            Err(StorageError::Corrupt(m)) if m.contains("arquivada")
+        ));
+        assert!(matches!(
+            store.campaign_open_work(campaign.id).await,
+            Err(StorageError::Corrupt(_))
+        ));
     }
 
     /// D-103 for campaign sends: a status report that reached a claimed recipient's message
