@@ -33,7 +33,7 @@ pub fn state_of(c: &CampaignRecord) -> CampaignState {
 
 /// A panel campaign's stage, when it has one.
 pub fn stage_of(c: &CampaignRecord) -> Option<Stage> {
-    c.stage.as_deref().and_then(Stage::parse)
+    c.stage
 }
 
 /// The pause reason the dispatch switch writes.

@@ -504,7 +504,7 @@ impl Services {
                 ))
             }
         }
-        if state_of(&c) == CampaignState::Draft && c.stage.as_deref() == Some("pending_approval") {
+        if state_of(&c) == CampaignState::Draft && c.stage == Some(Stage::PendingApproval) {
             // Nothing to send: approving it would only "complete" an empty campaign (issue 47:
             // a wrong column mapping made every contact invalid and it still reached approval).
             let counts = store.hygiene_counts(id).await?;

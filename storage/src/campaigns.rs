@@ -41,8 +41,8 @@ pub struct CampaignRecord {
     /// `api` or `panel` (issue 20): a panel campaign's contacts go through hygiene and
     /// approval before any is released.
     pub origin: String,
-    /// The panel's step (`engine::panel_campaign::Stage`), for panel campaigns.
-    pub stage: Option<String>,
+    /// The panel's step, for panel campaigns (an unknown stored step is `Corrupt`).
+    pub stage: Option<engine::panel_campaign::Stage>,
     /// At most this many contacts are sent (panel).
     pub volume: Option<i64>,
     /// The panel user who created it.
@@ -153,7 +153,13 @@ pub(crate) fn read(r: &AnyRow) -> Result<CampaignRecord> {
         mode: r.try_get("mode")?,
         scheduled_at: r.try_get("scheduled_at")?,
         origin: r.try_get("origin")?,
-        stage: r.try_get("stage")?,
+        stage: r
+            .try_get::<Option<String>, _>("stage")?
+            .map(|s| {
+                engine::panel_campaign::Stage::parse(&s)
+                    .ok_or_else(|| StorageError::Corrupt(format!("campaigns.stage: {s:?}")))
+            })
+            .transpose()?,
         volume: r.try_get("volume")?,
         created_by: r.try_get("created_by")?,
         approved_by: r.try_get("approved_by")?,
@@ -1400,8 +1406,8 @@ mod tests {
         (store, account, channel, campaign)
     }
 
-    /// Issue 51: a campaign's state is typed when read; a stored state this version does not
-    /// know is an error (`Corrupt`), never read as another state.
+    /// Issue 51: a campaign's state and panel step are typed when read; a stored value this
+    /// version does not know is an error (`Corrupt`), never read as another one.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_unknown_stored_state_is_corrupt_not_a_default() {
         let dir = tempfile::tempdir().unwrap();
@@ -1422,6 +1428,16 @@ mod tests {
         assert!(matches!(
             store.campaign_open_work(campaign.id).await,
             Err(StorageError::Corrupt(_))
+        ));
+        // The panel's step too.
+        sqlx::query("UPDATE campaigns SET state = 'draft', stage = 'revisada' WHERE id = $1")
+            .bind(campaign.id)
+            .execute(&store.pool)
+            .await
+            .unwrap();
+        assert!(matches!(
+            store.campaign(account, campaign.id).await,
+            Err(StorageError::Corrupt(m)) if m.contains("revisada")
         ));
     }
 
