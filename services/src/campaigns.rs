@@ -11,7 +11,7 @@ use engine::campaign::CampaignState;
 
 impl Services {
     /// `POST /campaigns` with `dry_run: true` (decision D-033): the campaign's checks (same
-    /// errors as [`Runtime::create_campaign`]), the audience's rows checked as
+    /// errors as [`actors::Runtime::create_campaign`]), the audience's rows checked as
     /// `POST /campaigns/{id}/recipients` would, and today's headroom of each number
     /// (the smaller of its 24 h headroom and what its daily campaign cap leaves). Nothing is
     /// stored and nothing is sent.

@@ -363,7 +363,7 @@ impl Services {
 
     /// `POST /groups/{id}/messages`: a library template to `to` through the number of the
     /// group with most headroom now (`idempotency_key` bound to the message as in
-    /// [`Runtime::send`]). Errors: 422 `template_missing` with `missing` when the
+    /// [`actors::Runtime::send`]). Errors: 422 `template_missing` with `missing` when the
     /// template is not approved on every number; [`ActorError::GroupExhausted`] (429) when the
     /// group's limit is used up or no number has headroom.
     pub async fn group_send(

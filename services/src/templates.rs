@@ -310,7 +310,7 @@ impl Services {
         Ok((self.template_view(account_id, id).await?, edits))
     }
 
-    /// One WABA's part of [`Runtime::edit_template`].
+    /// One WABA's part of [`Services::edit_template`].
     async fn edit_in_waba(
         &self,
         account_id: i64,
@@ -522,7 +522,7 @@ impl Services {
         n
     }
 
-    /// [`Runtime::replicate_templates`] in the background, so adding or connecting a number
+    /// [`Services::replicate_templates`] in the background, so adding or connecting a number
     /// answers without waiting for the provider's template calls.
     pub fn replicate_in_background(&self, account_id: i64, channel_id: i64) {
         let runtime = self.clone();
