@@ -3,9 +3,9 @@
 //! number's verified name, account alerts, business verification and marketing opt-outs.
 
 use crate::error::ActorError;
-use crate::ingest::{NumberChange, WabaChange};
 use crate::registry::ChannelEntry;
 use crate::Runtime;
+use engine::provider_webhook::{NumberChange, WabaChange};
 use std::collections::HashSet;
 use std::sync::Arc;
 

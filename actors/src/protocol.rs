@@ -13,8 +13,8 @@ use std::sync::Arc;
 use storage::channels::ChannelRecord;
 use storage::messages::{MessageRecord, NewInbound, StatusReport};
 
-/// The prefix of `biz_opaque_callback_data` values disparo sets: `dsp:<message id>`.
-pub const CALLBACK_PREFIX: &str = "dsp:";
+/// The prefix of `biz_opaque_callback_data` values disparo sets (defined where the ingest reads it).
+pub use engine::provider_webhook::CALLBACK_PREFIX;
 
 /// What to send.
 #[derive(Debug, Clone)]

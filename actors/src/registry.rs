@@ -85,3 +85,36 @@ impl Registry {
         self.by_id.iter().map(|e| e.clone()).collect()
     }
 }
+
+/// The running channels, as the webhook ingest looks them up ([`engine::provider_webhook`]).
+impl engine::provider_webhook::Directory for Registry {
+    type Channel = Arc<ChannelEntry>;
+
+    fn by_phone_number_id(&self, phone_number_id: &str) -> Option<Arc<ChannelEntry>> {
+        Registry::by_phone_number_id(self, phone_number_id)
+    }
+
+    fn of_waba(&self, waba_id: &str) -> Vec<Arc<ChannelEntry>> {
+        self.by_id
+            .iter()
+            .filter(|e| e.waba_id == waba_id)
+            .map(|e| e.clone())
+            .collect()
+    }
+
+    fn by_waba_and_phone(&self, waba_id: &str, phone: &str) -> Vec<Arc<ChannelEntry>> {
+        Registry::by_waba_and_phone(self, waba_id, phone)
+    }
+
+    fn identity<'a>(
+        &self,
+        channel: &'a Arc<ChannelEntry>,
+    ) -> engine::provider_webhook::Identity<'a> {
+        engine::provider_webhook::Identity {
+            account_id: channel.account_id,
+            channel_id: channel.channel_id,
+            phone_number_id: &channel.phone_number_id,
+            app_secret: channel.app_secret.as_ref(),
+        }
+    }
+}

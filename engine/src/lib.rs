@@ -19,6 +19,7 @@ pub mod pacing;
 pub mod panel;
 pub mod panel_campaign;
 pub mod phone;
+pub mod provider_webhook;
 pub mod secret;
 pub mod send;
 pub mod sender;

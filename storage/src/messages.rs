@@ -127,43 +127,9 @@ pub struct NewOutbound {
     pub source: &'static str,
 }
 
-/// An inbound message to record.
-#[derive(Debug, Clone)]
-pub struct NewInbound {
-    /// Owning account.
-    pub account_id: i64,
-    /// Channel.
-    pub channel_id: i64,
-    /// Sender's phone digits.
-    pub contact_phone: String,
-    /// Sender's profile name.
-    pub contact_name: Option<String>,
-    /// Provider `wamid` (deduplicates the provider's retries).
-    pub provider_message_id: String,
-    /// Payload kind.
-    pub kind: MessageKind,
-    /// Text, caption or button text.
-    pub body: Option<String>,
-    /// Media descriptor (provider media id, mime type…).
-    pub media: Option<serde_json::Value>,
-    /// When the contact sent it, ms (opens the 24-hour window).
-    pub at: i64,
-}
-
-/// A status the provider reported for an outbound message.
-#[derive(Debug, Clone)]
-pub struct StatusReport {
-    /// The `wamid`.
-    pub provider_message_id: String,
-    /// disparo's message id from `biz_opaque_callback_data`, when the send carried it.
-    pub callback_message_id: Option<i64>,
-    /// The status.
-    pub status: ProviderStatus,
-    /// When it happened, ms.
-    pub at: i64,
-    /// For `failed`: code, title, details.
-    pub error: Option<(i64, String, Option<String>)>,
-}
+/// An inbound message to record and a status report, as the webhook ingest reads them
+/// ([`engine::provider_webhook`]).
+pub use engine::provider_webhook::{NewInbound, StatusReport};
 
 /// A status report as applied to its message.
 #[derive(Debug, Clone)]
