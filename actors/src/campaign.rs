@@ -650,13 +650,14 @@ async fn hand_out(
 }
 
 impl Runtime {
-    /// `POST /campaigns/{id}/start`: a draft or paused campaign starts (or resumes)
-    /// dispatching.
-    pub async fn start_campaign(
-        &self,
-        account_id: i64,
-        id: i64,
-    ) -> Result<crate::campaigns::CampaignView, ActorError> {
+    /// A draft, paused or scheduled campaign starts (or resumes) dispatching: its state moves
+    /// to `running` (a compare-and-set: another request or process's scheduler may win) and
+    /// its actor is spawned. The dispatch switch and the campaign's numbers may refuse it
+    /// ([`Runtime::may_start`]).
+    ///
+    /// Errors: 422 `invalid_state` (not startable, or moved meanwhile); the switch's refusal;
+    /// storage failures.
+    pub async fn launch_campaign(&self, account_id: i64, id: i64) -> Result<(), ActorError> {
         let store = &self.shared.store;
         let c = store.campaign(account_id, id).await?;
         let state = c.state;
@@ -689,8 +690,7 @@ impl Runtime {
                 details: serde_json::json!({"state": c.state}),
             });
         }
-        self.spawn_campaign(id, account_id).await?;
-        self.campaign_view(account_id, id).await
+        self.spawn_campaign(id, account_id).await
     }
 
     /// Stops a campaign's actor, if one runs: no provider call of it starts after this

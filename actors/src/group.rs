@@ -207,7 +207,7 @@ pub(crate) fn spawn_scheduler(rt: Runtime) {
                 }
             };
             for (id, account_id) in due {
-                match rt.start_campaign(account_id, id).await {
+                match rt.launch_campaign(account_id, id).await {
                     Ok(_) => tracing::info!(campaign_id = id, "scheduled campaign started"),
                     // The account's dispatch switch is off: it starts once it is turned on.
                     Err(ActorError::Refused {
@@ -247,7 +247,7 @@ pub struct GroupCampaignInput {
     /// var_map; default the template's.
     pub var_map: Option<engine::library::VarMap>,
     /// Audience (≤ 10,000 rows here; more with `POST /campaigns/{id}/recipients`).
-    pub recipients: Vec<crate::campaigns::RecipientInput>,
+    pub recipients: Vec<engine::audience::RecipientInput>,
     /// When to start (ms); `None`: now (with `start`).
     pub scheduled_at: Option<i64>,
     /// `false`: only create (a draft).

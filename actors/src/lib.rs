@@ -12,7 +12,6 @@
 pub mod alternative;
 pub mod bm;
 pub mod campaign;
-pub mod campaigns;
 pub mod channel;
 pub mod clock;
 pub mod dispatcher;

@@ -5,6 +5,7 @@
 //! a table-testable function.
 
 pub mod access;
+pub mod audience;
 pub mod campaign;
 pub mod channel;
 pub mod error;

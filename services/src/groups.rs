@@ -263,8 +263,8 @@ impl Services {
         input: GroupCampaignInput,
     ) -> Result<
         (
-            actors::campaigns::CampaignView,
-            Option<actors::campaigns::RecipientsAdded>,
+            crate::campaigns::CampaignView,
+            Option<crate::campaigns::RecipientsAdded>,
         ),
         ActorError,
     > {
@@ -274,12 +274,12 @@ impl Services {
             input.scheduled_at.is_some(),
             input.start,
             input.recipients.len(),
-            actors::campaigns::MAX_RECIPIENTS_PER_CALL,
+            crate::campaigns::MAX_RECIPIENTS_PER_CALL,
         )?;
         let view = self
             .create_campaign(
                 account_id,
-                actors::campaigns::CampaignInput {
+                crate::campaigns::CampaignInput {
                     name: input.name,
                     category: input.category,
                     template_id: input.template_id,
@@ -349,7 +349,7 @@ impl Services {
         let on = store.template_channels(template.id).await?;
         let missing: Vec<Value> = members
             .iter()
-            .filter_map(|m| actors::campaigns::not_approved(&on, *m))
+            .filter_map(|m| crate::campaigns::not_approved(&on, *m))
             .collect();
         if !missing.is_empty() {
             return Err(rejected(

@@ -181,7 +181,7 @@ impl Services {
         let checked = self
             .check_campaign(
                 account_id,
-                &actors::campaigns::CampaignInput {
+                &crate::campaigns::CampaignInput {
                     name: input.name.clone(),
                     category: None,
                     template_id: input.template_id,
@@ -754,7 +754,7 @@ impl Services {
             .channels
             .iter()
             .map(|(id, _)| *id)
-            .find(|ch| actors::campaigns::not_approved(&states, *ch).is_none())
+            .find(|ch| crate::campaigns::not_approved(&states, *ch).is_none())
             .ok_or_else(|| ActorError::Rejected {
                 code: "template_missing",
                 message: "O template não está aprovado em nenhum número da campanha.".into(),

@@ -5,13 +5,13 @@ use crate::envelope::{Data, Page};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, Auth, IdPath, RawBody};
 use crate::AppState;
-use actors::campaigns::{CampaignInput, CampaignView, DryRun, RecipientInput, RecipientsAdded};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use engine::library::VarMap;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use services::campaigns::{CampaignInput, CampaignView, DryRun, RecipientInput, RecipientsAdded};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -169,7 +169,7 @@ async fn read(
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct RecipientsIn {
-    /// 1 to 10,000 rows per call (`actors::campaigns::MAX_RECIPIENTS_PER_CALL`).
+    /// 1 to 10,000 rows per call (`services::campaigns::MAX_RECIPIENTS_PER_CALL`).
     #[schema(min_items = 1, max_items = 10000)]
     recipients: Vec<RecipientInput>,
 }

@@ -8,7 +8,6 @@ use crate::extract::{ApiJson, Auth, IdPath, RawBody};
 use crate::routes::channels::ChannelOut;
 use crate::routes::message_out::{send_result, SendResultOut};
 use crate::AppState;
-use actors::campaigns::{CampaignView, RecipientsAdded};
 use actors::group::{GroupDetail, GroupInput};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -16,6 +15,7 @@ use axum::Json;
 use engine::phone::Phone;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use services::campaigns::{CampaignView, RecipientsAdded};
 use storage::templates::TemplateRecord;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -287,10 +287,10 @@ struct CampaignIn {
     mode: Option<String>,
     #[schema(value_type = Option<std::collections::BTreeMap<String, engine::library::VarBinding>>)]
     var_map: Option<engine::library::VarMap>,
-    /// Up to 10,000 rows (`actors::campaigns::MAX_RECIPIENTS_PER_CALL`).
+    /// Up to 10,000 rows (`services::campaigns::MAX_RECIPIENTS_PER_CALL`).
     #[serde(default)]
     #[schema(max_items = 10000)]
-    recipients: Vec<actors::campaigns::RecipientInput>,
+    recipients: Vec<services::campaigns::RecipientInput>,
     /// Date-time without zone (America/Sao_Paulo), e.g. `2026-12-01T09:00`.
     scheduled_at: Option<String>,
     /// `false`: only create (default true).

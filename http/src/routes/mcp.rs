@@ -419,7 +419,7 @@ async fn create_campaign(c: &Caller, a: Map<String, Value>) -> Result<Outcome, S
     let id = created.body["data"]["id"].as_i64().unwrap_or_default();
     let mut added = Vec::new();
     if let Some(Value::Array(rows)) = recipients {
-        for chunk in rows.chunks(actors::campaigns::MAX_RECIPIENTS_PER_CALL) {
+        for chunk in rows.chunks(services::campaigns::MAX_RECIPIENTS_PER_CALL) {
             let out = c
                 .call(
                     Method::POST,
