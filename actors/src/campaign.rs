@@ -356,7 +356,9 @@ async fn claim_tick_work(
     let template_name = |channel_id: i64| {
         versions
             .iter()
-            .find(|v| v.channel_id == channel_id && v.status == "approved")
+            .find(|v| {
+                v.channel_id == channel_id && v.status == engine::library::TemplateStatus::Approved
+            })
             .map_or_else(|| default_name.clone(), |v| v.provider_name.clone())
     };
     let channel_ids: Vec<i64> = st.slots.iter().map(|s| s.channel_id).collect();

@@ -110,7 +110,7 @@ impl Runtime {
             store.set_template_channel_quality(r.id, &quality).await?;
             n += 1;
             let mut event = self
-                .template_event(r, "QUALITY_UPDATE", &r.status, None)
+                .template_event(r, "QUALITY_UPDATE", r.status, None)
                 .await?;
             event.data["quality"] = serde_json::json!(quality);
             event.data["previous_quality"] = serde_json::json!(q.previous_quality_score.clone());
@@ -158,7 +158,7 @@ impl Runtime {
                 n += 1;
             }
             let mut event = self
-                .template_event(r, "CATEGORY_UPDATE", &r.status, None)
+                .template_event(r, "CATEGORY_UPDATE", r.status, None)
                 .await?;
             event.data["category"] = serde_json::json!(category);
             events.push(event);

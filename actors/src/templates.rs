@@ -11,21 +11,8 @@ use engine::webhook::EventKind;
 use provider::wire::{CreateTemplate, TemplateStatusValue};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use storage::templates::{TemplateChannel, TemplateForSend, TemplateRecord};
+use storage::templates::{TemplateChannel, TemplateForSend, TemplateRecord, TemplateStatus};
 use storage::webhooks::NewEvent;
-
-/// The library status for a provider status / event (decision D-026).
-pub fn library_status(provider: &str) -> Option<&'static str> {
-    Some(match provider.to_ascii_uppercase().as_str() {
-        "APPROVED" | "REINSTATED" | "UNPAUSED" => "approved",
-        "PENDING" | "IN_APPEAL" => "pending",
-        "REJECTED" => "rejected",
-        "PAUSED" => "paused",
-        "DISABLED" => "disabled",
-        "DELETED" | "PENDING_DELETION" => "deleted",
-        _ => return None,
-    })
-}
 
 /// A library template's fields as the engine's draft (the provider's rules read it).
 pub fn draft_of(t: &TemplateRecord) -> Draft {
@@ -159,7 +146,7 @@ impl Runtime {
         verified_channels: &std::collections::HashSet<i64>,
         event_at: i64,
     ) -> Result<usize, ActorError> {
-        let Some(status) = library_status(&v.event) else {
+        let Some(status) = TemplateStatus::from_provider(&v.event) else {
             return Ok(0);
         };
         let store = &self.shared.store;
@@ -172,8 +159,8 @@ impl Runtime {
             .await?;
         let mut events = Vec::new();
         let reason = match status {
-            "rejected" => v.reason.clone().filter(|r| r != "NONE"),
-            "paused" | "disabled" => v
+            TemplateStatus::Rejected => v.reason.clone().filter(|r| r != "NONE"),
+            TemplateStatus::Paused | TemplateStatus::Disabled => v
                 .other_info
                 .as_ref()
                 .and_then(|o| o.get("title"))
@@ -217,7 +204,7 @@ impl Runtime {
         &self,
         r: &TemplateChannel,
         event: &str,
-        status: &str,
+        status: TemplateStatus,
         reason: Option<&str>,
     ) -> Result<NewEvent, ActorError> {
         let store = &self.shared.store;
@@ -298,7 +285,7 @@ pub fn version_on_channel(
     let t = &found.template;
     let layout = Some(std::sync::Arc::new(layout_of(t)));
     match found.channels.iter().find(|r| r.channel_id == channel_id) {
-        Some(r) if r.status == "approved" => (r.provider_name.clone(), layout),
+        Some(r) if r.status == TemplateStatus::Approved => (r.provider_name.clone(), layout),
         _ => (t.provider_name.clone(), layout),
     }
 }

@@ -38,6 +38,76 @@ pub struct VarBinding {
     pub default: Option<String>,
 }
 
+/// A library template's state on one number (its copy in the number's WABA), decision D-026.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TemplateStatus {
+    /// Submitted; the provider has not decided (or it is in appeal).
+    Pending,
+    /// Usable for sends.
+    Approved,
+    /// Refused by the provider (`rejection_reason` says why).
+    Rejected,
+    /// Paused by the provider for low quality.
+    Paused,
+    /// Disabled by the provider.
+    Disabled,
+    /// The submission failed (our call or the provider's answer).
+    Failed,
+    /// Deleted at the provider.
+    Deleted,
+}
+
+impl TemplateStatus {
+    /// The stored and wire form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TemplateStatus::Pending => "pending",
+            TemplateStatus::Approved => "approved",
+            TemplateStatus::Rejected => "rejected",
+            TemplateStatus::Paused => "paused",
+            TemplateStatus::Disabled => "disabled",
+            TemplateStatus::Failed => "failed",
+            TemplateStatus::Deleted => "deleted",
+        }
+    }
+
+    /// Parses the stored form.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "pending" => TemplateStatus::Pending,
+            "approved" => TemplateStatus::Approved,
+            "rejected" => TemplateStatus::Rejected,
+            "paused" => TemplateStatus::Paused,
+            "disabled" => TemplateStatus::Disabled,
+            "failed" => TemplateStatus::Failed,
+            "deleted" => TemplateStatus::Deleted,
+            _ => return None,
+        })
+    }
+
+    /// The library status for a provider status or `message_template_status_update` event
+    /// (PROVIDER.md §6, §9.4; D-026): `None` for one that does not change the state
+    /// (`FLAGGED`, an unknown event).
+    pub fn from_provider(provider: &str) -> Option<Self> {
+        Some(match provider.to_ascii_uppercase().as_str() {
+            "APPROVED" | "REINSTATED" | "UNPAUSED" => TemplateStatus::Approved,
+            "PENDING" | "IN_APPEAL" => TemplateStatus::Pending,
+            "REJECTED" => TemplateStatus::Rejected,
+            "PAUSED" => TemplateStatus::Paused,
+            "DISABLED" => TemplateStatus::Disabled,
+            "DELETED" | "PENDING_DELETION" => TemplateStatus::Deleted,
+            _ => return None,
+        })
+    }
+}
+
+impl std::fmt::Display for TemplateStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A var_map: `"1".."n"` for body variables, `"btn:0"` for the URL button's suffix,
 /// `"header:1"` for the variable of a text header (D-071).
 pub type VarMap = BTreeMap<String, VarBinding>;
@@ -378,6 +448,40 @@ pub fn render(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// D-026: the provider's statuses and events map onto the library's states; each state
+    /// reads back from its stored form; the wire form is the stored one.
+    #[test]
+    fn template_states_from_the_provider_and_back() {
+        let table = [
+            ("APPROVED", Some(TemplateStatus::Approved)),
+            ("reinstated", Some(TemplateStatus::Approved)),
+            ("UNPAUSED", Some(TemplateStatus::Approved)),
+            ("IN_APPEAL", Some(TemplateStatus::Pending)),
+            ("REJECTED", Some(TemplateStatus::Rejected)),
+            ("PAUSED", Some(TemplateStatus::Paused)),
+            ("DISABLED", Some(TemplateStatus::Disabled)),
+            ("PENDING_DELETION", Some(TemplateStatus::Deleted)),
+            ("FLAGGED", None),
+            ("", None),
+        ];
+        for (provider, want) in table {
+            assert_eq!(TemplateStatus::from_provider(provider), want, "{provider}");
+        }
+        for s in [
+            TemplateStatus::Pending,
+            TemplateStatus::Approved,
+            TemplateStatus::Rejected,
+            TemplateStatus::Paused,
+            TemplateStatus::Disabled,
+            TemplateStatus::Failed,
+            TemplateStatus::Deleted,
+        ] {
+            assert_eq!(TemplateStatus::parse(s.as_str()), Some(s));
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+        }
+        assert_eq!(TemplateStatus::parse("APPROVED"), None, "stored forms only");
+    }
 
     fn draft(body: &str) -> Draft {
         Draft {

@@ -9,6 +9,7 @@ use actors::error::stored_json;
 use actors::ActorError;
 pub use engine::audience::{check_rows, Audience, InvalidRow, RecipientInput};
 use engine::campaign::CampaignState;
+use engine::library::TemplateStatus;
 use engine::library::{problems, Draft, VarMap};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -146,8 +147,8 @@ pub fn not_approved(
     channel_id: i64,
 ) -> Option<Value> {
     let state = states.iter().find(|s| s.channel_id == channel_id);
-    state.is_none_or(|s| s.status != "approved").then(|| {
-        json!({"channel_id": channel_id, "status": state.map(|s| s.status.clone()).unwrap_or_else(|| "not_submitted".into())})
+    state.is_none_or(|s| s.status != TemplateStatus::Approved).then(|| {
+        json!({"channel_id": channel_id, "status": state.map_or("not_submitted", |s| s.status.as_str())})
     })
 }
 
@@ -656,11 +657,11 @@ impl Services {
         }
         let versions = store.template_channels(c.template_id).await?;
         let version = versions.iter().find(|v| v.channel_id == target_channel_id);
-        if version.is_none_or(|v| v.status != "approved") {
+        if version.is_none_or(|v| v.status != TemplateStatus::Approved) {
             return Err(ActorError::Rejected {
                 code: "template_missing",
                 message: "O template da campanha não está aprovado no número de destino; envie-o com POST /templates/{id}/channels.".into(),
-                details: serde_json::json!({"missing": [{"channel_id": target_channel_id, "status": version.map(|v| v.status.clone()).unwrap_or_else(|| "not_submitted".into())}]}),
+                details: serde_json::json!({"missing": [{"channel_id": target_channel_id, "status": version.map_or("not_submitted", |v| v.status.as_str())}]}),
             });
         }
         let resent = store.resend_failed(id, target_channel_id).await?;

@@ -232,7 +232,10 @@ impl Services {
         let store = &self.shared().store;
         let states = store.account_template_channels(account_id).await?;
         let mut approved: BTreeMap<i64, HashSet<i64>> = BTreeMap::new();
-        for s in states.iter().filter(|s| s.status == "approved") {
+        for s in states
+            .iter()
+            .filter(|s| s.status == engine::library::TemplateStatus::Approved)
+        {
             approved
                 .entry(s.template_id)
                 .or_default()

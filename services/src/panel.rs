@@ -1837,7 +1837,8 @@ impl Services {
                 }
             };
             let rows = store.template_channels(lib.id).await?;
-            let status = actors::templates::library_status(&t.status).unwrap_or("pending");
+            let status = engine::library::TemplateStatus::from_provider(&t.status)
+                .unwrap_or(engine::library::TemplateStatus::Pending);
             for c in &channels {
                 match rows.iter().find(|r| r.channel_id == c.id) {
                     Some(r) if r.provider_name != t.name => continue,

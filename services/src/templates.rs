@@ -4,12 +4,13 @@
 //! first.
 
 use crate::Services;
-use actors::templates::{draft_of, library_status, provider_body};
+use actors::templates::{draft_of, provider_body};
 use actors::ActorError;
 use engine::library::{problems, provider_name_from, valid_provider_name, Button, Draft, VarMap};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
+use storage::templates::TemplateStatus;
 use storage::templates::{NewTemplate, TemplateChannel, TemplateChannelState, TemplateRecord};
 use tracing::Instrument;
 
@@ -145,7 +146,7 @@ pub struct TemplateChannelView {
 fn view(t: &TemplateRecord, rows: &[TemplateChannel]) -> TemplateView {
     let mut by_status = BTreeMap::new();
     for r in rows {
-        *by_status.entry(r.status.clone()).or_insert(0) += 1;
+        *by_status.entry(r.status.to_string()).or_insert(0) += 1;
     }
     TemplateView {
         id: t.id,
@@ -166,7 +167,7 @@ fn view(t: &TemplateRecord, rows: &[TemplateChannel]) -> TemplateView {
             .iter()
             .map(|r| TemplateChannelView {
                 channel_id: r.channel_id,
-                status: r.status.clone(),
+                status: r.status.to_string(),
                 rejection_reason: r.rejection_reason.clone(),
                 quality: r.quality.clone(),
                 provider_name: r.provider_name.clone(),
@@ -262,7 +263,10 @@ impl Services {
         let old = draft_of(&t);
         let (name, draft, auto_replicate) = patched(&t, &old, patch)?;
         let found = problems(&draft);
-        let live: Vec<&TemplateChannel> = rows.iter().filter(|r| r.status != "deleted").collect();
+        let live: Vec<&TemplateChannel> = rows
+            .iter()
+            .filter(|r| r.status != TemplateStatus::Deleted)
+            .collect();
         if !live.is_empty() && !found.is_empty() {
             return Err(ActorError::TemplateHasProblems(
                 serde_json::to_value(&found).unwrap_or(json!([])),
@@ -326,26 +330,36 @@ impl Services {
             .copied()
             .expect("a WABA has rows");
         let token = store.channel_secrets(head.channel_id).await?.access_token;
-        let outcome = |mode, name: &str, status: &str, reason| {
+        let outcome = |mode, name: &str, status: TemplateStatus, reason| {
             provider_edit(waba, mode, name, status, reason)
         };
         let mut why_new = None;
         if let (Some(pid), true) = (
             head.provider_template_id.as_deref(),
-            ["approved", "rejected", "paused"].contains(&head.status.as_str()),
+            matches!(
+                head.status,
+                TemplateStatus::Approved | TemplateStatus::Rejected | TemplateStatus::Paused
+            ),
         ) {
             let category = (t.category != old.category).then(|| t.category.to_ascii_uppercase());
             match self
                 .edit_in_place(t, head, rs, token.expose(), pid, category.as_deref())
                 .await?
             {
-                Ok(()) => return Ok(outcome("edited", &head.provider_name, "pending", None)),
+                Ok(()) => {
+                    return Ok(outcome(
+                        "edited",
+                        &head.provider_name,
+                        TemplateStatus::Pending,
+                        None,
+                    ))
+                }
                 Err(InPlace::NewVersion(why)) => why_new = Some(why),
                 Err(InPlace::Failed(why)) => {
                     return Ok(outcome(
                         "failed",
                         &head.provider_name,
-                        &head.status,
+                        head.status,
                         Some(why),
                     ))
                 }
@@ -368,7 +382,7 @@ impl Services {
             Err(e) => Ok(outcome(
                 "failed",
                 &head.provider_name,
-                &head.status,
+                head.status,
                 Some(e.to_string()),
             )),
         }
@@ -391,7 +405,7 @@ impl Services {
         let components = provider_body(t, &head.provider_name).components;
         for r in rs {
             store
-                .set_template_channel_status(r.id, "pending", None)
+                .set_template_channel_status(r.id, TemplateStatus::Pending, None)
                 .await?;
         }
         let answer = self
@@ -402,7 +416,7 @@ impl Services {
         if answer.is_err() {
             for r in rs {
                 store
-                    .set_template_channel_status(r.id, &r.status, r.rejection_reason.as_deref())
+                    .set_template_channel_status(r.id, r.status, r.rejection_reason.as_deref())
                     .await?;
             }
         }
@@ -424,7 +438,7 @@ impl Services {
         rows: &[&TemplateChannel],
         token: &engine::Secret,
         version: i64,
-    ) -> Result<(String, &'static str), ActorError> {
+    ) -> Result<(String, TemplateStatus), ActorError> {
         let store = &self.shared().store;
         let waba = rows[0].waba_id.clone();
         let name = if version <= 1 {
@@ -442,7 +456,12 @@ impl Services {
         };
         for r in rows {
             store
-                .upsert_template_channel(account_id, t.id, r.channel_id, next(None, "pending"))
+                .upsert_template_channel(
+                    account_id,
+                    t.id,
+                    r.channel_id,
+                    next(None, TemplateStatus::Pending),
+                )
                 .await?;
         }
         let created = match self
@@ -461,7 +480,8 @@ impl Services {
                 return Err(e.into());
             }
         };
-        let status = library_status(&created.status).unwrap_or("pending");
+        let status =
+            TemplateStatus::from_provider(&created.status).unwrap_or(TemplateStatus::Pending);
         for r in rows {
             store
                 .record_template_answer(
@@ -501,7 +521,7 @@ impl Services {
             let of_t: Vec<&TemplateChannel> =
                 rows.iter().filter(|r| r.template_id == t.id).collect();
             if of_t.iter().any(|r| r.channel_id == channel_id)
-                || !of_t.iter().any(|r| r.status != "deleted")
+                || !of_t.iter().any(|r| r.status != TemplateStatus::Deleted)
             {
                 continue;
             }
@@ -663,7 +683,12 @@ impl Services {
         };
         for c in chans {
             store
-                .upsert_template_channel(account_id, t.id, c.id, submitted(None, "pending", None))
+                .upsert_template_channel(
+                    account_id,
+                    t.id,
+                    c.id,
+                    submitted(None, TemplateStatus::Pending, None),
+                )
                 .await?;
         }
         let (status, reason, provider_id) =
@@ -689,14 +714,14 @@ impl Services {
         t: &TemplateRecord,
         token: &str,
         waba_id: &str,
-    ) -> Result<(&'static str, Option<String>, Option<String>), ActorError> {
+    ) -> Result<(TemplateStatus, Option<String>, Option<String>), ActorError> {
         let graph = &self.shared().graph;
         let created = graph
             .create_template(token, waba_id, &provider_body(t, &t.provider_name))
             .await;
         Ok(match created {
             Ok(created) => (
-                library_status(&created.status).unwrap_or("pending"),
+                TemplateStatus::from_provider(&created.status).unwrap_or(TemplateStatus::Pending),
                 None,
                 Some(created.id),
             ),
@@ -708,14 +733,14 @@ impl Services {
                     .find(|x| x.name == t.provider_name && x.language == t.language)
                 {
                     Some(x) => (
-                        library_status(&x.status).unwrap_or("pending"),
+                        TemplateStatus::from_provider(&x.status).unwrap_or(TemplateStatus::Pending),
                         None,
                         Some(x.id),
                     ),
-                    None => ("failed", Some(e.reason()), None),
+                    None => (TemplateStatus::Failed, Some(e.reason()), None),
                 }
             }
-            Err(e) => ("failed", Some(e.reason()), None),
+            Err(e) => (TemplateStatus::Failed, Some(e.reason()), None),
         })
     }
 
@@ -744,8 +769,8 @@ impl Services {
                     Some(&x.id) == r.provider_template_id.as_ref() || x.name == r.provider_name
                 });
                 let status = found
-                    .and_then(|x| library_status(&x.status))
-                    .unwrap_or("deleted");
+                    .and_then(|x| TemplateStatus::from_provider(&x.status))
+                    .unwrap_or(TemplateStatus::Deleted);
                 if status != r.status {
                     store
                         .set_template_channel_status(r.id, status, r.rejection_reason.as_deref())
@@ -832,7 +857,7 @@ impl Services {
         let mut wabas: BTreeMap<&str, Vec<&TemplateChannel>> = BTreeMap::new();
         for r in rows
             .iter()
-            .filter(|r| r.provider_template_id.is_some() && r.status != "deleted")
+            .filter(|r| r.provider_template_id.is_some() && r.status != TemplateStatus::Deleted)
         {
             wabas.entry(r.waba_id.as_str()).or_default().push(r);
         }
@@ -897,7 +922,7 @@ impl Services {
         for r in rows.iter().filter(|r| deleted.contains(&r.waba_id)) {
             self.shared()
                 .store
-                .set_template_channel_status(r.id, "deleted", None)
+                .set_template_channel_status(r.id, TemplateStatus::Deleted, None)
                 .await?;
         }
         Ok(())
@@ -962,7 +987,7 @@ fn provider_edit(
     waba: &str,
     mode: &'static str,
     provider_name: &str,
-    status: &str,
+    status: TemplateStatus,
     reason: Option<String>,
 ) -> ProviderEdit {
     ProviderEdit {

@@ -4,6 +4,8 @@ use crate::{found, now_ms, Result, StorageError, Store};
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
+pub use engine::library::TemplateStatus;
+
 /// A library template.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TemplateRecord {
@@ -62,8 +64,8 @@ pub struct TemplateChannel {
     pub provider_template_id: Option<String>,
     /// Version (1, then 2 for `_v2`…).
     pub version: i64,
-    /// `pending`, `approved`, `rejected`, `paused`, `disabled`, `failed`, `deleted`.
-    pub status: String,
+    /// Its state on this number (an unknown stored value is [`StorageError::Corrupt`]).
+    pub status: TemplateStatus,
     /// The provider's reason, on rejection or failure.
     pub rejection_reason: Option<String>,
     /// The template's quality on this number (`GREEN`, `YELLOW`, `RED`, `UNKNOWN`), from
@@ -81,7 +83,7 @@ impl TemplateChannel {
             provider_name: &self.provider_name,
             provider_template_id: self.provider_template_id.as_deref(),
             version: self.version,
-            status: &self.status,
+            status: self.status,
             rejection_reason: self.rejection_reason.as_deref(),
         }
     }
@@ -99,8 +101,8 @@ pub struct TemplateChannelState<'a> {
     pub provider_template_id: Option<&'a str>,
     /// Version (1, then 2 for `_v2`…).
     pub version: i64,
-    /// `pending`, `approved`, `rejected`, `paused`, `disabled`, `failed`, `deleted`.
-    pub status: &'a str,
+    /// Its state on this number.
+    pub status: TemplateStatus,
     /// The provider's reason, on rejection or failure.
     pub rejection_reason: Option<&'a str>,
 }
@@ -192,6 +194,12 @@ fn read_t(r: &AnyRow) -> Result<TemplateRecord> {
     })
 }
 
+/// A stored template state; an unknown one is `Corrupt` (never read as another state).
+fn template_status(s: &str) -> Result<TemplateStatus> {
+    TemplateStatus::parse(s)
+        .ok_or_else(|| StorageError::Corrupt(format!("template_channels.status: {s:?}")))
+}
+
 fn read_c(r: &AnyRow) -> Result<TemplateChannel> {
     Ok(TemplateChannel {
         id: r.try_get("id")?,
@@ -201,7 +209,7 @@ fn read_c(r: &AnyRow) -> Result<TemplateChannel> {
         provider_name: r.try_get("provider_name")?,
         provider_template_id: r.try_get("provider_template_id")?,
         version: r.try_get("version")?,
-        status: r.try_get("status")?,
+        status: template_status(&r.try_get::<String, _>("status")?)?,
         rejection_reason: r.try_get("rejection_reason")?,
         quality: r.try_get("quality")?,
         updated_at: r.try_get("updated_at")?,
@@ -550,7 +558,7 @@ impl Store {
             .bind(state.provider_name)
             .bind(state.provider_template_id)
             .bind(state.version)
-            .bind(state.status)
+            .bind(state.status.as_str())
             .bind(state.rejection_reason)
             .bind(now_ms())
             .execute(&self.writer)
@@ -607,12 +615,12 @@ impl Store {
     pub async fn set_template_channel_status(
         &self,
         id: i64,
-        status: &str,
+        status: TemplateStatus,
         reason: Option<&str>,
     ) -> Result<()> {
         sqlx::query("UPDATE template_channels SET status = $2, rejection_reason = $3, updated_at = $4 WHERE id = $1")
             .bind(id)
-            .bind(status)
+            .bind(status.as_str())
             .bind(reason)
             .bind(now_ms())
             .execute(&self.writer)
@@ -626,7 +634,7 @@ impl Store {
     pub async fn set_template_channel_status_at(
         &self,
         id: i64,
-        status: &str,
+        status: TemplateStatus,
         reason: Option<&str>,
         event_at: i64,
     ) -> Result<bool> {
@@ -635,7 +643,7 @@ impl Store {
              WHERE id = $1 AND (status_event_at IS NULL OR status_event_at <= $5)",
         )
         .bind(id)
-        .bind(status)
+        .bind(status.as_str())
         .bind(reason)
         .bind(now_ms())
         .bind(event_at)
@@ -830,7 +838,7 @@ mod tests {
                     provider_name: "hello_v2",
                     provider_template_id: Some("9"),
                     version: 2,
-                    status: "approved",
+                    status: super::TemplateStatus::Approved,
                     rejection_reason: None,
                 },
             )
@@ -861,5 +869,42 @@ mod tests {
             .await
             .unwrap()
             .is_none());
+    }
+
+    /// A template's state on a number is typed at the boundary: an unknown stored value is
+    /// `Corrupt`, never read as another state (issue 51).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_unknown_stored_template_state_is_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, account, channel) = crate::test_support::store_with_channel(dir.path()).await;
+        let t = store
+            .insert_template(&crate::test_support::new_template(
+                account, "Olá", "hello", "utility", "Oi {{1}}",
+            ))
+            .await
+            .unwrap();
+        let state = TemplateChannelState {
+            waba_id: "2",
+            provider_name: "hello",
+            provider_template_id: Some("9"),
+            version: 1,
+            status: super::TemplateStatus::Paused,
+            rejection_reason: Some("baixa qualidade"),
+        };
+        store
+            .upsert_template_channel(account, t.id, channel, state)
+            .await
+            .unwrap();
+        let rows = store.template_channels(t.id).await.unwrap();
+        assert_eq!(rows[0].status, super::TemplateStatus::Paused);
+        sqlx::query("UPDATE template_channels SET status = 'arquivado' WHERE template_id = $1")
+            .bind(t.id)
+            .execute(&store.pool)
+            .await
+            .unwrap();
+        assert!(matches!(
+            store.template_channels(t.id).await,
+            Err(crate::StorageError::Corrupt(m)) if m.contains("arquivado")
+        ));
     }
 }
