@@ -21,6 +21,7 @@ pub mod panel;
 pub mod panel_campaign;
 pub mod phone;
 pub mod provider_webhook;
+pub mod rate;
 pub mod secret;
 pub mod send;
 pub mod sender;

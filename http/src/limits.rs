@@ -1,32 +1,51 @@
 //! Limits on abuse of the HTTP server (issue 15, decision D-043): a per-token rate limit on
-//! the account API, and the accept loop with a header read timeout.
+//! the account API and the public sender (issue 49), and the accept loop with a header read
+//! timeout.
 
 use crate::error::ApiError;
 use axum::http::{HeaderName, HeaderValue};
 use axum::response::{IntoResponse, Response};
+use dashmap::DashMap;
+use engine::rate::{Admission, SlidingWindow};
 use governor::clock::{Clock, DefaultClock};
 use governor::middleware::StateInformationMiddleware;
 use governor::state::keyed::DefaultKeyedStateStore;
 use governor::{Quota, RateLimiter};
 use std::num::NonZeroU32;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 type Keyed =
     RateLimiter<i64, DefaultKeyedStateStore<i64>, DefaultClock, StateInformationMiddleware>;
 
-/// A per-token request limit: a GCRA bucket per token of `burst` requests refilled one per
-/// `period`. The account API's (`DISPARO_RATE_LIMIT_PER_MIN`, D-043) has the whole minute's
-/// quota as its burst; the public sender's (120 per minute, D-060) holds at most its quota in
-/// any 60 s. Answers carry the draft IETF `RateLimit-Policy` and `RateLimit` headers; a refusal
-/// is 429 `limite_de_requisicoes` with `Retry-After` (≥ 1 s).
+/// How a [`TokenRateLimit`] counts.
+#[derive(Clone)]
+enum Counting {
+    /// A GCRA bucket per token (governor): the account API's, its whole minute as its burst.
+    Bucket {
+        limiter: Arc<Keyed>,
+        period: Duration,
+    },
+    /// A sliding window per token ([`engine::rate::SlidingWindow`]): the public sender's, at
+    /// most its quota in any 60 s, so a client at the quota's pace is never refused (issue 49).
+    Window {
+        windows: Arc<DashMap<i64, SlidingWindow>>,
+        /// The origin of the windows' ms.
+        origin: Instant,
+    },
+}
+
+/// A per-token request limit. The account API's (`DISPARO_RATE_LIMIT_PER_MIN`, D-043) is a
+/// bucket of the whole minute's quota refilled evenly; the public sender's (120 per minute,
+/// D-060, issue 49) admits at most its quota in any 60 s. Answers carry the draft IETF
+/// `RateLimit-Policy` and `RateLimit` headers (`r` requests left now, `t` seconds until the
+/// whole quota is free again); a refusal is 429 `limite_de_requisicoes` with `Retry-After`
+/// (≥ 1 s: when one more request is admitted).
 #[derive(Clone)]
 pub struct TokenRateLimit {
-    limiter: Arc<Keyed>,
+    counting: Counting,
     /// Most requests in any 60 s (the policy's `q`).
     per_minute: u32,
-    burst: u32,
-    period: Duration,
     /// The policy's name in the headers (`token`, `sender`).
     name: &'static str,
 }
@@ -48,33 +67,36 @@ pub enum RateVerdict {
     Refused(Response),
 }
 
+/// Whole seconds of `ms`, rounded up.
+fn ceil_secs(ms: i64) -> u64 {
+    (ms.max(0) as u64).div_ceil(1000)
+}
+
 impl TokenRateLimit {
     /// The account API's limit: `per_minute` requests per token, all of them available at
     /// once; `None` for 0 (no limit).
     pub fn new(per_minute: u32) -> Option<Self> {
         let n = NonZeroU32::new(per_minute)?;
         Some(Self {
-            limiter: Arc::new(RateLimiter::keyed(Quota::per_minute(n)).with_middleware()),
+            counting: Counting::Bucket {
+                limiter: Arc::new(RateLimiter::keyed(Quota::per_minute(n)).with_middleware()),
+                period: Duration::from_secs(60) / per_minute,
+            },
             per_minute,
-            burst: per_minute,
-            period: Duration::from_secs(60) / per_minute,
             name: "token",
         })
     }
 
-    /// The public sender's limit (D-060): at most `per_minute` requests in any 60 s — a burst
-    /// of half of them, then one every `120 / per_minute` s (for 120: 60 at once, then one per
-    /// second). `None` for 0 (no limit).
+    /// The public sender's limit (D-060, issue 49): at most `per_minute` requests in any 60 s,
+    /// in a burst or at any pace. `None` for 0 (no limit).
     pub fn sender(per_minute: u32) -> Option<Self> {
-        let burst = NonZeroU32::new((per_minute / 2).max(1))?;
         NonZeroU32::new(per_minute)?;
-        let period = Duration::from_secs(60) / burst.get();
-        let quota = Quota::with_period(period)?.allow_burst(burst);
         Some(Self {
-            limiter: Arc::new(RateLimiter::keyed(quota).with_middleware()),
+            counting: Counting::Window {
+                windows: Arc::new(DashMap::new()),
+                origin: Instant::now(),
+            },
             per_minute,
-            burst: burst.get(),
-            period,
             name: "sender",
         })
     }
@@ -89,28 +111,43 @@ impl TokenRateLimit {
 
     /// Takes one request of `token_id`'s quota.
     pub fn check(&self, token_id: i64) -> RateVerdict {
-        match self.limiter.check_key(&token_id) {
-            Ok(snapshot) => {
-                let remaining = snapshot.remaining_burst_capacity();
-                // Seconds until the bucket is full again.
-                let reset = (self.period * (self.burst - remaining.min(self.burst)))
-                    .as_secs_f64()
-                    .ceil() as u64;
-                RateVerdict::Allowed([
-                    self.policy(),
-                    (
-                        HeaderName::from_static("ratelimit"),
-                        HeaderValue::from_str(&format!(
-                            "\"{}\";r={remaining};t={reset}",
-                            self.name
-                        ))
-                        .expect("ASCII header"),
-                    ),
-                ])
+        let verdict = match &self.counting {
+            Counting::Bucket { limiter, period } => match limiter.check_key(&token_id) {
+                Ok(snapshot) => {
+                    let remaining = snapshot.remaining_burst_capacity();
+                    let missing = self.per_minute - remaining.min(self.per_minute);
+                    let reset = (*period * missing).as_secs_f64().ceil() as u64;
+                    Ok((remaining as u64, reset))
+                }
+                Err(not_until) => {
+                    let wait = not_until.wait_time_from(DefaultClock::default().now());
+                    Err(ceil_secs(wait.as_millis() as i64))
+                }
+            },
+            Counting::Window { windows, origin } => {
+                let now = origin.elapsed().as_millis() as i64;
+                let mut window = windows
+                    .entry(token_id)
+                    .or_insert_with(|| SlidingWindow::new(self.per_minute as usize, 60_000));
+                match window.admit(now) {
+                    Admission::Admitted {
+                        remaining,
+                        reset_ms,
+                    } => Ok((remaining as u64, ceil_secs(reset_ms))),
+                    Admission::Refused { retry_after_ms } => Err(ceil_secs(retry_after_ms)),
+                }
             }
-            Err(not_until) => {
-                let wait = not_until.wait_time_from(DefaultClock::default().now());
-                let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        };
+        match verdict {
+            Ok((remaining, reset)) => RateVerdict::Allowed([
+                self.policy(),
+                (
+                    HeaderName::from_static("ratelimit"),
+                    HeaderValue::from_str(&format!("\"{}\";r={remaining};t={reset}", self.name))
+                        .expect("ASCII header"),
+                ),
+            ]),
+            Err(secs) => {
                 let secs = secs.max(1);
                 let mut resp = ApiError::RateLimited { retry_after: secs }.into_response();
                 let (name, value) = self.policy();
