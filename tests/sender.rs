@@ -16,6 +16,30 @@ on_both_backends! {
     rate_limit => rate_limit_scenario;
 }
 
+/// Issue 49: a client paced at exactly 2 requests/s passes the public sender for 3 minutes
+/// without a 429 (the limiter does not depend on the backend: SQLite only). Ticks are
+/// scheduled on a fixed grid (`tokio::time::interval`, no drift), so the pace is the quota's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_paced_at_two_per_second_is_never_refused() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let (_, admin) = panel_user(&app, "admin@acme.com.br", "Admin", None).await;
+    let (user, _) = panel_user(&app, "u1@acme.com.br", "Operador", None).await;
+    let token = sender_token(&app, &admin, user).await;
+    let mut tick = tokio::time::interval(std::time::Duration::from_millis(500));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    for i in 0..360 {
+        tick.tick().await;
+        let r = app
+            .http
+            .get(app.url("/api/v1/numbers"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "request {i} of a client at 2/s");
+    }
+}
+
 async fn panel_user(app: &TestApp, email: &str, role: &str, client: Option<i64>) -> (i64, String) {
     app.panel_user(email, role, client, vec![]).await
 }

@@ -18,6 +18,12 @@ use std::time::{Duration, Instant};
 type Keyed =
     RateLimiter<i64, DefaultKeyedStateStore<i64>, DefaultClock, StateInformationMiddleware>;
 
+/// The public sender's window, ms: 60 s less the arrival jitter a client paced at the quota
+/// may see (500 ms, one request's spacing at 120 per minute). A request at exactly 2/s arrives
+/// 60 s after the one 120 before it, give or take the network's jitter; a window of exactly
+/// 60 s would refuse it whenever it arrived a millisecond early (D-106).
+const SENDER_WINDOW_MS: i64 = 59_500;
+
 /// How a [`TokenRateLimit`] counts.
 #[derive(Clone)]
 enum Counting {
@@ -126,9 +132,9 @@ impl TokenRateLimit {
             },
             Counting::Window { windows, origin } => {
                 let now = origin.elapsed().as_millis() as i64;
-                let mut window = windows
-                    .entry(token_id)
-                    .or_insert_with(|| SlidingWindow::new(self.per_minute as usize, 60_000));
+                let mut window = windows.entry(token_id).or_insert_with(|| {
+                    SlidingWindow::new(self.per_minute as usize, SENDER_WINDOW_MS)
+                });
                 match window.admit(now) {
                     Admission::Admitted {
                         remaining,

@@ -1801,33 +1801,9 @@ impl Services {
             {
                 Some(r) => r,
                 None => {
-                    let text = |kind: &str| {
-                        t.components.as_array().and_then(|cs| {
-                            cs.iter()
-                                .find(|c| c.get("type").and_then(Value::as_str) == Some(kind))
-                                .and_then(|c| c.get("text").and_then(Value::as_str))
-                                .map(str::to_string)
-                        })
-                    };
                     new += 1;
                     match store
-                        .insert_template(&NewTemplate {
-                            account_id,
-                            name: t.name.clone(),
-                            provider_name: t.name.clone(),
-                            category: t.category.to_ascii_lowercase(),
-                            language: t.language.clone(),
-                            body: text("BODY").unwrap_or_default(),
-                            header_text: text("HEADER"),
-                            header_media: imported_header_media(&t.components),
-                            footer_text: text("FOOTER"),
-                            buttons: imported_buttons(&t.components),
-                            var_map: json!({}),
-                            problems: json!([]),
-                            // Imported from one WABA: it follows new numbers only when an
-                            // operator says so (D-066).
-                            auto_replicate: false,
-                        })
+                        .insert_template(&imported_template(account_id, &t))
                         .await
                     {
                         Ok(r) => r,
@@ -2213,6 +2189,36 @@ pub struct TaskView {
     pub created_at: String,
     /// Changed (ISO 8601).
     pub updated_at: String,
+}
+
+/// A library template for one the provider holds and the library does not (a WABA's import):
+/// its texts and buttons read from the provider's components; without a var_map.
+fn imported_template(account_id: i64, t: &provider::wire::TemplateInfo) -> NewTemplate {
+    let text = |kind: &str| {
+        t.components.as_array().and_then(|cs| {
+            cs.iter()
+                .find(|c| c.get("type").and_then(Value::as_str) == Some(kind))
+                .and_then(|c| c.get("text").and_then(Value::as_str))
+                .map(str::to_string)
+        })
+    };
+    NewTemplate {
+        account_id,
+        name: t.name.clone(),
+        provider_name: t.name.clone(),
+        category: t.category.to_ascii_lowercase(),
+        language: t.language.clone(),
+        body: text("BODY").unwrap_or_default(),
+        header_text: text("HEADER"),
+        header_media: imported_header_media(&t.components),
+        footer_text: text("FOOTER"),
+        buttons: imported_buttons(&t.components),
+        var_map: json!({}),
+        problems: json!([]),
+        // Imported from one WABA: it follows new numbers only when an operator says so
+        // (D-066).
+        auto_replicate: false,
+    }
 }
 
 /// The media format of an imported template's header (`image`, `video`, `document`), D-071.
