@@ -595,6 +595,57 @@ async fn pages_outside_the_panel_send_security_headers() {
     }
 }
 
+/// Issue 49 item 6: every answer carries `X-Request-Id` — the caller's when it is a plain
+/// identifier (echoed), else a new 32-hex id — on the account API, the panel API, pages,
+/// errors and the provider receivers alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_answer_carries_a_request_id() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let id_of = |r: &reqwest::Response| {
+        r.headers()
+            .get("x-request-id")
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default()
+    };
+    let made = |id: &str| id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit());
+    let get = |path: &str, id: Option<&str>| {
+        let mut req = app.http.get(app.url(path)).bearer_auth(&app.token);
+        if let Some(id) = id {
+            req = req.header("x-request-id", id);
+        }
+        req.send()
+    };
+    let (a, b) = (
+        get("/api/v1/channels", None).await.unwrap(),
+        get("/api/v1/channels", None).await.unwrap(),
+    );
+    assert_eq!(a.status(), 200);
+    assert!(made(&id_of(&a)), "{}", id_of(&a));
+    assert_ne!(id_of(&a), id_of(&b), "one id per request");
+    let theirs = "0f8e2c1a-7d4b-4e5a-9c3f-2b1d6e8a9f00:retry.1";
+    let r = get("/api/v1/channels", Some(theirs)).await.unwrap();
+    assert_eq!(id_of(&r), theirs, "the caller's id is echoed");
+    let long = "a".repeat(129);
+    for bad in ["com espaço", "<script>", long.as_str()] {
+        let r = get("/api/v1/channels", Some(bad)).await.unwrap();
+        assert!(made(&id_of(&r)), "{bad:?} replaced: {}", id_of(&r));
+    }
+    for path in ["/nada", "/health", "/login", "/api/campaigns", "/docs"] {
+        let r = get(path, None).await.unwrap();
+        assert!(made(&id_of(&r)), "{path}: {}", id_of(&r));
+    }
+    let r = app
+        .http
+        .post(app.url("/webhooks/messaging"))
+        .header("x-request-id", "prov-1")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    assert_eq!(id_of(&r), "prov-1");
+}
+
 /// Item 3: what nobody signed is kept as a short excerpt, and an address refused too often
 /// is not heard for the rest of the minute.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

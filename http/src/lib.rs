@@ -161,7 +161,8 @@ pub fn public_api_routes() -> utoipa_axum::router::OpenApiRouter<AppState> {
 }
 
 /// The layers every answer goes through: the 404/405 fallbacks, request metrics, security
-/// headers, a tracing span per request (its matched route) and panics answered as 500.
+/// headers, a tracing span per request (its matched route and request id), panics answered as
+/// 500, and `X-Request-Id` on every answer (outermost, so a panic's answer carries it too).
 fn with_server_layers(app: Router<AppState>) -> Router<AppState> {
     app.fallback(|| async { error::ApiError::NotFound })
         .method_not_allowed_fallback(|| async { error::ApiError::MethodNotAllowed.into_response() })
@@ -173,11 +174,17 @@ fn with_server_layers(app: Router<AppState>) -> Router<AppState> {
                 .get::<MatchedPath>()
                 .map(|m| m.as_str().to_string())
                 .unwrap_or_default();
-            tracing::info_span!("request", method = %req.method(), route)
+            let request_id = req
+                .headers()
+                .get(middleware::REQUEST_ID)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default();
+            tracing::info_span!("request", method = %req.method(), route, request_id)
         }))
         .layer(CatchPanicLayer::custom(|_| {
             error::ApiError::Internal("a handler panicked".into()).into_response()
         }))
+        .layer(axum::middleware::from_fn(middleware::request_id))
 }
 
 /// The whole application router.

@@ -267,3 +267,42 @@ pub async fn security_headers(req: Request, next: Next) -> Response {
     }
     resp
 }
+
+/// The request id header (issue 49): accepted from the caller, else made here.
+pub const REQUEST_ID: &str = "x-request-id";
+
+/// Whether a caller's `X-Request-Id` is kept: 1 to 128 characters of `A–Z a–z 0–9 . _ - :`
+/// (a UUID, a ULID, a trace id); anything else is replaced, so a log line never carries what a
+/// caller smuggled into it.
+fn acceptable_request_id(id: &str) -> bool {
+    (1..=128).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b':'))
+}
+
+/// A new request id: 32 lowercase hex digits (128 random bits).
+fn new_request_id() -> String {
+    let bytes: [u8; 16] = rand::random();
+    hex::encode(bytes)
+}
+
+/// `X-Request-Id` on every answer (issue 49): the caller's when acceptable
+/// ([`acceptable_request_id`]), else a new one; set on the request before the tracing span is
+/// made (the span's `request_id` field, so every log line of the request carries it) and on
+/// the answer, errors and panics included.
+pub async fn request_id(mut req: Request, next: Next) -> Response {
+    use axum::http::HeaderValue;
+    let id = req
+        .headers()
+        .get(REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| acceptable_request_id(v))
+        .map(str::to_string)
+        .unwrap_or_else(new_request_id);
+    let value = HeaderValue::from_str(&id).expect("an acceptable id is a header value");
+    req.headers_mut().insert(REQUEST_ID, value.clone());
+    let mut resp = next.run(req).await;
+    resp.headers_mut().insert(REQUEST_ID, value);
+    resp
+}

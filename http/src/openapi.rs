@@ -37,7 +37,7 @@ impl Modify for Security {
 #[openapi(
     info(
         title = "disparo — API da conta",
-        description = "Gateway self-hosted na frente da WhatsApp Business Platform Cloud API: números, mensagens, webhooks, templates, campanhas, wiki e ferramentas MCP. Todas as respostas de sucesso têm `data`; erros têm `message` (pt-BR) e `code`.",
+        description = "Gateway self-hosted na frente da WhatsApp Business Platform Cloud API: números, mensagens, webhooks, templates, campanhas, wiki e ferramentas MCP. Todas as respostas de sucesso têm `data`; erros têm `message` (pt-BR) e `code`. Toda resposta traz `X-Request-Id`: o do pedido quando é um identificador simples (1 a 128 caracteres de letras, dígitos, `.`, `_`, `-`, `:`), senão um novo (32 hexadecimais); ele aparece em cada linha de log do pedido.",
     ),
     security(("bearer" = [])),
     modifiers(&Security)

@@ -227,7 +227,7 @@ impl Modify for Security {
 #[openapi(
     info(
         title = "disparo — API do painel",
-        description = "Painel do operador: sessão, usuários e papéis (Admin, Operador, Client), inventário de BMs, WABAs, números e clientes, templates, tarefas, wiki, dashboard, alertas e o estado completo. Respostas de sucesso têm `data`; erros têm `message` (pt-BR) e `code`.",
+        description = "Painel do operador: sessão, usuários e papéis (Admin, Operador, Client), inventário de BMs, WABAs, números e clientes, templates, tarefas, wiki, dashboard, alertas e o estado completo. Respostas de sucesso têm `data`; erros têm `message` (pt-BR) e `code`. Toda resposta traz `X-Request-Id`: o do pedido quando é um identificador simples (1 a 128 caracteres de letras, dígitos, `.`, `_`, `-`, `:`), senão um novo (32 hexadecimais); ele aparece em cada linha de log do pedido.",
     ),
     security(("sessao" = [])),
     modifiers(&Security)

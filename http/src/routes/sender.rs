@@ -262,7 +262,7 @@ impl utoipa::Modify for Security {
 #[openapi(
     info(
         title = "disparo — remetente público",
-        description = "Envio de templates por terceiros com o token de um usuário: o serviço escolhe um número elegível (template aprovado, saúde, folga de 24 h, o que já falou com o contato). 120 requisições por minuto por token.",
+        description = "Envio de templates por terceiros com o token de um usuário: o serviço escolhe um número elegível (template aprovado, saúde, folga de 24 h, o que já falou com o contato). No máximo 120 requisições em qualquer janela de 60 s por token. Toda resposta traz `X-Request-Id`: o do pedido quando é um identificador simples (1 a 128 caracteres de letras, dígitos, `.`, `_`, `-`, `:`), senão um novo (32 hexadecimais); ele aparece em cada linha de log do pedido.",
     ),
     paths(numbers, templates, send, message),
     security(("usuario" = [])),
