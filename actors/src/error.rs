@@ -96,6 +96,21 @@ pub enum ActorError {
     Storage(storage::StorageError),
 }
 
+impl ActorError {
+    /// A refusal (422) with its code, message (pt-BR) and details.
+    pub fn rejected(
+        code: &'static str,
+        message: impl Into<String>,
+        details: serde_json::Value,
+    ) -> Self {
+        ActorError::Rejected {
+            code,
+            message: message.into(),
+            details,
+        }
+    }
+}
+
 impl From<storage::StorageError> for ActorError {
     fn from(e: storage::StorageError) -> Self {
         match e {

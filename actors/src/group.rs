@@ -12,7 +12,7 @@ use engine::limits::RollingUnique;
 use engine::DAY_MS;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use storage::groups::GroupRecord;
@@ -278,15 +278,6 @@ pub struct GroupDetail {
     pub templates: Vec<TemplateRecord>,
 }
 
-/// A refusal (422) with its code, message (pt-BR) and details.
-pub fn rejected(code: &'static str, message: impl Into<String>, details: Value) -> ActorError {
-    ActorError::Rejected {
-        code,
-        message: message.into(),
-        details,
-    }
-}
-
 impl Runtime {
     /// The actor of a group of the account, started on first use. Errors: `NotFound`.
     pub async fn group_actor(
@@ -338,7 +329,7 @@ impl Runtime {
         let (_, actor) = self.group_actor(account_id, group_id).await?;
         let state = ask(&actor, GroupMsg::State, self.shared.config.call_timeout).await?;
         if state.members.is_empty() {
-            return Err(rejected(
+            return Err(ActorError::rejected(
                 "empty_group",
                 "O grupo não tem números.",
                 json!({}),

@@ -152,14 +152,6 @@ pub fn not_approved(
     })
 }
 
-fn rejected(code: &'static str, message: impl Into<String>, details: Value) -> ActorError {
-    ActorError::Rejected {
-        code,
-        message: message.into(),
-        details,
-    }
-}
-
 impl Services {
     /// `POST /campaigns/{id}/start`: a draft or paused campaign starts (or resumes)
     /// dispatching ([`actors::Runtime::launch_campaign`]); answers its view.
@@ -188,7 +180,7 @@ impl Services {
             }
         }
         if !invalid.is_empty() {
-            return Err(rejected(
+            return Err(ActorError::rejected(
                 "invalid_channels",
                 "Há números que não são números oficiais desta conta.",
                 json!({"invalid_channels": invalid}),
@@ -267,7 +259,7 @@ impl Services {
             .filter(|p| p.code.starts_with("var_map"))
             .collect();
         if !var_problems.is_empty() {
-            return Err(rejected(
+            return Err(ActorError::rejected(
                 "invalid_var_map",
                 "O var_map não corresponde às variáveis do template.",
                 json!({"problems": var_problems}),
@@ -282,7 +274,7 @@ impl Services {
             .filter_map(|c| not_approved(&states, c.id))
             .collect();
         if !missing.is_empty() {
-            return Err(rejected(
+            return Err(ActorError::rejected(
                 "template_missing",
                 "O template não está aprovado em todos os números da campanha; envie-o com POST /templates/{id}/channels.",
                 json!({"missing": missing}),
@@ -304,7 +296,7 @@ impl Services {
         let campaign = store.campaign(account_id, campaign_id).await?;
         if campaign.origin == "panel" {
             // Its contacts go through hygiene and approval in the panel (issue 20).
-            return Err(rejected(
+            return Err(ActorError::rejected(
                 "campanha_do_painel",
                 "Esta campanha é do painel: seus contatos entram pela higienização e aprovação de /api/campaigns.",
                 json!({}),
@@ -312,7 +304,7 @@ impl Services {
         }
         let state = campaign.state;
         if !state.accepts_recipients() {
-            return Err(rejected(
+            return Err(ActorError::rejected(
                 "campaign_closed",
                 format!(
                     "A campanha está {}; não recebe mais destinatários.",

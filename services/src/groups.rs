@@ -3,7 +3,7 @@
 //! choice of a sender, the scheduler) is the group actor's (`actors::group`).
 
 use crate::Services;
-use actors::group::{rejected, GroupCampaignInput, GroupDetail, GroupInput, GroupMsg};
+use actors::group::{GroupCampaignInput, GroupDetail, GroupInput, GroupMsg};
 use actors::protocol::ChannelMsg;
 use actors::protocol::{SendCommand, SendContent};
 use actors::{ask, ActorError};
@@ -31,7 +31,7 @@ impl Services {
             .map(|c| json!({"channel_id": c.id, "group_id": c.group_id}))
             .collect();
         if !taken.is_empty() {
-            return Err(rejected(
+            return Err(ActorError::rejected(
                 "in_other_group",
                 "Há números que já estão em outro grupo; retire-os de lá antes.",
                 json!({"in_other_group": taken}),
@@ -355,7 +355,7 @@ impl Services {
             .filter_map(|m| crate::campaigns::not_approved(&on, *m))
             .collect();
         if !missing.is_empty() {
-            return Err(rejected(
+            return Err(ActorError::rejected(
                 "template_missing",
                 "O template não está aprovado em todos os números do grupo.",
                 json!({"missing": missing}),
