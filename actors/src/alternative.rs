@@ -6,6 +6,7 @@ use crate::error::ActorError;
 use crate::protocol::ChannelSnapshot;
 use crate::Runtime;
 use engine::channel::Health;
+use engine::ids::{AccountId, ChannelId};
 use serde_json::json;
 use storage::channels::ChannelRecord;
 
@@ -39,7 +40,12 @@ impl Runtime {
         account_id: i64,
         channel_id: i64,
     ) -> Result<ChannelRecord, ActorError> {
-        match self.shared.store.channel(account_id, channel_id).await {
+        match self
+            .shared
+            .store
+            .channel(AccountId(account_id), ChannelId(channel_id))
+            .await
+        {
             Ok(r) if !r.official => Ok(r),
             Ok(_) | Err(storage::StorageError::NotFound) => Err(ActorError::NotFound),
             Err(e) => Err(e.into()),

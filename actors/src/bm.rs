@@ -6,11 +6,6 @@ use engine::limits::{RollingUnique, SharedLimit};
 use engine::DAY_MS;
 use storage::Store;
 
-/// A 24 h limit shared by several numbers' actors (a BM's or a sending group's), locked for
-/// each admission (group before BM, always) so admission is serial per limit (issue 15). The
-/// rules are the engine's ([`SharedLimit`]); the lock is this crate's only job.
-pub type SharedCounter = std::sync::Arc<std::sync::Mutex<SharedLimit>>;
-
 /// Rebuilds a BM's shared limit from the messages of every channel of the BM: exact when the
 /// BM's tier has a limit; an estimate in fixed memory when it has none or is unknown
 /// (`engine::limits`).
@@ -50,22 +45,19 @@ impl crate::Runtime {
         let limit = tier.limit_24h();
         let counter = self.shared.bm_counters.get(&bm_id).map(|c| c.clone());
         if let Some(counter) = counter {
-            let exact = counter
-                .lock()
-                .expect("bm counter lock")
-                .recipients
-                .is_exact();
+            let exact = counter.with(|c| c.recipients.is_exact());
             if limit.is_some() && !exact {
                 // A limit now: the counter must know who counts, from storage.
                 let rebuilt =
                     load_bm_limit(&self.shared.store, bm_id, self.shared.now_ms()).await?;
-                *counter.lock().expect("bm counter lock") = rebuilt;
+                counter.replace(rebuilt);
             } else {
-                let mut c = counter.lock().expect("bm counter lock");
-                c.own_limit = limit;
-                if limit.is_none() {
-                    c.recipients.forget_members();
-                }
+                counter.with(|c| {
+                    c.own_limit = limit;
+                    if limit.is_none() {
+                        c.recipients.forget_members();
+                    }
+                });
             }
         }
         Ok(())

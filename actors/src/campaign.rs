@@ -6,10 +6,12 @@
 //! itself with a reason and resumes when one recovers. Memory stays flat: recipients are read
 //! from storage a page at a time.
 
+use crate::clock::Stopwatch;
 use crate::error::ActorError;
 use crate::protocol::{CampaignGate, CampaignSupervisorMsg, ChannelMsg, Dispatch, DispatchItem};
 use crate::{Runtime, Shared};
 use engine::campaign::{allocate, CampaignState, CreditAnswer, Slot, Step};
+use engine::ids::{AccountId, CampaignId};
 use engine::library::VarMap;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use std::collections::BTreeMap;
@@ -103,7 +105,9 @@ impl Actor for CampaignActor {
         args: CampaignArgs,
     ) -> Result<CampaignRun, ActorProcessingErr> {
         let store = &args.shared.store;
-        let campaign = store.campaign(args.account_id, args.campaign_id).await?;
+        let campaign = store
+            .campaign(AccountId(args.account_id), CampaignId(args.campaign_id))
+            .await?;
         let template = store
             .template(args.account_id, campaign.template_id)
             .await?;
@@ -158,18 +162,21 @@ impl Actor for CampaignActor {
         let span = tracing::info_span!("campaign", campaign_id = st.campaign_id);
         match msg {
             CampaignMsg::Tick => {
-                let started = st.shared.config.clock.instant();
-                if let Err(e) = tick(&myself, st).instrument(span).await {
+                let mut watch = st.shared.config.clock.stopwatch();
+                let started = watch.last();
+                if let Err(e) = tick(&myself, st, &mut watch).instrument(span).await {
                     tracing::error!(error = %e, "campaign tick failed");
                 }
                 // How long handing out work takes (s): above `TICK`, the tick is what bounds
                 // the dispatch rate.
                 metrics::histogram!("disparo_campaign_tick_seconds", "campaign_id" => st.campaign_id.to_string())
-                    .record(started.elapsed().as_secs_f64());
+                    .record(watch.since(started).as_secs_f64());
             }
             CampaignMsg::Refresh => {
                 let store = &st.shared.store;
-                let c = store.campaign(st.account_id, st.campaign_id).await?;
+                let c = store
+                    .campaign(AccountId(st.account_id), CampaignId(st.campaign_id))
+                    .await?;
                 for fresh in slots_of(&c) {
                     match st
                         .slots
@@ -237,24 +244,28 @@ fn recipient_given(st: &CampaignRun, vars: &str) -> Result<engine::template::Giv
     Ok(given)
 }
 
-async fn tick(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) -> Result<(), ActorError> {
+/// One tick, decided at the time `watch` started (ms) and timed by it.
+async fn tick(
+    myself: &ActorRef<CampaignMsg>,
+    st: &mut CampaignRun,
+    watch: &mut Stopwatch,
+) -> Result<(), ActorError> {
     st.ticks += 1;
     let store = &st.shared.store;
+    let now = watch.last().ms;
     if st.ticks % SWEEP_EVERY_TICKS == 1 {
-        sweep(st).await?;
+        sweep(st, now).await?;
     }
-    let asked_at = st.shared.config.clock.instant();
+    watch.lap();
     let answers = ask_credits(&st.shared, &st.slots).await;
-    phase("credits", asked_at);
+    phase("credits", watch.lap());
     // A group campaign: the group's 24 h headroom bounds the claim; none left pauses it.
     let group_available = match st.group_id {
         Some(group_id) => st
             .shared
             .group_counter(group_id)
             .await?
-            .lock()
-            .expect("group counter lock")
-            .available(st.shared.now_ms()),
+            .with(|g| g.available(now)),
         None => None,
     };
     let grants = engine::campaign::grants(
@@ -324,13 +335,14 @@ async fn take_step(
     }
 }
 
-/// Resolves the campaign's in-doubt recipients older than the grace period (D-032).
-async fn sweep(st: &CampaignRun) -> Result<(), ActorError> {
+/// Resolves the campaign's in-doubt recipients older than the grace period at `now` (ms;
+/// D-032).
+async fn sweep(st: &CampaignRun, now: i64) -> Result<(), ActorError> {
     let grace = st.shared.config.in_doubt_grace.as_millis() as i64;
     let swept = st
         .shared
         .store
-        .sweep_in_doubt(st.campaign_id, st.shared.now_ms() - grace)
+        .sweep_in_doubt(st.campaign_id, now - grace)
         .await?;
     if swept != storage::campaigns::SweepOutcome::default() {
         tracing::info!(
@@ -418,7 +430,9 @@ pub async fn move_campaign(
     reason: Option<&str>,
 ) -> Result<bool, storage::StorageError> {
     let store = &shared.store;
-    let before = store.campaign(account_id, id).await?;
+    let before = store
+        .campaign(AccountId(account_id), CampaignId(id))
+        .await?;
     let stored = before.state;
     if !stored.may_be_overwritten_by(state) {
         tracing::info!(
@@ -476,9 +490,9 @@ pub async fn announce_campaign(
 /// `disparo_campaign_tick_phase_seconds{phase}`: `credits` (asking the numbers), `claim`
 /// (one claim transaction, with its wait for the write connection), `claim_and_hand_out`
 /// (every round of the tick, claimed and handed to the numbers).
-fn phase(name: &'static str, since: std::time::Instant) {
+fn phase(name: &'static str, took: Duration) {
     metrics::histogram!("disparo_campaign_tick_phase_seconds", "phase" => name)
-        .record(since.elapsed().as_secs_f64());
+        .record(took.as_secs_f64());
 }
 
 /// Most recipients claimed in one transaction (a tick claims in rounds of this many).
@@ -493,7 +507,8 @@ async fn claim_and_hand_out(
     pinned: bool,
     shares: &[ClaimShare],
 ) -> Result<Vec<usize>, ActorError> {
-    let started = st.shared.config.clock.instant();
+    let mut watch = st.shared.config.clock.stopwatch();
+    let started = watch.last();
     // In rounds of at most CLAIM_ROUND recipients, one transaction each: 1:1 sends' writes
     // wait for one round, not for the whole tick's claim (issue 25 part 2, D-076), and on
     // SQLite for one chunk of it (D-094).
@@ -517,7 +532,7 @@ async fn claim_and_hand_out(
             })
             .collect();
         let asked: usize = round.iter().map(|s| s.count).sum();
-        let claim_started = st.shared.config.clock.instant();
+        watch.lap();
         let got = st
             .shared
             .store
@@ -529,7 +544,7 @@ async fn claim_and_hand_out(
                 &st.template.language,
             )
             .await?;
-        phase("claim", claim_started);
+        phase("claim", watch.lap());
         let mut n = 0;
         for (i, part) in got.into_iter().enumerate() {
             left[i] -= part.len().min(left[i]);
@@ -542,7 +557,7 @@ async fn claim_and_hand_out(
             break;
         }
     }
-    phase("claim_and_hand_out", started);
+    phase("claim_and_hand_out", watch.since(started));
     let n: usize = taken.iter().sum();
     metrics::counter!("disparo_campaign_claimed_total", "campaign_id" => st.campaign_id.to_string())
         .increment(n as u64);
@@ -661,7 +676,9 @@ impl Runtime {
     /// storage failures.
     pub async fn launch_campaign(&self, account_id: i64, id: i64) -> Result<(), ActorError> {
         let store = &self.shared.store;
-        let c = store.campaign(account_id, id).await?;
+        let c = store
+            .campaign(AccountId(account_id), CampaignId(id))
+            .await?;
         let state = c.state;
         if !state.can_move_to(CampaignState::Running) {
             return Err(ActorError::Rejected {

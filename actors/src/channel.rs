@@ -6,8 +6,9 @@
 //! task bounded by the channel's in-flight window makes the call, records the outcome and
 //! answers the caller; the task reports back with [`ChannelMsg::Outcome`].
 
-use crate::bm::SharedCounter;
+use crate::clock::{Moment, Stopwatch};
 use crate::error::ActorError;
+use crate::limits::LimitPort;
 use crate::protocol::{
     ChannelMsg, ChannelSnapshot, Dispatch, SendCommand, SendContent, SendOutcome, CALLBACK_PREFIX,
 };
@@ -79,9 +80,9 @@ pub struct ChannelState {
     channel: Channel,
     record: Arc<ChannelRecord>,
     secrets: ChannelSecrets,
-    bm: Option<SharedCounter>,
+    bm: Option<LimitPort>,
     /// The sending group's shared counter, when the number is in a group (D-037).
-    group: Option<SharedCounter>,
+    group: Option<LimitPort>,
     /// Provider calls in flight on the number (1:1 and campaign sends).
     in_flight: Arc<Semaphore>,
     /// The part of `in_flight` campaign sends may hold: the rest is kept for 1:1 sends
@@ -91,6 +92,9 @@ pub struct ChannelState {
     /// every message; read by send tasks right before the provider call, so a RED event stops
     /// even sends admitted before it.
     blocked: Arc<std::sync::atomic::AtomicBool>,
+    /// The time the message being handled is decided at: the clock is read once per message
+    /// (issue 51), in [`ChannelActor`]'s `handle`.
+    now: Moment,
     shared: Arc<Shared>,
 }
 
@@ -109,7 +113,7 @@ struct Loaded {
     record: ChannelRecord,
     secrets: ChannelSecrets,
     stored: Stored,
-    bm: Option<SharedCounter>,
+    bm: Option<LimitPort>,
 }
 
 /// Today's guardrail state from storage: settings, local day, campaign sends and extra
@@ -130,13 +134,13 @@ async fn load_guardrails(
 }
 
 /// Loads what a channel actor holds from storage.
-async fn load(shared: &Arc<Shared>, channel_id: i64) -> Result<Loaded, ActorError> {
+async fn load(shared: &Arc<Shared>, channel_id: i64, now: i64) -> Result<Loaded, ActorError> {
     let store = &shared.store;
     let record = store.channel_unscoped(channel_id).await?;
     let secrets = store.channel_secrets(channel_id).await?;
     let tier = record.tier.as_deref().and_then(Tier::parse);
     let limited = tier.as_ref().and_then(Tier::limit_24h).is_some();
-    let recipients = recent_recipients(store, record.id, limited, shared.now_ms()).await?;
+    let recipients = recent_recipients(store, record.id, limited, now).await?;
     let waba = match store
         .waba_by_provider_id(record.account_id, &record.waba_id)
         .await
@@ -193,7 +197,7 @@ async fn recent_recipients(
 async fn load_group(
     shared: &Arc<Shared>,
     record: &ChannelRecord,
-) -> Result<Option<SharedCounter>, ActorError> {
+) -> Result<Option<LimitPort>, ActorError> {
     let Some(group_id) = record.group_id else {
         return Ok(None);
     };
@@ -203,10 +207,7 @@ async fn load_group(
         .as_deref()
         .and_then(Tier::parse)
         .and_then(|t| t.limit_24h());
-    counter
-        .lock()
-        .expect("group counter lock")
-        .set_member_limit(record.id, limit);
+    counter.with(|g| g.set_member_limit(record.id, limit));
     Ok(Some(counter))
 }
 
@@ -232,33 +233,25 @@ impl ChannelState {
     /// Runs `f` on the number's rules with its group's and BM's shared limits locked (group
     /// before BM, always): admission is serial per shared limit (issue 15).
     fn with_limits<T>(&mut self, f: impl FnOnce(&mut Channel, &mut Limits<'_>) -> T) -> T {
-        let mut group = self
-            .group
-            .as_ref()
-            .map(|g| g.lock().expect("group counter lock"));
-        let mut bm = self.bm.as_ref().map(|b| b.lock().expect("bm counter lock"));
-        let mut limits = Limits {
-            group: group.as_deref_mut(),
-            bm: bm.as_deref_mut(),
-        };
-        f(&mut self.channel, &mut limits)
+        let channel = &mut self.channel;
+        LimitPort::both(self.group.as_ref(), self.bm.as_ref(), |limits| {
+            f(channel, limits)
+        })
     }
 
     /// Joins the group of `counter` (or none), leaving the previous group's counter.
-    fn set_group(&mut self, counter: Option<SharedCounter>) {
+    fn set_group(&mut self, counter: Option<LimitPort>) {
         if let Some(old) = self.group.take() {
-            let same = counter.as_ref().is_some_and(|c| Arc::ptr_eq(c, &old));
+            let same = counter.as_ref().is_some_and(|c| c.same(&old));
             if !same {
-                old.lock()
-                    .expect("group counter lock")
-                    .remove_member(self.record.id);
+                old.with(|g| g.remove_member(self.record.id));
             }
         }
         self.group = counter;
     }
 
     fn snapshot(&mut self) -> ChannelSnapshot {
-        let now = self.shared.now_ms();
+        let now = self.now.ms;
         let health = self.with_limits(|c, l| c.health(now, l));
         let c = &self.channel;
         let mut record = (*self.record).clone();
@@ -272,7 +265,7 @@ impl ChannelState {
 
     /// Refreshes the flag send tasks read right before their provider call.
     fn refresh_blocked(&mut self) {
-        let now = self.shared.now_ms();
+        let now = self.now.ms;
         let blocked = self.with_limits(|c, l| c.blocked(now, l));
         self.blocked
             .store(blocked, std::sync::atomic::Ordering::Relaxed);
@@ -282,7 +275,7 @@ impl ChannelState {
     /// 24 h limit (-1 unlimited), sent in 24 h and available now (-1 unlimited).
     fn publish_gauges(&mut self) {
         let id = self.record.id.to_string();
-        let now = self.shared.now_ms();
+        let now = self.now.ms;
         let g = self.with_limits(|c, l| c.gauges(now, l));
         let h = &g.health;
         metrics::gauge!("disparo_channel_quality", "channel_id" => id.clone()).set(g.quality);
@@ -326,7 +319,7 @@ impl ChannelState {
         myself: &ActorRef<ChannelMsg>,
         input: Input,
     ) -> Result<(), ActorError> {
-        let effects = self.channel.apply(input, self.shared.now_ms());
+        let effects = self.channel.apply(input, self.now.ms);
         let mut first_error = None;
         for effect in effects {
             if let Err(e) = self.carry_out(myself, effect).await {
@@ -354,19 +347,16 @@ impl ChannelState {
             | Effect::StoreCredential(_)
             | Effect::StorePaymentLock(_) => self.persist(myself, effect).await?,
             Effect::RebuildRecipients => {
-                let recipients = recent_recipients(store, id, true, self.shared.now_ms()).await?;
+                let recipients = recent_recipients(store, id, true, self.now.ms).await?;
                 self.channel.set_recipients(recipients);
             }
             Effect::MemberLimit(limit) => {
                 if let Some(g) = &self.group {
-                    g.lock()
-                        .expect("group counter lock")
-                        .set_member_limit(id, limit);
+                    g.with(|g| g.set_member_limit(id, limit));
                 }
             }
             Effect::StatusChanged { status, previous } => {
-                let event =
-                    events::session_status(&self.record, status, previous, self.shared.now_ms());
+                let event = events::session_status(&self.record, status, previous, self.now.ms);
                 self.shared.emit(&[event]).await;
                 tracing::info!(
                     status = status.as_str(),
@@ -378,7 +368,7 @@ impl ChannelState {
                 metrics::counter!("disparo_channel_backoffs_total", "channel_id" => id.to_string())
                     .increment(1);
                 tracing::warn!(
-                    pause_ms = until - self.shared.now_ms(),
+                    pause_ms = until - self.now.ms,
                     rate = self.channel.pacing_rate(),
                     "the provider rate-limited the number; pacing slower"
                 );
@@ -473,6 +463,7 @@ impl Actor for ChannelActor {
         st: &mut ChannelState,
     ) -> Result<(), ActorProcessingErr> {
         let span = tracing::info_span!("channel", channel_id = st.record.id);
+        st.now = st.shared.config.clock.moment();
         handle_msg(myself, msg, st).instrument(span).await;
         st.refresh_blocked();
         st.publish_gauges();
@@ -486,14 +477,15 @@ async fn start(
     args: ChannelArgs,
 ) -> Result<ChannelState, ActorError> {
     let shared = args.shared;
+    let now = shared.config.clock.moment();
     let Loaded {
         record,
         secrets,
         stored,
         bm,
-    } = load(&shared, args.channel_id).await?;
+    } = load(&shared, args.channel_id, now.ms).await?;
     let (guardrails, cap_day, cap_sent, cap_authorized) =
-        load_guardrails(&shared, args.channel_id, shared.now_ms()).await?;
+        load_guardrails(&shared, args.channel_id, now.ms).await?;
     let group = load_group(&shared, &record).await?;
     let (template_missing, template_quality_red) = shared
         .store
@@ -528,6 +520,7 @@ async fn start(
         in_flight: Arc::new(Semaphore::new(max_in_flight)),
         campaign_share: Arc::new(Semaphore::new(campaign_share(max_in_flight))),
         blocked: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        now,
         shared,
     };
     st.refresh_blocked();
@@ -585,7 +578,7 @@ fn input_of(msg: ChannelMsg) -> Result<Input, ChannelMsg> {
 /// Serves a message that asks for something: a send, a read, a provider sync, campaign
 /// credits or work, the guardrails, a reload.
 async fn serve(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut ChannelState) {
-    let now = st.shared.now_ms();
+    let now = st.now.ms;
     match msg {
         ChannelMsg::Send(cmd, reply) => {
             if let Err(e) = admit_and_send(myself, *cmd, reply, st).await {
@@ -680,7 +673,7 @@ async fn reload(
         secrets,
         stored,
         bm,
-    } = load(&st.shared, st.record.id).await?;
+    } = load(&st.shared, st.record.id, st.now.ms).await?;
     match load_group(&st.shared, &record).await {
         Ok(group) => st.set_group(group),
         Err(e) => tracing::error!(error = %e, "could not load the number's group"),
@@ -749,10 +742,7 @@ async fn admit_and_send(
 /// Errors: `Unavailable` when the caller gave up, `Validation` for unprepared content,
 /// `WindowClosed`, `BusinessInitiatedRefused` with the health code.
 async fn admit(cmd: &SendCommand, st: &mut ChannelState) -> Result<(), ActorError> {
-    if cmd
-        .deadline
-        .is_some_and(|d| st.shared.config.clock.instant() >= d)
-    {
+    if cmd.deadline.is_some_and(|d| st.now.at >= d) {
         // The caller has given up: nothing is written or sent.
         return Err(ActorError::Unavailable);
     }
@@ -772,7 +762,7 @@ async fn admit(cmd: &SendCommand, st: &mut ChannelState) -> Result<(), ActorErro
             group_limited: cmd.group_limited,
         },
     };
-    let now = st.shared.now_ms();
+    let now = st.now.ms;
     st.with_limits(|c, l| c.admit_one_to_one(to, send, now, l))
         .map_err(|r| match r {
             Refusal::WindowClosed => ActorError::WindowClosed,
@@ -869,13 +859,13 @@ impl SendTask {
         deadline: Option<std::time::Instant>,
         reply: RpcReplyPort<Result<MessageRecord, ActorError>>,
     ) {
-        let asked = self.shared.config.clock.instant();
+        let mut watch = self.shared.config.clock.stopwatch();
         let Ok(_permit) = self.in_flight.clone().acquire_owned().await else {
             let _ = reply.send(Err(ActorError::Unavailable));
             return;
         };
-        api_send_phase("window", asked.elapsed());
-        if deadline.is_some_and(|d| self.shared.config.clock.instant() >= d) {
+        api_send_phase("window", watch.lap());
+        if deadline.is_some_and(|d| watch.last().at >= d) {
             // The caller gave up while the send waited for the window: nothing is written or
             // sent now, when nobody expects it (a retry would send it a second time).
             tracing::warn!("caller gave up before the provider call; send dropped");
@@ -884,7 +874,6 @@ impl SendTask {
         }
         // Written `sending` right before the call: the row exists before the provider can
         // report a status for it, and a crash in between leaves it in doubt, as it should.
-        let writing = self.shared.config.clock.instant();
         let written = self
             .shared
             .store
@@ -894,7 +883,7 @@ impl SendTask {
                 idempotency_key.as_deref(),
             )
             .await;
-        api_send_phase("write", writing.elapsed());
+        api_send_phase("write", watch.lap());
         let queued = match written {
             Ok(m) => m,
             Err(e) => {
@@ -902,14 +891,13 @@ impl SendTask {
                 return;
             }
         };
-        let calling = self.shared.config.clock.instant();
         let res = self
             .call(prepared, format!("{CALLBACK_PREFIX}{}", queued.id))
             .await;
-        api_send_phase("call", calling.elapsed());
+        api_send_phase("call", watch.lap());
         let answer = match res {
-            Ok(resp) => self.accepted(&queued, resp.message_id()).await,
-            Err(e) => self.refused(&queued, e).await,
+            Ok(resp) => self.accepted(&queued, resp.message_id(), &mut watch).await,
+            Err(e) => self.refused(&queued, e, watch.last().ms).await,
         };
         let _ = reply.send(answer);
     }
@@ -944,11 +932,13 @@ impl SendTask {
         graph.send_message(token, pnid, &request).await
     }
 
-    /// Records a send the provider accepted (with its message id) and its `message.sent`.
+    /// Records a send the provider accepted (with its message id) and its `message.sent`
+    /// (stamped when the answer came, `watch`'s last lap).
     async fn accepted(
         &self,
         queued: &MessageRecord,
         wamid: Option<&str>,
+        watch: &mut Stopwatch,
     ) -> Result<MessageRecord, ActorError> {
         let Some(wamid) = wamid else {
             return Err(ActorError::ProviderRefused {
@@ -961,8 +951,7 @@ impl SendTask {
             .increment(1);
         let record = self.record.clone();
         let base = self.shared.config.public_url.clone();
-        let now = self.shared.now_ms();
-        let answering = self.shared.config.clock.instant();
+        let now = watch.last().ms;
         let result = self
             .shared
             .store
@@ -972,7 +961,7 @@ impl SendTask {
                 Box::new(move |m| vec![events::message_sent(&record, m, now, &base)]),
             )
             .await;
-        api_send_phase("answer", answering.elapsed());
+        api_send_phase("answer", watch.lap());
         let _ = self.myself.cast(ChannelMsg::Outcome(SendOutcome::Accepted));
         match result {
             Ok((rec, n)) => {
@@ -990,12 +979,13 @@ impl SendTask {
         }
     }
 
-    /// Records a send the provider refused (failed with its error), or one it may have taken
-    /// (a timeout: left in doubt).
+    /// Records a send the provider refused (failed with its error, at `now`, ms), or one it may
+    /// have taken (a timeout: left in doubt).
     async fn refused(
         &self,
         queued: &MessageRecord,
         e: provider::ProviderError,
+        now: i64,
     ) -> Result<MessageRecord, ActorError> {
         let kind = e.kind();
         metrics::counter!("disparo_messages_failed_total", "channel_id" => self.record.id.to_string(), "kind" => format!("{kind:?}")).increment(1);
@@ -1013,7 +1003,7 @@ impl SendTask {
         if let Err(se) = self
             .shared
             .store
-            .mark_message_failed(queued.id, code, &title, None, self.shared.now_ms())
+            .mark_message_failed(queued.id, code, &title, None, now)
             .await
         {
             tracing::error!(message_id = queued.id, error = %se, "could not record a refused send");
@@ -1059,7 +1049,7 @@ async fn apply_sync(
 /// before this batch stops it, as do the 24 h limit and today's cap), books it a cadence slot
 /// and spawns its send; a refused one goes back to `planned`.
 async fn dispatch(myself: ActorRef<ChannelMsg>, batch: Dispatch, st: &mut ChannelState) {
-    let now = st.shared.now_ms();
+    let now = st.now.ms;
     for item in batch.items {
         let given = match item.given {
             Ok(given) => given,
@@ -1171,27 +1161,24 @@ impl CampaignSend {
         request: SendMessageRequest,
         send_at: i64,
     ) {
-        let admitted = self.shared.config.clock.instant();
-        let wait = send_at - self.shared.now_ms();
+        let mut watch = self.shared.config.clock.stopwatch();
+        let wait = send_at - watch.last().ms;
         if wait > 0 {
             tokio::time::sleep(std::time::Duration::from_millis(wait as u64)).await;
         }
-        let result = self.attempt(&request, admitted).await;
+        let result = self.attempt(&request, &mut watch).await;
         // Counts against today's cap when the provider took it or may have (as rebuilt from
         // storage at start: refusals without a provider id do not count).
         let sent = matches!(result, SendResult::Sent { .. } | SendResult::InDoubt);
-        let handed = self.shared.config.clock.instant();
+        watch.lap();
         settle(&self.shared, &self.record, recipient_id, message_id, result).await;
         // Waiting for room in the writer's queue (s): above zero, the writer is the bound.
-        send_phase("handoff", handed.elapsed());
+        send_phase("handoff", watch.lap());
         let _ = self.myself.cast(ChannelMsg::CampaignSettled { sent });
     }
 
-    async fn attempt(
-        &self,
-        request: &SendMessageRequest,
-        admitted: std::time::Instant,
-    ) -> SendResult {
+    /// The provider call(s) of one campaign send; `watch` started at its admission.
+    async fn attempt(&self, request: &SendMessageRequest, watch: &mut Stopwatch) -> SendResult {
         let Ok(_share) = self.campaign_share.clone().acquire_owned().await else {
             return SendResult::Replan;
         };
@@ -1200,7 +1187,7 @@ impl CampaignSend {
         };
         // Time from admission to a place in the in-flight window (cadence included), then the
         // provider call: where a campaign send's time goes (s).
-        send_phase("wait", admitted.elapsed());
+        send_phase("wait", watch.lap());
         // Held for the whole call: a halt waits for it, and no call starts after the halt.
         let open = self.gate.clone().read_owned().await;
         if !*open {
@@ -1214,13 +1201,13 @@ impl CampaignSend {
             if self.blocked() {
                 return SendResult::Replan;
             }
-            let called = self.shared.config.clock.instant();
+            watch.lap();
             let res = self
                 .shared
                 .graph
                 .send_message(self.token.expose(), &self.record.phone_number_id, request)
                 .await;
-            send_phase("call", called.elapsed());
+            send_phase("call", watch.lap());
             let e = match res {
                 Ok(resp) => {
                     let _ = self.myself.cast(ChannelMsg::Outcome(SendOutcome::Accepted));

@@ -66,6 +66,63 @@ impl Clock {
     }
 }
 
+impl Clock {
+    /// Now, read once as both a wall-clock time and an instant: what an actor reads when a
+    /// message arrives and decides the whole message at.
+    pub fn moment(&self) -> Moment {
+        Moment {
+            ms: self.now_ms(),
+            at: self.instant(),
+        }
+    }
+
+    /// A stopwatch started now (for the phase timings of a send).
+    pub fn stopwatch(&self) -> Stopwatch {
+        Stopwatch {
+            clock: self.clone(),
+            last: self.moment(),
+        }
+    }
+}
+
+/// One reading of a [`Clock`].
+#[derive(Debug, Clone, Copy)]
+pub struct Moment {
+    /// Wall-clock time, ms since the Unix epoch (UTC).
+    pub ms: i64,
+    /// The same time as a monotonic instant (for deadlines).
+    pub at: Instant,
+}
+
+/// Times consecutive phases of a piece of work through its [`Clock`]: each [`Stopwatch::lap`]
+/// reads the clock once and answers the time since the previous lap (or the start).
+#[derive(Debug, Clone)]
+pub struct Stopwatch {
+    clock: Clock,
+    last: Moment,
+}
+
+impl Stopwatch {
+    /// The time since the previous lap (or the start), and a new lap begins now.
+    pub fn lap(&mut self) -> Duration {
+        let now = self.clock.moment();
+        let elapsed = now.at.saturating_duration_since(self.last.at);
+        self.last = now;
+        elapsed
+    }
+
+    /// The time since `start` (an earlier [`Stopwatch::last`]), and a new lap begins now.
+    pub fn since(&mut self, start: Moment) -> Duration {
+        self.lap();
+        self.last.at.saturating_duration_since(start.at)
+    }
+
+    /// When the current lap began (the last reading of the clock).
+    pub fn last(&self) -> Moment {
+        self.last
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,5 +137,23 @@ mod tests {
         assert_eq!(c.instant() - i0, Duration::from_millis(250));
         let s = Clock::system();
         assert!(s.now_ms() > 1_700_000_000_000);
+    }
+
+    #[test]
+    fn a_stopwatch_times_each_lap_from_the_previous_one() {
+        let c = Clock::manual(5_000);
+        let mut w = c.stopwatch();
+        assert_eq!(w.last().ms, 5_000);
+        c.advance(Duration::from_millis(40));
+        assert_eq!(w.lap(), Duration::from_millis(40));
+        c.advance(Duration::from_millis(7));
+        assert_eq!(w.lap(), Duration::from_millis(7));
+        assert_eq!(w.last().ms, 5_047);
+        assert_eq!(w.lap(), Duration::ZERO);
+        let start = w.last();
+        c.advance(Duration::from_millis(3));
+        w.lap();
+        c.advance(Duration::from_millis(2));
+        assert_eq!(w.since(start), Duration::from_millis(5));
     }
 }

@@ -4,6 +4,7 @@
 //! Deliveries are already stored when they reach it, so a restart loses nothing: a new
 //! dispatcher picks up every pending row whose time has come.
 
+use crate::clock::Moment;
 use crate::time::iso;
 use engine::webhook::{signature_header, RetrySchedule};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
@@ -337,6 +338,8 @@ impl Actor for WebhookDispatcher {
         msg: DispatcherMsg,
         st: &mut DispatcherState,
     ) -> Result<(), ActorProcessingErr> {
+        // The clock is read once per message (issue 51): everything below decides at `now`.
+        let now = st.config.clock.moment();
         match msg {
             DispatcherMsg::Wake => {
                 st.window = None;
@@ -349,21 +352,19 @@ impl Actor for WebhookDispatcher {
             DispatcherMsg::Poll => {
                 st.poll_scheduled = false;
                 // Renewed also while every slot is busy (the poll then reads nothing).
-                lease(st).await;
-                poll(&myself, st).await;
+                lease(st, now).await;
+                poll(&myself, st, now).await;
             }
             DispatcherMsg::Gauges => match st.store.outbox_backlog().await {
                 Ok((pending, oldest)) => {
                     metrics::gauge!("disparo_webhook_backlog").set(pending as f64);
-                    let age = oldest.map_or(0.0, |t| {
-                        (st.config.clock.now_ms() - t).max(0) as f64 / 1000.0
-                    });
+                    let age = oldest.map_or(0.0, |t| (now.ms - t).max(0) as f64 / 1000.0);
                     metrics::gauge!("disparo_webhook_oldest_pending_seconds").set(age);
                 }
                 Err(e) => tracing::warn!(error = %e, "could not read the webhook backlog"),
             },
             DispatcherMsg::Purge => {
-                let before = st.config.clock.now_ms() - st.config.retention.as_millis() as i64;
+                let before = now.ms - st.config.retention.as_millis() as i64;
                 match st.store.purge_deliveries(before).await {
                     Ok(0) => {}
                     Ok(n) => {
@@ -371,8 +372,7 @@ impl Actor for WebhookDispatcher {
                     }
                     Err(e) => tracing::error!(error = %e, "could not purge webhook deliveries"),
                 }
-                let before =
-                    st.config.clock.now_ms() - st.config.log_body_retention.as_millis() as i64;
+                let before = now.ms - st.config.log_body_retention.as_millis() as i64;
                 if let Err(e) = st.store.purge_provider_log_bodies(before).await {
                     tracing::error!(error = %e, "could not drop provider log bodies");
                 }
@@ -430,7 +430,7 @@ fn release(
     }
 }
 
-async fn poll(myself: &ActorRef<DispatcherMsg>, st: &mut DispatcherState) {
+async fn poll(myself: &ActorRef<DispatcherMsg>, st: &mut DispatcherState, now: Moment) {
     if st.draining {
         return;
     }
@@ -442,11 +442,10 @@ async fn poll(myself: &ActorRef<DispatcherMsg>, st: &mut DispatcherState) {
         return;
     }
     metrics::counter!("disparo_webhook_polls_total").increment(1);
-    let now = st.config.clock.now_ms();
     let Some(ids) = pick(st, now, free).await else {
         return;
     };
-    let due = match st.store.deliveries_to_attempt(now, &ids).await {
+    let due = match st.store.deliveries_to_attempt(now.ms, &ids).await {
         Ok(d) => d,
         Err(e) => {
             tracing::error!(error = %e, "could not read due webhook deliveries");
@@ -460,16 +459,16 @@ async fn poll(myself: &ActorRef<DispatcherMsg>, st: &mut DispatcherState) {
 /// Picks up to `free` due deliveries from the window of due rows (read again when stale, or
 /// when it may hide work), at most `max_per_endpoint` per subscription and one per ordering
 /// key in flight; `None` when the window could not be read.
-async fn pick(st: &mut DispatcherState, now: i64, free: usize) -> Option<Vec<i64>> {
+async fn pick(st: &mut DispatcherState, now: Moment, free: usize) -> Option<Vec<i64>> {
     let per_endpoint = st.config.max_per_endpoint;
     let mut fresh = false;
     let ids = loop {
         let stale = st
             .window
             .as_ref()
-            .is_none_or(|w| w.read_at.elapsed() >= st.config.poll_interval);
+            .is_none_or(|w| now.at.saturating_duration_since(w.read_at) >= st.config.poll_interval);
         if stale {
-            match read_window(st).await {
+            match read_window(st, now).await {
                 Ok(w) => st.window = Some(w),
                 Err(e) => {
                     tracing::error!(error = %e, "could not read due webhook deliveries");
@@ -483,7 +482,7 @@ async fn pick(st: &mut DispatcherState, now: i64, free: usize) -> Option<Vec<i64
         let in_flight = &st.in_flight;
         let ids = engine::webhook::pick_due(
             &window.rows,
-            now,
+            now.ms,
             per_endpoint,
             free,
             |s| in_flight.get(&s).map_or(0, HashSet::len),
@@ -538,11 +537,14 @@ const LEASE_EVERY: Duration = Duration::from_millis(250);
 
 /// Takes and renews subscription leases when the last time is [`LEASE_EVERY`] ago (a failure
 /// is logged; the leases held last until their end).
-async fn lease(st: &mut DispatcherState) {
-    if st.leased_at.is_some_and(|t| t.elapsed() < LEASE_EVERY) {
+async fn lease(st: &mut DispatcherState, now: Moment) {
+    if st
+        .leased_at
+        .is_some_and(|t| now.at.saturating_duration_since(t) < LEASE_EVERY)
+    {
         return;
     }
-    st.leased_at = Some(st.config.clock.instant());
+    st.leased_at = Some(now.at);
     let hold = st.store.session_ttl_ms() + st.config.timeout.as_millis() as i64;
     if let Err(e) = st.store.lease_subscriptions(hold).await {
         tracing::warn!(error = %e, "webhook subscription leases not renewed");
@@ -551,8 +553,8 @@ async fn lease(st: &mut DispatcherState) {
 
 /// Reads the outbox's window (one read of the store per call; D-086), leaving out the
 /// deliveries being recorded.
-async fn read_window(st: &mut DispatcherState) -> storage::Result<Window> {
-    lease(st).await;
+async fn read_window(st: &mut DispatcherState, now: Moment) -> storage::Result<Window> {
+    lease(st, now).await;
     let mut rows = st.store.pending_window().await?;
     metrics::counter!("disparo_webhook_window_reads_total").increment(1);
     let mut per_subscription: HashMap<i64, i64> = HashMap::new();
@@ -567,7 +569,7 @@ async fn read_window(st: &mut DispatcherState) -> storage::Result<Window> {
             .filter(|(_, n)| *n >= storage::webhooks::DUE_WINDOW)
             .map(|(s, _)| s)
             .collect(),
-        read_at: st.config.clock.instant(),
+        read_at: now.at,
     })
 }
 
@@ -670,23 +672,25 @@ async fn delivered(ctx: Ctx<'_>, d: &DueDelivery, status_code: u16) {
 
 /// Records a failed attempt: a retry on the schedule, or the last one.
 async fn finish(ctx: Ctx<'_>, d: &DueDelivery, status_code: Option<u16>, error: String) {
+    // Read once the attempt is over: the retry's time counts from its end.
+    let now = ctx.config.clock.now_ms();
     let done = (d.attempts + 1) as u32;
     let jitter: f64 = rand::thread_rng().gen();
     let outcome = match ctx.config.schedule.next_delay_ms(done, jitter) {
         Some(ms) => AttemptOutcome::Retry {
             status_code,
             error,
-            next_at: ctx.config.clock.now_ms() + ms as i64,
+            next_at: now + ms as i64,
         },
         None => AttemptOutcome::GiveUp { status_code, error },
     };
-    record(ctx, d, outcome).await;
+    record(ctx, d, outcome, now).await;
 }
 
-/// Records an attempt; a subscription whose attempts have only failed for
+/// Records an attempt (ended at `now`, ms); a subscription whose attempts have only failed for
 /// [`DispatcherConfig::disable_after`] is disabled, the account's other subscriptions get
 /// `webhook.disabled`, and the audit log a line.
-async fn record(ctx: Ctx<'_>, d: &DueDelivery, outcome: AttemptOutcome) {
+async fn record(ctx: Ctx<'_>, d: &DueDelivery, outcome: AttemptOutcome, now: i64) {
     let label = match &outcome {
         AttemptOutcome::Delivered { .. } => "delivered",
         AttemptOutcome::Retry { .. } => "retry",
@@ -715,7 +719,7 @@ async fn record(ctx: Ctx<'_>, d: &DueDelivery, outcome: AttemptOutcome) {
     let Some(since) = failing_since else {
         return;
     };
-    if ctx.config.clock.now_ms() - since < ctx.config.disable_after.as_millis() as i64 {
+    if now - since < ctx.config.disable_after.as_millis() as i64 {
         return;
     }
     if let Err(e) = disable(ctx.store, d, since, &last_error).await {

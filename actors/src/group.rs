@@ -2,10 +2,12 @@
 //! its members and the shared 24 h counter: the unique business-initiated recipients of all
 //! its numbers in the rolling 24 h, against the group's limit (its own, or by default the sum
 //! of its numbers' limits). Member `ChannelActor`s record their business-initiated sends in the
-//! same counter ([`SharedGroupCounter`], shared like a BM's), so a direct send through a member
-//! counts too; the limit is enforced on the group's own routes (429 when exhausted).
+//! same counter (a [`LimitPort`] to the engine's [`engine::limits::SharedLimit`], shared like a
+//! BM's), so a direct send through a member counts too; the limit is enforced on the group's
+//! own routes (429 when exhausted).
 
 use crate::error::ActorError;
+use crate::limits::LimitPort;
 use crate::protocol::{ChannelMsg, ChannelSnapshot};
 use crate::{ask, Runtime, Shared};
 use engine::limits::RollingUnique;
@@ -14,16 +16,13 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde::Serialize;
 use serde_json::json;
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use storage::groups::GroupRecord;
 use storage::templates::TemplateRecord;
 
-/// The shared counter of a group (its rules: [`engine::limits::SharedLimit`]).
-pub type SharedGroupCounter = crate::bm::SharedCounter;
-
 impl Shared {
     /// The counter of a group, built from storage the first time it is needed.
-    pub async fn group_counter(&self, group_id: i64) -> Result<SharedGroupCounter, ActorError> {
+    pub async fn group_counter(&self, group_id: i64) -> Result<LimitPort, ActorError> {
         if let Some(c) = self.group_counters.get(&group_id) {
             return Ok(c.clone());
         }
@@ -40,7 +39,7 @@ impl Shared {
         Ok(self
             .group_counters
             .entry(group_id)
-            .or_insert_with(|| Arc::new(Mutex::new(built)))
+            .or_insert_with(|| LimitPort::new(built))
             .clone())
     }
 }
@@ -80,21 +79,23 @@ pub struct GroupActor;
 pub struct GroupRun {
     id: i64,
     members: Vec<i64>,
-    counter: SharedGroupCounter,
+    counter: LimitPort,
     shared: Arc<Shared>,
 }
 
 impl GroupRun {
     fn state(&self) -> GroupState {
         let now = self.shared.now_ms();
-        let mut c = self.counter.lock().expect("group counter lock");
+        let (name, own_limit, reading) = self
+            .counter
+            .with(|c| (c.name.clone(), c.own_limit, c.reading(now)));
         GroupState {
             id: self.id,
-            name: c.name.clone(),
-            own_limit: c.own_limit,
-            limit_24h: c.limit(),
-            sent_24h: c.recipients.count(now),
-            available: c.available(now),
+            name,
+            own_limit,
+            limit_24h: reading.limit,
+            sent_24h: reading.used,
+            available: reading.available,
             members: self.members.clone(),
         }
     }
@@ -105,14 +106,8 @@ impl GroupRun {
         let store = &self.shared.store;
         let g = store.group_unscoped(self.id).await?;
         let members = store.group_members(self.id).await?;
-        {
-            let mut c = self.counter.lock().expect("group counter lock");
-            c.name = g.name;
-            c.own_limit = g.limit_24h;
-            if let Some(m) = c.members.as_mut() {
-                m.retain(|id, _| members.contains(id));
-            }
-        }
+        self.counter
+            .with(|c| c.regroup(g.name, g.limit_24h, &members));
         let before: HashSet<i64> = self.members.iter().copied().collect();
         let after: HashSet<i64> = members.iter().copied().collect();
         for id in before

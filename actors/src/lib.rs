@@ -20,6 +20,7 @@ pub mod events;
 mod fields;
 pub mod group;
 pub mod ingest;
+pub mod limits;
 pub mod media;
 pub mod outbound;
 pub mod protocol;
@@ -34,6 +35,7 @@ pub mod time;
 pub use error::ActorError;
 
 use dispatcher::{DispatcherArgs, DispatcherConfig, DispatcherMsg, WebhookDispatcher};
+use engine::ids::{AccountId, ChannelId};
 use engine::webhook::RetrySchedule;
 use engine::Secret;
 use protocol::{ChannelMsg, ChannelSnapshot, SendCommand};
@@ -176,13 +178,13 @@ pub struct Shared {
     pub config: RuntimeConfig,
     /// Rolling 24 h unique business-initiated recipients per BM, shared by its channels
     /// (PROVIDER.md §10.2: the limit is per business portfolio since 2025-10-07).
-    pub bm_counters: dashmap::DashMap<i64, bm::SharedCounter>,
+    pub bm_counters: dashmap::DashMap<i64, limits::LimitPort>,
     /// Running campaigns.
     pub campaigns: dashmap::DashMap<i64, ActorRef<campaign::CampaignMsg>>,
     /// Running sending groups (D-037).
     pub groups: dashmap::DashMap<i64, ActorRef<group::GroupMsg>>,
     /// Each sending group's shared 24 h counter.
-    pub group_counters: dashmap::DashMap<i64, bm::SharedCounter>,
+    pub group_counters: dashmap::DashMap<i64, limits::LimitPort>,
     dispatcher: OnceLock<ActorRef<DispatcherMsg>>,
     /// The SSRF guard of every request to a client's URL (D-042).
     pub guard: outbound::Guard,
@@ -210,7 +212,7 @@ impl Shared {
     }
 
     /// The shared counter of a BM, built from storage the first time it is needed.
-    pub async fn bm_counter(&self, bm_id: i64) -> Result<bm::SharedCounter, storage::StorageError> {
+    pub async fn bm_counter(&self, bm_id: i64) -> Result<limits::LimitPort, storage::StorageError> {
         if let Some(c) = self.bm_counters.get(&bm_id) {
             return Ok(c.clone());
         }
@@ -218,7 +220,7 @@ impl Shared {
         Ok(self
             .bm_counters
             .entry(bm_id)
-            .or_insert_with(|| Arc::new(std::sync::Mutex::new(built)))
+            .or_insert_with(|| limits::LimitPort::new(built))
             .clone())
     }
 
@@ -443,7 +445,7 @@ impl Runtime {
         account_id: i64,
         channel_id: i64,
     ) -> Result<protocol::GuardrailView, ActorError> {
-        let actor = self.channel_actor(account_id, channel_id)?;
+        let actor = self.channel_actor(AccountId(account_id), ChannelId(channel_id))?;
         ask(
             &actor,
             protocol::ChannelMsg::Guardrails,
@@ -471,11 +473,11 @@ impl Runtime {
     /// or of another account.
     pub fn channel_actor(
         &self,
-        account_id: i64,
-        channel_id: i64,
+        account: AccountId,
+        channel: ChannelId,
     ) -> Result<ActorRef<ChannelMsg>, ActorError> {
-        match self.shared.registry.get(channel_id) {
-            Some(e) if e.account_id == account_id => Ok(e.actor.clone()),
+        match self.shared.registry.get(channel.get()) {
+            Some(e) if e.account_id == account.get() => Ok(e.actor.clone()),
             _ => Err(ActorError::NotFound),
         }
     }
@@ -503,7 +505,7 @@ impl Runtime {
                     .id
             }
         };
-        let actor = match self.channel_actor(account_id, channel_id) {
+        let actor = match self.channel_actor(AccountId(account_id), ChannelId(channel_id)) {
             Ok(a) => a,
             Err(ActorError::NotFound) => {
                 let record = self.alternative_record(account_id, channel_id).await?;
@@ -584,16 +586,19 @@ impl Runtime {
         Ok(cmd)
     }
 
-    /// The live state of a channel of the account.
+    /// The live state of a channel of the account. Errors: `NotFound` for a channel of another
+    /// account.
     pub async fn snapshot(
         &self,
-        account_id: i64,
-        channel_id: i64,
+        account: AccountId,
+        channel: ChannelId,
     ) -> Result<ChannelSnapshot, ActorError> {
-        let actor = match self.channel_actor(account_id, channel_id) {
+        let actor = match self.channel_actor(account, channel) {
             Ok(a) => a,
             Err(ActorError::NotFound) => {
-                let record = self.alternative_record(account_id, channel_id).await?;
+                let record = self
+                    .alternative_record(account.get(), channel.get())
+                    .await?;
                 return Ok(alternative::snapshot(record));
             }
             Err(e) => return Err(e),
@@ -613,7 +618,11 @@ impl Runtime {
         account_id: i64,
         channel_id: i64,
     ) -> Result<(storage::channels::ChannelRecord, Secret), ActorError> {
-        let record = self.shared.store.channel(account_id, channel_id).await?;
+        let record = self
+            .shared
+            .store
+            .channel(AccountId(account_id), ChannelId(channel_id))
+            .await?;
         let token = self
             .shared
             .store

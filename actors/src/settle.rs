@@ -148,21 +148,23 @@ fn spawn_one(
                 let Some(shared) = shared.upgrade() else {
                     return;
                 };
+                // One reading of the clock per round: the events' time and the batches' timing.
+                let mut watch = shared.config.clock.stopwatch();
+                let now = watch.last().ms;
                 if !batch.is_empty() {
-                    let started = shared.config.clock.instant();
-                    write(&shared, &batch).await;
+                    write(&shared, &batch, now).await;
                     // One settlement transaction, with its wait for the write connection (s).
                     metrics::histogram!("disparo_store_batch_seconds", "writer" => "settlements")
-                        .record(started.elapsed().as_secs_f64());
+                        .record(watch.lap().as_secs_f64());
                     metrics::histogram!("disparo_campaign_commit_batch").record(batch.len() as f64);
                     batch.clear();
                 }
                 if !jobs.is_empty() {
-                    let started = shared.config.clock.instant();
-                    apply_statuses(&shared, std::mem::take(&mut jobs)).await;
+                    watch.lap();
+                    apply_statuses(&shared, std::mem::take(&mut jobs), now).await;
                     // One status transaction, with its wait for the write connection (s).
                     metrics::histogram!("disparo_store_batch_seconds", "writer" => "statuses")
-                        .record(started.elapsed().as_secs_f64());
+                        .record(watch.lap().as_secs_f64());
                 }
             }
         }
@@ -170,14 +172,14 @@ fn spawn_one(
     );
 }
 
-/// Applies the status webhooks and answers each one.
-async fn apply_statuses(shared: &Shared, jobs: Vec<StatusJob>) {
+/// Applies the status webhooks and answers each one (`now`, ms: the time of a `message.sent`
+/// whose send's answer is not recorded yet).
+async fn apply_statuses(shared: &Shared, jobs: Vec<StatusJob>, now: i64) {
     let batches: Vec<(i64, &[StatusReport])> = jobs
         .iter()
         .map(|j| (j.record.id, j.reports.as_slice()))
         .collect();
     let base = &shared.config.public_url;
-    let now = shared.now_ms();
     let res = shared
         .store
         .apply_status_batches(&batches, |b, a| {
@@ -224,11 +226,10 @@ async fn apply_statuses(shared: &Shared, jobs: Vec<StatusJob>) {
 /// waiting 1:1 sends their turn between them, D-093); after a failure it tries again with only
 /// what was not committed (a replan written twice could send a recipient whom the campaign had
 /// claimed again).
-async fn write(shared: &Shared, batch: &[SettleItem]) {
+async fn write(shared: &Shared, batch: &[SettleItem], now: i64) {
     let settlements: Vec<Settlement> = batch.iter().map(|i| i.settlement.clone()).collect();
     let mut pending: Vec<usize> = (0..batch.len()).collect();
     let mut delay = std::time::Duration::from_millis(50);
-    let now = shared.now_ms();
     for attempt in 1..=5 {
         let res = shared
             .store

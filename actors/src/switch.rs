@@ -7,6 +7,7 @@
 use crate::error::ActorError;
 use crate::Runtime;
 use engine::campaign::CampaignState;
+use engine::ids::{AccountId, CampaignId};
 use engine::panel_campaign::{PanelStatus, Stage};
 use serde_json::{json, Value};
 use storage::campaigns::CampaignRecord;
@@ -107,12 +108,16 @@ impl Runtime {
             .await?
         {
             let had_actor = self.shared.campaigns.contains_key(&id);
-            let c = store.campaign(account_id, id).await?;
+            let c = store
+                .campaign(AccountId(account_id), CampaignId(id))
+                .await?;
             if !had_actor && state_of(&c) != CampaignState::Running {
                 continue;
             }
             self.halt_campaign(id).await?;
-            let c = store.campaign(account_id, id).await?;
+            let c = store
+                .campaign(AccountId(account_id), CampaignId(id))
+                .await?;
             if matches!(state_of(&c), CampaignState::Running | CampaignState::Paused) {
                 crate::campaign::move_campaign(
                     &self.shared,
@@ -133,7 +138,9 @@ impl Runtime {
     pub async fn release_held(&self, account_id: i64) -> Result<(), ActorError> {
         let store = &self.shared.store;
         for id in store.held_campaigns(account_id).await? {
-            let c = store.campaign(account_id, id).await?;
+            let c = store
+                .campaign(AccountId(account_id), CampaignId(id))
+                .await?;
             match state_of(&c) {
                 CampaignState::Draft if stage_of(&c) == Some(Stage::Approved) => {
                     self.release(account_id, &c).await?;

@@ -11,6 +11,7 @@ pub mod channel;
 pub mod error;
 pub mod group;
 pub mod guardrail;
+pub mod ids;
 pub mod library;
 pub mod limits;
 pub mod media;

@@ -335,6 +335,37 @@ impl SharedLimit {
             m.remove(&channel_id);
         }
     }
+
+    /// A group's name, own limit and members as stored now (after an edit): members that left
+    /// stop counting toward the default limit; members that joined add theirs when their own
+    /// number registers it ([`SharedLimit::set_member_limit`]). The recipients counted stay.
+    pub fn regroup(&mut self, name: String, own_limit: Option<i64>, members: &[i64]) {
+        self.name = name;
+        self.own_limit = own_limit;
+        if let Some(m) = self.members.as_mut() {
+            m.retain(|id, _| members.contains(id));
+        }
+    }
+
+    /// The limit's reading at `now` (ms).
+    pub fn reading(&mut self, now: i64) -> LimitReading {
+        LimitReading {
+            limit: self.limit(),
+            used: self.recipients.count(now),
+            available: self.available(now),
+        }
+    }
+}
+
+/// A shared limit's figures at one instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LimitReading {
+    /// The limit in effect, unique recipients per 24 h; `None` = unlimited.
+    pub limit: Option<i64>,
+    /// Unique business-initiated recipients counted in the last 24 h.
+    pub used: i64,
+    /// Headroom; `None` = unlimited.
+    pub available: Option<i64>,
 }
 
 #[cfg(test)]
@@ -438,5 +469,29 @@ mod tests {
         assert!(!r.is_exact() && !r.contains("5511900000007", 20));
         let n = r.count(20);
         assert!((48..=52).contains(&n), "estimate {n} for 50");
+    }
+
+    #[test]
+    fn a_regrouped_limit_drops_members_that_left_and_keeps_its_count() {
+        let mut g = SharedLimit::group("a".into(), None, RollingUnique::new(1000));
+        g.set_member_limit(1, Some(250));
+        g.set_member_limit(2, Some(1000));
+        g.recipients.record("5511900000001", 10);
+        assert_eq!(
+            g.reading(20),
+            LimitReading {
+                limit: Some(1250),
+                used: 1,
+                available: Some(1249)
+            }
+        );
+        g.regroup("b".into(), None, &[2, 3]);
+        assert_eq!(g.name, "b");
+        assert_eq!(g.reading(20).limit, Some(1000), "number 1 left");
+        g.regroup("b".into(), Some(400), &[2]);
+        assert_eq!(g.reading(20).available, Some(399));
+        let mut bm = SharedLimit::bm(Some(2), RollingUnique::new(1000));
+        bm.regroup(String::new(), Some(5), &[]);
+        assert_eq!(bm.reading(20).limit, Some(5), "a BM has no members to drop");
     }
 }

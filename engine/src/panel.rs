@@ -257,6 +257,13 @@ pub fn bm_health<'a>(
     }
 }
 
+/// Test sends of one panel campaign in any 24 h (issue 46): a test proves the template, not
+/// the audience.
+pub const TEST_SENDS_PER_CAMPAIGN_PER_DAY: i64 = 5;
+
+/// Test sends of one panel user, over every campaign, in any 24 h (issue 46).
+pub const TEST_SENDS_PER_USER_PER_DAY: i64 = 20;
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -317,10 +324,3 @@ mod tests {
         assert!(normalize_email("ana@exemplo").is_err());
     }
 }
-
-/// Test sends of one panel campaign in any 24 h (issue 46): a test proves the template, not
-/// the audience.
-pub const TEST_SENDS_PER_CAMPAIGN_PER_DAY: i64 = 5;
-
-/// Test sends of one panel user, over every campaign, in any 24 h (issue 46).
-pub const TEST_SENDS_PER_USER_PER_DAY: i64 = 20;

@@ -221,6 +221,10 @@ pub fn pick_due(
     picked.into_iter().take(limit).map(|d| d.id).collect()
 }
 
+/// Most outbound webhook subscriptions one channel may have (issue 46: each one multiplies
+/// every event the number has into one more delivery).
+pub const MAX_SUBSCRIPTIONS_PER_CHANNEL: i64 = 20;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -340,7 +344,3 @@ mod tests {
         assert!(!verify_signature("whsec_x", b"{\"a\":1}", "sha256=zz"));
     }
 }
-
-/// Most outbound webhook subscriptions one channel may have (issue 46: each one multiplies
-/// every event the number has into one more delivery).
-pub const MAX_SUBSCRIPTIONS_PER_CHANNEL: i64 = 20;

@@ -6,6 +6,7 @@ use crate::Services;
 use actors::error::ActorError;
 use actors::protocol::{ChannelMsg, ChannelSnapshot};
 use engine::channel::{ChannelStatus, HealthCode, Tone};
+use engine::ids::{AccountId, ChannelId};
 use engine::phone::Phone;
 use engine::{Secret, ValidationError};
 use provider::ErrorKind;
@@ -493,7 +494,11 @@ impl Services {
         account_id: i64,
         channel_id: i64,
     ) -> Result<bool, ActorError> {
-        let record = self.shared().store.channel(account_id, channel_id).await?;
+        let record = self
+            .shared()
+            .store
+            .channel(AccountId(account_id), ChannelId(channel_id))
+            .await?;
         let bm_id = match record.bm_id {
             Some(b) => b,
             None => {
@@ -888,11 +893,12 @@ impl Services {
             .filter(|s| s.record.bm_id == Some(bm_id))
             .collect();
         let counter = self.shared().bm_counter(bm_id).await?;
-        let (sent, available, limit) = {
-            let mut c = counter.lock().expect("bm counter lock");
-            let now = self.shared().now_ms();
-            (c.recipients.count(now), c.available(now), c.limit())
-        };
+        let now = self.shared().now_ms();
+        let engine::limits::LimitReading {
+            used: sent,
+            available,
+            limit,
+        } = counter.with(|c| c.reading(now));
         let banned = self
             .shared()
             .store

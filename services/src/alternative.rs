@@ -6,6 +6,7 @@ use crate::Services;
 use actors::outbound::{refusal_message, Guard};
 use actors::protocol::ChannelSnapshot;
 use actors::ActorError;
+use engine::ids::{AccountId, ChannelId};
 use engine::phone::Phone;
 use engine::Secret;
 use provider::alternative::{by_engine, engines, AlternativeProvider};
@@ -179,7 +180,11 @@ impl Services {
             templates = n,
             "alternative-provider number registered"
         );
-        let record = self.shared().store.channel(account_id, record.id).await?;
+        let record = self
+            .shared()
+            .store
+            .channel(AccountId(account_id), ChannelId(record.id))
+            .await?;
         Ok((actors::alternative::snapshot(record), n))
     }
 
@@ -212,7 +217,7 @@ impl Services {
         let record = self
             .shared()
             .store
-            .channel(record.account_id, record.id)
+            .channel(AccountId(record.account_id), ChannelId(record.id))
             .await?;
         Ok(actors::alternative::snapshot(record))
     }

@@ -9,6 +9,7 @@ use actors::error::stored_json;
 use actors::ActorError;
 pub use engine::audience::{check_rows, Audience, InvalidRow, RecipientInput};
 use engine::campaign::CampaignState;
+use engine::ids::{AccountId, CampaignId, ChannelId};
 use engine::library::TemplateStatus;
 use engine::library::{problems, Draft, VarMap};
 use serde::Serialize;
@@ -173,7 +174,12 @@ impl Services {
     ) -> Result<Vec<storage::channels::ChannelRecord>, ActorError> {
         let (mut found, mut invalid) = (Vec::with_capacity(ids.len()), Vec::new());
         for id in ids {
-            match self.shared().store.channel(account_id, *id).await {
+            match self
+                .shared()
+                .store
+                .channel(AccountId(account_id), ChannelId(*id))
+                .await
+            {
                 Ok(c) if c.official => found.push(c),
                 Ok(_) | Err(storage::StorageError::NotFound) => invalid.push(*id),
                 Err(e) => return Err(e.into()),
@@ -293,7 +299,9 @@ impl Services {
         rows: Vec<RecipientInput>,
     ) -> Result<RecipientsAdded, ActorError> {
         let store = &self.shared().store;
-        let campaign = store.campaign(account_id, campaign_id).await?;
+        let campaign = store
+            .campaign(AccountId(account_id), CampaignId(campaign_id))
+            .await?;
         if campaign.origin == "panel" {
             // Its contacts go through hygiene and approval in the panel (issue 20).
             return Err(ActorError::rejected(
@@ -345,7 +353,9 @@ impl Services {
         id: i64,
     ) -> Result<CampaignView, ActorError> {
         let store = &self.shared().store;
-        let c = store.campaign(account_id, id).await?;
+        let c = store
+            .campaign(AccountId(account_id), CampaignId(id))
+            .await?;
         let stats = store.campaign_stats(id).await?;
         Ok(CampaignView {
             id: c.id,
@@ -399,7 +409,9 @@ impl Services {
         let mut channels = Vec::with_capacity(input.channels.len());
         let mut headroom_today = 0i64;
         for (channel_id, weight) in &input.channels {
-            let snapshot = self.snapshot(account_id, *channel_id).await?;
+            let snapshot = self
+                .snapshot(AccountId(account_id), ChannelId(*channel_id))
+                .await?;
             let guard = self.guardrails(account_id, *channel_id).await?;
             let cap_left = guard.today.remaining(guard.sent_today);
             let blocked = snapshot.health.tone == engine::channel::Tone::Bad;
@@ -443,7 +455,9 @@ impl Services {
         reason: &str,
     ) -> Result<(), ActorError> {
         let store = &self.shared().store;
-        let c = store.campaign(account_id, id).await?;
+        let c = store
+            .campaign(AccountId(account_id), CampaignId(id))
+            .await?;
         let state = c.state;
         if !matches!(state, CampaignState::Running | CampaignState::Paused) {
             return Err(ActorError::Refused {
@@ -457,7 +471,10 @@ impl Services {
             });
         }
         self.halt_campaign(id).await?;
-        let now = store.campaign(account_id, id).await?.state;
+        let now = store
+            .campaign(AccountId(account_id), CampaignId(id))
+            .await?
+            .state;
         if matches!(now, CampaignState::Running | CampaignState::Paused) {
             move_campaign(
                 self.shared(),
@@ -485,7 +502,9 @@ impl Services {
         schedule: Option<Option<i64>>,
     ) -> Result<crate::campaigns::CampaignView, ActorError> {
         let store = &self.shared().store;
-        let c = store.campaign(account_id, id).await?;
+        let c = store
+            .campaign(AccountId(account_id), CampaignId(id))
+            .await?;
         if let Some(n) = &name {
             if n.trim().is_empty() || n.len() > 200 {
                 return Err(engine::ValidationError::new(
@@ -531,7 +550,9 @@ impl Services {
             return Err(refused());
         }
         if schedule.is_some() {
-            let after = store.campaign(account_id, id).await?;
+            let after = store
+                .campaign(AccountId(account_id), CampaignId(id))
+                .await?;
             if after.state != c.state {
                 // Announce the move (the row already holds it).
                 let state = after.state;
@@ -565,7 +586,9 @@ impl Services {
     /// Resumes a paused campaign (409 `disparo_desligado` while the account's switch is off).
     pub async fn resume_campaign(&self, account_id: i64, id: i64) -> Result<(), ActorError> {
         let store = &self.shared().store;
-        let c = store.campaign(account_id, id).await?;
+        let c = store
+            .campaign(AccountId(account_id), CampaignId(id))
+            .await?;
         if c.state != CampaignState::Paused {
             return Err(ActorError::Refused {
                 status: 409,
@@ -585,7 +608,9 @@ impl Services {
     /// already completed or was cancelled.
     pub async fn cancel_campaign(&self, account_id: i64, id: i64) -> Result<u64, ActorError> {
         let store = &self.shared().store;
-        let c = store.campaign(account_id, id).await?;
+        let c = store
+            .campaign(AccountId(account_id), CampaignId(id))
+            .await?;
         let state = c.state;
         if !state.can_move_to(CampaignState::Cancelled) {
             return Err(ActorError::Refused {
@@ -624,7 +649,9 @@ impl Services {
         target_channel_id: i64,
     ) -> Result<(u64, crate::campaigns::CampaignView), ActorError> {
         let store = &self.shared().store;
-        let c = store.campaign(account_id, id).await?;
+        let c = store
+            .campaign(AccountId(account_id), CampaignId(id))
+            .await?;
         let state = c.state;
         if !state.can_resend() {
             return Err(ActorError::Rejected {
@@ -636,7 +663,10 @@ impl Services {
                 details: serde_json::json!({"state": state.as_str()}),
             });
         }
-        match store.channel(account_id, target_channel_id).await {
+        match store
+            .channel(AccountId(account_id), ChannelId(target_channel_id))
+            .await
+        {
             Ok(ch) if ch.official => {}
             Ok(_) | Err(storage::StorageError::NotFound) => {
                 return Err(ActorError::Rejected {

@@ -4,6 +4,7 @@
 use crate::Services;
 use actors::protocol::ChannelSnapshot;
 use actors::{alternative, ActorError};
+use engine::ids::{AccountId, ChannelId};
 
 impl Services {
     /// The live state of every channel of the account, oldest first.
@@ -11,7 +12,7 @@ impl Services {
         let records = self.shared().store.list_channels(account_id).await?;
         let snapshots = futures::future::join_all(records.into_iter().map(|r| async move {
             if r.official {
-                self.snapshot(account_id, r.id).await
+                self.snapshot(AccountId(account_id), ChannelId(r.id)).await
             } else {
                 Ok(alternative::snapshot(r))
             }
@@ -43,7 +44,7 @@ impl Services {
             after = records.last().map(|r| r.id).or(after);
             let snapshots = futures::future::join_all(records.into_iter().map(|r| async move {
                 if r.official {
-                    self.snapshot(account_id, r.id).await
+                    self.snapshot(AccountId(account_id), ChannelId(r.id)).await
                 } else {
                     Ok(alternative::snapshot(r))
                 }

@@ -5,6 +5,7 @@ use crate::Services;
 use actors::error::ActorError;
 use actors::protocol::{ChannelMsg, ChannelSnapshot};
 use engine::channel::{ChannelStatus, Quality, Tier};
+use engine::ids::{AccountId, ChannelId};
 use engine::phone::Phone;
 use engine::Secret;
 use provider::{ErrorKind, ProviderError};
@@ -429,7 +430,11 @@ impl Services {
         channel_id: i64,
         req: UpdateOfficial,
     ) -> Result<ChannelSnapshot, ActorError> {
-        let record = self.shared().store.channel(account_id, channel_id).await?;
+        let record = self
+            .shared()
+            .store
+            .channel(AccountId(account_id), ChannelId(channel_id))
+            .await?;
         if !record.official {
             return Err(ActorError::Rejected {
                 code: "not_official",
@@ -467,7 +472,7 @@ impl Services {
                 }
             }
         }
-        let actor = self.channel_actor(account_id, channel_id)?;
+        let actor = self.channel_actor(AccountId(account_id), ChannelId(channel_id))?;
         actors::ask(
             &actor,
             ChannelMsg::Reload,
@@ -482,7 +487,7 @@ impl Services {
         account_id: i64,
         channel_id: i64,
     ) -> Result<ChannelSnapshot, ActorError> {
-        let actor = match self.channel_actor(account_id, channel_id) {
+        let actor = match self.channel_actor(AccountId(account_id), ChannelId(channel_id)) {
             Ok(a) => a,
             // A number of an alternative provider: its sender's templates are read again.
             Err(ActorError::NotFound) => {

@@ -7,6 +7,7 @@ use actors::group::{GroupCampaignInput, GroupDetail, GroupInput, GroupMsg};
 use actors::protocol::ChannelMsg;
 use actors::protocol::{SendCommand, SendContent};
 use actors::{ask, ActorError};
+use engine::ids::{AccountId, ChannelId};
 use engine::phone::Phone;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -141,7 +142,11 @@ impl Services {
         channel_id: i64,
     ) -> Result<GroupDetail, ActorError> {
         let (_, actor) = self.group_actor(account_id, group_id).await?;
-        let c = self.shared().store.channel(account_id, channel_id).await?;
+        let c = self
+            .shared()
+            .store
+            .channel(AccountId(account_id), ChannelId(channel_id))
+            .await?;
         if c.group_id != Some(group_id) {
             return Err(ActorError::NotFound);
         }
@@ -189,7 +194,7 @@ impl Services {
         let state = ask(&actor, GroupMsg::State, self.shared().config.call_timeout).await?;
         let mut numbers = Vec::with_capacity(state.members.len());
         for id in &state.members {
-            numbers.push(self.snapshot(account_id, *id).await?);
+            numbers.push(self.snapshot(AccountId(account_id), ChannelId(*id)).await?);
         }
         let templates = self.templates_in_common(account_id, &state.members).await?;
         Ok(GroupDetail {
@@ -384,17 +389,18 @@ impl Services {
             .await?;
         let counter = self.shared().group_counter(group_id).await?;
         let now = self.shared().now_ms();
-        if !counter
-            .lock()
-            .expect("group counter lock")
-            .fits(Some(to.as_str()), now)
-        {
+        if !counter.with(|g| g.fits(Some(to.as_str()), now)) {
             return Err(ActorError::GroupExhausted);
         }
         // The number with most headroom now (unlimited first), among those that can send.
         let mut members = Vec::with_capacity(state.members.len());
         for id in &state.members {
-            members.push((*id, self.snapshot(account_id, *id).await?.health));
+            members.push((
+                *id,
+                self.snapshot(AccountId(account_id), ChannelId(*id))
+                    .await?
+                    .health,
+            ));
         }
         let channel_id = engine::group::sender(members.iter().map(|(id, h)| (*id, h)))
             .ok_or(ActorError::GroupExhausted)?;

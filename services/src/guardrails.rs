@@ -6,6 +6,7 @@ use crate::Services;
 use actors::error::ActorError;
 use actors::protocol::{ChannelMsg, GuardrailView};
 use engine::guardrail::{self, Guardrails};
+use engine::ids::{AccountId, ChannelId};
 
 /// The fields of `PATCH /channels/{id}/guardrails` (already range-checked by the HTTP layer);
 /// `None` keeps the current value.
@@ -53,7 +54,7 @@ impl Services {
         channel_id: i64,
         patch: GuardrailsPatch,
     ) -> Result<GuardrailView, ActorError> {
-        let actor = self.channel_actor(account_id, channel_id)?;
+        let actor = self.channel_actor(AccountId(account_id), ChannelId(channel_id))?;
         let store = &self.shared().store;
         let g = patch.apply(store.channel_guardrails(channel_id).await?);
         store.set_channel_guardrails(channel_id, &g).await?;
@@ -75,7 +76,7 @@ impl Services {
         extra: i64,
         by: &str,
     ) -> Result<GuardrailView, ActorError> {
-        let actor = self.channel_actor(account_id, channel_id)?;
+        let actor = self.channel_actor(AccountId(account_id), ChannelId(channel_id))?;
         let day = guardrail::local_day(self.shared().now_ms());
         let total = self
             .shared()

@@ -8,6 +8,7 @@ use crate::Services;
 use actors::error::ActorError;
 use actors::protocol::ChannelSnapshot;
 use engine::channel::Tone;
+use engine::ids::{AccountId, CampaignId, ChannelId};
 use engine::panel::{Role, Scope, UserStatus};
 use engine::Secret;
 use serde::Serialize;
@@ -1167,9 +1168,12 @@ impl Services {
         account_id: i64,
         channels: &[ChannelRecord],
     ) -> Vec<ChannelSnapshot> {
-        let all =
-            futures::future::join_all(channels.iter().map(|c| self.snapshot(account_id, c.id)))
-                .await;
+        let all = futures::future::join_all(
+            channels
+                .iter()
+                .map(|c| self.snapshot(AccountId(account_id), ChannelId(c.id))),
+        )
+        .await;
         all.into_iter()
             .zip(channels)
             .map(|(s, c)| {
@@ -1715,7 +1719,7 @@ impl Services {
         }
         self.stop_channel(id).await;
         store
-            .delete_channel(account_id, id)
+            .delete_channel(AccountId(account_id), ChannelId(id))
             .await
             .map_err(panel_conflict)
     }
@@ -2122,7 +2126,10 @@ impl Services {
                 .map_err(|_| bad("numero_id"))?;
         }
         if let Some(id) = f.campaign_id {
-            if !store.campaign_exists(account_id, id).await? {
+            if !store
+                .campaign_exists(AccountId(account_id), CampaignId(id))
+                .await?
+            {
                 return Err(bad("campanha_id"));
             }
         }

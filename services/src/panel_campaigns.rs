@@ -9,6 +9,7 @@ use crate::Services;
 use actors::switch::{refused, stage_of, state_of};
 use actors::ActorError;
 use engine::campaign::CampaignState;
+use engine::ids::{AccountId, CampaignId};
 use engine::panel::{Role, Scope};
 use engine::panel_campaign::{may_approve, ApprovalRefusal, Contact, PanelStatus, Stage};
 use engine::phone::Phone;
@@ -530,7 +531,9 @@ impl Services {
         }
         tracing::info!(campaign_id = id, held = !enabled, "panel campaign approved");
         if enabled {
-            let c = store.campaign(account_id, id).await?;
+            let c = store
+                .campaign(AccountId(account_id), CampaignId(id))
+                .await?;
             self.release(account_id, &c).await?;
         }
         self.panel_campaign_view(account_id, &who.scope, id).await

@@ -6,6 +6,7 @@
 use crate::Services;
 use actors::templates::{draft_of, provider_body};
 use actors::ActorError;
+use engine::ids::{AccountId, ChannelId};
 use engine::library::{problems, provider_name_from, valid_provider_name, Button, Draft, VarMap};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -624,7 +625,7 @@ impl Services {
             Some(ids) => {
                 let mut v = Vec::new();
                 for c in ids {
-                    v.push(store.channel(account_id, c).await?);
+                    v.push(store.channel(AccountId(account_id), ChannelId(c)).await?);
                 }
                 v
             }

@@ -3,6 +3,7 @@
 
 use crate::Services;
 use actors::{events, ActorError};
+use engine::ids::{AccountId, ChannelId};
 use std::time::Duration;
 
 impl Services {
@@ -15,7 +16,9 @@ impl Services {
     ) -> Result<i64, ActorError> {
         let store = &self.shared().store;
         let sub = store.subscription(account_id, subscription_id).await?;
-        let channel = store.channel(account_id, sub.channel_id).await?;
+        let channel = store
+            .channel(AccountId(account_id), ChannelId(sub.channel_id))
+            .await?;
         let data = serde_json::json!({"message": "ping", "subscription_id": sub.id, "test": true});
         let id = store
             .enqueue_for_subscription(

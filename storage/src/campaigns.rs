@@ -1,6 +1,7 @@
 //! Campaigns, their numbers and their audience.
 
 use crate::{found, now_ms, Result, StorageError, Store};
+use engine::ids::{AccountId, CampaignId};
 use serde::Serialize;
 use sqlx::any::AnyRow;
 use sqlx::Row;
@@ -331,16 +332,17 @@ impl Store {
             .collect()
     }
 
-    /// A campaign of this account, with its numbers.
-    pub async fn campaign(&self, account_id: i64, id: i64) -> Result<CampaignRecord> {
+    /// A campaign of this account, with its numbers. Errors: `NotFound` for a campaign of
+    /// another account.
+    pub async fn campaign(&self, account: AccountId, id: CampaignId) -> Result<CampaignRecord> {
         let sql = format!("SELECT {COLUMNS} FROM campaigns WHERE id = $1 AND account_id = $2");
         let row = sqlx::query(&sql)
-            .bind(id)
-            .bind(account_id)
+            .bind(id.get())
+            .bind(account.get())
             .fetch_optional(&self.pool)
             .await?;
         let mut rec = found(row, read)?;
-        rec.channels = self.campaign_channels(id).await?;
+        rec.channels = self.campaign_channels(id.get()).await?;
         Ok(rec)
     }
 
@@ -1413,7 +1415,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (store, account, _, campaign) = campaign_with_recipients(dir.path(), 1).await;
         assert_eq!(
-            store.campaign(account, campaign.id).await.unwrap().state,
+            store
+                .campaign(AccountId(account), CampaignId(campaign.id))
+                .await
+                .unwrap()
+                .state,
             engine::campaign::CampaignState::Draft
         );
         sqlx::query("UPDATE campaigns SET state = 'arquivada' WHERE id = $1")
@@ -1422,7 +1428,7 @@ mod tests {
             .await
             .unwrap();
         assert!(matches!(
-            store.campaign(account, campaign.id).await,
+            store.campaign(AccountId(account), CampaignId(campaign.id)).await,
             Err(StorageError::Corrupt(m)) if m.contains("arquivada")
         ));
         assert!(matches!(
@@ -1436,7 +1442,7 @@ mod tests {
             .await
             .unwrap();
         assert!(matches!(
-            store.campaign(account, campaign.id).await,
+            store.campaign(AccountId(account), CampaignId(campaign.id)).await,
             Err(StorageError::Corrupt(m)) if m.contains("revisada")
         ));
     }

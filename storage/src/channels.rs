@@ -1,6 +1,7 @@
 //! Channels: connected numbers, their provider ids and sealed credentials.
 
 use crate::{found, now_ms, Result, StorageError, Store};
+use engine::ids::{AccountId, ChannelId};
 use engine::Secret;
 use sqlx::any::AnyRow;
 use sqlx::Row;
@@ -217,12 +218,12 @@ impl Store {
         Ok(())
     }
 
-    /// A channel of this account.
-    pub async fn channel(&self, account_id: i64, id: i64) -> Result<ChannelRecord> {
+    /// A channel of this account. Errors: `NotFound` for a channel of another account.
+    pub async fn channel(&self, account: AccountId, id: ChannelId) -> Result<ChannelRecord> {
         let sql = format!("SELECT {COLUMNS} FROM channels WHERE id = $1 AND account_id = $2");
         let row = sqlx::query(&sql)
-            .bind(id)
-            .bind(account_id)
+            .bind(id.get())
+            .bind(account.get())
             .fetch_optional(&self.pool)
             .await?;
         found(row, read)

@@ -9,6 +9,7 @@
 use crate::bms::{read_bm, read_waba, BmRecord, WabaRecord, BM_COLUMNS, WABA_COLUMNS};
 use crate::channels::{read as read_channel, ChannelRecord, COLUMNS as CHANNEL_COLUMNS};
 use crate::{found, now_ms, Result, StorageError, Store};
+use engine::ids::{AccountId, CampaignId, ChannelId};
 use engine::panel::Scope;
 use engine::token::hash_token;
 use engine::Secret;
@@ -1224,7 +1225,7 @@ impl Store {
         name: Option<&str>,
         client_id: Option<Option<i64>>,
     ) -> Result<ChannelRecord> {
-        let current = self.channel(account_id, id).await?;
+        let current = self.channel(AccountId(account_id), ChannelId(id)).await?;
         sqlx::query("UPDATE channels SET name = $3, client_id = $4, updated_at = $5 WHERE id = $1 AND account_id = $2")
             .bind(id)
             .bind(account_id)
@@ -1233,7 +1234,7 @@ impl Store {
             .bind(now_ms())
             .execute(&self.writer)
             .await?;
-        self.channel(account_id, id).await
+        self.channel(AccountId(account_id), ChannelId(id)).await
     }
 
     /// The account's number with this provider phone number id, if any.
@@ -1265,7 +1266,8 @@ impl Store {
     /// guardrail authorisations and conversations go with it in one transaction. Errors:
     /// Conflict `number_history` when messages or campaigns reference it (D-057: history is
     /// never deleted; such a number stays, disconnected).
-    pub async fn delete_channel(&self, account_id: i64, id: i64) -> Result<()> {
+    pub async fn delete_channel(&self, account: AccountId, id: ChannelId) -> Result<()> {
+        let (account_id, id) = (account.get(), id.get());
         let mut tx = self.begin_write().await?;
         owned(&mut tx, "channels", id, account_id).await?;
         let used: i64 = sqlx::query(NUMBER_HISTORY)
@@ -1490,11 +1492,11 @@ impl Store {
     }
 
     /// Whether a campaign id belongs to the account.
-    pub async fn campaign_exists(&self, account_id: i64, id: i64) -> Result<bool> {
+    pub async fn campaign_exists(&self, account: AccountId, id: CampaignId) -> Result<bool> {
         Ok(
             sqlx::query("SELECT id FROM campaigns WHERE id = $1 AND account_id = $2")
-                .bind(id)
-                .bind(account_id)
+                .bind(id.get())
+                .bind(account.get())
                 .fetch_optional(&self.pool)
                 .await?
                 .is_some(),

@@ -5,6 +5,7 @@
 
 use crate::campaigns::{read, CampaignRecord, COLUMNS, INSERT_CHUNK};
 use crate::{now_ms, Result, StorageError, Store};
+use engine::ids::{AccountId, CampaignId};
 use engine::panel::Scope;
 use serde::Serialize;
 use sqlx::any::AnyRow;
@@ -680,7 +681,7 @@ impl Store {
             .fetch_optional(&self.pool)
             .await?
             .ok_or(StorageError::NotFound)?;
-        self.campaign(account_id, id).await
+        self.campaign(AccountId(account_id), CampaignId(id)).await
     }
 
     /// A campaign's contacts by id: at most `limit` (1–1000) after `after_id`, with hygiene

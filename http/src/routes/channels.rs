@@ -9,6 +9,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use engine::channel::{Quality, Tone};
+use engine::ids::{AccountId, ChannelId};
 use engine::Secret;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -414,7 +415,7 @@ async fn connect(
         .await?;
     let snapshot = state
         .services
-        .snapshot(auth.account_id(), record.id)
+        .snapshot(AccountId(auth.account_id()), ChannelId(record.id))
         .await?;
     Ok((
         StatusCode::CREATED,
@@ -487,7 +488,7 @@ async fn embedded_signup(
         .await?;
     let snapshot = state
         .services
-        .snapshot(auth.account_id(), record.id)
+        .snapshot(AccountId(auth.account_id()), ChannelId(record.id))
         .await?;
     Ok((
         StatusCode::CREATED,
@@ -531,7 +532,10 @@ async fn official(
     auth: Auth,
     IdPath(id): IdPath,
 ) -> Result<Json<Data<OfficialOut>>, ApiError> {
-    let snapshot = state.services.snapshot(auth.account_id(), id).await?;
+    let snapshot = state
+        .services
+        .snapshot(AccountId(auth.account_id()), ChannelId(id))
+        .await?;
     let r = &snapshot.record;
     Ok(Data::json(OfficialOut {
         channel: ChannelOut::from(&snapshot),
@@ -564,7 +568,10 @@ async fn health(
     auth: Auth,
     IdPath(id): IdPath,
 ) -> Result<Json<Data<engine::channel::Health>>, ApiError> {
-    let snapshot = state.services.snapshot(auth.account_id(), id).await?;
+    let snapshot = state
+        .services
+        .snapshot(AccountId(auth.account_id()), ChannelId(id))
+        .await?;
     Ok(Data::json(snapshot.health))
 }
 

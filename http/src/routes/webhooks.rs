@@ -7,6 +7,7 @@ use crate::AppState;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::Json;
+use engine::ids::{AccountId, ChannelId};
 use engine::webhook::EventKind;
 use serde::{Deserialize, Serialize};
 use storage::webhooks::{DeliveryRecord, SubscriptionRecord};
@@ -159,7 +160,9 @@ async fn create(
     ApiJson(body): ApiJson<CreateIn>,
 ) -> Result<(StatusCode, Json<Data<SubscriptionOut>>), ApiError> {
     let store = state.services.store();
-    store.channel(auth.account_id(), channel_id).await?;
+    store
+        .channel(AccountId(auth.account_id()), ChannelId(channel_id))
+        .await?;
     validate_url(state.services.outbound(), &body.url)?;
     let events = parse_events(&body.events)?;
     let (sub, secret) = store
@@ -197,7 +200,9 @@ async fn list(
     IdPath(channel_id): IdPath,
 ) -> Result<Json<List<SubscriptionOut>>, ApiError> {
     let store = state.services.store();
-    store.channel(auth.account_id(), channel_id).await?;
+    store
+        .channel(AccountId(auth.account_id()), ChannelId(channel_id))
+        .await?;
     let subs = store
         .list_subscriptions(auth.account_id(), channel_id)
         .await?;
