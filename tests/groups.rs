@@ -154,6 +154,30 @@ async fn groups_pool_numbers_under_a_shared_limit(backend: Backend) {
         (StatusCode::TOO_MANY_REQUESTS, Some("limite_24h_esgotado")),
         "{err}"
     );
+    // The group's quota (issue 49): its figures, and room again when its first recipient's
+    // 24 h end; the header says the same.
+    assert_eq!(
+        (&err["scope"], &err["limit"], &err["remaining"]),
+        (&json!("group"), &json!(3), &json!(0)),
+        "{err}"
+    );
+    let r = app
+        .http
+        .post(app.url(&format!("/api/v1/groups/{id}/messages")))
+        .bearer_auth(&app.token)
+        .json(&json!({"to": "5511977770005", "template_id": both, "params": ["Ana", "123"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    let header: i64 = r.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["retry_after"], header, "{body}");
+    assert!((86_000..=86_400).contains(&header), "{body}");
     let (status, _) = group_send(&app, id, "5511977770003", both).await;
     assert_eq!(status, StatusCode::CREATED, "already counted in the window");
     // Back to the sum; rename.

@@ -247,8 +247,9 @@ async fn a_number_is_linked_to_a_waba_with_code_and_with_pin(backend: Backend) {
         )
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-    // The number is created but the provider refuses to send the code (issue 17): the 502
-    // names the channel, so the code can be asked again on it.
+    // The number is created but the provider fails to send the code (issue 17): the 502
+    // (`provider_unavailable`, retryable: D-107) names the channel, so the code can be asked
+    // again on it.
     let r = app
         .http
         .put(format!("http://{}/_sim/faults", app.sim_addr))
@@ -485,7 +486,7 @@ async fn a_payment_check_releases_a_payment_lock(backend: Backend) {
     let (status, err) = template(&app, channel_id, "5511911112222").await;
     assert_eq!(
         (status, err["provider_code"].as_i64()),
-        (StatusCode::BAD_GATEWAY, Some(131042)),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some(131042)),
         "{err}"
     );
     let h = eventually(5, "payment lock", || async {
@@ -718,6 +719,21 @@ async fn numbers_of_one_bm_share_its_24h_limit(backend: Backend) {
         (status, err["code"].as_str()),
         (StatusCode::TOO_MANY_REQUESTS, Some("limite_24h_esgotado"))
     );
+    // The quota that refused it, its figures and when room returns (issue 49): the BM's 50,
+    // free again 24 h after its first recipient.
+    assert_eq!(
+        (&err["scope"], &err["limit"], &err["remaining"]),
+        (&json!("bm"), &json!(50), &json!(0)),
+        "{err}"
+    );
+    let retry = err["retry_after"].as_i64().expect("retry_after");
+    assert!((86_000..=86_400).contains(&retry), "{err}");
+    assert!(
+        err["reset_at"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("20") && t.contains('T')),
+        "{err}"
+    );
     // A user already reached by the BM costs nothing more.
     assert_eq!(
         template(&app, ids[1], "5511970000000").await.0,
@@ -786,6 +802,15 @@ async fn a_number_that_gains_a_limit_knows_who_already_counts(backend: Backend) 
     assert_eq!(
         (status, err["code"].as_str()),
         (StatusCode::TOO_MANY_REQUESTS, Some("limite_24h_esgotado"))
+    );
+    assert_eq!(
+        (&err["scope"], &err["limit"], &err["remaining"]),
+        (&json!("number"), &json!(50), &json!(0)),
+        "{err}"
+    );
+    assert!(
+        err["retry_after"].as_i64().is_some_and(|s| s > 86_000),
+        "{err}"
     );
     let (status, body) = template(&app, id, "5511980000001").await;
     assert_eq!(

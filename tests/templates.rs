@@ -247,7 +247,7 @@ async fn the_library_follows_the_provider_from_submission_to_deletion(backend: B
         .await;
     assert_eq!(
         (status, err["provider_code"].as_i64()),
-        (StatusCode::BAD_GATEWAY, Some(132015)),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some(132015)),
         "{err}"
     );
     let (status, err) = app
@@ -364,8 +364,14 @@ async fn the_library_follows_the_provider_from_submission_to_deletion(backend: B
         .await
         .map(|r| (r.status(), r))
         .unwrap();
-    assert_eq!(status, StatusCode::BAD_GATEWAY);
+    // A permission error (code 200) is the request's fault at the provider: 422 (D-107).
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
     let err: Value = err.json().await.unwrap();
+    assert_eq!(
+        (err["code"].as_str(), err["retryable"].as_bool()),
+        (Some("provider_refused"), Some(false)),
+        "{err}"
+    );
     assert_eq!(err["failed_waba"], second.waba_id.as_str(), "{err}");
     assert_eq!(err["deleted_wabas"], json!([first.waba_id]));
     assert!(

@@ -767,6 +767,7 @@ async fn admit(cmd: &SendCommand, st: &mut ChannelState) -> Result<(), ActorErro
         .map_err(|r| match r {
             Refusal::WindowClosed => ActorError::WindowClosed,
             Refusal::Health(code) => ActorError::BusinessInitiatedRefused(code),
+            Refusal::Quota(quota) => ActorError::QuotaExhausted(quota),
         })
 }
 
@@ -941,11 +942,13 @@ impl SendTask {
         watch: &mut Stopwatch,
     ) -> Result<MessageRecord, ActorError> {
         let Some(wamid) = wamid else {
-            return Err(ActorError::ProviderRefused {
-                kind: ErrorKind::Other,
-                code: None,
-                reason: "o provedor aceitou o envio sem devolver o id da mensagem".into(),
-            });
+            // Accepted without an id (as a campaign send, D-032): only a status webhook, which
+            // carries our id, can settle it; it is never sent again.
+            tracing::warn!(
+                message_id = queued.id,
+                "provider accepted a send without its id; left in doubt"
+            );
+            return Err(ActorError::SendInDoubt(queued.id));
         };
         metrics::counter!("disparo_messages_sent_total", "channel_id" => self.record.id.to_string())
             .increment(1);
@@ -1000,6 +1003,7 @@ impl SendTask {
             return Err(ActorError::SendInDoubt(queued.id));
         }
         let (code, title) = (e.code(), e.reason());
+        let answer = ActorError::from(e).with_message_id(queued.id);
         if let Err(se) = self
             .shared
             .store
@@ -1008,7 +1012,7 @@ impl SendTask {
         {
             tracing::error!(message_id = queued.id, error = %se, "could not record a refused send");
         }
-        Err(e.into())
+        Err(answer)
     }
 }
 

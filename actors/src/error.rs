@@ -1,6 +1,7 @@
 //! The actors crate's one error type. `http/src/error.rs` maps it to a status and body.
 
 use engine::channel::HealthCode;
+pub use provider::Blame;
 use provider::ErrorKind;
 
 /// What can go wrong when the HTTP layer asks the runtime for something.
@@ -19,7 +20,7 @@ pub enum ActorError {
     /// payment lock, invalid credential, disconnected).
     #[error("business-initiated send refused: {}", .0.as_str())]
     BusinessInitiatedRefused(HealthCode),
-    /// The provider refused the request.
+    /// The provider refused the request or failed (answered by its [`Blame`], D-107).
     #[error("provider refused ({kind:?}, code {code:?}): {reason}")]
     ProviderRefused {
         /// Classification.
@@ -28,6 +29,13 @@ pub enum ActorError {
         code: Option<i64>,
         /// The provider's reason.
         reason: String,
+        /// Whose fault it is and whether a retry can help.
+        blame: Blame,
+        /// The message row written before the call (it is `failed` now), when there is one.
+        message_id: Option<i64>,
+        /// Extra members of the answer's body (e.g. which WABAs were already changed), an
+        /// object or `null`.
+        details: serde_json::Value,
     },
     /// The credential given to connect a channel does not work at the provider.
     #[error("credential refused by the provider: {0}")]
@@ -75,19 +83,13 @@ pub enum ActorError {
     /// A template with problems cannot be submitted.
     #[error("the template has problems")]
     TemplateHasProblems(serde_json::Value),
-    /// The provider refused to delete a template in a WABA; the ones before were deleted.
-    #[error("template deletion refused in WABA {failed_waba}: {reason}")]
-    TemplateDeleteRefused {
-        /// The provider's reason.
-        reason: String,
-        /// The WABA that refused.
-        failed_waba: String,
-        /// WABAs where it was already deleted.
-        deleted_wabas: Vec<String>,
-    },
     /// 429: the sending group's 24 h limit is used up, or none of its numbers has headroom.
     #[error("the sending group's 24-hour limit is exhausted")]
     GroupExhausted,
+    /// 429: a 24 h limit (the number's, its group's or its BM's) has no room for a new
+    /// recipient; the quota says which, its figures and when room returns (issue 49).
+    #[error("the {} 24-hour limit is exhausted", .0.scope.as_str())]
+    QuotaExhausted(engine::limits::Quota),
     /// The actor did not answer in time or is gone.
     #[error("the service is busy, try again")]
     Unavailable,
@@ -127,7 +129,34 @@ impl From<provider::ProviderError> for ActorError {
             kind: e.kind(),
             code: e.code(),
             reason: e.reason(),
+            blame: e.blame(),
+            message_id: None,
+            details: serde_json::Value::Null,
         }
+    }
+}
+
+impl ActorError {
+    /// A provider refusal that left message `id` (written before the call) behind: its id goes
+    /// into the answer. Any other error is unchanged.
+    pub fn with_message_id(mut self, id: i64) -> Self {
+        if let ActorError::ProviderRefused { message_id, .. } = &mut self {
+            *message_id = Some(id);
+        }
+        self
+    }
+
+    /// A provider refusal with `extra` members for the answer's body (an object) and `context`
+    /// before the provider's reason. Any other error is unchanged.
+    pub fn with_provider_context(mut self, context: &str, extra: serde_json::Value) -> Self {
+        if let ActorError::ProviderRefused {
+            reason, details, ..
+        } = &mut self
+        {
+            *reason = format!("{context}: {reason}");
+            *details = extra;
+        }
+        self
     }
 }
 
@@ -153,6 +182,9 @@ impl From<provider::ErrorKind> for ActorError {
             kind,
             code: None,
             reason: format!("{kind:?}"),
+            blame: kind.blame(),
+            message_id: None,
+            details: serde_json::Value::Null,
         }
     }
 }

@@ -131,6 +131,29 @@ impl RollingUnique {
         }
         m.last_send.len() as i64
     }
+
+    /// When the recipient counting longest at `now` stops counting (ms): when headroom next
+    /// grows. Exact: that recipient's latest send plus the window. Estimating: the end of the
+    /// oldest sub-window plus the window (up to one sub-window late, as the count). `None`
+    /// when nobody counts.
+    pub fn frees_at(&mut self, now: i64) -> Option<i64> {
+        self.count(now);
+        let Some(m) = &mut self.members else {
+            return self
+                .sketch
+                .slices
+                .front()
+                .map(|(start, _)| start + self.sketch.slice_ms + self.window_ms);
+        };
+        while let Some(&Reverse((t, r))) = m.by_time.peek() {
+            if m.last_send.get(&r) == Some(&t) {
+                return Some(t + self.window_ms);
+            }
+            // An older send of a recipient sent to again since: not what frees them.
+            m.by_time.pop();
+        }
+        None
+    }
 }
 
 /// Registers of each HyperLogLog: 2^10 (standard error 1.04 / √1024 ≈ 3.3 %).
@@ -347,12 +370,73 @@ impl SharedLimit {
         }
     }
 
+    /// This limit as an exhausted quota of `scope` at `now` (`None` when it has headroom or
+    /// no limit).
+    pub fn exhausted(&mut self, scope: QuotaScope, now: i64) -> Option<Quota> {
+        let limit = self.limit()?;
+        (self.available(now) == Some(0))
+            .then(|| Quota::read(scope, limit, &mut self.recipients, now))
+    }
+
     /// The limit's reading at `now` (ms).
     pub fn reading(&mut self, now: i64) -> LimitReading {
         LimitReading {
             limit: self.limit(),
             used: self.recipients.count(now),
             available: self.available(now),
+        }
+    }
+}
+
+/// Which 24 h limit refused a new recipient (issue 49: each answers with its own figures).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuotaScope {
+    /// The number's own (its tier's).
+    Number,
+    /// Its sending group's (D-037).
+    Group,
+    /// Its business portfolio's (PROVIDER.md §10.2).
+    Bm,
+}
+
+impl QuotaScope {
+    /// The wire name: `number`, `group`, `bm`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QuotaScope::Number => "number",
+            QuotaScope::Group => "group",
+            QuotaScope::Bm => "bm",
+        }
+    }
+}
+
+/// A 24 h limit found exhausted at one instant: what a refused send is answered with (429
+/// `limite_24h_esgotado` with `Retry-After`, `limit`, `remaining`, `reset_at`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quota {
+    /// Which limit.
+    pub scope: QuotaScope,
+    /// Unique recipients per 24 h.
+    pub limit: i64,
+    /// Counted now.
+    pub used: i64,
+    /// When headroom next returns (ms; [`RollingUnique::frees_at`]); `None` when nothing
+    /// counted frees it (a limit of 0).
+    pub reset_at: Option<i64>,
+    /// `reset_at` less the time it was read at (ms, at least 0).
+    pub retry_after_ms: Option<i64>,
+}
+
+impl Quota {
+    /// The reading of `recipients` against `limit` at `now` as a quota of `scope`.
+    pub fn read(scope: QuotaScope, limit: i64, recipients: &mut RollingUnique, now: i64) -> Self {
+        let reset_at = recipients.frees_at(now);
+        Quota {
+            scope,
+            limit,
+            used: recipients.count(now),
+            reset_at,
+            retry_after_ms: reset_at.map(|t| (t - now).max(0)),
         }
     }
 }
@@ -493,5 +577,42 @@ mod tests {
         let mut bm = SharedLimit::bm(Some(2), RollingUnique::new(1000));
         bm.regroup(String::new(), Some(5), &[]);
         assert_eq!(bm.reading(20).limit, Some(5), "a BM has no members to drop");
+    }
+
+    #[test]
+    fn headroom_returns_when_the_longest_counted_recipient_leaves() {
+        let mut r = RollingUnique::new(1000);
+        assert_eq!(r.frees_at(0), None);
+        r.record("5511900000001", 100);
+        r.record("5511900000002", 300);
+        r.record("5511900000001", 400);
+        assert_eq!(
+            r.frees_at(500),
+            Some(1300),
+            "…0001 was sent to again at 400"
+        );
+        assert_eq!(r.frees_at(1300), Some(1400));
+        assert_eq!(r.frees_at(1400), None);
+        let mut e = RollingUnique::estimated(24_000);
+        e.record("5511900000001", 2_500);
+        assert_eq!(
+            e.frees_at(3_000),
+            Some(3_000 + 24_000),
+            "sub-window [2000, 3000)"
+        );
+        let mut bm = SharedLimit::bm(Some(2), RollingUnique::new(1000));
+        bm.recipients.record("5511900000001", 10);
+        assert_eq!(bm.exhausted(QuotaScope::Bm, 20), None);
+        bm.recipients.record("5511900000002", 30);
+        assert_eq!(
+            bm.exhausted(QuotaScope::Bm, 40),
+            Some(Quota {
+                scope: QuotaScope::Bm,
+                limit: 2,
+                used: 2,
+                reset_at: Some(1010),
+                retry_after_ms: Some(970)
+            })
+        );
     }
 }

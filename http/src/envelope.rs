@@ -116,9 +116,10 @@ pub const ERROR_RESPONSES: &[(u16, &str, &str)] = &[
     (413, "PayloadTooLarge", "Corpo maior que o limite"),
     (415, "UnsupportedMediaType", "Corpo sem o Content-Type esperado"),
     (422, "Unprocessable", "Dados inválidos ou uma regra de negócio recusou; `field` nomeia o campo quando é um"),
-    (429, "TooManyRequests", "Limite de requisições ou de envios esgotado; `Retry-After` quando se sabe"),
-    (502, "BadGateway", "`provider_refused`: o provedor recusou ou falhou; o motivo está em `message`, o código em `provider_code`"),
+    (429, "TooManyRequests", "Limite de requisições ou de envios esgotado, ou o provedor limitou a taxa (`provider_rate_limited`); `Retry-After` quando se sabe"),
+    (502, "BadGateway", "`provider_unavailable`: o provedor falhou (5xx, inalcançável ou resposta ilegível); `retryable` diz se tentar de novo pode dar certo, `provider_code` traz o código dele"),
     (503, "Unavailable", "Servidor ocupado ou pedido demorado demais; tente de novo após `Retry-After`"),
+    (504, "GatewayTimeout", "`provider_timeout`: o provedor não respondeu a tempo; a operação pode ter sido feita lá (`retryable`: true)"),
 ];
 
 /// Every `code` an error answer carries, by status (the health codes of
@@ -272,6 +273,7 @@ pub const ERROR_CODES: &[(u16, &[&str])] = &[
             "private_media_url",
             "private_url",
             "provedor_alternativo",
+            "provider_refused",
             "provider_url_not_allowed",
             "qualidade_red",
             "recipients_need_dry_run",
@@ -311,9 +313,10 @@ pub const ERROR_CODES: &[(u16, &[&str])] = &[
             "limite_de_testes",
             "muitas_recusas",
             "muitas_tentativas",
+            "provider_rate_limited",
         ],
     ),
-    (502, &["provider_refused"]),
+    (502, &["provider_unavailable"]),
     (
         503,
         &[
@@ -323,6 +326,7 @@ pub const ERROR_CODES: &[(u16, &[&str])] = &[
             "unavailable",
         ],
     ),
+    (504, &["provider_timeout"]),
 ];
 
 /// The codes of `status` ([`ERROR_CODES`], with the health codes for 422), sorted.

@@ -1,6 +1,7 @@
 //! The one place where errors become HTTP answers: `{"message": "<pt-BR>", "code":
 //! "<stable_snake_case>", …details}` with the spec's status codes ("Errors").
 
+use actors::error::Blame;
 use actors::ActorError;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -98,24 +99,30 @@ pub enum ApiError {
         /// Extra members of the body.
         details: Map<String, Value>,
     },
-    /// 429: a sending limit is exhausted.
+    /// 429: a sending limit is exhausted (pooled numbers none of which has room: no one time
+    /// when room returns).
     #[error("limit exhausted")]
     LimitExhausted(String),
-    /// 502: the provider refused.
+    /// 429 `limite_24h_esgotado`: one 24 h limit is exhausted, with `Retry-After` at the time
+    /// room returns and `scope`, `limit`, `remaining`, `reset_at` in the body (issue 49).
+    #[error("quota exhausted")]
+    QuotaExhausted(engine::limits::Quota),
+    /// The provider refused or failed, answered by cause (D-107): 422 `provider_refused` (the
+    /// request's fault), 429 `provider_rate_limited` with `Retry-After`, 502
+    /// `provider_unavailable`, 504 `provider_timeout`; the body has `provider_code`,
+    /// `retryable` and, when a message row was written, `message_id`.
     #[error("provider refused: {reason}")]
     ProviderRefused {
         /// The provider's reason.
         reason: String,
         /// The provider's error code.
         provider_code: Option<i64>,
-    },
-    /// 502 with details (e.g. which WABAs were already changed).
-    #[error("provider refused: {reason}")]
-    ProviderRefusedWith {
-        /// The provider's reason.
-        reason: String,
-        /// Extra members.
-        details: Value,
+        /// Whose fault it is.
+        blame: Blame,
+        /// The message written before the call, when there is one.
+        message_id: Option<i64>,
+        /// Extra members (e.g. which WABAs were already changed).
+        details: Map<String, Value>,
     },
     /// 202: a message was handed to the provider and its outcome is unknown (it is never sent
     /// again; a status webhook or the reconciliation settles it). The send routes answer with
@@ -169,6 +176,7 @@ impl ApiError {
             ApiError::TooManyRefusals { .. }
             | ApiError::TooManyAttempts { .. }
             | ApiError::LimitExhausted(_)
+            | ApiError::QuotaExhausted(_)
             | ApiError::RateLimited { .. } => self.limit_parts(),
             ApiError::Refused { .. }
             | ApiError::NotFound
@@ -179,9 +187,8 @@ impl ApiError {
             | ApiError::PayloadTooLarge
             | ApiError::UnsupportedMediaType
             | ApiError::Unprocessable { .. } => self.request_parts(),
-            ApiError::ProviderRefused { .. }
-            | ApiError::ProviderRefusedWith { .. }
-            | ApiError::Unavailable
+            ApiError::ProviderRefused { .. } => self.provider_parts(),
+            ApiError::Unavailable
             | ApiError::InDoubt(_)
             | ApiError::Overloaded
             | ApiError::TimedOut
@@ -274,6 +281,7 @@ impl ApiError {
                 m.clone(),
                 none(),
             ),
+            ApiError::QuotaExhausted(q) => quota_parts(q),
             ApiError::RateLimited { retry_after } => {
                 let mut m = Map::new();
                 m.insert("retry_after".into(), json!(retry_after));
@@ -352,27 +360,57 @@ impl ApiError {
         }
     }
 
+    /// A provider refusal by its cause (D-107): 422, 429, 502 or 504, with `provider_code`,
+    /// `retryable` and the message's id when one was written.
+    fn provider_parts(&self) -> Parts {
+        let ApiError::ProviderRefused {
+            reason,
+            provider_code,
+            blame,
+            message_id,
+            details,
+        } = self
+        else {
+            return self.misrouted();
+        };
+        let mut m = details.clone();
+        m.insert("provider_code".into(), json!(provider_code));
+        m.insert("retryable".into(), json!(blame.retryable()));
+        if let Some(id) = message_id {
+            m.insert("message_id".into(), json!(id));
+        }
+        let (status, code, message) = match blame {
+            Blame::Request => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "provider_refused",
+                format!("O provedor recusou a operação: {reason}"),
+            ),
+            Blame::Throttled { retry_after_ms } => {
+                m.insert("retry_after".into(), json!(retry_after_ms.div_ceil(1000)));
+                (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "provider_rate_limited",
+                    format!("O provedor limitou a taxa de envio; tente de novo após Retry-After: {reason}"),
+                )
+            }
+            Blame::Upstream { .. } => (
+                StatusCode::BAD_GATEWAY,
+                "provider_unavailable",
+                format!("O provedor falhou ao responder: {reason}"),
+            ),
+            Blame::Timeout => (
+                StatusCode::GATEWAY_TIMEOUT,
+                "provider_timeout",
+                "O provedor não respondeu a tempo; a operação pode ter sido feita lá.".into(),
+            ),
+        };
+        (status, code, message, m)
+    }
+
     /// The provider's answers and our own state (202, 5xx).
     fn server_parts(&self) -> Parts {
         let none = Map::new;
         match self {
-            ApiError::ProviderRefused {
-                reason,
-                provider_code,
-            } => {
-                let mut m = Map::new();
-                m.insert("provider_code".into(), json!(provider_code));
-                (
-                    StatusCode::BAD_GATEWAY,
-                    "provider_refused",
-                    format!("O provedor recusou a operação: {reason}"),
-                    m,
-                )
-            }
-                        ApiError::ProviderRefusedWith { reason, details } => {
-                let m = details.as_object().cloned().unwrap_or_default();
-                (StatusCode::BAD_GATEWAY, "provider_refused", format!("O provedor recusou a operação: {reason}"), m)
-            }
             ApiError::Unavailable => (StatusCode::SERVICE_UNAVAILABLE,
                 "unavailable",
                 "Serviço ocupado no momento; tente novamente em instantes.".into(),
@@ -453,6 +491,11 @@ impl IntoResponse for ApiError {
             | ApiError::TooManyAttempts { retry_after }
             | ApiError::TooManyRefusals { retry_after } => Some(*retry_after),
             ApiError::Unavailable | ApiError::Overloaded | ApiError::TimedOut => Some(1),
+            ApiError::ProviderRefused {
+                blame: Blame::Throttled { retry_after_ms },
+                ..
+            } => Some(retry_after_ms.div_ceil(1000)),
+            ApiError::QuotaExhausted(q) => q.retry_after_ms.map(retry_after_secs),
             _ => None,
         };
         let (status, body) = self.status_and_body();
@@ -465,6 +508,46 @@ impl IntoResponse for ApiError {
         }
         resp
     }
+}
+
+/// Whole seconds until `ms` have passed (at least 1: a `Retry-After: 0` invites a retry that is
+/// refused again).
+fn retry_after_secs(ms: i64) -> u64 {
+    (ms.max(0) as u64).div_ceil(1000).max(1)
+}
+
+/// A 24 h quota's answer: 429 `limite_24h_esgotado` naming the limit (`scope`: `number`,
+/// `group`, `bm`), with `limit`, `remaining`, `reset_at` (ISO 8601, `null` when nothing counted
+/// frees it) and `retry_after` (s).
+fn quota_parts(q: &engine::limits::Quota) -> Parts {
+    use engine::limits::QuotaScope;
+    let whose = match q.scope {
+        QuotaScope::Number => "deste número",
+        QuotaScope::Group => "do grupo",
+        QuotaScope::Bm => "do portfólio (BM) deste número",
+    };
+    let when = match q.reset_at {
+        Some(t) => format!("; há folga de novo em {}", actors::time::iso(t)),
+        None => String::new(),
+    };
+    let mut m = Map::new();
+    m.insert("scope".into(), json!(q.scope.as_str()));
+    m.insert("limit".into(), json!(q.limit));
+    m.insert("remaining".into(), json!((q.limit - q.used).max(0)));
+    m.insert("reset_at".into(), json!(q.reset_at.map(actors::time::iso)));
+    m.insert(
+        "retry_after".into(),
+        json!(q.retry_after_ms.map(retry_after_secs)),
+    );
+    (
+        StatusCode::TOO_MANY_REQUESTS,
+        "limite_24h_esgotado",
+        format!(
+            "O limite de 24 horas de destinatários {whose} está esgotado ({} de {}){when}. Quem já recebeu nas últimas 24 h não conta de novo.",
+            q.used, q.limit
+        ),
+        m,
+    )
 }
 
 impl From<storage::StorageError> for ApiError {
@@ -511,7 +594,13 @@ impl From<ActorError> for ApiError {
                 ),
                 details: Map::new(),
             },
-            ActorError::ProviderRefused { reason, code, .. } => ApiError::ProviderRefused { reason, provider_code: code },
+            ActorError::ProviderRefused { reason, code, blame, message_id, details, .. } => ApiError::ProviderRefused {
+                reason,
+                provider_code: code,
+                blame,
+                message_id,
+                details: details.as_object().cloned().unwrap_or_default(),
+            },
             ActorError::CredentialRefused(reason) => ApiError::Unprocessable {
                 code: "credencial_invalida",
                 message: format!("O provedor recusou a credencial: {reason}"),
@@ -548,11 +637,8 @@ impl From<ActorError> for ApiError {
                     details,
                 }
             }
-            ActorError::TemplateDeleteRefused { reason, failed_waba, deleted_wabas } => ApiError::ProviderRefusedWith {
-                reason,
-                details: serde_json::json!({"failed_waba": failed_waba, "deleted_wabas": deleted_wabas}),
-            },
             ActorError::BadPayload(d) => ApiError::Malformed(d),
+            ActorError::QuotaExhausted(quota) => ApiError::QuotaExhausted(quota),
             ActorError::GroupExhausted => ApiError::LimitExhausted(
                 "O limite de 24 horas do grupo está esgotado (ou nenhum número do grupo tem folga agora). Aguarde a janela liberar.".into(),
             ),

@@ -56,8 +56,10 @@ pub fn document() -> &'static utoipa::openapi::OpenApi {
 }
 
 /// The operations (of the three documents) that call the provider while they answer, so may
-/// answer 502 (the provider refused or failed; its reason in `message`, its code in
-/// `provider_code`). The contract test (`tests/contract.rs`) fails on a 502 from any other.
+/// answer a provider refusal by its cause (D-107): 422 `provider_refused`, 429
+/// `provider_rate_limited`, 502 `provider_unavailable`, 504 `provider_timeout` (the reason in
+/// `message`, the provider's code in `provider_code`, `retryable`). The contract test
+/// (`tests/contract.rs`) fails on a 502 from any other.
 pub const PROVIDER_OPERATIONS: &[&str] = &[
     // Account API.
     "accounts_add_number",
@@ -146,7 +148,7 @@ const EXTRA_STATUSES: &[(&str, &[u16])] = &[
 /// The error statuses one operation answers, from what it is: 401 when it needs a credential,
 /// 403 when not every caller may call it (the level or role tables), 404 when its path or its
 /// body names a record, 400/413/415/422 when it takes a body, 422 when it takes parameters, 429 under a
-/// per-token limit, 502 for the [`PROVIDER_OPERATIONS`], 503 always, and its
+/// per-token limit, 422/429/502/504 for the [`PROVIDER_OPERATIONS`], 503 always, and its
 /// [`EXTRA_STATUSES`].
 pub fn error_statuses(
     surface: Surface,
@@ -192,7 +194,9 @@ pub fn error_statuses(
         statuses.push(422);
     }
     if PROVIDER_OPERATIONS.contains(&id) {
-        statuses.push(502);
+        // A provider refusal by its cause (D-107): the request's fault, throttling, the
+        // provider failing, no answer in time.
+        statuses.extend([422, 429, 502, 504]);
     }
     if let Some((_, extra)) = EXTRA_STATUSES.iter().find(|(op_id, _)| *op_id == id) {
         statuses.extend(extra.iter().copied());

@@ -101,6 +101,57 @@ pub enum ErrorKind {
     Other,
 }
 
+/// Whose fault a provider refusal is, and whether the same request can succeed later (issue
+/// 49, decision D-107): what a client is answered by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Blame {
+    /// The request, or the account's own state at the provider (a template it does not know,
+    /// a recipient it cannot reach, an invalid parameter, a payment or credential problem):
+    /// sent again unchanged, it fails again.
+    Request,
+    /// The provider throttled it: the same request may succeed after `retry_after_ms`.
+    Throttled {
+        /// When to try again, ms (the provider's `Retry-After`, else the back-off's first
+        /// step for the kind).
+        retry_after_ms: u64,
+    },
+    /// The provider failed: `retryable` when a retry can help (a 5xx, unreachable), not when
+    /// its answer could not be read.
+    Upstream {
+        /// Whether the same request may succeed later.
+        retryable: bool,
+    },
+    /// No answer in time: whether the provider acted is unknown.
+    Timeout,
+}
+
+impl Blame {
+    /// Whether the same request may succeed if sent again later.
+    pub fn retryable(self) -> bool {
+        match self {
+            Blame::Request => false,
+            Blame::Throttled { .. } | Blame::Timeout => true,
+            Blame::Upstream { retryable } => retryable,
+        }
+    }
+}
+
+impl ErrorKind {
+    /// Whose fault an error of this kind is (D-107), for an error known only by its kind.
+    pub fn blame(self) -> Blame {
+        match self {
+            ErrorKind::RateLimited | ErrorKind::PairRateLimited => Blame::Throttled {
+                retry_after_ms: match self.next_step(1) {
+                    NextStep::RetryAfter(ms) => ms,
+                    _ => 1000,
+                },
+            },
+            ErrorKind::Transient => Blame::Upstream { retryable: true },
+            _ => Blame::Request,
+        }
+    }
+}
+
 /// What the caller should do after an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NextStep {
@@ -225,6 +276,29 @@ impl ProviderError {
         }
     }
 
+    /// Whose fault this error is (D-107): a timeout is [`Blame::Timeout`]; an answer that is
+    /// not a Graph error and not a 5xx or 429, or a success that cannot be decoded, is the
+    /// provider's and not retryable; a request that could not be built is the request's; a
+    /// Graph error goes by its kind, a throttle with the provider's `Retry-After` when sent.
+    pub fn blame(&self) -> Blame {
+        match self {
+            ProviderError::Timeout => Blame::Timeout,
+            ProviderError::Request(_) => Blame::Request,
+            ProviderError::Decode(_) => Blame::Upstream { retryable: false },
+            ProviderError::Http { status, .. }
+                if !matches!(*status, 401 | 429) && *status < 500 =>
+            {
+                Blame::Upstream { retryable: false }
+            }
+            _ => match (self.kind().blame(), self.next_step(1)) {
+                (Blame::Throttled { .. }, NextStep::RetryAfter(ms)) => {
+                    Blame::Throttled { retry_after_ms: ms }
+                }
+                (blame, _) => blame,
+            },
+        }
+    }
+
     /// The Graph error code, when the provider sent one.
     pub fn code(&self) -> Option<i64> {
         match self {
@@ -272,6 +346,54 @@ mod tests {
         let path = format!("{}/testdata/{name}", env!("CARGO_MANIFEST_DIR"));
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
         serde_json::from_str(&text).unwrap()
+    }
+
+    #[test]
+    fn each_refusal_is_blamed_on_its_cause() {
+        assert_eq!(graph(132001).blame(), Blame::Request);
+        assert_eq!(graph(131026).blame(), Blame::Request);
+        assert_eq!(graph(100).blame(), Blame::Request);
+        assert_eq!(graph(131042).blame(), Blame::Request);
+        assert_eq!(
+            graph(130429).blame(),
+            Blame::Throttled {
+                retry_after_ms: 1000
+            }
+        );
+        let mut told = graph(130429);
+        if let ProviderError::Graph { retry_after_s, .. } = &mut told {
+            *retry_after_s = Some(30);
+        }
+        assert_eq!(
+            told.blame(),
+            Blame::Throttled {
+                retry_after_ms: 30_000
+            }
+        );
+        assert_eq!(graph(131000).blame(), Blame::Upstream { retryable: true });
+        assert_eq!(
+            ProviderError::Http {
+                status: 503,
+                body: String::new()
+            }
+            .blame(),
+            Blame::Upstream { retryable: true }
+        );
+        assert_eq!(
+            ProviderError::Http {
+                status: 404,
+                body: String::new()
+            }
+            .blame(),
+            Blame::Upstream { retryable: false }
+        );
+        assert_eq!(
+            ProviderError::Transport("reset".into()).blame(),
+            Blame::Upstream { retryable: true }
+        );
+        assert_eq!(ProviderError::Timeout.blame(), Blame::Timeout);
+        assert!(ProviderError::Timeout.blame().retryable());
+        assert!(!graph(132001).blame().retryable());
     }
 
     #[test]

@@ -21,4 +21,4 @@ pub mod sim;
 pub mod wire;
 
 pub use client::{GraphClient, GraphConfig};
-pub use error::{ErrorKind, GraphError, NextStep, ProviderError};
+pub use error::{Blame, ErrorKind, GraphError, NextStep, ProviderError};

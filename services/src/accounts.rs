@@ -312,19 +312,18 @@ impl Services {
         method: &str,
     ) -> Result<(), ActorError> {
         let graph = &self.shared().graph;
-        match graph.request_code(token, phone_number_id, method, "pt_BR").await {
+        match graph
+            .request_code(token, phone_number_id, method, "pt_BR")
+            .await
+        {
             Ok(_) => Ok(()),
             // The number exists now: say which channel it is, so the code can be asked
             // again with POST /channels/{id}/request-code.
-            Err(e) => Err(ActorError::Refused {
-                status: 502,
-                code: "provider_refused",
-                message: format!(
-                    "Número criado (canal {channel_id}), mas o provedor recusou enviar o código: {}. Peça de novo com POST /channels/{channel_id}/request-code.",
-                    e.reason(),
-                ),
-                details: serde_json::json!({"channel_id": channel_id, "provider_code": e.code()}),
-            }),
+            Err(e) => {
+                let context = format!("número criado (canal {channel_id}; peça o código de novo com POST /channels/{channel_id}/request-code), mas o envio do código falhou");
+                let extra = serde_json::json!({"channel_id": channel_id});
+                Err(ActorError::from(e).with_provider_context(&context, extra))
+            }
         }
     }
 

@@ -389,8 +389,14 @@ impl Services {
             .await?;
         let counter = self.shared().group_counter(group_id).await?;
         let now = self.shared().now_ms();
-        if !counter.with(|g| g.fits(Some(to.as_str()), now)) {
-            return Err(ActorError::GroupExhausted);
+        let exhausted = counter.with(|g| {
+            let fits = g.fits(Some(to.as_str()), now);
+            (!fits).then(|| g.exhausted(engine::limits::QuotaScope::Group, now))
+        });
+        match exhausted {
+            None => {}
+            Some(Some(quota)) => return Err(ActorError::QuotaExhausted(quota)),
+            Some(None) => return Err(ActorError::GroupExhausted),
         }
         // The number with most headroom now (unlimited first), among those that can send.
         let mut members = Vec::with_capacity(state.members.len());

@@ -867,11 +867,9 @@ impl Services {
             let token = store.channel_secrets(rs[0].channel_id).await?.access_token;
             if let Err(e) = self.delete_in_waba(&t, waba, rs, token.expose()).await {
                 self.mark_deleted(&rows, &deleted).await?;
-                return Err(ActorError::TemplateDeleteRefused {
-                    reason: e.reason(),
-                    failed_waba: waba.to_string(),
-                    deleted_wabas: deleted,
-                });
+                let context = format!("exclusão recusada na WABA {waba}");
+                let extra = serde_json::json!({"failed_waba": waba, "deleted_wabas": deleted});
+                return Err(ActorError::from(e).with_provider_context(&context, extra));
             }
             deleted.push(waba.to_string());
         }

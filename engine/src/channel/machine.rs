@@ -13,7 +13,7 @@ use super::{
     Quality, Tier, WabaStanding,
 };
 use crate::guardrail::{self, CapToday, Guardrails};
-use crate::limits::{RollingUnique, SharedLimit};
+use crate::limits::{Quota, QuotaScope, RollingUnique, SharedLimit};
 use crate::message::window_open;
 use crate::pacing::Pacer;
 
@@ -282,6 +282,9 @@ pub enum Refusal {
     WindowClosed,
     /// The number refuses business-initiated sends (health code).
     Health(HealthCode),
+    /// A 24 h limit (the number's, its group's or its BM's) has no room for a new recipient;
+    /// the quota says which, its figures and when room returns (issue 49).
+    Quota(Quota),
 }
 
 /// Today's guardrails of a number as `GET /channels/{id}/guardrails` shows them.
@@ -681,11 +684,40 @@ impl Channel {
         Ok(())
     }
 
+    /// The 24 h limit with no room for a new recipient at `now`: the number's own first, then
+    /// its group's (when the send is `group_limited`), then its BM's.
+    fn exhausted_quota(
+        &mut self,
+        now: i64,
+        group_limited: bool,
+        limits: &mut Limits<'_>,
+    ) -> Option<Quota> {
+        if let Some(limit) = self.tier_limit() {
+            if self.recipients.count(now) >= limit {
+                return Some(Quota::read(
+                    QuotaScope::Number,
+                    limit,
+                    &mut self.recipients,
+                    now,
+                ));
+            }
+        }
+        let group = limits.group.as_mut().filter(|_| group_limited);
+        if let Some(q) = group.and_then(|g| g.exhausted(QuotaScope::Group, now)) {
+            return Some(q);
+        }
+        limits
+            .bm
+            .as_mut()
+            .and_then(|b| b.exhausted(QuotaScope::Bm, now))
+    }
+
     /// Admits a 1:1 send to `to` at `now` (a template by the number's health and 24 h limits;
     /// text or media inside the 24-hour window only); an admitted send goes ahead of the
     /// campaign's slots on the number (D-076).
     ///
-    /// Errors: [`Refusal::WindowClosed`], or the health code that refuses a template.
+    /// Errors: [`Refusal::WindowClosed`], [`Refusal::Quota`] when a 24 h limit is exhausted, or
+    /// the health code that refuses a template.
     pub fn admit_one_to_one(
         &mut self,
         to: &str,
@@ -699,9 +731,17 @@ impl Channel {
                     return Err(Refusal::WindowClosed);
                 }
             }
-            OneToOne::Template { group_limited } => self
-                .admit_business_initiated(to, now, group_limited, false, limits)
-                .map_err(Refusal::Health)?,
+            OneToOne::Template { group_limited } => {
+                match self.admit_business_initiated(to, now, group_limited, false, limits) {
+                    Ok(()) => {}
+                    Err(HealthCode::LimitExhausted) => {
+                        return Err(self
+                            .exhausted_quota(now, group_limited, limits)
+                            .map_or(Refusal::Health(HealthCode::LimitExhausted), Refusal::Quota));
+                    }
+                    Err(code) => return Err(Refusal::Health(code)),
+                }
+            }
         }
         self.pacer.yield_to_priority(now);
         Ok(())

@@ -282,6 +282,8 @@ fn the_daily_cap_stops_campaign_sends_not_api_sends_and_an_authorization_lifts_i
 #[test]
 fn a_group_send_needs_the_groups_headroom_and_every_send_counts_in_it() {
     let mut group = SharedLimit::group("g".into(), Some(1), RollingUnique::new(crate::DAY_MS));
+    // Its member (this number, 80 a day): the group's own 1 is the limit.
+    group.set_member_limit(1, Some(80));
     let mut c = channel(1, None, no_guardrails(), 80);
     let mut limits = Limits {
         group: Some(&mut group),
@@ -295,10 +297,15 @@ fn a_group_send_needs_the_groups_headroom_and_every_send_counts_in_it() {
     let grouped = OneToOne::Template {
         group_limited: true,
     };
+    let refused = c.admit_one_to_one("2", grouped, NOON, &mut limits);
+    let Err(Refusal::Quota(q)) = refused else {
+        panic!("a quota refusal: {refused:?}");
+    };
     assert_eq!(
-        c.admit_one_to_one("2", grouped, NOON, &mut limits),
-        Err(Refusal::Health(HealthCode::LimitExhausted))
+        (q.scope, q.limit, q.used),
+        (crate::limits::QuotaScope::Group, 1, 1)
     );
+    assert_eq!(q.retry_after_ms, q.reset_at.map(|t| t - NOON));
     assert_eq!(
         c.admit_one_to_one("1", grouped, NOON, &mut limits),
         Ok(()),

@@ -290,7 +290,7 @@ pub(crate) async fn reactivate(
     path = "/templates/{id}",
     tag = "Templates",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
-    responses((status = 200, description = "Removido da biblioteca e do provedor (nível admin); 409 `template_em_uso` (`campanhas`: os ids que o enviam) e nada removido; 502 quando o provedor recusa numa WABA (`failed_waba`, `deleted_wabas`)", body = Data<Deleted>))
+    responses((status = 200, description = "Removido da biblioteca e do provedor (nível admin); 409 `template_em_uso` (`campanhas`: os ids que o enviam) e nada removido; quando o provedor recusa numa WABA, a recusa pela causa (422, 429, 502 ou 504) com `failed_waba` e `deleted_wabas`", body = Data<Deleted>))
 )]
 pub(crate) async fn delete(
     State(state): State<AppState>,
