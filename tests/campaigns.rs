@@ -1430,10 +1430,15 @@ async fn an_operator_lists_pauses_resumes_and_cancels(backend: Backend) {
             && !msg.contains("expected"),
         "{msg}"
     );
+    // A bad `limit` has one code, not a number or out of range (issue 49 item 4).
     let (s, b) = app.get("/api/v1/campaigns?limit=muitos").await;
     assert_eq!(
-        (s, b["code"].as_str()),
-        (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_query")),
+        (s, b["code"].as_str(), b["field"].as_str()),
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some("invalid_limit"),
+            Some("limit")
+        ),
         "{b}"
     );
     assert!(!b["message"].as_str().unwrap().contains("Failed"), "{b}");

@@ -69,7 +69,7 @@ async fn a_number_is_linked_to_a_waba_with_code_and_with_pin(backend: Backend) {
         .await;
     assert_eq!(
         (status, err["code"].as_str()),
-        (StatusCode::UNPROCESSABLE_ENTITY, Some("codigo_invalido")),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_code")),
         "a wrong code is the operator's mistake, with the provider's reason: {err}"
     );
     assert_eq!(err["provider_code"], 136025);

@@ -265,7 +265,8 @@ async fn reports_filter_page_and_export(backend: Backend) {
         ("limit=0", "limit"),
         ("offset=-1", "offset"),
         ("format=xml", "format"),
-        ("coluna=x", "query"),
+        // An unknown parameter is the field at fault (issue 49 item 4).
+        ("coluna=x", "coluna"),
     ] {
         let (status, err) = app
             .get(&format!("/api/v1/reports/campaign-messages?{q}"))

@@ -432,7 +432,7 @@ async fn choice_scenario(backend: Backend) {
     for (body, code) in [
         (
             json!({"to": "5511955550000", "template": "nao_existe"}),
-            "template_desconhecido",
+            "unknown_template",
         ),
         (
             json!({"to": "5511955550000", "template": "aviso_pedido", "variables": ["só uma"]}),

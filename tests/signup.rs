@@ -106,7 +106,7 @@ async fn embedded_signup_connects_subscribes_and_registers(backend: Backend) {
         .await;
     assert_eq!(
         (status, err["code"].as_str()),
-        (StatusCode::UNPROCESSABLE_ENTITY, Some("codigo_invalido")),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_code")),
         "{err}"
     );
     let code = signup_code(&app, &n.waba_id).await;

@@ -284,6 +284,38 @@ async fn bad_input_gets_a_clear_4xx_in_the_envelope(backend: Backend) {
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body} → {err}");
         assert_eq!(err["code"], code, "{body} → {err}");
         assert!(!err["message"].as_str().unwrap().is_empty());
+        if code == "invalid_field" {
+            // A field at fault is named (issue 49 item 4).
+            assert!(
+                err["field"].as_str().is_some_and(|f| !f.is_empty()),
+                "{body} → {err}"
+            );
+        }
+    }
+    let (_, err) = app
+        .post(
+            "/api/v1/messages",
+            json!({"to": "5511999998888", "text": "oi", "surprise": 1}),
+        )
+        .await;
+    assert_eq!(err["field"], "surprise", "{err}");
+    // A bad `limit` has one code, whatever is wrong with it and whichever list it pages.
+    for path in [
+        "/api/v1/channels?limit=abc",
+        "/api/v1/channels?limit=0",
+        "/api/v1/messages?limit=abc",
+        "/api/v1/campaigns?limit=100000",
+    ] {
+        let (status, err) = app.get(path).await;
+        assert_eq!(
+            (status, err["code"].as_str(), err["field"].as_str()),
+            (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                Some("invalid_limit"),
+                Some("limit")
+            ),
+            "{path} → {err}"
+        );
     }
     // Malformed JSON: 400. Not JSON: 415. Too large: 413.
     let r = app

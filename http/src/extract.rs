@@ -47,15 +47,19 @@ pub fn parse_json<T: DeserializeOwned>(
     let de = &mut serde_json::Deserializer::from_slice(body);
     match serde_path_to_error::deserialize(de) {
         Ok(v) => Ok(v),
-        Err(e) if e.inner().is_data() => Err(ApiError::Unprocessable {
-            code: "invalid_field",
-            message: format!(
-                "Campo inválido ou ausente no corpo: {}: {}",
-                e.path(),
-                in_portuguese(&e.inner().to_string())
-            ),
-            details: serde_json::Map::new(),
-        }),
+        Err(e) if e.inner().is_data() => {
+            let inner = e.inner().to_string();
+            let path = e.path().to_string();
+            let field = field_named(&format!("{path}: {inner}")).unwrap_or_else(|| "body".into());
+            Err(ApiError::invalid(
+                &field,
+                "invalid_field",
+                format!(
+                    "Campo inválido ou ausente no corpo: {path}: {}",
+                    in_portuguese(&inner)
+                ),
+            ))
+        }
         Err(e) => Err(ApiError::Malformed(in_portuguese(&e.inner().to_string()))),
     }
 }
@@ -67,14 +71,15 @@ fn json_rejection(r: JsonRejection) -> ApiError {
             let detail = std::error::Error::source(&e)
                 .map(|s| s.to_string())
                 .unwrap_or_else(|| e.body_text());
-            ApiError::Unprocessable {
-                code: "invalid_field",
-                message: format!(
+            let field = field_named(&detail).unwrap_or_else(|| "body".into());
+            ApiError::invalid(
+                &field,
+                "invalid_field",
+                format!(
                     "Campo inválido ou ausente no corpo: {}",
                     in_portuguese(&detail)
                 ),
-                details: serde_json::Map::new(),
-            }
+            )
         }
         JsonRejection::JsonSyntaxError(e) => {
             let detail = std::error::Error::source(&e)
@@ -88,29 +93,60 @@ fn json_rejection(r: JsonRejection) -> ApiError {
     }
 }
 
-/// A query string that does not parse into the route's filters: 422 `invalid_query` naming
-/// the problem.
+/// A query string that does not parse into the route's filters: 422 naming the parameter in
+/// `field` when serde says which (`invalid_limit` for `limit`, `invalid_cursor` for `cursor`,
+/// as when their values are out of range; `invalid_query` otherwise, `field` `query` when no
+/// parameter is named).
 pub fn query_rejection(e: axum::extract::rejection::QueryRejection) -> ApiError {
+    let text = e.body_text();
+    let detail = text.trim_start_matches("Failed to deserialize query string: ");
+    let field = field_named(detail).unwrap_or_else(|| "query".to_string());
+    let code = match field.as_str() {
+        "limit" => "invalid_limit",
+        "cursor" => "invalid_cursor",
+        _ => "invalid_query",
+    };
     ApiError::invalid(
-        "query",
-        "invalid_query",
-        format!(
-            "Parâmetro de consulta inválido: {}",
-            in_portuguese(
-                e.body_text()
-                    .trim_start_matches("Failed to deserialize query string: ")
-            )
-        ),
+        &field,
+        code,
+        format!("Parâmetro de consulta inválido: {}", in_portuguese(detail)),
     )
 }
 
+/// The field a serde error names: `missing field `x``, `unknown field `x``, or a path before
+/// `: ` (`template.name: invalid type…`, as `serde_path_to_error` writes it). `None` when it
+/// names none.
+pub fn field_named(detail: &str) -> Option<String> {
+    let prefix = detail
+        .split_once(": ")
+        .map(|(p, _)| p)
+        .filter(|p| is_path(p));
+    // A missing field's path is its parent's; an unknown field's path is already its own.
+    if let Some(rest) = detail.split_once("missing field `").map(|(_, r)| r) {
+        let name = rest.split('`').next().unwrap_or_default();
+        return Some(match prefix {
+            Some(p) => format!("{p}.{name}"),
+            None => name.to_string(),
+        });
+    }
+    if let Some(rest) = detail.split_once("unknown field `").map(|(_, r)| r) {
+        let name = rest.split('`').next().unwrap_or_default();
+        return Some(prefix.map_or_else(|| name.to_string(), str::to_string));
+    }
+    prefix.map(str::to_string)
+}
+
+/// A path as serde_path_to_error writes one (`to`, `template.params[0]`), not a sentence.
+fn is_path(p: &str) -> bool {
+    !p.is_empty()
+        && p != "."
+        && p.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '[' | ']' | '?'))
+}
+
 /// An optional ISO 8601 time with zone from a query (`field` names it) in ms; otherwise 422
-/// with `code` (`invalid_filter` on the account API, `data_invalida` on the panel).
-pub fn instant(
-    field: &'static str,
-    v: &Option<String>,
-    code: &'static str,
-) -> Result<Option<i64>, ApiError> {
+/// `invalid_date` with `field`.
+pub fn instant(field: &'static str, v: &Option<String>) -> Result<Option<i64>, ApiError> {
     v.as_deref()
         .map(|s| {
             chrono::DateTime::parse_from_rfc3339(s.trim())
@@ -118,7 +154,7 @@ pub fn instant(
                 .map_err(|_| {
                     ApiError::invalid(
                         field,
-                        code,
+                        "invalid_date",
                         format!("`{field}` deve ser uma data e hora ISO 8601 com fuso (2026-11-24T10:00:00Z)."),
                     )
                 })
@@ -127,14 +163,14 @@ pub fn instant(
 }
 
 /// The keyset cursor of a list (the `next_cursor` of the previous page: opaque to clients,
-/// the last id today); otherwise 422 with `code` (`invalid_cursor` / `cursor_invalido`).
-pub fn cursor(raw: &Option<String>, code: &'static str) -> Result<Option<i64>, ApiError> {
+/// the last id today); otherwise 422 `invalid_cursor` with `field`.
+pub fn cursor(raw: &Option<String>) -> Result<Option<i64>, ApiError> {
     raw.as_deref()
         .map(|c| {
             c.trim().parse::<i64>().map_err(|_| {
                 ApiError::invalid(
                     "cursor",
-                    code,
+                    "invalid_cursor",
                     "`cursor` inválido: use o next_cursor da página anterior.",
                 )
             })
@@ -158,7 +194,7 @@ pub fn page_params(
             format!("`limit` deve estar entre 1 e {max}."),
         ));
     }
-    Ok((limit, self::cursor(cursor, "invalid_cursor")?))
+    Ok((limit, self::cursor(cursor)?))
 }
 
 /// The page of a list route that takes only [`PageQuery`]: its `limit` (default
@@ -518,4 +554,37 @@ pub fn present<'de, D: serde::Deserializer<'de>, T: serde::Deserialize<'de>>(
     d: D,
 ) -> Result<Option<Option<T>>, D::Error> {
     <Option<T> as serde::Deserialize>::deserialize(d).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::field_named;
+
+    #[test]
+    fn a_serde_error_names_its_field() {
+        let named = |d: &str| field_named(d);
+        assert_eq!(named("missing field `to`").as_deref(), Some("to"));
+        assert_eq!(
+            named("template: missing field `name` at line 1 column 20").as_deref(),
+            Some("template.name")
+        );
+        assert_eq!(
+            named("unknown field `surprise`, expected one of `to`, `text`").as_deref(),
+            Some("surprise")
+        );
+        assert_eq!(
+            named("template.extra: unknown field `extra`, expected `name`").as_deref(),
+            Some("template.extra")
+        );
+        assert_eq!(
+            named("to: invalid type: integer `5`, expected a string").as_deref(),
+            Some("to")
+        );
+        assert_eq!(
+            named("limit: invalid digit found in string").as_deref(),
+            Some("limit")
+        );
+        assert_eq!(named("expected value at line 1 column 1"), None);
+        assert_eq!(named(".: invalid type: null"), None);
+    }
 }

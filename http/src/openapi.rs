@@ -259,7 +259,13 @@ fn error_schema(status: u16) -> utoipa::openapi::RefOr<utoipa::openapi::schema::
         .required("message")
         .property(
             "code",
-            engine::string_enum_schema(codes.iter().copied(), "Identificador estável."),
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .pattern(Some("^[a-z0-9_]+$"))
+                .description(Some(format!(
+                    "Identificador estável, um por significado. Um conjunto aberto: códigos novos podem ser acrescentados sem nova versão, e um cliente deve tratar um código que não conhece pelo status. Os de hoje: {}.",
+                    codes.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ")
+                ))),
         )
         .required("code")
         .property(

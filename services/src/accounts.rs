@@ -1084,7 +1084,7 @@ fn waba_view(w: &WabaRecord, bm: Option<&BmRecord>, numbers: &[&ChannelSnapshot]
 fn operator_mistake(e: provider::ProviderError) -> ActorError {
     let code = e.code();
     let (ours, what) = match (code, e.kind()) {
-        (Some(136025), _) => ("codigo_invalido", "o código de verificação"),
+        (Some(136025), _) => ("invalid_code", "o código de verificação"),
         (_, provider::ErrorKind::Registration) => ("registro_recusado", "o registro do número"),
         _ => return e.into(),
     };

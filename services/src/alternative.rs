@@ -87,7 +87,7 @@ fn key_error(e: ProviderError) -> ActorError {
 
 fn provider_of(record: &ChannelRecord) -> Result<&'static dyn AlternativeProvider, ActorError> {
     by_engine(&record.engine).ok_or_else(|| ActorError::Rejected {
-        code: "engine_desconhecido",
+        code: "unknown_engine",
         message: format!(
             "O provedor {} deste número não é mais suportado.",
             record.engine

@@ -205,7 +205,7 @@ impl Services {
     /// the PIN given or a random one (kept sealed; D-072).
     ///
     /// Errors: 422 `cadastro_indisponivel` without `PROVIDER_APP_ID`/`PROVIDER_APP_SECRET`;
-    /// 422 `codigo_invalido` when the provider refuses the code (used, expired, another app's);
+    /// 422 `invalid_code` when the provider refuses the code (used, expired, another app's);
     /// then the errors of [`Services::connect_official`]. A failed registration keeps the
     /// channel and says so in [`Registration`].
     pub async fn complete_signup(
@@ -230,7 +230,7 @@ impl Services {
             .map_err(|e| match e.kind() {
                 ErrorKind::Transient | ErrorKind::RateLimited => ActorError::from(e),
                 _ => ActorError::Rejected {
-                    code: "codigo_invalido",
+                    code: "invalid_code",
                     message: format!(
                         "O provedor recusou o código do cadastro incorporado ({}). Refaça o cadastro: o código vale uma vez e por pouco tempo.",
                         e.reason()

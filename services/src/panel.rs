@@ -1665,7 +1665,7 @@ impl Services {
             .is_some_and(|n| n.trim().is_empty() || n.chars().count() > 200)
         {
             return Err(rejected(
-                "nome_invalido",
+                "invalid_name",
                 "nome_exibicao",
                 "`nome_exibicao` deve ter de 1 a 200 caracteres.",
             ));

@@ -586,7 +586,7 @@ impl Services {
         if let Some(n) = &name {
             if n.trim().is_empty() || n.len() > 200 {
                 return Err(engine::ValidationError::new(
-                    "nome_invalido",
+                    "invalid_name",
                     "nome",
                     "`nome` deve ter de 1 a 200 caracteres.",
                 )

@@ -239,7 +239,7 @@ impl Services {
 
     /// `POST /api/v1/messages` of a sender token: finds the template, chooses the number
     /// ([`engine::sender::choose`]), renders, and sends (unless `dry_run`). Errors: 422
-    /// `template_desconhecido`, `variaveis_invalidas`, `nenhum_numero_elegivel` (with the
+    /// `unknown_template`, `variaveis_invalidas`, `nenhum_numero_elegivel` (with the
     /// reason per number); [`ActorError::BusinessInitiatedRefused`] (429) when only headroom is
     /// missing; the channel's own refusals.
     pub async fn sender_send(
@@ -255,7 +255,7 @@ impl Services {
             .collect();
         if named.is_empty() {
             return Err(ActorError::Rejected {
-                code: "template_desconhecido",
+                code: "unknown_template",
                 message: format!("Não há template chamado `{}` nesta conta.", req.template),
                 details: json!({"field": "template"}),
             });
@@ -324,7 +324,7 @@ impl Services {
 /// The template a public send names, in the language asked, else the only one approved on the
 /// user's numbers (`mine`), else pt_BR; its variables checked (count, 1 to 1024 characters).
 ///
-/// Errors: `template_desconhecido` (no such language), `variaveis_invalidas`.
+/// Errors: `unknown_template` (no such language), `variaveis_invalidas`.
 fn sender_template<'a>(
     named: &[&'a TemplateView],
     req: &SenderSend,
@@ -344,7 +344,7 @@ fn sender_template<'a>(
     };
     let Some(template) = named.iter().copied().find(|t| t.language == language) else {
         return Err(ActorError::Rejected {
-            code: "template_desconhecido",
+            code: "unknown_template",
             message: format!(
                 "O template `{}` não existe no idioma {language}.",
                 req.template

@@ -119,7 +119,7 @@ fn name_ok(n: &str) -> Result<(), ApiError> {
     if n.trim().is_empty() || n.len() > 200 {
         return Err(ApiError::invalid(
             "nome",
-            "nome_invalido",
+            "invalid_name",
             "`nome` deve ter de 1 a 200 caracteres.",
         ));
     }
@@ -186,7 +186,7 @@ fn form_int(field: &'static str, v: &str) -> Result<i64, ApiError> {
     v.trim().parse().map_err(|_| {
         ApiError::invalid(
             field,
-            "campo_invalido",
+            "invalid_field",
             format!("`{field}` deve ser um inteiro."),
         )
     })
@@ -243,7 +243,7 @@ pub(crate) async fn import(
     Ok((StatusCode::CREATED, Data::json(view)))
 }
 
-/// An import form's fields besides the CSV, read and checked (422 `campo_obrigatorio` for a
+/// An import form's fields besides the CSV, read and checked (422 `required` for a
 /// missing `nome`, `template_id` or `numeros`; the name's and numbers' own errors).
 struct ImportFields {
     name: String,
@@ -261,11 +261,7 @@ impl ImportFields {
         let optional = |f: &str| fields.get(f).filter(|v| !v.is_empty()).cloned();
         let required = |f: &'static str| {
             optional(f).ok_or_else(|| {
-                ApiError::invalid(
-                    f,
-                    "campo_obrigatorio",
-                    format!("O campo `{f}` é obrigatório."),
-                )
+                ApiError::invalid(f, "required", format!("O campo `{f}` é obrigatório."))
             })
         };
         let name = required("nome")?;
@@ -361,7 +357,7 @@ pub(crate) async fn list(
         if engine::campaign::CampaignState::parse(s).is_none() {
             return Err(ApiError::invalid(
                 "estado",
-                "estado_invalido",
+                "invalid_state",
                 "`estado` deve ser draft, scheduled, running, paused, completed ou cancelled.",
             ));
         }
@@ -373,7 +369,7 @@ pub(crate) async fn list(
             me.account_id(),
             &me.scope(),
             q.estado.as_deref(),
-            crate::extract::cursor(&q.cursor, "cursor_invalido")?,
+            crate::extract::cursor(&q.cursor)?,
             limit + 1,
         )
         .await?;
@@ -589,7 +585,7 @@ pub(crate) async fn contacts(
         .campaign_contacts(
             id,
             q.status.as_deref(),
-            crate::extract::cursor(&q.cursor, "cursor_invalido")?,
+            crate::extract::cursor(&q.cursor)?,
             limit + 1,
         )
         .await?;
@@ -761,12 +757,7 @@ pub(crate) async fn sends(
         .await?;
     let limit = q.limit.unwrap_or(100).clamp(1, 1000);
     let rows = store
-        .campaign_sends(
-            id,
-            &f,
-            crate::extract::cursor(&q.cursor, "cursor_invalido")?,
-            limit + 1,
-        )
+        .campaign_sends(id, &f, crate::extract::cursor(&q.cursor)?, limit + 1)
         .await?;
     Ok(Json(crate::extract::cursor_page(
         rows,

@@ -83,7 +83,7 @@ pub(crate) async fn sends(
     q: Result<Query<SendsQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<crate::envelope::Page<crate::routes::message_out::MessageOut>>, ApiError> {
     let Query(q) = q.map_err(crate::extract::query_rejection)?;
-    let before_id = crate::extract::cursor(&q.cursor, "cursor_invalido")?;
+    let before_id = crate::extract::cursor(&q.cursor)?;
     let limit = q.limit.unwrap_or(100).clamp(1, 500);
     let rows = state
         .services
@@ -93,8 +93,8 @@ pub(crate) async fn sends(
             &me.scope(),
             q.numero_id,
             q.status.as_deref(),
-            crate::extract::instant("desde", &q.desde, "data_invalida")?,
-            crate::extract::instant("ate", &q.ate, "data_invalida")?,
+            crate::extract::instant("desde", &q.desde)?,
+            crate::extract::instant("ate", &q.ate)?,
             before_id,
             limit + 1,
         )

@@ -58,12 +58,12 @@ pub(crate) async fn list(
         if t != "evento" && t != "verificacao" {
             return Err(ApiError::invalid(
                 "tipo",
-                "tipo_invalido",
+                "invalid_kind",
                 "`tipo` deve ser evento ou verificacao.",
             ));
         }
     }
-    let before_id = crate::extract::cursor(&q.cursor, "cursor_invalido")?;
+    let before_id = crate::extract::cursor(&q.cursor)?;
     let limit = q.limit.unwrap_or(50).clamp(1, 200);
     let mut lines = state
         .services
@@ -76,8 +76,8 @@ pub(crate) async fn list(
                 phone_number_id: q.numero.clone(),
                 client_id: q.cliente_id,
                 signature: q.assinatura.clone(),
-                since: crate::extract::instant("desde", &q.desde, "data_invalida")?,
-                until: crate::extract::instant("ate", &q.ate, "data_invalida")?,
+                since: crate::extract::instant("desde", &q.desde)?,
+                until: crate::extract::instant("ate", &q.ate)?,
                 before_id,
                 limit: limit + 1,
             },
@@ -190,7 +190,7 @@ pub(crate) async fn audit_log(
     if !(1..=500).contains(&limit) {
         return Err(ApiError::invalid(
             "limit",
-            "limite_invalido",
+            "invalid_limit",
             "`limit` deve estar entre 1 e 500.",
         ));
     }

@@ -309,12 +309,12 @@ async fn list(
             ));
         }
     }
-    let before = crate::extract::cursor(&q.cursor, "invalid_cursor")?;
+    let before = crate::extract::cursor(&q.cursor)?;
     let limit = q.limit.unwrap_or(50);
     if !(1..=200).contains(&limit) {
         return Err(ApiError::invalid(
             "limit",
-            "invalid_filter",
+            "invalid_limit",
             "`limit` deve estar entre 1 e 200.",
         ));
     }
@@ -322,16 +322,8 @@ async fn list(
         state: q.state.clone(),
         channel_id: q.channel_id,
         group_id: q.group_id,
-        created_since: crate::extract::instant(
-            "created_since",
-            &q.created_since,
-            "invalid_filter",
-        )?,
-        created_until: crate::extract::instant(
-            "created_until",
-            &q.created_until,
-            "invalid_filter",
-        )?,
+        created_since: crate::extract::instant("created_since", &q.created_since)?,
+        created_until: crate::extract::instant("created_until", &q.created_until)?,
     };
     let rows = state
         .services

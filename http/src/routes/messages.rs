@@ -365,12 +365,12 @@ async fn list(
         q.to.as_deref()
             .map(|t| engine::phone::Phone::parse("to", t).map(|p| p.as_str().to_string()))
             .transpose()?;
-    let before = crate::extract::cursor(&q.cursor, "invalid_cursor")?;
+    let before = crate::extract::cursor(&q.cursor)?;
     let limit = q.limit.unwrap_or(100);
     if !(1..=500).contains(&limit) {
         return Err(ApiError::invalid(
             "limit",
-            "invalid_filter",
+            "invalid_limit",
             "`limit` deve estar entre 1 e 500.",
         ));
     }
@@ -379,8 +379,8 @@ async fn list(
         contact,
         direction: q.direction.clone(),
         status: q.status.clone(),
-        since: crate::extract::instant("since", &q.since, "invalid_filter")?,
-        until: crate::extract::instant("until", &q.until, "invalid_filter")?,
+        since: crate::extract::instant("since", &q.since)?,
+        until: crate::extract::instant("until", &q.until)?,
     };
     let rows = state
         .services

@@ -63,7 +63,12 @@ fn int_param(name: &'static str, v: &Option<String>) -> Result<Option<i64>, ApiE
         Some(s) => s.parse::<i64>().map(Some).map_err(|_| {
             ApiError::invalid(
                 name,
-                "invalid_filter",
+                // One code per meaning: a bad `limit` is `invalid_limit` on every list.
+                if name == "limit" {
+                    "invalid_limit"
+                } else {
+                    "invalid_filter"
+                },
                 format!("`{name}` deve ser um número inteiro."),
             )
         }),
@@ -77,7 +82,7 @@ fn day_param(name: &'static str, v: &Option<String>) -> Result<Option<i64>, ApiE
             let date = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").map_err(|_| {
                 ApiError::invalid(
                     name,
-                    "invalid_filter",
+                    "invalid_date",
                     format!("`{name}` deve ser uma data AAAA-MM-DD."),
                 )
             })?;
@@ -528,7 +533,7 @@ async fn campaign_messages(
     if !(1..=MAX_LIMIT).contains(&limit) {
         return Err(ApiError::invalid(
             "limit",
-            "invalid_filter",
+            "invalid_limit",
             format!("`limit` deve estar entre 1 e {MAX_LIMIT}."),
         ));
     }
@@ -540,7 +545,7 @@ async fn campaign_messages(
             "`offset` não pode ser negativo.",
         ));
     }
-    let after = crate::extract::cursor(&q.cursor, "invalid_filter")?;
+    let after = crate::extract::cursor(&q.cursor)?;
     let rows = state
         .services
         .store()

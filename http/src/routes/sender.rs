@@ -143,7 +143,7 @@ fn outcome_json(o: &SenderOutcome, to: &str) -> Value {
         (status = 201, description = "Enviada: a mensagem com `numero` (o número escolhido)", body = Data<SenderSentOut>),
         (status = 200, description = "`dry_run`: `{dry_run, to, numero, template, preview_text}`; nada enviado", body = Data<SenderDryRunOut>),
         (status = 202, description = "Envio em dúvida: não será repetido; o status chega depois", body = Data<SendResultOut>),
-        (status = 422, description = "`template_desconhecido`, `variaveis_invalidas`, `nenhum_numero_elegivel` (`numeros`: motivo por número), URL recusada", body = crate::envelope::ErrorBody),
+        (status = 422, description = "`unknown_template`, `variaveis_invalidas`, `nenhum_numero_elegivel` (`numeros`: motivo por número), URL recusada", body = crate::envelope::ErrorBody),
         (status = 429, description = "Sem folga de 24 h em nenhum número, ou acima de 120 requisições por minuto (`Retry-After`)", body = crate::envelope::ErrorBody),
     ))]
 pub async fn send(
