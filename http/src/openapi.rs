@@ -278,11 +278,70 @@ fn error_schema(status: u16) -> utoipa::openapi::RefOr<utoipa::openapi::schema::
         .into()
 }
 
+/// A tag name in ASCII: Portuguese letters without their accents (`Números` → `Numeros`), so
+/// generated clients get plain module names (`api.numeros`, not `api.nú_meros`; issue 49
+/// item 7).
+pub fn ascii_tag(name: &str) -> String {
+    name.chars()
+        .map(|c| match c {
+            'á' | 'à' | 'â' | 'ã' | 'ä' => 'a',
+            'Á' | 'À' | 'Â' | 'Ã' | 'Ä' => 'A',
+            'é' | 'è' | 'ê' | 'ë' => 'e',
+            'É' | 'È' | 'Ê' | 'Ë' => 'E',
+            'í' | 'ì' | 'î' | 'ï' => 'i',
+            'Í' | 'Ì' | 'Î' | 'Ï' => 'I',
+            'ó' | 'ò' | 'ô' | 'õ' | 'ö' => 'o',
+            'Ó' | 'Ò' | 'Ô' | 'Õ' | 'Ö' => 'O',
+            'ú' | 'ù' | 'û' | 'ü' => 'u',
+            'Ú' | 'Ù' | 'Û' | 'Ü' => 'U',
+            'ç' => 'c',
+            'Ç' => 'C',
+            c if c.is_ascii() => c,
+            _ => '_',
+        })
+        .collect()
+}
+
+/// Renames every operation's tags to ASCII ([`ascii_tag`]) and lists the tags in the document
+/// with their Portuguese names as descriptions, for the documentation pages.
+fn ascii_tags(doc: &mut utoipa::openapi::OpenApi) {
+    let mut seen = std::collections::BTreeMap::new();
+    for item in doc.paths.paths.values_mut() {
+        for op in [
+            &mut item.get,
+            &mut item.post,
+            &mut item.put,
+            &mut item.patch,
+            &mut item.delete,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            for tag in op.tags.iter_mut().flatten() {
+                let ascii = ascii_tag(tag);
+                seen.entry(ascii.clone()).or_insert_with(|| tag.clone());
+                *tag = ascii;
+            }
+        }
+    }
+    doc.tags = Some(
+        seen.into_iter()
+            .map(|(name, original)| {
+                utoipa::openapi::tag::TagBuilder::new()
+                    .name(name)
+                    .description(Some(original))
+                    .build()
+            })
+            .collect(),
+    );
+}
+
 /// Gives every operation of `doc` its error answers ([`error_statuses`]), each a reference to
 /// one shared definition in `components.responses` (with its `Error<status>` schema). An
 /// operation's own annotation wins where it already lists the status.
 pub fn common_responses(doc: &mut utoipa::openapi::OpenApi, surface: Surface) {
     use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
+    ascii_tags(doc);
     let mut used = std::collections::BTreeSet::new();
     let mut errors_used = std::collections::BTreeSet::new();
     let schemas: SchemaMap = doc
@@ -553,6 +612,25 @@ mod tests {
                     "component schema `{name}`"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn every_tag_is_ascii() {
+        assert_eq!(ascii_tag("Números"), "Numeros");
+        assert_eq!(ascii_tag("Webhooks de saída"), "Webhooks de saida");
+        for doc in documents() {
+            for item in doc.paths.paths.values() {
+                for op in [&item.get, &item.post, &item.put, &item.patch, &item.delete]
+                    .into_iter()
+                    .flatten()
+                {
+                    for tag in op.tags.iter().flatten() {
+                        assert!(tag.is_ascii(), "tag {tag}");
+                    }
+                }
+            }
+            assert!(doc.tags.as_ref().is_some_and(|t| !t.is_empty()));
         }
     }
 
