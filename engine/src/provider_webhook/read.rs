@@ -98,36 +98,256 @@ pub fn read<D: Directory>(
 }
 
 /// What a webhook names, skimmed before its signature is checked: entry (WABA) ids and the
-/// phone number ids of `messages` changes; every other value is skipped unread.
-#[derive(serde::Deserialize)]
+/// phone number ids of `messages` changes; every other value is skipped unread. Tolerant of
+/// any shape: a value that is not what the skim looks for (a change whose `value` is a string,
+/// an entry id sent as a number, `null`s) is read as empty or as text, never an error, so a
+/// signed body is checked against its signers whatever else it holds. Hand-written visitors,
+/// not an untagged enum: nothing is buffered on the ingest's hot path.
+#[derive(Default)]
 struct Named {
-    #[serde(default)]
     entry: Vec<NamedEntry>,
 }
 
-#[derive(serde::Deserialize)]
+#[derive(Default)]
 struct NamedEntry {
-    #[serde(default)]
     id: String,
-    #[serde(default)]
     changes: Vec<NamedChange>,
 }
 
-#[derive(serde::Deserialize)]
+#[derive(Default)]
 struct NamedChange {
-    #[serde(default)]
-    value: NamedValue,
+    phone_number_id: Option<String>,
 }
 
-#[derive(serde::Deserialize, Default)]
+/// An object the skim reads some keys of (the rest is skipped).
+trait Skim: Default {
+    /// The keys it reads.
+    const KEYS: &'static [&'static str];
+    /// Reads the value of `KEYS[key]`.
+    fn read<'de, A: serde::de::MapAccess<'de>>(
+        &mut self,
+        key: usize,
+        map: &mut A,
+    ) -> Result<(), A::Error>;
+}
+
+impl Skim for Named {
+    const KEYS: &'static [&'static str] = &["entry"];
+    fn read<'de, A: serde::de::MapAccess<'de>>(
+        &mut self,
+        _: usize,
+        map: &mut A,
+    ) -> Result<(), A::Error> {
+        self.entry = map
+            .next_value::<Lenient<Vec<Lenient<NamedEntry>>>>()?
+            .0
+            .into_iter()
+            .map(|e| e.0)
+            .collect();
+        Ok(())
+    }
+}
+
+impl Skim for NamedEntry {
+    const KEYS: &'static [&'static str] = &["id", "changes"];
+    fn read<'de, A: serde::de::MapAccess<'de>>(
+        &mut self,
+        key: usize,
+        map: &mut A,
+    ) -> Result<(), A::Error> {
+        match key {
+            0 => self.id = map.next_value::<Lenient<Text>>()?.0 .0,
+            _ => {
+                let changes = map.next_value::<Lenient<Vec<Lenient<NamedChange>>>>()?.0;
+                self.changes = changes.into_iter().map(|c| c.0).collect();
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Skim for NamedChange {
+    const KEYS: &'static [&'static str] = &["value"];
+    fn read<'de, A: serde::de::MapAccess<'de>>(
+        &mut self,
+        _: usize,
+        map: &mut A,
+    ) -> Result<(), A::Error> {
+        self.phone_number_id = map.next_value::<Lenient<NamedValue>>()?.0.phone_number_id;
+        Ok(())
+    }
+}
+
+/// A change's `value`, for its `metadata.phone_number_id`.
+#[derive(Default)]
 struct NamedValue {
-    metadata: Option<NamedMetadata>,
+    phone_number_id: Option<String>,
 }
 
-#[derive(serde::Deserialize)]
+impl Skim for NamedValue {
+    const KEYS: &'static [&'static str] = &["metadata"];
+    fn read<'de, A: serde::de::MapAccess<'de>>(
+        &mut self,
+        _: usize,
+        map: &mut A,
+    ) -> Result<(), A::Error> {
+        self.phone_number_id = map
+            .next_value::<Lenient<NamedMetadata>>()?
+            .0
+            .phone_number_id;
+        Ok(())
+    }
+}
+
+#[derive(Default)]
 struct NamedMetadata {
-    #[serde(default)]
-    phone_number_id: String,
+    phone_number_id: Option<String>,
+}
+
+impl Skim for NamedMetadata {
+    const KEYS: &'static [&'static str] = &["phone_number_id"];
+    fn read<'de, A: serde::de::MapAccess<'de>>(
+        &mut self,
+        _: usize,
+        map: &mut A,
+    ) -> Result<(), A::Error> {
+        let id = map.next_value::<Lenient<Text>>()?.0 .0;
+        self.phone_number_id = (!id.is_empty()).then_some(id);
+        Ok(())
+    }
+}
+
+/// Text the skim reads: a string, or a number written as text; anything else is empty.
+#[derive(Default)]
+struct Text(String);
+
+/// `T` read from whatever JSON value is there: its own shape as `T` reads it, any other shape
+/// as `T::default()` (skipped unread).
+struct Lenient<T>(T);
+
+/// What `Lenient` reads in a value of the shape it looks for.
+trait Shape: Default {
+    fn from_map<'de, A: serde::de::MapAccess<'de>>(_map: A) -> Result<Option<Self>, A::Error> {
+        Ok(None)
+    }
+    fn from_seq<'de, A: serde::de::SeqAccess<'de>>(_seq: A) -> Result<Option<Self>, A::Error> {
+        Ok(None)
+    }
+    fn from_text(_text: &str) -> Option<Self> {
+        None
+    }
+}
+
+impl<T: Skim> Shape for T {
+    fn from_map<'de, A: serde::de::MapAccess<'de>>(mut map: A) -> Result<Option<Self>, A::Error> {
+        let mut out = T::default();
+        while let Some(key) = map.next_key::<KeyOf<T>>()? {
+            match key.0 {
+                Some(i) => out.read(i, &mut map)?,
+                None => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Some(out))
+    }
+}
+
+impl<T: Shape> Shape for Vec<Lenient<T>> {
+    fn from_seq<'de, A: serde::de::SeqAccess<'de>>(mut seq: A) -> Result<Option<Self>, A::Error> {
+        let mut out = Vec::new();
+        while let Some(item) = seq.next_element::<Lenient<T>>()? {
+            out.push(item);
+        }
+        Ok(Some(out))
+    }
+}
+
+impl<T> Default for Lenient<T>
+where
+    T: Default,
+{
+    fn default() -> Self {
+        Lenient(T::default())
+    }
+}
+
+impl Shape for Text {
+    fn from_text(text: &str) -> Option<Self> {
+        Some(Text(text.to_string()))
+    }
+}
+
+impl<'de, T: Shape> serde::Deserialize<'de> for Lenient<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(LenientVisitor(std::marker::PhantomData))
+    }
+}
+
+struct LenientVisitor<T>(std::marker::PhantomData<T>);
+
+impl<'de, T: Shape> serde::de::Visitor<'de> for LenientVisitor<T> {
+    type Value = Lenient<T>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        Ok(Lenient(T::from_map(map)?.unwrap_or_default()))
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        // `from_seq` of a non-list shape reads nothing: what is left is skipped here.
+        match T::from_seq(&mut seq)? {
+            Some(v) => Ok(Lenient(v)),
+            None => {
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(Lenient(T::default()))
+            }
+        }
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Lenient(T::from_text(v).unwrap_or_default()))
+    }
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(Lenient(T::from_text(&v.to_string()).unwrap_or_default()))
+    }
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(Lenient(T::from_text(&v.to_string()).unwrap_or_default()))
+    }
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Lenient(T::default()))
+    }
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Lenient(T::default()))
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Lenient(T::default()))
+    }
+    fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Lenient(T::default()))
+    }
+}
+
+/// A key of a [`Skim`] object: its index in `KEYS`, `None` for any other key.
+struct KeyOf<T>(Option<usize>, std::marker::PhantomData<T>);
+
+impl<'de, T: Skim> serde::Deserialize<'de> for KeyOf<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(std::marker::PhantomData<T>);
+        impl<T: Skim> serde::de::Visitor<'_> for V<T> {
+            type Value = KeyOf<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<KeyOf<T>, E> {
+                Ok(KeyOf(
+                    T::KEYS.iter().position(|k| *k == v),
+                    std::marker::PhantomData,
+                ))
+            }
+        }
+        d.deserialize_str(V(std::marker::PhantomData))
+    }
 }
 
 impl Named {
@@ -136,8 +356,8 @@ impl Named {
         self.entry
             .iter()
             .flat_map(|e| &e.changes)
-            .filter_map(|c| c.value.metadata.as_ref())
-            .filter_map(|m| directory.by_phone_number_id(&m.phone_number_id))
+            .filter_map(|c| c.phone_number_id.as_deref())
+            .filter_map(|id| directory.by_phone_number_id(id))
             .collect()
     }
 
@@ -197,8 +417,8 @@ fn check_signature<D: Directory>(
             false => Err(refused()),
         };
     }
-    match serde_json::from_slice::<Named>(verifier.body) {
-        Ok(named) => {
+    match serde_json::from_slice::<Lenient<Named>>(verifier.body) {
+        Ok(Lenient(named)) => {
             let signed = named
                 .numbers(directory)
                 .iter()
@@ -702,6 +922,54 @@ mod tests {
         assert_eq!(r.status_counts, vec![("delivered", 1), ("read", 1)]);
         let e = read_as(&b, "secret-b").unwrap_err();
         assert_eq!(e.code, INVALID_SIGNATURE);
+    }
+
+    #[test]
+    fn the_skim_reads_any_shape_and_still_finds_the_signer() {
+        // An entry id as a number, changes whose value is a string, null, a list, metadata
+        // of the wrong shape, and one real `messages` change of number 111 (secret-a): the
+        // body is checked against secret-a, not refused for its shapes.
+        let good = messages("111", json!({"statuses": [status("w.9", "sent", None)]}));
+        let body = json!({"object": "whatsapp_business_account", "entry": [
+            {"id": 12345, "time": 1_700_000_000, "changes": [
+                {"field": "history", "value": "oops"},
+                {"field": "history", "value": null},
+                {"field": "history", "value": [1, {"metadata": 2}]},
+                {"field": "history", "value": {"metadata": 7}},
+                {"field": "history", "value": {"metadata": {"phone_number_id": null}}},
+            ]},
+            {"id": "W1", "time": 1_700_000_000, "changes": [good]},
+            "not an entry",
+        ]})
+        .to_string()
+        .into_bytes();
+        let header = signature::sign("secret-a", &body);
+        let named = match serde_json::from_slice::<Lenient<Named>>(&body) {
+            Ok(Lenient(n)) => n,
+            Err(e) => panic!("the skim reads it: {e}"),
+        };
+        assert_eq!(named.entry[0].id, "12345");
+        assert_eq!(named.numbers(&channels()).len(), 1, "number 111, once");
+        let mut verifier = Verifier {
+            body: &body,
+            header: &header,
+            fallback: None,
+            cache: HashMap::new(),
+        };
+        assert!(check_signature(&channels(), None, &mut verifier).is_ok());
+        let wrong = signature::sign("secret-b", &body);
+        let mut verifier = Verifier {
+            body: &body,
+            header: &wrong,
+            fallback: None,
+            cache: HashMap::new(),
+        };
+        assert_eq!(
+            check_signature(&channels(), None, &mut verifier)
+                .unwrap_err()
+                .code,
+            INVALID_SIGNATURE
+        );
     }
 
     #[test]
