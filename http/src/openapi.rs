@@ -283,20 +283,8 @@ fn error_schema(status: u16) -> utoipa::openapi::RefOr<utoipa::openapi::schema::
 /// item 7).
 pub fn ascii_tag(name: &str) -> String {
     name.chars()
-        .map(|c| match c {
-            'á' | 'à' | 'â' | 'ã' | 'ä' => 'a',
-            'Á' | 'À' | 'Â' | 'Ã' | 'Ä' => 'A',
-            'é' | 'è' | 'ê' | 'ë' => 'e',
-            'É' | 'È' | 'Ê' | 'Ë' => 'E',
-            'í' | 'ì' | 'î' | 'ï' => 'i',
-            'Í' | 'Ì' | 'Î' | 'Ï' => 'I',
-            'ó' | 'ò' | 'ô' | 'õ' | 'ö' => 'o',
-            'Ó' | 'Ò' | 'Ô' | 'Õ' | 'Ö' => 'O',
-            'ú' | 'ù' | 'û' | 'ü' => 'u',
-            'Ú' | 'Ù' | 'Û' | 'Ü' => 'U',
-            'ç' => 'c',
-            'Ç' => 'C',
-            c if c.is_ascii() => c,
+        .map(|c| match engine::library::fold(c) {
+            Some(c) if c.is_ascii() => c,
             _ => '_',
         })
         .collect()
