@@ -626,6 +626,16 @@ async fn each_enforced_limit_answers_the_providers_error() {
     assert!(limited
         .iter()
         .all(|e| code(e) == 130429 && e.kind() == ErrorKind::RateLimited));
+    // The stats count each number's throughput refusals (issue 52).
+    let (status, stats) = env
+        .control(reqwest::Method::GET, "/_sim/stats", Value::Null)
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        stats["data"]["throughput_refusals"],
+        json!({ slow.phone_number_id.clone(): limited.len() }),
+        "{stats}"
+    );
 
     // Pair rate: a burst of 45 to one user is allowed, the 46th is not.
     let fast = env.number(CreateNumber {

@@ -245,6 +245,7 @@ pub(crate) fn create_number(inner: &Inner, req: CreateNumber) -> Result<CreatedN
         pin: req.pin.clone(),
         bucket: Bucket::new(mps as f64, mps as f64, now),
         pairs: HashMap::new(),
+        throughput_refusals: 0,
     };
     let verified_name = number.verified_name.clone();
     inner.numbers.insert(id.clone(), number);
@@ -477,9 +478,19 @@ async fn put_config(State(inner): State<Arc<Inner>>, Json(req): Json<ConfigChang
     Json(json!({"data": {"webhook_url": req.webhook_url}})).into_response()
 }
 
+/// `GET /_sim/stats`: accepted sends, webhook emitter counters, the number count and
+/// `throughput_refusals` — `{phone_number_id: count}` of sends refused with 130429 over a
+/// number's throughput, only numbers with at least one refusal (issue 52: a cluster that
+/// paces each number once shows none).
 async fn get_stats(State(inner): State<Arc<Inner>>) -> Response {
     let s = &inner.emitter_stats;
     let total = inner.ledger.lock().expect("ledger lock").total;
+    let refusals: serde_json::Map<String, Value> = inner
+        .numbers
+        .iter()
+        .filter(|n| n.throughput_refusals > 0)
+        .map(|n| (n.id.clone(), json!(n.throughput_refusals)))
+        .collect();
     Json(json!({"data": {
         "accepted_sends": total,
         "webhook_events": s.events.load(Ordering::Relaxed),
@@ -487,6 +498,7 @@ async fn get_stats(State(inner): State<Arc<Inner>>) -> Response {
         "webhook_retries": s.retries.load(Ordering::Relaxed),
         "webhooks_dropped": s.dropped.load(Ordering::Relaxed),
         "numbers": inner.numbers.len(),
+        "throughput_refusals": refusals,
     }}))
     .into_response()
 }

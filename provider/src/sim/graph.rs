@@ -480,6 +480,7 @@ async fn send_message(
             return unknown_node(&node);
         };
         if !n.bucket.try_take(now) {
+            n.throughput_refusals += 1;
             return graph_error(
                 StatusCode::TOO_MANY_REQUESTS,
                 130429,

@@ -287,6 +287,7 @@ pub(crate) async fn add_number(
             pin: None,
             bucket: Bucket::new(mps as f64, mps as f64, now),
             pairs: HashMap::new(),
+            throughput_refusals: 0,
         },
     );
     Json(json!({"id": id})).into_response()

@@ -132,6 +132,9 @@ pub struct Number {
     pub bucket: Bucket,
     /// Pair-rate buckets per recipient: 45-message burst, 1 per 6 s (§10.3).
     pub pairs: HashMap<String, Bucket>,
+    /// Sends refused with 130429 (over the number's throughput) since it was created, read by
+    /// `GET /_sim/stats` (`throughput_refusals`).
+    pub throughput_refusals: u64,
 }
 
 /// An uploaded (or inbound) media file.
