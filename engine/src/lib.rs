@@ -8,6 +8,7 @@ pub mod access;
 pub mod audience;
 pub mod campaign;
 pub mod channel;
+pub mod cluster;
 pub mod error;
 pub mod group;
 pub mod guardrail;
