@@ -381,3 +381,61 @@ async fn a_booting_process_leaves_a_live_peer_alone() {
     assert!(x.unwrap() ^ y.unwrap(), "exactly one move wins");
     crate::test_support::drop_postgres(b, &name).await;
 }
+
+/// Cell leases between two sessions (issue 52): one holder at a time, an epoch bumped by every
+/// acquisition, renewals only of unexpired leases, releases guarded by session and epoch.
+#[tokio::test]
+async fn a_lease_has_one_holder_and_every_acquisition_bumps_its_epoch() {
+    let Some((a, b, _, channel, name)) = crate::test_support::postgres_pair().await else {
+        return;
+    };
+    assert_eq!(a.live_nodes(10_000).await.unwrap(), ["a", "b"]);
+    assert_eq!(a.acquire_lease("bm:1", "a", 10_000).await.unwrap(), Some(1));
+    assert_eq!(b.acquire_lease("bm:1", "b", 10_000).await.unwrap(), None);
+    // Both race for a free key: exactly one wins.
+    let (x, y) = tokio::join!(
+        a.acquire_lease("ch:9", "a", 10_000),
+        b.acquire_lease("ch:9", "b", 10_000)
+    );
+    assert!(x.unwrap().is_some() ^ y.unwrap().is_some());
+    let renewed = a.renew_leases(10_000).await.unwrap();
+    assert!(renewed.contains(&("bm:1".to_string(), 1)), "{renewed:?}");
+    // a's lease expires (a froze): it is not renewed, b takes it under epoch 2.
+    sqlx::query("UPDATE leases SET expires_at = 0 WHERE key = 'bm:1'")
+        .execute(&a.pool)
+        .await
+        .unwrap();
+    assert!(!a
+        .renew_leases(10_000)
+        .await
+        .unwrap()
+        .iter()
+        .any(|(k, _)| k == "bm:1"));
+    assert_eq!(b.acquire_lease("bm:1", "b", 10_000).await.unwrap(), Some(2));
+    // a's late release changes nothing; b's frees it for a, under epoch 3.
+    assert!(!a.release_lease("bm:1", 1).await.unwrap());
+    assert_eq!(a.acquire_lease("bm:1", "a", 10_000).await.unwrap(), None);
+    assert!(b.release_lease("bm:1", 2).await.unwrap());
+    assert_eq!(a.acquire_lease("bm:1", "a", 10_000).await.unwrap(), Some(3));
+    let rows = b.leases().await.unwrap();
+    let row = rows.iter().find(|r| r.key == "bm:1").unwrap();
+    assert_eq!(
+        (row.owner_node.as_deref(), row.owner_session, row.epoch),
+        (Some("a"), Some(a.session_id()), 3)
+    );
+    assert!(row.expires_in_ms > 9_000 && row.held_for_ms >= 0, "{row:?}");
+    // A graceful stop releases everything a holds and leaves the live nodes.
+    a.end_session().await.unwrap();
+    assert_eq!(b.live_nodes(10_000).await.unwrap(), ["b"]);
+    assert!(b
+        .leases()
+        .await
+        .unwrap()
+        .iter()
+        .all(|r| r.owner_node.as_deref() != Some("a")));
+    assert_eq!(b.acquire_lease("bm:1", "b", 10_000).await.unwrap(), Some(4));
+    let members = b.channel_memberships().await.unwrap();
+    assert_eq!(members.len(), 1);
+    assert_eq!(members[0].channel.get(), channel);
+    crate::test_support::drop_postgres(b, &name).await;
+}

@@ -15,6 +15,7 @@ pub mod forwarding;
 pub mod groups;
 pub mod guardrails;
 pub mod idempotency;
+pub mod leases;
 pub mod messages;
 pub mod panel;
 pub mod panel_campaigns;

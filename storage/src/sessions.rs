@@ -87,8 +87,8 @@ impl Store {
         Ok(())
     }
 
-    /// Ends this session at a graceful stop: its subscriptions' leases are released (a live
-    /// peer delivers them at once) and the session counts as gone (a peer recovers what it
+    /// Ends this session at a graceful stop: its subscriptions' and cells' leases are released
+    /// (a live peer delivers and sends them at once) and the session counts as gone (a peer recovers what it
     /// left without waiting for the TTL).
     pub async fn end_session(&self) -> Result<()> {
         let me = self.session_id();
@@ -98,6 +98,7 @@ impl Store {
         .bind(me)
         .execute(&self.writer)
         .await?;
+        self.release_all_leases().await?;
         let sql = format!(
             "UPDATE node_sessions SET ended_at = {} WHERE id = $1",
             self.now_sql()

@@ -1,0 +1,160 @@
+//! Leases with epochs (issue 52, `CLUSTER.md` "Leases with epochs"): a node holds a key (a
+//! cell, later a campaign or a singleton) while the row's `expires_at` is ahead on the
+//! database's clock. Acquiring a free, released or expired key — or one this session holds
+//! already — bumps its epoch, the fencing token of everything done under it; renewing moves
+//! the expiry of every key the session still holds; releasing frees a key at once. Every
+//! statement is guarded by this process's session (`node_sessions`, D-100).
+
+use crate::{Result, Store};
+use engine::cluster::Membership;
+use engine::ids::ChannelId;
+use sqlx::Row;
+
+/// One lease row, for the cluster view (`GET /health`, the panel).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRow {
+    /// The key (`bm:12`, `ch:7`…).
+    pub key: String,
+    /// The holding node's name; `None` when released.
+    pub owner_node: Option<String>,
+    /// The holding session; `None` when released.
+    pub owner_session: Option<i64>,
+    /// The fencing epoch (1 at the first acquisition).
+    pub epoch: i64,
+    /// Time left before it expires, ms (negative: expired).
+    pub expires_in_ms: i64,
+    /// How long the current holder has held it, ms.
+    pub held_for_ms: i64,
+}
+
+impl Store {
+    /// The names of the live nodes: sessions not ended whose heartbeat (or last lease
+    /// renewal) is younger than `ttl_ms`, each name once, sorted.
+    pub async fn live_nodes(&self, ttl_ms: i64) -> Result<Vec<String>> {
+        let sql = format!(
+            "SELECT DISTINCT node FROM node_sessions WHERE ended_at IS NULL AND heartbeat_at > {} - $1 ORDER BY node",
+            self.now_sql()
+        );
+        let rows = sqlx::query(&sql).bind(ttl_ms).fetch_all(&self.pool).await?;
+        rows.iter()
+            .map(|r| Ok(r.try_get::<String, _>("node")?))
+            .collect()
+    }
+
+    /// Every channel's BM and group, the input of [`engine::cluster::Cells::compute`].
+    pub async fn channel_memberships(&self) -> Result<Vec<Membership>> {
+        let rows = sqlx::query("SELECT id, bm_id, group_id FROM channels ORDER BY id")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(Membership {
+                    channel: ChannelId(r.try_get("id")?),
+                    bm: r.try_get("bm_id")?,
+                    group: r.try_get("group_id")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Acquires `key` for this session for `ttl_ms` when it is free, released, expired or
+    /// this session's already, and returns the new epoch (one more than the last); `None`
+    /// when another session holds it. Errors: the database's.
+    pub async fn acquire_lease(&self, key: &str, node: &str, ttl_ms: i64) -> Result<Option<i64>> {
+        let now = self.now_sql();
+        let sql = format!(
+            "INSERT INTO leases (key, owner_session, owner_node, epoch, expires_at, acquired_at) \
+             VALUES ($1, $2, $3, 1, {now} + $4, {now}) \
+             ON CONFLICT (key) DO UPDATE SET owner_session = excluded.owner_session, \
+             owner_node = excluded.owner_node, epoch = leases.epoch + 1, \
+             expires_at = excluded.expires_at, acquired_at = excluded.acquired_at \
+             WHERE leases.owner_session IS NULL OR leases.owner_session = excluded.owner_session \
+             OR leases.expires_at <= {now} \
+             RETURNING epoch"
+        );
+        let row = sqlx::query(&sql)
+            .bind(key)
+            .bind(self.session_id())
+            .bind(node)
+            .bind(ttl_ms)
+            .fetch_optional(&self.writer)
+            .await?;
+        row.map(|r| Ok(r.try_get("epoch")?)).transpose()
+    }
+
+    /// Renews every lease this session still holds (not expired) for `ttl_ms` and the
+    /// session's heartbeat, in one transaction; returns the keys renewed with their epochs.
+    /// An expired lease is not renewed (a peer may hold it by now): its holder acquires it
+    /// anew, under a new epoch. Errors: the database's.
+    pub async fn renew_leases(&self, ttl_ms: i64) -> Result<Vec<(String, i64)>> {
+        let now = self.now_sql();
+        let mut tx = self.writer.begin().await?;
+        sqlx::query(&format!(
+            "UPDATE node_sessions SET heartbeat_at = {now} WHERE id = $1"
+        ))
+        .bind(self.session_id())
+        .execute(&mut *tx)
+        .await?;
+        let rows = sqlx::query(&format!(
+            "UPDATE leases SET expires_at = {now} + $2 \
+             WHERE owner_session = $1 AND expires_at > {now} RETURNING key, epoch"
+        ))
+        .bind(self.session_id())
+        .bind(ttl_ms)
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("key")?, r.try_get("epoch")?)))
+            .collect()
+    }
+
+    /// Releases `key` if this session holds it under `epoch`; whether it did.
+    pub async fn release_lease(&self, key: &str, epoch: i64) -> Result<bool> {
+        let n = sqlx::query(
+            "UPDATE leases SET owner_session = NULL, owner_node = NULL, expires_at = 0 \
+             WHERE key = $1 AND owner_session = $2 AND epoch = $3",
+        )
+        .bind(key)
+        .bind(self.session_id())
+        .bind(epoch)
+        .execute(&self.writer)
+        .await?
+        .rows_affected();
+        Ok(n == 1)
+    }
+
+    /// Releases every lease this session holds (a graceful stop); how many.
+    pub async fn release_all_leases(&self) -> Result<u64> {
+        Ok(sqlx::query(
+            "UPDATE leases SET owner_session = NULL, owner_node = NULL, expires_at = 0 \
+             WHERE owner_session = $1",
+        )
+        .bind(self.session_id())
+        .execute(&self.writer)
+        .await?
+        .rows_affected())
+    }
+
+    /// Every lease row, by key.
+    pub async fn leases(&self) -> Result<Vec<LeaseRow>> {
+        let now = self.now_sql();
+        let sql = format!(
+            "SELECT key, owner_node, owner_session, epoch, expires_at - {now} AS expires_in, \
+             {now} - acquired_at AS held_for FROM leases ORDER BY key"
+        );
+        let rows = sqlx::query(&sql).fetch_all(&self.pool).await?;
+        rows.iter()
+            .map(|r| {
+                Ok(LeaseRow {
+                    key: r.try_get("key")?,
+                    owner_node: r.try_get("owner_node")?,
+                    owner_session: r.try_get("owner_session")?,
+                    epoch: r.try_get("epoch")?,
+                    expires_in_ms: r.try_get("expires_in")?,
+                    held_for_ms: r.try_get("held_for")?,
+                })
+            })
+            .collect()
+    }
+}
