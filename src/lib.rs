@@ -188,6 +188,53 @@ pub async fn open_store(settings: &Settings) -> anyhow::Result<Store> {
     Ok(store)
 }
 
+/// This node's name in cluster mode (`DISPARO_NODE_ID`, default host name and pid); `None`
+/// without `NATS_URL`.
+fn cluster_node_id(settings: &Settings) -> Option<String> {
+    settings
+        .nats_url
+        .as_deref()
+        .filter(|u| !u.trim().is_empty())?;
+    Some(
+        settings
+            .node_id
+            .clone()
+            .filter(|n| !n.trim().is_empty())
+            .unwrap_or_else(actors::node_name),
+    )
+}
+
+/// Cluster mode's settings when `NATS_URL` is set (issue 52): PostgreSQL required, the NATS
+/// server reached. Errors: SQLite with `NATS_URL`; NATS unreachable.
+async fn cluster_settings(
+    settings: &Settings,
+    store: &Store,
+) -> anyhow::Result<Option<actors::ClusterSettings>> {
+    let Some(url) = settings
+        .nats_url
+        .as_deref()
+        .filter(|u| !u.trim().is_empty())
+    else {
+        return Ok(None);
+    };
+    anyhow::ensure!(
+        store.backend() == storage::Backend::Postgres,
+        "cluster mode (NATS_URL) needs PostgreSQL: several nodes share one database, and SQLite \
+         is one process's (set DATABASE_URL=postgres://…, or unset NATS_URL for one node)"
+    );
+    let nats = async_nats::ConnectOptions::new()
+        .name("disparo")
+        .connection_timeout(Duration::from_secs(5))
+        .connect(url)
+        .await
+        .with_context(|| format!("connecting to NATS at {url} (NATS_URL)"))?;
+    Ok(Some(actors::ClusterSettings {
+        node_id: cluster_node_id(settings).unwrap_or_else(actors::node_name),
+        lease_ttl: Duration::from_millis(settings.lease_ttl_ms.max(400)),
+        nats,
+    }))
+}
+
 impl Application {
     /// Binds the listener, opens the store (running migrations), starts the actors and builds
     /// the router. `listener` may be given already bound (tests, demo mode).
@@ -209,8 +256,9 @@ impl Application {
         );
         let addr = listener.local_addr()?;
         // The recorder first: handles taken before it is installed would record nothing.
-        let metrics = http::install_metrics();
+        let metrics = http::install_metrics(cluster_node_id(&settings).as_deref());
         let store = open_store(&settings).await?;
+        let cluster = cluster_settings(&settings, &store).await?;
         let graph = GraphClient::new(GraphConfig {
             base_url: settings.provider_base_url.clone(),
             api_version: settings.provider_api_version.clone(),
@@ -274,6 +322,7 @@ impl Application {
                             callback_url: Some(format!("{public_url}/api/hygiene/callback")),
                         }),
                     dispatch_enabled: settings.dispatch_enabled,
+                    cluster,
                     ..RuntimeConfig::default()
                 },
             )

@@ -119,6 +119,20 @@ pub struct Settings {
     /// sends, idempotency keys, webhook subscriptions; issue 50, D-100).
     #[arg(long, env = "DISPARO_NODE_TTL_MS", default_value_t = 10_000)]
     pub node_ttl_ms: u64,
+    /// Cluster mode (issue 52): the NATS server the nodes route work through, e.g.
+    /// `nats://127.0.0.1:4222`. Needs PostgreSQL (`DATABASE_URL=postgres://…`); each node
+    /// then runs only the numbers of the cells it holds a lease on. Unset: one node, as before.
+    #[arg(long, env = "NATS_URL")]
+    pub nats_url: Option<String>,
+    /// This node's name in cluster mode (placement, leases, logs, the `node` metric label);
+    /// default: host name and process id.
+    #[arg(long, env = "DISPARO_NODE_ID")]
+    pub node_id: Option<String>,
+    /// How long a cell's lease lasts without a renewal, ms (cluster mode). Renewals every
+    /// quarter of it (at most every second); a node that cannot renew stops sending a quarter
+    /// before it ends; a dead node's numbers move within about this long.
+    #[arg(long, env = "DISPARO_LEASE_TTL_MS", default_value_t = 6_000)]
+    pub lease_ttl_ms: u64,
     /// When set, `GET /metrics` answers only `Authorization: Bearer <this>` (the series name
     /// every account's channels; point Prometheus's `authorization` at it).
     #[arg(long, env = "DISPARO_METRICS_TOKEN", value_parser = secret, hide_env_values = true)]

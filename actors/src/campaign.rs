@@ -219,6 +219,9 @@ async fn ask_credits(shared: &Shared, slots: &[Slot]) -> Vec<CreditAnswer> {
             Some((0, None)) => CreditAnswer::Busy,
             Some((n, None)) => CreditAnswer::Granted(n),
             Some((_, Some(code))) => CreditAnswer::Refused(code.as_str()),
+            // Cluster mode: a number not running here runs on the node holding its cell, whose
+            // copy of the campaign sends through it (D-110).
+            None if shared.cluster.is_some() => CreditAnswer::Elsewhere,
             None => CreditAnswer::Unreachable,
         });
     }

@@ -873,6 +873,13 @@ impl SendTask {
             let _ = reply.send(Err(ActorError::Unavailable));
             return;
         }
+        if self.shared.fenced(self.record.id) {
+            // Cluster mode: this node no longer holds the number's cell (or could not renew
+            // it in time): nothing is written or sent here; the caller may retry.
+            tracing::warn!("number fenced on this node; send refused before the provider call");
+            let _ = reply.send(Err(ActorError::Unavailable));
+            return;
+        }
         // Written `sending` right before the call: the row exists before the provider can
         // report a status for it, and a crash in between leaves it in doubt, as it should.
         let written = self
@@ -1201,8 +1208,9 @@ impl CampaignSend {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            // The channel turned RED (or was blocked) since this send was admitted: not sent.
-            if self.blocked() {
+            // The channel turned RED (or was blocked) since this send was admitted, or this
+            // node lost the number's cell (cluster mode: fenced): not sent.
+            if self.blocked() || self.shared.fenced(self.record.id) {
                 return SendResult::Replan;
             }
             watch.lap();

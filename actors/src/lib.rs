@@ -14,6 +14,7 @@ pub mod bm;
 pub mod campaign;
 pub mod channel;
 pub mod clock;
+pub mod cluster;
 pub mod dispatcher;
 pub mod error;
 pub mod events;
@@ -32,7 +33,9 @@ pub mod switch;
 pub mod templates;
 pub mod time;
 
+pub use cluster::{ClusterSettings, ClusterView};
 pub use error::ActorError;
+pub use sessions::node_name;
 
 use dispatcher::{DispatcherArgs, DispatcherConfig, DispatcherMsg, WebhookDispatcher};
 use engine::ids::{AccountId, ChannelId};
@@ -113,6 +116,9 @@ pub struct RuntimeConfig {
     /// `DISPARO_ENABLED`: when set, every account's dispatch switch takes this value at start
     /// (D-062); unset, the stored switches stand.
     pub dispatch_enabled: Option<bool>,
+    /// Cluster mode (`NATS_URL`; issue 52): this node runs only the cells it holds a lease
+    /// on. `None`: one node runs everything.
+    pub cluster: Option<ClusterSettings>,
     /// The clock every actor reads (issue 51): the system's, or a manual one in tests.
     pub clock: clock::Clock,
 }
@@ -144,6 +150,7 @@ impl Default for RuntimeConfig {
             node_ttl: Duration::from_millis(storage::sessions::DEFAULT_SESSION_TTL_MS as u64),
             hygiene: None,
             dispatch_enabled: None,
+            cluster: None,
             clock: clock::Clock::system(),
         }
     }
@@ -200,6 +207,8 @@ pub struct Shared {
     pub hygiene_job_timeout: Duration,
     /// The send path's batched writers: campaign send outcomes and status webhooks, by number.
     pub(crate) writers: settle::Writers,
+    /// Cluster mode's state (`None`: one node).
+    pub cluster: Option<cluster::Cluster>,
     shutting_down: AtomicBool,
 }
 
@@ -278,8 +287,12 @@ impl Runtime {
         config: RuntimeConfig,
     ) -> Result<Self, ActorError> {
         // The session first: everything this process claims or leases carries it (D-100).
+        let node = config
+            .cluster
+            .as_ref()
+            .map_or_else(sessions::node_name, |c| c.node_id.clone());
         let session = store
-            .register_session(&sessions::node_name(), config.node_ttl.as_millis() as i64)
+            .register_session(&node, config.node_ttl.as_millis() as i64)
             .await?;
         tracing::info!(session, "process session registered");
         let guard = outbound::Guard::new(config.outbound.clone());
@@ -290,21 +303,9 @@ impl Runtime {
             ActorError::Unavailable
         })?;
         let dispatcher = spawn_dispatcher(&store, &config, &guard).await?;
-        let hygiene = match &config.hygiene {
-            Some(h) => Some(
-                provider::hygiene::HygieneClient::new(&h.url, h.api_key.expose(), h.call_timeout)
-                    .map_err(|e| {
-                    tracing::error!(error = %e, "hygiene client did not build");
-                    ActorError::Unavailable
-                })?,
-            ),
-            None => None,
-        };
-        let hygiene_job_timeout = config
-            .hygiene
-            .as_ref()
-            .map_or(Duration::from_secs(1800), |h| h.job_timeout);
+        let (hygiene, hygiene_job_timeout) = hygiene_client(&config)?;
         let (writers, receivers) = settle::Writers::new(store.send_path_writers());
+        let cluster = config.cluster.clone().map(cluster::Cluster::new);
         let shared = Arc::new(Shared {
             store: store.clone(),
             graph,
@@ -324,6 +325,7 @@ impl Runtime {
             hygiene,
             hygiene_job_timeout,
             writers,
+            cluster,
             shutting_down: AtomicBool::new(false),
         });
         settle::spawn(Arc::downgrade(&shared), receivers);
@@ -343,6 +345,8 @@ impl Runtime {
         };
         sessions::recover(&store).await?;
         sessions::spawn_heartbeat(Arc::downgrade(&rt.shared));
+        // Cluster mode: the cells this node can take now run before campaigns resume.
+        cluster::spawn_keeper(rt.clone()).await;
         rt.resume_at_boot().await?;
         group::spawn_scheduler(rt.clone());
         Ok(rt)
@@ -353,7 +357,12 @@ impl Runtime {
     /// switch is on again.
     async fn resume_at_boot(&self) -> Result<(), ActorError> {
         let store = &self.shared.store;
-        for id in store.all_channel_ids().await? {
+        // In cluster mode the keeper starts the channels of the cells this node holds.
+        let channels = match self.shared.cluster {
+            Some(_) => Vec::new(),
+            None => store.all_channel_ids().await?,
+        };
+        for id in channels {
             if let Err(e) = self.start_channel(id).await {
                 tracing::error!(channel_id = id, error = %e, "channel not started at boot");
             }
@@ -404,8 +413,17 @@ impl Runtime {
         Ok(())
     }
 
-    /// Starts (or confirms running) the actor of a stored channel.
+    /// Starts (or confirms running) the actor of a stored channel. In cluster mode only when
+    /// this node holds its cell (else nothing: the holder's keeper starts it within a round).
     pub async fn start_channel(&self, channel_id: i64) -> Result<(), ActorError> {
+        if let Some(cluster) = &self.shared.cluster {
+            if !cluster.runs(channel_id) {
+                // A number just connected or moved: the keeper's next round starts it if its
+                // cell is this node's.
+                cluster.next_round(self.shared.config.call_timeout).await;
+                return Ok(());
+            }
+        }
         let started = ask(
             &self.supervisor,
             |r| SupervisorMsg::Start(channel_id, r),
@@ -452,6 +470,16 @@ impl Runtime {
             self.shared.config.call_timeout,
         )
         .await
+    }
+
+    /// Cluster mode's last view (this node, the live nodes, the cells held here), the lease
+    /// TTL and the time since that view's round (ms); `None` on one node.
+    pub fn cluster_view(&self) -> Option<(ClusterView, Duration, i64)> {
+        self.shared.cluster.as_ref().map(|c| {
+            let v = c.view();
+            let since = (self.shared.now_ms() - v.round_at_ms).max(0);
+            (v, c.settings.lease_ttl, since)
+        })
     }
 
     /// The store.
@@ -659,6 +687,27 @@ impl Runtime {
         // Leases released and the session ended: peers take over at once (D-100).
         sessions::end(&self.shared.store).await;
     }
+}
+
+/// The contact-hygiene service's client (when `HYGIENE_URL` is set) and its jobs' timeout.
+fn hygiene_client(
+    config: &RuntimeConfig,
+) -> Result<(Option<provider::hygiene::HygieneClient>, Duration), ActorError> {
+    let hygiene = match &config.hygiene {
+        Some(h) => Some(
+            provider::hygiene::HygieneClient::new(&h.url, h.api_key.expose(), h.call_timeout)
+                .map_err(|e| {
+                    tracing::error!(error = %e, "hygiene client did not build");
+                    ActorError::Unavailable
+                })?,
+        ),
+        None => None,
+    };
+    let hygiene_job_timeout = config
+        .hygiene
+        .as_ref()
+        .map_or(Duration::from_secs(1800), |h| h.job_timeout);
+    Ok((hygiene, hygiene_job_timeout))
 }
 
 /// Starts the webhook dispatcher with the runtime's settings.

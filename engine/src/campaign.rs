@@ -352,6 +352,9 @@ pub enum CreditAnswer {
     Refused(&'static str),
     /// It did not answer (not running, or too slow).
     Unreachable,
+    /// Another node runs it (cluster mode, issue 52): that node's copy of the campaign sends
+    /// through it; here it takes nothing and refuses nothing.
+    Elsewhere,
 }
 
 /// What one tick may hand out: each slot's credits, why slots refuse work, whether the tick
@@ -405,6 +408,7 @@ pub fn grants(
             }
             CreditAnswer::Refused(code) => (0, Some(code)),
             CreditAnswer::Unreachable => (0, Some("indisponível")),
+            CreditAnswer::Elsewhere => (0, None),
         };
         credits.push(credit);
         refused.push(reason.is_some());
@@ -677,6 +681,38 @@ mod tests {
         assert_eq!(
             grants(&mut slots, &answers, 128, false, Some(7), 1000).page,
             7
+        );
+    }
+
+    #[test]
+    fn a_number_another_node_runs_takes_nothing_and_refuses_nothing() {
+        let mut slots = vec![Slot::new(1, 1), Slot::new(2, 1)];
+        let answers = [
+            CreditAnswer::Refused("qualidade_red"),
+            CreditAnswer::Elsewhere,
+        ];
+        let g = grants(&mut slots, &answers, 128, false, None, 1000);
+        assert_eq!(g.credits, vec![0, 0]);
+        assert_eq!(g.reasons, vec!["1: qualidade_red".to_string()]);
+        assert!(!g.wait_for_busy);
+        // This node's only number refuses, but the other node's may send: no pause here.
+        assert_eq!(
+            next_step(Some(CampaignState::Running), false, true, true, &g, 2),
+            Step::Proceed {
+                resume: false,
+                dispatch: true
+            }
+        );
+        // Sequential: the first number that does not refuse is the other node's; none here.
+        let mut slots = vec![Slot::new(1, 1), Slot::new(2, 1), Slot::new(3, 1)];
+        let answers = [
+            CreditAnswer::Elsewhere,
+            CreditAnswer::Granted(10),
+            CreditAnswer::Granted(10),
+        ];
+        assert_eq!(
+            grants(&mut slots, &answers, 128, true, None, 1000).credits,
+            vec![0, 0, 0]
         );
     }
 

@@ -94,15 +94,20 @@ pub struct AppState {
 }
 
 /// Installs the process-wide Prometheus recorder once and returns its handle (also starts
-/// the exporter's upkeep task).
-pub fn install_metrics() -> PrometheusHandle {
+/// the exporter's upkeep task). `node`: cluster mode's node name, a `node` label on every
+/// series (issue 52); the first call's value holds for the process.
+pub fn install_metrics(node: Option<&str>) -> PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE
         .get_or_init(|| {
             // Every histogram is exported with buckets (aggregatable with
             // `histogram_quantile`), none as a summary: the exporter's summaries keep a
             // DDSketch per series and time slice, megabytes under a campaign's sample rate.
-            let handle = PrometheusBuilder::new()
+            let builder = match node {
+                Some(n) => PrometheusBuilder::new().add_global_label("node", n),
+                None => PrometheusBuilder::new(),
+            };
+            let handle = builder
                 .set_buckets(&[
                     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
                     10.0,

@@ -182,10 +182,20 @@ pub async fn campaign_over_two_numbers(
     sim: &provider::sim::Simulator,
     n: usize,
 ) -> (i64, Vec<i64>) {
+    campaign_over_numbers(api, sim, n, 2).await
+}
+
+/// The same over `numbers` numbers, each in its own business (BM) at the simulator.
+pub async fn campaign_over_numbers(
+    api: &Api,
+    sim: &provider::sim::Simulator,
+    n: usize,
+    numbers: usize,
+) -> (i64, Vec<i64>) {
     use reqwest::Method;
     use serde_json::json;
     let mut channels = Vec::new();
-    for _ in 0..2 {
+    for _ in 0..numbers {
         let num = sim
             .create_number(provider::sim::CreateNumber {
                 tier: Some("TIER_10K".into()),
@@ -216,7 +226,7 @@ pub async fn campaign_over_two_numbers(
             .iter()
             .find(|t| t["id"] == template)?
             .clone();
-        (t["channels_by_status"]["approved"] == 2).then_some(())
+        (t["channels_by_status"]["approved"] == numbers).then_some(())
     })
     .await;
     let (status, c) = api

@@ -22,13 +22,32 @@ pub fn api_routes() -> utoipa_axum::router::OpenApiRouter<AppState> {
 /// `GET /health`'s answer.
 #[derive(Debug, serde::Serialize, utoipa::ToSchema)]
 pub struct HealthOut {
-    /// `ok` or `degraded` (the database does not answer).
+    /// `ok` or `degraded` (the database does not answer, or a cluster node cannot renew).
     #[schema(pattern = "^(ok|degraded)$")]
     status: &'static str,
     /// disparo's version.
     version: &'static str,
     /// The database.
     database: DatabaseOut,
+    /// Cluster mode only (`NATS_URL`, issue 52): this node and what it holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cluster: Option<ClusterOut>,
+}
+
+/// This node in cluster mode, as `GET /health` shows it (the cells' keys stay in the panel).
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct ClusterOut {
+    /// This node's name (`DISPARO_NODE_ID`).
+    node: String,
+    /// Live nodes it sees, itself included.
+    nodes: usize,
+    /// Cells whose lease it holds.
+    cells: usize,
+    /// Numbers it runs.
+    channels: usize,
+    /// Time since its last lease round, ms; past the lease TTL the node is `degraded` (it
+    /// cannot renew, so it sends nothing).
+    last_round_ms: i64,
 }
 
 /// The database as `GET /health` sees it.
@@ -44,8 +63,9 @@ pub struct DatabaseOut {
     error: Option<&'static str>,
 }
 
-/// `{"data": {"status": "ok"|"degraded", "version", "database": {ok, backend, latency_ms}}}`;
-/// 503 when the database does not answer.
+/// `{"data": {"status": "ok"|"degraded", "version", "database": {ok, backend, latency_ms},
+/// "cluster"?: {node, nodes, cells, channels, last_round_ms}}}`; 503 when the database does not
+/// answer or, in cluster mode, when the node's last lease round is older than the lease TTL.
 #[utoipa::path(
     get,
     operation_id = "ops_health",
@@ -54,7 +74,7 @@ pub struct DatabaseOut {
     security(()),
     responses(
         (status = 200, description = "Serviço e banco de dados respondendo", body = crate::envelope::Data<HealthOut>),
-        (status = 503, description = "Banco de dados indisponível", body = crate::envelope::Data<HealthOut>)
+        (status = 503, description = "Banco de dados indisponível ou, em modo cluster, nó que não renova seus leases", body = crate::envelope::Data<HealthOut>)
     )
 )]
 async fn health(State(state): State<AppState>) -> Response {
@@ -66,9 +86,22 @@ async fn health(State(state): State<AppState>) -> Response {
             (false, None, Some("banco de dados indisponível"))
         }
     };
+    let view = state.services.cluster_view();
+    let stale = view
+        .as_ref()
+        .is_some_and(|(_, ttl, since)| *since > ttl.as_millis() as i64);
+    let cluster = view.map(|(v, _, since)| ClusterOut {
+        node: v.node,
+        nodes: v.nodes.len(),
+        cells: v.cells.len(),
+        channels: v.cells.iter().map(|c| c.channels.len()).sum(),
+        last_round_ms: since,
+    });
+    let ok = ok && !stale;
     let body = crate::envelope::Data::json(HealthOut {
         status: if ok { "ok" } else { "degraded" },
         version: env!("CARGO_PKG_VERSION"),
+        cluster,
         database: DatabaseOut {
             ok,
             backend: store.backend().as_str(),

@@ -1,0 +1,393 @@
+//! Cluster mode (issue 52, `../shared/CLUSTER.md`): when `NATS_URL` is set, this node runs
+//! only the numbers of the cells it holds a lease on. The keeper task interprets
+//! [`engine::cluster::Keeper`]'s effects every [`engine::cluster::keeper::renew_every_ms`]:
+//! it renews the leases (and the session's heartbeat) in one statement, fences cells past their
+//! local deadline, plans from the live nodes and the cells computed from storage, acquires,
+//! hands off and releases, starts and stops the cells' channel actors, and starts its copy of
+//! every running campaign (each node's copy sends through the numbers it runs, D-110).
+//!
+//! The fence: every running channel has its cell's local deadline (ms on the runtime's clock);
+//! the send paths check it right before a provider call ([`Shared::fenced`]), so a node frozen
+//! past it (SIGSTOP, a lost database) sends nothing when it wakes, before the keeper has had a
+//! turn to stop the cell.
+
+use crate::{Runtime, Shared};
+use dashmap::DashMap;
+use engine::cluster::{CellKey, Cells, Effect, Keeper, Membership};
+use engine::ids::ChannelId;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+/// Cluster mode's settings (`NATS_URL`, `DISPARO_NODE_ID`, `DISPARO_LEASE_TTL_MS`).
+#[derive(Debug, Clone)]
+pub struct ClusterSettings {
+    /// This node's name (placement, leases, logs).
+    pub node_id: String,
+    /// A lease's time to live without renewal.
+    pub lease_ttl: Duration,
+    /// The NATS connection work is routed over.
+    pub nats: async_nats::Client,
+}
+
+/// A cell this node holds, as the cluster view shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldCell {
+    /// The cell's key (`bm:12`, `group:3`, `ch:7`).
+    pub key: String,
+    /// The lease's epoch.
+    pub epoch: i64,
+    /// The channels it runs here.
+    pub channels: Vec<i64>,
+    /// How long this node has held it, ms.
+    pub held_for_ms: i64,
+}
+
+/// What the keeper saw at its last round: this node, the live nodes, the cells held here.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterView {
+    /// This node's name.
+    pub node: String,
+    /// The live nodes' names (this one included while its session is live).
+    pub nodes: Vec<String>,
+    /// The cells held here, by key.
+    pub cells: Vec<HeldCell>,
+    /// When the round ran, ms since the epoch (0: none yet).
+    pub round_at_ms: i64,
+}
+
+/// The cluster state every actor reads: the settings, each running channel's fence (its
+/// cell's local deadline, written by the keeper only) and the last view.
+#[derive(Debug)]
+pub struct Cluster {
+    /// The settings.
+    pub settings: ClusterSettings,
+    fences: DashMap<i64, Arc<AtomicI64>>,
+    view: RwLock<ClusterView>,
+    /// Asks the keeper for a round now (a number was connected or moved).
+    wake: tokio::sync::Notify,
+    /// How many rounds the keeper finished.
+    rounds: tokio::sync::watch::Sender<u64>,
+}
+
+impl Cluster {
+    /// A cluster state with nothing held yet.
+    pub fn new(settings: ClusterSettings) -> Self {
+        let view = ClusterView {
+            node: settings.node_id.clone(),
+            ..ClusterView::default()
+        };
+        Self {
+            settings,
+            fences: DashMap::new(),
+            view: RwLock::new(view),
+            wake: tokio::sync::Notify::new(),
+            rounds: tokio::sync::watch::Sender::new(0),
+        }
+    }
+
+    /// Asks the keeper for a round now and waits (at most `timeout`) until one that began
+    /// after the request has ended: a number just connected then runs here if its cell is
+    /// (or becomes) this node's.
+    pub async fn next_round(&self, timeout: Duration) {
+        let mut rounds = self.rounds.subscribe();
+        let target = *rounds.borrow_and_update() + 2;
+        self.wake.notify_one();
+        let _ = tokio::time::timeout(timeout, rounds.wait_for(|n| *n >= target)).await;
+    }
+
+    /// Whether this node may run (and send for) `channel_id` at `now_ms`: its cell is held
+    /// and the local deadline is ahead.
+    pub fn may_send(&self, channel_id: i64, now_ms: i64) -> bool {
+        self.fences
+            .get(&channel_id)
+            .is_some_and(|d| d.load(Ordering::Acquire) > now_ms)
+    }
+
+    /// Whether this node holds the cell of `channel_id` (it may start its actor).
+    pub fn runs(&self, channel_id: i64) -> bool {
+        self.fences.contains_key(&channel_id)
+    }
+
+    /// The last round's view.
+    pub fn view(&self) -> ClusterView {
+        self.view.read().map(|v| v.clone()).unwrap_or_default()
+    }
+}
+
+impl Shared {
+    /// Whether a provider call for `channel_id` must not be made now: in cluster mode, the
+    /// number's cell is not held here or its local deadline passed (fenced). Never in
+    /// single-node mode.
+    pub fn fenced(&self, channel_id: i64) -> bool {
+        self.cluster
+            .as_ref()
+            .is_some_and(|c| !c.may_send(channel_id, self.config.clock.now_ms()))
+    }
+}
+
+/// The keeper task's state: the pure keeper, the channels started per held cell (with their
+/// memberships, to drop their BM and group counters when the cell leaves), each held cell's
+/// deadline cell (shared with its channels' fences).
+struct KeeperTask {
+    rt: Runtime,
+    keeper: Keeper,
+    ttl_ms: i64,
+    started: BTreeMap<CellKey, Vec<Membership>>,
+    deadlines: BTreeMap<CellKey, Arc<AtomicI64>>,
+}
+
+/// Starts the keeper (cluster mode only); it runs a first round before returning, so the
+/// cells this node can take at once run when the runtime is handed out.
+pub(crate) async fn spawn_keeper(rt: Runtime) {
+    let Some(cluster) = rt.shared.cluster.as_ref() else {
+        return;
+    };
+    let ttl_ms = cluster.settings.lease_ttl.as_millis() as i64;
+    tracing::warn!(
+        node = %cluster.settings.node_id,
+        ttl_ms,
+        "cluster mode is under construction (issue 52): provider webhooks and 1:1 sends for \
+         numbers another node runs are not applied or routed yet; do not use it in production"
+    );
+    let mut task = KeeperTask {
+        keeper: Keeper::new(cluster.settings.node_id.clone(), ttl_ms),
+        rt: rt.clone(),
+        ttl_ms,
+        started: BTreeMap::new(),
+        deadlines: BTreeMap::new(),
+    };
+    task.round().await;
+    let every = Duration::from_millis(engine::cluster::keeper::renew_every_ms(ttl_ms) as u64);
+    tokio::spawn(async move {
+        loop {
+            let cluster = task.cluster();
+            tokio::select! {
+                _ = tokio::time::sleep(every) => {}
+                _ = cluster.wake.notified() => {}
+            }
+            if task.rt.shared.shutting_down() {
+                return;
+            }
+            task.round().await;
+        }
+    });
+}
+
+impl KeeperTask {
+    fn cluster(&self) -> &Cluster {
+        self.rt
+            .shared
+            .cluster
+            .as_ref()
+            .expect("the keeper runs in cluster mode")
+    }
+
+    fn now_ms(&self) -> i64 {
+        self.rt.shared.config.clock.now_ms()
+    }
+
+    /// One round: renew, fence, plan, reconcile the held cells' channels, the campaigns, the
+    /// view. A storage error is logged and the round ends (the deadlines fence what could not
+    /// be renewed).
+    async fn round(&mut self) {
+        let store = self.rt.shared.store.clone();
+        let sent = self.now_ms();
+        match store.renew_leases(self.ttl_ms).await {
+            Ok(renewed) => {
+                let renewed: Vec<(CellKey, i64)> = renewed
+                    .into_iter()
+                    .map(|(k, e)| (CellKey::from_stored(k), e))
+                    .collect();
+                let effects = self.keeper.renewed(sent, &renewed);
+                self.apply(effects, &Cells::default()).await;
+            }
+            Err(e) => tracing::warn!(error = %e, "cell leases not renewed"),
+        }
+        let effects = self.keeper.tick(self.now_ms());
+        self.apply(effects, &Cells::default()).await;
+        let (nodes, members) =
+            match tokio::try_join!(store.live_nodes(self.ttl_ms), store.channel_memberships()) {
+                Ok(read) => read,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cluster round could not read nodes and cells");
+                    return;
+                }
+            };
+        let cells = Cells::compute(&members);
+        let effects = self.keeper.plan(&nodes, &cells.keys());
+        self.apply(effects, &cells).await;
+        self.reconcile(&cells, &members).await;
+        self.publish(nodes);
+        self.cluster().rounds.send_modify(|n| *n += 1);
+        self.resume_campaigns().await;
+    }
+
+    /// Carries out the keeper's effects in order (a stop before its release; an acquisition's
+    /// start right after it).
+    async fn apply(&mut self, effects: Vec<Effect>, cells: &Cells) {
+        for effect in effects {
+            match effect {
+                Effect::Acquire(cell) => self.acquire(cell, cells).await,
+                Effect::Start { cell, epoch } => self.start_cell(&cell, epoch),
+                Effect::Stop { cell, reason } => {
+                    tracing::info!(cell = %cell, ?reason, "cell stopped on this node");
+                    self.stop_cell(&cell).await;
+                }
+                Effect::Release { cell, epoch } => {
+                    let store = &self.rt.shared.store;
+                    if let Err(e) = store.release_lease(cell.as_str(), epoch).await {
+                        tracing::warn!(cell = %cell, error = %e, "cell lease not released");
+                    }
+                }
+            }
+        }
+    }
+
+    async fn acquire(&mut self, cell: CellKey, cells: &Cells) {
+        let sent = self.now_ms();
+        let node = self.cluster().settings.node_id.clone();
+        let store = self.rt.shared.store.clone();
+        match store.acquire_lease(cell.as_str(), &node, self.ttl_ms).await {
+            Ok(Some(epoch)) => {
+                tracing::info!(cell = %cell, epoch, "cell acquired");
+                let effects = self.keeper.acquired(cell, epoch, sent);
+                Box::pin(self.apply(effects, cells)).await;
+            }
+            Ok(None) => tracing::debug!(cell = %cell, "cell still held by another node"),
+            Err(e) => tracing::warn!(cell = %cell, error = %e, "cell lease not acquired"),
+        }
+    }
+
+    /// Marks a newly held cell: its deadline; its channels start in [`Self::reconcile`].
+    fn start_cell(&mut self, cell: &CellKey, _epoch: i64) {
+        self.deadlines
+            .insert(cell.clone(), Arc::new(AtomicI64::new(0)));
+        self.started.insert(cell.clone(), Vec::new());
+        self.sync_deadlines();
+    }
+
+    /// Stops a cell's channels: their fences close first (no provider call starts after), then
+    /// the actors stop and the cell's BM and group counters are dropped (rebuilt from storage
+    /// if the cell comes back: another node counted meanwhile).
+    async fn stop_cell(&mut self, cell: &CellKey) {
+        let members = self.started.remove(cell).unwrap_or_default();
+        self.deadlines.remove(cell);
+        let cluster = self.cluster();
+        for m in &members {
+            cluster.fences.remove(&m.channel.get());
+        }
+        for m in &members {
+            self.stop_channel(m).await;
+        }
+    }
+
+    async fn stop_channel(&self, m: &Membership) {
+        self.rt.stop_channel(m.channel.get()).await;
+        if let Some(bm) = m.bm {
+            self.rt.shared.bm_counters.remove(&bm);
+        }
+        if let Some(group) = m.group {
+            self.rt.shared.group_counters.remove(&group);
+        }
+    }
+
+    /// Moves every held cell's deadline to the keeper's.
+    fn sync_deadlines(&self) {
+        for (cell, held) in self.keeper.held() {
+            if let Some(d) = self.deadlines.get(cell) {
+                d.store(held.deadline_ms, Ordering::Release);
+            }
+        }
+    }
+
+    /// Starts the channels that are in a held cell and not running here; stops the ones that
+    /// left a held cell (their BM or group changed).
+    async fn reconcile(&mut self, cells: &Cells, members: &[Membership]) {
+        self.sync_deadlines();
+        let by_channel: BTreeMap<ChannelId, Membership> =
+            members.iter().map(|m| (m.channel, *m)).collect();
+        let held: BTreeSet<CellKey> = self.keeper.held().keys().cloned().collect();
+        for cell in held {
+            let now: Vec<Membership> = cells
+                .channels_of(&cell)
+                .iter()
+                .filter_map(|c| by_channel.get(c).copied())
+                .collect();
+            let before = self.started.get(&cell).cloned().unwrap_or_default();
+            for m in before
+                .iter()
+                .filter(|m| !now.iter().any(|n| n.channel == m.channel))
+            {
+                self.cluster().fences.remove(&m.channel.get());
+                self.stop_channel(m).await;
+            }
+            let deadline = self.deadlines.get(&cell).cloned();
+            for m in now
+                .iter()
+                .filter(|m| !before.iter().any(|b| b.channel == m.channel))
+            {
+                let Some(d) = &deadline else {
+                    continue;
+                };
+                self.cluster().fences.insert(m.channel.get(), d.clone());
+                if let Err(e) = self.rt.start_channel(m.channel.get()).await {
+                    tracing::error!(channel_id = m.channel.get(), error = %e, "channel not started");
+                }
+            }
+            self.started.insert(cell, now);
+        }
+    }
+
+    fn publish(&self, nodes: Vec<String>) {
+        let now = self.now_ms();
+        let cells = self
+            .keeper
+            .held()
+            .iter()
+            .map(|(k, h)| HeldCell {
+                key: k.to_string(),
+                epoch: h.epoch,
+                channels: self
+                    .started
+                    .get(k)
+                    .map(|ms| ms.iter().map(|m| m.channel.get()).collect())
+                    .unwrap_or_default(),
+                held_for_ms: now - h.since_ms,
+            })
+            .collect();
+        let cluster = self.cluster();
+        if let Ok(mut v) = cluster.view.write() {
+            *v = ClusterView {
+                node: cluster.settings.node_id.clone(),
+                nodes,
+                cells,
+                round_at_ms: now,
+            };
+        }
+    }
+
+    /// Starts this node's copy of every running campaign it does not run yet (its numbers
+    /// may be in cells this node just took, or the campaign was started on another node).
+    async fn resume_campaigns(&self) {
+        let running = match self.rt.shared.store.running_campaigns().await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "running campaigns not read");
+                return;
+            }
+        };
+        for (id, account_id) in running {
+            if self.rt.shared.campaigns.contains_key(&id) {
+                continue;
+            }
+            if !self.rt.dispatch_enabled(account_id).await.unwrap_or(false) {
+                continue;
+            }
+            if let Err(e) = self.rt.spawn_campaign(id, account_id).await {
+                tracing::warn!(campaign_id = id, error = %e, "campaign copy not started");
+            }
+        }
+    }
+}
