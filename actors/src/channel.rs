@@ -640,13 +640,22 @@ async fn serve(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut ChannelSt
 
 /// Stores inbound messages of the number (each with its `message.received` event).
 async fn record_inbound(st: &ChannelState, items: Vec<NewInbound>) -> Result<usize, ActorError> {
-    let record = &st.record;
-    let base = &st.shared.config.public_url;
+    record_inbound_for(&st.shared, &st.record, items).await
+}
+
+/// Stores inbound messages of the channel `record` with their `message.received` events;
+/// how many were new. Used by the channel's actor and, in cluster mode, by a node that
+/// receives a webhook for a number another node runs (the message needs no live state).
+pub(crate) async fn record_inbound_for(
+    shared: &Shared,
+    record: &ChannelRecord,
+    items: Vec<NewInbound>,
+) -> Result<usize, ActorError> {
+    let base = &shared.config.public_url;
     let mut stored = 0;
     for item in items {
         let name = item.contact_name.clone();
-        let written = st
-            .shared
+        let written = shared
             .store
             .record_inbound(&item, |m| {
                 vec![events::message_received(record, m, name.as_deref(), base)]
@@ -655,7 +664,7 @@ async fn record_inbound(st: &ChannelState, items: Vec<NewInbound>) -> Result<usi
         if let Some((_, n)) = written {
             stored += 1;
             if n > 0 {
-                st.shared.wake_dispatcher();
+                shared.wake_dispatcher();
             }
             metrics::counter!("disparo_messages_received_total", "channel_id" => record.id.to_string()).increment(1);
         }

@@ -4,13 +4,22 @@
 //! it renews the leases (and the session's heartbeat) in one statement, fences cells past their
 //! local deadline, plans from the live nodes and the cells computed from storage, acquires,
 //! hands off and releases, starts and stops the cells' channel actors, and starts its copy of
-//! every running campaign (each node's copy sends through the numbers it runs, D-110).
+//! every running campaign (each node's copy sends through the numbers it runs, D-110). It also
+//! records the channels other nodes run, so any node verifies and applies any provider
+//! webhook; changes to a number's live state and reads of it go to its node over NATS
+//! ([`control`]).
 //!
 //! The fence: every running channel has its cell's local deadline (ms on the runtime's clock);
 //! the send paths check it right before a provider call ([`Shared::fenced`]), so a node frozen
 //! past it (SIGSTOP, a lost database) sends nothing when it wakes, before the keeper has had a
 //! turn to stop the cell.
 
+mod control;
+
+pub(crate) use control::apply as apply_here;
+pub use control::{forward_control, remote_snapshot, Control, LiveState};
+
+use crate::registry::RemoteChannel;
 use crate::{Runtime, Shared};
 use dashmap::DashMap;
 use engine::cluster::{CellKey, Cells, Effect, Keeper, Membership};
@@ -136,7 +145,14 @@ struct KeeperTask {
     ttl_ms: i64,
     started: BTreeMap<CellKey, Vec<Membership>>,
     deadlines: BTreeMap<CellKey, Arc<AtomicI64>>,
+    /// Each running channel's listener on its control subject.
+    listens: BTreeMap<i64, tokio::task::JoinHandle<()>>,
+    /// Rounds run (the other nodes' channels are read again every [`REFRESH_EVERY`]).
+    round_no: u64,
 }
+
+/// Rounds between two reads of the channels other nodes run (their secrets may change).
+const REFRESH_EVERY: u64 = 40;
 
 /// Starts the keeper (cluster mode only); it runs a first round before returning, so the
 /// cells this node can take at once run when the runtime is handed out.
@@ -148,8 +164,8 @@ pub(crate) async fn spawn_keeper(rt: Runtime) {
     tracing::warn!(
         node = %cluster.settings.node_id,
         ttl_ms,
-        "cluster mode is under construction (issue 52): provider webhooks and 1:1 sends for \
-         numbers another node runs are not applied or routed yet; do not use it in production"
+        "cluster mode is under construction (issue 52): 1:1 sends and guardrails of numbers \
+         another node runs are not routed yet; do not use it in production"
     );
     let mut task = KeeperTask {
         keeper: Keeper::new(cluster.settings.node_id.clone(), ttl_ms),
@@ -157,6 +173,8 @@ pub(crate) async fn spawn_keeper(rt: Runtime) {
         ttl_ms,
         started: BTreeMap::new(),
         deadlines: BTreeMap::new(),
+        listens: BTreeMap::new(),
+        round_no: 0,
     };
     task.round().await;
     let every = Duration::from_millis(engine::cluster::keeper::renew_every_ms(ttl_ms) as u64);
@@ -219,6 +237,8 @@ impl KeeperTask {
         let effects = self.keeper.plan(&nodes, &cells.keys());
         self.apply(effects, &cells).await;
         self.reconcile(&cells, &members).await;
+        self.refresh_elsewhere(&members).await;
+        self.round_no += 1;
         self.publish(nodes);
         self.cluster().rounds.send_modify(|n| *n += 1);
         self.resume_campaigns().await;
@@ -283,7 +303,10 @@ impl KeeperTask {
         }
     }
 
-    async fn stop_channel(&self, m: &Membership) {
+    async fn stop_channel(&mut self, m: &Membership) {
+        if let Some(listen) = self.listens.remove(&m.channel.get()) {
+            listen.abort();
+        }
         self.rt.stop_channel(m.channel.get()).await;
         if let Some(bm) = m.bm {
             self.rt.shared.bm_counters.remove(&bm);
@@ -335,8 +358,46 @@ impl KeeperTask {
                 if let Err(e) = self.rt.start_channel(m.channel.get()).await {
                     tracing::error!(channel_id = m.channel.get(), error = %e, "channel not started");
                 }
+                let id = m.channel.get();
+                self.rt.shared.registry.remove_elsewhere(id);
+                let listen = control::listen(self.rt.shared.clone(), id);
+                if let Some(old) = self.listens.insert(id, listen) {
+                    old.abort();
+                }
             }
             self.started.insert(cell, now);
+        }
+    }
+
+    /// Records the channels other nodes run, for the webhook ingest here: new ones read from
+    /// storage, all of them again every [`REFRESH_EVERY`] rounds, removed ones forgotten.
+    async fn refresh_elsewhere(&self, members: &[Membership]) {
+        let registry = &self.rt.shared.registry;
+        let known: BTreeSet<i64> = registry.elsewhere_ids().into_iter().collect();
+        let all: BTreeSet<i64> = members.iter().map(|m| m.channel.get()).collect();
+        for gone in known.difference(&all) {
+            registry.remove_elsewhere(*gone);
+        }
+        let refresh = self.round_no.is_multiple_of(REFRESH_EVERY);
+        for id in all {
+            if self.cluster().runs(id) {
+                registry.remove_elsewhere(id);
+                continue;
+            }
+            if known.contains(&id) && !refresh {
+                continue;
+            }
+            let store = &self.rt.shared.store;
+            let read = tokio::try_join!(store.channel_unscoped(id), store.channel_secrets(id));
+            match read {
+                Ok((record, secrets)) => registry.set_elsewhere(RemoteChannel {
+                    record: Arc::new(record),
+                    app_secret: secrets.app_secret,
+                }),
+                Err(e) => {
+                    tracing::warn!(channel_id = id, error = %e, "other node's number not read")
+                }
+            }
         }
     }
 

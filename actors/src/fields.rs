@@ -3,11 +3,10 @@
 //! number's verified name, account alerts, business verification and marketing opt-outs.
 
 use crate::error::ActorError;
-use crate::registry::ChannelEntry;
+use crate::registry::Signer;
 use crate::Runtime;
 use engine::provider_webhook::{NumberChange, WabaChange};
 use std::collections::HashSet;
-use std::sync::Arc;
 
 impl Runtime {
     /// Applies a WABA-level change for the accounts whose channels' secrets verified it (only
@@ -16,11 +15,11 @@ impl Runtime {
         &self,
         waba_id: &str,
         change: WabaChange,
-        channels: &[Arc<ChannelEntry>],
+        channels: &[Signer],
     ) -> Result<usize, ActorError> {
         let store = &self.shared.store;
-        let accounts: HashSet<i64> = channels.iter().map(|c| c.account_id).collect();
-        let verified: HashSet<i64> = channels.iter().map(|c| c.channel_id).collect();
+        let accounts: HashSet<i64> = channels.iter().map(Signer::account_id).collect();
+        let verified: HashSet<i64> = channels.iter().map(Signer::channel_id).collect();
         let wabas: Vec<_> = store
             .wabas_by_provider_id(waba_id)
             .await?
@@ -171,22 +170,17 @@ impl Runtime {
     /// records changed.
     pub(crate) async fn apply_number_change(
         &self,
-        channel: &ChannelEntry,
+        channel: &Signer,
         change: NumberChange,
     ) -> Result<usize, ActorError> {
         let store = &self.shared.store;
         match change {
             NumberChange::Name(name) => {
                 store
-                    .set_channel_verified_name(channel.channel_id, &name)
+                    .set_channel_verified_name(channel.channel_id(), &name)
                     .await?;
-                // The actor re-reads its record (the name it shows).
-                crate::ask(
-                    &channel.actor,
-                    crate::protocol::ChannelMsg::Reload,
-                    self.shared.config.call_timeout,
-                )
-                .await??;
+                // The actor re-reads its record (the name it shows), wherever it runs.
+                self.tell(channel, crate::cluster::Control::Reload).await?;
                 Ok(1)
             }
             NumberChange::Preferences(prefs) => {
@@ -197,7 +191,7 @@ impl Runtime {
                         category.as_str()
                     };
                     store
-                        .set_opt_out(channel.account_id, phone, category, *stop)
+                        .set_opt_out(channel.account_id(), phone, category, *stop)
                         .await?;
                 }
                 Ok(prefs.len())

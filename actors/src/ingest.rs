@@ -3,19 +3,19 @@
 //! channels' actors and the writers. Nothing is recorded for a change whose channel's app
 //! secret did not verify the signature.
 
+use crate::cluster::Control;
 use crate::error::ActorError;
 use crate::protocol::ChannelMsg;
-use crate::registry::ChannelEntry;
+use crate::registry::Signer;
 use crate::Runtime;
 use engine::channel::WabaStanding;
 use engine::provider_webhook::{self as webhook, Reading, StandingChange, Work};
-use std::sync::Arc;
 
 pub use engine::provider_webhook::IngestReport;
 
 /// Logs and counts what a reading noted: statuses per kind, fields not acted on, values that
 /// did not parse.
-fn count(reading: &Reading<Arc<ChannelEntry>>) {
+fn count(reading: &Reading<Signer>) {
     for (kind, n) in &reading.status_counts {
         metrics::counter!("disparo_message_statuses_total", "status" => *kind).increment(*n);
     }
@@ -77,10 +77,10 @@ impl Runtime {
         route: Option<i64>,
         body: &[u8],
         header: &str,
-    ) -> Result<Reading<Arc<ChannelEntry>>, ActorError> {
+    ) -> Result<Reading<Signer>, ActorError> {
         let shared = &self.shared;
         let routed = match route {
-            Some(id) => Some(shared.registry.get(id).ok_or(ActorError::NotFound)?),
+            Some(id) => Some(shared.registry.signer(id).ok_or(ActorError::NotFound)?),
             None => None,
         };
         let fallback = shared.config.app_secret.as_ref();
@@ -97,10 +97,7 @@ impl Runtime {
     /// A WABA's new standing (`account_update`), for the accounts whose channels' secrets
     /// signed it: stored on their WABA rows (an older event arriving late changes nothing), then
     /// told to those channels' actors.
-    async fn apply_standing(
-        &self,
-        change: StandingChange<Arc<ChannelEntry>>,
-    ) -> Result<(), ActorError> {
+    async fn apply_standing(&self, change: StandingChange<Signer>) -> Result<(), ActorError> {
         let StandingChange {
             waba_id,
             standing,
@@ -117,7 +114,7 @@ impl Runtime {
         // Only the records of the accounts whose channels' secrets signed the event: another
         // account's WABA row with the same id is not this signer's to change (issue 15).
         let mut accounts: std::collections::HashSet<i64> =
-            channels.iter().map(|c| c.account_id).collect();
+            channels.iter().map(Signer::account_id).collect();
         let signers = accounts.clone();
         let store = &self.shared.store;
         for w in store
@@ -139,10 +136,11 @@ impl Runtime {
                 accounts.remove(&w.account_id);
             }
         }
-        for c in channels.iter().filter(|c| accounts.contains(&c.account_id)) {
-            c.actor
-                .cast(ChannelMsg::WabaStanding(standing))
-                .map_err(|_| ActorError::Unavailable)?;
+        for c in channels
+            .iter()
+            .filter(|c| accounts.contains(&c.account_id()))
+        {
+            self.tell(c, Control::Standing(standing)).await?;
         }
         Ok(())
     }
@@ -151,16 +149,13 @@ impl Runtime {
     async fn apply_provider_webhook(
         &self,
         mut report: IngestReport,
-        work: Work<Arc<ChannelEntry>>,
+        work: Work<Signer>,
     ) -> Result<IngestReport, ActorError> {
-        let timeout = self.shared.config.call_timeout;
-        for (entry, reports) in work.statuses {
-            report.statuses +=
-                crate::ask(&entry.actor, |r| ChannelMsg::Statuses(reports, r), timeout).await??;
+        for (signer, reports) in work.statuses {
+            report.statuses += self.apply_statuses(&signer, reports).await?;
         }
-        for (entry, items) in work.inbound {
-            report.inbound +=
-                crate::ask(&entry.actor, |r| ChannelMsg::Inbound(items, r), timeout).await??;
+        for (signer, items) in work.inbound {
+            report.inbound += self.apply_inbound(&signer, items).await?;
         }
         for change in work.standings {
             self.apply_standing(change).await?;
@@ -168,7 +163,7 @@ impl Runtime {
         }
         for t in work.template_updates {
             let verified: std::collections::HashSet<i64> =
-                t.channels.iter().map(|c| c.channel_id).collect();
+                t.channels.iter().map(Signer::channel_id).collect();
             report.template_updates += self
                 .apply_template_status(&t.waba_id, &t.value, &verified, t.at)
                 .await?;
@@ -180,17 +175,76 @@ impl Runtime {
             report.field_updates += self.apply_number_change(&channel, change).await?;
         }
         for q in work.quality {
-            let update = ChannelMsg::QualityUpdate {
+            let update = Control::Quality {
                 quality: q.quality,
                 tier: q.tier,
                 at: q.at,
             };
-            q.channel
-                .actor
-                .cast(update)
-                .map_err(|_| ActorError::Unavailable)?;
+            self.tell(&q.channel, update).await?;
             report.quality_updates += 1;
         }
         Ok(report)
+    }
+
+    /// Status reports of one channel: through its actor when it runs here, else straight to
+    /// its number's batched writer (statuses need no live state; they are forward-only under
+    /// a row lock, D-100). Returns how many were applied.
+    async fn apply_statuses(
+        &self,
+        signer: &Signer,
+        reports: Vec<storage::messages::StatusReport>,
+    ) -> Result<usize, ActorError> {
+        let timeout = self.shared.config.call_timeout;
+        match signer {
+            Signer::Here(e) => {
+                crate::ask(&e.actor, |r| ChannelMsg::Statuses(reports, r), timeout).await?
+            }
+            Signer::Elsewhere(remote) => {
+                let (tx, rx) = ractor::concurrency::oneshot();
+                let job = crate::settle::StatusJob {
+                    record: remote.record.clone(),
+                    reports,
+                    reply: tx.into(),
+                };
+                if self.shared.writers.statuses(job).await.is_err() {
+                    return Err(ActorError::Unavailable);
+                }
+                match tokio::time::timeout(timeout, rx).await {
+                    Ok(Ok(applied)) => applied,
+                    _ => Err(ActorError::Unavailable),
+                }
+            }
+        }
+    }
+
+    /// Inbound messages of one channel: through its actor when it runs here, else stored here.
+    async fn apply_inbound(
+        &self,
+        signer: &Signer,
+        items: Vec<storage::messages::NewInbound>,
+    ) -> Result<usize, ActorError> {
+        match signer {
+            Signer::Here(e) => {
+                let timeout = self.shared.config.call_timeout;
+                crate::ask(&e.actor, |r| ChannelMsg::Inbound(items, r), timeout).await?
+            }
+            Signer::Elsewhere(remote) => {
+                crate::channel::record_inbound_for(&self.shared, &remote.record, items).await
+            }
+        }
+    }
+
+    /// Tells a channel's actor a change to its live state: here by a message to it, else over
+    /// NATS to the node that runs it, which must take it before the webhook is answered.
+    pub(crate) async fn tell(&self, signer: &Signer, control: Control) -> Result<(), ActorError> {
+        match signer {
+            Signer::Here(e) => crate::cluster::apply_here(&self.shared, e.channel_id, control)
+                .await
+                .map(|_| ())
+                .ok_or(ActorError::Unavailable),
+            Signer::Elsewhere(remote) => {
+                crate::cluster::forward_control(&self.shared, remote.record.id, &control).await
+            }
+        }
     }
 }

@@ -623,6 +623,9 @@ impl Runtime {
     ) -> Result<ChannelSnapshot, ActorError> {
         let actor = match self.channel_actor(account, channel) {
             Ok(a) => a,
+            Err(ActorError::NotFound) if self.shared.cluster.is_some() => {
+                return self.snapshot_elsewhere(account, channel).await;
+            }
             Err(ActorError::NotFound) => {
                 let record = self
                     .alternative_record(account.get(), channel.get())
@@ -637,6 +640,34 @@ impl Runtime {
             self.shared.config.call_timeout,
         )
         .await
+    }
+
+    /// Cluster mode: the live state of a channel of the account that this node does not run,
+    /// from the node that does (an alternative provider's number has none). Errors:
+    /// `NotFound` for a channel of another account; `Unavailable` when no node answers.
+    async fn snapshot_elsewhere(
+        &self,
+        account: AccountId,
+        channel: ChannelId,
+    ) -> Result<ChannelSnapshot, ActorError> {
+        let mut record = match self.shared.store.channel(account, channel).await {
+            Ok(r) => r,
+            Err(storage::StorageError::NotFound) => return Err(ActorError::NotFound),
+            Err(e) => return Err(e.into()),
+        };
+        if !record.official {
+            return Ok(alternative::snapshot(record));
+        }
+        let live = cluster::remote_snapshot(&self.shared, channel.get()).await?;
+        record.status = live.status;
+        record.quality = live.quality;
+        record.tier = live.tier;
+        record.credential_valid = live.credential_valid;
+        record.payment_locked_until = live.payment_locked_until;
+        Ok(ChannelSnapshot {
+            record,
+            health: live.health,
+        })
     }
 
     /// A channel of the account and its decrypted access token (for provider calls made on

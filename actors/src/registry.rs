@@ -28,11 +28,81 @@ pub struct ChannelEntry {
     pub actor: ActorRef<ChannelMsg>,
 }
 
-/// Running channels.
+/// Running channels and, in cluster mode, the channels other nodes run (for the webhook
+/// ingest only).
 #[derive(Debug, Default)]
 pub struct Registry {
     by_id: DashMap<i64, Arc<ChannelEntry>>,
     by_phone_number_id: DashMap<String, i64>,
+    elsewhere: DashMap<i64, Arc<RemoteChannel>>,
+    elsewhere_by_phone_number_id: DashMap<String, i64>,
+}
+
+/// A channel another node runs (cluster mode, issue 52): what verifying its provider webhooks
+/// here and applying their statuses and inbound messages needs; changes to its live state go
+/// to its node ([`crate::cluster::forward_control`]).
+#[derive(Debug, Clone)]
+pub struct RemoteChannel {
+    /// Its stored record (for the events its statuses and messages write).
+    pub record: Arc<storage::channels::ChannelRecord>,
+    /// App secret that signs its webhooks, if the channel has its own.
+    pub app_secret: Option<Secret>,
+}
+
+/// A channel a provider webhook concerns, as the ingest holds it: running here (its actor) or
+/// on another node (cluster mode).
+#[derive(Debug, Clone)]
+pub enum Signer {
+    /// Its actor runs here.
+    Here(Arc<ChannelEntry>),
+    /// Another node runs it.
+    Elsewhere(Arc<RemoteChannel>),
+}
+
+impl Signer {
+    /// The channel's id.
+    pub fn channel_id(&self) -> i64 {
+        match self {
+            Signer::Here(e) => e.channel_id,
+            Signer::Elsewhere(r) => r.record.id,
+        }
+    }
+
+    /// The owning account.
+    pub fn account_id(&self) -> i64 {
+        match self {
+            Signer::Here(e) => e.account_id,
+            Signer::Elsewhere(r) => r.record.account_id,
+        }
+    }
+
+    fn phone_number_id(&self) -> &str {
+        match self {
+            Signer::Here(e) => &e.phone_number_id,
+            Signer::Elsewhere(r) => &r.record.phone_number_id,
+        }
+    }
+
+    fn waba_id(&self) -> &str {
+        match self {
+            Signer::Here(e) => &e.waba_id,
+            Signer::Elsewhere(r) => &r.record.waba_id,
+        }
+    }
+
+    fn phone(&self) -> &str {
+        match self {
+            Signer::Here(e) => &e.phone,
+            Signer::Elsewhere(r) => &r.record.phone,
+        }
+    }
+
+    fn app_secret(&self) -> Option<&Secret> {
+        match self {
+            Signer::Here(e) => e.app_secret.as_ref(),
+            Signer::Elsewhere(r) => r.app_secret.as_ref(),
+        }
+    }
 }
 
 impl Registry {
@@ -84,37 +154,93 @@ impl Registry {
     pub fn all(&self) -> Vec<Arc<ChannelEntry>> {
         self.by_id.iter().map(|e| e.clone()).collect()
     }
-}
 
-/// The running channels, as the webhook ingest looks them up ([`engine::provider_webhook`]).
-impl engine::provider_webhook::Directory for Registry {
-    type Channel = Arc<ChannelEntry>;
-
-    fn by_phone_number_id(&self, phone_number_id: &str) -> Option<Arc<ChannelEntry>> {
-        Registry::by_phone_number_id(self, phone_number_id)
+    /// Records (or refreshes) a channel another node runs (cluster mode).
+    pub fn set_elsewhere(&self, remote: RemoteChannel) {
+        let id = remote.record.id;
+        if let Some(old) = self.elsewhere.get(&id) {
+            if old.record.phone_number_id != remote.record.phone_number_id {
+                self.elsewhere_by_phone_number_id
+                    .remove(&old.record.phone_number_id);
+            }
+        }
+        self.elsewhere_by_phone_number_id
+            .insert(remote.record.phone_number_id.clone(), id);
+        self.elsewhere.insert(id, Arc::new(remote));
     }
 
-    fn of_waba(&self, waba_id: &str) -> Vec<Arc<ChannelEntry>> {
-        self.by_id
-            .iter()
-            .filter(|e| e.waba_id == waba_id)
-            .map(|e| e.clone())
+    /// Forgets a channel another node ran (it runs here now, or was removed).
+    pub fn remove_elsewhere(&self, channel_id: i64) {
+        if let Some((_, r)) = self.elsewhere.remove(&channel_id) {
+            self.elsewhere_by_phone_number_id
+                .remove_if(&r.record.phone_number_id, |_, id| *id == channel_id);
+        }
+    }
+
+    /// The ids of the channels other nodes run, as recorded.
+    pub fn elsewhere_ids(&self) -> Vec<i64> {
+        self.elsewhere.iter().map(|e| *e.key()).collect()
+    }
+
+    /// The channel a webhook names by id (a per-channel receiver): running here, else run by
+    /// another node.
+    pub fn signer(&self, channel_id: i64) -> Option<Signer> {
+        if let Some(e) = self.get(channel_id) {
+            return Some(Signer::Here(e));
+        }
+        self.elsewhere
+            .get(&channel_id)
+            .map(|r| Signer::Elsewhere(r.clone()))
+    }
+
+    /// Every channel a webhook may name: the running ones, then the others' not running here.
+    fn signers(&self) -> Vec<Signer> {
+        let mut all: Vec<Signer> = self.by_id.iter().map(|e| Signer::Here(e.clone())).collect();
+        all.extend(
+            self.elsewhere
+                .iter()
+                .filter(|r| !self.by_id.contains_key(r.key()))
+                .map(|r| Signer::Elsewhere(r.clone())),
+        );
+        all
+    }
+}
+
+/// The channels, as the webhook ingest looks them up ([`engine::provider_webhook`]): the
+/// running ones first, then (cluster mode) those other nodes run.
+impl engine::provider_webhook::Directory for Registry {
+    type Channel = Signer;
+
+    fn by_phone_number_id(&self, phone_number_id: &str) -> Option<Signer> {
+        if let Some(e) = Registry::by_phone_number_id(self, phone_number_id) {
+            return Some(Signer::Here(e));
+        }
+        let id = *self.elsewhere_by_phone_number_id.get(phone_number_id)?;
+        self.elsewhere
+            .get(&id)
+            .map(|r| Signer::Elsewhere(r.clone()))
+    }
+
+    fn of_waba(&self, waba_id: &str) -> Vec<Signer> {
+        self.signers()
+            .into_iter()
+            .filter(|s| s.waba_id() == waba_id)
             .collect()
     }
 
-    fn by_waba_and_phone(&self, waba_id: &str, phone: &str) -> Vec<Arc<ChannelEntry>> {
-        Registry::by_waba_and_phone(self, waba_id, phone)
+    fn by_waba_and_phone(&self, waba_id: &str, phone: &str) -> Vec<Signer> {
+        self.signers()
+            .into_iter()
+            .filter(|s| s.waba_id() == waba_id && s.phone() == phone)
+            .collect()
     }
 
-    fn identity<'a>(
-        &self,
-        channel: &'a Arc<ChannelEntry>,
-    ) -> engine::provider_webhook::Identity<'a> {
+    fn identity<'a>(&self, channel: &'a Signer) -> engine::provider_webhook::Identity<'a> {
         engine::provider_webhook::Identity {
-            account_id: channel.account_id,
-            channel_id: channel.channel_id,
-            phone_number_id: &channel.phone_number_id,
-            app_secret: channel.app_secret.as_ref(),
+            account_id: channel.account_id(),
+            channel_id: channel.channel_id(),
+            phone_number_id: channel.phone_number_id(),
+            app_secret: channel.app_secret(),
         }
     }
 }

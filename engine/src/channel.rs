@@ -341,8 +341,9 @@ pub struct HealthInput {
     pub group: String,
 }
 
-/// The health object of the spec (`health` on a channel).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+/// The health object of the spec (`health` on a channel). Deserialize: it travels between
+/// nodes in cluster mode (issue 52).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Health {
     /// True when the tone is `ok`.
     pub good: bool,

@@ -274,3 +274,58 @@ pub fn assert_each_once(log: &serde_json::Value, n: usize) {
     assert!(twice.is_empty(), "sent more than once: {twice:?}");
     assert_eq!(log["total"], n);
 }
+
+/// A load balancer in front of several gateways, as a provider app's one webhook URL would
+/// reach them: each POST goes to the next address in turn; one that does not answer (a dead
+/// node) is skipped for the next. Answers the upstream's status and body; 502 when none
+/// answers. Returns its address.
+pub async fn round_robin(targets: Vec<String>) -> std::net::SocketAddr {
+    use axum::body::Bytes;
+    use axum::extract::{OriginalUri, State};
+    use axum::http::HeaderMap;
+    use axum::response::IntoResponse;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    type Shared = Arc<(Vec<String>, AtomicUsize, reqwest::Client)>;
+    async fn forward(
+        State(s): State<Shared>,
+        OriginalUri(uri): OriginalUri,
+        headers: HeaderMap,
+        body: Bytes,
+    ) -> axum::response::Response {
+        let (targets, next, http) = &*s;
+        for _ in 0..targets.len() {
+            let target = &targets[next.fetch_add(1, Ordering::Relaxed) % targets.len()];
+            let mut req = http
+                .post(format!("http://{target}{uri}"))
+                .body(body.clone());
+            for (k, v) in headers
+                .iter()
+                .filter(|(k, _)| *k != "host" && *k != "content-length")
+            {
+                req = req.header(k, v);
+            }
+            if let Ok(r) = req.send().await {
+                let status = r.status().as_u16();
+                let body = r.bytes().await.unwrap_or_default();
+                return (axum::http::StatusCode::from_u16(status).unwrap(), body).into_response();
+            }
+        }
+        axum::http::StatusCode::BAD_GATEWAY.into_response()
+    }
+    let shared: Shared = Arc::new((
+        targets,
+        AtomicUsize::new(0),
+        reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(10))
+            .build()
+            .unwrap(),
+    ));
+    let app = axum::Router::new()
+        .fallback(axum::routing::post(forward))
+        .with_state(shared);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.ok() });
+    addr
+}

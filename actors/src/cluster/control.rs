@@ -1,0 +1,185 @@
+//! Changes to a number's live state that arrive at a node not running it (cluster mode, issue
+//! 52, `CLUSTER.md` "Routing"): a provider webhook's quality, tier, WABA standing or new
+//! verified name is forwarded over NATS core request/reply to the node that runs the number,
+//! and the webhook is answered only once that node took it (else 503: the provider retries).
+//! The node running a number listens on `dsp.ch.<channel id>.ctl` while it runs it.
+
+use crate::error::ActorError;
+use crate::protocol::ChannelMsg;
+use crate::Shared;
+use engine::channel::{Quality, WabaStanding};
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A change to a number's live state, as it travels to the node running it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Control {
+    /// `phone_number_quality_update`: new quality and tier, when the event sent at `at` (ms)
+    /// carried them.
+    Quality {
+        /// New quality.
+        quality: Option<Quality>,
+        /// New tier.
+        tier: Option<String>,
+        /// When the provider sent it, ms.
+        at: i64,
+    },
+    /// `account_update`: the WABA's standing (already stored).
+    Standing(WabaStanding),
+    /// The record changed in storage (a new verified name): read it again.
+    Reload,
+    /// Read the live state (answered with a [`LiveState`]).
+    Snapshot,
+}
+
+/// A number's live state as its node answers [`Control::Snapshot`]: the record's live fields
+/// and the health object.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LiveState {
+    /// `status`.
+    pub status: String,
+    /// `quality`.
+    pub quality: String,
+    /// `tier`.
+    pub tier: Option<String>,
+    /// Whether the credential works.
+    pub credential_valid: bool,
+    /// The payment lock, ms.
+    pub payment_locked_until: Option<i64>,
+    /// The health object.
+    pub health: engine::channel::Health,
+}
+
+/// What the node running the number answers to a change it took.
+const TAKEN: &[u8] = b"ok";
+
+/// The subject a number's node listens on.
+fn subject(channel_id: i64) -> String {
+    format!("dsp.ch.{channel_id}.ctl")
+}
+
+/// Hands `control` to the node running `channel_id` and waits until it took it. "No
+/// responders" (the number is moving between nodes) and timeouts are retried every 100 ms for
+/// up to twice the lease TTL. Errors: [`ActorError::Unavailable`] when no node took it by
+/// then (the webhook answers 503 and the provider retries).
+pub async fn forward_control(
+    shared: &Shared,
+    channel_id: i64,
+    control: &Control,
+) -> Result<(), ActorError> {
+    ask_owner(shared, channel_id, control, |answer| {
+        (answer == TAKEN).then_some(())
+    })
+    .await
+}
+
+/// The live state of `channel_id` from the node that runs it; retried as
+/// [`forward_control`]. Errors: [`ActorError::Unavailable`].
+pub async fn remote_snapshot(shared: &Shared, channel_id: i64) -> Result<LiveState, ActorError> {
+    ask_owner(shared, channel_id, &Control::Snapshot, |answer| {
+        serde_json::from_slice(answer).ok()
+    })
+    .await
+}
+
+/// Asks the node running `channel_id` until `read` accepts its answer or twice the lease TTL
+/// passed ("no responders" while the number moves, a timeout, or "gone" from a node that just
+/// stopped it are retried every 100 ms).
+async fn ask_owner<T>(
+    shared: &Shared,
+    channel_id: i64,
+    control: &Control,
+    read: impl Fn(&[u8]) -> Option<T>,
+) -> Result<T, ActorError> {
+    let Some(cluster) = shared.cluster.as_ref() else {
+        return Err(ActorError::Unavailable);
+    };
+    let payload = serde_json::to_vec(control).map_err(|_| ActorError::Unavailable)?;
+    let give_up = tokio::time::Instant::now() + 2 * cluster.settings.lease_ttl;
+    let nats = &cluster.settings.nats;
+    loop {
+        let asked = tokio::time::timeout(
+            Duration::from_secs(2),
+            nats.request(subject(channel_id), payload.clone().into()),
+        )
+        .await;
+        if let Ok(Ok(answer)) = &asked {
+            if let Some(v) = read(&answer.payload) {
+                return Ok(v);
+            }
+        }
+        if tokio::time::Instant::now() >= give_up {
+            tracing::warn!(
+                channel_id,
+                "the node running a number did not answer in time"
+            );
+            return Err(ActorError::Unavailable);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Listens for `channel_id`'s changes while this node runs it; the task ends when aborted
+/// (the number stops here) or the connection closes.
+pub(crate) fn listen(shared: Arc<Shared>, channel_id: i64) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let Some(cluster) = shared.cluster.as_ref() else {
+            return;
+        };
+        let nats = cluster.settings.nats.clone();
+        let mut sub = match nats.subscribe(subject(channel_id)).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(channel_id, error = %e, "number's control subject not subscribed");
+                return;
+            }
+        };
+        while let Some(msg) = sub.next().await {
+            let answer = match serde_json::from_slice::<Control>(&msg.payload) {
+                Ok(control) => apply(&shared, channel_id, control).await,
+                Err(e) => {
+                    tracing::warn!(channel_id, error = %e, "unreadable control message");
+                    None
+                }
+            };
+            if let Some(reply) = msg.reply {
+                let body = answer.unwrap_or_else(|| b"gone".to_vec());
+                let _ = nats.publish(reply, body.into()).await;
+            }
+        }
+    })
+}
+
+/// Gives a change (or a snapshot request) to the local actor of `channel_id`; its answer
+/// (`None`: the number does not run here, or its actor did not take it).
+pub(crate) async fn apply(shared: &Shared, channel_id: i64, control: Control) -> Option<Vec<u8>> {
+    let entry = shared.registry.get(channel_id)?;
+    let timeout = shared.config.call_timeout;
+    let taken = match control {
+        Control::Quality { quality, tier, at } => entry
+            .actor
+            .cast(ChannelMsg::QualityUpdate { quality, tier, at })
+            .is_ok(),
+        Control::Standing(standing) => entry.actor.cast(ChannelMsg::WabaStanding(standing)).is_ok(),
+        Control::Reload => crate::ask(&entry.actor, ChannelMsg::Reload, timeout)
+            .await
+            .is_ok_and(|r| r.is_ok()),
+        Control::Snapshot => {
+            let s = crate::ask(&entry.actor, ChannelMsg::Snapshot, timeout)
+                .await
+                .ok()?;
+            let live = LiveState {
+                status: s.record.status,
+                quality: s.record.quality,
+                tier: s.record.tier,
+                credential_valid: s.record.credential_valid,
+                payment_locked_until: s.record.payment_locked_until,
+                health: s.health,
+            };
+            return serde_json::to_vec(&live).ok();
+        }
+    };
+    taken.then(|| TAKEN.to_vec())
+}
