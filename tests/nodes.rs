@@ -3,22 +3,38 @@
 //! spread over the three when the others join (each number on exactly one node, its cell's
 //! lease holder); the node running the most numbers is killed with SIGKILL and the other two
 //! run its numbers within 10 s. Meanwhile a campaign over the six numbers runs on every node
-//! (each over its own numbers) with the simulator's webhooks reaching the nodes round-robin:
-//! every recipient exactly once at the simulator's ledger, at most 1 % of the sends refused
+//! (each over its own numbers) with the simulator's webhooks reaching the nodes round-robin,
+//! and 1:1 sends arrive at every node (before the kill) and at the survivors (after), each
+//! handed over NATS to the node running its number: every campaign recipient and every
+//! accepted 1:1 send exactly once at the simulator's ledger, at most 1 % of the sends refused
 //! for throughput (one pacer per number). A RED quality event reaching any node reaches the
-//! node that runs the number (over NATS). A graceful stop hands its cells over at once.
-//! PostgreSQL only; SQLite with `NATS_URL` is refused at start.
+//! node that runs the number; any node reads any number's health. A graceful stop hands its
+//! cells over at once. PostgreSQL only; SQLite with `NATS_URL` is refused at start.
 //!
-//! Not here yet (issue 52): 1:1 sends and reads of a number's live state at a node that does
-//! not run it (routed over NATS next), SIGSTOP, a NATS restart.
+//! Not here yet (issue 52): SIGSTOP, a NATS restart.
 
 mod common;
 
-use common::gateway::{assert_each_once, campaign_over_numbers, sent_log, Api, Gateway};
+use common::gateway::{campaign_over_numbers, sent_log, Api, Gateway};
 use common::{eventually, Backend, TestDb};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use std::time::{Duration, Instant};
+
+/// `count` 1:1 template sends through one node's API to new recipients (`prefix` + index),
+/// over the numbers in turn: each must be accepted (201), whichever node runs its number.
+async fn one_to_one(api: &Api, channels: &[i64], template: &Value, prefix: &str, count: usize) {
+    for i in 0..count {
+        let body = serde_json::json!({
+            "channel_id": channels[i % channels.len()],
+            "to": format!("{prefix}{i:03}"),
+            "template": {"id": template, "vars": {"nome": "Ana"}},
+        });
+        let (status, m) = api.call(Method::POST, "/api/v1/messages", Some(body)).await;
+        assert_eq!(status, StatusCode::CREATED, "{m}");
+        assert_eq!(m["data"]["to"], format!("{prefix}{i:03}"), "{m}");
+    }
+}
 
 /// `GET /health`'s cluster part of a node, when it answers.
 async fn cluster_of(g: &Gateway) -> Option<Value> {
@@ -117,6 +133,22 @@ async fn three_nodes_share_the_numbers_and_survive_a_killed_node() {
         .call(Method::POST, &format!("/api/v1/campaigns/{id}/start"), None)
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
+    // 1:1 sends arrive at every node meanwhile, for numbers run anywhere.
+    let (_, c) = api
+        .call(Method::GET, &format!("/api/v1/campaigns/{id}"), None)
+        .await;
+    let template = c["data"]["template_id"].clone();
+    const PER_NODE: usize = 12;
+    for (k, g) in nodes.iter().enumerate() {
+        one_to_one(
+            &api.on(&g.addr),
+            &channels,
+            &template,
+            &format!("55119700{k}"),
+            PER_NODE,
+        )
+        .await;
+    }
     eventually(90, "30 % sent", || async {
         (sent_log(sim_addr).await["total"].as_u64()? >= (N * 3 / 10) as u64).then_some(())
     })
@@ -151,6 +183,18 @@ async fn three_nodes_share_the_numbers_and_survive_a_killed_node() {
         }
     }
     let api = api.on(&nodes[survivors[0]].addr);
+    // And at the survivors after the kill, for the dead node's numbers too.
+    for k in &survivors {
+        one_to_one(
+            &api.on(&nodes[*k].addr),
+            &channels,
+            &template,
+            &format!("55119710{k}"),
+            PER_NODE,
+        )
+        .await;
+    }
+    let one_to_one_total = (3 + survivors.len()) * PER_NODE;
     let done = eventually(120, "campaign completed", || async {
         let (_, c) = api
             .call(Method::GET, &format!("/api/v1/campaigns/{id}"), None)
@@ -158,7 +202,16 @@ async fn three_nodes_share_the_numbers_and_survive_a_killed_node() {
         (c["data"]["state"] == "completed").then_some(c["data"].clone())
     })
     .await;
-    assert_each_once(&sent_log(sim_addr).await, N);
+    // Every campaign recipient and every accepted 1:1 send exactly once at the provider.
+    let log = sent_log(sim_addr).await;
+    let per_recipient = log["per_recipient"].as_object().unwrap();
+    assert_eq!(per_recipient.len(), N + one_to_one_total, "none left out");
+    let twice: Vec<_> = per_recipient
+        .iter()
+        .filter(|(_, t)| t["oferta"] != 1)
+        .collect();
+    assert!(twice.is_empty(), "sent more than once: {twice:?}");
+    assert_eq!(log["total"], N + one_to_one_total);
     assert_eq!(done["stats"]["sent"], N, "{done}");
     let stats: Value = reqwest::get(format!("http://{sim_addr}/_sim/stats"))
         .await

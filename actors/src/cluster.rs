@@ -15,9 +15,10 @@
 //! turn to stop the cell.
 
 mod control;
+pub mod wire;
 
 pub(crate) use control::apply as apply_here;
-pub use control::{forward_control, remote_snapshot, Control, LiveState};
+pub use control::{forward_control, remote_send, remote_snapshot, Control, LiveState};
 
 use crate::registry::RemoteChannel;
 use crate::{Runtime, Shared};
@@ -164,7 +165,7 @@ pub(crate) async fn spawn_keeper(rt: Runtime) {
     tracing::warn!(
         node = %cluster.settings.node_id,
         ttl_ms,
-        "cluster mode is under construction (issue 52): 1:1 sends and guardrails of numbers \
+        "cluster mode is under construction (issue 52): guardrails, sync and removal of numbers \
          another node runs are not routed yet; do not use it in production"
     );
     let mut task = KeeperTask {
@@ -360,7 +361,7 @@ impl KeeperTask {
                 }
                 let id = m.channel.get();
                 self.rt.shared.registry.remove_elsewhere(id);
-                let listen = control::listen(self.rt.shared.clone(), id);
+                let listen = control::listen(self.rt.clone(), id);
                 if let Some(old) = self.listens.insert(id, listen) {
                     old.abort();
                 }

@@ -238,7 +238,7 @@ impl Runtime {
     /// NATS to the node that runs it, which must take it before the webhook is answered.
     pub(crate) async fn tell(&self, signer: &Signer, control: Control) -> Result<(), ActorError> {
         match signer {
-            Signer::Here(e) => crate::cluster::apply_here(&self.shared, e.channel_id, control)
+            Signer::Here(e) => crate::cluster::apply_here(self, e.channel_id, control)
                 .await
                 .map(|_| ())
                 .ok_or(ActorError::Unavailable),

@@ -521,7 +521,7 @@ impl Runtime {
         &self,
         account_id: i64,
         channel_id: Option<i64>,
-        mut cmd: SendCommand,
+        cmd: SendCommand,
     ) -> Result<MessageRecord, ActorError> {
         let channel_id = match channel_id {
             Some(id) => id,
@@ -533,20 +533,63 @@ impl Runtime {
                     .id
             }
         };
-        let actor = match self.channel_actor(AccountId(account_id), ChannelId(channel_id)) {
-            Ok(a) => a,
+        if self.shared.cluster.is_some() && self.shared.registry.get(channel_id).is_none() {
+            return self.send_elsewhere(account_id, channel_id, cmd).await;
+        }
+        let timeout = self.shared.config.call_timeout;
+        match self.send_here(account_id, channel_id, cmd, timeout).await {
             Err(ActorError::NotFound) => {
                 let record = self.alternative_record(account_id, channel_id).await?;
-                return Err(alternative::send_refused(&record));
+                Err(alternative::send_refused(&record))
             }
-            Err(e) => return Err(e),
-        };
+            answer => answer,
+        }
+    }
+
+    /// Sends through a channel of the account running here, waiting at most `timeout`.
+    /// Errors: as [`Runtime::send`]; `NotFound` when the channel does not run here.
+    pub(crate) async fn send_here(
+        &self,
+        account_id: i64,
+        channel_id: i64,
+        mut cmd: SendCommand,
+        timeout: Duration,
+    ) -> Result<MessageRecord, ActorError> {
+        let actor = self.channel_actor(AccountId(account_id), ChannelId(channel_id))?;
         cmd = self.prepare(account_id, channel_id, cmd).await?;
         // The actor drops a send it reaches after this wait ran out: the caller has given up
         // by then, and a send made later would be a second message if it retries.
-        let timeout = self.shared.config.call_timeout;
         cmd.deadline = Some(self.shared.config.clock.instant() + timeout);
         ask(&actor, |r| ChannelMsg::Send(Box::new(cmd), r), timeout).await?
+    }
+
+    /// Cluster mode: a send through a channel of the account that another node runs, handed
+    /// to that node over NATS; answers the stored message. Errors: as [`Runtime::send`];
+    /// `NotFound` for a channel of another account.
+    async fn send_elsewhere(
+        &self,
+        account_id: i64,
+        channel_id: i64,
+        cmd: SendCommand,
+    ) -> Result<MessageRecord, ActorError> {
+        let record = match self
+            .shared
+            .store
+            .channel(AccountId(account_id), ChannelId(channel_id))
+            .await
+        {
+            Ok(r) => r,
+            Err(storage::StorageError::NotFound) => return Err(ActorError::NotFound),
+            Err(e) => return Err(e.into()),
+        };
+        if !record.official {
+            return Err(alternative::send_refused(&record));
+        }
+        let budget = self.shared.config.call_timeout.as_millis() as u64;
+        let send = cluster::wire::RemoteSend::of(account_id, &cmd, budget)
+            .ok_or(ActorError::Unavailable)?;
+        let id = cluster::remote_send(&self.shared, channel_id, send).await?;
+        Ok(self.shared.store.message(account_id, id).await?)
     }
 
     /// Prepares a send's content for the number `channel_id`: media downloaded (through the

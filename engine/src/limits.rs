@@ -389,7 +389,7 @@ impl SharedLimit {
 }
 
 /// Which 24 h limit refused a new recipient (issue 49: each answers with its own figures).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum QuotaScope {
     /// The number's own (its tier's).
     Number,
@@ -411,8 +411,9 @@ impl QuotaScope {
 }
 
 /// A 24 h limit found exhausted at one instant: what a refused send is answered with (429
-/// `limite_24h_esgotado` with `Retry-After`, `limit`, `remaining`, `reset_at`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// `limite_24h_esgotado` with `Retry-After`, `limit`, `remaining`, `reset_at`). Serde: it
+/// travels between nodes in cluster mode (issue 52).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Quota {
     /// Which limit.
     pub scope: QuotaScope,

@@ -193,7 +193,7 @@ pub enum HeaderLayout {
 }
 
 /// The media kinds a template header can declare.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum HeaderMedia {
     /// `IMAGE`.
     Image,
@@ -437,7 +437,7 @@ fn url_example_suffix(example: &str) -> String {
 }
 
 /// Media given for a template header: a public link or an uploaded media id.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct GivenMedia {
     /// The kind the caller means (used when the layout is unknown).
     pub kind: HeaderMedia,
@@ -449,7 +449,7 @@ pub struct GivenMedia {
 
 /// What a caller gave for a template send (spec send `template`, the public sender's
 /// `variables`/`image_url`/`button_variable`, a var_map rendered from audience columns).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Given {
     /// Positional body parameters.
     pub body: Vec<String>,

@@ -52,7 +52,7 @@ impl GraphError {
 }
 
 /// What a Graph error code means for disparo (PROVIDER.md §7.1, "Retry?" column).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
     /// The number's throughput or an app/WABA request rate was exceeded (130429, 4, 17,
@@ -103,7 +103,7 @@ pub enum ErrorKind {
 
 /// Whose fault a provider refusal is, and whether the same request can succeed later (issue
 /// 49, decision D-107): what a client is answered by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Blame {
     /// The request, or the account's own state at the provider (a template it does not know,
     /// a recipient it cannot reach, an invalid parameter, a payment or credential problem):

@@ -4,13 +4,13 @@
 //! and the webhook is answered only once that node took it (else 503: the provider retries).
 //! The node running a number listens on `dsp.ch.<channel id>.ctl` while it runs it.
 
+use super::wire::{RemoteSend, SendAnswer};
 use crate::error::ActorError;
 use crate::protocol::ChannelMsg;
-use crate::Shared;
+use crate::{Runtime, Shared};
 use engine::channel::{Quality, WabaStanding};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
-use std::sync::Arc;
 use std::time::Duration;
 
 /// A change to a number's live state, as it travels to the node running it.
@@ -32,6 +32,8 @@ pub enum Control {
     Reload,
     /// Read the live state (answered with a [`LiveState`]).
     Snapshot,
+    /// A 1:1 send (answered with a [`SendAnswer`]).
+    Send(Box<RemoteSend>),
 }
 
 /// A number's live state as its node answers [`Control::Snapshot`]: the record's live fields
@@ -84,6 +86,53 @@ pub async fn remote_snapshot(shared: &Shared, channel_id: i64) -> Result<LiveSta
     .await
 }
 
+/// Hands a 1:1 send to the node running `channel_id` and returns the stored message's id.
+/// "No responders" and "gone" (nothing was sent) are retried every 100 ms while the caller's
+/// budget and twice the lease TTL last; a request that times out is not retried (the send
+/// may have been made: the caller's idempotency key decides). Errors: the send's own, as the
+/// node running the number answered them; [`ActorError::Unavailable`] when none did.
+pub async fn remote_send(
+    shared: &Shared,
+    channel_id: i64,
+    mut send: RemoteSend,
+) -> Result<i64, ActorError> {
+    let Some(cluster) = shared.cluster.as_ref() else {
+        return Err(ActorError::Unavailable);
+    };
+    let started = tokio::time::Instant::now();
+    let budget = Duration::from_millis(send.budget_ms);
+    let give_up = started + budget.min(2 * cluster.settings.lease_ttl);
+    let nats = &cluster.settings.nats;
+    loop {
+        let left = budget.saturating_sub(started.elapsed());
+        send.budget_ms = left.as_millis() as u64;
+        let payload = serde_json::to_vec(&Control::Send(Box::new(send.clone())))
+            .map_err(|_| ActorError::Unavailable)?;
+        let asked = tokio::time::timeout(
+            left + Duration::from_secs(1),
+            nats.request(subject(channel_id), payload.into()),
+        )
+        .await;
+        match asked {
+            Ok(Ok(answer)) => match serde_json::from_slice::<SendAnswer>(&answer.payload) {
+                Ok(SendAnswer::Sent(id)) => return Ok(id),
+                Ok(SendAnswer::Failed(e)) => return Err(e.into()),
+                // "gone": the number stopped there before the send; nothing was sent.
+                Err(_) => {}
+            },
+            Ok(Err(e)) if e.kind() == async_nats::RequestErrorKind::NoResponders => {}
+            _ => {
+                tracing::warn!(channel_id, "a forwarded send got no answer in time");
+                return Err(ActorError::Unavailable);
+            }
+        }
+        if tokio::time::Instant::now() >= give_up {
+            return Err(ActorError::Unavailable);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Asks the node running `channel_id` until `read` accepts its answer or twice the lease TTL
 /// passed ("no responders" while the number moves, a timeout, or "gone" from a node that just
 /// stopped it are retried every 100 ms).
@@ -123,9 +172,9 @@ async fn ask_owner<T>(
 
 /// Listens for `channel_id`'s changes while this node runs it; the task ends when aborted
 /// (the number stops here) or the connection closes.
-pub(crate) fn listen(shared: Arc<Shared>, channel_id: i64) -> tokio::task::JoinHandle<()> {
+pub(crate) fn listen(rt: Runtime, channel_id: i64) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let Some(cluster) = shared.cluster.as_ref() else {
+        let Some(cluster) = rt.shared.cluster.as_ref() else {
             return;
         };
         let nats = cluster.settings.nats.clone();
@@ -138,7 +187,18 @@ pub(crate) fn listen(shared: Arc<Shared>, channel_id: i64) -> tokio::task::JoinH
         };
         while let Some(msg) = sub.next().await {
             let answer = match serde_json::from_slice::<Control>(&msg.payload) {
-                Ok(control) => apply(&shared, channel_id, control).await,
+                // A send runs as long as the provider takes: the next message does not wait.
+                Ok(Control::Send(send)) => {
+                    let (rt, nats) = (rt.clone(), nats.clone());
+                    tokio::spawn(async move {
+                        let answer = serve_send(&rt, channel_id, *send).await;
+                        if let Some(reply) = msg.reply {
+                            let _ = nats.publish(reply, answer.into()).await;
+                        }
+                    });
+                    continue;
+                }
+                Ok(control) => apply(&rt, channel_id, control).await,
                 Err(e) => {
                     tracing::warn!(channel_id, error = %e, "unreadable control message");
                     None
@@ -154,7 +214,8 @@ pub(crate) fn listen(shared: Arc<Shared>, channel_id: i64) -> tokio::task::JoinH
 
 /// Gives a change (or a snapshot request) to the local actor of `channel_id`; its answer
 /// (`None`: the number does not run here, or its actor did not take it).
-pub(crate) async fn apply(shared: &Shared, channel_id: i64, control: Control) -> Option<Vec<u8>> {
+pub(crate) async fn apply(rt: &Runtime, channel_id: i64, control: Control) -> Option<Vec<u8>> {
+    let shared = &rt.shared;
     let entry = shared.registry.get(channel_id)?;
     let timeout = shared.config.call_timeout;
     let taken = match control {
@@ -180,6 +241,25 @@ pub(crate) async fn apply(shared: &Shared, channel_id: i64, control: Control) ->
             };
             return serde_json::to_vec(&live).ok();
         }
+        Control::Send(send) => return Some(serve_send(rt, channel_id, *send).await),
     };
     taken.then(|| TAKEN.to_vec())
+}
+
+/// Runs a forwarded 1:1 send here; the answer's bytes (`gone` when the number does not run
+/// here: nothing was sent).
+async fn serve_send(rt: &Runtime, channel_id: i64, send: RemoteSend) -> Vec<u8> {
+    let account_id = send.account_id;
+    let budget = Duration::from_millis(send.budget_ms);
+    let answer = match send.command() {
+        Ok(cmd) => match rt.send_here(account_id, channel_id, cmd, budget).await {
+            Err(ActorError::NotFound) if rt.shared.registry.get(channel_id).is_none() => {
+                return b"gone".to_vec();
+            }
+            Ok(m) => SendAnswer::Sent(m.id),
+            Err(e) => SendAnswer::Failed(e.into()),
+        },
+        Err(e) => SendAnswer::Failed(e.into()),
+    };
+    serde_json::to_vec(&answer).unwrap_or_else(|_| b"gone".to_vec())
 }
