@@ -11,7 +11,8 @@
 //! node that runs the number; any node reads any number's health. A graceful stop hands its
 //! cells over at once. PostgreSQL only; SQLite with `NATS_URL` is refused at start.
 //!
-//! Not here yet (issue 52): SIGSTOP, a NATS restart.
+//! The second test: two nodes, a 15 s SIGSTOP of the busier one mid-campaign and a
+//! `nats-server` restart (a server of the test's own), every recipient and 1:1 send once.
 
 mod common;
 
@@ -20,6 +21,9 @@ use common::{eventually, Backend, TestDb};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use std::time::{Duration, Instant};
+
+/// The cluster tests run one at a time: each starts several gateways on this 2-core machine.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// `count` 1:1 template sends through one node's API to new recipients (`prefix` + index),
 /// over the numbers in turn: each must be accepted (201), whichever node runs its number.
@@ -61,6 +65,7 @@ async fn channels_per_node(nodes: &[&Gateway]) -> Vec<u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_share_the_numbers_and_survive_a_killed_node() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let Some(backend) = Backend::postgres() else {
         eprintln!("DISPARO_TEST_POSTGRES_URL unset: PostgreSQL run skipped");
         return;
@@ -85,7 +90,8 @@ async fn three_nodes_share_the_numbers_and_survive_a_killed_node() {
     // The provider's webhooks reach the nodes round-robin, past a dead one (a load balancer).
     let balancer =
         common::gateway::round_robin(nodes.iter().map(|g| g.addr.clone()).collect()).await;
-    let sim = common::gateway::patient_simulator(format!("http://{balancer}/webhooks/messaging"));
+    let sim =
+        common::gateway::patient_simulator(format!("http://{}/webhooks/messaging", balancer.addr));
     let sim_addr = sim.clone().spawn("127.0.0.1:0").await.unwrap();
     for g in nodes.iter_mut() {
         g.env
@@ -317,4 +323,251 @@ async fn cluster_mode_on_sqlite_is_refused_at_start() {
         err.contains("cluster mode (NATS_URL) needs PostgreSQL"),
         "{err}"
     );
+}
+
+/// A `nats-server` of the test's own on a free port (so restarting it disturbs no other
+/// test); `None` when the binary is not installed.
+struct Nats {
+    port: u16,
+    child: Option<std::process::Child>,
+}
+
+impl Nats {
+    fn start(port: Option<u16>) -> Option<Nats> {
+        let port = port.unwrap_or_else(|| {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port()
+        });
+        let child = std::process::Command::new("nats-server")
+            .args(["-a", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .ok()?;
+        // Listening within a second.
+        for _ in 0..50 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Some(Nats {
+            port,
+            child: Some(child),
+        })
+    }
+
+    fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Nats {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// SIGSTOP of the node running the most numbers for 15 s mid-campaign: the other node takes
+/// its numbers; the frozen node, woken, sends nothing more (its cells' deadlines passed, its
+/// leases were taken) and gives its numbers up. Then `nats-server` is restarted mid-run: sends
+/// resume through both nodes. Every campaign recipient and every accepted 1:1 send once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_node_fences_itself_and_a_nats_restart_loses_nothing() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(backend) = Backend::postgres() else {
+        eprintln!("DISPARO_TEST_POSTGRES_URL unset: PostgreSQL run skipped");
+        return;
+    };
+    let Some(mut nats) = Nats::start(None) else {
+        eprintln!("nats-server not installed: cluster run skipped");
+        return;
+    };
+    let db = TestDb::create(&backend).await;
+    let env = vec![
+        ("DATABASE_URL", db.url.clone()),
+        ("DISPARO_MASTER_KEY", storage::Cipher::generate_key_base64()),
+        ("NATS_URL", nats.url()),
+        ("DISPARO_LEASE_TTL_MS", "2000".into()),
+        ("DISPARO_NODE_TTL_MS", "3000".into()),
+        // Longer than the freeze, as the default (120 s) is: a provider call the frozen node had
+        // under way reaches the provider only when it wakes; the other node waits that long for
+        // its status before sending the recipient again (D-032).
+        ("DISPARO_IN_DOUBT_GRACE_MS", "30000".into()),
+    ];
+    let mut nodes: Vec<Gateway> = ["a", "b"]
+        .iter()
+        .map(|id| {
+            let mut e = env.clone();
+            e.push(("DISPARO_NODE_ID", format!("node-{id}")));
+            Gateway::on_free_port(e)
+        })
+        .collect();
+    let balancer =
+        common::gateway::round_robin(nodes.iter().map(|g| g.addr.clone()).collect()).await;
+    let sim =
+        common::gateway::patient_simulator(format!("http://{}/webhooks/messaging", balancer.addr));
+    let sim_addr = sim.clone().spawn("127.0.0.1:0").await.unwrap();
+    for g in nodes.iter_mut() {
+        g.env
+            .push(("PROVIDER_BASE_URL", format!("http://{sim_addr}")));
+    }
+    nodes[0].start().await;
+    let api = Api::new(&nodes[0].addr, &nodes[0].token());
+    const N: usize = 6_000;
+    let (id, channels) = campaign_over_numbers(&api, &sim, N, 6).await;
+    nodes[1].start().await;
+    let spread = eventually(15, "the numbers spread over two nodes", || async {
+        let per = channels_per_node(&[&nodes[0], &nodes[1]]).await;
+        (per.iter().sum::<u64>() == 6 && per.iter().all(|n| *n > 0)).then_some(per)
+    })
+    .await;
+    let (status, body) = api
+        .call(Method::POST, &format!("/api/v1/campaigns/{id}/start"), None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, c) = api
+        .call(Method::GET, &format!("/api/v1/campaigns/{id}"), None)
+        .await;
+    let template = c["data"]["template_id"].clone();
+    eventually(90, "30 % sent", || async {
+        (sent_log(sim_addr).await["total"].as_u64()? >= (N * 3 / 10) as u64).then_some(())
+    })
+    .await;
+    let frozen = if spread[0] >= spread[1] { 0 } else { 1 };
+    let awake = 1 - frozen;
+    let frozen_name = format!("node-{}", ["a", "b"][frozen]);
+    let pg = sqlx::PgPool::connect(&db.url).await.unwrap();
+    let before: Vec<(String, i64)> =
+        sqlx::query_as("SELECT key, epoch FROM leases WHERE owner_node = $1 ORDER BY key")
+            .bind(&frozen_name)
+            .fetch_all(&pg)
+            .await
+            .unwrap();
+    assert!(!before.is_empty());
+    let frozen_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    nodes[frozen].signal("STOP");
+    // The balancer's health check fails for it: webhooks go to the other node only.
+    balancer.set_down(&nodes[frozen].addr, true);
+    eventually(10, "the awake node runs every number", || async {
+        (channels_per_node(&[&nodes[awake]]).await == [6]).then_some(())
+    })
+    .await;
+    // 1:1 sends at the awake node meanwhile (every number is its own now).
+    let api_awake = api.on(&nodes[awake].addr);
+    one_to_one(&api_awake, &channels, &template, "551196000", 12).await;
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    nodes[frozen].signal("CONT");
+    balancer.set_down(&nodes[frozen].addr, false);
+    // Woken, it has lost its leases (renewals return nothing: they expired and were taken)
+    // and stopped those cells; rendezvous gives them back to it through a hand-off, under new
+    // epochs — nothing it does under the old ones reaches the provider.
+    eventually(15, "the woken node's cells under new epochs", || async {
+        let mut newer = 0;
+        for (key, epoch) in &before {
+            let now: i64 = sqlx::query_scalar("SELECT epoch FROM leases WHERE key = $1")
+                .bind(key)
+                .fetch_one(&pg)
+                .await
+                .ok()?;
+            if now > *epoch {
+                newer += 1;
+            }
+        }
+        let per = channels_per_node(&[&nodes[0], &nodes[1]]).await;
+        (newer == before.len() && per.iter().sum::<u64>() == 6).then_some(())
+    })
+    .await;
+    // NATS restarted mid-run: the nodes reconnect and route again.
+    let port = nats.port;
+    nats.stop();
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let _nats = Nats::start(Some(port)).expect("nats-server starts again");
+    let spread_again = eventually(30, "the numbers spread again", || async {
+        let per = channels_per_node(&[&nodes[0], &nodes[1]]).await;
+        (per.iter().sum::<u64>() == 6 && per.iter().all(|n| *n > 0)).then_some(per)
+    })
+    .await;
+    eprintln!("numbers per node: {spread:?}, after the freeze and NATS restart {spread_again:?}");
+    for (k, g) in nodes.iter().enumerate() {
+        let api = api.on(&g.addr);
+        eventually(30, "1:1 sends routed again", || async {
+            let body = serde_json::json!({
+                "channel_id": channels[0],
+                "to": format!("55119610{k}000"),
+                "template": {"id": template, "vars": {"nome": "Ana"}},
+            });
+            let (status, m) = api.call(Method::POST, "/api/v1/messages", Some(body)).await;
+            // During the outage a send that must cross nodes answers 503 (nothing sent).
+            assert!(
+                status == StatusCode::CREATED || status == StatusCode::SERVICE_UNAVAILABLE,
+                "{status}: {m}"
+            );
+            (status == StatusCode::CREATED).then_some(())
+        })
+        .await;
+        one_to_one(&api, &channels, &template, &format!("55119620{k}"), 12).await;
+    }
+    let extra = 12 + 2 + 2 * 12;
+    eventually(120, "campaign completed", || async {
+        let (_, c) = api
+            .call(Method::GET, &format!("/api/v1/campaigns/{id}"), None)
+            .await;
+        (c["data"]["state"] == "completed").then_some(())
+    })
+    .await;
+    let log = sent_log(sim_addr).await;
+    let per_recipient = log["per_recipient"].as_object().unwrap();
+    let twice: Vec<_> = per_recipient
+        .iter()
+        .filter(|(_, t)| t["oferta"] != 1)
+        .collect();
+    if !twice.is_empty() {
+        // Where each second send came from: number, time from the freeze, our message id.
+        for c in &channels {
+            let (_, o) = api
+                .call(Method::GET, &format!("/api/v1/channels/{c}/official"), None)
+                .await;
+            let pnid = o["data"]["phone_number_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let sent: Value = reqwest::get(format!(
+                "http://{sim_addr}/_sim/numbers/{pnid}/sent?limit=100000"
+            ))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+            for m in sent["data"]["messages"].as_array().into_iter().flatten() {
+                let to = m["to"].as_str().unwrap_or_default();
+                if twice.iter().take(3).any(|(r, _)| r.as_str() == to) {
+                    eprintln!(
+                        "{to} via channel {c} at {} ms from the freeze, callback {}",
+                        m["at"].as_i64().unwrap_or(0) - frozen_at,
+                        m["payload"]["biz_opaque_callback_data"]
+                    );
+                }
+            }
+        }
+    }
+    assert!(twice.is_empty(), "sent more than once: {twice:?}");
+    assert_eq!(per_recipient.len(), N + extra, "none left out");
+    for g in nodes.iter_mut() {
+        g.kill();
+    }
 }

@@ -92,6 +92,9 @@ pub struct ChannelState {
     /// every message; read by send tasks right before the provider call, so a RED event stops
     /// even sends admitted before it.
     blocked: Arc<std::sync::atomic::AtomicBool>,
+    /// The lease this actor's sends go out under (cluster mode; always open on one node),
+    /// checked by send tasks right before the provider call.
+    fence: crate::cluster::Fence,
     /// The time the message being handled is decided at: the clock is read once per message
     /// (issue 51), in [`ChannelActor`]'s `handle`.
     now: Moment,
@@ -511,6 +514,7 @@ async fn start(
         template_quality_red,
     });
     let max_in_flight = shared.config.channel_max_in_flight;
+    let fence = shared.fence_of(record.id);
     let mut st = ChannelState {
         channel,
         record: Arc::new(record),
@@ -520,6 +524,7 @@ async fn start(
         in_flight: Arc::new(Semaphore::new(max_in_flight)),
         campaign_share: Arc::new(Semaphore::new(campaign_share(max_in_flight))),
         blocked: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        fence,
         now,
         shared,
     };
@@ -736,6 +741,7 @@ async fn admit_and_send(
         record: st.record.clone(),
         token: st.secrets.access_token.clone(),
         in_flight: st.in_flight.clone(),
+        fence: st.fence.clone(),
         myself,
     };
     tokio::spawn(
@@ -854,6 +860,7 @@ struct SendTask {
     record: Arc<ChannelRecord>,
     token: Secret,
     in_flight: Arc<Semaphore>,
+    fence: crate::cluster::Fence,
     myself: ActorRef<ChannelMsg>,
 }
 
@@ -882,7 +889,7 @@ impl SendTask {
             let _ = reply.send(Err(ActorError::Unavailable));
             return;
         }
-        if self.shared.fenced(self.record.id) {
+        if !self.fence.holds(watch.last().ms) {
             // Cluster mode: this node no longer holds the number's cell (or could not renew
             // it in time): nothing is written or sent here; the caller may retry.
             tracing::warn!("number fenced on this node; send refused before the provider call");
@@ -1117,6 +1124,7 @@ async fn dispatch(myself: ActorRef<ChannelMsg>, batch: Dispatch, st: &mut Channe
             in_flight: st.in_flight.clone(),
             campaign_share: st.campaign_share.clone(),
             blocked: st.blocked.clone(),
+            fence: st.fence.clone(),
             myself: myself.clone(),
             gate: batch.gate.clone(),
         };
@@ -1162,6 +1170,7 @@ struct CampaignSend {
     /// Taken before `in_flight`: campaign sends hold at most their share of the window.
     campaign_share: Arc<Semaphore>,
     blocked: Arc<std::sync::atomic::AtomicBool>,
+    fence: crate::cluster::Fence,
     myself: ActorRef<ChannelMsg>,
     gate: crate::protocol::CampaignGate,
 }
@@ -1219,7 +1228,7 @@ impl CampaignSend {
             attempt += 1;
             // The channel turned RED (or was blocked) since this send was admitted, or this
             // node lost the number's cell (cluster mode: fenced): not sent.
-            if self.blocked() || self.shared.fenced(self.record.id) {
+            if self.blocked() || !self.fence.holds(self.shared.config.clock.now_ms()) {
                 return SendResult::Replan;
             }
             watch.lap();

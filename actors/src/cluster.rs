@@ -67,13 +67,50 @@ pub struct ClusterView {
     pub round_at_ms: i64,
 }
 
+/// The lease a running channel's sends go out under (cluster mode): its cell's local deadline
+/// (ms on the runtime's clock), checked right before every provider call. Closed for good
+/// when the cell stops on this node: a later acquisition of the cell makes a new fence, so a
+/// send admitted under the old lease (a task that outlived its actor, a node woken from
+/// SIGSTOP) never goes out under the new one. Always open on one node.
+#[derive(Debug, Clone, Default)]
+pub struct Fence(Option<Arc<AtomicI64>>);
+
+impl Fence {
+    /// Whether a provider call may be made at `now_ms`.
+    pub fn holds(&self, now_ms: i64) -> bool {
+        self.0
+            .as_ref()
+            .is_none_or(|d| d.load(Ordering::Acquire) > now_ms)
+    }
+
+    /// A closed fence (cluster mode, a channel whose cell is not held here).
+    fn closed() -> Self {
+        Fence(Some(Arc::new(AtomicI64::new(i64::MIN))))
+    }
+
+    fn close(&self) {
+        if let Some(d) = &self.0 {
+            d.store(i64::MIN, Ordering::Release);
+        }
+    }
+
+    fn extend(&self, deadline_ms: i64) {
+        if let Some(d) = &self.0 {
+            // Never reopens a closed fence.
+            let _ = d.fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| {
+                (v != i64::MIN).then_some(v.max(deadline_ms))
+            });
+        }
+    }
+}
+
 /// The cluster state every actor reads: the settings, each running channel's fence (its
 /// cell's local deadline, written by the keeper only) and the last view.
 #[derive(Debug)]
 pub struct Cluster {
     /// The settings.
     pub settings: ClusterSettings,
-    fences: DashMap<i64, Arc<AtomicI64>>,
+    fences: DashMap<i64, Fence>,
     view: RwLock<ClusterView>,
     /// Asks the keeper for a round now (a number was connected or moved).
     wake: tokio::sync::Notify,
@@ -107,12 +144,32 @@ impl Cluster {
         let _ = tokio::time::timeout(timeout, rounds.wait_for(|n| *n >= target)).await;
     }
 
-    /// Whether this node may run (and send for) `channel_id` at `now_ms`: its cell is held
-    /// and the local deadline is ahead.
-    pub fn may_send(&self, channel_id: i64, now_ms: i64) -> bool {
+    /// The fence `channel_id`'s actor sends under: its cell's current lease here, else a
+    /// closed one.
+    pub fn fence_of(&self, channel_id: i64) -> Fence {
         self.fences
             .get(&channel_id)
-            .is_some_and(|d| d.load(Ordering::Acquire) > now_ms)
+            .map(|f| f.clone())
+            .unwrap_or_else(Fence::closed)
+    }
+
+    /// Whether `channel_id`'s actor runs here; when its cell is held here but the actor is
+    /// still starting, waits up to 2 s for it. `false`: another node runs it.
+    pub async fn wait_running(
+        &self,
+        registry: &crate::registry::Registry,
+        channel_id: i64,
+    ) -> bool {
+        for _ in 0..100 {
+            if registry.get(channel_id).is_some() {
+                return true;
+            }
+            if !self.runs(channel_id) {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        registry.get(channel_id).is_some()
     }
 
     /// Whether this node holds the cell of `channel_id` (it may start its actor).
@@ -127,29 +184,30 @@ impl Cluster {
 }
 
 impl Shared {
-    /// Whether a provider call for `channel_id` must not be made now: in cluster mode, the
-    /// number's cell is not held here or its local deadline passed (fenced). Never in
-    /// single-node mode.
-    pub fn fenced(&self, channel_id: i64) -> bool {
-        self.cluster
-            .as_ref()
-            .is_some_and(|c| !c.may_send(channel_id, self.config.clock.now_ms()))
+    /// The fence a channel's actor sends under, taken when it starts (always open on one node).
+    pub fn fence_of(&self, channel_id: i64) -> Fence {
+        match &self.cluster {
+            Some(c) => c.fence_of(channel_id),
+            None => Fence::default(),
+        }
     }
 }
 
 /// The keeper task's state: the pure keeper, the channels started per held cell (with their
-/// memberships, to drop their BM and group counters when the cell leaves), each held cell's
-/// deadline cell (shared with its channels' fences).
+/// memberships, to drop their BM and group counters when the cell leaves).
 struct KeeperTask {
     rt: Runtime,
     keeper: Keeper,
     ttl_ms: i64,
     started: BTreeMap<CellKey, Vec<Membership>>,
-    deadlines: BTreeMap<CellKey, Arc<AtomicI64>>,
     /// Each running channel's listener on its control subject.
     listens: BTreeMap<i64, tokio::task::JoinHandle<()>>,
     /// Rounds run (the other nodes' channels are read again every [`REFRESH_EVERY`]).
     round_no: u64,
+    /// A task is starting campaign copies.
+    resuming: Arc<std::sync::atomic::AtomicBool>,
+    /// A task is reading the other nodes' channels.
+    refreshing: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Rounds between two reads of the channels other nodes run (their secrets may change).
@@ -173,9 +231,10 @@ pub(crate) async fn spawn_keeper(rt: Runtime) {
         rt: rt.clone(),
         ttl_ms,
         started: BTreeMap::new(),
-        deadlines: BTreeMap::new(),
         listens: BTreeMap::new(),
         round_no: 0,
+        resuming: Arc::default(),
+        refreshing: Arc::default(),
     };
     task.round().await;
     let every = Duration::from_millis(engine::cluster::keeper::renew_every_ms(ttl_ms) as u64);
@@ -221,6 +280,7 @@ impl KeeperTask {
                     .collect();
                 let effects = self.keeper.renewed(sent, &renewed);
                 self.apply(effects, &Cells::default()).await;
+                self.sync_deadlines();
             }
             Err(e) => tracing::warn!(error = %e, "cell leases not renewed"),
         }
@@ -238,11 +298,11 @@ impl KeeperTask {
         let effects = self.keeper.plan(&nodes, &cells.keys());
         self.apply(effects, &cells).await;
         self.reconcile(&cells, &members).await;
-        self.refresh_elsewhere(&members).await;
+        self.refresh_elsewhere(members);
         self.round_no += 1;
         self.publish(nodes);
         self.cluster().rounds.send_modify(|n| *n += 1);
-        self.resume_campaigns().await;
+        self.resume_campaigns();
     }
 
     /// Carries out the keeper's effects in order (a stop before its release; an acquisition's
@@ -281,12 +341,10 @@ impl KeeperTask {
         }
     }
 
-    /// Marks a newly held cell: its deadline; its channels start in [`Self::reconcile`].
+    /// Marks a newly held cell; its channels start in [`Self::reconcile`], each under a new
+    /// fence.
     fn start_cell(&mut self, cell: &CellKey, _epoch: i64) {
-        self.deadlines
-            .insert(cell.clone(), Arc::new(AtomicI64::new(0)));
         self.started.insert(cell.clone(), Vec::new());
-        self.sync_deadlines();
     }
 
     /// Stops a cell's channels: their fences close first (no provider call starts after), then
@@ -294,10 +352,8 @@ impl KeeperTask {
     /// if the cell comes back: another node counted meanwhile).
     async fn stop_cell(&mut self, cell: &CellKey) {
         let members = self.started.remove(cell).unwrap_or_default();
-        self.deadlines.remove(cell);
-        let cluster = self.cluster();
         for m in &members {
-            cluster.fences.remove(&m.channel.get());
+            self.close_fence(m.channel.get());
         }
         for m in &members {
             self.stop_channel(m).await;
@@ -317,11 +373,21 @@ impl KeeperTask {
         }
     }
 
-    /// Moves every held cell's deadline to the keeper's.
+    /// Closes a channel's fence for good and forgets it.
+    fn close_fence(&self, channel_id: i64) {
+        if let Some((_, f)) = self.cluster().fences.remove(&channel_id) {
+            f.close();
+        }
+    }
+
+    /// Moves every running channel's fence to its cell's deadline.
     fn sync_deadlines(&self) {
+        let fences = &self.cluster().fences;
         for (cell, held) in self.keeper.held() {
-            if let Some(d) = self.deadlines.get(cell) {
-                d.store(held.deadline_ms, Ordering::Release);
+            for m in self.started.get(cell).into_iter().flatten() {
+                if let Some(f) = fences.get(&m.channel.get()) {
+                    f.extend(held.deadline_ms);
+                }
             }
         }
     }
@@ -344,24 +410,30 @@ impl KeeperTask {
                 .iter()
                 .filter(|m| !now.iter().any(|n| n.channel == m.channel))
             {
-                self.cluster().fences.remove(&m.channel.get());
+                self.close_fence(m.channel.get());
                 self.stop_channel(m).await;
             }
-            let deadline = self.deadlines.get(&cell).cloned();
+            let Some(deadline) = self.keeper.held().get(&cell).map(|h| h.deadline_ms) else {
+                continue;
+            };
             for m in now
                 .iter()
                 .filter(|m| !before.iter().any(|b| b.channel == m.channel))
             {
-                let Some(d) = &deadline else {
-                    continue;
-                };
-                self.cluster().fences.insert(m.channel.get(), d.clone());
-                if let Err(e) = self.rt.start_channel(m.channel.get()).await {
-                    tracing::error!(channel_id = m.channel.get(), error = %e, "channel not started");
+                let fence = Fence(Some(Arc::new(AtomicI64::new(deadline))));
+                if let Some(old) = self.cluster().fences.insert(m.channel.get(), fence) {
+                    old.close();
                 }
-                let id = m.channel.get();
-                self.rt.shared.registry.remove_elsewhere(id);
-                let listen = control::listen(self.rt.clone(), id);
+                // Started in a task of its own (an actor's start reads storage, which a
+                // frozen peer's locks may slow): the round, and so the renewals, never wait.
+                let (rt, id) = (self.rt.clone(), m.channel.get());
+                let listen = tokio::spawn(async move {
+                    if let Err(e) = rt.start_channel(id).await {
+                        tracing::error!(channel_id = id, error = %e, "channel not started");
+                    }
+                    rt.shared.registry.remove_elsewhere(id);
+                    control::listen(rt, id).await;
+                });
                 if let Some(old) = self.listens.insert(id, listen) {
                     old.abort();
                 }
@@ -371,35 +443,18 @@ impl KeeperTask {
     }
 
     /// Records the channels other nodes run, for the webhook ingest here: new ones read from
-    /// storage, all of them again every [`REFRESH_EVERY`] rounds, removed ones forgotten.
-    async fn refresh_elsewhere(&self, members: &[Membership]) {
-        let registry = &self.rt.shared.registry;
-        let known: BTreeSet<i64> = registry.elsewhere_ids().into_iter().collect();
-        let all: BTreeSet<i64> = members.iter().map(|m| m.channel.get()).collect();
-        for gone in known.difference(&all) {
-            registry.remove_elsewhere(*gone);
+    /// storage, all of them again every [`REFRESH_EVERY`] rounds, removed ones forgotten. In
+    /// a task of its own, one at a time (the round never waits for storage reads of records).
+    fn refresh_elsewhere(&self, members: Vec<Membership>) {
+        if self.refreshing.swap(true, Ordering::AcqRel) {
+            return;
         }
         let refresh = self.round_no.is_multiple_of(REFRESH_EVERY);
-        for id in all {
-            if self.cluster().runs(id) {
-                registry.remove_elsewhere(id);
-                continue;
-            }
-            if known.contains(&id) && !refresh {
-                continue;
-            }
-            let store = &self.rt.shared.store;
-            let read = tokio::try_join!(store.channel_unscoped(id), store.channel_secrets(id));
-            match read {
-                Ok((record, secrets)) => registry.set_elsewhere(RemoteChannel {
-                    record: Arc::new(record),
-                    app_secret: secrets.app_secret,
-                }),
-                Err(e) => {
-                    tracing::warn!(channel_id = id, error = %e, "other node's number not read")
-                }
-            }
-        }
+        let (rt, refreshing) = (self.rt.clone(), self.refreshing.clone());
+        tokio::spawn(async move {
+            refresh_elsewhere(&rt, &members, refresh).await;
+            refreshing.store(false, Ordering::Release);
+        });
     }
 
     fn publish(&self, nodes: Vec<String>) {
@@ -411,10 +466,16 @@ impl KeeperTask {
             .map(|(k, h)| HeldCell {
                 key: k.to_string(),
                 epoch: h.epoch,
+                // The ones whose actor runs (a start may still be under way).
                 channels: self
                     .started
                     .get(k)
-                    .map(|ms| ms.iter().map(|m| m.channel.get()).collect())
+                    .map(|ms| {
+                        ms.iter()
+                            .map(|m| m.channel.get())
+                            .filter(|id| self.rt.shared.registry.get(*id).is_some())
+                            .collect()
+                    })
                     .unwrap_or_default(),
                 held_for_ms: now - h.since_ms,
             })
@@ -431,25 +492,71 @@ impl KeeperTask {
     }
 
     /// Starts this node's copy of every running campaign it does not run yet (its numbers
-    /// may be in cells this node just took, or the campaign was started on another node).
-    async fn resume_campaigns(&self) {
-        let running = match self.rt.shared.store.running_campaigns().await {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::warn!(error = %e, "running campaigns not read");
-                return;
-            }
-        };
-        for (id, account_id) in running {
-            if self.rt.shared.campaigns.contains_key(&id) {
-                continue;
-            }
-            if !self.rt.dispatch_enabled(account_id).await.unwrap_or(false) {
-                continue;
-            }
-            if let Err(e) = self.rt.spawn_campaign(id, account_id).await {
-                tracing::warn!(campaign_id = id, error = %e, "campaign copy not started");
-            }
+    /// may be in cells this node just took, or the campaign was started on another node), in
+    /// a task of its own: a campaign's start writes rows a frozen peer may hold locked, and the
+    /// keeper's round must never wait for that (its leases would lapse and it would fence
+    /// itself). One such task at a time.
+    fn resume_campaigns(&self) {
+        if self.resuming.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (rt, resuming) = (self.rt.clone(), self.resuming.clone());
+        tokio::spawn(async move {
+            resume_campaigns(&rt).await;
+            resuming.store(false, Ordering::Release);
+        });
+    }
+}
+
+/// See [`KeeperTask::resume_campaigns`].
+async fn resume_campaigns(rt: &Runtime) {
+    let running = match rt.shared.store.running_campaigns().await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(error = %e, "running campaigns not read");
+            return;
+        }
+    };
+    for (id, account_id) in running {
+        if rt.shared.campaigns.contains_key(&id) {
+            continue;
+        }
+        if !rt.dispatch_enabled(account_id).await.unwrap_or(false) {
+            continue;
+        }
+        if let Err(e) = rt.spawn_campaign(id, account_id).await {
+            tracing::warn!(campaign_id = id, error = %e, "campaign copy not started");
+        }
+    }
+}
+
+/// See [`KeeperTask::refresh_elsewhere`]; `refresh`: read the known ones again too.
+async fn refresh_elsewhere(rt: &Runtime, members: &[Membership], refresh: bool) {
+    let registry = &rt.shared.registry;
+    let Some(cluster) = rt.shared.cluster.as_ref() else {
+        return;
+    };
+    let known: BTreeSet<i64> = registry.elsewhere_ids().into_iter().collect();
+    let all: BTreeSet<i64> = members.iter().map(|m| m.channel.get()).collect();
+    for gone in known.difference(&all) {
+        registry.remove_elsewhere(*gone);
+    }
+    for id in all {
+        if cluster.runs(id) {
+            registry.remove_elsewhere(id);
+            continue;
+        }
+        if known.contains(&id) && !refresh {
+            continue;
+        }
+        let store = &rt.shared.store;
+        let read = tokio::try_join!(store.channel_unscoped(id), store.channel_secrets(id));
+        match read {
+            Ok((record, secrets)) => registry.set_elsewhere(RemoteChannel {
+                record: Arc::new(record),
+                app_secret: secrets.app_secret,
+            }),
+            Err(e) => tracing::warn!(channel_id = id, error = %e, "other node's number not read"),
         }
     }
 }

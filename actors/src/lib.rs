@@ -533,8 +533,15 @@ impl Runtime {
                     .id
             }
         };
-        if self.shared.cluster.is_some() && self.shared.registry.get(channel_id).is_none() {
-            return self.send_elsewhere(account_id, channel_id, cmd).await;
+        if let Some(cluster) = &self.shared.cluster {
+            // A number of a cell just taken here is starting: wait for it (a little); one
+            // another node runs is handed over.
+            if !cluster
+                .wait_running(&self.shared.registry, channel_id)
+                .await
+            {
+                return self.send_elsewhere(account_id, channel_id, cmd).await;
+            }
         }
         let timeout = self.shared.config.call_timeout;
         match self.send_here(account_id, channel_id, cmd, timeout).await {

@@ -115,6 +115,14 @@ pub const POSTGRES_SEND_PATH_WRITERS: usize = 4;
 /// database time and locked rows out of id order.
 pub const POSTGRES_RANDOM_PAGE_COST: &str = "1.1";
 
+/// `idle_in_transaction_session_timeout` of disparo's PostgreSQL sessions, ms, unless the
+/// operator set one (issue 52, D-110): a process frozen (SIGSTOP, a stalled VM) or cut off
+/// between two statements of a transaction holds its row locks until PostgreSQL ends that
+/// session; peers on the same database (a status for a message it was settling, a sweep of
+/// its claims) wait that long. disparo's transactions never wait between statements for
+/// anything but the database, so 5 s idle inside one means the process is gone.
+pub const POSTGRES_IDLE_IN_TRANSACTION_MS: &str = "5000";
+
 /// The default database when `DATABASE_URL` is unset: `disparo.db` in the working directory.
 pub const DEFAULT_DATABASE_URL: &str = "sqlite://disparo.db?mode=rwc";
 
@@ -190,6 +198,14 @@ impl Store {
                          WHERE name = 'random_page_cost' AND source = 'default'",
                     )
                     .bind(POSTGRES_RANDOM_PAGE_COST)
+                    .fetch_all(&mut *conn)
+                    .await?;
+                    sqlx::query(
+                        "SELECT set_config('idle_in_transaction_session_timeout', $1, false) \
+                         FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout' \
+                         AND source = 'default'",
+                    )
+                    .bind(POSTGRES_IDLE_IN_TRANSACTION_MS)
                     .fetch_all(&mut *conn)
                     .await?;
                     Ok(())

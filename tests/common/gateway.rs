@@ -74,6 +74,18 @@ impl Gateway {
         }
     }
 
+    /// Sends `signal` (`STOP`, `CONT`…) to the running process.
+    pub fn signal(&self, signal: &str) {
+        if let Some(c) = &self.child {
+            let ok = Command::new("kill")
+                .args([&format!("-{signal}"), &c.id().to_string()])
+                .status()
+                .expect("kill runs")
+                .success();
+            assert!(ok, "kill -{signal}");
+        }
+    }
+
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
             c.kill().expect("SIGKILL");
@@ -276,26 +288,50 @@ pub fn assert_each_once(log: &serde_json::Value, n: usize) {
 }
 
 /// A load balancer in front of several gateways, as a provider app's one webhook URL would
-/// reach them: each POST goes to the next address in turn; one that does not answer (a dead
-/// node) is skipped for the next. Answers the upstream's status and body; 502 when none
-/// answers. Returns its address.
-pub async fn round_robin(targets: Vec<String>) -> std::net::SocketAddr {
+/// reach them: each POST goes to the next address in turn; one marked down (its health check
+/// failed: [`Balancer::set_down`]) or not answering within 2 s is skipped for the next.
+/// Answers the upstream's status and body; 502 when none answers.
+pub struct Balancer {
+    /// Where it listens.
+    pub addr: std::net::SocketAddr,
+    down: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+}
+
+impl Balancer {
+    /// Marks a gateway down (skipped) or up again, as a health check would.
+    pub fn set_down(&self, target: &str, down: bool) {
+        let mut set = self.down.lock().unwrap();
+        if down {
+            set.insert(target.to_string());
+        } else {
+            set.remove(target);
+        }
+    }
+}
+
+/// Starts a [`Balancer`] over `targets`.
+pub async fn round_robin(targets: Vec<String>) -> Balancer {
     use axum::body::Bytes;
     use axum::extract::{OriginalUri, State};
     use axum::http::HeaderMap;
     use axum::response::IntoResponse;
+    use std::collections::HashSet;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Arc;
-    type Shared = Arc<(Vec<String>, AtomicUsize, reqwest::Client)>;
+    use std::sync::{Arc, Mutex};
+    type Down = Arc<Mutex<HashSet<String>>>;
+    type Shared = Arc<(Vec<String>, AtomicUsize, reqwest::Client, Down)>;
     async fn forward(
         State(s): State<Shared>,
         OriginalUri(uri): OriginalUri,
         headers: HeaderMap,
         body: Bytes,
     ) -> axum::response::Response {
-        let (targets, next, http) = &*s;
+        let (targets, next, http, down) = &*s;
         for _ in 0..targets.len() {
             let target = &targets[next.fetch_add(1, Ordering::Relaxed) % targets.len()];
+            if down.lock().unwrap().contains(target) {
+                continue;
+            }
             let mut req = http
                 .post(format!("http://{target}{uri}"))
                 .body(body.clone());
@@ -313,13 +349,16 @@ pub async fn round_robin(targets: Vec<String>) -> std::net::SocketAddr {
         }
         axum::http::StatusCode::BAD_GATEWAY.into_response()
     }
+    let down: Down = Arc::default();
     let shared: Shared = Arc::new((
         targets,
         AtomicUsize::new(0),
+        // A node that does not answer within 2 s is passed over.
         reqwest::Client::builder()
-            .timeout(std::time::Duration::from_secs(10))
+            .timeout(std::time::Duration::from_secs(2))
             .build()
             .unwrap(),
+        down.clone(),
     ));
     let app = axum::Router::new()
         .fallback(axum::routing::post(forward))
@@ -327,5 +366,5 @@ pub async fn round_robin(targets: Vec<String>) -> std::net::SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.ok() });
-    addr
+    Balancer { addr, down }
 }

@@ -170,46 +170,45 @@ async fn ask_owner<T>(
     }
 }
 
-/// Listens for `channel_id`'s changes while this node runs it; the task ends when aborted
-/// (the number stops here) or the connection closes.
-pub(crate) fn listen(rt: Runtime, channel_id: i64) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let Some(cluster) = rt.shared.cluster.as_ref() else {
+/// Serves `channel_id`'s control subject while this node runs it: ends when the task running
+/// it is aborted (the number stops here; the subscription is dropped) or the connection
+/// closes for good.
+pub(crate) async fn listen(rt: Runtime, channel_id: i64) {
+    let Some(cluster) = rt.shared.cluster.as_ref() else {
+        return;
+    };
+    let nats = cluster.settings.nats.clone();
+    let mut sub = match nats.subscribe(subject(channel_id)).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(channel_id, error = %e, "number's control subject not subscribed");
             return;
-        };
-        let nats = cluster.settings.nats.clone();
-        let mut sub = match nats.subscribe(subject(channel_id)).await {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::error!(channel_id, error = %e, "number's control subject not subscribed");
-                return;
-            }
-        };
-        while let Some(msg) = sub.next().await {
-            let answer = match serde_json::from_slice::<Control>(&msg.payload) {
-                // A send runs as long as the provider takes: the next message does not wait.
-                Ok(Control::Send(send)) => {
-                    let (rt, nats) = (rt.clone(), nats.clone());
-                    tokio::spawn(async move {
-                        let answer = serve_send(&rt, channel_id, *send).await;
-                        if let Some(reply) = msg.reply {
-                            let _ = nats.publish(reply, answer.into()).await;
-                        }
-                    });
-                    continue;
-                }
-                Ok(control) => apply(&rt, channel_id, control).await,
-                Err(e) => {
-                    tracing::warn!(channel_id, error = %e, "unreadable control message");
-                    None
-                }
-            };
-            if let Some(reply) = msg.reply {
-                let body = answer.unwrap_or_else(|| b"gone".to_vec());
-                let _ = nats.publish(reply, body.into()).await;
-            }
         }
-    })
+    };
+    while let Some(msg) = sub.next().await {
+        let answer = match serde_json::from_slice::<Control>(&msg.payload) {
+            // A send runs as long as the provider takes: the next message does not wait.
+            Ok(Control::Send(send)) => {
+                let (rt, nats) = (rt.clone(), nats.clone());
+                tokio::spawn(async move {
+                    let answer = serve_send(&rt, channel_id, *send).await;
+                    if let Some(reply) = msg.reply {
+                        let _ = nats.publish(reply, answer.into()).await;
+                    }
+                });
+                continue;
+            }
+            Ok(control) => apply(&rt, channel_id, control).await,
+            Err(e) => {
+                tracing::warn!(channel_id, error = %e, "unreadable control message");
+                None
+            }
+        };
+        if let Some(reply) = msg.reply {
+            let body = answer.unwrap_or_else(|| b"gone".to_vec());
+            let _ = nats.publish(reply, body.into()).await;
+        }
+    }
 }
 
 /// Gives a change (or a snapshot request) to the local actor of `channel_id`; its answer
