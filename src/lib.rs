@@ -232,6 +232,9 @@ async fn cluster_settings(
         node_id: cluster_node_id(settings).unwrap_or_else(actors::node_name),
         lease_ttl: Duration::from_millis(settings.lease_ttl_ms.max(400)),
         nats,
+        seal_key: engine::cluster::seal::SealKey::new(
+            store.cipher().derive_key(actors::NATS_SEAL_LABEL),
+        ),
     }))
 }
 

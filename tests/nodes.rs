@@ -18,6 +18,7 @@ mod common;
 
 use common::gateway::{campaign_over_numbers, sent_log, Api, Gateway};
 use common::{eventually, Backend, TestDb};
+use futures::StreamExt;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -567,6 +568,127 @@ async fn a_frozen_node_fences_itself_and_a_nats_restart_loses_nothing() {
     }
     assert!(twice.is_empty(), "sent more than once: {twice:?}");
     assert_eq!(per_recipient.len(), N + extra, "none left out");
+    for g in nodes.iter_mut() {
+        g.kill();
+    }
+}
+
+/// A NATS client that is not a node of the cluster (no master key) is answered nothing
+/// (D-111): an unsigned snapshot request and a forged RED quality change get no reply and
+/// change nothing, and a signed 1:1 send captured on the wire and published again is refused
+/// as a replay — its recipient gets the message once. The nodes' own signed traffic works
+/// (a number's health read at the node that does not run it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_from_outside_the_cluster_are_refused() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(backend) = Backend::postgres() else {
+        eprintln!("DISPARO_TEST_POSTGRES_URL unset: PostgreSQL run skipped");
+        return;
+    };
+    let Some(nats) = Nats::start(None) else {
+        eprintln!("nats-server not installed: cluster run skipped");
+        return;
+    };
+    let db = TestDb::create(&backend).await;
+    let env = vec![
+        ("DATABASE_URL", db.url.clone()),
+        ("DISPARO_MASTER_KEY", storage::Cipher::generate_key_base64()),
+        ("NATS_URL", nats.url()),
+        ("DISPARO_LEASE_TTL_MS", "2000".into()),
+        ("DISPARO_NODE_TTL_MS", "3000".into()),
+    ];
+    let mut nodes: Vec<Gateway> = ["a", "b"]
+        .iter()
+        .map(|id| {
+            let mut e = env.clone();
+            e.push(("DISPARO_NODE_ID", format!("node-{id}")));
+            Gateway::on_free_port(e)
+        })
+        .collect();
+    let sim =
+        common::gateway::patient_simulator(format!("http://{}/webhooks/messaging", nodes[0].addr));
+    let sim_addr = sim.clone().spawn("127.0.0.1:0").await.unwrap();
+    for g in nodes.iter_mut() {
+        g.env
+            .push(("PROVIDER_BASE_URL", format!("http://{sim_addr}")));
+    }
+    nodes[0].start().await;
+    let api = Api::new(&nodes[0].addr, &nodes[0].token());
+    let (id, channels) = campaign_over_numbers(&api, &sim, 2, 4).await;
+    nodes[1].start().await;
+    eventually(15, "the numbers spread over two nodes", || async {
+        let per = channels_per_node(&[&nodes[0], &nodes[1]]).await;
+        (per.iter().sum::<u64>() == 4 && per.iter().all(|n| *n > 0)).then_some(())
+    })
+    .await;
+    let (_, c) = api
+        .call(Method::GET, &format!("/api/v1/campaigns/{id}"), None)
+        .await;
+    let template = c["data"]["template_id"].clone();
+    let outsider = async_nats::connect(nats.url()).await.unwrap();
+    let mut wire = outsider.subscribe("dsp.ch.*.ctl").await.unwrap();
+    let unanswered = |subject: String, payload: Vec<u8>| {
+        let outsider = outsider.clone();
+        async move {
+            let asked = tokio::time::timeout(
+                Duration::from_secs(2),
+                outsider.request(subject, payload.into()),
+            )
+            .await;
+            assert!(
+                !matches!(asked, Ok(Ok(_))),
+                "a message from outside the cluster was answered"
+            );
+        }
+    };
+    for c in &channels {
+        let subject = format!("dsp.ch.{c}.ctl");
+        unanswered(subject.clone(), br#""Snapshot""#.to_vec()).await;
+        let forged = serde_json::json!({"Quality": {"quality": "RED", "tier": null, "at": 1}});
+        unanswered(subject, serde_json::to_vec(&forged).unwrap()).await;
+    }
+    // Read at both nodes (one of them asks the other, signed): no number went RED.
+    for g in &nodes {
+        for c in &channels {
+            let (status, h) = api
+                .on(&g.addr)
+                .call(Method::GET, &format!("/api/v1/channels/{c}/health"), None)
+                .await;
+            assert_eq!(status, StatusCode::OK, "{h}");
+            assert_ne!(h["data"]["code"], "qualidade_red", "{h}");
+        }
+    }
+    // 1:1 sends through each node to every number: at least one is handed over NATS.
+    for (n, g) in nodes.iter().enumerate() {
+        one_to_one(
+            &api.on(&g.addr),
+            &channels,
+            &template,
+            &format!("55119700{n}"),
+            4,
+        )
+        .await;
+    }
+    let captured = loop {
+        let msg = tokio::time::timeout(Duration::from_secs(5), wire.next())
+            .await
+            .expect("a forwarded send on the wire")
+            .unwrap();
+        if msg.payload.windows(6).any(|w| w == b"\"Send\"") {
+            break msg;
+        }
+    };
+    unanswered(captured.subject.to_string(), captured.payload.to_vec()).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let log = sent_log(sim_addr).await;
+    let per_recipient = log["per_recipient"].as_object().unwrap();
+    assert_eq!(per_recipient.len(), 8, "{log}");
+    assert!(
+        per_recipient
+            .values()
+            .all(|t| t.as_object().unwrap().values().all(|n| n == 1)),
+        "each 1:1 send once: {log}"
+    );
     for g in nodes.iter_mut() {
         g.kill();
     }

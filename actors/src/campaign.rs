@@ -385,6 +385,7 @@ async fn claim_tick_work(
             channel_id,
             count: *credit,
             template_name: template_name(channel_id),
+            lease: st.shared.fence_of(channel_id).lease(),
         };
         let n = claim_and_hand_out(st, true, std::slice::from_ref(&share)).await?[0];
         if n < *credit {
@@ -403,6 +404,7 @@ async fn claim_tick_work(
                 channel_id,
                 count: *n,
                 template_name: template_name(channel_id),
+                lease: st.shared.fence_of(channel_id).lease(),
             };
             (i, share)
         })
@@ -536,7 +538,7 @@ async fn claim_and_hand_out(
             .collect();
         let asked: usize = round.iter().map(|s| s.count).sum();
         watch.lap();
-        let got = st
+        let got = match st
             .shared
             .store
             .claim_recipients(
@@ -546,7 +548,21 @@ async fn claim_and_hand_out(
                 &round,
                 &st.template.language,
             )
-            .await?;
+            .await
+        {
+            Ok(got) => got,
+            // Cluster mode: a number's cell left this node (its lease moved or expired)
+            // after the tick planned: nothing was claimed; the next tick plans without it.
+            Err(storage::StorageError::Fenced(cell)) => {
+                tracing::warn!(
+                    campaign_id = st.campaign_id,
+                    cell,
+                    "claim refused: cell no longer held here"
+                );
+                break;
+            }
+            Err(e) => return Err(e.into()),
+        };
         phase("claim", watch.lap());
         let mut n = 0;
         for (i, part) in got.into_iter().enumerate() {

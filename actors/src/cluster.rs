@@ -39,7 +39,14 @@ pub struct ClusterSettings {
     pub lease_ttl: Duration,
     /// The NATS connection work is routed over.
     pub nats: async_nats::Client,
+    /// The key every message between nodes is signed with (derived from the master key under
+    /// [`NATS_SEAL_LABEL`]: every node of a cluster shares it, D-111).
+    pub seal_key: engine::cluster::seal::SealKey,
 }
+
+/// The label the NATS signing key is derived from the master key under
+/// (`storage::Cipher::derive_key`).
+pub const NATS_SEAL_LABEL: &str = "cluster/nats-control/v1";
 
 /// A cell this node holds, as the cluster view shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,33 +80,66 @@ pub struct ClusterView {
 /// send admitted under the old lease (a task that outlived its actor, a node woken from
 /// SIGSTOP) never goes out under the new one. Always open on one node.
 #[derive(Debug, Clone, Default)]
-pub struct Fence(Option<Arc<AtomicI64>>);
+pub struct Fence(Option<Arc<FenceState>>);
+
+/// A fence's deadline and the lease it stands for.
+#[derive(Debug)]
+struct FenceState {
+    /// The local deadline, ms on the runtime's clock (`i64::MIN`: closed for good).
+    deadline: AtomicI64,
+    /// The cell's lease: checked again inside every claim's transaction
+    /// ([`storage::leases::LeaseToken`]). A closed fence's (`""`, epoch 0) matches no lease
+    /// row (epochs begin at 1): a write under it is refused.
+    lease: storage::leases::LeaseToken,
+}
 
 impl Fence {
     /// Whether a provider call may be made at `now_ms`.
     pub fn holds(&self, now_ms: i64) -> bool {
         self.0
             .as_ref()
-            .is_none_or(|d| d.load(Ordering::Acquire) > now_ms)
+            .is_none_or(|d| d.deadline.load(Ordering::Acquire) > now_ms)
+    }
+
+    /// The lease writes under this fence are checked against in storage (cluster mode);
+    /// `None` on one node.
+    pub fn lease(&self) -> Option<storage::leases::LeaseToken> {
+        self.0.as_ref().map(|f| f.lease.clone())
+    }
+
+    /// An open fence for a cell held under `lease` until `deadline_ms`.
+    fn open(lease: storage::leases::LeaseToken, deadline_ms: i64) -> Self {
+        Fence(Some(Arc::new(FenceState {
+            deadline: AtomicI64::new(deadline_ms),
+            lease,
+        })))
     }
 
     /// A closed fence (cluster mode, a channel whose cell is not held here).
     fn closed() -> Self {
-        Fence(Some(Arc::new(AtomicI64::new(i64::MIN))))
+        Fence(Some(Arc::new(FenceState {
+            deadline: AtomicI64::new(i64::MIN),
+            lease: storage::leases::LeaseToken {
+                key: String::new(),
+                epoch: 0,
+            },
+        })))
     }
 
     fn close(&self) {
         if let Some(d) = &self.0 {
-            d.store(i64::MIN, Ordering::Release);
+            d.deadline.store(i64::MIN, Ordering::Release);
         }
     }
 
     fn extend(&self, deadline_ms: i64) {
         if let Some(d) = &self.0 {
             // Never reopens a closed fence.
-            let _ = d.fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| {
-                (v != i64::MIN).then_some(v.max(deadline_ms))
-            });
+            let _ = d
+                .deadline
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| {
+                    (v != i64::MIN).then_some(v.max(deadline_ms))
+                });
         }
     }
 }
@@ -413,14 +453,23 @@ impl KeeperTask {
                 self.close_fence(m.channel.get());
                 self.stop_channel(m).await;
             }
-            let Some(deadline) = self.keeper.held().get(&cell).map(|h| h.deadline_ms) else {
+            let Some((deadline, epoch)) = self
+                .keeper
+                .held()
+                .get(&cell)
+                .map(|h| (h.deadline_ms, h.epoch))
+            else {
                 continue;
+            };
+            let lease = storage::leases::LeaseToken {
+                key: cell.as_str().to_string(),
+                epoch,
             };
             for m in now
                 .iter()
                 .filter(|m| !before.iter().any(|b| b.channel == m.channel))
             {
-                let fence = Fence(Some(Arc::new(AtomicI64::new(deadline))));
+                let fence = Fence::open(lease.clone(), deadline);
                 if let Some(old) = self.cluster().fences.insert(m.channel.get(), fence) {
                     old.close();
                 }

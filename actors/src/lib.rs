@@ -33,7 +33,7 @@ pub mod switch;
 pub mod templates;
 pub mod time;
 
-pub use cluster::{ClusterSettings, ClusterView};
+pub use cluster::{ClusterSettings, ClusterView, NATS_SEAL_LABEL};
 pub use error::ActorError;
 pub use sessions::node_name;
 

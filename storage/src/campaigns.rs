@@ -563,7 +563,10 @@ impl Store {
     /// `queued` template message (`campaign_id` set) and moves to `claimed` with its message
     /// id, so each is sent at most once. With `pinned`, only recipients a resend pinned to the
     /// (single) number of `shares` are claimed; without, only recipients pinned to none.
-    /// Returns the claimed recipients per share, in the order of `shares`.
+    /// In cluster mode each share's lease is checked (and locked `FOR SHARE`) in the same
+    /// transaction. Returns the claimed recipients per share, in the order of `shares`.
+    /// Errors: [`crate::StorageError::Fenced`] when a share's lease is no longer held
+    /// (nothing claimed); the database's.
     pub async fn claim_recipients(
         &self,
         account_id: i64,
@@ -578,7 +581,10 @@ impl Store {
             return Ok(shares.iter().map(|_| Vec::new()).collect());
         }
         let _lane = self.bulk_lane("claims").await;
+        let leases: Vec<&crate::leases::LeaseToken> =
+            shares.iter().filter_map(|s| s.lease.as_ref()).collect();
         let mut tx = self.begin_write().await?;
+        self.hold_leases(&mut tx, &leases).await?;
         let sql = if pinned {
             "SELECT id, phone, vars FROM campaign_recipients WHERE campaign_id = $1 AND state = 'planned' AND pinned_channel_id = $3 ORDER BY id LIMIT $2"
         } else {
@@ -636,6 +642,7 @@ impl Store {
                 tx.commit().await?;
                 self.priority.yield_to_sends().await;
                 tx = self.begin_write().await?;
+                self.hold_leases(&mut tx, &leases).await?;
                 let ids: Vec<i64> = chunk_rows[start..].iter().map(|(_, r)| r.0).collect();
                 let planned = still_planned_tx(&mut tx, &ids).await?;
                 let mut rest = chunk_rows.split_off(start);
@@ -725,6 +732,9 @@ pub struct ClaimShare {
     pub count: usize,
     /// The template's name on its WABA.
     pub template_name: String,
+    /// Cluster mode: the lease of the number's cell the claim is made under (checked in the
+    /// claim's transaction, [`Store::hold_leases`]); `None` on one node.
+    pub lease: Option<crate::leases::LeaseToken>,
 }
 
 /// What every chunk of one claim shares.
@@ -1468,6 +1478,7 @@ mod tests {
             channel_id: channel,
             count: 2,
             template_name: "oferta".into(),
+            lease: None,
         };
         let claimed = store
             .claim_recipients(account, campaign.id, false, &[share], "pt_BR")
@@ -1549,6 +1560,7 @@ mod tests {
             channel_id: channel,
             count: 300,
             template_name: "oferta".into(),
+            lease: None,
         };
         let claimed = store
             .claim_recipients(account, campaign.id, false, &[share], "pt_BR")
@@ -1655,6 +1667,7 @@ mod tests {
                 channel_id: channel,
                 count: 600,
                 template_name: "oferta".into(),
+                lease: None,
             };
             async move {
                 store

@@ -16,6 +16,8 @@ use rand::RngCore;
 #[derive(Clone)]
 pub struct Cipher {
     aead: Aes256Gcm,
+    /// The key itself, for [`Cipher::derive_key`].
+    root: [u8; 32],
 }
 
 impl std::fmt::Debug for Cipher {
@@ -47,7 +49,21 @@ impl Cipher {
     /// From 32 raw bytes.
     pub fn from_bytes(key: &[u8]) -> Result<Self, CipherError> {
         let aead = Aes256Gcm::new_from_slice(key).map_err(|_| CipherError::BadKey)?;
-        Ok(Self { aead })
+        let root = key.try_into().map_err(|_| CipherError::BadKey)?;
+        Ok(Self { aead, root })
+    }
+
+    /// A 32-byte key for another use, derived from the master key and `label` (HMAC-SHA256
+    /// keyed with the master key over the label): e.g. the key nodes sign their NATS messages
+    /// with (`engine::cluster::seal`, D-111). Different labels give unrelated keys, and none
+    /// reveals the master key.
+    pub fn derive_key(&self, label: &str) -> [u8; 32] {
+        use hmac::Mac;
+        let mut m = <hmac::Hmac<sha2::Sha256> as Mac>::new_from_slice(&self.root)
+            .expect("HMAC takes any key length");
+        m.update(b"disparo derived key\0");
+        m.update(label.as_bytes());
+        m.finalize().into_bytes().into()
     }
 
     /// A new random key as base64 text (for the generated key file).
@@ -131,6 +147,16 @@ fn bound_to(table: &str, column: &str, id: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn derived_keys_depend_on_the_master_key_and_the_label() {
+        let c = Cipher::from_bytes(&[7; 32]).unwrap();
+        let d = Cipher::from_bytes(&[8; 32]).unwrap();
+        assert_eq!(c.derive_key("nats"), c.derive_key("nats"));
+        assert_ne!(c.derive_key("nats"), c.derive_key("other"));
+        assert_ne!(c.derive_key("nats"), d.derive_key("nats"));
+        assert_ne!(c.derive_key("nats"), [7; 32]);
+    }
 
     #[test]
     fn seal_then_open_round_trips_and_other_keys_fail() {

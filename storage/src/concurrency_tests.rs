@@ -25,6 +25,7 @@ async fn claim_all(store: Store, account: i64, channel: i64, campaign: i64) -> V
             channel_id: channel,
             count: 37,
             template_name: "oferta".into(),
+            lease: None,
         };
         let claimed = store
             .claim_recipients(account, campaign, false, &[share], "pt_BR")
@@ -328,6 +329,7 @@ async fn a_booting_process_leaves_a_live_peer_alone() {
         channel_id: channel,
         count: 10,
         template_name: "oferta".into(),
+        lease: None,
     };
     let claimed = a
         .claim_recipients(account, c.id, false, &[share], "pt_BR")
@@ -437,5 +439,94 @@ async fn a_lease_has_one_holder_and_every_acquisition_bumps_its_epoch() {
     let members = b.channel_memberships().await.unwrap();
     assert_eq!(members.len(), 1);
     assert_eq!(members[0].channel.get(), channel);
+    crate::test_support::drop_postgres(b, &name).await;
+}
+
+/// Fencing at the data (issue 52, `CLUSTER.md` "Fencing"): a claim under a lease its process
+/// no longer holds — taken over under a new epoch, expired, or never held — claims nothing
+/// and answers `Fenced`; under the held epoch it claims; a takeover's epoch bump waits for a
+/// claim transaction that holds the lease row `FOR SHARE`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_under_a_lost_lease_are_refused() {
+    let Some((a, b, account, channel, name)) = crate::test_support::postgres_pair().await else {
+        return;
+    };
+    let c = campaign(&a, account, channel, 30).await;
+    let share = |lease: crate::leases::LeaseToken| ClaimShare {
+        channel_id: channel,
+        count: 5,
+        template_name: "oferta".into(),
+        lease: Some(lease),
+    };
+    let token = |epoch| crate::leases::LeaseToken {
+        key: "bm:1".into(),
+        epoch,
+    };
+    assert_eq!(a.acquire_lease("bm:1", "a", 10_000).await.unwrap(), Some(1));
+    let got = a
+        .claim_recipients(account, c.id, false, &[share(token(1))], "pt_BR")
+        .await
+        .unwrap();
+    assert_eq!(got[0].len(), 5, "held: claimed");
+    // b never held it: refused, nothing claimed.
+    let refused = b
+        .claim_recipients(account, c.id, false, &[share(token(1))], "pt_BR")
+        .await;
+    assert!(
+        matches!(refused, Err(crate::StorageError::Fenced(ref k)) if k == "bm:1"),
+        "{refused:?}"
+    );
+    // a's lease expires (a froze) and b takes the cell under epoch 2: a's late claim under
+    // epoch 1 is refused; b's under epoch 2 claims.
+    sqlx::query("UPDATE leases SET expires_at = 0 WHERE key = 'bm:1'")
+        .execute(&a.pool)
+        .await
+        .unwrap();
+    assert_eq!(b.acquire_lease("bm:1", "b", 10_000).await.unwrap(), Some(2));
+    let late = a
+        .claim_recipients(account, c.id, false, &[share(token(1))], "pt_BR")
+        .await;
+    assert!(
+        matches!(late, Err(crate::StorageError::Fenced(_))),
+        "{late:?}"
+    );
+    let got = b
+        .claim_recipients(account, c.id, false, &[share(token(2))], "pt_BR")
+        .await
+        .unwrap();
+    assert_eq!(got[0].len(), 5);
+    assert_eq!(
+        scalar(
+            &a,
+            "SELECT COUNT(*) FROM campaign_recipients WHERE campaign_id = $1 AND state = 'claimed'",
+            c.id
+        )
+        .await,
+        10,
+        "only the two held claims"
+    );
+    // A transaction holding the row FOR SHARE (a claim in flight) makes a takeover wait,
+    // even once the lease has expired: the new epoch begins after that claim committed.
+    sqlx::query(&format!(
+        "UPDATE leases SET expires_at = {} + 400 WHERE key = 'bm:1'",
+        a.now_sql()
+    ))
+    .execute(&a.pool)
+    .await
+    .unwrap();
+    let mut tx = b.begin_write().await.unwrap();
+    b.hold_leases(&mut tx, &[&token(2)]).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let takeover = tokio::spawn({
+        let a = a.clone();
+        async move { a.acquire_lease("bm:1", "a", 10_000).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(
+        !takeover.is_finished(),
+        "the epoch bump waits for the claim to commit"
+    );
+    tx.commit().await.unwrap();
+    assert_eq!(takeover.await.unwrap().unwrap(), Some(3));
     crate::test_support::drop_postgres(b, &name).await;
 }

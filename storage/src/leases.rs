@@ -10,6 +10,16 @@ use engine::cluster::Membership;
 use engine::ids::ChannelId;
 use sqlx::Row;
 
+/// The lease a write is made under (cluster mode): the key and the epoch it was acquired
+/// with. Checked inside the write's transaction by [`hold_leases`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LeaseToken {
+    /// The key (`bm:12`, `ch:7`…).
+    pub key: String,
+    /// The epoch it was acquired with.
+    pub epoch: i64,
+}
+
 /// One lease row, for the cluster view (`GET /health`, the panel).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseRow {
@@ -28,6 +38,50 @@ pub struct LeaseRow {
 }
 
 impl Store {
+    /// Checks, inside `tx`, that this session still holds each of `tokens` under its epoch
+    /// and that none has expired, and keeps each row locked `FOR SHARE` until `tx` ends (on
+    /// PostgreSQL; SQLite has one writer and no cluster mode): a peer taking the cell over
+    /// (its epoch bump updates the row) waits until this write has committed, so every write
+    /// under the old epoch is visible to the new holder's in-doubt marking (`CLUSTER.md`
+    /// "Fencing"). Errors: [`crate::StorageError::Fenced`] naming the first lease not held —
+    /// the caller must not commit `tx` then.
+    pub(crate) async fn hold_leases(
+        &self,
+        tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+        tokens: &[&LeaseToken],
+    ) -> Result<()> {
+        if tokens.is_empty() {
+            return Ok(());
+        }
+        let lock = match self.backend {
+            crate::Backend::Postgres => " FOR SHARE",
+            crate::Backend::Sqlite => "",
+        };
+        let sql = format!(
+            "SELECT epoch FROM leases WHERE key = $1 AND epoch = $2 AND owner_session = $3 \
+             AND expires_at > {}{lock}",
+            self.now_sql()
+        );
+        let mut checked: Vec<&LeaseToken> = Vec::with_capacity(tokens.len());
+        for token in tokens {
+            if checked.contains(token) {
+                continue;
+            }
+            checked.push(token);
+            let held = sqlx::query(&sql)
+                .bind(&token.key)
+                .bind(token.epoch)
+                .bind(self.session_id())
+                .fetch_optional(&mut **tx)
+                .await?;
+            if held.is_none() {
+                metrics::counter!("disparo_cluster_fenced_writes_total").increment(1);
+                return Err(crate::StorageError::Fenced(token.key.clone()));
+            }
+        }
+        Ok(())
+    }
+
     /// The names of the live nodes: sessions not ended whose heartbeat (or last lease
     /// renewal) is younger than `ttl_ms`, each name once, sorted.
     pub async fn live_nodes(&self, ttl_ms: i64) -> Result<Vec<String>> {

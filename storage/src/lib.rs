@@ -72,6 +72,11 @@ pub enum StorageError {
     /// The database URL is not SQLite or PostgreSQL.
     #[error("unsupported DATABASE_URL scheme (use sqlite:// or postgres://)")]
     UnsupportedUrl,
+    /// Cluster mode: the write was made under a lease this process no longer holds (another
+    /// node took the cell, or the lease expired): nothing was written (issue 52, `CLUSTER.md`
+    /// "Fencing").
+    #[error("fenced: the lease {0} is no longer held under this epoch")]
+    Fenced(String),
 }
 
 impl StorageError {

@@ -2,13 +2,17 @@
 //! 52, `CLUSTER.md` "Routing"): a provider webhook's quality, tier, WABA standing or new
 //! verified name is forwarded over NATS core request/reply to the node that runs the number,
 //! and the webhook is answered only once that node took it (else 503: the provider retries).
-//! The node running a number listens on `dsp.ch.<channel id>.ctl` while it runs it.
+//! The node running a number listens on `dsp.ch.<channel id>.ctl` while it runs it. Every
+//! request and reply is signed under a key derived from the master key, bound to its subject
+//! (a reply to its request), accepted within 30 s and once ([`engine::cluster::seal`],
+//! D-111): a NATS client that is not a node of this cluster is answered nothing.
 
 use super::wire::{RemoteSend, SendAnswer};
 use crate::error::ActorError;
 use crate::protocol::ChannelMsg;
 use crate::{Runtime, Shared};
 use engine::channel::{Quality, WabaStanding};
+use engine::cluster::seal;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -102,26 +106,21 @@ pub async fn remote_send(
     let started = tokio::time::Instant::now();
     let budget = Duration::from_millis(send.budget_ms);
     let give_up = started + budget.min(2 * cluster.settings.lease_ttl);
-    let nats = &cluster.settings.nats;
     loop {
         let left = budget.saturating_sub(started.elapsed());
         send.budget_ms = left.as_millis() as u64;
         let payload = serde_json::to_vec(&Control::Send(Box::new(send.clone())))
             .map_err(|_| ActorError::Unavailable)?;
-        let asked = tokio::time::timeout(
-            left + Duration::from_secs(1),
-            nats.request(subject(channel_id), payload.into()),
-        )
-        .await;
+        let asked = ask_once(shared, channel_id, &payload, left + Duration::from_secs(1)).await;
         match asked {
-            Ok(Ok(answer)) => match serde_json::from_slice::<SendAnswer>(&answer.payload) {
+            Asked::Answer(answer) => match serde_json::from_slice::<SendAnswer>(&answer) {
                 Ok(SendAnswer::Sent(id)) => return Ok(id),
                 Ok(SendAnswer::Failed(e)) => return Err(e.into()),
                 // "gone": the number stopped there before the send; nothing was sent.
                 Err(_) => {}
             },
-            Ok(Err(e)) if e.kind() == async_nats::RequestErrorKind::NoResponders => {}
-            _ => {
+            Asked::NoResponders => {}
+            Asked::Failed => {
                 tracing::warn!(channel_id, "a forwarded send got no answer in time");
                 return Err(ActorError::Unavailable);
             }
@@ -130,6 +129,42 @@ pub async fn remote_send(
             return Err(ActorError::Unavailable);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// What one signed request to a number's node gave.
+enum Asked {
+    /// A reply signed by a node of this cluster, bound to the request: its body.
+    Answer(Vec<u8>),
+    /// Nobody listens on the subject (the number is moving between nodes).
+    NoResponders,
+    /// No (valid) reply in time.
+    Failed,
+}
+
+/// Signs `body` for `channel_id`'s control subject ([`engine::cluster::seal`], D-111), asks
+/// and opens the reply; a reply not signed for this very request counts as none.
+async fn ask_once(shared: &Shared, channel_id: i64, body: &[u8], wait: Duration) -> Asked {
+    let Some(cluster) = shared.cluster.as_ref() else {
+        return Asked::Failed;
+    };
+    let settings = &cluster.settings;
+    let subject = subject(channel_id);
+    let now_ms = shared.config.clock.now_ms();
+    let (bytes, tag) =
+        seal::seal_request(&settings.seal_key, &subject, now_ms, rand::random(), body);
+    match tokio::time::timeout(wait, settings.nats.request(subject, bytes.into())).await {
+        Ok(Ok(answer)) => match seal::open_reply(&settings.seal_key, &tag, &answer.payload) {
+            Ok(body) => Asked::Answer(body.to_vec()),
+            Err(e) => {
+                tracing::warn!(channel_id, error = ?e, "a reply not signed by a node of this cluster was ignored");
+                metrics::counter!("disparo_cluster_refused_messages_total", "reason" => "reply")
+                    .increment(1);
+                Asked::Failed
+            }
+        },
+        Ok(Err(e)) if e.kind() == async_nats::RequestErrorKind::NoResponders => Asked::NoResponders,
+        _ => Asked::Failed,
     }
 }
 
@@ -147,15 +182,11 @@ async fn ask_owner<T>(
     };
     let payload = serde_json::to_vec(control).map_err(|_| ActorError::Unavailable)?;
     let give_up = tokio::time::Instant::now() + 2 * cluster.settings.lease_ttl;
-    let nats = &cluster.settings.nats;
     loop {
-        let asked = tokio::time::timeout(
-            Duration::from_secs(2),
-            nats.request(subject(channel_id), payload.clone().into()),
-        )
-        .await;
-        if let Ok(Ok(answer)) = &asked {
-            if let Some(v) = read(&answer.payload) {
+        if let Asked::Answer(answer) =
+            ask_once(shared, channel_id, &payload, Duration::from_secs(2)).await
+        {
+            if let Some(v) = read(&answer) {
                 return Ok(v);
             }
         }
@@ -178,22 +209,31 @@ pub(crate) async fn listen(rt: Runtime, channel_id: i64) {
         return;
     };
     let nats = cluster.settings.nats.clone();
-    let mut sub = match nats.subscribe(subject(channel_id)).await {
+    let key = cluster.settings.seal_key.clone();
+    let subject = subject(channel_id);
+    let mut sub = match nats.subscribe(subject.clone()).await {
         Ok(s) => s,
         Err(e) => {
             tracing::error!(channel_id, error = %e, "number's control subject not subscribed");
             return;
         }
     };
+    let mut replays = seal::Replays::default();
     while let Some(msg) = sub.next().await {
-        let answer = match serde_json::from_slice::<Control>(&msg.payload) {
+        let now_ms = rt.shared.config.clock.now_ms();
+        let Some((tag, control)) = admit(&key, &subject, now_ms, &mut replays, &msg.payload) else {
+            continue;
+        };
+        let answer = match control {
             // A send runs as long as the provider takes: the next message does not wait.
             Ok(Control::Send(send)) => {
-                let (rt, nats) = (rt.clone(), nats.clone());
+                let (rt, nats, key) = (rt.clone(), nats.clone(), key.clone());
                 tokio::spawn(async move {
                     let answer = serve_send(&rt, channel_id, *send).await;
                     if let Some(reply) = msg.reply {
-                        let _ = nats.publish(reply, answer.into()).await;
+                        let _ = nats
+                            .publish(reply, seal::seal_reply(&key, &tag, &answer).into())
+                            .await;
                     }
                 });
                 continue;
@@ -206,7 +246,47 @@ pub(crate) async fn listen(rt: Runtime, channel_id: i64) {
         };
         if let Some(reply) = msg.reply {
             let body = answer.unwrap_or_else(|| b"gone".to_vec());
-            let _ = nats.publish(reply, body.into()).await;
+            let _ = nats
+                .publish(reply, seal::seal_reply(&key, &tag, &body).into())
+                .await;
+        }
+    }
+}
+
+/// Opens a message received on a control subject: signed by a node of this cluster for this
+/// subject, within the window and not seen before (D-111); its tag and decoded control.
+/// Anything else is refused without an answer (logged and counted).
+fn admit(
+    key: &seal::SealKey,
+    subject: &str,
+    now_ms: i64,
+    replays: &mut seal::Replays,
+    payload: &[u8],
+) -> Option<(seal::Tag, Result<Control, serde_json::Error>)> {
+    let refused = |reason: &'static str| {
+        tracing::warn!(
+            subject,
+            reason,
+            "control message refused: not a signed request of this cluster"
+        );
+        metrics::counter!("disparo_cluster_refused_messages_total", "reason" => reason)
+            .increment(1);
+    };
+    match seal::open_request(key, subject, now_ms, payload) {
+        Ok(opened) if replays.admit(&opened, now_ms) => {
+            Some((opened.tag, serde_json::from_slice::<Control>(opened.body)))
+        }
+        Ok(_) => {
+            refused("replayed");
+            None
+        }
+        Err(seal::SealError::Stale) => {
+            refused("stale");
+            None
+        }
+        Err(_) => {
+            refused("signature");
+            None
         }
     }
 }
