@@ -238,6 +238,20 @@ async fn cluster_settings(
     }))
 }
 
+/// Cluster mode: the account API's, the public sender's and the login attempts' limits count
+/// every node's admissions (issue 52, D-112); nothing on one node.
+fn share_limits(services: &services::Services, config: &http::HttpConfig) {
+    use actors::cluster::shared_limits::ClusterLimit;
+    let mut limits: Vec<Arc<dyn ClusterLimit>> = vec![Arc::new(config.login_limit.clone())];
+    if let Some(l) = &config.rate_limit {
+        limits.push(Arc::new(l.clone()));
+    }
+    if let Some(l) = &config.sender_rate_limit {
+        limits.push(Arc::new(l.clone()));
+    }
+    services.share_limits(limits);
+}
+
 impl Application {
     /// Binds the listener, opens the store (running migrations), starts the actors and builds
     /// the router. `listener` may be given already bound (tests, demo mode).
@@ -339,27 +353,25 @@ impl Application {
             body_idle_timeout: Duration::from_millis(settings.body_idle_timeout_ms.max(1)),
             max_connections_per_address: settings.max_connections_per_address.max(1),
         };
+        let config = http::HttpConfig {
+            public_url: settings
+                .public_url
+                .clone()
+                .unwrap_or_else(|| format!("http://{addr}")),
+            provider_verify_token: settings.provider_verify_token.clone(),
+            metrics_token: settings.metrics_token.clone(),
+            limits,
+            rate_limit: http::limits::TokenRateLimit::new(settings.rate_limit_per_min),
+            session_ttl: Duration::from_millis(settings.session_ttl_ms.max(1000)),
+            sender_rate_limit: http::limits::TokenRateLimit::sender(settings.sender_rate_per_min),
+            trusted_proxies: settings.trusted_proxies.clone(),
+            receiver_refusals: http::limits::RefusalLimit::new(settings.receiver_refusals_per_min),
+            ..http::HttpConfig::default()
+        };
+        share_limits(&services, &config);
         let state = http::AppState {
             services: services.clone(),
-            config: Arc::new(http::HttpConfig {
-                public_url: settings
-                    .public_url
-                    .clone()
-                    .unwrap_or_else(|| format!("http://{addr}")),
-                provider_verify_token: settings.provider_verify_token.clone(),
-                metrics_token: settings.metrics_token.clone(),
-                limits,
-                rate_limit: http::limits::TokenRateLimit::new(settings.rate_limit_per_min),
-                session_ttl: Duration::from_millis(settings.session_ttl_ms.max(1000)),
-                sender_rate_limit: http::limits::TokenRateLimit::sender(
-                    settings.sender_rate_per_min,
-                ),
-                trusted_proxies: settings.trusted_proxies.clone(),
-                receiver_refusals: http::limits::RefusalLimit::new(
-                    settings.receiver_refusals_per_min,
-                ),
-                ..http::HttpConfig::default()
-            }),
+            config: Arc::new(config),
             metrics,
         };
         Ok(Self {

@@ -573,13 +573,15 @@ async fn a_frozen_node_fences_itself_and_a_nats_restart_loses_nothing() {
     }
 }
 
-/// A NATS client that is not a node of the cluster (no master key) is answered nothing
-/// (D-111): an unsigned snapshot request and a forged RED quality change get no reply and
-/// change nothing, and a signed 1:1 send captured on the wire and published again is refused
-/// as a replay — its recipient gets the message once. The nodes' own signed traffic works
-/// (a number's health read at the node that does not run it).
+/// Actions on a number at the node that does not run it reach the node that does (issue 52,
+/// "Routing"): guardrails read, changed and authorized, a sync, a credential update and the
+/// panel's removal of a number, each answered as on that node. And a NATS client that is not
+/// a node of the cluster (no master key) is answered nothing (D-111): an unsigned snapshot
+/// request and a forged RED quality change get no reply and change nothing, and a signed 1:1
+/// send captured on the wire and published again is refused as a replay — its recipient gets
+/// the message once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn messages_from_outside_the_cluster_are_refused() {
+async fn actions_reach_the_numbers_node_and_outsiders_reach_nothing() {
     let _one = ONE_AT_A_TIME.lock().await;
     let Some(backend) = Backend::postgres() else {
         eprintln!("DISPARO_TEST_POSTGRES_URL unset: PostgreSQL run skipped");
@@ -625,6 +627,7 @@ async fn messages_from_outside_the_cluster_are_refused() {
         .call(Method::GET, &format!("/api/v1/campaigns/{id}"), None)
         .await;
     let template = c["data"]["template_id"].clone();
+    routed_actions(&nodes, &api, &sim, &db.url, &channels).await;
     let outsider = async_nats::connect(nats.url()).await.unwrap();
     let mut wire = outsider.subscribe("dsp.ch.*.ctl").await.unwrap();
     let unanswered = |subject: String, payload: Vec<u8>| {
@@ -689,6 +692,232 @@ async fn messages_from_outside_the_cluster_are_refused() {
             .all(|t| t.as_object().unwrap().values().all(|n| n == 1)),
         "each 1:1 send once: {log}"
     );
+    for g in nodes.iter_mut() {
+        g.kill();
+    }
+}
+
+/// The node running `channel` (its cell's lease holder), as an index into `nodes` named
+/// `node-a`, `node-b`….
+async fn runner_of(pg: &sqlx::PgPool, channel: i64) -> usize {
+    let (node,): (String,) = sqlx::query_as(
+        "SELECT l.owner_node FROM channels c JOIN leases l \
+         ON l.key = COALESCE('bm:' || c.bm_id, 'group:' || c.group_id, 'ch:' || c.id) \
+         WHERE c.id = $1 AND l.owner_node IS NOT NULL",
+    )
+    .bind(channel)
+    .fetch_one(pg)
+    .await
+    .unwrap();
+    usize::from(node.as_bytes()[node.len() - 1] - b'a')
+}
+
+/// Guardrails, authorization, sync and a credential update of every number through the node
+/// that does not run it; then the panel removes a number (without history) another node runs.
+async fn routed_actions(
+    nodes: &[Gateway],
+    api: &Api,
+    sim: &provider::sim::Simulator,
+    db_url: &str,
+    channels: &[i64],
+) {
+    let pg = sqlx::PgPool::connect(db_url).await.unwrap();
+    for (i, c) in channels.iter().enumerate() {
+        let runner = runner_of(&pg, *c).await;
+        let far = api.on(&nodes[1 - runner].addr);
+        let near = api.on(&nodes[runner].addr);
+        let path = format!("/api/v1/channels/{c}/guardrails");
+        let cadence = 100 + i as i64;
+        let (status, g) = far
+            .call(
+                Method::PATCH,
+                &path,
+                Some(serde_json::json!({"cadence_ms": cadence})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{g}");
+        assert_eq!(g["data"]["cadence_ms"], cadence, "{g}");
+        let (status, g) = far
+            .call(
+                Method::POST,
+                &format!("{path}/authorize"),
+                Some(serde_json::json!({"extra": 7})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{g}");
+        assert_eq!(g["data"]["today"]["authorized"], 7, "{g}");
+        // The node running it has them live (its actor took them).
+        let (status, g) = near.call(Method::GET, &path, None).await;
+        assert_eq!(status, StatusCode::OK, "{g}");
+        assert_eq!(
+            (
+                g["data"]["cadence_ms"].clone(),
+                g["data"]["today"]["authorized"].clone()
+            ),
+            (serde_json::json!(cadence), serde_json::json!(7)),
+            "{g}"
+        );
+        let (status, g) = far.call(Method::GET, &path, None).await;
+        assert_eq!(status, StatusCode::OK, "{g}");
+        let (status, synced) = far
+            .call(Method::POST, &format!("/api/v1/channels/{c}/sync"), None)
+            .await;
+        assert_eq!(status, StatusCode::OK, "{synced}");
+        assert_eq!(synced["data"]["channel"]["id"], *c, "{synced}");
+        // A record change made at the far node: the running actor reads it again.
+        let name = format!("Loja {i}");
+        let (status, updated) = far
+            .call(
+                Method::PATCH,
+                &format!("/api/v1/channels/{c}/official"),
+                Some(serde_json::json!({ "name": name })),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{updated}");
+        let (status, list) = near.call(Method::GET, "/api/v1/channels", None).await;
+        assert_eq!(status, StatusCode::OK, "{list}");
+        let live = list["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["id"] == *c)
+            .cloned()
+            .unwrap();
+        assert_eq!(live["name"], name.as_str(), "{live}");
+    }
+    // Two more numbers, in no campaign: the panel removes the one the other node runs.
+    let mut extra = Vec::new();
+    for _ in 0..2 {
+        let num = sim
+            .create_number(provider::sim::CreateNumber {
+                tier: Some("TIER_10K".into()),
+                ..Default::default()
+            })
+            .unwrap();
+        let (status, c) = api
+            .call(
+                Method::POST,
+                "/api/v1/channels/official",
+                Some(serde_json::json!({"phone_number_id": num.phone_number_id, "waba_id": num.waba_id, "access_token": num.access_token, "app_secret": num.app_secret})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{c}");
+        extra.push(c["data"]["id"].as_i64().unwrap());
+    }
+    eventually(10, "six numbers running", || async {
+        let per = channels_per_node(&[&nodes[0], &nodes[1]]).await;
+        (per.iter().sum::<u64>() == 6).then_some(())
+    })
+    .await;
+    let mut placed = Vec::new();
+    for c in &extra {
+        placed.push((runner_of(&pg, *c).await, *c));
+    }
+    // Removed through node a when node b runs it, else through b.
+    let (runner, gone) = placed[0];
+    let far = &nodes[1 - runner];
+    let session = far.panel_admin("ops@acme.com.br", "senha-longa-123").await;
+    let r = reqwest::Client::new()
+        .delete(format!("http://{}/api/phone-numbers/{gone}", far.addr))
+        .bearer_auth(&session)
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{:?}", r.text().await);
+    eventually(10, "the removed number stopped where it ran", || async {
+        let per = channels_per_node(&[&nodes[0], &nodes[1]]).await;
+        (per.iter().sum::<u64>() == 5).then_some(())
+    })
+    .await;
+    let (status, _) = api
+        .call(
+            Method::GET,
+            &format!("/api/v1/channels/{gone}/official"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+/// Request limits per cluster (issue 52, D-112): a token's per-minute quota and the login
+/// attempts of an e-mail count every node's admissions — requests spread over two nodes get
+/// the quota once, not once per node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_count_every_nodes_admissions() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(backend) = Backend::postgres() else {
+        eprintln!("DISPARO_TEST_POSTGRES_URL unset: PostgreSQL run skipped");
+        return;
+    };
+    let Some(nats) = Nats::start(None) else {
+        eprintln!("nats-server not installed: cluster run skipped");
+        return;
+    };
+    let db = TestDb::create(&backend).await;
+    let key = storage::Cipher::generate_key_base64();
+    let mut nodes: Vec<Gateway> = ["a", "b"]
+        .iter()
+        .map(|id| {
+            Gateway::on_free_port(vec![
+                ("DATABASE_URL", db.url.clone()),
+                ("DISPARO_MASTER_KEY", key.clone()),
+                ("NATS_URL", nats.url()),
+                ("DISPARO_LEASE_TTL_MS", "2000".into()),
+                ("DISPARO_RATE_LIMIT_PER_MIN", "60".into()),
+                ("DISPARO_NODE_ID", format!("node-{id}")),
+            ])
+        })
+        .collect();
+    for g in nodes.iter_mut() {
+        g.start().await;
+    }
+    let token = nodes[0].token();
+    let admitted = |g: &Gateway, n: usize| {
+        let api = Api::new(&g.addr, &token);
+        async move {
+            let mut ok = 0;
+            for _ in 0..n {
+                let (status, _) = api.call(Method::GET, "/api/v1/channels", None).await;
+                if status == StatusCode::OK {
+                    ok += 1;
+                } else {
+                    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+                }
+            }
+            ok
+        }
+    };
+    let started = Instant::now();
+    assert_eq!(admitted(&nodes[0], 40).await, 40);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let at_b = admitted(&nodes[1], 40).await;
+    // 20 left of the minute's 60, plus one a second refilled meanwhile.
+    let refilled = started.elapsed().as_secs() as usize + 1;
+    assert!(
+        (18..=20 + refilled).contains(&at_b),
+        "node b admitted {at_b} of 40 after node a took 40 of 60"
+    );
+    // Login attempts of one e-mail: 10 at node a (a burst of 10), the next at node b waits.
+    nodes[0]
+        .panel_admin("ops@acme.com.br", "senha-longa-123")
+        .await;
+    let login = |g: &Gateway| {
+        let url = format!("http://{}/api/login", g.addr);
+        async move {
+            reqwest::Client::new()
+                .post(url)
+                .json(&serde_json::json!({"email": "ops@acme.com.br", "password": "errada"}))
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    };
+    for _ in 0..9 {
+        assert_eq!(login(&nodes[0]).await, StatusCode::UNAUTHORIZED);
+    }
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(login(&nodes[1]).await, StatusCode::TOO_MANY_REQUESTS);
     for g in nodes.iter_mut() {
         g.kill();
     }

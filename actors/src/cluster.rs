@@ -15,10 +15,11 @@
 //! turn to stop the cell.
 
 mod control;
+pub mod shared_limits;
 pub mod wire;
 
 pub(crate) use control::apply as apply_here;
-pub use control::{forward_control, remote_send, remote_snapshot, Control, LiveState};
+pub use control::{forward_control, remote_ask, remote_send, remote_snapshot, Control, LiveState};
 
 use crate::registry::RemoteChannel;
 use crate::{Runtime, Shared};

@@ -114,13 +114,25 @@ impl GroupRun {
             .symmetric_difference(&after)
             .chain(after.intersection(&before))
         {
-            if let Some(e) = self.shared.registry.get(*id) {
-                let _ = ask(
-                    &e.actor,
-                    ChannelMsg::Reload,
-                    self.shared.config.call_timeout,
-                )
-                .await;
+            match self.shared.registry.signer(*id) {
+                Some(crate::registry::Signer::Here(e)) => {
+                    let _ = ask(
+                        &e.actor,
+                        ChannelMsg::Reload,
+                        self.shared.config.call_timeout,
+                    )
+                    .await;
+                }
+                // Cluster mode: the node running it reads its record again.
+                Some(crate::registry::Signer::Elsewhere(_)) => {
+                    let reload = crate::cluster::Control::Reload;
+                    if let Err(e) =
+                        crate::cluster::forward_control(&self.shared, *id, &reload).await
+                    {
+                        tracing::warn!(channel_id = *id, error = %e, "group member not told to reload");
+                    }
+                }
+                None => {}
             }
         }
         self.members = members;

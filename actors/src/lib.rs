@@ -22,6 +22,7 @@ mod fields;
 pub mod group;
 pub mod ingest;
 pub mod limits;
+pub mod located;
 pub mod media;
 pub mod outbound;
 pub mod protocol;
@@ -463,13 +464,11 @@ impl Runtime {
         account_id: i64,
         channel_id: i64,
     ) -> Result<protocol::GuardrailView, ActorError> {
-        let actor = self.channel_actor(AccountId(account_id), ChannelId(channel_id))?;
-        ask(
-            &actor,
-            protocol::ChannelMsg::Guardrails,
-            self.shared.config.call_timeout,
-        )
-        .await
+        let located = self
+            .locate(AccountId(account_id), ChannelId(channel_id))
+            .await?;
+        self.ask_guardrails(&located, cluster::wire::ChannelAsk::Guardrails)
+            .await
     }
 
     /// Cluster mode's last view (this node, the live nodes, the cells held here), the lease
@@ -700,7 +699,7 @@ impl Runtime {
         account: AccountId,
         channel: ChannelId,
     ) -> Result<ChannelSnapshot, ActorError> {
-        let mut record = match self.shared.store.channel(account, channel).await {
+        let record = match self.shared.store.channel(account, channel).await {
             Ok(r) => r,
             Err(storage::StorageError::NotFound) => return Err(ActorError::NotFound),
             Err(e) => return Err(e.into()),
@@ -709,15 +708,7 @@ impl Runtime {
             return Ok(alternative::snapshot(record));
         }
         let live = cluster::remote_snapshot(&self.shared, channel.get()).await?;
-        record.status = live.status;
-        record.quality = live.quality;
-        record.tier = live.tier;
-        record.credential_valid = live.credential_valid;
-        record.payment_locked_until = live.payment_locked_until;
-        Ok(ChannelSnapshot {
-            record,
-            health: live.health,
-        })
+        Ok(located::overlay(record, live))
     }
 
     /// A channel of the account and its decrypted access token (for provider calls made on

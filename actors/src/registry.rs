@@ -193,6 +193,15 @@ impl Registry {
             .map(|r| Signer::Elsewhere(r.clone()))
     }
 
+    /// The channels of the account's WABA `waba_id`: the running ones, then those other
+    /// nodes run.
+    pub fn signers_of_waba(&self, account_id: i64, waba_id: &str) -> Vec<Signer> {
+        self.signers()
+            .into_iter()
+            .filter(|s| s.account_id() == account_id && s.waba_id() == waba_id)
+            .collect()
+    }
+
     /// Every channel a webhook may name: the running ones, then the others' not running here.
     fn signers(&self) -> Vec<Signer> {
         let mut all: Vec<Signer> = self.by_id.iter().map(|e| Signer::Here(e.clone())).collect();

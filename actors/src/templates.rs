@@ -123,11 +123,12 @@ impl Runtime {
         {
             Ok(rows) => {
                 for (channel_id, missing, quality_red) in rows {
-                    if let Some(e) = self.shared.registry.get(channel_id) {
-                        let _ = e.actor.cast(crate::protocol::ChannelMsg::TemplateFlags {
-                            missing,
-                            quality_red,
-                        });
+                    let flags = crate::cluster::Control::TemplateFlags {
+                        missing,
+                        quality_red,
+                    };
+                    if let Err(e) = self.notify_channel(channel_id, flags).await {
+                        tracing::warn!(channel_id, error = %e, "template flags not told");
                     }
                 }
             }

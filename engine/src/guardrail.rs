@@ -107,7 +107,7 @@ pub fn warmup(g: &Guardrails, tier_limit: Option<i64>, now_ms: i64) -> Option<(u
 }
 
 /// Why today's campaign cap is what it is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CapSource {
     /// The number's daily cap.
@@ -119,7 +119,7 @@ pub enum CapSource {
 }
 
 /// Today's campaign cap of a number.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CapToday {
     /// Campaign sends allowed today, authorizations included; `None`: no cap.
     pub cap: Option<i64>,

@@ -65,9 +65,55 @@ impl SlidingWindow {
     }
 }
 
+impl SlidingWindow {
+    /// Counts `n` requests admitted elsewhere at `at_ms` (another node of the cluster, its
+    /// admissions shared after the fact): they take room in the window as this node's own do,
+    /// without a check (they were admitted already). The window never holds more than its
+    /// limit: the oldest leave first.
+    pub fn record(&mut self, at_ms: i64, n: usize) {
+        for _ in 0..n.min(self.limit) {
+            let i = self.admitted.partition_point(|t| *t <= at_ms);
+            self.admitted.insert(i, at_ms);
+        }
+        while self.admitted.len() > self.limit {
+            self.admitted.pop_front();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn requests_admitted_elsewhere_take_room_until_they_leave_the_window() {
+        let mut w = SlidingWindow::new(10, 60_000);
+        for _ in 0..4 {
+            assert!(matches!(w.admit(0), Admission::Admitted { .. }));
+        }
+        w.record(1_000, 6);
+        assert_eq!(
+            w.admit(2_000),
+            Admission::Refused {
+                retry_after_ms: 58_000
+            }
+        );
+        // The local ones leave first (admitted at 0), then the recorded ones (at 1,000).
+        for left in (0..4).rev() {
+            assert_eq!(
+                w.admit(60_000),
+                Admission::Admitted {
+                    remaining: left,
+                    reset_ms: 60_000
+                }
+            );
+        }
+        assert!(matches!(w.admit(60_500), Admission::Refused { .. }));
+        assert!(matches!(w.admit(61_000), Admission::Admitted { .. }));
+        // A late report never grows the window past its limit.
+        w.record(30_000, 50);
+        assert!(matches!(w.admit(62_000), Admission::Refused { .. }));
+    }
 
     #[test]
     fn a_burst_takes_the_quota_then_waits_for_the_oldest() {

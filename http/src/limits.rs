@@ -41,6 +41,36 @@ enum Counting {
     },
 }
 
+/// This node's admissions of a limit since the cluster's gossip last took them (cluster
+/// mode, issue 52, D-112): kept only once [`Pending::share`] was called.
+#[derive(Default)]
+pub(crate) struct Pending {
+    on: std::sync::atomic::AtomicBool,
+    counts: DashMap<String, u32>,
+}
+
+impl Pending {
+    /// Starts keeping admissions.
+    pub(crate) fn share(&self) {
+        self.on.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Counts one admission of `key` (built only when shared).
+    pub(crate) fn count(&self, key: impl FnOnce() -> String) {
+        if self.on.load(std::sync::atomic::Ordering::Relaxed) {
+            *self.counts.entry(key()).or_insert(0) += 1;
+        }
+    }
+
+    /// The admissions kept since the last call, by key.
+    pub(crate) fn drain(&self) -> Vec<(String, u32)> {
+        let keys: Vec<String> = self.counts.iter().map(|e| e.key().clone()).collect();
+        keys.into_iter()
+            .filter_map(|k| self.counts.remove(&k))
+            .collect()
+    }
+}
+
 /// A per-token request limit. The account API's (`DISPARO_RATE_LIMIT_PER_MIN`, D-043) is a
 /// bucket of the whole minute's quota refilled evenly; the public sender's (120 per minute,
 /// D-060, issue 49) admits at most its quota in any 60 s. Answers carry the draft IETF
@@ -50,6 +80,8 @@ enum Counting {
 #[derive(Clone)]
 pub struct TokenRateLimit {
     counting: Counting,
+    /// This node's admissions for the other nodes (cluster mode).
+    pending: Arc<Pending>,
     /// Most requests in any 60 s (the policy's `q`).
     per_minute: u32,
     /// The policy's name in the headers (`token`, `sender`).
@@ -88,6 +120,7 @@ impl TokenRateLimit {
                 limiter: Arc::new(RateLimiter::keyed(Quota::per_minute(n)).with_middleware()),
                 period: Duration::from_secs(60) / per_minute,
             },
+            pending: Arc::default(),
             per_minute,
             name: "token",
         })
@@ -102,6 +135,7 @@ impl TokenRateLimit {
                 windows: Arc::new(DashMap::new()),
                 origin: Instant::now(),
             },
+            pending: Arc::default(),
             per_minute,
             name: "sender",
         })
@@ -144,6 +178,9 @@ impl TokenRateLimit {
                 }
             }
         };
+        if verdict.is_ok() {
+            self.pending.count(|| token_id.to_string());
+        }
         match verdict {
             Ok((remaining, reset)) => RateVerdict::Allowed([
                 self.policy(),
@@ -164,6 +201,46 @@ impl TokenRateLimit {
                         .expect("ASCII"),
                 );
                 RateVerdict::Refused(resp)
+            }
+        }
+    }
+}
+
+/// Cluster mode: a token's quota counts every node's admissions (issue 52, D-112).
+impl actors::cluster::shared_limits::ClusterLimit for TokenRateLimit {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn share(&self) {
+        self.pending.share();
+    }
+
+    fn drain(&self) -> Vec<(String, u32)> {
+        self.pending.drain()
+    }
+
+    fn absorb(&self, key: &str, n: u32) {
+        let Ok(token_id) = key.parse::<i64>() else {
+            return;
+        };
+        match &self.counting {
+            // As many of the bucket's cells as are left (the other node admitted them).
+            Counting::Bucket { limiter, .. } => {
+                for _ in 0..n.min(self.per_minute) {
+                    if limiter.check_key(&token_id).is_err() {
+                        break;
+                    }
+                }
+            }
+            Counting::Window { windows, origin } => {
+                let now = origin.elapsed().as_millis() as i64;
+                windows
+                    .entry(token_id)
+                    .or_insert_with(|| {
+                        SlidingWindow::new(self.per_minute as usize, SENDER_WINDOW_MS)
+                    })
+                    .record(now, n as usize);
             }
         }
     }

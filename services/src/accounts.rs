@@ -3,8 +3,9 @@
 //! overview, linking numbers").
 
 use crate::Services;
+use actors::cluster::Control;
 use actors::error::ActorError;
-use actors::protocol::{ChannelMsg, ChannelSnapshot};
+use actors::protocol::ChannelSnapshot;
 use engine::channel::{ChannelStatus, HealthCode, Tone};
 use engine::ids::{AccountId, ChannelId};
 use engine::phone::Phone;
@@ -479,8 +480,8 @@ impl Services {
         if paid {
             for c in &channels {
                 store.set_channel_payment_lock(c.id, None).await?;
-                if let Some(e) = self.shared().registry.get(c.id) {
-                    let _ = e.actor.cast(ChannelMsg::PaymentReleased);
+                if let Err(e) = self.notify_channel(c.id, Control::PaymentReleased).await {
+                    tracing::warn!(channel_id = c.id, error = %e, "payment release not told");
                 }
             }
         }
@@ -678,13 +679,8 @@ impl Services {
                 .store
                 .set_waba_standing(waba.id, name, detail, self.shared().now_ms())
                 .await?;
-            for e in self
-                .shared()
-                .registry
-                .of_waba(account_id, &waba.provider_waba_id)
-            {
-                let _ = e.actor.cast(ChannelMsg::WabaStanding(live));
-            }
+            self.notify_waba(account_id, &waba.provider_waba_id, Control::Standing(live))
+                .await;
         }
         Ok(())
     }
@@ -786,14 +782,8 @@ impl Services {
                 .store
                 .set_channel_status(c.id, ChannelStatus::Disconnected.as_str())
                 .await?;
-            if let Some(e) = self.shared().registry.get(c.id) {
-                let timeout = self.shared().config.call_timeout;
-                if actors::ask(&e.actor, ChannelMsg::Reload, timeout)
-                    .await
-                    .is_err()
-                {
-                    tracing::warn!(channel_id = c.id, "could not reload a vanished channel");
-                }
+            if self.notify_channel(c.id, Control::Reload).await.is_err() {
+                tracing::warn!(channel_id = c.id, "could not reload a vanished channel");
             }
         }
         Ok(missing)

@@ -2,8 +2,9 @@
 //! before anything is stored.
 
 use crate::Services;
+use actors::cluster::wire::ChannelAsk;
 use actors::error::ActorError;
-use actors::protocol::{ChannelMsg, ChannelSnapshot};
+use actors::protocol::ChannelSnapshot;
 use engine::channel::{ChannelStatus, Quality, Tier};
 use engine::ids::{AccountId, ChannelId};
 use engine::phone::Phone;
@@ -472,13 +473,10 @@ impl Services {
                 }
             }
         }
-        let actor = self.channel_actor(AccountId(account_id), ChannelId(channel_id))?;
-        actors::ask(
-            &actor,
-            ChannelMsg::Reload,
-            self.shared().config.call_timeout,
-        )
-        .await?
+        let located = self
+            .locate(AccountId(account_id), ChannelId(channel_id))
+            .await?;
+        self.ask_snapshot(&located, ChannelAsk::Reload).await
     }
 
     /// Re-reads the number at the provider (`POST /channels/{id}/sync` and `/verify`).
@@ -487,8 +485,11 @@ impl Services {
         account_id: i64,
         channel_id: i64,
     ) -> Result<ChannelSnapshot, ActorError> {
-        let actor = match self.channel_actor(AccountId(account_id), ChannelId(channel_id)) {
-            Ok(a) => a,
+        let located = match self
+            .locate(AccountId(account_id), ChannelId(channel_id))
+            .await
+        {
+            Ok(l) => l,
             // A number of an alternative provider: its sender's templates are read again.
             Err(ActorError::NotFound) => {
                 let record = self.alternative_record(account_id, channel_id).await?;
@@ -496,12 +497,7 @@ impl Services {
             }
             Err(e) => return Err(e),
         };
-        actors::ask(
-            &actor,
-            |r| ChannelMsg::Sync(Some(r)),
-            self.shared().config.call_timeout,
-        )
-        .await?
+        self.ask_snapshot(&located, ChannelAsk::Sync).await
     }
 }
 

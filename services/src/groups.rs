@@ -3,8 +3,8 @@
 //! choice of a sender, the scheduler) is the group actor's (`actors::group`).
 
 use crate::Services;
+use actors::cluster::Control;
 use actors::group::{GroupCampaignInput, GroupDetail, GroupInput, GroupMsg};
-use actors::protocol::ChannelMsg;
 use actors::protocol::{SendCommand, SendContent};
 use actors::{ask, ActorError};
 use engine::ids::{AccountId, ChannelId};
@@ -43,13 +43,8 @@ impl Services {
 
     /// Makes a number's actor re-read its record (its group among the rest).
     async fn reload_channel(&self, channel_id: i64) {
-        if let Some(e) = self.shared().registry.get(channel_id) {
-            let _ = ask(
-                &e.actor,
-                ChannelMsg::Reload,
-                self.shared().config.call_timeout,
-            )
-            .await;
+        if let Err(e) = self.notify_channel(channel_id, Control::Reload).await {
+            tracing::warn!(channel_id, error = %e, "number not told to read its record again");
         }
     }
 

@@ -3,8 +3,9 @@
 //! transitions": "unless an owner or admin authorizes").
 
 use crate::Services;
+use actors::cluster::wire::ChannelAsk;
 use actors::error::ActorError;
-use actors::protocol::{ChannelMsg, GuardrailView};
+use actors::protocol::GuardrailView;
 use engine::guardrail::{self, Guardrails};
 use engine::ids::{AccountId, ChannelId};
 
@@ -54,16 +55,14 @@ impl Services {
         channel_id: i64,
         patch: GuardrailsPatch,
     ) -> Result<GuardrailView, ActorError> {
-        let actor = self.channel_actor(AccountId(account_id), ChannelId(channel_id))?;
+        let located = self
+            .locate(AccountId(account_id), ChannelId(channel_id))
+            .await?;
         let store = &self.shared().store;
         let g = patch.apply(store.channel_guardrails(channel_id).await?);
         store.set_channel_guardrails(channel_id, &g).await?;
-        actors::ask(
-            &actor,
-            |r| ChannelMsg::SetGuardrails(g, r),
-            self.shared().config.call_timeout,
-        )
-        .await
+        self.ask_guardrails(&located, ChannelAsk::SetGuardrails(g))
+            .await
     }
 
     /// `POST /channels/{id}/guardrails/authorize`: `extra` more campaign sends for today (local
@@ -76,18 +75,16 @@ impl Services {
         extra: i64,
         by: &str,
     ) -> Result<GuardrailView, ActorError> {
-        let actor = self.channel_actor(AccountId(account_id), ChannelId(channel_id))?;
+        let located = self
+            .locate(AccountId(account_id), ChannelId(channel_id))
+            .await?;
         let day = guardrail::local_day(self.shared().now_ms());
         let total = self
             .shared()
             .store
             .authorize_cap(channel_id, day, extra, by)
             .await?;
-        actors::ask(
-            &actor,
-            |r| ChannelMsg::Authorized(total, r),
-            self.shared().config.call_timeout,
-        )
-        .await
+        self.ask_guardrails(&located, ChannelAsk::Authorized(total))
+            .await
     }
 }

@@ -1682,13 +1682,11 @@ impl Services {
                 client_id,
             )
             .await?;
-        if let Some(e) = self.shared().registry.get(id) {
-            let _ = actors::ask(
-                &e.actor,
-                actors::protocol::ChannelMsg::Reload,
-                self.shared().config.call_timeout,
-            )
-            .await;
+        if let Err(e) = self
+            .notify_channel(id, actors::cluster::Control::Reload)
+            .await
+        {
+            tracing::warn!(channel_id = id, error = %e, "number not told to read its record again");
         }
         self.panel_number(account_id, scope, id).await
     }
@@ -1717,7 +1715,8 @@ impl Services {
                 "number_history".into(),
             )));
         }
-        self.stop_channel(id).await;
+        self.retire_channel(AccountId(account_id), ChannelId(id))
+            .await?;
         store
             .delete_channel(AccountId(account_id), ChannelId(id))
             .await

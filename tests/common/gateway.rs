@@ -114,6 +114,44 @@ impl Gateway {
     }
 }
 
+impl Gateway {
+    /// A panel Admin of the `acme` account (created with `disparo user create`), logged in
+    /// at this gateway: the session token.
+    pub async fn panel_admin(&self, email: &str, password: &str) -> String {
+        use std::io::Write;
+        let mut child = self
+            .command()
+            .args([
+                "user",
+                "create",
+                "--account",
+                "acme",
+                "--email",
+                email,
+                "--name",
+                "Operações",
+                "--role",
+                "Admin",
+                "--password-stdin",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("user command runs");
+        writeln!(child.stdin.take().unwrap(), "{password}").unwrap();
+        assert!(child.wait_with_output().unwrap().status.success());
+        let r = reqwest::Client::new()
+            .post(format!("http://{}/api/login", self.addr))
+            .json(&serde_json::json!({"email": email, "password": password}))
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success());
+        let body: serde_json::Value = r.json().await.unwrap();
+        body["data"]["token"].as_str().unwrap().to_string()
+    }
+}
+
 impl Drop for Gateway {
     fn drop(&mut self) {
         self.kill();

@@ -7,7 +7,7 @@
 //! (a reply to its request), accepted within 30 s and once ([`engine::cluster::seal`],
 //! D-111): a NATS client that is not a node of this cluster is answered nothing.
 
-use super::wire::{RemoteSend, SendAnswer};
+use super::wire::{AskAnswer, ChannelAsk, RemoteSend, SendAnswer};
 use crate::error::ActorError;
 use crate::protocol::ChannelMsg;
 use crate::{Runtime, Shared};
@@ -38,6 +38,18 @@ pub enum Control {
     Snapshot,
     /// A 1:1 send (answered with a [`SendAnswer`]).
     Send(Box<RemoteSend>),
+    /// The BM's payment is in order again (the lock is already cleared in storage).
+    PaymentReleased,
+    /// Whether a library template is missing on the number and whether one of its templates
+    /// has RED quality (health `template_ausente`, `template_qualidade_baixa`).
+    TemplateFlags {
+        /// A template is missing.
+        missing: bool,
+        /// A template's quality is RED.
+        quality_red: bool,
+    },
+    /// A question to the number's actor (answered with an [`AskAnswer`]).
+    Ask(ChannelAsk),
 }
 
 /// A number's live state as its node answers [`Control::Snapshot`]: the record's live fields
@@ -58,6 +70,20 @@ pub struct LiveState {
     pub health: engine::channel::Health,
 }
 
+impl LiveState {
+    /// The live part of a snapshot taken where the number runs.
+    pub fn of(s: crate::protocol::ChannelSnapshot) -> Self {
+        LiveState {
+            status: s.record.status,
+            quality: s.record.quality,
+            tier: s.record.tier,
+            credential_valid: s.record.credential_valid,
+            payment_locked_until: s.record.payment_locked_until,
+            health: s.health,
+        }
+    }
+}
+
 /// What the node running the number answers to a change it took.
 const TAKEN: &[u8] = b"ok";
 
@@ -75,19 +101,47 @@ pub async fn forward_control(
     channel_id: i64,
     control: &Control,
 ) -> Result<(), ActorError> {
-    ask_owner(shared, channel_id, control, |answer| {
-        (answer == TAKEN).then_some(())
-    })
+    ask_owner(
+        shared,
+        channel_id,
+        control,
+        Duration::from_secs(2),
+        |answer| (answer == TAKEN).then_some(()),
+    )
     .await
 }
 
 /// The live state of `channel_id` from the node that runs it; retried as
 /// [`forward_control`]. Errors: [`ActorError::Unavailable`].
 pub async fn remote_snapshot(shared: &Shared, channel_id: i64) -> Result<LiveState, ActorError> {
-    ask_owner(shared, channel_id, &Control::Snapshot, |answer| {
-        serde_json::from_slice(answer).ok()
-    })
+    ask_owner(
+        shared,
+        channel_id,
+        &Control::Snapshot,
+        Duration::from_secs(2),
+        |answer| serde_json::from_slice(answer).ok(),
+    )
     .await
+}
+
+/// Puts `ask` to the actor of `channel_id` on the node that runs it and returns its answer
+/// (each try waits as long as a local ask would, plus a second); retried as
+/// [`forward_control`] (every [`ChannelAsk`] may be repeated: each sets or reads). Errors:
+/// the ask's own, as that node answered them; [`ActorError::Unavailable`] when none did.
+pub async fn remote_ask(
+    shared: &Shared,
+    channel_id: i64,
+    ask: ChannelAsk,
+) -> Result<AskAnswer, ActorError> {
+    let wait = shared.config.call_timeout + Duration::from_secs(1);
+    match ask_owner(shared, channel_id, &Control::Ask(ask), wait, |answer| {
+        serde_json::from_slice::<AskAnswer>(answer).ok()
+    })
+    .await?
+    {
+        AskAnswer::Failed(e) => Err(e.into()),
+        answer => Ok(answer),
+    }
 }
 
 /// Hands a 1:1 send to the node running `channel_id` and returns the stored message's id.
@@ -175,6 +229,7 @@ async fn ask_owner<T>(
     shared: &Shared,
     channel_id: i64,
     control: &Control,
+    wait: Duration,
     read: impl Fn(&[u8]) -> Option<T>,
 ) -> Result<T, ActorError> {
     let Some(cluster) = shared.cluster.as_ref() else {
@@ -183,9 +238,7 @@ async fn ask_owner<T>(
     let payload = serde_json::to_vec(control).map_err(|_| ActorError::Unavailable)?;
     let give_up = tokio::time::Instant::now() + 2 * cluster.settings.lease_ttl;
     loop {
-        if let Asked::Answer(answer) =
-            ask_once(shared, channel_id, &payload, Duration::from_secs(2)).await
-        {
+        if let Asked::Answer(answer) = ask_once(shared, channel_id, &payload, wait).await {
             if let Some(v) = read(&answer) {
                 return Ok(v);
             }
@@ -225,11 +278,14 @@ pub(crate) async fn listen(rt: Runtime, channel_id: i64) {
             continue;
         };
         let answer = match control {
-            // A send runs as long as the provider takes: the next message does not wait.
-            Ok(Control::Send(send)) => {
+            // A send or an ask runs as long as the provider takes: the next message does not
+            // wait.
+            Ok(control @ (Control::Send(_) | Control::Ask(_))) => {
                 let (rt, nats, key) = (rt.clone(), nats.clone(), key.clone());
                 tokio::spawn(async move {
-                    let answer = serve_send(&rt, channel_id, *send).await;
+                    let answer = apply(&rt, channel_id, control)
+                        .await
+                        .unwrap_or_else(|| b"gone".to_vec());
                     if let Some(reply) = msg.reply {
                         let _ = nats
                             .publish(reply, seal::seal_reply(&key, &tag, &answer).into())
@@ -303,6 +359,25 @@ pub(crate) async fn apply(rt: &Runtime, channel_id: i64, control: Control) -> Op
             .cast(ChannelMsg::QualityUpdate { quality, tier, at })
             .is_ok(),
         Control::Standing(standing) => entry.actor.cast(ChannelMsg::WabaStanding(standing)).is_ok(),
+        Control::PaymentReleased => entry.actor.cast(ChannelMsg::PaymentReleased).is_ok(),
+        Control::TemplateFlags {
+            missing,
+            quality_red,
+        } => entry
+            .actor
+            .cast(ChannelMsg::TemplateFlags {
+                missing,
+                quality_red,
+            })
+            .is_ok(),
+        Control::Ask(ask) => {
+            let answer = match crate::located::answer_here(rt, &entry.actor, channel_id, ask).await
+            {
+                Ok(answered) => answered.into_wire(),
+                Err(e) => AskAnswer::Failed(e.into()),
+            };
+            return serde_json::to_vec(&answer).ok();
+        }
         Control::Reload => crate::ask(&entry.actor, ChannelMsg::Reload, timeout)
             .await
             .is_ok_and(|r| r.is_ok()),
@@ -310,15 +385,7 @@ pub(crate) async fn apply(rt: &Runtime, channel_id: i64, control: Control) -> Op
             let s = crate::ask(&entry.actor, ChannelMsg::Snapshot, timeout)
                 .await
                 .ok()?;
-            let live = LiveState {
-                status: s.record.status,
-                quality: s.record.quality,
-                tier: s.record.tier,
-                credential_valid: s.record.credential_valid,
-                payment_locked_until: s.record.payment_locked_until,
-                health: s.health,
-            };
-            return serde_json::to_vec(&live).ok();
+            return serde_json::to_vec(&LiveState::of(s)).ok();
         }
         Control::Send(send) => return Some(serve_send(rt, channel_id, *send).await),
     };

@@ -159,6 +159,37 @@ pub enum SendAnswer {
     Failed(WireError),
 }
 
+/// A question another node may put to a number's actor (cluster mode): the panel's and the
+/// API's actions that need the number's live state (`CLUSTER.md` "Routing").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ChannelAsk {
+    /// `GET /channels/{id}/guardrails`.
+    Guardrails,
+    /// Apply guardrail settings already stored.
+    SetGuardrails(engine::guardrail::Guardrails),
+    /// Today's authorized extra sends (total, already stored).
+    Authorized(i64),
+    /// Read the number again at the provider.
+    Sync,
+    /// Read the record again from storage (credentials, name, client, group changed).
+    Reload,
+    /// Stop the number's actor (it is being removed).
+    Stop,
+}
+
+/// The answer to a [`ChannelAsk`] as it travels back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum AskAnswer {
+    /// Guardrails and today's cap.
+    Guardrails(engine::channel::machine::GuardrailView),
+    /// The number's live state after a sync or reload.
+    Live(super::LiveState),
+    /// The actor stopped.
+    Stopped,
+    /// Refused or failed, as the ask would have answered where it arrived.
+    Failed(WireError),
+}
+
 /// An [`ActorError`] between nodes. Storage errors travel as `Unavailable` (the receiving
 /// node's database failed; the caller may retry).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -287,8 +287,9 @@ pub enum Refusal {
     Quota(Quota),
 }
 
-/// Today's guardrails of a number as `GET /channels/{id}/guardrails` shows them.
-#[derive(Debug, Clone)]
+/// Today's guardrails of a number as `GET /channels/{id}/guardrails` shows them (serde: it
+/// travels between nodes in cluster mode).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct GuardrailView {
     /// The settings.
     pub settings: Guardrails,

@@ -84,8 +84,11 @@ impl<S: Send + Sync> FromRequestParts<S> for PanelUser {
 /// client address, a burst of 30 then one every 2 s. Every attempt counts.
 #[derive(Clone)]
 pub struct LoginLimit {
+    /// By (the e-mail's digest, the address).
     by_email: Arc<DefaultKeyedRateLimiter<(String, Option<IpAddr>)>>,
     by_ip: Arc<DefaultKeyedRateLimiter<IpAddr>>,
+    /// This node's attempts for the other nodes (cluster mode).
+    pending: Arc<crate::limits::Pending>,
 }
 
 impl std::fmt::Debug for LoginLimit {
@@ -104,8 +107,16 @@ impl Default for LoginLimit {
         Self {
             by_email: Arc::new(RateLimiter::keyed(quota(Duration::from_secs(30), 10))),
             by_ip: Arc::new(RateLimiter::keyed(quota(Duration::from_secs(2), 30))),
+            pending: Arc::default(),
         }
     }
+}
+
+/// The key of an e-mail in the limits: its SHA-256 (lowercased, trimmed), hex — the same on
+/// every node, and no address on the wire between them.
+fn email_key(email: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(email.trim().to_lowercase().as_bytes()))
 }
 
 impl LoginLimit {
@@ -118,10 +129,53 @@ impl LoginLimit {
         };
         if let Some(ip) = ip {
             self.by_ip.check_key(&ip).map_err(wait)?;
+            self.pending.count(|| format!("i|{ip}"));
         }
-        self.by_email
-            .check_key(&(email.trim().to_lowercase(), ip))
-            .map_err(wait)
+        let key = email_key(email);
+        self.by_email.check_key(&(key.clone(), ip)).map_err(wait)?;
+        self.pending
+            .count(|| format!("e|{key}|{}", ip.map(|i| i.to_string()).unwrap_or_default()));
+        Ok(())
+    }
+}
+
+/// Cluster mode: login attempts count on every node (issue 52, D-112).
+impl actors::cluster::shared_limits::ClusterLimit for LoginLimit {
+    fn name(&self) -> &'static str {
+        "login"
+    }
+
+    fn share(&self) {
+        self.pending.share();
+    }
+
+    fn drain(&self) -> Vec<(String, u32)> {
+        self.pending.drain()
+    }
+
+    fn absorb(&self, key: &str, n: u32) {
+        let mut parts = key.split('|');
+        match (parts.next(), parts.next(), parts.next()) {
+            (Some("i"), Some(ip), None) => {
+                if let Ok(ip) = ip.parse::<IpAddr>() {
+                    for _ in 0..n.min(30) {
+                        if self.by_ip.check_key(&ip).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+            (Some("e"), Some(digest), Some(ip)) => {
+                let ip = ip.parse::<IpAddr>().ok();
+                let key = (digest.to_string(), ip);
+                for _ in 0..n.min(10) {
+                    if self.by_email.check_key(&key).is_err() {
+                        break;
+                    }
+                }
+            }
+            _ => {}
+        }
     }
 }
 
