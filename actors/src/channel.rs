@@ -901,10 +901,11 @@ impl SendTask {
         let written = self
             .shared
             .store
-            .insert_outbound(
+            .insert_outbound_under(
                 &new,
                 engine::message::MessageStatus::Sending,
                 idempotency_key.as_deref(),
+                self.fence.lease().as_ref(),
             )
             .await;
         api_send_phase("write", watch.lap());

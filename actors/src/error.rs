@@ -118,6 +118,9 @@ impl From<storage::StorageError> for ActorError {
         match e {
             storage::StorageError::NotFound => ActorError::NotFound,
             storage::StorageError::Conflict(c) => ActorError::Conflict(c),
+            // Cluster mode: this node lost the number's cell; nothing was written, and the
+            // caller may retry (another node runs the number by then).
+            storage::StorageError::Fenced(_) => ActorError::Unavailable,
             other => ActorError::Storage(other),
         }
     }

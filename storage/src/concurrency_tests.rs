@@ -530,3 +530,69 @@ async fn claims_under_a_lost_lease_are_refused() {
     assert_eq!(takeover.await.unwrap().unwrap(), Some(3));
     crate::test_support::drop_postgres(b, &name).await;
 }
+
+/// A 1:1 send's row is written under its cell's lease (issue 52, `CLUSTER.md` "Fencing"):
+/// under the held epoch it is written, under a lost one nothing is and the answer is `Fenced`,
+/// and one fenced write in a batch leaves the others of the batch written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_to_one_writes_under_a_lost_lease_are_refused() {
+    let Some((a, b, account, channel, name)) = crate::test_support::postgres_pair().await else {
+        return;
+    };
+    let new = |i: usize| crate::messages::NewOutbound {
+        account_id: account,
+        channel_id: channel,
+        contact_phone: format!("5511977{i:06}"),
+        kind: engine::message::MessageKind::Text,
+        body: Some("oi".into()),
+        template_name: None,
+        template_language: None,
+        params: None,
+        preview_text: None,
+        media: None,
+        source: "api",
+    };
+    let token = |epoch| crate::leases::LeaseToken {
+        key: "ch:1".into(),
+        epoch,
+    };
+    let sending = engine::message::MessageStatus::Sending;
+    assert_eq!(a.acquire_lease("ch:1", "a", 10_000).await.unwrap(), Some(1));
+    a.insert_outbound_under(&new(1), sending, None, Some(&token(1)))
+        .await
+        .unwrap();
+    // b never held it; a's epoch 1 after b took the cell over.
+    let refused = b
+        .insert_outbound_under(&new(2), sending, None, Some(&token(1)))
+        .await;
+    assert!(
+        matches!(refused, Err(crate::StorageError::Fenced(_))),
+        "{refused:?}"
+    );
+    sqlx::query("UPDATE leases SET expires_at = 0 WHERE key = 'ch:1'")
+        .execute(&a.pool)
+        .await
+        .unwrap();
+    assert_eq!(b.acquire_lease("ch:1", "b", 10_000).await.unwrap(), Some(2));
+    let (m3, m4, m5, t1, t2) = (new(3), new(4), new(5), token(1), token(2));
+    let (late, held, plain) = tokio::join!(
+        a.insert_outbound_under(&m3, sending, None, Some(&t1)),
+        a.insert_outbound_under(&m4, sending, None, None),
+        b.insert_outbound_under(&m5, sending, None, Some(&t2)),
+    );
+    assert!(
+        matches!(late, Err(crate::StorageError::Fenced(_))),
+        "{late:?}"
+    );
+    held.unwrap();
+    plain.unwrap();
+    let phones: Vec<String> = sqlx::query_scalar(
+        "SELECT contact_phone FROM messages WHERE channel_id = $1 ORDER BY contact_phone",
+    )
+    .bind(channel)
+    .fetch_all(&a.pool)
+    .await
+    .unwrap();
+    assert_eq!(phones, ["5511977000001", "5511977000004", "5511977000005"]);
+    crate::test_support::drop_postgres(b, &name).await;
+}

@@ -37,7 +37,60 @@ pub struct LeaseRow {
     pub held_for_ms: i64,
 }
 
+/// A write made under a lease, as a writer that holds a transaction but not the store checks
+/// it ([`hold_in`]): the token, this process's session and the backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Fencing {
+    pub(crate) token: LeaseToken,
+    pub(crate) session: i64,
+    pub(crate) backend: crate::Backend,
+}
+
+/// [`Store::hold_leases`] for each distinct lease of `fencing`, inside `tx`. Errors:
+/// [`crate::StorageError::Fenced`] naming the first lease not held.
+pub(crate) async fn hold_in(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    fencing: &[&Fencing],
+) -> Result<()> {
+    let mut checked: Vec<&Fencing> = Vec::with_capacity(fencing.len());
+    for f in fencing {
+        if checked.contains(f) {
+            continue;
+        }
+        checked.push(f);
+        let lock = match f.backend {
+            crate::Backend::Postgres => " FOR SHARE",
+            crate::Backend::Sqlite => "",
+        };
+        let sql = format!(
+            "SELECT epoch FROM leases WHERE key = $1 AND epoch = $2 AND owner_session = $3 \
+             AND expires_at > {}{lock}",
+            crate::sessions::now_sql_of(f.backend)
+        );
+        let held = sqlx::query(&sql)
+            .bind(&f.token.key)
+            .bind(f.token.epoch)
+            .bind(f.session)
+            .fetch_optional(&mut **tx)
+            .await?;
+        if held.is_none() {
+            metrics::counter!("disparo_cluster_fenced_writes_total").increment(1);
+            return Err(crate::StorageError::Fenced(f.token.key.clone()));
+        }
+    }
+    Ok(())
+}
+
 impl Store {
+    /// The fencing of a write this process makes under `token`.
+    pub(crate) fn fencing(&self, token: &LeaseToken) -> Fencing {
+        Fencing {
+            token: token.clone(),
+            session: self.session_id(),
+            backend: self.backend,
+        }
+    }
+
     /// Checks, inside `tx`, that this session still holds each of `tokens` under its epoch
     /// and that none has expired, and keeps each row locked `FOR SHARE` until `tx` ends (on
     /// PostgreSQL; SQLite has one writer and no cluster mode): a peer taking the cell over
@@ -50,36 +103,8 @@ impl Store {
         tx: &mut sqlx::Transaction<'static, sqlx::Any>,
         tokens: &[&LeaseToken],
     ) -> Result<()> {
-        if tokens.is_empty() {
-            return Ok(());
-        }
-        let lock = match self.backend {
-            crate::Backend::Postgres => " FOR SHARE",
-            crate::Backend::Sqlite => "",
-        };
-        let sql = format!(
-            "SELECT epoch FROM leases WHERE key = $1 AND epoch = $2 AND owner_session = $3 \
-             AND expires_at > {}{lock}",
-            self.now_sql()
-        );
-        let mut checked: Vec<&LeaseToken> = Vec::with_capacity(tokens.len());
-        for token in tokens {
-            if checked.contains(token) {
-                continue;
-            }
-            checked.push(token);
-            let held = sqlx::query(&sql)
-                .bind(&token.key)
-                .bind(token.epoch)
-                .bind(self.session_id())
-                .fetch_optional(&mut **tx)
-                .await?;
-            if held.is_none() {
-                metrics::counter!("disparo_cluster_fenced_writes_total").increment(1);
-                return Err(crate::StorageError::Fenced(token.key.clone()));
-            }
-        }
-        Ok(())
+        let fencing: Vec<Fencing> = tokens.iter().map(|t| self.fencing(t)).collect();
+        hold_in(tx, &fencing.iter().collect::<Vec<_>>()).await
     }
 
     /// The names of the live nodes: sessions not ended whose heartbeat (or last lease

@@ -112,6 +112,8 @@ enum Op {
         new: NewOutbound,
         status: MessageStatus,
         key: Option<String>,
+        /// Cluster mode: the lease of the number's cell, checked in the write's transaction.
+        fencing: Option<crate::leases::Fencing>,
         reply: oneshot::Sender<Result<MessageRecord>>,
     },
     Sent {
@@ -220,6 +222,7 @@ impl Sends {
         new: NewOutbound,
         status: MessageStatus,
         key: Option<String>,
+        fencing: Option<crate::leases::Fencing>,
     ) -> Result<MessageRecord> {
         let (reply, rx) = oneshot::channel();
         self.call(
@@ -227,6 +230,7 @@ impl Sends {
                 new,
                 status,
                 key,
+                fencing,
                 reply,
             },
             rx,
@@ -475,7 +479,12 @@ fn shape(ops: &[Op]) -> Shape {
     let (mut inserts, mut answers, mut audit) = (0, 0, 0);
     for op in ops {
         match op {
-            Op::Insert { key: None, .. } => inserts += 1,
+            // A fenced write takes a transaction: its lease is held in it (cluster mode).
+            Op::Insert {
+                key: None,
+                fencing: None,
+                ..
+            } => inserts += 1,
             Op::Sent { queued, .. } if answer_predictable(queued) => answers += 1,
             Op::Audit { .. } => audit += 1,
             Op::Flush { .. } => {}
@@ -823,6 +832,18 @@ async fn write_in(
         })
         .collect();
     if !inserts.is_empty() {
+        // Cluster mode: every new row's lease, held FOR SHARE until the commit (a lost one
+        // fails the batch; each write is then retried alone and that one answers `Fenced`).
+        let fencing: Vec<&crate::leases::Fencing> = ops
+            .iter()
+            .filter_map(|op| match op {
+                Op::Insert {
+                    fencing: Some(f), ..
+                } => Some(f),
+                _ => None,
+            })
+            .collect();
+        crate::leases::hold_in(&mut tx, &fencing).await?;
         let items: Vec<(&NewOutbound, MessageStatus)> =
             inserts.iter().map(|(_, m, s, _)| (*m, *s)).collect();
         let recs = insert_outbound_many_tx(&mut tx, &items).await?;
@@ -1001,8 +1022,28 @@ impl crate::Store {
         status: MessageStatus,
         idempotency_key: Option<&str>,
     ) -> Result<MessageRecord> {
+        self.insert_outbound_under(m, status, idempotency_key, None)
+            .await
+    }
+
+    /// [`crate::Store::insert_outbound`] under `lease` (cluster mode, `CLUSTER.md`
+    /// "Fencing"): the number's cell lease is checked and held `FOR SHARE` in the transaction
+    /// that writes the row, so a node that lost the cell writes (and sends) nothing. Errors:
+    /// [`StorageError::Fenced`] when the lease is no longer held; the database's.
+    pub async fn insert_outbound_under(
+        &self,
+        m: &NewOutbound,
+        status: MessageStatus,
+        idempotency_key: Option<&str>,
+        lease: Option<&crate::leases::LeaseToken>,
+    ) -> Result<MessageRecord> {
         self.sends
-            .insert(m.clone(), status, idempotency_key.map(str::to_string))
+            .insert(
+                m.clone(),
+                status,
+                idempotency_key.map(str::to_string),
+                lease.map(|t| self.fencing(t)),
+            )
             .await
     }
 

@@ -174,10 +174,7 @@ impl Store {
     /// An SQL expression for "now" in ms: PostgreSQL's clock there (every process reads the
     /// same clock), SQLite's (this machine's) on SQLite.
     pub(crate) fn now_sql(&self) -> &'static str {
-        match self.backend {
-            Backend::Postgres => "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
-            Backend::Sqlite => "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
-        }
+        now_sql_of(self.backend)
     }
 
     /// A parenthesised subquery of the live sessions' ids, for `… IN (…)` (no parameters:
@@ -198,5 +195,13 @@ impl Store {
             self.session_id(),
             self.live_sessions_sql()
         )
+    }
+}
+
+/// An SQL expression for "now" in ms on `backend` ([`crate::Store::now_sql`]).
+pub(crate) fn now_sql_of(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Postgres => "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+        Backend::Sqlite => "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
     }
 }
