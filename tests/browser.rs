@@ -159,6 +159,8 @@ async fn operators_work_the_panel_in_a_browser() {
         "campanha",
         "tarefas",
         "webhook-logs",
+        "auditoria",
+        "cluster",
     ] {
         assert!(pages.contains_key(page), "{page} was not checked: {seen}");
         assert_eq!(seen["phone_width"][page], true, "{seen}");

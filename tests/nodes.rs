@@ -837,6 +837,46 @@ async fn routed_actions(
         )
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+    // The panel's cluster view at that node: both nodes, the five numbers between them, the
+    // account's cells each held by one of them under an epoch.
+    let view: Value = reqwest::Client::new()
+        .get(format!("http://{}/api/cluster", far.addr))
+        .bearer_auth(&session)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let data = &view["data"];
+    assert_eq!(data["modo"], "cluster", "{view}");
+    let nodes = data["nos"].as_array().unwrap();
+    assert_eq!(nodes.len(), 2, "{view}");
+    assert_eq!(
+        nodes
+            .iter()
+            .map(|n| n["numeros"].as_u64().unwrap())
+            .sum::<u64>(),
+        5,
+        "{view}"
+    );
+    assert_eq!(
+        nodes.iter().filter(|n| n["este"] == true).count(),
+        1,
+        "{view}"
+    );
+    let cells = data["celulas"].as_array().unwrap();
+    let numbers: usize = cells
+        .iter()
+        .map(|c| c["numeros"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(numbers, 5, "{view}");
+    assert!(
+        cells
+            .iter()
+            .all(|c| c["no"].as_str().is_some() && c["epoca"].as_i64() >= Some(1)),
+        "{view}"
+    );
 }
 
 /// Request limits per cluster (issue 52, D-112): a token's per-minute quota and the login

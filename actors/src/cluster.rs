@@ -264,8 +264,8 @@ pub(crate) async fn spawn_keeper(rt: Runtime) {
     tracing::warn!(
         node = %cluster.settings.node_id,
         ttl_ms,
-        "cluster mode is under construction (issue 52): the panel has no cluster view yet; \
-         do not use it in production"
+        "cluster mode is under construction (issue 52): not measured on machines with cores \
+         to spare yet; do not use it in production"
     );
     let mut task = KeeperTask {
         keeper: Keeper::new(cluster.settings.node_id.clone(), ttl_ms),

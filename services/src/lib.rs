@@ -17,6 +17,7 @@ pub mod accounts;
 pub mod alternative;
 pub mod campaigns;
 pub mod channels;
+pub mod cluster;
 pub mod connect;
 pub mod forwarding;
 pub mod groups;

@@ -313,6 +313,13 @@ def run(page, context):
     page.get_by_role("link", name="Auditoria").click()
     expect(page.get_by_role("cell", name="POST /api/campaigns/{id}/approve")).to_be_visible()
     check_page(page, "auditoria")
+    # The cluster view: this gateway is one process (no NATS_URL); it says so after a reload.
+    page.get_by_role("link", name="Cluster").click()
+    expect(page.get_by_role("heading", name="Cluster")).to_be_visible()
+    expect(page.locator("#conteudo")).to_contain_text("um processo só")
+    page.reload()
+    expect(page.locator("#conteudo")).to_contain_text("um processo só")
+    check_page(page, "cluster")
     page.get_by_role("link", name="Painel").click()
 
     # A session revoked elsewhere returns to the login page.

@@ -78,6 +78,8 @@ pub const ROUTES: &[(&str, &str, &[Role])] = &[
     ("POST", "/api/webhook-logs/{id}/reforward", STAFF),
     // The account's audit log (the web panel's /auditoria): who wrote what, Admin only.
     ("GET", "/api/audit-log", ADMIN),
+    // The cluster view (issue 52): nodes, their load and the account's cells, Admin only.
+    ("GET", "/api/cluster", ADMIN),
     // Templates (the account's library)
     ("GET", "/api/templates", STAFF),
     ("POST", "/api/templates", STAFF),

@@ -13,6 +13,7 @@
 pub mod access;
 pub(crate) mod campaigns;
 mod client;
+mod cluster;
 mod inventory;
 mod logs;
 mod people;
@@ -297,6 +298,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .merge(logs::routes())
         .merge(client::routes())
         .merge(campaigns::routes())
+        .merge(cluster::routes())
 }
 
 /// `POST /api/hygiene/callback` (no session: the hygiene service signs it).

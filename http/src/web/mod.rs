@@ -92,6 +92,7 @@ pub fn routes(api: PanelApi) -> Router<AppState> {
         .route("/webhook-logs", get(pages::webhook_logs))
         .route("/webhook-logs/{id}/reenviar", post(pages::reforward))
         .route("/auditoria", get(pages::audit))
+        .route("/cluster", get(pages::cluster))
         .route("/wiki", get(pages::wiki))
         .route("/wiki/{slug}", get(pages::wiki_page))
         .route("/static/{file}", get(asset))

@@ -1181,6 +1181,20 @@ pub(super) async fn audit(c: Caller) -> Result<Response, WebError> {
 }
 
 #[derive(Template)]
+#[template(path = "cluster.html")]
+struct ClusterPage {
+    me: Me,
+    view: ClusterView,
+}
+
+/// `GET /cluster`: the nodes and the account's cells (`GET /api/cluster`, Admin; issue 52).
+pub(super) async fn cluster(c: Caller) -> Result<Response, WebError> {
+    let me: Me = c.data("/api/me").await?;
+    let view: ClusterView = c.data("/api/cluster").await?;
+    render(&ClusterPage { me, view })
+}
+
+#[derive(Template)]
 #[template(path = "wiki.html")]
 struct WikiListPage {
     me: Me,

@@ -462,6 +462,50 @@ pub struct AuditLine {
     pub at: String,
 }
 
+/// `GET /api/cluster` (issue 52); every field but `modo` may be missing (one node).
+#[derive(Debug, Clone, Deserialize)]
+pub struct ClusterView {
+    pub modo: String,
+    #[serde(default)]
+    pub no: Option<String>,
+    #[serde(default)]
+    pub ttl_lease_ms: Option<i64>,
+    #[serde(default)]
+    pub rodada_ha_ms: Option<i64>,
+    #[serde(default)]
+    pub nos: Vec<ClusterNode>,
+    #[serde(default)]
+    pub celulas: Vec<ClusterCell>,
+}
+
+/// A node of [`ClusterView`].
+#[derive(Debug, Clone, Deserialize)]
+pub struct ClusterNode {
+    pub nome: String,
+    #[serde(default)]
+    pub celulas: i64,
+    #[serde(default)]
+    pub numeros: i64,
+    #[serde(default)]
+    pub este: bool,
+}
+
+/// A cell of [`ClusterView`].
+#[derive(Debug, Clone, Deserialize)]
+pub struct ClusterCell {
+    pub chave: String,
+    #[serde(default)]
+    pub no: Option<String>,
+    #[serde(default)]
+    pub epoca: i64,
+    #[serde(default)]
+    pub ha_ms: i64,
+    #[serde(default)]
+    pub expira_em_ms: i64,
+    #[serde(default)]
+    pub numeros: Vec<i64>,
+}
+
 /// `GET /api/wiki` item.
 #[derive(Debug, Clone, Deserialize)]
 pub struct WikiEntry {
