@@ -168,8 +168,8 @@ async fn the_dashboard_and_rules_read_real_series_and_red_quality_fires_its_aler
         }
     }
     assert_eq!(
-        rows, 8,
-        "numbers, campaigns, provider, webhooks in and out, store, HTTP, process"
+        rows, 9,
+        "numbers, campaigns, provider, webhooks in and out, store, HTTP, process, cluster"
     );
 
     // A gateway with something to show: a campaign (one throughput refusal, one undeliverable

@@ -481,6 +481,23 @@ impl Runtime {
         })
     }
 
+    /// Sets the cluster gauges from the keeper's last round, at each `/metrics` scrape
+    /// (issue 52): `disparo_cluster_nodes` (live nodes this node sees; 1 on one process),
+    /// `disparo_cluster_cells` (cells held here; 0 on one process), `disparo_node_channels`
+    /// (numbers running here) and, in cluster mode, `disparo_cluster_round_age_seconds`.
+    pub fn record_cluster_gauges(&self) {
+        let (nodes, cells) = match self.cluster_view() {
+            Some((view, _, since_ms)) => {
+                metrics::gauge!("disparo_cluster_round_age_seconds").set(since_ms as f64 / 1e3);
+                (view.nodes.len().max(1), view.cells.len())
+            }
+            None => (1, 0),
+        };
+        metrics::gauge!("disparo_cluster_nodes").set(nodes as f64);
+        metrics::gauge!("disparo_cluster_cells").set(cells as f64);
+        metrics::gauge!("disparo_node_channels").set(self.shared.registry.all().len() as f64);
+    }
+
     /// The store.
     pub fn store(&self) -> &Store {
         &self.shared.store

@@ -131,6 +131,7 @@ async fn metrics(State(state): State<AppState>, headers: axum::http::HeaderMap) 
             return crate::error::ApiError::Unauthorized.into_response();
         }
     }
+    state.services.record_cluster_gauges();
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         state.metrics.render(),
