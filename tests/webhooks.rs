@@ -342,6 +342,24 @@ async fn a_repeated_idempotency_key_returns_the_first_result_and_never_sends_twi
     assert_eq!(again.headers().get("idempotent-replayed").unwrap(), "true");
     let again: serde_json::Value = again.json().await.unwrap();
     assert_eq!(again, first, "the first result, byte for byte");
+    // The same request with its keys in another order is the same request (issue 49).
+    let reordered = app
+        .http
+        .post(app.url("/api/v1/messages"))
+        .bearer_auth(&app.token)
+        .header("idempotency-key", "pedido-123")
+        .header("content-type", "application/json")
+        .body(
+            r#"{"template": {"language": "en_US", "name": "hello_world"}, "to": "5511987654321"}"#,
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reordered.status(), StatusCode::CREATED);
+    assert_eq!(
+        reordered.headers().get("idempotent-replayed").unwrap(),
+        "true"
+    );
     // Concurrent repeats of a new key: one send.
     let results = futures::future::join_all((0..5).map(|_| post("pedido-456", body.clone()))).await;
     let created = results

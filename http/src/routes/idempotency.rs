@@ -32,6 +32,51 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     }
 }
 
+/// A request body as a key compares it (issue 49): JSON with every object's keys sorted and
+/// no whitespace between tokens, so the same request with its keys in another order or
+/// formatted otherwise replays instead of answering `idempotency_key_reused`; a body that is
+/// not JSON, byte for byte.
+fn canonical_body(body: &[u8]) -> String {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(v) => {
+            let mut out = String::with_capacity(body.len());
+            write_canonical(&v, &mut out);
+            out
+        }
+        Err(_) => String::from_utf8_lossy(body).into_owned(),
+    }
+}
+
+fn write_canonical(v: &Value, out: &mut String) {
+    match v {
+        Value::Object(m) => {
+            let mut entries: Vec<(&String, &Value)> = m.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            out.push('{');
+            for (i, (k, v)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                write_canonical(v, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(v, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
 /// The 202 answer of a send in doubt: the message as it stands now (status `sending` until a
 /// status webhook settles it).
 async fn in_doubt_answer(state: &AppState, account_id: i64, message_id: i64) -> Response {
@@ -111,7 +156,7 @@ async fn begin_idempotent(
     body: &[u8],
 ) -> Option<Response> {
     let store = state.services.store();
-    let hash = engine::token::hash_token(&String::from_utf8_lossy(body));
+    let hash = engine::token::hash_token(&canonical_body(body));
     match store.idempotency_begin(account_id, key, &hash).await {
         Err(e) => Some(ApiError::from(e).into_response()),
         Ok(IdempotencyBegin::Replay { status, body }) => {
@@ -163,5 +208,26 @@ async fn unfinished(state: &AppState, account_id: i64, key: &str) -> Response {
             ApiError::Unavailable.into_response()
         }
         Err(e) => ApiError::from(e).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::canonical_body;
+
+    #[test]
+    fn reordered_keys_and_whitespace_are_the_same_request() {
+        let a =
+            br#"{"to":"5511","template":{"name":"oi","language":"pt_BR"},"n":[1,{"b":2,"a":1}]}"#;
+        let b = br#"{ "template": {"language": "pt_BR", "name": "oi"},
+                      "n": [1, {"a": 1, "b": 2}], "to": "5511" }"#;
+        assert_eq!(canonical_body(a), canonical_body(b));
+        assert_ne!(
+            canonical_body(a),
+            canonical_body(br#"{"to":"5512","template":{"name":"oi","language":"pt_BR"},"n":[1,{"b":2,"a":1}]}"#)
+        );
+        // Arrays keep their order; a body that is not JSON is compared as it is.
+        assert_ne!(canonical_body(b"[1,2]"), canonical_body(b"[2,1]"));
+        assert_eq!(canonical_body(b"not json"), "not json");
     }
 }
