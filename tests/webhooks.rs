@@ -311,6 +311,52 @@ async fn a_backlog_longer_than_the_window_drains_in_order(backend: Backend) {
     assert!(log.iter().all(|d| d["status"] == "delivered"));
 }
 
+/// `Idempotency-Key` on a creating route (issue 49 item 5): a subscription created twice
+/// with one key is one subscription, the second answer the first's replayed; the key on
+/// another route, or with another body, is refused; without a key each POST creates.
+async fn an_idempotency_key_creates_a_record_once(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (channel, _) = app.connect_channel().await;
+    let post = |path: String, key: &'static str, body: serde_json::Value| {
+        let req = app
+            .http
+            .post(app.url(&path))
+            .bearer_auth(&app.token)
+            .header("idempotency-key", key)
+            .json(&body);
+        async move { req.send().await.unwrap() }
+    };
+    let path = format!("/api/v1/channels/{channel}/webhooks");
+    let body = json!({"url": "https://crm.example.com/hook", "events": ["message.received"]});
+    let first = post(path.clone(), "assinatura-1", body.clone()).await;
+    assert_eq!(first.status(), StatusCode::CREATED);
+    assert!(first.headers().get("idempotent-replayed").is_none());
+    let first: serde_json::Value = first.json().await.unwrap();
+    let again = post(path.clone(), "assinatura-1", body.clone()).await;
+    assert_eq!(again.status(), StatusCode::CREATED);
+    assert_eq!(again.headers().get("idempotent-replayed").unwrap(), "true");
+    let again: serde_json::Value = again.json().await.unwrap();
+    assert_eq!(again, first, "the first answer, secret included");
+    let (_, list) = app.get(&path).await;
+    assert_eq!(list["data"].as_array().unwrap().len(), 1, "{list}");
+    // The key with another body, or on another route: refused, nothing created.
+    let other = json!({"url": "https://crm.example.com/outro", "events": ["message.received"]});
+    let r = post(path.clone(), "assinatura-1", other.clone()).await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let r = post(
+        "/api/v1/wiki/categories".into(),
+        "assinatura-1",
+        json!({"name": "Geral"}),
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    // Without a key, each POST creates.
+    let (status, _) = app.post(&path, other).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (_, list) = app.get(&path).await;
+    assert_eq!(list["data"].as_array().unwrap().len(), 2, "{list}");
+}
+
 on_both_backends! {
     outage_and_restart => a_receiver_down_for_a_while_gets_every_event_once_in_order_after_a_restart;
     ping => a_ping_reaches_only_the_subscription_tested;
@@ -607,6 +653,7 @@ async fn a_subscription_that_only_fails_is_disabled_and_the_account_told(backend
 on_both_backends! {
     disabled => a_subscription_that_only_fails_is_disabled_and_the_account_told;
     idempotency => a_repeated_idempotency_key_returns_the_first_result_and_never_sends_twice;
+    idempotent_creates => an_idempotency_key_creates_a_record_once;
     idempotency_in_doubt => one_idempotency_key_reaches_the_provider_once_across_timeouts_and_restarts;
 }
 

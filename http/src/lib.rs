@@ -228,6 +228,11 @@ pub fn router(state: AppState) -> Router {
     );
     let api = api
         .route("/numbers", axum::routing::get(routes::sender::numbers))
+        // Inside the token check (a route layer added later runs first).
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            routes::idempotency::keyed_creates,
+        ))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             middleware::authenticate,

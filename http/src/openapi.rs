@@ -51,8 +51,45 @@ pub fn document() -> &'static utoipa::openapi::OpenApi {
         let mut doc = crate::api_routes().split_for_parts().1;
         doc.merge(crate::public_api_routes().split_for_parts().1);
         common_responses(&mut doc, Surface::Account);
+        declare_idempotency_keys(&mut doc);
         doc
     })
+}
+
+/// Declares the optional `Idempotency-Key` header on every `POST` that creates or sends
+/// (issue 49 item 5), where its handler does not declare it already.
+fn declare_idempotency_keys(doc: &mut utoipa::openapi::OpenApi) {
+    use crate::routes::idempotency::{KEYED_CREATES, SELF_KEYED};
+    use utoipa::openapi::path::{ParameterBuilder, ParameterIn};
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    for path in KEYED_CREATES.iter().chain(SELF_KEYED) {
+        let Some(op) = doc.paths.paths.get_mut(*path).and_then(|p| p.post.as_mut()) else {
+            continue;
+        };
+        let params = op.parameters.get_or_insert_with(Vec::new);
+        if params
+            .iter()
+            .any(|p| p.name.eq_ignore_ascii_case("Idempotency-Key"))
+        {
+            continue;
+        }
+        params.push(
+            ParameterBuilder::new()
+                .name("Idempotency-Key")
+                .parameter_in(ParameterIn::Header)
+                .required(utoipa::openapi::Required::False)
+                .description(Some(
+                    "Chave do cliente (1 a 255 caracteres ASCII visíveis): a primeira resposta (menos 5xx) é repetida por 24 h com `Idempotent-Replayed: true`; a mesma chave com outro corpo (comparado como JSON canônico) ou outra rota é 422 `idempotency_key_reused`; enquanto a primeira roda, 409 `idempotency_in_progress`.",
+                ))
+                .schema(Some(
+                    ObjectBuilder::new()
+                        .schema_type(Type::String)
+                        .min_length(Some(1))
+                        .max_length(Some(255)),
+                ))
+                .build(),
+        );
+    }
 }
 
 /// The operations (of the three documents) that call the provider while they answer, so may
@@ -633,6 +670,33 @@ mod tests {
                 ERROR_RESPONSES.iter().any(|(s, _, _)| s == status),
                 "{status} has codes but no shared answer"
             );
+        }
+    }
+}
+
+#[cfg(test)]
+mod idempotency_tests {
+    use crate::routes::idempotency::{KEYED_CREATES, SELF_KEYED};
+
+    /// Every route that takes `Idempotency-Key` exists as a `POST` of the document and
+    /// declares the header once (a typo in the lists would leave a route unkeyed).
+    #[test]
+    fn every_creating_post_declares_the_idempotency_key() {
+        let doc = super::document();
+        for path in KEYED_CREATES.iter().chain(SELF_KEYED) {
+            let op = doc
+                .paths
+                .paths
+                .get(*path)
+                .and_then(|p| p.post.as_ref())
+                .unwrap_or_else(|| panic!("POST {path} is not in the document"));
+            let declared = op
+                .parameters
+                .iter()
+                .flatten()
+                .filter(|p| p.name.eq_ignore_ascii_case("Idempotency-Key"))
+                .count();
+            assert_eq!(declared, 1, "POST {path}");
         }
     }
 }

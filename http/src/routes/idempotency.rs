@@ -123,7 +123,7 @@ where
         };
     };
     let store = state.services.store();
-    if let Some(answer) = begin_idempotent(state, account_id, &key, body).await {
+    if let Some(answer) = begin_idempotent(state, account_id, &key, &canonical_body(body)).await {
         return answer;
     }
     let (status, value) = match run(Some(key.clone())).await {
@@ -146,17 +146,17 @@ where
     (status, Json(value)).into_response()
 }
 
-/// Reserves an idempotency key for `body`: `None` when the request is new and runs, else the
+/// Reserves an idempotency key for `request` (its canonical form): `None` when the request is new and runs, else the
 /// answer to give now (a replay, the in-doubt answer, in progress, the key reused with another
 /// body, or a storage error).
 async fn begin_idempotent(
     state: &AppState,
     account_id: i64,
     key: &str,
-    body: &[u8],
+    request: &str,
 ) -> Option<Response> {
     let store = state.services.store();
-    let hash = engine::token::hash_token(&canonical_body(body));
+    let hash = engine::token::hash_token(request);
     match store.idempotency_begin(account_id, key, &hash).await {
         Err(e) => Some(ApiError::from(e).into_response()),
         Ok(IdempotencyBegin::Replay { status, body }) => {
@@ -209,6 +209,81 @@ async fn unfinished(state: &AppState, account_id: i64, key: &str) -> Response {
         }
         Err(e) => ApiError::from(e).into_response(),
     }
+}
+
+/// The `POST` routes of `/api/v1` that create a record and take `Idempotency-Key` through
+/// [`keyed_creates`] (issue 49 item 5). The sends and the campaign's creation handle the key
+/// themselves ([`idempotent`], [`SELF_KEYED`]).
+pub const KEYED_CREATES: &[&str] = &[
+    "/channels/official",
+    "/channels/embedded-signup",
+    "/channels/alternative",
+    "/wabas/{waba}/numbers",
+    "/channels/{id}/webhooks",
+    "/templates",
+    "/campaigns/{id}/recipients",
+    "/groups",
+    "/groups/{id}/campaigns",
+    "/wiki",
+    "/wiki/categories",
+    "/tokens",
+];
+
+/// The `POST` routes whose handlers run [`idempotent`] themselves.
+pub const SELF_KEYED: &[&str] = &["/messages", "/campaigns", "/groups/{id}/messages"];
+
+/// `Idempotency-Key` on the creating routes of [`KEYED_CREATES`] (a route layer, after the
+/// token is checked): the key's first answer (any but a 5xx) is stored with the canonical
+/// request (its path and [`canonical_body`]) and replayed for 24 h with `Idempotent-Replayed:
+/// true`; a retry while the first runs is 409 `idempotency_in_progress`; the key with another
+/// path or body is 422 `idempotency_key_reused`; a 5xx releases the key for a retry. Requests
+/// without the header, and every other route, pass untouched.
+pub(crate) async fn keyed_creates(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let route = req
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map(|m| m.as_str().trim_start_matches("/api/v1").to_string());
+    let keyed = req.method() == axum::http::Method::POST
+        && route.is_some_and(|r| KEYED_CREATES.contains(&r.as_str()));
+    let owner = req
+        .extensions()
+        .get::<storage::accounts::TokenOwner>()
+        .map(|o| o.account_id);
+    let (key, account_id) = match (keyed, idempotency_key(req.headers()), owner) {
+        (true, Ok(Some(key)), Some(account_id)) => (key, account_id),
+        (true, Err(e), _) => return e.into_response(),
+        _ => return next.run(req).await,
+    };
+    let (parts, body) = req.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, state.config.max_body_bytes).await else {
+        return ApiError::PayloadTooLarge.into_response();
+    };
+    let request = format!("POST {}\n{}", parts.uri.path(), canonical_body(&bytes));
+    if let Some(answer) = begin_idempotent(&state, account_id, &key, &request).await {
+        return answer;
+    }
+    let req = axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes));
+    let (parts, body) = next.run(req).await.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .unwrap_or_default();
+    let store = state.services.store();
+    let stored = if parts.status.is_server_error() {
+        store.idempotency_abandon(account_id, &key).await
+    } else {
+        let text = String::from_utf8_lossy(&bytes);
+        store
+            .idempotency_finish(account_id, &key, parts.status.as_u16(), &text)
+            .await
+    };
+    if let Err(e) = stored {
+        tracing::error!(error = %e, "could not record an idempotency key");
+    }
+    Response::from_parts(parts, axum::body::Body::from(bytes))
 }
 
 #[cfg(test)]
