@@ -26,6 +26,42 @@ use std::time::{Duration, Instant};
 /// The cluster tests run one at a time: each starts several gateways on this 2-core machine.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+/// A cluster test's prologue: PostgreSQL and a `nats-server` of its own (else `None`, the
+/// test is skipped), a fresh database, and one gateway `node-<name>` per name on a free port
+/// (not started) in cluster mode — one master key, leases of 2 s, sessions of 3 s — with
+/// `extra` settings.
+async fn cluster(
+    names: &[&str],
+    extra: &[(&'static str, String)],
+) -> Option<(TestDb, Nats, Vec<Gateway>)> {
+    let Some(backend) = Backend::postgres() else {
+        eprintln!("DISPARO_TEST_POSTGRES_URL unset: PostgreSQL run skipped");
+        return None;
+    };
+    let Some(nats) = Nats::start(None) else {
+        eprintln!("nats-server not installed: cluster run skipped");
+        return None;
+    };
+    let db = TestDb::create(&backend).await;
+    let mut env = vec![
+        ("DATABASE_URL", db.url.clone()),
+        ("DISPARO_MASTER_KEY", storage::Cipher::generate_key_base64()),
+        ("NATS_URL", nats.url()),
+        ("DISPARO_LEASE_TTL_MS", "2000".into()),
+        ("DISPARO_NODE_TTL_MS", "3000".into()),
+    ];
+    env.extend_from_slice(extra);
+    let nodes = names
+        .iter()
+        .map(|id| {
+            let mut e = env.clone();
+            e.push(("DISPARO_NODE_ID", format!("node-{id}")));
+            Gateway::on_free_port(e)
+        })
+        .collect();
+    Some((db, nats, nodes))
+}
+
 /// `count` 1:1 template sends through one node's API to new recipients (`prefix` + index),
 /// over the numbers in turn: each must be accepted (201), whichever node runs its number.
 async fn one_to_one(api: &Api, channels: &[i64], template: &Value, prefix: &str, count: usize) {
@@ -67,27 +103,10 @@ async fn channels_per_node(nodes: &[&Gateway]) -> Vec<u64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_share_the_numbers_and_survive_a_killed_node() {
     let _one = ONE_AT_A_TIME.lock().await;
-    let Some(backend) = Backend::postgres() else {
-        eprintln!("DISPARO_TEST_POSTGRES_URL unset: PostgreSQL run skipped");
+    let grace = [("DISPARO_IN_DOUBT_GRACE_MS", "10000".to_string())];
+    let Some((db, _nats, mut nodes)) = cluster(&["a", "b", "c"], &grace).await else {
         return;
     };
-    let db = TestDb::create(&backend).await;
-    let env = vec![
-        ("DATABASE_URL", db.url.clone()),
-        ("DISPARO_MASTER_KEY", storage::Cipher::generate_key_base64()),
-        ("NATS_URL", "nats://127.0.0.1:4222".to_string()),
-        ("DISPARO_LEASE_TTL_MS", "2000".into()),
-        ("DISPARO_NODE_TTL_MS", "3000".into()),
-        ("DISPARO_IN_DOUBT_GRACE_MS", "10000".into()),
-    ];
-    let mut nodes: Vec<Gateway> = ["a", "b", "c"]
-        .iter()
-        .map(|id| {
-            let mut e = env.clone();
-            e.push(("DISPARO_NODE_ID", format!("node-{id}")));
-            Gateway::on_free_port(e)
-        })
-        .collect();
     // The provider's webhooks reach the nodes round-robin, past a dead one (a load balancer).
     let balancer =
         common::gateway::round_robin(nodes.iter().map(|g| g.addr.clone()).collect()).await;
@@ -386,34 +405,13 @@ impl Drop for Nats {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frozen_node_fences_itself_and_a_nats_restart_loses_nothing() {
     let _one = ONE_AT_A_TIME.lock().await;
-    let Some(backend) = Backend::postgres() else {
-        eprintln!("DISPARO_TEST_POSTGRES_URL unset: PostgreSQL run skipped");
+    // Longer than the freeze, as the default (120 s) is: a provider call the frozen node had
+    // under way reaches the provider only when it wakes; the other node waits that long for
+    // its status before sending the recipient again (D-032).
+    let grace = [("DISPARO_IN_DOUBT_GRACE_MS", "30000".to_string())];
+    let Some((db, mut nats, mut nodes)) = cluster(&["a", "b"], &grace).await else {
         return;
     };
-    let Some(mut nats) = Nats::start(None) else {
-        eprintln!("nats-server not installed: cluster run skipped");
-        return;
-    };
-    let db = TestDb::create(&backend).await;
-    let env = vec![
-        ("DATABASE_URL", db.url.clone()),
-        ("DISPARO_MASTER_KEY", storage::Cipher::generate_key_base64()),
-        ("NATS_URL", nats.url()),
-        ("DISPARO_LEASE_TTL_MS", "2000".into()),
-        ("DISPARO_NODE_TTL_MS", "3000".into()),
-        // Longer than the freeze, as the default (120 s) is: a provider call the frozen node had
-        // under way reaches the provider only when it wakes; the other node waits that long for
-        // its status before sending the recipient again (D-032).
-        ("DISPARO_IN_DOUBT_GRACE_MS", "30000".into()),
-    ];
-    let mut nodes: Vec<Gateway> = ["a", "b"]
-        .iter()
-        .map(|id| {
-            let mut e = env.clone();
-            e.push(("DISPARO_NODE_ID", format!("node-{id}")));
-            Gateway::on_free_port(e)
-        })
-        .collect();
     let balancer =
         common::gateway::round_robin(nodes.iter().map(|g| g.addr.clone()).collect()).await;
     let sim =
@@ -583,30 +581,9 @@ async fn a_frozen_node_fences_itself_and_a_nats_restart_loses_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn actions_reach_the_numbers_node_and_outsiders_reach_nothing() {
     let _one = ONE_AT_A_TIME.lock().await;
-    let Some(backend) = Backend::postgres() else {
-        eprintln!("DISPARO_TEST_POSTGRES_URL unset: PostgreSQL run skipped");
+    let Some((db, nats, mut nodes)) = cluster(&["a", "b"], &[]).await else {
         return;
     };
-    let Some(nats) = Nats::start(None) else {
-        eprintln!("nats-server not installed: cluster run skipped");
-        return;
-    };
-    let db = TestDb::create(&backend).await;
-    let env = vec![
-        ("DATABASE_URL", db.url.clone()),
-        ("DISPARO_MASTER_KEY", storage::Cipher::generate_key_base64()),
-        ("NATS_URL", nats.url()),
-        ("DISPARO_LEASE_TTL_MS", "2000".into()),
-        ("DISPARO_NODE_TTL_MS", "3000".into()),
-    ];
-    let mut nodes: Vec<Gateway> = ["a", "b"]
-        .iter()
-        .map(|id| {
-            let mut e = env.clone();
-            e.push(("DISPARO_NODE_ID", format!("node-{id}")));
-            Gateway::on_free_port(e)
-        })
-        .collect();
     let sim =
         common::gateway::patient_simulator(format!("http://{}/webhooks/messaging", nodes[0].addr));
     let sim_addr = sim.clone().spawn("127.0.0.1:0").await.unwrap();
@@ -885,29 +862,10 @@ async fn routed_actions(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limits_count_every_nodes_admissions() {
     let _one = ONE_AT_A_TIME.lock().await;
-    let Some(backend) = Backend::postgres() else {
-        eprintln!("DISPARO_TEST_POSTGRES_URL unset: PostgreSQL run skipped");
+    let limit = [("DISPARO_RATE_LIMIT_PER_MIN", "60".to_string())];
+    let Some((_db, _nats, mut nodes)) = cluster(&["a", "b"], &limit).await else {
         return;
     };
-    let Some(nats) = Nats::start(None) else {
-        eprintln!("nats-server not installed: cluster run skipped");
-        return;
-    };
-    let db = TestDb::create(&backend).await;
-    let key = storage::Cipher::generate_key_base64();
-    let mut nodes: Vec<Gateway> = ["a", "b"]
-        .iter()
-        .map(|id| {
-            Gateway::on_free_port(vec![
-                ("DATABASE_URL", db.url.clone()),
-                ("DISPARO_MASTER_KEY", key.clone()),
-                ("NATS_URL", nats.url()),
-                ("DISPARO_LEASE_TTL_MS", "2000".into()),
-                ("DISPARO_RATE_LIMIT_PER_MIN", "60".into()),
-                ("DISPARO_NODE_ID", format!("node-{id}")),
-            ])
-        })
-        .collect();
     for g in nodes.iter_mut() {
         g.start().await;
     }
