@@ -311,49 +311,46 @@ async fn a_backlog_longer_than_the_window_drains_in_order(backend: Backend) {
     assert!(log.iter().all(|d| d["status"] == "delivered"));
 }
 
-/// `Idempotency-Key` on a creating route (issue 49 item 5): a subscription created twice
-/// with one key is one subscription, the second answer the first's replayed; the key on
-/// another route, or with another body, is refused; without a key each POST creates.
+/// `Idempotency-Key` on a creating route (issue 49 item 5): a category created twice with
+/// one key is one category, the second answer the first's replayed; the key on another route,
+/// or with another body, is refused; without a key each POST creates.
 async fn an_idempotency_key_creates_a_record_once(backend: Backend) {
     let app = TestApp::spawn(backend).await;
-    let (channel, _) = app.connect_channel().await;
-    let post = |path: String, key: &'static str, body: serde_json::Value| {
+    let post = |path: &'static str, key: &'static str, body: serde_json::Value| {
         let req = app
             .http
-            .post(app.url(&path))
+            .post(app.url(path))
             .bearer_auth(&app.token)
             .header("idempotency-key", key)
             .json(&body);
         async move { req.send().await.unwrap() }
     };
-    let path = format!("/api/v1/channels/{channel}/webhooks");
-    let body = json!({"url": "https://crm.example.com/hook", "events": ["message.received"]});
-    let first = post(path.clone(), "assinatura-1", body.clone()).await;
+    let path = "/api/v1/wiki/categories";
+    let first = post(path, "categoria-1", json!({"name": "Atendimento"})).await;
     assert_eq!(first.status(), StatusCode::CREATED);
     assert!(first.headers().get("idempotent-replayed").is_none());
     let first: serde_json::Value = first.json().await.unwrap();
-    let again = post(path.clone(), "assinatura-1", body.clone()).await;
+    let again = post(path, "categoria-1", json!({"name": "Atendimento"})).await;
     assert_eq!(again.status(), StatusCode::CREATED);
     assert_eq!(again.headers().get("idempotent-replayed").unwrap(), "true");
     let again: serde_json::Value = again.json().await.unwrap();
-    assert_eq!(again, first, "the first answer, secret included");
-    let (_, list) = app.get(&path).await;
+    assert_eq!(again, first, "the first answer");
+    let (_, list) = app.get(path).await;
     assert_eq!(list["data"].as_array().unwrap().len(), 1, "{list}");
     // The key with another body, or on another route: refused, nothing created.
-    let other = json!({"url": "https://crm.example.com/outro", "events": ["message.received"]});
-    let r = post(path.clone(), "assinatura-1", other.clone()).await;
+    let r = post(path, "categoria-1", json!({"name": "Vendas"})).await;
     assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
     let r = post(
-        "/api/v1/wiki/categories".into(),
-        "assinatura-1",
-        json!({"name": "Geral"}),
+        "/api/v1/wiki",
+        "categoria-1",
+        json!({"title": "Boas-vindas"}),
     )
     .await;
     assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
     // Without a key, each POST creates.
-    let (status, _) = app.post(&path, other).await;
+    let (status, _) = app.post(path, json!({"name": "Vendas"})).await;
     assert_eq!(status, StatusCode::CREATED);
-    let (_, list) = app.get(&path).await;
+    let (_, list) = app.get(path).await;
     assert_eq!(list["data"].as_array().unwrap().len(), 2, "{list}");
 }
 

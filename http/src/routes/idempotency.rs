@@ -213,20 +213,21 @@ async fn unfinished(state: &AppState, account_id: i64, key: &str) -> Response {
 
 /// The `POST` routes of `/api/v1` that create a record and take `Idempotency-Key` through
 /// [`keyed_creates`] (issue 49 item 5). The sends and the campaign's creation handle the key
-/// themselves ([`idempotent`], [`SELF_KEYED`]).
+/// themselves ([`idempotent`], [`SELF_KEYED`]). Not here: `POST /tokens` and
+/// `POST /channels/{id}/webhooks`, whose answers show a secret once (the token, the signing
+/// secret) — a replay would keep it in the clear in `idempotency_keys` for a day, where the
+/// token is stored only hashed and the secret sealed (D-114).
 pub const KEYED_CREATES: &[&str] = &[
     "/channels/official",
     "/channels/embedded-signup",
     "/channels/alternative",
     "/wabas/{waba}/numbers",
-    "/channels/{id}/webhooks",
     "/templates",
     "/campaigns/{id}/recipients",
     "/groups",
     "/groups/{id}/campaigns",
     "/wiki",
     "/wiki/categories",
-    "/tokens",
 ];
 
 /// The `POST` routes whose handlers run [`idempotent`] themselves.
