@@ -490,6 +490,34 @@ impl KeeperTask {
             }
             self.started.insert(cell, now);
         }
+        self.stop_orphans().await;
+    }
+
+    /// Stops every channel actor running here without a fence: one whose start finished after
+    /// its cell had already stopped (the start reads storage, which a frozen peer's locks may
+    /// slow, and runs in a task of its own). Such an actor sends nothing (its fence is closed)
+    /// but would keep answering for the number here — a campaign copy would ask it for credit
+    /// and claim under a lease this node does not hold, round after round.
+    async fn stop_orphans(&mut self) {
+        let orphans: Vec<i64> = self
+            .rt
+            .shared
+            .registry
+            .all()
+            .iter()
+            .map(|e| e.channel_id)
+            .filter(|id| !self.cluster().fences.contains_key(id))
+            .collect();
+        for id in orphans {
+            tracing::warn!(
+                channel_id = id,
+                "channel running without its cell here: stopped"
+            );
+            if let Some(listen) = self.listens.remove(&id) {
+                listen.abort();
+            }
+            self.rt.stop_channel(id).await;
+        }
     }
 
     /// Records the channels other nodes run, for the webhook ingest here: new ones read from
