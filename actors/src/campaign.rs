@@ -352,6 +352,8 @@ async fn sweep(st: &CampaignRun, now: i64) -> Result<(), ActorError> {
             sent = swept.sent,
             failed = swept.failed,
             replanned = swept.replanned,
+            taken_over = swept.taken_over,
+            stale = swept.stale,
             "in-doubt recipients resolved"
         );
     }

@@ -258,7 +258,8 @@ async fn write(shared: &Shared, batch: &[SettleItem], now: i64) {
             }
         }
     }
-    // Left `claimed` in storage: resolved as in doubt when the campaign next starts (D-032).
+    // Left `claimed` in storage: in doubt once untouched for the grace period (the campaign's
+    // sweep) or when the campaign next starts (D-032).
     tracing::error!(
         size = pending.len(),
         "campaign send outcomes not recorded; they will be resolved as in doubt"

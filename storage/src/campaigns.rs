@@ -943,6 +943,9 @@ pub struct SweepOutcome {
     pub replanned: u64,
     /// Claimed by a gone process, now in doubt (issue 50, D-100).
     pub taken_over: u64,
+    /// Claimed by this process and left unsettled longer than the grace period (its outcome
+    /// was lost), now in doubt.
+    pub stale: u64,
 }
 
 impl Store {
@@ -1218,6 +1221,21 @@ impl Store {
             .execute(&self.writer)
             .await?
             .rows_affected();
+        // This process's own claims untouched since before the grace: their outcome was lost
+        // (the batched writer gave up on a database error, or the number's actor stopped with
+        // the batch in its mailbox). Still settled normally if the send is merely slow: a
+        // settlement takes `in_doubt` as it takes `claimed`.
+        out.stale = sqlx::query(
+            "UPDATE campaign_recipients SET state = 'in_doubt', updated_at = $2 WHERE campaign_id = $1 \
+             AND state = 'claimed' AND claim_session = $3 AND updated_at < $4",
+        )
+        .bind(campaign_id)
+        .bind(now_ms())
+        .bind(self.session_id())
+        .bind(grace_before)
+        .execute(&self.writer)
+        .await?
+        .rows_affected();
         // A live peer's in-doubt sends are its own to resolve.
         let sql = format!(
             "SELECT r.id AS rid, r.message_id AS mid, r.updated_at AS since, m.provider_message_id AS wamid, \

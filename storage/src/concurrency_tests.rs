@@ -315,6 +315,82 @@ async fn one_process_at_a_time_delivers_a_subscription() {
     crate::test_support::drop_postgres(b, &name).await;
 }
 
+/// A process's own claims whose outcome was lost (its batched writer gave up, or the number's
+/// actor stopped with the batch unsent) do not hold the campaign open while it lives: untouched
+/// for longer than the grace, they are in doubt, then planned again after another grace with
+/// no sign of the provider. One that settles late is still recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn own_claims_left_unsettled_become_in_doubt_after_the_grace() {
+    let Some((a, b, account, channel, name)) = crate::test_support::postgres_pair().await else {
+        eprintln!("DISPARO_TEST_POSTGRES_URL unset: skipped");
+        return;
+    };
+    let c = campaign(&a, account, channel, 20).await;
+    let share = ClaimShare {
+        channel_id: channel,
+        count: 10,
+        template_name: "oferta".into(),
+        lease: None,
+    };
+    let claimed = a
+        .claim_recipients(account, c.id, false, &[share], "pt_BR")
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(claimed.len(), 10);
+    let grace = 120_000;
+    let now = crate::now_ms();
+    let fresh = a.sweep_in_doubt(c.id, now - grace).await.unwrap();
+    assert_eq!(
+        fresh,
+        crate::campaigns::SweepOutcome::default(),
+        "fresh claims are in flight"
+    );
+    // Three minutes pass with no outcome recorded.
+    sqlx::query(
+        "UPDATE campaign_recipients SET updated_at = updated_at - 180000 WHERE campaign_id = $1",
+    )
+    .bind(c.id)
+    .execute(&a.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        b.sweep_in_doubt(c.id, now - grace).await.unwrap(),
+        crate::campaigns::SweepOutcome::default(),
+        "a live peer's claims are its own"
+    );
+    let stale = a.sweep_in_doubt(c.id, now - grace).await.unwrap();
+    assert_eq!((stale.stale, stale.replanned), (10, 0), "{stale:?}");
+    // A late outcome still lands.
+    a.settle_campaign_sends(
+        &[Settlement {
+            channel_id: channel,
+            recipient_id: claimed[0].recipient_id,
+            message_id: claimed[0].message_id,
+            result: SendResult::Sent {
+                provider_message_id: "wamid.late".into(),
+            },
+        }],
+        |_, _| Vec::new(),
+    )
+    .await
+    .unwrap();
+    let later = a.sweep_in_doubt(c.id, i64::MAX).await.unwrap();
+    assert_eq!(later.replanned, 9, "{later:?}");
+    let states: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT state, COUNT(*) FROM campaign_recipients WHERE campaign_id = $1 GROUP BY state ORDER BY state",
+    )
+    .bind(c.id)
+    .fetch_all(&a.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        states,
+        vec![("planned".to_string(), 19), ("sent".to_string(), 1)]
+    );
+    crate::test_support::drop_postgres(b, &name).await;
+}
+
 /// A process booting beside a live one leaves its claims and idempotency keys alone; once
 /// the first one's session is gone, they are recovered: its claimed sends in doubt, its keys
 /// in doubt or released. Two campaign moves at once: one wins, and a cancel stands.
