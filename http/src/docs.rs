@@ -28,27 +28,19 @@ pub fn routes() -> Router<AppState> {
 
 async fn openapi_json() -> Response {
     static JSON: OnceLock<String> = OnceLock::new();
-    let body = JSON.get_or_init(|| document().to_pretty_json().unwrap_or_default());
+    let body = JSON.get_or_init(|| crate::openapi::public_json(document()));
     ([(header::CONTENT_TYPE, "application/json")], body.as_str()).into_response()
 }
 
 async fn sender_openapi_json() -> Response {
     static JSON: OnceLock<String> = OnceLock::new();
-    let body = JSON.get_or_init(|| {
-        crate::routes::sender::document()
-            .to_pretty_json()
-            .unwrap_or_default()
-    });
+    let body = JSON.get_or_init(|| crate::openapi::public_json(crate::routes::sender::document()));
     ([(header::CONTENT_TYPE, "application/json")], body.as_str()).into_response()
 }
 
 async fn panel_openapi_json() -> Response {
     static JSON: OnceLock<String> = OnceLock::new();
-    let body = JSON.get_or_init(|| {
-        crate::panel::document()
-            .to_pretty_json()
-            .unwrap_or_default()
-    });
+    let body = JSON.get_or_init(|| crate::openapi::public_json(crate::panel::document()));
     ([(header::CONTENT_TYPE, "application/json")], body.as_str()).into_response()
 }
 

@@ -361,6 +361,69 @@ fn ascii_tags(doc: &mut utoipa::openapi::OpenApi) {
     );
 }
 
+/// The project's own references in a text meant for integrators: decision numbers (`D-031`,
+/// `decisions D-024, D-045`) and issue numbers (`issue 17`), with the punctuation that held
+/// them. The code's doc comments keep them for developers; the documents do not show them
+/// (issue 49 item 7).
+fn internal_references() -> &'static [(regex::Regex, &'static str)] {
+    static RULES: OnceLock<Vec<(regex::Regex, &'static str)>> = OnceLock::new();
+    RULES.get_or_init(|| {
+        let refs = r"(?:decisions? )?D-\d{3}(?:,? D-\d{3})*|issue \d+(?: item \d+)?";
+        [
+            // " (D-037)", " (decisions D-024, D-045)", " (issue 17)": the whole parenthesis.
+            (format!(r"\s*\((?:{refs})\)"), ""),
+            // "(decision D-007: the spec …" → "(the spec …".
+            (format!(r"(?:{refs}):\s*"), ""),
+            // "(or in doubt, D-032)", "(spec \"Limits\"; D-031)", "…; D-074),".
+            (format!(r"[,;]\s*(?:{refs})"), ""),
+            // Anything left: the reference alone.
+            (format!(r"\s*(?:{refs})"), ""),
+        ]
+        .into_iter()
+        .filter_map(|(pattern, with)| Some((regex::Regex::new(&pattern).ok()?, with)))
+        .collect()
+    })
+}
+
+/// `text` without the project's internal references ([`internal_references`]).
+pub fn public_words(text: &str) -> String {
+    let mut out = text.to_string();
+    for (rule, with) in internal_references() {
+        out = rule.replace_all(&out, *with).into_owned();
+    }
+    out
+}
+
+/// `doc` as served (pretty JSON): without internal references in any `summary` or
+/// `description` (operations, parameters, answers, schemas and their fields, security
+/// schemes; [`public_words`]). Rewritten on the JSON, as utoipa's types do not all read
+/// back what they write.
+pub fn public_json(doc: &utoipa::openapi::OpenApi) -> String {
+    fn scrub(value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::Object(map) => {
+                for (key, v) in map.iter_mut() {
+                    match v {
+                        serde_json::Value::String(text)
+                            if key == "description" || key == "summary" =>
+                        {
+                            *text = public_words(text);
+                        }
+                        _ => scrub(v),
+                    }
+                }
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(scrub),
+            _ => {}
+        }
+    }
+    let Ok(mut value) = serde_json::to_value(doc) else {
+        return String::new();
+    };
+    scrub(&mut value);
+    serde_json::to_string_pretty(&value).unwrap_or_default()
+}
+
 /// Gives every operation of `doc` its error answers ([`error_statuses`]), each a reference to
 /// one shared definition in `components.responses` (with its `Error<status>` schema). An
 /// operation's own annotation wins where it already lists the status.
@@ -697,6 +760,90 @@ mod idempotency_tests {
                 .filter(|p| p.name.eq_ignore_ascii_case("Idempotency-Key"))
                 .count();
             assert_eq!(declared, 1, "POST {path}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod text_tests {
+    use super::public_words;
+
+    #[test]
+    fn internal_references_leave_readable_sentences() {
+        for (before, after) in [
+            ("State (D-029).", "State."),
+            (
+                "Taken by a number, provider answer pending (or in doubt, D-032).",
+                "Taken by a number, provider answer pending (or in doubt).",
+            ),
+            (
+                "A message with its delivery timeline (decision D-007: the spec shows no read end).",
+                "A message with its delivery timeline (the spec shows no read end).",
+            ),
+            (
+                "never sent twice (decisions D-024, D-045): a send",
+                "never sent twice: a send",
+            ),
+            (
+                "guardrails (spec \"Limits\"; D-031): the settings",
+                "guardrails (spec \"Limits\"): the settings",
+            ),
+            ("the `header` (issue 17): a link", "the `header`: a link"),
+            ("reads `public` (issue 46).", "reads `public`."),
+            ("cluster mode only (`NATS_URL`, issue 52): this", "cluster mode only (`NATS_URL`): this"),
+            ("(a secret; issue 49 item 7)", "(a secret)"),
+            ("spec \"Authentication\" item 4", "spec \"Authentication\" item 4"),
+        ] {
+            assert_eq!(public_words(before), after);
+        }
+    }
+
+    /// The three documents read as a product (issue 49 item 7): every operation has a short
+    /// summary, and no summary or description names a decision or an issue of the project.
+    #[test]
+    fn every_operation_has_a_summary_and_no_text_names_internal_work() {
+        let refs = regex::Regex::new(r"\bD-\d{3}\b|\bissue \d+|\bdecis(?:ion|ão) D").unwrap();
+        for doc in [
+            super::document(),
+            crate::panel::document(),
+            crate::routes::sender::document(),
+        ] {
+            let mut missing = Vec::new();
+            for (path, item) in &doc.paths.paths {
+                for op in [&item.get, &item.post, &item.put, &item.patch, &item.delete]
+                    .into_iter()
+                    .flatten()
+                {
+                    let summary = op.summary.as_deref().unwrap_or_default();
+                    if summary.trim().is_empty() || summary.chars().count() > 160 {
+                        missing.push(format!("{path} {:?}", op.operation_id));
+                    }
+                }
+            }
+            assert_eq!(missing, Vec::<String>::new(), "{}", doc.info.title);
+            let text: serde_json::Value = serde_json::from_str(&super::public_json(doc)).unwrap();
+            let mut found = Vec::new();
+            walk(&text, &refs, &mut found);
+            assert_eq!(found, Vec::<String>::new(), "{}", doc.info.title);
+        }
+    }
+
+    fn walk(value: &serde_json::Value, refs: &regex::Regex, found: &mut Vec<String>) {
+        match value {
+            serde_json::Value::Object(map) => {
+                for (key, v) in map {
+                    match v {
+                        serde_json::Value::String(s)
+                            if (key == "description" || key == "summary") && refs.is_match(s) =>
+                        {
+                            found.push(s.chars().take(100).collect());
+                        }
+                        _ => walk(v, refs, found),
+                    }
+                }
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|v| walk(v, refs, found)),
+            _ => {}
         }
     }
 }

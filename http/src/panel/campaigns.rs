@@ -126,7 +126,7 @@ fn name_ok(n: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-#[utoipa::path(post, operation_id = "panel_campaigns_create", path = "/campaigns", tag = "Campanhas",
+#[utoipa::path(post, operation_id = "panel_campaigns_create", summary = "Cria uma campanha com a lista de contatos", path = "/campaigns", tag = "Campanhas",
     request_body = CampaignIn,
     responses((status = 201, description = "Campanha criada; contatos enviados à higienização (`status` `higienizando`, ou `falha_higienizacao` com o motivo)", body = Data<PanelCampaignView>)))]
 pub(crate) async fn create(
@@ -192,7 +192,7 @@ fn form_int(field: &'static str, v: &str) -> Result<i64, ApiError> {
     })
 }
 
-#[utoipa::path(post, operation_id = "panel_campaigns_import", path = "/campaigns/import", tag = "Campanhas",
+#[utoipa::path(post, operation_id = "panel_campaigns_import", summary = "Cria uma campanha a partir de um CSV de contatos", path = "/campaigns/import", tag = "Campanhas",
     request_body(content = ImportForm, content_type = "multipart/form-data"),
     responses((status = 201, description = "Campanha criada a partir do CSV (como `POST /campaigns`)", body = Data<PanelCampaignView>)))]
 pub(crate) async fn import(
@@ -344,7 +344,7 @@ pub(crate) struct ListQuery {
     limit: Option<i64>,
 }
 
-#[utoipa::path(get, operation_id = "panel_campaigns_list", path = "/campaigns", tag = "Campanhas",
+#[utoipa::path(get, operation_id = "panel_campaigns_list", summary = "Lista as campanhas do painel", path = "/campaigns", tag = "Campanhas",
     params(ListQuery),
     responses((status = 200, description = "`data`: campanhas do painel no seu escopo, a mais nova primeiro; `has_more`, `next_cursor`", body = Page<PanelCampaignView>)))]
 pub(crate) async fn list(
@@ -381,7 +381,7 @@ pub(crate) async fn list(
     )))
 }
 
-#[utoipa::path(get, operation_id = "panel_campaigns_read", path = "/campaigns/{id}", tag = "Campanhas",
+#[utoipa::path(get, operation_id = "panel_campaigns_read", summary = "Lê uma campanha", path = "/campaigns/{id}", tag = "Campanhas",
     params(("id" = i64, Path, description = "Id da campanha")),
     responses((status = 200, description = "`data`: a campanha (`status`, `higienizacao`, `contatos`, `stats`, `retida`…)", body = Data<PanelCampaignView>)))]
 pub(crate) async fn read(
@@ -408,7 +408,7 @@ pub(crate) struct CampaignPatch {
     volume: Option<i64>,
 }
 
-#[utoipa::path(put, operation_id = "panel_campaigns_update", path = "/campaigns/{id}", tag = "Campanhas",
+#[utoipa::path(put, operation_id = "panel_campaigns_update", summary = "Altera o nome, o volume ou o status da campanha", path = "/campaigns/{id}", tag = "Campanhas",
     params(("id" = i64, Path, description = "Id da campanha")),
     request_body = CampaignPatch,
     responses((status = 200, description = "`data`: a campanha; uma pausa vale antes da próxima chamada ao provedor", body = Data<PanelCampaignView>)))]
@@ -425,7 +425,7 @@ pub(crate) async fn update(
     Ok(Data::json(view))
 }
 
-#[utoipa::path(delete, operation_id = "panel_campaigns_delete", path = "/campaigns/{id}", tag = "Campanhas",
+#[utoipa::path(delete, operation_id = "panel_campaigns_delete", summary = "Remove uma campanha ainda não disparada", path = "/campaigns/{id}", tag = "Campanhas",
     params(("id" = i64, Path, description = "Id da campanha")),
     responses((status = 200, description = "Removida (só antes do disparo)", body = Data<Deleted>)))]
 pub(crate) async fn remove(
@@ -440,7 +440,7 @@ pub(crate) async fn remove(
     Ok(Deleted::json(id))
 }
 
-#[utoipa::path(post, operation_id = "panel_campaigns_hygiene", path = "/campaigns/{id}/hygiene", tag = "Campanhas",
+#[utoipa::path(post, operation_id = "panel_campaigns_hygiene", summary = "Reenvia os contatos da campanha à higienização", path = "/campaigns/{id}/hygiene", tag = "Campanhas",
     params(("id" = i64, Path, description = "Id da campanha")),
     responses((status = 200, description = "Contatos reenviados à higienização", body = Data<PanelCampaignView>)))]
 pub(crate) async fn resubmit(
@@ -455,7 +455,7 @@ pub(crate) async fn resubmit(
     Ok(Data::json(view))
 }
 
-#[utoipa::path(post, operation_id = "panel_campaigns_validate", path = "/campaigns/{id}/validate", tag = "Campanhas",
+#[utoipa::path(post, operation_id = "panel_campaigns_validate", summary = "Aplica o resultado da higienização aos contatos da campanha", path = "/campaigns/{id}/validate", tag = "Campanhas",
     params(("id" = i64, Path, description = "Id da campanha")),
     responses((status = 200, description = "Relatório aplicado: contatos válidos/inválidos; `status` `aguardando_aprovacao`", body = Data<PanelCampaignView>),
         (status = 503, description = "`higienizacao_indisponivel`: o serviço não respondeu; nada mudou", body = crate::envelope::ErrorBody)))]
@@ -471,7 +471,7 @@ pub(crate) async fn validate(
     Ok(Data::json(view))
 }
 
-#[utoipa::path(post, operation_id = "panel_campaigns_approve", path = "/campaigns/{id}/approve", tag = "Campanhas",
+#[utoipa::path(post, operation_id = "panel_campaigns_approve", summary = "Aprova a campanha e inicia o disparo", path = "/campaigns/{id}/approve", tag = "Campanhas",
     params(("id" = i64, Path, description = "Id da campanha")),
     responses((status = 200, description = "Aprovada; o disparo começa (ou fica `retida` com o disparo desligado)", body = Data<PanelCampaignView>)))]
 pub(crate) async fn approve(
@@ -486,7 +486,7 @@ pub(crate) async fn approve(
     Ok(Data::json(view))
 }
 
-#[utoipa::path(post, operation_id = "panel_campaigns_dispatch", path = "/campaigns/{id}/dispatch", tag = "Campanhas",
+#[utoipa::path(post, operation_id = "panel_campaigns_dispatch", summary = "Dispara a campanha para os contatos válidos", path = "/campaigns/{id}/dispatch", tag = "Campanhas",
     params(("id" = i64, Path, description = "Id da campanha")),
     responses((status = 200, description = "(Re)disparada: contatos válidos liberados até o volume", body = Data<PanelCampaignView>)))]
 pub(crate) async fn dispatch(
@@ -510,7 +510,7 @@ pub(crate) struct TestSendIn {
     destino: String,
 }
 
-#[utoipa::path(post, operation_id = "panel_campaigns_test_send", path = "/campaigns/{id}/test-send", tag = "Campanhas",
+#[utoipa::path(post, operation_id = "panel_campaigns_test_send", summary = "Envia uma mensagem de teste da campanha", path = "/campaigns/{id}/test-send", tag = "Campanhas",
     params(("id" = i64, Path, description = "Id da campanha")),
     request_body = TestSendIn,
     responses((status = 201, description = "`data`: a mensagem de teste (fora das estatísticas da campanha; conta no limite de 24 h do número)", body = crate::envelope::Data<crate::routes::message_out::MessageOut>)))]
@@ -557,7 +557,7 @@ pub(crate) struct ContactsQuery {
     limit: Option<i64>,
 }
 
-#[utoipa::path(get, operation_id = "panel_campaigns_contacts", path = "/campaigns/{id}/contacts", tag = "Campanhas",
+#[utoipa::path(get, operation_id = "panel_campaigns_contacts", summary = "Lista os contatos da campanha", path = "/campaigns/{id}/contacts", tag = "Campanhas",
     params(("id" = i64, Path, description = "Id da campanha"), ContactsQuery),
     responses((status = 200, description = "`data`: contatos com `higienizacao` e `motivo`; `has_more`, `next_cursor`", body = Page<storage::panel_campaigns::ContactRecord>)))]
 pub(crate) async fn contacts(
@@ -657,7 +657,7 @@ pub struct PanelSendOut {
     lido_em: Option<String>,
 }
 
-#[utoipa::path(get, operation_id = "panel_campaigns_report", path = "/campaigns/{id}/report", tag = "Campanhas",
+#[utoipa::path(get, operation_id = "panel_campaigns_report", summary = "Lê os indicadores da campanha", path = "/campaigns/{id}/report", tag = "Campanhas",
     params(("id" = i64, Path, description = "Id da campanha")),
     responses((status = 200, description = "`data`: KPIs `{total, validos, invalidos, desconhecidos, enviados, entregues, lidos, falhas, ignorados, na_fila, por_numero[]}`", body = Data<PanelReportOut>)))]
 pub(crate) async fn report(
@@ -740,7 +740,7 @@ fn send_filter(q: &SendsQuery) -> Result<SendFilter, ApiError> {
     })
 }
 
-#[utoipa::path(get, operation_id = "panel_campaigns_sends", path = "/campaigns/{id}/sends", tag = "Campanhas",
+#[utoipa::path(get, operation_id = "panel_campaigns_sends", summary = "Lista os envios da campanha", path = "/campaigns/{id}/sends", tag = "Campanhas",
     params(("id" = i64, Path, description = "Id da campanha"), SendsQuery),
     responses((status = 200, description = "`data`: envios (contato liberado e sua mensagem) em ordem; `has_more`, `next_cursor`", body = Page<PanelSendOut>)))]
 pub(crate) async fn sends(
@@ -820,7 +820,7 @@ fn export_record(r: &SendRow) -> Vec<String> {
     ]
 }
 
-#[utoipa::path(get, operation_id = "panel_campaigns_sends_export", path = "/campaigns/{id}/sends/export", tag = "Campanhas",
+#[utoipa::path(get, operation_id = "panel_campaigns_sends_export", summary = "Exporta os envios da campanha em CSV", path = "/campaigns/{id}/sends/export", tag = "Campanhas",
     params(("id" = i64, Path, description = "Id da campanha"), SendsQuery),
     responses((status = 200, description = "CSV (`;`, BOM UTF-8) de todo o filtro, transmitido em partes; as mesmas colunas de `/sends`", content_type = "text/csv")))]
 pub(crate) async fn export(
@@ -851,7 +851,7 @@ pub(crate) async fn export(
     ))
 }
 
-#[utoipa::path(get, operation_id = "panel_settings_dispatch", path = "/settings/dispatch", tag = "Campanhas",
+#[utoipa::path(get, operation_id = "panel_settings_dispatch", summary = "Lê o interruptor de disparo da conta", path = "/settings/dispatch", tag = "Campanhas",
     responses((status = 200, description = "`data`: `{habilitado, retidas[]}`: o interruptor de disparo da conta (DISPARO_ENABLED) e as campanhas retidas por ele", body = Data<DispatchSetting>)))]
 pub(crate) async fn dispatch_setting(
     State(state): State<AppState>,
@@ -870,7 +870,7 @@ pub(crate) struct DispatchIn {
     habilitado: bool,
 }
 
-#[utoipa::path(put, operation_id = "panel_settings_dispatch_set", path = "/settings/dispatch", tag = "Campanhas",
+#[utoipa::path(put, operation_id = "panel_settings_dispatch_set", summary = "Liga ou desliga o disparo de campanhas da conta", path = "/settings/dispatch", tag = "Campanhas",
     request_body = DispatchIn,
     responses((status = 200, description = "`data`: `{habilitado, retidas[]}` depois da mudança; desligar para as campanhas em andamento antes da resposta", body = Data<DispatchSetting>)))]
 pub(crate) async fn set_dispatch_setting(

@@ -18,7 +18,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(sends))
 }
 
-#[utoipa::path(get, operation_id = "panel_client_context", path = "/client/context", tag = "Cliente",
+#[utoipa::path(get, operation_id = "panel_client_context", summary = "Lê o cliente do usuário e os números que o servem", path = "/client/context", tag = "Cliente",
     responses((status = 200, description = "`data`: `{cliente, bms, wabas, numeros}`: o cliente do usuário e os números que o servem, com saúde ao vivo", body = crate::envelope::Data<ClientContextOut>)))]
 pub(crate) async fn context(
     State(state): State<AppState>,
@@ -74,7 +74,7 @@ pub(crate) struct SendsQuery {
     limit: Option<i64>,
 }
 
-#[utoipa::path(get, operation_id = "panel_client_sends", path = "/client/sends", tag = "Cliente",
+#[utoipa::path(get, operation_id = "panel_client_sends", summary = "Lista as mensagens enviadas pelos números do cliente", path = "/client/sends", tag = "Cliente",
     params(SendsQuery),
     responses((status = 200, description = "`data`: as mensagens enviadas pelos números do cliente, a mais nova primeiro, com a linha do tempo; `has_more`, `next_cursor`", body = crate::envelope::Page<crate::routes::message_out::MessageOut>)))]
 pub(crate) async fn sends(

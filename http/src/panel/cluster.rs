@@ -78,7 +78,7 @@ pub struct PanelClusterOut {
     cells: Vec<PanelCellOut>,
 }
 
-#[utoipa::path(get, operation_id = "panel_cluster", path = "/cluster", tag = "Cluster",
+#[utoipa::path(get, operation_id = "panel_cluster", summary = "Lê o estado do cluster e das células da conta", path = "/cluster", tag = "Cluster",
     responses((status = 200, description = "`data`: `{modo, no, ttl_lease_ms, rodada_ha_ms, nos: [{nome, celulas, numeros, este}], celulas: [{chave, no, epoca, ha_ms, expira_em_ms, numeros}]}`; só `modo: \"um_no\"` e listas vazias sem `NATS_URL`", body = crate::envelope::Data<PanelClusterOut>)))]
 pub(crate) async fn cluster(
     State(state): State<AppState>,

@@ -55,7 +55,7 @@ fn provider_owned(fields: &[(&str, bool)]) -> Result<(), ApiError> {
 
 // ---- overview --------------------------------------------------------------------------
 
-#[utoipa::path(get, operation_id = "panel_state", path = "/state", tag = "Visão geral",
+#[utoipa::path(get, operation_id = "panel_state", summary = "Lê o estado completo do painel no escopo do usuário", path = "/state", tag = "Visão geral",
     responses((status = 200, description = "Estado completo no escopo do usuário: `{user, bms, wabas, numeros, clientes, templates, campanhas, tarefas, usuarios}`", body = Data<services::panel::PanelState>)))]
 pub(crate) async fn state_all(
     State(state): State<AppState>,
@@ -68,7 +68,7 @@ pub(crate) async fn state_all(
     Ok(Data::json(data))
 }
 
-#[utoipa::path(get, operation_id = "panel_dashboard", path = "/dashboard", tag = "Visão geral",
+#[utoipa::path(get, operation_id = "panel_dashboard", summary = "Lê os indicadores de risco do painel", path = "/dashboard", tag = "Visão geral",
     responses((status = 200, description = "KPIs de risco no escopo: `{bms: {total, por_saude}, wabas: {total, por_situacao}, numeros: {total, por_qualidade, por_tier, por_saude, perto_do_limite}, tarefas_abertas: {total, por_prioridade}, alertas: {critica, atencao}}`", body = Data<services::panel::Dashboard>)))]
 pub(crate) async fn dashboard(
     State(state): State<AppState>,
@@ -91,7 +91,7 @@ pub(crate) struct HoursQuery {
     horas: Option<i64>,
 }
 
-#[utoipa::path(get, operation_id = "panel_sends_per_hour", path = "/dashboard/envios-por-hora", tag = "Visão geral",
+#[utoipa::path(get, operation_id = "panel_sends_per_hour", summary = "Lista os envios por número e por hora", path = "/dashboard/envios-por-hora", tag = "Visão geral",
     params(HoursQuery),
     responses((status = 200, description = "Envios aceitos pelo provedor por número e hora, no escopo: `{horas: [ISO do início de cada hora], numeros: [{id, telefone, por_hora: [n por hora], total}]}`", body = Data<services::panel::HourlySends>)))]
 pub(crate) async fn sends_per_hour(
@@ -115,7 +115,7 @@ pub(crate) async fn sends_per_hour(
     Ok(Data::json(data))
 }
 
-#[utoipa::path(get, operation_id = "panel_alerts", path = "/alertas", tag = "Visão geral",
+#[utoipa::path(get, operation_id = "panel_alerts", summary = "Lista os alertas ativos", path = "/alertas", tag = "Visão geral",
     responses((status = 200, description = "Alertas ativos no escopo, `critica` primeiro: `[{severidade, tipo, id, nome, codigo, mensagem, proxima_acao}]`", body = List<services::panel::Alert>)))]
 pub(crate) async fn alerts(
     State(state): State<AppState>,
@@ -189,7 +189,7 @@ impl BmIn {
     }
 }
 
-#[utoipa::path(get, operation_id = "panel_bms_list", path = "/business-managers", tag = "Inventário",
+#[utoipa::path(get, operation_id = "panel_bms_list", summary = "Lista os BMs com suas WABAs e números", path = "/business-managers", tag = "Inventário",
     params(BmQuery),
     responses((status = 200, description = "BMs no escopo com WABAs, números (saúde ao vivo) e resumo; tokens nunca voltam", body = List<PanelBm>)))]
 pub(crate) async fn list_bms(
@@ -213,7 +213,7 @@ pub(crate) async fn list_bms(
     Ok(List::json(bms))
 }
 
-#[utoipa::path(post, operation_id = "panel_bms_create", path = "/business-managers", tag = "Inventário", request_body = BmIn,
+#[utoipa::path(post, operation_id = "panel_bms_create", summary = "Cadastra um BM", path = "/business-managers", tag = "Inventário", request_body = BmIn,
     responses((status = 201, description = "BM criado; com id_provider e access_token, a credencial é confirmada no provedor antes", body = Data<PanelBm>)))]
 pub(crate) async fn create_bm(
     State(state): State<AppState>,
@@ -233,7 +233,7 @@ pub(crate) async fn create_bm(
     Ok((StatusCode::CREATED, Data::json(bm)))
 }
 
-#[utoipa::path(get, operation_id = "panel_bms_get", path = "/business-managers/{id}", tag = "Inventário",
+#[utoipa::path(get, operation_id = "panel_bms_get", summary = "Lê um BM com suas WABAs e números", path = "/business-managers/{id}", tag = "Inventário",
     params(("id" = i64, Path, description = "Id do BM")),
     responses((status = 200, description = "BM com WABAs, números e resumo", body = Data<PanelBm>)))]
 pub(crate) async fn get_bm(
@@ -248,7 +248,7 @@ pub(crate) async fn get_bm(
     Ok(Data::json(bm))
 }
 
-#[utoipa::path(put, operation_id = "panel_bms_update", path = "/business-managers/{id}", tag = "Inventário",
+#[utoipa::path(put, operation_id = "panel_bms_update", summary = "Altera um BM", path = "/business-managers/{id}", tag = "Inventário",
     params(("id" = i64, Path, description = "Id do BM")), request_body = BmIn,
     responses((status = 200, description = "BM alterado; token e secret em branco mantêm os guardados", body = Data<PanelBm>)))]
 pub(crate) async fn update_bm(
@@ -264,7 +264,7 @@ pub(crate) async fn update_bm(
     Ok(Data::json(bm))
 }
 
-#[utoipa::path(delete, operation_id = "panel_bms_delete", path = "/business-managers/{id}", tag = "Inventário",
+#[utoipa::path(delete, operation_id = "panel_bms_delete", summary = "Remove um BM", path = "/business-managers/{id}", tag = "Inventário",
     params(("id" = i64, Path, description = "Id do BM")),
     responses((status = 200, description = "BM removido; suas WABAs e números ficam, sem o vínculo", body = Data<Deleted>)))]
 pub(crate) async fn delete_bm(
@@ -279,7 +279,7 @@ pub(crate) async fn delete_bm(
     Ok(Deleted::json(id))
 }
 
-#[utoipa::path(post, operation_id = "panel_bms_sync", path = "/business-managers/{id}/sync", tag = "Inventário",
+#[utoipa::path(post, operation_id = "panel_bms_sync", summary = "Sincroniza o BM com o provedor", path = "/business-managers/{id}/sync", tag = "Inventário",
     params(("id" = i64, Path, description = "Id do BM")),
     responses((status = 200, description = "`data`: `{sync: {created_numbers, missing_numbers, wabas, templates_imported, photos, health_status, good}, bm}`", body = Data<PanelBmSyncedOut>)))]
 pub(crate) async fn sync_bm(
@@ -338,7 +338,7 @@ pub(crate) struct WabaPatchIn {
     qualidade: Option<Value>,
 }
 
-#[utoipa::path(get, operation_id = "panel_wabas_list", path = "/wabas", tag = "Inventário",
+#[utoipa::path(get, operation_id = "panel_wabas_list", summary = "Lista as WABAs com seus números", path = "/wabas", tag = "Inventário",
     responses((status = 200, description = "WABAs no escopo com seus números", body = List<PanelWaba>)))]
 pub(crate) async fn list_wabas(
     State(state): State<AppState>,
@@ -351,7 +351,7 @@ pub(crate) async fn list_wabas(
     Ok(List::json(s.wabas))
 }
 
-#[utoipa::path(post, operation_id = "panel_wabas_create", path = "/wabas", tag = "Inventário", request_body = WabaIn,
+#[utoipa::path(post, operation_id = "panel_wabas_create", summary = "Registra uma WABA de um BM", path = "/wabas", tag = "Inventário", request_body = WabaIn,
     responses((status = 201, description = "WABA registrada (o provedor confirmou que é do BM)", body = Data<PanelWaba>)))]
 pub(crate) async fn create_waba(
     State(state): State<AppState>,
@@ -374,7 +374,7 @@ pub(crate) async fn create_waba(
     Ok((StatusCode::CREATED, Data::json(w)))
 }
 
-#[utoipa::path(get, operation_id = "panel_wabas_get", path = "/wabas/{id}", tag = "Inventário",
+#[utoipa::path(get, operation_id = "panel_wabas_get", summary = "Lê uma WABA com seus números", path = "/wabas/{id}", tag = "Inventário",
     params(("id" = i64, Path, description = "Id da WABA (do disparo)")),
     responses((status = 200, description = "WABA com seus números", body = Data<PanelWaba>)))]
 pub(crate) async fn get_waba(
@@ -389,7 +389,7 @@ pub(crate) async fn get_waba(
     Ok(Data::json(w))
 }
 
-#[utoipa::path(put, operation_id = "panel_wabas_update", path = "/wabas/{id}", tag = "Inventário",
+#[utoipa::path(put, operation_id = "panel_wabas_update", summary = "Altera uma WABA", path = "/wabas/{id}", tag = "Inventário",
     params(("id" = i64, Path, description = "Id da WABA")), request_body = WabaPatchIn,
     responses((status = 200, description = "WABA alterada", body = Data<PanelWaba>)))]
 pub(crate) async fn update_waba(
@@ -417,7 +417,7 @@ pub(crate) async fn update_waba(
     Ok(Data::json(w))
 }
 
-#[utoipa::path(delete, operation_id = "panel_wabas_delete", path = "/wabas/{id}", tag = "Inventário",
+#[utoipa::path(delete, operation_id = "panel_wabas_delete", summary = "Remove uma WABA", path = "/wabas/{id}", tag = "Inventário",
     params(("id" = i64, Path, description = "Id da WABA")),
     responses((status = 200, description = "WABA removida", body = Data<Deleted>)))]
 pub(crate) async fn delete_waba(
@@ -466,7 +466,7 @@ pub(crate) struct NumberPatchIn {
     tier: Option<Value>,
 }
 
-#[utoipa::path(get, operation_id = "panel_numbers_list", path = "/phone-numbers", tag = "Inventário",
+#[utoipa::path(get, operation_id = "panel_numbers_list", summary = "Lista os números com sua saúde", path = "/phone-numbers", tag = "Inventário",
     responses((status = 200, description = "Números no escopo com saúde ao vivo (os mesmos canais de /api/v1/channels)", body = List<NumberView>)))]
 pub(crate) async fn list_numbers(
     State(state): State<AppState>,
@@ -479,7 +479,7 @@ pub(crate) async fn list_numbers(
     Ok(List::json(s.numeros))
 }
 
-#[utoipa::path(post, operation_id = "panel_numbers_create", path = "/phone-numbers", tag = "Inventário", request_body = NumberIn,
+#[utoipa::path(post, operation_id = "panel_numbers_create", summary = "Conecta um número de uma WABA", path = "/phone-numbers", tag = "Inventário", request_body = NumberIn,
     responses((status = 201, description = "Número conectado como canal da conta (o provedor confirmou que é da WABA)", body = Data<NumberView>)))]
 pub(crate) async fn create_number(
     State(state): State<AppState>,
@@ -502,7 +502,7 @@ pub(crate) async fn create_number(
     Ok((StatusCode::CREATED, Data::json(n)))
 }
 
-#[utoipa::path(get, operation_id = "panel_numbers_get", path = "/phone-numbers/{id}", tag = "Inventário",
+#[utoipa::path(get, operation_id = "panel_numbers_get", summary = "Lê um número com sua saúde", path = "/phone-numbers/{id}", tag = "Inventário",
     params(("id" = i64, Path, description = "Id do número (id do canal)")),
     responses((status = 200, description = "Número com saúde ao vivo", body = Data<NumberView>)))]
 pub(crate) async fn get_number(
@@ -517,7 +517,7 @@ pub(crate) async fn get_number(
     Ok(Data::json(n))
 }
 
-#[utoipa::path(put, operation_id = "panel_numbers_update", path = "/phone-numbers/{id}", tag = "Inventário",
+#[utoipa::path(put, operation_id = "panel_numbers_update", summary = "Altera o nome de exibição ou o cliente do número", path = "/phone-numbers/{id}", tag = "Inventário",
     params(("id" = i64, Path, description = "Id do número")), request_body = NumberPatchIn,
     responses((status = 200, description = "Número alterado", body = Data<NumberView>)))]
 pub(crate) async fn update_number(
@@ -544,7 +544,7 @@ pub(crate) async fn update_number(
     Ok(Data::json(n))
 }
 
-#[utoipa::path(delete, operation_id = "panel_numbers_delete", path = "/phone-numbers/{id}", tag = "Inventário",
+#[utoipa::path(delete, operation_id = "panel_numbers_delete", summary = "Remove um número sem histórico", path = "/phone-numbers/{id}", tag = "Inventário",
     params(("id" = i64, Path, description = "Id do número")),
     responses((status = 200, description = "Número removido (só sem histórico)", body = Data<Deleted>)))]
 pub(crate) async fn delete_number(
@@ -568,7 +568,7 @@ pub(crate) struct PhotoForm {
     foto: Vec<u8>,
 }
 
-#[utoipa::path(post, operation_id = "panel_numbers_photo", path = "/phone-numbers/{id}/foto", tag = "Inventário",
+#[utoipa::path(post, operation_id = "panel_numbers_photo", summary = "Troca a foto de perfil do número", path = "/phone-numbers/{id}/foto", tag = "Inventário",
     params(("id" = i64, Path, description = "Id do número")),
     request_body(content = PhotoForm, content_type = "multipart/form-data"),
     responses((status = 200, description = "Foto de perfil trocada no provedor; `foto_url` atualizada", body = Data<NumberView>)))]
@@ -601,7 +601,7 @@ pub(crate) async fn upload_photo(
     Ok(Data::json(n))
 }
 
-#[utoipa::path(get, operation_id = "panel_numbers_guardrails", path = "/phone-numbers/{id}/guardrails", tag = "Inventário",
+#[utoipa::path(get, operation_id = "panel_numbers_guardrails", summary = "Lê os limites de envio do número", path = "/phone-numbers/{id}/guardrails", tag = "Inventário",
     params(("id" = i64, Path, description = "Id do número")),
     responses((status = 200, description = "Guardrails do número e o limite de hoje (como `GET /api/v1/channels/{id}/guardrails`)", body = crate::envelope::Data<crate::routes::guardrails::GuardrailsOut>)))]
 pub(crate) async fn number_guardrails(
@@ -619,7 +619,7 @@ pub(crate) async fn number_guardrails(
     crate::routes::guardrails::read(state, auth, IdPath(id)).await
 }
 
-#[utoipa::path(patch, operation_id = "panel_numbers_guardrails_update", path = "/phone-numbers/{id}/guardrails", tag = "Inventário",
+#[utoipa::path(patch, operation_id = "panel_numbers_guardrails_update", summary = "Altera os limites de envio do número", path = "/phone-numbers/{id}/guardrails", tag = "Inventário",
     params(("id" = i64, Path, description = "Id do número")),
     request_body = crate::routes::guardrails::PatchIn,
     responses((status = 200, description = "Guardrails alterados (como `PATCH /api/v1/channels/{id}/guardrails`)", body = crate::envelope::Data<crate::routes::guardrails::GuardrailsOut>)))]

@@ -45,7 +45,7 @@ pub(crate) struct LogQuery {
     limit: Option<i64>,
 }
 
-#[utoipa::path(get, operation_id = "panel_webhook_logs", path = "/webhook-logs", tag = "Webhooks do provedor",
+#[utoipa::path(get, operation_id = "panel_webhook_logs", summary = "Lista os webhooks recebidos do provedor", path = "/webhook-logs", tag = "Webhooks do provedor",
     params(LogQuery),
     responses((status = 200, description = "`data`: linhas, a mais nova primeiro: `{id, tipo, received_at, assinatura, http_status, aplicado, wabas, numeros, campos, detalhe, corpo (enquanto retido), encaminhamento, entregas: [{id, client_id, phone_number_id, status, attempts, last_status_code, last_error}]}`; `has_more`, `next_cursor`", body = crate::envelope::Page<ProviderLogOut>)))]
 pub(crate) async fn list(
@@ -119,7 +119,7 @@ pub struct ProviderLogOut {
     received_at: String,
 }
 
-#[utoipa::path(post, operation_id = "panel_webhook_logs_reforward", path = "/webhook-logs/{id}/reforward", tag = "Webhooks do provedor",
+#[utoipa::path(post, operation_id = "panel_webhook_logs_reforward", summary = "Reencaminha aos clientes os eventos de uma linha do log", path = "/webhook-logs/{id}/reforward", tag = "Webhooks do provedor",
     params(("id" = i64, Path, description = "Id da linha do log")),
     responses((status = 200, description = "`data`: `{queued}`: os encaminhamentos da linha, enviados de novo aos clientes (novas entregas)", body = crate::envelope::Data<ReforwardedOut>)))]
 pub(crate) async fn reforward(
@@ -177,7 +177,7 @@ pub(crate) struct AuditLogOut {
     data: Vec<AuditLineOut>,
 }
 
-#[utoipa::path(get, operation_id = "panel_audit_log", path = "/audit-log", tag = "Auditoria",
+#[utoipa::path(get, operation_id = "panel_audit_log", summary = "Lista o log de auditoria da conta", path = "/audit-log", tag = "Auditoria",
     params(AuditQuery),
     responses((status = 200, description = "As escritas da conta (API e painel), a mais recente primeiro", body = AuditLogOut)))]
 pub(crate) async fn audit_log(

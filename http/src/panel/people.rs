@@ -73,7 +73,7 @@ pub(crate) struct UserPatchIn {
     bms: Option<Vec<i64>>,
 }
 
-#[utoipa::path(get, operation_id = "panel_users_list", path = "/users", tag = "Usuários",
+#[utoipa::path(get, operation_id = "panel_users_list", summary = "Lista os usuários do painel", path = "/users", tag = "Usuários",
     responses((status = 200, description = "Usuários da conta (Admin)", body = List<UserView>)))]
 pub(crate) async fn list_users(
     State(state): State<AppState>,
@@ -88,7 +88,7 @@ pub(crate) async fn list_users(
     ))
 }
 
-#[utoipa::path(post, operation_id = "panel_users_create", path = "/users", tag = "Usuários", request_body = UserIn,
+#[utoipa::path(post, operation_id = "panel_users_create", summary = "Cria um usuário do painel", path = "/users", tag = "Usuários", request_body = UserIn,
     responses((status = 201, description = "Usuário criado (a senha nunca volta)", body = Data<UserView>)))]
 pub(crate) async fn create_user(
     State(state): State<AppState>,
@@ -116,7 +116,7 @@ pub(crate) async fn create_user(
     ))
 }
 
-#[utoipa::path(get, operation_id = "panel_users_get", path = "/users/{id}", tag = "Usuários",
+#[utoipa::path(get, operation_id = "panel_users_get", summary = "Lê um usuário do painel", path = "/users/{id}", tag = "Usuários",
     params(("id" = i64, Path, description = "Id do usuário")),
     responses((status = 200, description = "Usuário", body = Data<UserView>)))]
 pub(crate) async fn get_user(
@@ -128,7 +128,7 @@ pub(crate) async fn get_user(
     Ok(Data::json(UserView::of(&u, &me.account_slug)))
 }
 
-#[utoipa::path(put, operation_id = "panel_users_update", path = "/users/{id}", tag = "Usuários",
+#[utoipa::path(put, operation_id = "panel_users_update", summary = "Altera um usuário do painel", path = "/users/{id}", tag = "Usuários",
     params(("id" = i64, Path, description = "Id do usuário")), request_body = UserPatchIn,
     responses((status = 200, description = "Usuário alterado; desativado, suas sessões param na hora", body = Data<UserView>)))]
 pub(crate) async fn update_user(
@@ -157,7 +157,7 @@ pub(crate) async fn update_user(
     Ok(Data::json(UserView::of(&u, &me.account_slug)))
 }
 
-#[utoipa::path(delete, operation_id = "panel_users_delete", path = "/users/{id}", tag = "Usuários",
+#[utoipa::path(delete, operation_id = "panel_users_delete", summary = "Remove um usuário do painel", path = "/users/{id}", tag = "Usuários",
     params(("id" = i64, Path, description = "Id do usuário")),
     responses((status = 200, description = "Usuário removido", body = Data<crate::envelope::Deleted>)))]
 pub(crate) async fn delete_user(
@@ -231,7 +231,7 @@ pub struct ClientSecretOut {
     webhook_secret: String,
 }
 
-#[utoipa::path(post, operation_id = "panel_users_api_token_create", path = "/users/{id}/api-token", tag = "Usuários",
+#[utoipa::path(post, operation_id = "panel_users_api_token_create", summary = "Gera o token de remetente público do usuário", path = "/users/{id}/api-token", tag = "Usuários",
     params(("id" = i64, Path, description = "Id do usuário")),
     responses((status = 201, description = "`data`: `{token: \"pub_…\", prefix, created_at}`; o token aparece só aqui e o anterior do usuário deixa de valer", body = Data<SenderTokenOut>)))]
 pub(crate) async fn create_api_token(
@@ -249,7 +249,7 @@ pub(crate) async fn create_api_token(
     Ok((StatusCode::CREATED, Data::json(data)))
 }
 
-#[utoipa::path(get, operation_id = "panel_users_api_token_list", path = "/users/{id}/api-token", tag = "Usuários",
+#[utoipa::path(get, operation_id = "panel_users_api_token_list", summary = "Lista os tokens de remetente público do usuário", path = "/users/{id}/api-token", tag = "Usuários",
     params(("id" = i64, Path, description = "Id do usuário")),
     responses((status = 200, description = "Tokens do remetente público do usuário (prefixo, criação, revogação), o mais novo primeiro", body = List<SenderTokenOut>)))]
 pub(crate) async fn list_api_tokens(
@@ -263,7 +263,7 @@ pub(crate) async fn list_api_tokens(
     Ok(List::json(tokens.iter().map(sender_token_json).collect()))
 }
 
-#[utoipa::path(delete, operation_id = "panel_users_api_token_revoke", path = "/users/{id}/api-token", tag = "Usuários",
+#[utoipa::path(delete, operation_id = "panel_users_api_token_revoke", summary = "Revoga o token de remetente público do usuário", path = "/users/{id}/api-token", tag = "Usuários",
     params(("id" = i64, Path, description = "Id do usuário")),
     responses((status = 200, description = "O token ativo do usuário deixa de valer", body = Data<SenderTokenRevokedOut>)))]
 pub(crate) async fn revoke_api_token(
@@ -303,7 +303,7 @@ fn client_json(c: &storage::panel::ClientRecord, secret: Option<engine::Secret>)
     }
 }
 
-#[utoipa::path(post, operation_id = "panel_clients_rotate_secret", path = "/clientes/{id}/webhook-secret", tag = "Clientes",
+#[utoipa::path(post, operation_id = "panel_clients_rotate_secret", summary = "Gera um novo segredo de webhook do cliente", path = "/clientes/{id}/webhook-secret", tag = "Clientes",
     params(("id" = i64, Path, description = "Id do cliente")),
     responses((status = 200, description = "`data`: `{webhook_secret}`, o novo segredo que assina `X-Svc-Signature` dos eventos encaminhados; aparece só aqui e vale na hora", body = Data<ClientSecretOut>)))]
 pub(crate) async fn rotate_client_secret(
@@ -321,7 +321,7 @@ pub(crate) async fn rotate_client_secret(
     }))
 }
 
-#[utoipa::path(get, operation_id = "panel_clients_list", path = "/clientes", tag = "Clientes",
+#[utoipa::path(get, operation_id = "panel_clients_list", summary = "Lista os clientes", path = "/clientes", tag = "Clientes",
     responses((status = 200, description = "Clientes com contagem de vínculos (BMs, WABAs, números); um usuário Client vê o seu", body = List<ClientView>)))]
 pub(crate) async fn list_clients(
     State(state): State<AppState>,
@@ -335,7 +335,7 @@ pub(crate) async fn list_clients(
     Ok(List::json(clients.iter().map(ClientView::of).collect()))
 }
 
-#[utoipa::path(post, operation_id = "panel_clients_create", path = "/clientes", tag = "Clientes", request_body = ClientIn,
+#[utoipa::path(post, operation_id = "panel_clients_create", summary = "Cria um cliente", path = "/clientes", tag = "Clientes", request_body = ClientIn,
     responses((status = 201, description = "Cliente criado", body = Data<ClientOut>)))]
 pub(crate) async fn create_client(
     State(state): State<AppState>,
@@ -362,7 +362,7 @@ pub(crate) async fn create_client(
     Ok((StatusCode::CREATED, Data::json(client_json(&c, secret))))
 }
 
-#[utoipa::path(get, operation_id = "panel_clients_get", path = "/clientes/{id}", tag = "Clientes",
+#[utoipa::path(get, operation_id = "panel_clients_get", summary = "Lê um cliente", path = "/clientes/{id}", tag = "Clientes",
     params(("id" = i64, Path, description = "Id do cliente")),
     responses((status = 200, description = "Cliente", body = Data<ClientView>)))]
 pub(crate) async fn get_client(
@@ -378,7 +378,7 @@ pub(crate) async fn get_client(
     Ok(Data::json(ClientView::of(&found)))
 }
 
-#[utoipa::path(put, operation_id = "panel_clients_update", path = "/clientes/{id}", tag = "Clientes",
+#[utoipa::path(put, operation_id = "panel_clients_update", summary = "Altera um cliente", path = "/clientes/{id}", tag = "Clientes",
     params(("id" = i64, Path, description = "Id do cliente")), request_body = ClientIn,
     responses((status = 200, description = "Cliente alterado", body = Data<ClientOut>)))]
 pub(crate) async fn update_client(
@@ -401,7 +401,7 @@ pub(crate) async fn update_client(
     Ok(Data::json(client_json(&c, secret)))
 }
 
-#[utoipa::path(delete, operation_id = "panel_clients_delete", path = "/clientes/{id}", tag = "Clientes",
+#[utoipa::path(delete, operation_id = "panel_clients_delete", summary = "Remove um cliente", path = "/clientes/{id}", tag = "Clientes",
     params(("id" = i64, Path, description = "Id do cliente")),
     responses((status = 200, description = "Cliente removido; os vínculos de BMs, WABAs e números são desfeitos", body = Data<crate::envelope::Deleted>)))]
 pub(crate) async fn delete_client(
@@ -456,7 +456,7 @@ impl TaskIn {
     }
 }
 
-#[utoipa::path(get, operation_id = "panel_tasks_list", path = "/tasks", tag = "Tarefas",
+#[utoipa::path(get, operation_id = "panel_tasks_list", summary = "Lista as tarefas do quadro por coluna", path = "/tasks", tag = "Tarefas",
     responses((status = 200, description = "Tarefas por coluna e posição: `{colunas: {aberto: […], …}, tarefas: […]}`", body = Data<TaskBoardOut>)))]
 pub(crate) async fn list_tasks(
     State(state): State<AppState>,
@@ -503,7 +503,7 @@ pub struct TaskColumnsOut {
     resolvido: Vec<TaskView>,
 }
 
-#[utoipa::path(post, operation_id = "panel_tasks_create", path = "/tasks", tag = "Tarefas", request_body = TaskIn,
+#[utoipa::path(post, operation_id = "panel_tasks_create", summary = "Cria uma tarefa", path = "/tasks", tag = "Tarefas", request_body = TaskIn,
     responses((status = 201, description = "Tarefa criada", body = Data<TaskView>)))]
 pub(crate) async fn create_task(
     State(state): State<AppState>,
@@ -526,7 +526,7 @@ pub(crate) async fn create_task(
     ))
 }
 
-#[utoipa::path(get, operation_id = "panel_tasks_get", path = "/tasks/{id}", tag = "Tarefas",
+#[utoipa::path(get, operation_id = "panel_tasks_get", summary = "Lê uma tarefa", path = "/tasks/{id}", tag = "Tarefas",
     params(("id" = i64, Path, description = "Id da tarefa")),
     responses((status = 200, description = "Tarefa", body = Data<TaskView>)))]
 pub(crate) async fn get_task(
@@ -538,7 +538,7 @@ pub(crate) async fn get_task(
     Ok(Data::json(services::panel::task_json(&t)))
 }
 
-#[utoipa::path(put, operation_id = "panel_tasks_update", path = "/tasks/{id}", tag = "Tarefas",
+#[utoipa::path(put, operation_id = "panel_tasks_update", summary = "Altera ou move uma tarefa no quadro", path = "/tasks/{id}", tag = "Tarefas",
     params(("id" = i64, Path, description = "Id da tarefa")), request_body = TaskIn,
     responses((status = 200, description = "Tarefa alterada ou movida (coluna e posição); a coluna é renumerada", body = Data<TaskView>)))]
 pub(crate) async fn update_task(
@@ -560,7 +560,7 @@ pub(crate) async fn update_task(
     Ok(Data::json(services::panel::task_json(&t)))
 }
 
-#[utoipa::path(delete, operation_id = "panel_tasks_delete", path = "/tasks/{id}", tag = "Tarefas",
+#[utoipa::path(delete, operation_id = "panel_tasks_delete", summary = "Remove uma tarefa", path = "/tasks/{id}", tag = "Tarefas",
     params(("id" = i64, Path, description = "Id da tarefa")),
     responses((status = 200, description = "Tarefa removida", body = Data<crate::envelope::Deleted>)))]
 pub(crate) async fn delete_task(
@@ -578,7 +578,7 @@ pub(crate) async fn delete_task(
 
 // ---- templates (the account's library) -----------------------------------------------
 
-#[utoipa::path(get, operation_id = "panel_templates_list", path = "/templates", tag = "Templates",
+#[utoipa::path(get, operation_id = "panel_templates_list", summary = "Lista os templates da biblioteca da conta", path = "/templates", tag = "Templates",
     params(crate::extract::PageQuery),
     responses((status = 200, description = "A biblioteca da conta (a mesma de /api/v1/templates) com status por número; `has_more`, `next_cursor`", body = Page<TemplateView>)))]
 pub(crate) async fn list_templates(
@@ -592,7 +592,7 @@ pub(crate) async fn list_templates(
     crate::routes::templates::library(state, auth, q).await
 }
 
-#[utoipa::path(post, operation_id = "panel_templates_create", path = "/templates", tag = "Templates",
+#[utoipa::path(post, operation_id = "panel_templates_create", summary = "Cria um template na biblioteca", path = "/templates", tag = "Templates",
     request_body = crate::routes::templates::CreateIn,
     responses((status = 201, description = "Template criado na biblioteca da conta", body = Data<TemplateView>)))]
 pub(crate) async fn create_template(
@@ -603,7 +603,7 @@ pub(crate) async fn create_template(
     crate::routes::templates::create(state, auth, body).await
 }
 
-#[utoipa::path(post, operation_id = "panel_templates_submit", path = "/templates/{id}/submit", tag = "Templates",
+#[utoipa::path(post, operation_id = "panel_templates_submit", summary = "Submete o template ao provedor nos números", path = "/templates/{id}/submit", tag = "Templates",
     params(("id" = i64, Path, description = "Id do template")),
     request_body(content = crate::routes::templates::ChannelsIn, description = "`channels`: os números (todos os da conta sem corpo)"),
     responses((status = 200, description = "Submetido ao provedor nos números (como `POST /api/v1/templates/{id}/submit`)", body = Data<TemplateView>)))]
@@ -617,7 +617,7 @@ pub(crate) async fn submit_template(
     crate::routes::templates::submit(state, auth, id, headers, body).await
 }
 
-#[utoipa::path(post, operation_id = "panel_templates_sync", path = "/templates/{id}/sync", tag = "Templates",
+#[utoipa::path(post, operation_id = "panel_templates_sync", summary = "Sincroniza o status do template com o provedor", path = "/templates/{id}/sync", tag = "Templates",
     params(("id" = i64, Path, description = "Id do template")),
     responses((status = 200, description = "Status e qualidade relidos do provedor: `{synced_channels}`", body = Data<crate::routes::templates::SyncedOut>)))]
 pub(crate) async fn sync_template(
@@ -628,7 +628,7 @@ pub(crate) async fn sync_template(
     crate::routes::templates::sync(state, auth, id).await
 }
 
-#[utoipa::path(post, operation_id = "panel_templates_reactivate", path = "/templates/{id}/channels/{channel_id}/reactivate", tag = "Templates",
+#[utoipa::path(post, operation_id = "panel_templates_reactivate", summary = "Reativa o template no número com uma nova versão", path = "/templates/{id}/channels/{channel_id}/reactivate", tag = "Templates",
     params(("id" = i64, Path, description = "Id do template"), ("channel_id" = i64, Path, description = "Id do número")),
     responses((status = 200, description = "Nova versão enviada para aprovação: `{nome, message}`", body = Data<crate::routes::templates::ReactivatedOut>)))]
 pub(crate) async fn reactivate_template(
@@ -639,7 +639,7 @@ pub(crate) async fn reactivate_template(
     crate::routes::templates::reactivate(state, auth, path).await
 }
 
-#[utoipa::path(get, operation_id = "panel_templates_get", path = "/templates/{id}", tag = "Templates",
+#[utoipa::path(get, operation_id = "panel_templates_get", summary = "Lê um template com o status por número", path = "/templates/{id}", tag = "Templates",
     params(("id" = i64, Path, description = "Id do template")),
     responses((status = 200, description = "Template com status e qualidade por número", body = Data<TemplateView>)))]
 pub(crate) async fn get_template(
@@ -677,9 +677,9 @@ pub(crate) struct TemplatePatchIn {
     status: Option<Value>,
 }
 
-#[utoipa::path(put, operation_id = "panel_templates_update", path = "/templates/{id}", tag = "Templates",
+#[utoipa::path(put, operation_id = "panel_templates_update", summary = "Altera um template", path = "/templates/{id}", tag = "Templates",
     params(("id" = i64, Path, description = "Id do template")), request_body = TemplatePatchIn,
-    responses((status = 200, description = "Template alterado; já enviado, editado no provedor como ele permite ou em nova versão (`edits` por WABA, D-066)", body = Data<crate::routes::templates::TemplateEditedOut>)))]
+    responses((status = 200, description = "Template alterado; já enviado, editado no provedor como ele permite ou em nova versão (`edits` por WABA)", body = Data<crate::routes::templates::TemplateEditedOut>)))]
 pub(crate) async fn update_template(
     State(state): State<AppState>,
     auth: Auth,
@@ -716,7 +716,7 @@ pub(crate) async fn update_template(
     }))
 }
 
-#[utoipa::path(delete, operation_id = "panel_templates_delete", path = "/templates/{id}", tag = "Templates",
+#[utoipa::path(delete, operation_id = "panel_templates_delete", summary = "Remove o template da biblioteca e do provedor", path = "/templates/{id}", tag = "Templates",
     params(("id" = i64, Path, description = "Id do template")),
     responses((status = 200, description = "Removido da biblioteca e do provedor", body = Data<crate::envelope::Deleted>)))]
 pub(crate) async fn delete_template(
@@ -729,7 +729,7 @@ pub(crate) async fn delete_template(
 
 // ---- wiki (the account's pages) ------------------------------------------------------
 
-#[utoipa::path(get, operation_id = "panel_wiki_list", path = "/wiki", tag = "Wiki",
+#[utoipa::path(get, operation_id = "panel_wiki_list", summary = "Lista as páginas da wiki", path = "/wiki", tag = "Wiki",
     params(crate::routes::wiki::ListQuery),
     responses((status = 200, description = "Páginas da conta (as mesmas de /api/v1/wiki), sem conteúdo", body = Page<WikiPageOut>)))]
 pub(crate) async fn list_wiki(
@@ -749,7 +749,7 @@ pub(crate) async fn list_wiki(
     crate::routes::wiki::list(state, auth, q).await
 }
 
-#[utoipa::path(post, operation_id = "panel_wiki_create", path = "/wiki", tag = "Wiki",
+#[utoipa::path(post, operation_id = "panel_wiki_create", summary = "Cria uma página da wiki", path = "/wiki", tag = "Wiki",
     request_body = crate::routes::wiki::CreateIn,
     responses((status = 201, description = "Página criada", body = Data<WikiPageOut>)))]
 pub(crate) async fn create_wiki(
@@ -760,7 +760,7 @@ pub(crate) async fn create_wiki(
     crate::routes::wiki::create(state, auth, body).await
 }
 
-#[utoipa::path(get, operation_id = "panel_wiki_get", path = "/wiki/{key}", tag = "Wiki",
+#[utoipa::path(get, operation_id = "panel_wiki_get", summary = "Lê uma página da wiki", path = "/wiki/{key}", tag = "Wiki",
     params(("key" = String, Path, description = "Slug da página")),
     responses((status = 200, description = "Página com o conteúdo Markdown", body = Data<WikiPageOut>)))]
 pub(crate) async fn get_wiki(
@@ -785,7 +785,7 @@ pub(crate) async fn get_wiki(
     )))
 }
 
-#[utoipa::path(put, operation_id = "panel_wiki_update", path = "/wiki/{key}", tag = "Wiki",
+#[utoipa::path(put, operation_id = "panel_wiki_update", summary = "Altera uma página da wiki", path = "/wiki/{key}", tag = "Wiki",
     params(("key" = i64, Path, description = "Id da página")), request_body = crate::routes::wiki::UpdateIn,
     responses((status = 200, description = "Página alterada (só os campos enviados)", body = Data<WikiPageOut>)))]
 pub(crate) async fn update_wiki(
@@ -797,7 +797,7 @@ pub(crate) async fn update_wiki(
     crate::routes::wiki::update(state, auth, id, body).await
 }
 
-#[utoipa::path(delete, operation_id = "panel_wiki_delete", path = "/wiki/{key}", tag = "Wiki",
+#[utoipa::path(delete, operation_id = "panel_wiki_delete", summary = "Remove uma página da wiki", path = "/wiki/{key}", tag = "Wiki",
     params(("key" = i64, Path, description = "Id da página")),
     responses((status = 200, description = "Página removida", body = Data<crate::envelope::Deleted>)))]
 pub(crate) async fn delete_wiki(

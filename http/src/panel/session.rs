@@ -52,6 +52,7 @@ impl axum::extract::FromRequestParts<AppState> for Peer {
 #[utoipa::path(
     post,
     operation_id = "panel_login",
+    summary = "Entra no painel com e-mail e senha",
     path = "/login",
     tag = "Sessão",
     security(()),
@@ -93,6 +94,7 @@ pub(crate) async fn login(
 #[utoipa::path(
     get,
     operation_id = "panel_me",
+    summary = "Lê o usuário da sessão",
     path = "/me",
     tag = "Sessão",
     responses(
@@ -125,6 +127,7 @@ pub struct LoggedOutOut {
 #[utoipa::path(
     post,
     operation_id = "panel_logout",
+    summary = "Encerra a sessão",
     path = "/logout",
     tag = "Sessão",
     responses(

@@ -26,6 +26,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 #[utoipa::path(
     get,
     operation_id = "accounts_overview",
+    summary = "Lê a visão geral da conta",
     path = "/overview",
     tag = "WABAs, BMs e visão geral",
     responses((status = 200, description = "Visão geral da conta", body = Data<Overview>))
@@ -49,6 +50,7 @@ struct WabaQuery {
 #[utoipa::path(
     get,
     operation_id = "accounts_wabas",
+    summary = "Lista as WABAs da conta com a saúde dos números",
     path = "/wabas",
     tag = "WABAs, BMs e visão geral",
     params(WabaQuery),
@@ -100,6 +102,7 @@ struct AddNumberIn {
 #[utoipa::path(
     post,
     operation_id = "accounts_add_number",
+    summary = "Adiciona um número à WABA",
     path = "/wabas/{waba}/numbers",
     tag = "WABAs, BMs e visão geral",
     params(("waba" = String, Path, description = "WABA da conta com credencial")),
@@ -142,6 +145,7 @@ async fn add_number(
 #[utoipa::path(
     get,
     operation_id = "accounts_bm",
+    summary = "Lê um BM com verificação, pagamento e números",
     path = "/bms/{id}",
     tag = "WABAs, BMs e visão geral",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
@@ -160,6 +164,7 @@ async fn bm(
 #[utoipa::path(
     post,
     operation_id = "accounts_sync_bm",
+    summary = "Sincroniza os números do BM com o provedor",
     path = "/bms/{id}/sync",
     tag = "WABAs, BMs e visão geral",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
@@ -189,6 +194,7 @@ async fn sync_bm(
 #[utoipa::path(
     post,
     operation_id = "accounts_payment_check",
+    summary = "Verifica o pagamento do BM no provedor",
     path = "/bms/{id}/payment-check",
     tag = "WABAs, BMs e visão geral",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),

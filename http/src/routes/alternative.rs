@@ -56,6 +56,8 @@ impl std::fmt::Debug for ConnectIn {
     }
 }
 
+/// Conecta um número de um provedor alternativo
+///
 /// `POST /channels/alternative`: 201 `{data: channel, templates: <count read>}`; 422
 /// `unknown_engine`, `invalid_phone`, `credential_refused`; 409 when the phone is already
 /// registered with that provider.
@@ -114,6 +116,8 @@ pub struct NotifyUrlOut {
     observacao: &'static str,
 }
 
+/// Lê as URLs de notificação do provedor alternativo
+///
 /// `GET /channels/alternative/notify-url`: `{data: {notify_url, fixed_url, observacao}}`.
 #[utoipa::path(
     get,

@@ -75,6 +75,8 @@ struct CreateIn {
     recipients: Option<Vec<RecipientInput>>,
 }
 
+/// Cria uma campanha ou simula sua execução
+///
 /// `POST /campaigns`: 201 with the campaign (`draft`); with `dry_run: true`, 200 with what a
 /// real run would find (`valid`, `invalid`, `duplicates`, each number's headroom today,
 /// `fits_today`). `Idempotency-Key` is honoured as on `POST /messages`.
@@ -151,6 +153,7 @@ async fn create_once(
 #[utoipa::path(
     get,
     operation_id = "campaigns_read",
+    summary = "Lê uma campanha com suas estatísticas",
     path = "/campaigns/{id}",
     tag = "Campanhas",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
@@ -177,6 +180,7 @@ struct RecipientsIn {
 #[utoipa::path(
     post,
     operation_id = "campaigns_recipients",
+    summary = "Adiciona contatos ao público da campanha",
     path = "/campaigns/{id}/recipients",
     tag = "Campanhas",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
@@ -199,6 +203,7 @@ async fn recipients(
 #[utoipa::path(
     post,
     operation_id = "campaigns_start",
+    summary = "Inicia o disparo da campanha",
     path = "/campaigns/{id}/start",
     tag = "Campanhas",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
@@ -238,6 +243,8 @@ pub struct CancelledOut {
     campaign: CampaignView,
 }
 
+/// Reenvia por outro número os contatos que falharam na campanha
+///
 /// `POST /campaigns/{id}/resend` {target_channel_id}: `{data: {resent, campaign}}`.
 #[utoipa::path(
     post,
@@ -284,6 +291,8 @@ struct ListQuery {
     limit: Option<i64>,
 }
 
+/// Lista as campanhas da conta
+///
 /// `GET /campaigns`: the account's campaigns, newest first, with their counters;
 /// `{data, has_more, next_cursor}`.
 #[utoipa::path(
@@ -349,6 +358,8 @@ struct EditIn {
     scheduled_at: Option<Option<String>>,
 }
 
+/// Altera o nome ou o agendamento da campanha
+///
 /// `PATCH /campaigns/{id}`: name and `scheduled_at` before it starts.
 #[utoipa::path(
     patch,
@@ -378,6 +389,8 @@ async fn edit(
     ))
 }
 
+/// Pausa a campanha
+///
 /// `POST /campaigns/{id}/pause`: halts the campaign (no provider call of it starts after the
 /// answer); `{data: campaign}`.
 #[utoipa::path(
@@ -403,6 +416,8 @@ async fn pause(
     ))
 }
 
+/// Retoma a campanha pausada
+///
 /// `POST /campaigns/{id}/resume`: a paused campaign runs again.
 #[utoipa::path(
     post,
@@ -426,6 +441,8 @@ async fn resume(
     ))
 }
 
+/// Cancela a campanha
+///
 /// `POST /campaigns/{id}/cancel`: stops it for good; its unsent recipients become `skipped`
 /// (`cancelada`); `{data: {skipped, campaign}}`.
 #[utoipa::path(

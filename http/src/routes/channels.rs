@@ -273,6 +273,7 @@ struct ListQuery {
 #[utoipa::path(
     get,
     operation_id = "channels_list",
+    summary = "Lista os números da conta",
     path = "/channels",
     tag = "Números",
     params(ListQuery),
@@ -385,6 +386,7 @@ fn digits_id(field: &str, value: &str) -> Result<(), ApiError> {
 #[utoipa::path(
     post,
     operation_id = "channels_connect",
+    summary = "Conecta um número oficial",
     path = "/channels/official",
     tag = "Números",
     request_body = ConnectIn,
@@ -462,6 +464,7 @@ impl std::fmt::Debug for SignupIn {
 #[utoipa::path(
     post,
     operation_id = "channels_embedded_signup",
+    summary = "Conecta um número pelo cadastro incorporado",
     path = "/channels/embedded-signup",
     tag = "Números",
     request_body = SignupIn,
@@ -506,6 +509,7 @@ async fn embedded_signup(
 #[utoipa::path(
     get,
     operation_id = "signup_config",
+    summary = "Lê a configuração do cadastro incorporado",
     path = "/signup/config",
     tag = "Números",
     responses((status = 200, description = "`data`: `{app_id, config_id, available}` para abrir o cadastro incorporado", body = Data<SignupConfigOut>))
@@ -522,6 +526,7 @@ async fn signup_config(State(state): State<AppState>, _auth: Auth) -> Json<Data<
 #[utoipa::path(
     get,
     operation_id = "channels_official",
+    summary = "Lê os dados oficiais do número e seu webhook",
     path = "/channels/{id}/official",
     tag = "Números",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
@@ -558,6 +563,7 @@ async fn official(
 #[utoipa::path(
     get,
     operation_id = "channels_health",
+    summary = "Lê a saúde do número",
     path = "/channels/{id}/health",
     tag = "Números",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
@@ -608,6 +614,7 @@ fn non_blank(v: Option<String>) -> Option<Secret> {
 #[utoipa::path(
     patch,
     operation_id = "channels_update",
+    summary = "Altera o nome ou as credenciais do número",
     path = "/channels/{id}/official",
     tag = "Números",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
@@ -636,6 +643,7 @@ async fn update(
 #[utoipa::path(
     post,
     operation_id = "channels_verify",
+    summary = "Testa a credencial do número no provedor",
     path = "/channels/{id}/verify",
     tag = "Números",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
@@ -658,6 +666,7 @@ async fn verify(
 #[utoipa::path(
     post,
     operation_id = "channels_sync",
+    summary = "Sincroniza o número com o provedor",
     path = "/channels/{id}/sync",
     tag = "Números",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
@@ -676,6 +685,8 @@ async fn sync(
     }))
 }
 
+/// Lista os templates aprovados do número no provedor
+///
 /// Approved templates at the provider: name, language, category, body, params (count of
 /// variables), header (nullable), buttons.
 #[utoipa::path(
@@ -744,6 +755,7 @@ fn sms() -> String {
 #[utoipa::path(
     post,
     operation_id = "channels_request_code",
+    summary = "Pede o código de verificação do número",
     path = "/channels/{id}/request-code",
     tag = "Números",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
@@ -794,6 +806,7 @@ struct CodeIn {
 #[utoipa::path(
     post,
     operation_id = "channels_verify_code",
+    summary = "Confirma o código de verificação do número",
     path = "/channels/{id}/verify-code",
     tag = "Números",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
@@ -824,6 +837,7 @@ struct PinIn {
 #[utoipa::path(
     post,
     operation_id = "channels_register",
+    summary = "Registra o número no provedor com o PIN",
     path = "/channels/{id}/register",
     tag = "Números",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
@@ -850,6 +864,7 @@ async fn register(
 #[utoipa::path(
     post,
     operation_id = "channels_payment_check",
+    summary = "Verifica o pagamento do número no provedor",
     path = "/channels/{id}/payment-check",
     tag = "Números",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),

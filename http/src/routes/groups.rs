@@ -297,6 +297,8 @@ struct CampaignIn {
     start: Option<bool>,
 }
 
+/// Lista os grupos de envio
+///
 /// `GET /groups`: every group with its limit, use and templates in common.
 #[utoipa::path(
     get,
@@ -327,6 +329,8 @@ async fn list(
     )))
 }
 
+/// Cria um grupo de envio
+///
 /// `POST /groups`: 201 with the group and its numbers.
 #[utoipa::path(
     post,
@@ -355,6 +359,8 @@ async fn create(
     Ok((StatusCode::CREATED, Data::json(GroupDetailOut::from(&g))))
 }
 
+/// Lê um grupo de envio com seus números
+///
 /// `GET /groups/{id}`: the group with its numbers (health and headroom of each).
 #[utoipa::path(
     get,
@@ -373,6 +379,8 @@ async fn read(
     Ok(Data::json(GroupDetailOut::from(&g)))
 }
 
+/// Altera o nome ou o limite do grupo de envio
+///
 /// `PATCH /groups/{id}`: renames and/or changes the limit.
 #[utoipa::path(
     patch,
@@ -396,6 +404,8 @@ async fn update(
     Ok(Data::json(GroupDetailOut::from(&g)))
 }
 
+/// Remove um grupo de envio
+///
 /// `DELETE /groups/{id}`: the numbers leave the group and go on as single numbers.
 #[utoipa::path(
     delete,
@@ -414,6 +424,8 @@ async fn remove(
     Ok(Deleted::json(id))
 }
 
+/// Lista os templates aprovados em todos os números do grupo
+///
 /// `GET /groups/{id}/templates`: library templates approved on ALL its numbers.
 #[utoipa::path(
     get,
@@ -434,6 +446,8 @@ async fn templates(
     ))
 }
 
+/// Adiciona números ao grupo de envio
+///
 /// `POST /groups/{id}/numbers` {channel_ids}: puts numbers in the group.
 #[utoipa::path(
     post,
@@ -457,6 +471,8 @@ async fn add_numbers(
     Ok(Data::json(GroupDetailOut::from(&g)))
 }
 
+/// Retira um número do grupo de envio
+///
 /// `DELETE /groups/{id}/numbers/{channel_id}`: takes a number out of the group.
 #[utoipa::path(
     delete,
@@ -481,6 +497,8 @@ async fn remove_number(
     Ok(Data::json(GroupDetailOut::from(&g)))
 }
 
+/// Envia uma mensagem pelo número do grupo com mais folga
+///
 /// `POST /groups/{id}/messages` {to, template_id, params}: 201 through the number with most
 /// headroom; 422 `template_missing` with `missing`; 429 when the group's limit is exhausted.
 /// `Idempotency-Key` is honoured as on `POST /messages` (202 for a send in doubt).
@@ -513,6 +531,8 @@ async fn send(
     .await
 }
 
+/// Cria uma campanha para o grupo de envio
+///
 /// `POST /groups/{id}/campaigns`: 201 with the campaign (tracked by `GET /campaigns/{id}` and
 /// webhooks) and what the audience did.
 #[utoipa::path(

@@ -86,6 +86,7 @@ fn view_json(v: &GuardrailView) -> GuardrailsOut {
 #[utoipa::path(
     get,
     operation_id = "guardrails_read",
+    summary = "Lê os limites de envio do número",
     path = "/channels/{id}/guardrails",
     tag = "Guardrails",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
@@ -135,6 +136,7 @@ fn parse_instant(s: &str) -> Option<i64> {
 #[utoipa::path(
     patch,
     operation_id = "guardrails_update",
+    summary = "Altera os limites de envio do número",
     path = "/channels/{id}/guardrails",
     tag = "Guardrails",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
@@ -190,6 +192,8 @@ struct AuthorizeIn {
     extra: i64,
 }
 
+/// Autoriza envios extras de campanha hoje no número
+///
 /// Owner/admin only (the access table): `extra` more campaign sends today.
 #[utoipa::path(
     post,

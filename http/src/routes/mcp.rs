@@ -63,6 +63,8 @@ fn rpc_result(id: Value, result: Value) -> Response {
     Json(json!({"jsonrpc": "2.0", "id": id, "result": result})).into_response()
 }
 
+/// Processa uma mensagem JSON-RPC do MCP
+///
 /// `POST /api/v1/mcp`: one JSON-RPC message per request.
 #[utoipa::path(
     post,

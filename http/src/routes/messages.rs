@@ -192,6 +192,7 @@ fn template_content(t: TemplateIn) -> Result<SendContent, ApiError> {
 #[utoipa::path(
     get,
     operation_id = "messages_read",
+    summary = "Lê uma mensagem e seu status",
     path = "/messages/{id}",
     tag = "Mensagens",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
@@ -234,6 +235,8 @@ async fn send_once(
     ))
 }
 
+/// Envia uma mensagem
+///
 /// `POST /messages`. With an `Idempotency-Key` header (1 to 255 printable ASCII characters),
 /// the first answer for that key is replayed for 24 hours (`Idempotent-Replayed: true`) and the
 /// message is never sent twice (decisions D-024, D-045): a send whose provider outcome is
@@ -262,6 +265,8 @@ async fn send(
     .await
 }
 
+/// Baixa a mídia recebida de um contato
+///
 /// `GET /messages/{id}/media`: the file a contact sent, streamed from the provider.
 #[utoipa::path(
     get,
@@ -317,6 +322,8 @@ struct ListQuery {
     limit: Option<i64>,
 }
 
+/// Lista as mensagens da conta
+///
 /// `GET /messages`: the account's messages, newest first (issue 17); `{data, has_more,
 /// next_cursor}`.
 #[utoipa::path(

@@ -63,6 +63,8 @@ pub struct DatabaseOut {
     error: Option<&'static str>,
 }
 
+/// Verifica a saúde do serviço e do banco de dados
+///
 /// `{"data": {"status": "ok"|"degraded", "version", "database": {ok, backend, latency_ms},
 /// "cluster"?: {node, nodes, cells, channels, last_round_ms}}}`; 503 when the database does not
 /// answer or, in cluster mode, when the node's last lease round is older than the lease TTL.

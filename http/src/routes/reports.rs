@@ -461,6 +461,8 @@ pub(crate) fn csv_response(filename: &str, body: Body) -> Response {
         .into_response()
 }
 
+/// Gera o relatório por campanha
+///
 /// `GET /reports/campaigns`: one row per campaign with its counts over the filtered rows,
 /// newest first, plus `totals`; CSV with a final `TOTAL` row.
 #[utoipa::path(
@@ -504,6 +506,8 @@ async fn campaigns(
     .into_response())
 }
 
+/// Gera o relatório por contato de campanha com sua última mensagem
+///
 /// `GET /reports/campaign-messages`: one row per campaign recipient (its latest message) in
 /// row order: a page of `limit` rows after `offset` with `has_more`; with `format=csv`, every
 /// row of the filter, streamed.

@@ -20,6 +20,8 @@ use services::sender::{SenderNumber, SenderOutcome, SenderSend, SenderTemplate};
 use storage::sender::SenderCaller;
 use utoipa::OpenApi;
 
+/// Lista os números liberados para o remetente público
+///
 /// `GET /api/v1/numbers`: the numbers the token's user may send from, with health and sends
 /// in the last 24 h.
 #[utoipa::path(get, operation_id = "sender_numbers", path = "/numbers", tag = "Remetente público",
@@ -35,6 +37,8 @@ pub async fn numbers(
     Ok(List::json(list))
 }
 
+/// Lista os templates aprovados para o remetente público
+///
 /// `GET /api/v1/templates` for a sender token.
 #[utoipa::path(get, operation_id = "sender_templates", path = "/templates", tag = "Remetente público",
     responses((status = 200, description = "`data`: templates aprovados nos números do usuário, um por nome: `[{name, category, languages, variables, numbers}]`", body = List<SenderTemplate>)))]
@@ -135,6 +139,8 @@ fn outcome_json(o: &SenderOutcome, to: &str) -> Value {
     out.unwrap_or_default()
 }
 
+/// Envia uma mensagem de template pelo remetente público
+///
 /// `POST /api/v1/messages` for a sender token.
 #[utoipa::path(post, operation_id = "sender_send", path = "/messages", tag = "Remetente público",
     request_body = SendIn,
@@ -216,6 +222,8 @@ pub async fn send(
     .await
 }
 
+/// Lê uma mensagem enviada pelo remetente público
+///
 /// `GET /api/v1/messages/{id}` for a sender token: a message this token's user sent.
 #[utoipa::path(get, operation_id = "sender_message", path = "/messages/{id}", tag = "Remetente público",
     params(("id" = i64, Path, description = "Id da mensagem enviada por este usuário")),

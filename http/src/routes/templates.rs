@@ -53,6 +53,7 @@ pub(crate) struct CreateIn {
 #[utoipa::path(
     post,
     operation_id = "templates_create",
+    summary = "Cria um template na biblioteca",
     path = "/templates",
     tag = "Templates",
     request_body = CreateIn,
@@ -103,6 +104,7 @@ pub(crate) async fn create(
 #[utoipa::path(
     get,
     operation_id = "templates_list",
+    summary = "Lista os templates da biblioteca",
     path = "/templates",
     tag = "Templates",
     params(crate::extract::PageQuery),
@@ -159,6 +161,7 @@ pub(crate) struct ChannelsIn {
 #[utoipa::path(
     post,
     operation_id = "templates_submit",
+    summary = "Submete o template ao provedor nos números",
     path = "/templates/{id}/submit",
     tag = "Templates",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
@@ -188,6 +191,7 @@ pub(crate) async fn submit(
 #[utoipa::path(
     post,
     operation_id = "templates_link",
+    summary = "Submete o template aos números informados",
     path = "/templates/{id}/channels",
     tag = "Templates",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
@@ -217,6 +221,7 @@ async fn link(
 #[utoipa::path(
     post,
     operation_id = "templates_sync",
+    summary = "Sincroniza o status do template com o provedor",
     path = "/templates/{id}/sync",
     tag = "Templates",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
@@ -261,6 +266,7 @@ pub struct TemplateEditedOut {
 #[utoipa::path(
     post,
     operation_id = "templates_reactivate",
+    summary = "Reativa o template no número com uma nova versão",
     path = "/templates/{id}/channels/{channel_id}/reactivate",
     tag = "Templates",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404"), ("channel_id" = i64, Path, description = "id do número")),
@@ -287,6 +293,7 @@ pub(crate) async fn reactivate(
 #[utoipa::path(
     delete,
     operation_id = "templates_delete",
+    summary = "Remove o template da biblioteca e do provedor",
     path = "/templates/{id}",
     tag = "Templates",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
@@ -328,6 +335,7 @@ pub(crate) struct TemplatePatchIn {
 #[utoipa::path(
     patch,
     operation_id = "templates_edit",
+    summary = "Altera um template",
     path = "/templates/{id}",
     tag = "Templates",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),

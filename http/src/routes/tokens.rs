@@ -22,6 +22,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 #[utoipa::path(
     get,
     operation_id = "tokens_list",
+    summary = "Lista os tokens da API da conta",
     path = "/tokens",
     tag = "Tokens",
     params(crate::extract::PageQuery),
@@ -113,6 +114,7 @@ struct CreateIn {
 #[utoipa::path(
     post,
     operation_id = "tokens_create",
+    summary = "Cria um token da API",
     path = "/tokens",
     tag = "Tokens",
     request_body = CreateIn,
@@ -157,6 +159,7 @@ async fn create(
 #[utoipa::path(
     delete,
     operation_id = "tokens_revoke",
+    summary = "Revoga um token da API",
     path = "/tokens/{id}",
     tag = "Tokens",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),

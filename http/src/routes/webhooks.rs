@@ -147,6 +147,7 @@ fn validate_url(guard: &actors::outbound::Guard, raw: &str) -> Result<(), ApiErr
 #[utoipa::path(
     post,
     operation_id = "webhooks_create",
+    summary = "Cria uma assinatura de webhook para o número",
     path = "/channels/{id}/webhooks",
     tag = "Webhooks de saída",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
@@ -189,6 +190,7 @@ async fn create(
 #[utoipa::path(
     get,
     operation_id = "webhooks_list",
+    summary = "Lista as assinaturas de webhook do número",
     path = "/channels/{id}/webhooks",
     tag = "Webhooks de saída",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
@@ -275,6 +277,7 @@ pub struct DeliveryPage {
 #[utoipa::path(
     get,
     operation_id = "webhooks_deliveries",
+    summary = "Lista as entregas da assinatura de webhook",
     path = "/webhooks/{id}/deliveries",
     tag = "Webhooks de saída",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404"), DeliveriesQuery),
@@ -301,6 +304,7 @@ async fn deliveries(
 #[utoipa::path(
     post,
     operation_id = "webhooks_test",
+    summary = "Envia um ping de teste à assinatura de webhook",
     path = "/webhooks/{id}/test",
     tag = "Webhooks de saída",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
@@ -360,6 +364,7 @@ pub struct RotatedOut {
 #[utoipa::path(
     get,
     operation_id = "webhooks_read",
+    summary = "Lê uma assinatura de webhook",
     path = "/webhooks/{id}",
     tag = "Webhooks de saída",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
@@ -400,6 +405,7 @@ struct UpdateIn {
 #[utoipa::path(
     patch,
     operation_id = "webhooks_update",
+    summary = "Altera uma assinatura de webhook",
     path = "/webhooks/{id}",
     tag = "Webhooks de saída",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
@@ -432,6 +438,7 @@ async fn update(
 #[utoipa::path(
     delete,
     operation_id = "webhooks_delete",
+    summary = "Remove uma assinatura de webhook",
     path = "/webhooks/{id}",
     tag = "Webhooks de saída",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
@@ -463,6 +470,7 @@ struct RotateIn {
 #[utoipa::path(
     post,
     operation_id = "webhooks_rotate_secret",
+    summary = "Troca o segredo da assinatura de webhook",
     path = "/webhooks/{id}/rotate-secret",
     tag = "Webhooks de saída",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
@@ -508,6 +516,7 @@ async fn rotate_secret(
 #[utoipa::path(
     post,
     operation_id = "webhooks_delivery_retry",
+    summary = "Reenvia uma entrega de webhook que falhou",
     path = "/webhooks/{id}/deliveries/{delivery_id}/retry",
     tag = "Webhooks de saída",
     params(("id" = i64, Path, description = "Id da assinatura"), ("delivery_id" = i64, Path, description = "Id da entrega (`delivery_id`)")),
@@ -546,6 +555,7 @@ struct RecoverIn {
 #[utoipa::path(
     post,
     operation_id = "webhooks_recover",
+    summary = "Reenvia as entregas que falharam desde uma data",
     path = "/webhooks/{id}/recover",
     tag = "Webhooks de saída",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),

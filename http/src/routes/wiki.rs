@@ -166,6 +166,7 @@ pub(crate) struct ListQuery {
 #[utoipa::path(
     get,
     operation_id = "wiki_list",
+    summary = "Lista as páginas da wiki",
     path = "/wiki",
     tag = "Wiki",
     params(ListQuery),
@@ -245,6 +246,7 @@ async fn unique_slug(
 #[utoipa::path(
     post,
     operation_id = "wiki_create",
+    summary = "Cria uma página da wiki",
     path = "/wiki",
     tag = "Wiki",
     request_body = CreateIn,
@@ -292,6 +294,7 @@ pub(crate) async fn create(
 #[utoipa::path(
     get,
     operation_id = "wiki_read",
+    summary = "Lê uma página da wiki",
     path = "/wiki/{id}",
     tag = "Wiki",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
@@ -341,6 +344,7 @@ fn some_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<i64
 #[utoipa::path(
     put,
     operation_id = "wiki_update",
+    summary = "Altera uma página da wiki",
     path = "/wiki/{id}",
     tag = "Wiki",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
@@ -395,6 +399,7 @@ pub(crate) async fn update(
 #[utoipa::path(
     delete,
     operation_id = "wiki_remove",
+    summary = "Remove uma página da wiki",
     path = "/wiki/{id}",
     tag = "Wiki",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
@@ -416,6 +421,7 @@ pub(crate) async fn remove(
 #[utoipa::path(
     get,
     operation_id = "wiki_categories",
+    summary = "Lista as categorias da wiki",
     path = "/wiki/categories",
     tag = "Wiki",
     responses((status = 200, description = "Categorias", body = List<WikiCategoryOut>))
@@ -457,6 +463,7 @@ fn category_name(n: &str) -> Result<&str, ApiError> {
 #[utoipa::path(
     post,
     operation_id = "wiki_create_category",
+    summary = "Cria uma categoria da wiki",
     path = "/wiki/categories",
     tag = "Wiki",
     request_body = CategoryIn,
@@ -478,6 +485,7 @@ async fn create_category(
 #[utoipa::path(
     put,
     operation_id = "wiki_rename_category",
+    summary = "Renomeia uma categoria da wiki",
     path = "/wiki/categories/{id}",
     tag = "Wiki",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
@@ -501,6 +509,7 @@ async fn rename_category(
 #[utoipa::path(
     delete,
     operation_id = "wiki_delete_category",
+    summary = "Remove uma categoria da wiki",
     path = "/wiki/categories/{id}",
     tag = "Wiki",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
