@@ -16,6 +16,7 @@ on_both_backends! {
     handshake => handshake_scenario;
     forwarding => forwarding_scenario;
     retention => retention_scenario;
+    account_receivers => account_receivers_scenario;
 }
 
 async fn bm(app: &TestApp, admin: &str, n: &CreatedNumber, client: i64, with_secret: bool) -> i64 {
@@ -37,6 +38,125 @@ async fn logs(app: &TestApp, admin: &str, query: &str) -> Vec<Value> {
         .await;
     assert_eq!(s, 200, "{b}");
     b["data"].as_array().unwrap().clone()
+}
+
+/// The account API's receivers feed the same pipeline as the panel's (issue 47 item 2): with
+/// the provider app posting to `/webhooks/messaging` (the demo's configuration) or to a
+/// number's own `/webhooks/messaging/{id}`, each event is applied, logged with its body and
+/// forwarded to the number's client; a forged call is answered 401, logged as invalid, and
+/// reaches no client.
+async fn account_receivers_scenario(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (_, admin) = app
+        .panel_user("admin@acme.com.br", "Admin", None, vec![])
+        .await;
+    let ra = Receiver::start().await;
+    let (client_a, secret_a) = app.panel_client(&admin, "Cliente A", &ra.url()).await;
+    let n1 = app.sim.create_number(CreateNumber::default()).unwrap();
+    bm(&app, &admin, &n1, client_a, true).await;
+    let c1 = app.panel_number_id(&admin, &n1.phone_number_id).await;
+    // The simulator posts to the app-level receiver, as `serve --simulator` sets it up.
+    app.inbound(
+        &n1.phone_number_id,
+        "5511933330000",
+        "pelo receptor da conta",
+    )
+    .await;
+    let got = eventually(20, "A received the message", || async {
+        let e = ra.events();
+        (!e.is_empty()).then_some(e)
+    })
+    .await;
+    let env = got[0].json();
+    let sig = got[0]
+        .headers
+        .get("x-svc-signature")
+        .unwrap()
+        .to_str()
+        .unwrap();
+    assert!(engine::webhook::verify_signature(
+        &secret_a,
+        &got[0].body,
+        sig
+    ));
+    assert_eq!(env["client_id"], client_a);
+    assert_eq!(env["phone_number_id"], n1.phone_number_id.as_str());
+    let text = &env["payload"]["entry"][0]["changes"][0]["value"]["messages"][0]["text"]["body"];
+    assert_eq!(
+        text, "pelo receptor da conta",
+        "the provider's change, whole"
+    );
+    // Applied: the message is stored and listed.
+    let (_, list) = app.get("/api/v1/messages").await;
+    assert!(
+        list["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m.to_string().contains("pelo receptor da conta")),
+        "{list}"
+    );
+    // Logged, with its body.
+    let lines = eventually(10, "logged", || async {
+        let l = logs(&app, &admin, "?tipo=evento").await;
+        (!l.is_empty()).then_some(l)
+    })
+    .await;
+    assert_eq!(lines[0]["assinatura"], "valida", "{lines:?}");
+    assert_eq!(lines[0]["aplicado"], true, "{lines:?}");
+    assert!(
+        lines[0]["corpo"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("pelo receptor da conta"),
+        "{lines:?}"
+    );
+    assert_eq!(lines[0]["http_status"], 200);
+
+    // The number's own receiver.
+    app.sim
+        .set_webhook_url(Some(app.url(&format!("/webhooks/messaging/{c1}"))))
+        .await;
+    app.inbound(
+        &n1.phone_number_id,
+        "5511933330000",
+        "pelo receptor do número",
+    )
+    .await;
+    eventually(20, "A received the second message", || async {
+        (ra.events().len() >= 2).then_some(())
+    })
+    .await;
+    let second = ra.events()[1].json();
+    assert_eq!(
+        second["payload"]["entry"][0]["changes"][0]["value"]["messages"][0]["text"]["body"],
+        "pelo receptor do número"
+    );
+
+    // A forged call at the account receiver: 401, logged as invalid, forwarded nowhere.
+    let forged = json!({"object": "whatsapp_business_account", "entry": [{"id": n1.waba_id, "changes": [{"field": "messages", "value": {"messaging_product": "whatsapp", "metadata": {"display_phone_number": "5511", "phone_number_id": n1.phone_number_id}, "messages": [{"from": "5511900000000", "id": "wamid.forjado", "timestamp": "1", "type": "text", "text": {"body": "forjado"}}]}}]}]}).to_string();
+    let r = app
+        .http
+        .post(app.url("/webhooks/messaging"))
+        .header(
+            "x-hub-signature-256",
+            engine::webhook::signature_header("segredo-errado", forged.as_bytes()),
+        )
+        .header("content-type", "application/json")
+        .body(forged)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let lines = eventually(10, "the forgery logged", || async {
+        let l = logs(&app, &admin, "?tipo=evento").await;
+        (l.len() >= 3).then_some(l)
+    })
+    .await;
+    assert_eq!(lines[0]["assinatura"], "invalida", "{lines:?}");
+    assert_eq!(lines[0]["aplicado"], false);
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    assert_eq!(ra.events().len(), 2, "the forgery reached no client");
 }
 
 async fn handshake_scenario(backend: Backend) {

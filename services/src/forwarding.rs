@@ -109,6 +109,12 @@ fn signing(body: &[u8], header: Option<&str>, candidates: Vec<Secret>) -> HashMa
     out
 }
 
+/// A call read and judged: its changes, and each account's share of them.
+struct Judged {
+    skim: Skim,
+    shares: BTreeMap<i64, AccountShare>,
+}
+
 /// One account's share of a call: its changes that verified (with their forwards) and those
 /// that did not.
 #[derive(Default)]
@@ -278,20 +284,88 @@ impl Services {
         signature: Option<&str>,
     ) -> Result<Receipt, ActorError> {
         let raw = String::from_utf8_lossy(&body).into_owned();
-        // Reading the body (up to 2 MB) and hashing it per secret are CPU work: on the
-        // blocking pool, as many at once as the ingest allows (one per core).
-        let read = body.clone();
-        let Some(skim) = self.on_ingest_pool(move || skim(&read)).await? else {
+        let Some(judged) = self.judge(&body, signature).await? else {
             return self.refuse_unreadable(body, signature, &raw).await;
         };
-        let owners = self.owners_of(&skim, &body, signature).await?;
-        let shares = owners.shares(&skim);
-        let any_valid = shares.values().any(|s| s.verified > 0);
+        let any_valid = judged.shares.values().any(|s| s.verified > 0);
         let (applied, apply_note) = if any_valid {
             self.apply_verified(body.clone(), signature).await?
         } else {
             (false, None)
         };
+        let status = if any_valid { 200 } else { 401 };
+        self.record_call(judged, &raw, status, applied, apply_note)
+            .await?;
+        Ok(if any_valid {
+            Receipt::Accepted
+        } else {
+            Receipt::InvalidSignature
+        })
+    }
+
+    /// `POST /webhooks/messaging` and `/webhooks/messaging/{channel_id}` (the account API's
+    /// receivers, `route` the latter's channel): applied through the one ingest path as
+    /// before (its answer and errors unchanged: [`actors::Runtime::ingest_provider_webhook`]),
+    /// then logged and forwarded to each number's client exactly as the panel's receiver
+    /// does, so an event reaches the log and the client whichever URL the provider app posts
+    /// to (issue 47 item 2, D-117). A log or forward that cannot be written is an error
+    /// (503): the provider sends the call again, and applying it twice changes nothing.
+    pub async fn receive_account_webhook(
+        &self,
+        route: Option<i64>,
+        body: bytes::Bytes,
+        signature: Option<&str>,
+    ) -> Result<actors::ingest::IngestReport, ActorError> {
+        let result = self
+            .ingest_provider_webhook(route, body.clone(), signature)
+            .await;
+        let (status, applied, note) = match &result {
+            Ok(_) => (200, true, None),
+            Err(ActorError::InvalidSignature) => (401, false, None),
+            Err(ActorError::BadPayload(d)) => (400, false, Some(format!("não aplicado: {d}"))),
+            Err(ActorError::NotFound) => (404, false, None),
+            // Not answered by the call's content (busy, storage): the provider retries and
+            // the retry is logged.
+            Err(_) => return result,
+        };
+        let raw = String::from_utf8_lossy(&body).into_owned();
+        match self.judge(&body, signature).await? {
+            Some(judged) => {
+                self.record_call(judged, &raw, status, applied, note)
+                    .await?
+            }
+            None => self.log_unreadable(status, &raw).await?,
+        }
+        result
+    }
+
+    /// Reads a call (on the ingest's pool) and finds who owns what it names and whether each
+    /// owner's secret signs it; `None` when the body is not a provider payload.
+    async fn judge(
+        &self,
+        body: &bytes::Bytes,
+        signature: Option<&str>,
+    ) -> Result<Option<Judged>, ActorError> {
+        let read = body.clone();
+        let Some(skim) = self.on_ingest_pool(move || skim(&read)).await? else {
+            return Ok(None);
+        };
+        let owners = self.owners_of(&skim, body, signature).await?;
+        let shares = owners.shares(&skim);
+        Ok(Some(Judged { skim, shares }))
+    }
+
+    /// Writes a judged call's log lines (one per account it names, `status` as answered) and
+    /// the forwards of its verified changes; wakes the outbox when there are forwards.
+    async fn record_call(
+        &self,
+        judged: Judged,
+        raw: &str,
+        status: u16,
+        applied: bool,
+        apply_note: Option<String>,
+    ) -> Result<(), ActorError> {
+        let Judged { skim, shares } = judged;
         let named = (
             distinct(&skim, |c| Some(&c.waba)),
             distinct(&skim, |c| c.number.as_ref()),
@@ -310,13 +384,13 @@ impl Services {
                 account_id: Some(account),
                 kind: "evento".into(),
                 signature: if valid { "valida" } else { "invalida" }.into(),
-                http_status: if any_valid { 200 } else { 401 },
+                http_status: status,
                 applied: applied && valid,
                 waba_ids: named.0.clone(),
                 phone_number_ids: named.1.clone(),
                 fields: named.2.clone(),
                 detail,
-                body: Some(if valid { raw.clone() } else { excerpt(&raw) }),
+                body: Some(if valid { raw.to_string() } else { excerpt(raw) }),
             });
             forwards.extend(share.forwards);
         }
@@ -324,14 +398,14 @@ impl Services {
             logs.push(NewProviderLog {
                 kind: "evento".into(),
                 signature: "invalida".into(),
-                http_status: 401,
+                http_status: status,
                 waba_ids: named.0,
                 phone_number_ids: named.1,
                 fields: named.2,
                 detail: Some(
                     "nenhuma WABA ou número conhecido: nenhum segredo para validar".into(),
                 ),
-                body: Some(excerpt(&raw)),
+                body: Some(excerpt(raw)),
                 ..NewProviderLog::default()
             });
         }
@@ -342,11 +416,7 @@ impl Services {
         if !forwards.is_empty() {
             self.wake_dispatcher();
         }
-        Ok(if any_valid {
-            Receipt::Accepted
-        } else {
-            Receipt::InvalidSignature
-        })
+        Ok(())
     }
 
     /// A body that is not a provider payload: 400 when the deployment's app secret signs it
@@ -363,10 +433,22 @@ impl Services {
             .on_ingest_pool(move || signing(&body, header.as_deref(), fallback))
             .await?;
         let signed = signs.values().any(|ok| *ok);
+        self.log_unreadable(if signed { 400 } else { 401 }, raw)
+            .await?;
+        Ok(if signed {
+            Receipt::BadPayload
+        } else {
+            Receipt::InvalidSignature
+        })
+    }
+
+    /// Logs a body that is not a provider payload (answered `status`): an excerpt, no
+    /// account; `valida` only for the 400 of a body the deployment's app secret signed.
+    async fn log_unreadable(&self, status: u16, raw: &str) -> Result<(), ActorError> {
         let log = NewProviderLog {
             kind: "evento".into(),
-            signature: if signed { "valida" } else { "invalida" }.into(),
-            http_status: if signed { 400 } else { 401 },
+            signature: if status == 400 { "valida" } else { "invalida" }.into(),
+            http_status: status,
             detail: Some("corpo que não é um webhook do provedor".into()),
             body: Some(excerpt(raw)),
             ..NewProviderLog::default()
@@ -375,11 +457,7 @@ impl Services {
             .store
             .record_provider_call(&[log], &[])
             .await?;
-        Ok(if signed {
-            Receipt::BadPayload
-        } else {
-            Receipt::InvalidSignature
-        })
+        Ok(())
     }
 
     /// The owners of what the call names, with which of their secrets sign it.

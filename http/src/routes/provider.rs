@@ -123,7 +123,7 @@ async fn receive(state: AppState, route: Option<i64>, headers: HeaderMap, body: 
         .and_then(|v| v.to_str().ok());
     match state
         .services
-        .ingest_provider_webhook(route, body, signature)
+        .receive_account_webhook(route, body, signature)
         .await
     {
         Ok(report) => {
