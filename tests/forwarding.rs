@@ -157,6 +157,52 @@ async fn account_receivers_scenario(backend: Backend) {
     assert_eq!(lines[0]["aplicado"], false);
     tokio::time::sleep(std::time::Duration::from_millis(400)).await;
     assert_eq!(ra.events().len(), 2, "the forgery reached no client");
+
+    // Status reports: a number with a client gets them forwarded (and logged); a number
+    // without one has them applied and counted, not logged (D-117).
+    app.sim
+        .set_webhook_url(Some(app.url("/webhooks/messaging")))
+        .await;
+    let (c2, n2) = app.fast_channel().await;
+    for channel in [c1, c2] {
+        let (s, sent) = app
+            .post("/api/v1/messages", json!({"to": "5511944440000", "channel_id": channel, "template": {"name": "hello_world", "language": "en_US"}}))
+            .await;
+        assert_eq!(s, 201, "{sent}");
+        let mid = sent["data"]["id"].as_i64().unwrap();
+        eventually(10, "read", || async {
+            let (_, m) = app.get(&format!("/api/v1/messages/{mid}")).await;
+            (m["data"]["status"] == "read").then_some(())
+        })
+        .await;
+    }
+    eventually(10, "statuses forwarded to A", || async {
+        ra.events()
+            .iter()
+            .any(|c| c.json()["payload"]["entry"][0]["changes"][0]["value"]["statuses"].is_array())
+            .then_some(())
+    })
+    .await;
+    let own = logs(&app, &admin, &format!("?numero={}", n1.phone_number_id)).await;
+    assert!(
+        own.iter()
+            .any(|l| l["campos"].to_string().contains("messages")
+                && l["corpo"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("\"statuses\"")),
+        "A's statuses are logged with their forward: {own:?}"
+    );
+    let quiet = logs(&app, &admin, &format!("?numero={}", n2.phone_number_id)).await;
+    assert!(
+        quiet.is_empty(),
+        "routine statuses are not logged: {quiet:?}"
+    );
+    let metrics = app.metrics().await;
+    assert!(
+        metrics.contains("disparo_provider_calls_unlogged_total"),
+        "counted instead"
+    );
 }
 
 async fn handshake_scenario(backend: Backend) {

@@ -5,7 +5,11 @@
 //! `PROVIDER_APP_SECRET` — and a number-level change belongs to a number only when the entry
 //! is that number's WABA. Only a verified change is applied (through the one ingest path),
 //! forwarded to its number's client and logged as `valida`; anything else is refused (401
-//! when nothing in the call verifies) and logged as an excerpt. Every call is logged.
+//! when nothing in the call verifies) and logged as an excerpt. The account API's receivers
+//! (`/webhooks/messaging`, `/webhooks/messaging/{id}`) log and forward the same way after
+//! their own ingest (issue 47 item 2). Every call is logged but the routine ones: status
+//! reports only, all verified and applied, none forwarded — counted in
+//! `disparo_provider_calls_unlogged_total` (D-117).
 
 use crate::Services;
 use actors::ActorError;
@@ -107,6 +111,29 @@ fn signing(body: &[u8], header: Option<&str>, candidates: Vec<Secret>) -> HashMa
         out.insert(secret.expose().to_string(), ok);
     }
     out
+}
+
+/// Whether an applied call was routine: status reports only (no inbound message, no change of
+/// a number, WABA or template, nothing ignored). Routine calls are the bulk of a campaign's
+/// traffic (several per message sent); they are logged only when something of them is
+/// forwarded or refused (D-117).
+fn is_routine(report: &actors::ingest::IngestReport) -> bool {
+    report.inbound == 0
+        && report.quality_updates == 0
+        && report.account_updates == 0
+        && report.template_updates == 0
+        && report.field_updates == 0
+        && report.ignored == 0
+}
+
+/// What [`Services::judge`] found.
+enum Judgment {
+    /// Not a provider payload.
+    Unreadable,
+    /// Routine, and no number it names has a client: neither logged nor forwarded.
+    Routine,
+    /// Read, with who owns what.
+    Judged(Judged),
 }
 
 /// A call read and judged: its changes, and each account's share of them.
@@ -284,17 +311,17 @@ impl Services {
         signature: Option<&str>,
     ) -> Result<Receipt, ActorError> {
         let raw = String::from_utf8_lossy(&body).into_owned();
-        let Some(judged) = self.judge(&body, signature).await? else {
+        let Judgment::Judged(judged) = self.judge(&body, signature, false).await? else {
             return self.refuse_unreadable(body, signature, &raw).await;
         };
         let any_valid = judged.shares.values().any(|s| s.verified > 0);
-        let (applied, apply_note) = if any_valid {
+        let (applied, apply_note, routine) = if any_valid {
             self.apply_verified(body.clone(), signature).await?
         } else {
-            (false, None)
+            (false, None, false)
         };
         let status = if any_valid { 200 } else { 401 };
-        self.record_call(judged, &raw, status, applied, apply_note)
+        self.record_call(judged, &raw, status, applied, apply_note, routine)
             .await?;
         Ok(if any_valid {
             Receipt::Accepted
@@ -328,35 +355,52 @@ impl Services {
             // the retry is logged.
             Err(_) => return result,
         };
+        let routine = matches!(&result, Ok(r) if is_routine(r));
         let raw = String::from_utf8_lossy(&body).into_owned();
-        match self.judge(&body, signature).await? {
-            Some(judged) => {
-                self.record_call(judged, &raw, status, applied, note)
+        match self.judge(&body, signature, routine).await? {
+            Judgment::Judged(judged) => {
+                self.record_call(judged, &raw, status, applied, note, routine)
                     .await?
             }
-            None => self.log_unreadable(status, &raw).await?,
+            Judgment::Routine => {
+                metrics::counter!("disparo_provider_calls_unlogged_total").increment(1);
+            }
+            Judgment::Unreadable => self.log_unreadable(status, &raw).await?,
         }
         result
     }
 
     /// Reads a call (on the ingest's pool) and finds who owns what it names and whether each
-    /// owner's secret signs it; `None` when the body is not a provider payload.
+    /// owner's secret signs it. A `routine` call (only status reports, all applied) whose
+    /// numbers have no client to forward to is [`Judgment::Routine`], found with one lookup
+    /// and no hashing.
     async fn judge(
         &self,
         body: &bytes::Bytes,
         signature: Option<&str>,
-    ) -> Result<Option<Judged>, ActorError> {
+        routine: bool,
+    ) -> Result<Judgment, ActorError> {
         let read = body.clone();
         let Some(skim) = self.on_ingest_pool(move || skim(&read)).await? else {
-            return Ok(None);
+            return Ok(Judgment::Unreadable);
         };
-        let owners = self.owners_of(&skim, body, signature).await?;
+        let numbers = self
+            .shared()
+            .store
+            .number_owners(&distinct(&skim, |c| c.number.as_ref()))
+            .await?;
+        if routine && numbers.iter().all(|n| n.client_id.is_none()) {
+            return Ok(Judgment::Routine);
+        }
+        let owners = self.owners_of(&skim, numbers, body, signature).await?;
         let shares = owners.shares(&skim);
-        Ok(Some(Judged { skim, shares }))
+        Ok(Judgment::Judged(Judged { skim, shares }))
     }
 
     /// Writes a judged call's log lines (one per account it names, `status` as answered) and
-    /// the forwards of its verified changes; wakes the outbox when there are forwards.
+    /// the forwards of its verified changes; wakes the outbox when there are forwards. A
+    /// `routine` call (only status reports, all applied) that every owner verified and none
+    /// forwards is counted, not logged (D-117).
     async fn record_call(
         &self,
         judged: Judged,
@@ -364,8 +408,18 @@ impl Services {
         status: u16,
         applied: bool,
         apply_note: Option<String>,
+        routine: bool,
     ) -> Result<(), ActorError> {
         let Judged { skim, shares } = judged;
+        let quiet = routine
+            && !shares.is_empty()
+            && shares
+                .values()
+                .all(|s| s.refused == 0 && s.forwards.is_empty());
+        if quiet {
+            metrics::counter!("disparo_provider_calls_unlogged_total").increment(1);
+            return Ok(());
+        }
         let named = (
             distinct(&skim, |c| Some(&c.waba)),
             distinct(&skim, |c| c.number.as_ref()),
@@ -464,15 +518,14 @@ impl Services {
     async fn owners_of(
         &self,
         skim: &Skim,
+        numbers: Vec<NumberOwner>,
         body: &bytes::Bytes,
         signature: Option<&str>,
     ) -> Result<Owners, ActorError> {
-        let store = &self.shared().store;
-        let wabas = store
+        let wabas = self
+            .shared()
+            .store
             .waba_owners(&distinct(skim, |c| Some(&c.waba)))
-            .await?;
-        let numbers = store
-            .number_owners(&distinct(skim, |c| c.number.as_ref()))
             .await?;
         let fallback = self.shared().config.app_secret.clone();
         let candidates: Vec<Secret> = wabas
@@ -494,22 +547,26 @@ impl Services {
     }
 
     /// Applies a call with verified changes through the one ingest path (which checks each
-    /// number's own secret again). Returns whether it applied and a note when it did not.
+    /// number's own secret again). Returns whether it applied, a note when it did not, and
+    /// whether it was routine ([`is_routine`]).
     async fn apply_verified(
         &self,
         body: bytes::Bytes,
         signature: Option<&str>,
-    ) -> Result<(bool, Option<String>), ActorError> {
+    ) -> Result<(bool, Option<String>, bool), ActorError> {
         match self.ingest_provider_webhook(None, body, signature).await {
-            Ok(_) => Ok((true, None)),
+            Ok(report) => Ok((true, None, is_routine(&report))),
             Err(ActorError::InvalidSignature) => Ok((
                 false,
                 Some(
                     "assinatura válida para o BM, mas os números não a reconhecem: não aplicado"
                         .into(),
                 ),
+                false,
             )),
-            Err(ActorError::BadPayload(d)) => Ok((false, Some(format!("não aplicado: {d}")))),
+            Err(ActorError::BadPayload(d)) => {
+                Ok((false, Some(format!("não aplicado: {d}")), false))
+            }
             Err(e) => Err(e),
         }
     }
