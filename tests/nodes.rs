@@ -9,7 +9,8 @@
 //! accepted 1:1 send exactly once at the simulator's ledger, at most 1 % of the sends refused
 //! for throughput (one pacer per number). A RED quality event reaching any node reaches the
 //! node that runs the number; any node reads any number's health. A graceful stop hands its
-//! cells over at once. PostgreSQL only; SQLite with `NATS_URL` is refused at start.
+//! cells over at once. The campaign has 12,000 recipients, as the "done when" says.
+//! PostgreSQL only; SQLite with `NATS_URL` is refused at start.
 //!
 //! The second test: two nodes, a 15 s SIGSTOP of the busier one mid-campaign and a
 //! `nats-server` restart (a server of the test's own), every recipient and 1:1 send once.
@@ -120,7 +121,7 @@ async fn three_nodes_share_the_numbers_and_survive_a_killed_node() {
     // The first node alone: it holds every cell while the numbers are connected.
     nodes[0].start().await;
     let api = Api::new(&nodes[0].addr, &nodes[0].token());
-    const N: usize = 6_000;
+    const N: usize = 12_000;
     let (id, channels) = campaign_over_numbers(&api, &sim, N, 6).await;
     let first = cluster_of(&nodes[0]).await.expect("cluster mode on");
     assert_eq!(first["node"], "node-a", "{first}");
