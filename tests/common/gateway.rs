@@ -291,14 +291,17 @@ pub async fn campaign_over_numbers(
     let rows: Vec<serde_json::Value> = (0..n)
         .map(|i| json!({"phone": format!("5511980{i:06}"), "vars": {"nome": format!("P{i}")}}))
         .collect();
-    let (status, _) = api
-        .call(
-            Method::POST,
-            &format!("/api/v1/campaigns/{id}/recipients"),
-            Some(json!({ "recipients": rows })),
-        )
-        .await;
-    assert_eq!(status, StatusCode::CREATED);
+    // At most 10,000 recipients per request.
+    for part in rows.chunks(5_000) {
+        let (status, body) = api
+            .call(
+                Method::POST,
+                &format!("/api/v1/campaigns/{id}/recipients"),
+                Some(json!({ "recipients": part })),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
     (id, channels)
 }
 
