@@ -27,6 +27,51 @@ async fn bm(app: &TestApp, admin: &str, n: &CreatedNumber, client: i64, with_sec
     app.panel_bm(admin, n, body).await
 }
 
+/// An inbound text for number `n` posted to receiver `path`, signed with a wrong secret;
+/// the answer's status.
+async fn post_forged(app: &TestApp, path: &str, n: &CreatedNumber, text: &str) -> u16 {
+    let forged = json!({"object": "whatsapp_business_account", "entry": [{"id": n.waba_id, "changes": [{"field": "messages", "value": {"messaging_product": "whatsapp", "metadata": {"display_phone_number": "5511", "phone_number_id": n.phone_number_id}, "messages": [{"from": "5511900000000", "id": "wamid.forjado", "timestamp": "1", "type": "text", "text": {"body": text}}]}}]}]}).to_string();
+    app.http
+        .post(app.url(path))
+        .header(
+            "x-hub-signature-256",
+            engine::webhook::signature_header("segredo-errado", forged.as_bytes()),
+        )
+        .header("content-type", "application/json")
+        .body(forged)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+/// A template sent 1:1 through `channel`, waited for until the provider reports it read.
+async fn send_until_read(app: &TestApp, channel: i64) {
+    let (s, sent) = app
+        .post("/api/v1/messages", json!({"to": "5511944440000", "channel_id": channel, "template": {"name": "hello_world", "language": "en_US"}}))
+        .await;
+    assert_eq!(s, 201, "{sent}");
+    let mid = sent["data"]["id"].as_i64().unwrap();
+    eventually(10, "read", || async {
+        let (_, m) = app.get(&format!("/api/v1/messages/{mid}")).await;
+        (m["data"]["status"] == "read").then_some(())
+    })
+    .await;
+}
+
+/// Waits until `receiver` got a forward carrying status reports.
+async fn statuses_reach(receiver: &Receiver, what: &str) {
+    eventually(10, what, || async {
+        receiver
+            .events()
+            .iter()
+            .any(|c| c.json()["payload"]["entry"][0]["changes"][0]["value"]["statuses"].is_array())
+            .then_some(())
+    })
+    .await;
+}
+
 async fn logs(app: &TestApp, admin: &str, query: &str) -> Vec<Value> {
     let (s, b) = app
         .call(
@@ -134,20 +179,8 @@ async fn account_receivers_scenario(backend: Backend) {
     );
 
     // A forged call at the account receiver: 401, logged as invalid, forwarded nowhere.
-    let forged = json!({"object": "whatsapp_business_account", "entry": [{"id": n1.waba_id, "changes": [{"field": "messages", "value": {"messaging_product": "whatsapp", "metadata": {"display_phone_number": "5511", "phone_number_id": n1.phone_number_id}, "messages": [{"from": "5511900000000", "id": "wamid.forjado", "timestamp": "1", "type": "text", "text": {"body": "forjado"}}]}}]}]}).to_string();
-    let r = app
-        .http
-        .post(app.url("/webhooks/messaging"))
-        .header(
-            "x-hub-signature-256",
-            engine::webhook::signature_header("segredo-errado", forged.as_bytes()),
-        )
-        .header("content-type", "application/json")
-        .body(forged)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 401);
+    let status = post_forged(&app, "/webhooks/messaging", &n1, "forjado").await;
+    assert_eq!(status, 401);
     let lines = eventually(10, "the forgery logged", || async {
         let l = logs(&app, &admin, "?tipo=evento").await;
         (l.len() >= 3).then_some(l)
@@ -164,25 +197,9 @@ async fn account_receivers_scenario(backend: Backend) {
         .set_webhook_url(Some(app.url("/webhooks/messaging")))
         .await;
     let (c2, n2) = app.fast_channel().await;
-    for channel in [c1, c2] {
-        let (s, sent) = app
-            .post("/api/v1/messages", json!({"to": "5511944440000", "channel_id": channel, "template": {"name": "hello_world", "language": "en_US"}}))
-            .await;
-        assert_eq!(s, 201, "{sent}");
-        let mid = sent["data"]["id"].as_i64().unwrap();
-        eventually(10, "read", || async {
-            let (_, m) = app.get(&format!("/api/v1/messages/{mid}")).await;
-            (m["data"]["status"] == "read").then_some(())
-        })
-        .await;
-    }
-    eventually(10, "statuses forwarded to A", || async {
-        ra.events()
-            .iter()
-            .any(|c| c.json()["payload"]["entry"][0]["changes"][0]["value"]["statuses"].is_array())
-            .then_some(())
-    })
-    .await;
+    send_until_read(&app, c2).await;
+    send_until_read(&app, c1).await;
+    statuses_reach(&ra, "statuses forwarded to A").await;
     let own = logs(&app, &admin, &format!("?numero={}", n1.phone_number_id)).await;
     assert!(
         own.iter()
@@ -354,40 +371,14 @@ async fn forwarding_scenario(backend: Backend) {
     );
 
     // Applied through the one ingest path: a send's statuses come back through this receiver.
-    let (s, sent) = app
-        .post("/api/v1/messages", json!({"to": "5511944440000", "channel_id": c2, "template": {"name": "hello_world", "language": "en_US"}}))
-        .await;
-    assert_eq!(s, 201, "{sent}");
-    let mid = sent["data"]["id"].as_i64().unwrap();
-    eventually(10, "read", || async {
-        let (_, m) = app.get(&format!("/api/v1/messages/{mid}")).await;
-        (m["data"]["status"] == "read").then_some(())
-    })
-    .await;
-    eventually(10, "statuses forwarded to B", || async {
-        rb.events()
-            .iter()
-            .any(|c| c.json()["payload"]["entry"][0]["changes"][0]["value"]["statuses"].is_array())
-            .then_some(())
-    })
-    .await;
+    send_until_read(&app, c2).await;
+    statuses_reach(&rb, "statuses forwarded to B").await;
 
     // An invalid signature: 401, nothing applied or forwarded.
-    let forged = json!({"object": "whatsapp_business_account", "entry": [{"id": n1.waba_id, "changes": [{"field": "messages", "value": {"messaging_product": "whatsapp", "metadata": {"display_phone_number": "5511", "phone_number_id": n1.phone_number_id}, "messages": [{"from": "5511900000000", "id": "wamid.forjado", "timestamp": "1", "type": "text", "text": {"body": "forjado ".repeat(300)}}]}}]}]}).to_string();
     let before_a = ra.events().len();
-    let r = app
-        .http
-        .post(app.url("/api/webhooks/provider"))
-        .header(
-            "x-hub-signature-256",
-            engine::webhook::signature_header("segredo-errado", forged.as_bytes()),
-        )
-        .header("content-type", "application/json")
-        .body(forged.clone())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 401);
+    let forged = "forjado ".repeat(300);
+    let status = post_forged(&app, "/api/webhooks/provider", &n1, &forged).await;
+    assert_eq!(status, 401);
     tokio::time::sleep(std::time::Duration::from_millis(400)).await;
     assert_eq!(ra.events().len(), before_a, "not forwarded");
 

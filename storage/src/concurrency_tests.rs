@@ -315,6 +315,28 @@ async fn one_process_at_a_time_delivers_a_subscription() {
     crate::test_support::drop_postgres(b, &name).await;
 }
 
+/// Ten of campaign `campaign_id`'s recipients claimed by `store` through `channel`.
+async fn claim_ten(
+    store: &Store,
+    account: i64,
+    channel: i64,
+    campaign_id: i64,
+) -> Vec<crate::campaigns::Claimed> {
+    let share = ClaimShare {
+        channel_id: channel,
+        count: 10,
+        template_name: "oferta".into(),
+        lease: None,
+    };
+    let claimed = store
+        .claim_recipients(account, campaign_id, false, &[share], "pt_BR")
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(claimed.len(), 10);
+    claimed
+}
+
 /// A process's own claims whose outcome was lost (its batched writer gave up, or the number's
 /// actor stopped with the batch unsent) do not hold the campaign open while it lives: untouched
 /// for longer than the grace, they are in doubt, then planned again after another grace with
@@ -326,18 +348,7 @@ async fn own_claims_left_unsettled_become_in_doubt_after_the_grace() {
         return;
     };
     let c = campaign(&a, account, channel, 20).await;
-    let share = ClaimShare {
-        channel_id: channel,
-        count: 10,
-        template_name: "oferta".into(),
-        lease: None,
-    };
-    let claimed = a
-        .claim_recipients(account, c.id, false, &[share], "pt_BR")
-        .await
-        .unwrap()
-        .remove(0);
-    assert_eq!(claimed.len(), 10);
+    let claimed = claim_ten(&a, account, channel, c.id).await;
     let grace = 120_000;
     let now = crate::now_ms();
     let fresh = a.sweep_in_doubt(c.id, now - grace).await.unwrap();
@@ -401,18 +412,7 @@ async fn a_booting_process_leaves_a_live_peer_alone() {
         return;
     };
     let c = campaign(&a, account, channel, 50).await;
-    let share = ClaimShare {
-        channel_id: channel,
-        count: 10,
-        template_name: "oferta".into(),
-        lease: None,
-    };
-    let claimed = a
-        .claim_recipients(account, c.id, false, &[share], "pt_BR")
-        .await
-        .unwrap()
-        .remove(0);
-    assert_eq!(claimed.len(), 10);
+    claim_ten(&a, account, channel, c.id).await;
     assert!(matches!(
         a.idempotency_begin(account, "k1", "h").await.unwrap(),
         crate::idempotency::IdempotencyBegin::New
