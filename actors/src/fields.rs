@@ -117,7 +117,7 @@ impl Runtime {
         }
         self.shared.emit(&events).await;
         for a in accounts {
-            self.refresh_template_health(*a).await;
+            self.tell_template_flags(*a).await?;
         }
         Ok(n)
     }

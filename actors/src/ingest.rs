@@ -164,8 +164,10 @@ impl Runtime {
         for t in work.template_updates {
             let verified: std::collections::HashSet<i64> =
                 t.channels.iter().map(Signer::channel_id).collect();
+            let accounts: std::collections::HashSet<i64> =
+                t.channels.iter().map(Signer::account_id).collect();
             report.template_updates += self
-                .apply_template_status(&t.waba_id, &t.value, &verified, t.at)
+                .apply_template_status(&t.waba_id, &t.value, &verified, &accounts, t.at)
                 .await?;
         }
         for (waba_id, change, channels) in work.waba_changes {

@@ -115,36 +115,49 @@ impl Runtime {
     /// (`template_qualidade_baixa`), after the library, a number or a template's quality
     /// changed.
     pub async fn refresh_template_health(&self, account_id: i64) {
-        match self
+        if let Err(e) = self.tell_template_flags(account_id).await {
+            tracing::warn!(account_id, error = %e, "template flags not told to every number");
+        }
+    }
+
+    /// Tells each number of `account_id` its template flags (missing templates, a RED
+    /// template) wherever it runs. Every number is told even when one fails; errors:
+    /// storage's, or `Unavailable` when a number's node did not take its flags — a provider
+    /// webhook that changed them is then answered 503 and sent again (issue 52: live state
+    /// is acknowledged to the provider only once its owner applied it).
+    pub async fn tell_template_flags(&self, account_id: i64) -> Result<(), ActorError> {
+        let rows = self
             .shared
             .store
             .numbers_missing_templates(account_id, None)
-            .await
-        {
-            Ok(rows) => {
-                for (channel_id, missing, quality_red) in rows {
-                    let flags = crate::cluster::Control::TemplateFlags {
-                        missing,
-                        quality_red,
-                    };
-                    if let Err(e) = self.notify_channel(channel_id, flags).await {
-                        tracing::warn!(channel_id, error = %e, "template flags not told");
-                    }
-                }
+            .await?;
+        let mut failed = None;
+        for (channel_id, missing, quality_red) in rows {
+            let flags = crate::cluster::Control::TemplateFlags {
+                missing,
+                quality_red,
+            };
+            if let Err(e) = self.notify_channel(channel_id, flags).await {
+                tracing::warn!(channel_id, error = %e, "template flags not told");
+                failed = Some(e);
             }
-            Err(e) => tracing::warn!(error = %e, "could not read the numbers missing templates"),
         }
+        failed.map_or(Ok(()), Err)
     }
 
     /// Applies a `message_template_status_update` of a WABA: updates the per-number states of
     /// that provider template on `verified_channels` (the numbers whose app secret signed the
-    /// webhook; never another account's number that shares the WABA id) and emits
-    /// `template.status` to each number's subscribers.
+    /// webhook; never another account's number that shares the WABA id), emits
+    /// `template.status` to each number's subscribers, and tells the numbers of `accounts`
+    /// (those channels' accounts) their template flags — also when nothing changed, so a
+    /// call sent again after a refusal still reaches every number. Errors: as
+    /// [`Runtime::tell_template_flags`].
     pub async fn apply_template_status(
         &self,
         waba_id: &str,
         v: &TemplateStatusValue,
         verified_channels: &std::collections::HashSet<i64>,
+        accounts: &std::collections::HashSet<i64>,
         event_at: i64,
     ) -> Result<usize, ActorError> {
         let Some(status) = TemplateStatus::from_provider(&v.event) else {
@@ -191,11 +204,8 @@ impl Runtime {
             );
         }
         self.shared.emit(&events).await;
-        let mut accounts: Vec<i64> = events.iter().map(|e| e.account_id).collect();
-        accounts.sort_unstable();
-        accounts.dedup();
         for a in accounts {
-            self.refresh_template_health(a).await;
+            self.tell_template_flags(*a).await?;
         }
         Ok(n)
     }
