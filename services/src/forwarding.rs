@@ -59,6 +59,14 @@ struct Skim {
     changes: Vec<Change>,
 }
 
+/// The most distinct WABAs and numbers one call may name. The provider sends one entry per
+/// WABA, whose numbers are a few dozen at most; a body naming more is not looked up (each
+/// name costs an owner lookup before any signature is known: an unsigned caller must not
+/// buy thousands of queries with one request) and is treated as no provider payload.
+const MAX_NAMED: usize = 256;
+
+/// The parts of `body` the receiver routes by, or `None` when it is not a provider payload
+/// (or names more than [`MAX_NAMED`] WABAs and numbers).
 fn skim(body: &[u8]) -> Option<Skim> {
     let v: Value = serde_json::from_slice(body).ok()?;
     let mut changes = Vec::new();
@@ -81,6 +89,13 @@ fn skim(body: &[u8]) -> Option<Skim> {
                 number,
             });
         }
+    }
+    let named: BTreeSet<&str> = changes
+        .iter()
+        .flat_map(|c| std::iter::once(c.waba.as_str()).chain(c.number.as_deref()))
+        .collect();
+    if named.len() > MAX_NAMED {
+        return None;
     }
     Some(Skim {
         object: v.get("object").cloned().unwrap_or(Value::Null),
@@ -590,5 +605,31 @@ impl Services {
             self.wake_dispatcher();
         }
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(numbers: usize) -> Vec<u8> {
+        let changes: Vec<Value> = (0..numbers)
+            .map(|i| json!({"field": "messages", "value": {"metadata": {"phone_number_id": format!("{i}")}}}))
+            .collect();
+        json!({"object": "whatsapp_business_account", "entry": [{"id": "waba", "time": 1, "changes": changes}]})
+            .to_string()
+            .into_bytes()
+    }
+
+    /// A call naming a few numbers is read; one naming hundreds (each an owner lookup before
+    /// any signature is known) is not.
+    #[test]
+    fn a_call_naming_too_many_numbers_is_not_looked_up() {
+        let few = skim(&call(3)).expect("a provider call");
+        assert_eq!(few.changes.len(), 3);
+        assert!(skim(&call(MAX_NAMED - 1)).is_some());
+        assert!(skim(&call(MAX_NAMED)).is_none(), "the WABA counts too");
+        assert!(skim(&call(5_000)).is_none());
+        assert!(skim(b"not json").is_none());
     }
 }
