@@ -498,18 +498,21 @@ impl Services {
 
     /// Submits the account's `auto_replicate` templates to a number just added or connected
     /// (issue 17; the spec: "the new number inherits the account's layouts"): each template
-    /// without problems that was submitted somewhere and has no state on the number yet. A
+    /// without problems that was submitted somewhere, has no state on the number yet and
+    /// existed when the number was added (a template created later was submitted to the
+    /// numbers its creator chose; this task running late must not add another). A
     /// WABA that has the template already links the number to it; another WABA gets it
     /// submitted. A refusal is logged and leaves that template missing (health
     /// `template_ausente`). Returns how many templates were replicated.
     pub async fn replicate_templates(&self, account_id: i64, channel_id: i64) -> usize {
         let store = &self.shared().store;
-        let (templates, rows) = match (
+        let (templates, rows, channel) = match (
             store.list_templates(account_id).await,
             store.account_template_channels(account_id).await,
+            store.channel_unscoped(channel_id).await,
         ) {
-            (Ok(t), Ok(r)) => (t, r),
-            (Err(e), _) | (_, Err(e)) => {
+            (Ok(t), Ok(r), Ok(c)) => (t, r, c),
+            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
                 tracing::error!(error = %e, "could not read the library to replicate");
                 return 0;
             }
@@ -518,6 +521,7 @@ impl Services {
         for t in templates
             .iter()
             .filter(|t| t.auto_replicate && t.problems.as_array().is_none_or(|p| p.is_empty()))
+            .filter(|t| t.created_at <= channel.created_at)
         {
             let of_t: Vec<&TemplateChannel> =
                 rows.iter().filter(|r| r.template_id == t.id).collect();
