@@ -688,6 +688,44 @@ async fn actions_reach_the_numbers_node_and_outsiders_reach_nothing() {
         }
     };
     unanswered(captured.subject.to_string(), captured.payload.to_vec()).await;
+    // The node that served it stops; the number moves to the other node, which never saw
+    // the request: the capture replayed there is refused too (D-118).
+    let channel: i64 = captured.subject.split('.').nth(2).unwrap().parse().unwrap();
+    let pg = sqlx::PgPool::connect(&db.url).await.unwrap();
+    let served_by = runner_of(&pg, channel).await;
+    nodes[served_by].terminate();
+    let (survivor, pg) = (1 - served_by, &pg);
+    eventually(15, "the number runs at the other node", || async move {
+        let (node,): (String,) = sqlx::query_as(
+            "SELECT l.owner_node FROM channels c JOIN leases l \
+             ON l.key = COALESCE('bm:' || c.bm_id, 'group:' || c.group_id, 'ch:' || c.id) \
+             WHERE c.id = $1 AND l.owner_node IS NOT NULL",
+        )
+        .bind(channel)
+        .fetch_optional(pg)
+        .await
+        .ok()??;
+        node.ends_with(char::from(b'a' + survivor as u8))
+            .then_some(())
+    })
+    .await;
+    // Someone listens on the number's subject again: a request is not answered "no
+    // responders" (the survivor's listener ignores it), so the replay below reaches a node.
+    let outsider_ref = &outsider;
+    let subject = captured.subject.to_string();
+    eventually(15, "the survivor listens on the number's subject", || {
+        let subject = subject.clone();
+        async move {
+            let asked = tokio::time::timeout(
+                Duration::from_millis(500),
+                outsider_ref.request(subject, b"?".to_vec().into()),
+            )
+            .await;
+            asked.is_err().then_some(())
+        }
+    })
+    .await;
+    unanswered(captured.subject.to_string(), captured.payload.to_vec()).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let log = sent_log(sim_addr).await;
     let per_recipient = log["per_recipient"].as_object().unwrap();

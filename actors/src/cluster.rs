@@ -340,10 +340,26 @@ impl KeeperTask {
         self.apply(effects, &cells).await;
         self.reconcile(&cells, &members).await;
         self.refresh_elsewhere(members);
+        self.forget_served_requests();
         self.round_no += 1;
         self.publish(nodes);
         self.cluster().rounds.send_modify(|n| *n += 1);
         self.resume_campaigns();
+    }
+
+    /// Every [`REFRESH_EVERY`] rounds, in a task of its own: forgets the served control
+    /// requests older than twice the acceptance window (D-118; refused as stale by then).
+    fn forget_served_requests(&self) {
+        if !self.round_no.is_multiple_of(REFRESH_EVERY) {
+            return;
+        }
+        let store = self.rt.shared.store.clone();
+        let before = self.now_ms() - 2 * engine::cluster::seal::WINDOW_MS;
+        tokio::spawn(async move {
+            if let Err(e) = store.forget_cluster_requests(before).await {
+                tracing::warn!(error = %e, "served control requests not forgotten");
+            }
+        });
     }
 
     /// Carries out the keeper's effects in order (a stop before its release; an acquisition's

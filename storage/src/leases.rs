@@ -203,6 +203,34 @@ impl Store {
         Ok(n == 1)
     }
 
+    /// Records a signed request between nodes as served (D-118): its tag (hex) and when it was
+    /// sent (ms). `false` when the tag was recorded before — by this node or another — and the
+    /// request is a replay to refuse.
+    pub async fn admit_cluster_request(&self, tag_hex: &str, sent_at_ms: i64) -> Result<bool> {
+        let n = sqlx::query(
+            "INSERT INTO cluster_requests (tag, sent_at) VALUES ($1, $2) \
+             ON CONFLICT (tag) DO NOTHING",
+        )
+        .bind(tag_hex)
+        .bind(sent_at_ms)
+        .execute(&self.writer)
+        .await?
+        .rows_affected();
+        Ok(n == 1)
+    }
+
+    /// Forgets served requests sent before `before_ms` (they are refused as stale anyway);
+    /// how many.
+    pub async fn forget_cluster_requests(&self, before_ms: i64) -> Result<u64> {
+        Ok(
+            sqlx::query("DELETE FROM cluster_requests WHERE sent_at < $1")
+                .bind(before_ms)
+                .execute(&self.writer)
+                .await?
+                .rows_affected(),
+        )
+    }
+
     /// Releases every lease this session holds (a graceful stop); how many.
     pub async fn release_all_leases(&self) -> Result<u64> {
         Ok(sqlx::query(

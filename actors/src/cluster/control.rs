@@ -274,7 +274,9 @@ pub(crate) async fn listen(rt: Runtime, channel_id: i64) {
     let mut replays = seal::Replays::default();
     while let Some(msg) = sub.next().await {
         let now_ms = rt.shared.config.clock.now_ms();
-        let Some((tag, control)) = admit(&key, &subject, now_ms, &mut replays, &msg.payload) else {
+        let Some((tag, sent_at_ms, control)) =
+            admit(&key, &subject, now_ms, &mut replays, &msg.payload)
+        else {
             continue;
         };
         let answer = match control {
@@ -283,6 +285,9 @@ pub(crate) async fn listen(rt: Runtime, channel_id: i64) {
             Ok(control @ (Control::Send(_) | Control::Ask(_))) => {
                 let (rt, nats, key) = (rt.clone(), nats.clone(), key.clone());
                 tokio::spawn(async move {
+                    if !first_in_cluster(&rt, channel_id, &control, &tag, sent_at_ms).await {
+                        return;
+                    }
                     let answer = apply(&rt, channel_id, control)
                         .await
                         .unwrap_or_else(|| b"gone".to_vec());
@@ -294,7 +299,12 @@ pub(crate) async fn listen(rt: Runtime, channel_id: i64) {
                 });
                 continue;
             }
-            Ok(control) => apply(&rt, channel_id, control).await,
+            Ok(control) => {
+                if !first_in_cluster(&rt, channel_id, &control, &tag, sent_at_ms).await {
+                    continue;
+                }
+                apply(&rt, channel_id, control).await
+            }
             Err(e) => {
                 tracing::warn!(channel_id, error = %e, "unreadable control message");
                 None
@@ -309,29 +319,79 @@ pub(crate) async fn listen(rt: Runtime, channel_id: i64) {
     }
 }
 
+/// Counts and logs a control message refused without an answer.
+fn refused(subject: &str, reason: &'static str) {
+    tracing::warn!(
+        subject,
+        reason,
+        "control message refused: not a signed request of this cluster"
+    );
+    metrics::counter!("disparo_cluster_refused_messages_total", "reason" => reason).increment(1);
+}
+
+/// Whether `control` may change something where it is applied: every control but a read of
+/// the live state or of the guardrails.
+fn changes_state(control: &Control) -> bool {
+    !matches!(
+        control,
+        Control::Snapshot | Control::Ask(super::wire::ChannelAsk::Guardrails)
+    )
+}
+
+/// Whether a state-changing request is served for the first time anywhere in the cluster
+/// (D-118): its tag is recorded in storage, so a request captured on the wire and replayed
+/// to another node — the number having moved there within the window — is refused there
+/// too (each listener's own memory, [`seal::Replays`], only catches a replay to itself).
+/// A read is always served; a storage error refuses (the asker retries or answers 503).
+async fn first_in_cluster(
+    rt: &Runtime,
+    channel_id: i64,
+    control: &Control,
+    tag: &seal::Tag,
+    sent_at_ms: i64,
+) -> bool {
+    if !changes_state(control) {
+        return true;
+    }
+    let hex: String = tag.iter().map(|b| format!("{b:02x}")).collect();
+    match rt
+        .shared
+        .store
+        .admit_cluster_request(&hex, sent_at_ms)
+        .await
+    {
+        Ok(true) => true,
+        Ok(false) => {
+            refused(&subject(channel_id), "replayed");
+            false
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "a control request could not be recorded; not served");
+            false
+        }
+    }
+}
+
+/// What [`admit`] accepted: the request's tag, when it was sent (ms) and its decoded control.
+type Admitted = (seal::Tag, i64, Result<Control, serde_json::Error>);
+
 /// Opens a message received on a control subject: signed by a node of this cluster for this
-/// subject, within the window and not seen before (D-111); its tag and decoded control.
-/// Anything else is refused without an answer (logged and counted).
+/// subject, within the window and not seen before by this listener (D-111). Anything else is
+/// refused without an answer (logged and counted).
 fn admit(
     key: &seal::SealKey,
     subject: &str,
     now_ms: i64,
     replays: &mut seal::Replays,
     payload: &[u8],
-) -> Option<(seal::Tag, Result<Control, serde_json::Error>)> {
-    let refused = |reason: &'static str| {
-        tracing::warn!(
-            subject,
-            reason,
-            "control message refused: not a signed request of this cluster"
-        );
-        metrics::counter!("disparo_cluster_refused_messages_total", "reason" => reason)
-            .increment(1);
-    };
+) -> Option<Admitted> {
+    let refused = |reason: &'static str| refused(subject, reason);
     match seal::open_request(key, subject, now_ms, payload) {
-        Ok(opened) if replays.admit(&opened, now_ms) => {
-            Some((opened.tag, serde_json::from_slice::<Control>(opened.body)))
-        }
+        Ok(opened) if replays.admit(&opened, now_ms) => Some((
+            opened.tag,
+            opened.sent_at_ms,
+            serde_json::from_slice::<Control>(opened.body),
+        )),
         Ok(_) => {
             refused("replayed");
             None
