@@ -347,6 +347,20 @@ async fn forwarding_scenario(backend: Backend) {
             "signed with A's secret"
         );
         assert!(!engine::webhook::verify_signature(&secret_b, &c.body, sig));
+        // The Standard Webhooks headers, with the client's secret (D-119).
+        let header = |name: &str| c.headers[name].to_str().unwrap().to_string();
+        let at: i64 = header("webhook-timestamp").parse().unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        let (id, standard) = (header("webhook-id"), header("webhook-signature"));
+        assert!(engine::webhook::verify_standard(
+            &secret_a, &id, at, now, &c.body, &standard
+        ));
+        assert!(!engine::webhook::verify_standard(
+            &secret_b, &id, at, now, &c.body, &standard
+        ));
         let env = c.json();
         assert_eq!(env["event"], "messages");
         assert_eq!(env["phone_number_id"], n1.phone_number_id.as_str());

@@ -6,7 +6,7 @@ mod common;
 
 use common::{eventually, Backend, Receiver, TestApp};
 use reqwest::StatusCode;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::sync::atomic::Ordering;
 
 async fn a_receiver_down_for_a_while_gets_every_event_once_in_order_after_a_restart(
@@ -1063,4 +1063,120 @@ async fn an_integrator_manages_a_subscription(backend: Backend) {
 
 on_both_backends! {
     manage => an_integrator_manages_a_subscription;
+}
+
+/// Runs `tests/standardwebhooks/verify.py` (the official `standardwebhooks` package, pinned in
+/// tests/requirements.txt) over `deliveries` with each of `secrets`; its verdicts, one object
+/// per delivery: each secret's label → "ok" or the library's error, and `tampered`, `late`.
+async fn verdicts(deliveries: &[common::Captured], secrets: Value) -> Vec<Value> {
+    let spec = json!({
+        "deliveries": deliveries.iter().map(|c| json!({
+            "headers": c.headers.iter()
+                .map(|(k, v)| (k.to_string(), json!(v.to_str().unwrap())))
+                .collect::<serde_json::Map<_, _>>(),
+            "body": std::str::from_utf8(&c.body).unwrap(),
+        })).collect::<Vec<_>>(),
+        "secrets": secrets,
+    });
+    static RUN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = RUN.fetch_add(1, Ordering::Relaxed);
+    let file = std::env::temp_dir().join(format!("sw-{}-{n}.json", std::process::id()));
+    std::fs::write(&file, spec.to_string()).unwrap();
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/standardwebhooks/verify.py"
+    );
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("python3")
+            .arg(script)
+            .arg(&file)
+            .output()
+    })
+    .await
+    .unwrap()
+    .expect("python3 runs");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "the verifier printed no JSON ({e}; install tests/requirements.txt):\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// Issue 48 item 2: every delivery verifies with the official Standard Webhooks library —
+/// a real event and a ping, before and during a secret rotation's overlap (both secrets
+/// sign) — while a wrong secret, a changed body and the same delivery checked past the
+/// library's five-minute tolerance fail. The legacy `X-Svc-Signature` is still sent.
+async fn deliveries_verify_with_the_standard_webhooks_library(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (channel_id, _) = app.connect_channel().await;
+    let r = Receiver::start().await;
+    let (sub, first) = app.subscribe(channel_id, &r, &["message.sent"]).await;
+    let (status, body) = app
+        .post("/api/v1/messages", json!({"to": "5511988880001", "template": {"name": "hello_world", "language": "en_US"}}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    eventually(10, "message.sent delivered", || async {
+        r.events()
+            .iter()
+            .any(|c| c.event() == "message.sent")
+            .then_some(())
+    })
+    .await;
+    let (s, b) = app
+        .post(
+            &format!("/api/v1/webhooks/{sub}/rotate-secret"),
+            json!({"overlap_seconds": 3600}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{b}");
+    let second = b["data"]["secret"].as_str().unwrap().to_string();
+    ping(&app, sub).await;
+    let got = eventually(10, "the ping after the rotation", || async {
+        let events = r.events();
+        events.iter().any(|c| c.event() == "ping").then_some(events)
+    })
+    .await;
+    for c in &got {
+        let id = c.headers["webhook-id"].to_str().unwrap();
+        assert_eq!(
+            id,
+            c.json()["delivery_id"].to_string(),
+            "webhook-id is the delivery"
+        );
+        assert!(
+            c.headers.contains_key("x-svc-signature"),
+            "legacy header kept"
+        );
+    }
+    let secrets = json!({"first": first, "second": second, "wrong": "whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"});
+    let v = verdicts(&got, secrets).await;
+    let sent = got
+        .iter()
+        .position(|c| c.event() == "message.sent")
+        .unwrap();
+    let pinged = got.iter().position(|c| c.event() == "ping").unwrap();
+    let (before, during) = (&v[sent], &v[pinged]);
+    assert_eq!(before["first"], "ok", "{before}");
+    assert_ne!(
+        before["second"], "ok",
+        "signed before the second secret existed: {before}"
+    );
+    assert_eq!(
+        (&during["first"], &during["second"]),
+        (&json!("ok"), &json!("ok")),
+        "{during}"
+    );
+    for verdict in [before, during] {
+        assert_ne!(verdict["wrong"], "ok", "{verdict}");
+        let tampered = verdict["tampered"].as_str().unwrap();
+        assert!(tampered.contains("No matching signature"), "{verdict}");
+        let late = verdict["late"].as_str().unwrap();
+        assert!(late.contains("too old"), "{verdict}");
+    }
+}
+
+on_both_backends! {
+    standard_webhooks => deliveries_verify_with_the_standard_webhooks_library;
 }

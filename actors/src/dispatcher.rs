@@ -6,7 +6,7 @@
 
 use crate::clock::Moment;
 use crate::time::iso;
-use engine::webhook::{signature_header, RetrySchedule};
+use engine::webhook::{signature_header, standard_signature, RetrySchedule};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use rand::Rng;
 use serde_json::json;
@@ -573,6 +573,43 @@ async fn read_window(st: &mut DispatcherState, now: Moment) -> storage::Result<W
     })
 }
 
+/// An attempt's signature headers (D-119). Standard Webhooks (`webhook-id`: the delivery's id,
+/// the same at every attempt; `webhook-timestamp`: the attempt's time, s; `webhook-signature`:
+/// `v1,<base64>`) and the legacy `X-Svc-Signature: sha256=<hex>` of the body alone. During a
+/// rotation's overlap both secrets sign, the newest first: space-separated in the standard
+/// header, comma-separated in the legacy one (D-064).
+struct Signed {
+    id: String,
+    timestamp_s: i64,
+    standard: String,
+    legacy: String,
+}
+
+impl Signed {
+    fn new(d: &DueDelivery, body: &[u8], timestamp_s: i64) -> Self {
+        let id = d.id.to_string();
+        let secrets: Vec<&str> = std::iter::once(d.secret.expose())
+            .chain(d.previous_secret.as_ref().map(|p| p.expose()))
+            .collect();
+        let standard = secrets
+            .iter()
+            .map(|s| standard_signature(s, &id, timestamp_s, body))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let legacy = secrets
+            .iter()
+            .map(|s| signature_header(s, body))
+            .collect::<Vec<_>>()
+            .join(",");
+        Signed {
+            id,
+            timestamp_s,
+            standard,
+            legacy,
+        }
+    }
+}
+
 /// What an attempt's task records with.
 #[derive(Clone, Copy)]
 struct Ctx<'a> {
@@ -588,15 +625,7 @@ struct Ctx<'a> {
 async fn attempt(ctx: Ctx<'_>, http: &reqwest::Client, d: DueDelivery) -> bool {
     let config = ctx.config;
     let body = render_envelope(&d);
-    // During a rotation's overlap both secrets sign: `sha256=<new>,sha256=<previous>` (D-064).
-    let signature = match &d.previous_secret {
-        Some(previous) => format!(
-            "{},{}",
-            signature_header(d.secret.expose(), &body),
-            signature_header(previous.expose(), &body)
-        ),
-        None => signature_header(d.secret.expose(), &body),
-    };
+    let signed = Signed::new(&d, &body, config.clock.now_ms() / 1000);
     // Checked again at every attempt: a literal address connects without a resolution, and
     // the policy may have changed since the subscription was made.
     if let Err(refusal) = config.guard.check_url(&d.url) {
@@ -612,9 +641,12 @@ async fn attempt(ctx: Ctx<'_>, http: &reqwest::Client, d: DueDelivery) -> bool {
     let res = http
         .post(&d.url)
         .header("content-type", "application/json")
-        .header("x-svc-signature", signature)
+        .header("webhook-id", &signed.id)
+        .header("webhook-timestamp", signed.timestamp_s.to_string())
+        .header("webhook-signature", signed.standard)
+        .header("x-svc-signature", signed.legacy)
         .header("x-svc-event", &d.event)
-        .header("x-svc-delivery", d.id.to_string())
+        .header("x-svc-delivery", &signed.id)
         .body(body)
         .send()
         .await;

@@ -131,6 +131,82 @@ pub fn verify_signature(secret: &str, body: &[u8], header: &str) -> bool {
     mac.verify_slice(&sig).is_ok()
 }
 
+/// How far a Standard Webhooks timestamp may be from the verifier's clock, s (the official
+/// libraries' tolerance: five minutes either way).
+pub const STANDARD_TOLERANCE_S: i64 = 300;
+
+/// The HMAC key of a Standard Webhooks signature for `secret`: the bytes its base64 part
+/// encodes (`whsec_<base64>`, the prefix optional, padding optional), as the official
+/// libraries read it; a secret that is not base64 signs with its own UTF-8 bytes (disparo's
+/// secrets always are: `whsec_` + 32 base64 characters, 24 bytes).
+fn standard_key(secret: &str) -> Vec<u8> {
+    use base64::engine::{general_purpose, DecodePaddingMode, GeneralPurpose};
+    const LENIENT: GeneralPurpose = GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        general_purpose::GeneralPurposeConfig::new()
+            .with_decode_padding_mode(DecodePaddingMode::Indifferent),
+    );
+    let encoded = secret.strip_prefix("whsec_").unwrap_or(secret);
+    base64::Engine::decode(&LENIENT, encoded)
+        .ok()
+        .filter(|k| !k.is_empty())
+        .unwrap_or_else(|| secret.as_bytes().to_vec())
+}
+
+fn standard_mac(secret: &str, msg_id: &str, timestamp_s: i64, body: &[u8]) -> Hmac<Sha256> {
+    let mut mac =
+        Hmac::<Sha256>::new_from_slice(&standard_key(secret)).expect("HMAC takes any key");
+    mac.update(msg_id.as_bytes());
+    mac.update(b".");
+    mac.update(timestamp_s.to_string().as_bytes());
+    mac.update(b".");
+    mac.update(body);
+    mac
+}
+
+/// One signature of the `webhook-signature` header (Standard Webhooks, standardwebhooks.com):
+/// `v1,` + base64 of HMAC-SHA256 over `{webhook-id}.{webhook-timestamp}.{raw body}`, keyed
+/// with the secret's decoded bytes. `timestamp_s`: the `webhook-timestamp` value, seconds
+/// since the epoch. Several signatures (a rotation's overlap) are joined with a space.
+pub fn standard_signature(secret: &str, msg_id: &str, timestamp_s: i64, body: &[u8]) -> String {
+    let sig = standard_mac(secret, msg_id, timestamp_s, body)
+        .finalize()
+        .into_bytes();
+    format!(
+        "v1,{}",
+        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, sig)
+    )
+}
+
+/// Checks a delivery as a Standard Webhooks receiver does: `timestamp_s` within
+/// [`STANDARD_TOLERANCE_S`] of `now_s`, and one of the header's space-separated `v1,`
+/// signatures made with `secret` over `msg_id`, `timestamp_s` and `body` (compared in constant
+/// time). A replay older than the tolerance fails.
+pub fn verify_standard(
+    secret: &str,
+    msg_id: &str,
+    timestamp_s: i64,
+    now_s: i64,
+    body: &[u8],
+    header: &str,
+) -> bool {
+    if (now_s - timestamp_s).abs() > STANDARD_TOLERANCE_S {
+        return false;
+    }
+    header.split(' ').any(|part| {
+        let Some(encoded) = part.strip_prefix("v1,") else {
+            return false;
+        };
+        let Ok(sig) = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, encoded)
+        else {
+            return false;
+        };
+        standard_mac(secret, msg_id, timestamp_s, body)
+            .verify_slice(&sig)
+            .is_ok()
+    })
+}
+
 /// The ordering key of an event inside one subscription (issue 17, D-065): deliveries with the
 /// same key reach the endpoint strictly in the order they were written; deliveries with
 /// different keys may be in flight at once. The conversation is the unit of order:
@@ -337,6 +413,44 @@ mod tests {
 
     #[test]
     fn signatures_verify_and_forgeries_do_not() {
+        // The Standard Webhooks example; the official Python package (standardwebhooks 1.1.0)
+        // signs it the same.
+        let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+        let body = br#"{"test": 2432232314}"#;
+        let sig = standard_signature(secret, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, body);
+        assert_eq!(sig, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
+        assert!(verify_standard(
+            secret,
+            "msg_p5jXN8AQM9LWM0D4loKWxJek",
+            1614265330,
+            1614265330 + 299,
+            body,
+            &format!("v1,bad {sig}")
+        ));
+        assert!(!verify_standard(
+            secret,
+            "msg_p5jXN8AQM9LWM0D4loKWxJek",
+            1614265330,
+            1614265330 + 301,
+            body,
+            &sig
+        ));
+        assert!(!verify_standard(
+            secret,
+            "msg_other",
+            1614265330,
+            1614265330,
+            body,
+            &sig
+        ));
+        assert!(!verify_standard(
+            "whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+            "msg_p5jXN8AQM9LWM0D4loKWxJek",
+            1614265330,
+            1614265330,
+            body,
+            &sig
+        ));
         let h = signature_header("whsec_x", b"{\"a\":1}");
         assert!(verify_signature("whsec_x", b"{\"a\":1}", &h));
         assert!(!verify_signature("whsec_y", b"{\"a\":1}", &h));

@@ -216,7 +216,8 @@ pub struct ClientOut {
     /// The client.
     #[serde(flatten)]
     client: ClientView,
-    /// The secret that signs `X-Svc-Signature` of its forwarded events: only when it was
+    /// The secret that signs its forwarded events (Standard Webhooks `webhook-signature`, and
+    /// the legacy `X-Svc-Signature`): only when it was
     /// just made.
     #[serde(skip_serializing_if = "Option::is_none")]
     webhook_secret: Option<String>,
@@ -305,7 +306,7 @@ fn client_json(c: &storage::panel::ClientRecord, secret: Option<engine::Secret>)
 
 #[utoipa::path(post, operation_id = "panel_clients_rotate_secret", summary = "Gera um novo segredo de webhook do cliente", path = "/clientes/{id}/webhook-secret", tag = "Clientes",
     params(("id" = i64, Path, description = "Id do cliente")),
-    responses((status = 200, description = "`data`: `{webhook_secret}`, o novo segredo que assina `X-Svc-Signature` dos eventos encaminhados; aparece só aqui e vale na hora", body = Data<ClientSecretOut>)))]
+    responses((status = 200, description = "`data`: `{webhook_secret}`, o novo segredo que assina os eventos encaminhados (`webhook-signature` do Standard Webhooks e o antigo `X-Svc-Signature`); aparece só aqui e vale na hora", body = Data<ClientSecretOut>)))]
 pub(crate) async fn rotate_client_secret(
     State(state): State<AppState>,
     me: PanelUser,

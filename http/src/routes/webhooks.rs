@@ -475,7 +475,7 @@ struct RotateIn {
     tag = "Webhooks de saída",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
     request_body = RotateIn,
-    responses((status = 200, description = "`data` {secret (mostrado uma vez), previous_valid_until}; até lá `X-Svc-Signature` leva as duas assinaturas separadas por vírgula", body = Data<RotatedOut>))
+    responses((status = 200, description = "`data` {secret (mostrado uma vez), previous_valid_until}; até lá `webhook-signature` leva as duas assinaturas separadas por espaço (e o antigo `X-Svc-Signature`, por vírgula)", body = Data<RotatedOut>))
 )]
 async fn rotate_secret(
     State(state): State<AppState>,
