@@ -1,7 +1,8 @@
 //! The provider's other webhook fields, emitted by the simulator's control API, signed the
 //! provider's way, acted on through the real server (issue 16, D-074): a portfolio's limit,
 //! a template's quality and category, a policy violation, business verification, a number's
-//! name, account alerts and marketing opt-outs.
+//! name, account alerts and marketing opt-outs; and every inbound message kind, whole (issue
+//! 48).
 
 mod common;
 
@@ -366,7 +367,185 @@ async fn an_unsigned_field_changes_nothing(backend: Backend) {
     assert_eq!(b["data"]["tier"], "TIER_100K", "{b}");
 }
 
+/// Issue 48 item 1: every inbound kind the provider documents reaches the integrator whole
+/// in `message.received` (`message.content`), and `GET /messages/{id}` answers the same: the
+/// button or list row tapped, a location, shared contacts, an order, a reaction (naming our
+/// message), a quoted message, an ad referral, a changed number, an unsupported message's
+/// error, voice and animated flags — and what no type models, under `raw`.
+async fn every_inbound_kind_reaches_the_integrator_whole(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (channel, n) = app.connect_channel().await;
+    let r = Receiver::start().await;
+    app.subscribe(channel, &r, &["message.received"]).await;
+    let (status, sent) = app
+        .post("/api/v1/messages", json!({"to": "5511977770000", "template": {"name": "hello_world", "language": "en_US"}}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{sent}");
+    let ours = sent["data"]["id"].as_i64().unwrap();
+    let wamid = eventually(10, "the send answered", || async {
+        let (_, m) = app.get(&format!("/api/v1/messages/{ours}")).await;
+        m["data"]["provider_message_id"]
+            .as_str()
+            .map(str::to_string)
+    })
+    .await;
+    let quoted = json!({"from": "5511977770000", "id": wamid, "forwarded": true, "frequently_forwarded": false});
+    let referral = json!({"source_url": "https://fb.me/ad1", "source_id": "ad1", "source_type": "ad", "headline": "Promo", "body": "Só hoje", "media_type": "image", "image_url": "https://x.example/i.jpg", "ctwa_clid": "clid-1", "welcome_message": {"text": "Olá!"}});
+    // (kind, payload, extra members, what must arrive under `content`)
+    let cases: Vec<(&str, Value, Value, Value)> = vec![
+        (
+            "interactive",
+            json!({"type": "button_reply", "button_reply": {"id": "btn-sim", "title": "Sim"}}),
+            json!({"context": quoted}),
+            json!({"interactive": {"type": "button_reply", "button_reply": {"id": "btn-sim", "title": "Sim"}}, "context": {"provider_message_id": wamid, "message_id": ours, "forwarded": true, "frequently_forwarded": false, "from": "5511977770000"}}),
+        ),
+        (
+            "interactive",
+            json!({"type": "list_reply", "list_reply": {"id": "row-2", "title": "Boleto", "description": "Vence amanhã"}}),
+            json!({}),
+            json!({"interactive": {"list_reply": {"id": "row-2", "title": "Boleto", "description": "Vence amanhã"}}}),
+        ),
+        (
+            "interactive",
+            json!({"type": "nfm_reply", "nfm_reply": {"name": "flow", "body": "Sent", "response_json": "{\"cpf\":\"123\"}"}}),
+            json!({}),
+            json!({"interactive": {"nfm_reply": {"name": "flow", "response_json": "{\"cpf\":\"123\"}"}}}),
+        ),
+        (
+            "button",
+            json!({"payload": "QUERO", "text": "Quero"}),
+            json!({"context": {"from": "5511977770000", "id": wamid}}),
+            json!({"button": {"payload": "QUERO", "text": "Quero"}, "context": {"message_id": ours}}),
+        ),
+        (
+            "location",
+            json!({"latitude": -23.5505, "longitude": -46.6333, "name": "Sé", "address": "Praça da Sé, São Paulo", "url": "https://maps.example/se"}),
+            json!({"referral": referral}),
+            json!({"location": {"latitude": -23.5505, "longitude": -46.6333, "name": "Sé", "address": "Praça da Sé, São Paulo", "url": "https://maps.example/se"}, "referral": referral}),
+        ),
+        (
+            "contacts",
+            json!([{"name": {"formatted_name": "Ana Souza", "first_name": "Ana", "last_name": "Souza"}, "phones": [{"phone": "+55 11 98888-0000", "wa_id": "5511988880000", "type": "CELL"}], "emails": [{"email": "ana@example.com", "type": "WORK"}], "org": {"company": "ACME", "title": "CFO"}, "urls": [{"url": "https://acme.example", "type": "WORK"}], "addresses": [{"street": "Rua A, 1", "city": "São Paulo", "country_code": "BR", "type": "WORK"}], "birthday": "1990-01-31"}]),
+            json!({}),
+            json!({"contacts": [{"name": {"formatted_name": "Ana Souza"}, "phones": [{"wa_id": "5511988880000"}], "emails": [{"email": "ana@example.com"}], "org": {"company": "ACME"}, "urls": [{"url": "https://acme.example"}], "addresses": [{"city": "São Paulo"}], "birthday": "1990-01-31"}]}),
+        ),
+        (
+            "reaction",
+            json!({"message_id": wamid, "emoji": "👍"}),
+            json!({}),
+            json!({"reaction": {"provider_message_id": wamid, "message_id": ours, "emoji": "👍", "removed": false}}),
+        ),
+        (
+            "reaction",
+            json!({"message_id": wamid}),
+            json!({}),
+            json!({"reaction": {"message_id": ours, "removed": true}}),
+        ),
+        (
+            "order",
+            json!({"catalog_id": "cat-1", "text": "sem cebola", "product_items": [{"product_retailer_id": "sku-1", "quantity": 2, "item_price": 10.5, "currency": "BRL"}]}),
+            json!({}),
+            json!({"order": {"catalog_id": "cat-1", "text": "sem cebola", "product_items": [{"product_retailer_id": "sku-1", "quantity": 2, "item_price": 10.5, "currency": "BRL"}]}}),
+        ),
+        (
+            "system",
+            json!({"body": "Ana changed from 5511977770001 to 5511977770009", "wa_id": "5511977770009", "type": "user_changed_number"}),
+            json!({}),
+            json!({"system": {"wa_id": "5511977770009", "type": "user_changed_number"}}),
+        ),
+        (
+            "unsupported",
+            json!([{"code": 131051, "title": "Message type unknown", "message": "Message type unknown", "error_data": {"details": "Message type is currently not supported."}}]),
+            json!({}),
+            json!({"errors": [{"code": 131051, "title": "Message type unknown", "error_data": {"details": "Message type is currently not supported."}}]}),
+        ),
+        (
+            "hologram",
+            json!({"depth": 3}),
+            json!({"from_user_id": "BR.99"}),
+            json!({"raw": {"hologram": {"depth": 3}, "from_user_id": "BR.99"}}),
+        ),
+    ];
+    let media = [
+        (
+            "audio",
+            json!({"voice": true}),
+            json!({"audio": {"voice": true, "mime_type": "audio/ogg; codecs=opus"}}),
+        ),
+        (
+            "sticker",
+            json!({"animated": true}),
+            json!({"sticker": {"animated": true, "mime_type": "image/webp"}}),
+        ),
+    ];
+    let mut expected = Vec::new();
+    for (i, (kind, payload, extra, want)) in cases.iter().enumerate() {
+        let from = format!("55119666600{i:02}");
+        sim(&app, "/_sim/inbound", json!({"phone_number_id": n.phone_number_id, "from": from, "type": kind, "payload": payload, "extra": extra})).await;
+        expected.push((from, *kind, want.clone()));
+    }
+    for (i, (kind, m, want)) in media.iter().enumerate() {
+        let from = format!("55119555500{i:02}");
+        sim(
+            &app,
+            "/_sim/inbound",
+            json!({"phone_number_id": n.phone_number_id, "from": from, "type": kind, "media": m}),
+        )
+        .await;
+        expected.push((from, *kind, want.clone()));
+    }
+    let got = eventually(15, "every inbound kind told", || async {
+        let e: Vec<Value> = r
+            .events()
+            .iter()
+            .map(|c| c.json())
+            .filter(|e| e["event"] == "message.received")
+            .collect();
+        (e.len() == expected.len()).then_some(e)
+    })
+    .await;
+    for (from, kind, want) in &expected {
+        let event = got
+            .iter()
+            .find(|e| e["data"]["contact"]["phone"] == from.as_str())
+            .unwrap_or_else(|| panic!("no message.received from {from}"));
+        let content = &event["data"]["message"]["content"];
+        assert_eq!(content["type"], *kind, "{event}");
+        assert_contains(content, want, &format!("{kind} from {from}"));
+        let id = event["data"]["message"]["id"].as_i64().unwrap();
+        let (status, read) = app.get(&format!("/api/v1/messages/{id}")).await;
+        assert_eq!(status, StatusCode::OK, "{read}");
+        assert_eq!(
+            &read["data"]["content"], content,
+            "GET answers what the event carried"
+        );
+    }
+}
+
+/// Every member of `want` is in `got` with the same value (objects compared member by
+/// member, arrays element by element).
+fn assert_contains(got: &Value, want: &Value, what: &str) {
+    match (got, want) {
+        (Value::Object(g), Value::Object(w)) => {
+            for (k, v) in w {
+                let inner = g
+                    .get(k)
+                    .unwrap_or_else(|| panic!("{what}: no `{k}` in {got}"));
+                assert_contains(inner, v, &format!("{what}.{k}"));
+            }
+        }
+        (Value::Array(g), Value::Array(w)) => {
+            assert_eq!(g.len(), w.len(), "{what}: {got}");
+            for (a, b) in g.iter().zip(w) {
+                assert_contains(a, b, what);
+            }
+        }
+        _ => assert_eq!(got, want, "{what}"),
+    }
+}
+
 on_both_backends! {
+    inbound_kinds => every_inbound_kind_reaches_the_integrator_whole;
     fields => every_field_is_acted_on;
     opt_out => marketing_campaigns_skip_opted_out_contacts;
     unsigned => an_unsigned_field_changes_nothing;

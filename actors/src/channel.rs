@@ -658,7 +658,8 @@ pub(crate) async fn record_inbound_for(
 ) -> Result<usize, ActorError> {
     let base = &shared.config.public_url;
     let mut stored = 0;
-    for item in items {
+    for mut item in items {
+        name_referenced_messages(shared, &mut item).await?;
         let name = item.contact_name.clone();
         let written = shared
             .store
@@ -675,6 +676,29 @@ pub(crate) async fn record_inbound_for(
         }
     }
     Ok(stored)
+}
+
+/// Adds disparo's `message_id` to the content's quoted (`context`) and reacted-to
+/// (`reaction`) message when it is one of the account's stored messages (issue 48).
+async fn name_referenced_messages(
+    shared: &Shared,
+    item: &mut NewInbound,
+) -> Result<(), ActorError> {
+    let refs = engine::provider_webhook::inbound::referenced_messages(&item.content);
+    if refs.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<String> = refs.iter().map(|(_, p)| p.clone()).collect();
+    let found = shared
+        .store
+        .message_ids_by_provider(item.account_id, &ids)
+        .await?;
+    for (key, provider_id) in refs {
+        if let Some(id) = found.get(&provider_id) {
+            item.content[key]["message_id"] = serde_json::json!(id);
+        }
+    }
+    Ok(())
 }
 
 /// Reads the channel's record and credentials again (after an update elsewhere).

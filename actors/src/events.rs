@@ -42,6 +42,9 @@ pub fn message_object(m: &MessageRecord, base: &str) -> Value {
         v["media_src"] = json!(format!("{base}/api/v1/messages/{}/media", m.id));
         v["media"] = m.media.clone().unwrap_or(Value::Null);
     }
+    if let Some(content) = &m.content {
+        v["content"] = content.clone();
+    }
     v
 }
 

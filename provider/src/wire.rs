@@ -75,6 +75,7 @@ impl SendMessageRequest {
         r.text = Some(TextPayload {
             body: body.into(),
             preview_url: None,
+            rest: Default::default(),
         });
         r
     }

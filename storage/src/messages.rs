@@ -59,9 +59,12 @@ pub struct MessageRecord {
     pub read_at: Option<i64>,
     /// Failed, ms.
     pub failed_at: Option<i64>,
+    /// A received message's whole content, typed per provider kind (issue 48, D-120); `None`
+    /// for sent messages and for those received before it was kept.
+    pub content: Option<serde_json::Value>,
 }
 
-pub(crate) const COLUMNS: &str = "id, account_id, channel_id, conversation_id, direction, kind, contact_phone, body, template_name, template_language, params, preview_text, media, status, provider_message_id, error_code, error_title, error_detail, source, created_at, sent_at, delivered_at, read_at, failed_at";
+pub(crate) const COLUMNS: &str = "id, account_id, channel_id, conversation_id, direction, kind, contact_phone, body, template_name, template_language, params, preview_text, media, status, provider_message_id, error_code, error_title, error_detail, source, created_at, sent_at, delivered_at, read_at, failed_at, content";
 
 pub(crate) fn read(row: &AnyRow) -> Result<MessageRecord> {
     let status: String = row.try_get("status")?;
@@ -97,6 +100,7 @@ pub(crate) fn read(row: &AnyRow) -> Result<MessageRecord> {
         delivered_at: row.try_get("delivered_at")?,
         read_at: row.try_get("read_at")?,
         failed_at: row.try_get("failed_at")?,
+        content: json_col(row, "content")?,
     })
 }
 
@@ -455,6 +459,29 @@ impl Store {
         })
     }
 
+    /// disparo's ids of the account's messages among `provider_ids` (the messages an inbound
+    /// message quotes or reacts to), by provider id; those not found are absent.
+    pub async fn message_ids_by_provider(
+        &self,
+        account_id: i64,
+        provider_ids: &[String],
+    ) -> Result<std::collections::HashMap<String, i64>> {
+        let mut found = std::collections::HashMap::new();
+        for p in provider_ids {
+            let row: Option<(i64,)> = sqlx::query_as(
+                "SELECT id FROM messages WHERE provider_message_id = $1 AND account_id = $2",
+            )
+            .bind(p)
+            .bind(account_id)
+            .fetch_optional(&self.pool)
+            .await?;
+            if let Some((id,)) = row {
+                found.insert(p.clone(), id);
+            }
+        }
+        Ok(found)
+    }
+
     /// Records an inbound message (deduplicated by `wamid`: a provider retry records nothing)
     /// and refreshes the conversation's 24-hour window; events from `make_events` are written
     /// in the same transaction. `None` when it was a duplicate.
@@ -474,8 +501,8 @@ impl Store {
         )
         .await?;
         let sql = format!(
-            "INSERT INTO messages (account_id, channel_id, conversation_id, direction, kind, contact_phone, body, media, status, provider_message_id, source, created_at) \
-             VALUES ($1, $2, $3, 'in', $4, $5, $6, $7, 'received', $8, 'inbound', $9) \
+            "INSERT INTO messages (account_id, channel_id, conversation_id, direction, kind, contact_phone, body, media, status, provider_message_id, source, created_at, content) \
+             VALUES ($1, $2, $3, 'in', $4, $5, $6, $7, 'received', $8, 'inbound', $9, $10) \
              ON CONFLICT (provider_message_id) DO NOTHING RETURNING {COLUMNS}"
         );
         let row = sqlx::query(&sql)
@@ -488,6 +515,7 @@ impl Store {
             .bind(m.media.as_ref().map(|v| v.to_string()))
             .bind(&m.provider_message_id)
             .bind(m.at)
+            .bind(m.content.to_string())
             .fetch_optional(&mut *tx)
             .await?;
         let Some(row) = row else {

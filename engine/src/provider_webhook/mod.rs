@@ -8,6 +8,7 @@
 //! channels, in the actors). A change is taken only for a channel whose app secret (or the
 //! deployment's, as its fallback) signs the body (PROVIDER.md §8.2, issue 15).
 
+pub mod inbound;
 mod read;
 pub mod signature;
 pub mod wire;
@@ -48,6 +49,8 @@ pub struct NewInbound {
     pub body: Option<String>,
     /// Media descriptor (provider media id, mime type…).
     pub media: Option<serde_json::Value>,
+    /// The whole message, typed per kind ([`inbound::content`]; issue 48).
+    pub content: serde_json::Value,
     /// When the contact sent it, ms (opens the 24-hour window).
     pub at: i64,
 }

@@ -554,6 +554,7 @@ fn inbound_messages(
                 kind: MessageKind::parse(&m.kind),
                 body: m.display_text(),
                 media,
+                content: super::inbound::content(m),
                 at: m.timestamp.parse::<i64>().map(|s| s * 1000).unwrap_or(now),
             })
         })

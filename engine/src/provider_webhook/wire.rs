@@ -38,6 +38,9 @@ pub struct TextPayload {
     /// Whether to render a link preview.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preview_url: Option<bool>,
+    /// Any other member, kept as sent (an inbound message is passed on whole, issue 48).
+    #[serde(flatten, default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub rest: serde_json::Map<String, serde_json::Value>,
 }
 
 /// The webhook envelope: `{"object": "whatsapp_business_account", "entry": [...]}`.
@@ -188,8 +191,8 @@ pub struct Profile {
     pub name: String,
 }
 
-/// An inbound message (§9.2). Only the kinds disparo acts on are typed; the rest are kept raw
-/// in `extra`.
+/// An inbound message (§9.2). The kinds disparo acts on are typed here; every other member is
+/// kept as sent in `rest` ([`super::inbound`] reads the whole).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct InboundMessage {
     /// Sender's phone / WhatsApp id (absent for username-only users).
@@ -230,6 +233,10 @@ pub struct InboundMessage {
     /// Errors for unsupported messages.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<WebhookError>,
+    /// Every other member (`location`, `interactive`, `reaction`, `referral`…), kept as sent
+    /// and read by [`super::inbound::content`].
+    #[serde(flatten, default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub rest: serde_json::Map<String, serde_json::Value>,
 }
 
 impl InboundMessage {
@@ -280,6 +287,9 @@ pub struct InboundMedia {
     /// Bearer-protected download URL (newer payloads).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// Any other member (`voice`, `animated`…), kept as sent.
+    #[serde(flatten, default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub rest: serde_json::Map<String, serde_json::Value>,
 }
 
 /// A `statuses[]` item (§9.4).

@@ -135,6 +135,16 @@ pub struct MessageOut {
     pub failed_at: Option<String>,
     /// The provider's error, on a failure.
     pub error: Option<MessageErrorOut>,
+    /// A received message's whole content, as `message.received` carried it: `type` (the
+    /// provider's kind: `text`, `image`, `location`, `contacts`, `interactive`, `button`,
+    /// `reaction`, `order`, `system`, `unsupported`…), that kind's object in the provider's
+    /// field names, `context` (the quoted message: `provider_message_id`, `message_id` when it
+    /// is ours, `forwarded`, `frequently_forwarded`, `referred_product`), `referral` (the ad
+    /// the conversation started from), `errors`, and `raw` with whatever none of them models.
+    /// Absent on sent messages and on those received before it was kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub content: Option<Value>,
 }
 
 impl From<&MessageRecord> for MessageOut {
@@ -152,6 +162,7 @@ impl From<&MessageRecord> for MessageOut {
                 title: m.error_title.clone(),
                 details: m.error_detail.clone(),
             }),
+            content: m.content.clone(),
         }
     }
 }

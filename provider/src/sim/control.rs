@@ -319,6 +319,14 @@ struct Inbound {
     text: Option<String>,
     media: Option<Value>,
     name: Option<String>,
+    /// The kind's object for every kind but text and media (`location`, `contacts`,
+    /// `interactive`, `button`, `reaction`, `order`, `system`, or a kind the gateway does not
+    /// know), as the provider sends it; for `unsupported`, its `errors` (default 131051).
+    payload: Option<Value>,
+    /// Other members of the message as the provider sends them (`context`, `referral`,
+    /// `from_user_id`…).
+    #[serde(default)]
+    extra: serde_json::Map<String, Value>,
 }
 
 fn default_text() -> String {
@@ -391,12 +399,28 @@ async fn post_inbound(State(inner): State<Arc<Inner>>, Json(req): Json<Inbound>)
             media["sha256"] = json!(sha);
             message[req.kind.as_str()] = media;
         }
-        other => return bad_request(format!("unsupported inbound type {other}")),
+        "unsupported" | "unknown" => {
+            message["errors"] = req.payload.unwrap_or_else(|| json!([{"code": 131051, "title": "Message type unknown", "message": "Message type unknown", "error_data": {"details": "Message type is currently not supported."}}]));
+        }
+        other => match req.payload {
+            Some(p) => message[other] = p,
+            None => return bad_request(format!("type {other} needs its payload")),
+        },
+    }
+    for (k, v) in req.extra {
+        if !["from", "id", "timestamp", "type"].contains(&k.as_str()) {
+            message[k.as_str()] = v;
+        }
     }
     inner
         .windows
         .insert((req.phone_number_id.clone(), from.clone()), now);
-    let contact = json!({"profile": {"name": req.name.unwrap_or_else(|| "Contato".into())}, "wa_id": from, "user_id": super::webhooks::bsuid(&from)});
+    let contact = match req.kind.as_str() {
+        "system" => Value::Null,
+        _ => {
+            json!({"profile": {"name": req.name.unwrap_or_else(|| "Contato".into())}, "wa_id": from, "user_id": super::webhooks::bsuid(&from)})
+        }
+    };
     inner.emit_now(
         &business,
         waba,

@@ -335,7 +335,10 @@ fn envelope(emissions: Vec<Emission>) -> Value {
                     &phone_number_id,
                     &display,
                 );
-                push_array(change, "contacts", contact);
+                // `system` messages come without a `contacts` block (PROVIDER.md §9.1).
+                if !contact.is_null() {
+                    push_array(change, "contacts", contact);
+                }
                 push_array(change, "messages", message);
             }
         }
