@@ -909,7 +909,153 @@ async fn the_fields_integrators_read_are_filled(backend: Backend) {
     assert_eq!(plain["data"]["header"], Value::Null, "{plain}");
 }
 
+/// Issue 48 item 4: a number's health changes reach the integrator as `channel.health`
+/// events — one per change, with what changed and the values before and after: RED, the
+/// recovery with a new tier, and its WABA's ban.
+async fn health_changes_are_events(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (channel_id, number) = app.connect_channel().await;
+    let r = Receiver::start().await;
+    app.subscribe(
+        channel_id,
+        &r,
+        &["channel.health", "waba.standing", "bm.tier"],
+    )
+    .await;
+    let of_kind = |kind: &'static str| {
+        r.events()
+            .iter()
+            .map(|c| c.json())
+            .filter(|e| e["event"] == kind)
+            .collect::<Vec<_>>()
+    };
+    let health_events = || of_kind("channel.health");
+    let quality = |q: Value| {
+        let app = &app;
+        let path = format!("/_sim/numbers/{}/quality", number.phone_number_id);
+        async move { sim(app, reqwest::Method::POST, &path, q).await }
+    };
+    quality(json!({"quality": "RED"})).await;
+    let red = eventually(10, "channel.health for RED", || async {
+        health_events().first().cloned()
+    })
+    .await;
+    let d = &red["data"];
+    assert_eq!(red["channel"]["id"], channel_id);
+    assert_eq!(
+        (
+            d["previous"]["quality"].as_str(),
+            d["current"]["quality"].as_str()
+        ),
+        (Some("GREEN"), Some("RED")),
+        "{red}"
+    );
+    assert_eq!(
+        (d["current"]["code"].as_str(), d["current"]["tone"].as_str()),
+        (Some("qualidade_red"), Some("bad")),
+        "{red}"
+    );
+    assert_eq!(d["health"]["code"], "qualidade_red");
+    let changed: Vec<&str> = d["changed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        changed.contains(&"quality") && changed.contains(&"code"),
+        "{red}"
+    );
+    // The same state again changes nothing: no second event for it.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(health_events().len(), 1, "one event per change");
+
+    quality(json!({"quality": "GREEN", "tier": "TIER_2K"})).await;
+    let back = eventually(10, "channel.health for the recovery", || async {
+        health_events().get(1).cloned()
+    })
+    .await;
+    let d = &back["data"];
+    assert_eq!(
+        (
+            d["previous"]["code"].as_str(),
+            d["current"]["code"].as_str()
+        ),
+        (Some("qualidade_red"), Some("ok")),
+        "{back}"
+    );
+    assert_eq!(d["current"]["tier"], "TIER_2K", "{back}");
+    let changed: Vec<&str> = d["changed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        changed.contains(&"tier") && changed.contains(&"quality"),
+        "{back}"
+    );
+
+    sim(
+        &app,
+        reqwest::Method::POST,
+        &format!("/_sim/wabas/{}/account-update", number.waba_id),
+        json!({"event": "DISABLED_UPDATE", "ban_state": "DISABLE"}),
+    )
+    .await;
+    let banned = eventually(10, "channel.health for the ban", || async {
+        health_events().get(2).cloned()
+    })
+    .await;
+    assert_eq!(
+        banned["data"]["current"]["waba_standing"], "banned",
+        "{banned}"
+    );
+    assert_eq!(
+        banned["data"]["previous"]["waba_standing"], "ok",
+        "{banned}"
+    );
+    let standing = eventually(10, "waba.standing", || async {
+        of_kind("waba.standing").first().cloned()
+    })
+    .await;
+    let d = &standing["data"];
+    assert_eq!(
+        (
+            d["waba_id"].as_str(),
+            d["previous_standing"].as_str(),
+            d["standing"].as_str()
+        ),
+        (Some(number.waba_id.as_str()), Some("ok"), Some("banned")),
+        "{standing}"
+    );
+
+    // The provider changes the BM's portfolio limit: `bm.tier` to its numbers.
+    sim(
+        &app,
+        reqwest::Method::POST,
+        &format!("/_sim/wabas/{}/capability", number.waba_id),
+        json!({"max_daily_conversations_per_business": 2000}),
+    )
+    .await;
+    let tier = eventually(10, "bm.tier", || async {
+        of_kind("bm.tier").first().cloned()
+    })
+    .await;
+    assert_eq!(
+        (
+            tier["data"]["tier"].as_str(),
+            tier["data"]["limit_24h"].as_i64()
+        ),
+        (Some("TIER_2K"), Some(2000)),
+        "{tier}"
+    );
+    assert_eq!(tier["channel"]["id"], channel_id);
+    assert_eq!(of_kind("waba.standing").len(), 1, "one event per change");
+}
+
 on_both_backends! {
+    health_events => health_changes_are_events;
     fields_filled => the_fields_integrators_read_are_filled;
     gained_limit => a_number_that_gains_a_limit_knows_who_already_counts;
     bm_limit => numbers_of_one_bm_share_its_24h_limit;

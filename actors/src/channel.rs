@@ -266,6 +266,17 @@ impl ChannelState {
         ChannelSnapshot { record, health }
     }
 
+    /// Emits `channel.health` when the number's health changed since the last message (the
+    /// first call, at start, sets the baseline; D-121).
+    async fn watch_health(&mut self) {
+        let now = self.now.ms;
+        if let Some((change, health)) = self.with_limits(|c, l| c.health_change(now, l)) {
+            tracing::info!(changed = ?change.changed, code = %health.code, "number's health changed");
+            let event = events::channel_health(&self.record, &change, &health, now);
+            self.shared.emit(&[event]).await;
+        }
+    }
+
     /// Refreshes the flag send tasks read right before their provider call.
     fn refresh_blocked(&mut self) {
         let now = self.now.ms;
@@ -467,9 +478,10 @@ impl Actor for ChannelActor {
     ) -> Result<(), ActorProcessingErr> {
         let span = tracing::info_span!("channel", channel_id = st.record.id);
         st.now = st.shared.config.clock.moment();
-        handle_msg(myself, msg, st).instrument(span).await;
+        handle_msg(myself, msg, st).instrument(span.clone()).await;
         st.refresh_blocked();
         st.publish_gauges();
+        st.watch_health().instrument(span).await;
         Ok(())
     }
 }
@@ -530,6 +542,7 @@ async fn start(
     };
     st.refresh_blocked();
     st.publish_gauges();
+    st.watch_health().await;
     Ok(st)
 }
 

@@ -69,6 +69,61 @@ pub fn message_sent(channel: &ChannelRecord, m: &MessageRecord, at: i64, base: &
     event(EventKind::MessageSent, channel, data, at)
 }
 
+/// `channel.health`: what changed of the number's health (`changed`, `previous`, `current`)
+/// and its health object now (`health`), at `at` (ms; D-121).
+pub fn channel_health(
+    channel: &ChannelRecord,
+    change: &engine::channel::watch::HealthChange,
+    health: &engine::channel::Health,
+    at: i64,
+) -> NewEvent {
+    let data = json!({
+        "changed": change.changed,
+        "previous": change.previous,
+        "current": change.current,
+        "health": health,
+    });
+    event(EventKind::ChannelHealth, channel, data, at)
+}
+
+/// `waba.standing` for one of the WABA's numbers: `{waba_id, previous_standing, standing,
+/// detail}` at `at` (ms; D-121).
+pub fn waba_standing(
+    channel: &ChannelRecord,
+    waba_id: &str,
+    previous: &str,
+    standing: &str,
+    detail: Option<&str>,
+    at: i64,
+) -> NewEvent {
+    let data = json!({
+        "waba_id": waba_id,
+        "previous_standing": previous,
+        "standing": standing,
+        "detail": detail,
+    });
+    event(EventKind::WabaStanding, channel, data, at)
+}
+
+/// `bm.tier` for one of the BM's numbers: `{bm_id, previous_tier, tier, limit_24h}` (the
+/// portfolio's unique business-initiated recipients per 24 h, `null` unlimited) at `at` (ms;
+/// D-121).
+pub fn bm_tier(
+    channel: &ChannelRecord,
+    bm_id: i64,
+    previous: Option<&str>,
+    tier: &engine::channel::Tier,
+    at: i64,
+) -> NewEvent {
+    let data = json!({
+        "bm_id": bm_id,
+        "previous_tier": previous,
+        "tier": tier.as_str(),
+        "limit_24h": tier.limit_24h(),
+    });
+    event(EventKind::BmTier, channel, data, at)
+}
+
 /// `message.received`: a contact wrote; `base` is the public URL.
 pub fn message_received(
     channel: &ChannelRecord,

@@ -33,8 +33,21 @@ impl Runtime {
                     return Ok(0);
                 };
                 for bm in wabas.iter().filter_map(|w| w.bm_id) {
+                    let previous = store.bm_unscoped(bm).await?.tier;
                     store.set_bm_tier(bm, parsed.as_str()).await?;
                     self.apply_bm_limit(bm, &parsed).await?;
+                    if previous.as_deref() != Some(parsed.as_str()) {
+                        let at = self.shared.now_ms();
+                        let events: Vec<_> = store
+                            .channels_of_bm(bm)
+                            .await?
+                            .iter()
+                            .map(|c| {
+                                crate::events::bm_tier(c, bm, previous.as_deref(), &parsed, at)
+                            })
+                            .collect();
+                        self.shared.emit(&events).await;
+                    }
                     n += 1;
                 }
                 tracing::info!(

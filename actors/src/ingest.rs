@@ -134,6 +134,16 @@ impl Runtime {
                 .await?
             {
                 accounts.remove(&w.account_id);
+            } else if w.standing != label {
+                let told = crate::events::waba_standing;
+                let at = self.shared.now_ms();
+                let events: Vec<_> = store
+                    .channels_of_waba(w.account_id, &waba_id)
+                    .await?
+                    .iter()
+                    .map(|c| told(c, &waba_id, &w.standing, label, detail.as_deref(), at))
+                    .collect();
+                self.shared.emit(&events).await;
             }
         }
         for c in channels

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 pub mod machine;
+pub mod watch;
 
 pub use machine::{Channel, Effect, Input, Limits};
 

@@ -26,6 +26,18 @@ pub enum EventKind {
     /// cancelled (issue 17); one event per number of the campaign.
     #[serde(rename = "campaign.status")]
     CampaignStatus,
+    /// `channel.health`: the number's status, quality, tier, WABA standing or health code
+    /// changed, or its 24 h headroom ran out or came back (issue 48; D-121).
+    #[serde(rename = "channel.health")]
+    ChannelHealth,
+    /// `waba.standing`: the provider restricted, banned, flagged or cleared the number's WABA
+    /// (`account_update`); sent to each of the WABA's numbers (D-121).
+    #[serde(rename = "waba.standing")]
+    WabaStanding,
+    /// `bm.tier`: the provider changed the portfolio limit of the number's BM; sent to each of
+    /// the BM's numbers (D-121).
+    #[serde(rename = "bm.tier")]
+    BmTier,
     /// `ping`: sent by `POST /webhooks/{id}/test`; every subscription receives it.
     #[serde(rename = "ping")]
     Ping,
@@ -37,13 +49,16 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every kind a subscription may list.
-    pub const SUBSCRIBABLE: [EventKind; 6] = [
+    pub const SUBSCRIBABLE: [EventKind; 9] = [
         EventKind::MessageReceived,
         EventKind::MessageSent,
         EventKind::MessageAck,
         EventKind::TemplateStatus,
         EventKind::SessionStatus,
         EventKind::CampaignStatus,
+        EventKind::ChannelHealth,
+        EventKind::WabaStanding,
+        EventKind::BmTier,
     ];
 
     /// The wire name.
@@ -55,6 +70,9 @@ impl EventKind {
             EventKind::TemplateStatus => "template.status",
             EventKind::SessionStatus => "session.status",
             EventKind::CampaignStatus => "campaign.status",
+            EventKind::ChannelHealth => "channel.health",
+            EventKind::WabaStanding => "waba.standing",
+            EventKind::BmTier => "bm.tier",
             EventKind::Ping => "ping",
             EventKind::WebhookDisabled => "webhook.disabled",
         }

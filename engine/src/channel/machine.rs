@@ -345,6 +345,8 @@ pub struct Channel {
     quality_event_at: Option<i64>,
     backoff_until: i64,
     campaign_in_flight: usize,
+    /// What `channel.health` compares (issue 48).
+    watch: super::watch::HealthWatch,
 }
 
 impl Channel {
@@ -370,6 +372,7 @@ impl Channel {
             quality_event_at: init.quality_event_at,
             backoff_until: 0,
             campaign_in_flight: 0,
+            watch: super::watch::HealthWatch::default(),
         }
     }
 
@@ -623,6 +626,22 @@ impl Channel {
             daily_cap_reached: self.cap(now).reached(self.cap_sent),
             group: limits.group_name(),
         }
+    }
+
+    /// The change of the number's health since the last call, when its status, quality,
+    /// tier, WABA standing, health code or tone changed or its 24 h headroom ran out or came
+    /// back (`channel.health`, issue 48); the first call only sets the baseline. With the
+    /// health object now.
+    pub fn health_change(
+        &mut self,
+        now: i64,
+        limits: &mut Limits<'_>,
+    ) -> Option<(super::watch::HealthChange, Health)> {
+        let input = self.health_input(now, limits);
+        let h = health(&input);
+        let tier = self.tier.as_ref().map(Tier::as_str);
+        let seen = super::watch::Observed::of(&input, &h, tier);
+        self.watch.observe(seen).map(|c| (c, h))
     }
 
     /// The health object at `now`.
