@@ -368,6 +368,25 @@ async fn forwarding_scenario(backend: Backend) {
         assert_eq!(env["payload"]["entry"][0]["id"], n1.waba_id.as_str());
         assert!(env["delivery_id"].is_i64() && env["received_at"].is_string());
     }
+    // Each forward matches the panel document's `webhooks` schema (issue 48 item 3).
+    let doc: Value = app
+        .http
+        .get(app.url("/api/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let forwards = got_a
+        .iter()
+        .map(|c| ("provider.forwarded".to_string(), c.json()))
+        .collect();
+    let verdicts = common::schema_errors(&doc, forwards).await;
+    assert!(
+        verdicts.iter().all(|(_, e)| e.is_empty()),
+        "forwards off their schema: {verdicts:?}"
+    );
     let got_b = eventually(10, "B received", || async {
         (!rb.events().is_empty()).then(|| rb.events())
     })

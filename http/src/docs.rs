@@ -28,7 +28,9 @@ pub fn routes() -> Router<AppState> {
 
 async fn openapi_json() -> Response {
     static JSON: OnceLock<String> = OnceLock::new();
-    let body = JSON.get_or_init(|| crate::openapi::public_json(document()));
+    let body = JSON.get_or_init(|| {
+        crate::openapi::public_json_with(document(), crate::events_doc::add_account_webhooks)
+    });
     ([(header::CONTENT_TYPE, "application/json")], body.as_str()).into_response()
 }
 
@@ -40,7 +42,12 @@ async fn sender_openapi_json() -> Response {
 
 async fn panel_openapi_json() -> Response {
     static JSON: OnceLock<String> = OnceLock::new();
-    let body = JSON.get_or_init(|| crate::openapi::public_json(crate::panel::document()));
+    let body = JSON.get_or_init(|| {
+        crate::openapi::public_json_with(
+            crate::panel::document(),
+            crate::events_doc::add_panel_webhooks,
+        )
+    });
     ([(header::CONTENT_TYPE, "application/json")], body.as_str()).into_response()
 }
 

@@ -6,6 +6,7 @@ pub mod access;
 pub mod docs;
 pub mod envelope;
 pub mod error;
+pub mod events_doc;
 pub mod extract;
 pub mod limits;
 pub mod middleware;

@@ -52,6 +52,7 @@ pub fn document() -> &'static utoipa::openapi::OpenApi {
         doc.merge(crate::public_api_routes().split_for_parts().1);
         common_responses(&mut doc, Surface::Account);
         declare_idempotency_keys(&mut doc);
+        doc.merge(crate::events_doc::AccountEvents::openapi());
         doc
     })
 }
@@ -399,6 +400,15 @@ pub fn public_words(text: &str) -> String {
 /// schemes; [`public_words`]). Rewritten on the JSON, as utoipa's types do not all read
 /// back what they write.
 pub fn public_json(doc: &utoipa::openapi::OpenApi) -> String {
+    public_json_with(doc, |_| {})
+}
+
+/// [`public_json`] with `add` applied to the JSON first (the `webhooks` section, which
+/// utoipa's types do not carry: [`crate::events_doc`]).
+pub fn public_json_with(
+    doc: &utoipa::openapi::OpenApi,
+    add: impl FnOnce(&mut serde_json::Value),
+) -> String {
     fn scrub(value: &mut serde_json::Value) {
         match value {
             serde_json::Value::Object(map) => {
@@ -420,6 +430,7 @@ pub fn public_json(doc: &utoipa::openapi::OpenApi) -> String {
     let Ok(mut value) = serde_json::to_value(doc) else {
         return String::new();
     };
+    add(&mut value);
     scrub(&mut value);
     serde_json::to_string_pretty(&value).unwrap_or_default()
 }
@@ -670,6 +681,12 @@ mod tests {
         "ProviderTemplateOut.buttons",
         "List_ProviderTemplateOut.data[].header",
         "List_ProviderTemplateOut.data[].buttons",
+        // What the provider sent in an inbound message that no type models, as sent (D-120).
+        "InboundContent.raw",
+        // A template send's parameters as the client gave them; a provider change forwarded
+        // to a client as it came (D-122).
+        "EventTemplate.params",
+        "ForwardedEvent.payload",
     ];
 
     #[test]

@@ -714,6 +714,55 @@ impl TestApp {
     }
 }
 
+/// Runs `tests/events/validate.py` (the `jsonschema` package) over `deliveries` against the
+/// served document `doc`: each delivery's errors, by its webhook's name.
+pub async fn schema_errors(
+    doc: &Value,
+    deliveries: Vec<(String, Value)>,
+) -> Vec<(String, Vec<String>)> {
+    static RUN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir();
+    let doc_file = dir.join(format!("doc-{}-{n}.json", std::process::id()));
+    let list_file = dir.join(format!("deliveries-{}-{n}.json", std::process::id()));
+    std::fs::write(&doc_file, doc.to_string()).unwrap();
+    let list: Vec<Value> = deliveries
+        .iter()
+        .map(|(w, b)| json!({"webhook": w, "body": b}))
+        .collect();
+    std::fs::write(&list_file, Value::Array(list).to_string()).unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/events/validate.py");
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("python3")
+            .arg(script)
+            .arg(&doc_file)
+            .arg(&list_file)
+            .output()
+    })
+    .await
+    .unwrap()
+    .expect("python3 runs");
+    let verdicts: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "the validator printed no JSON ({e}; install tests/requirements.txt):\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    verdicts
+        .into_iter()
+        .map(|v| {
+            let errors = v["errors"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e.as_str().unwrap().to_string())
+                .collect();
+            (v["webhook"].as_str().unwrap().to_string(), errors)
+        })
+        .collect()
+}
+
 /// Sends the server's logs to the test output when `DISPARO_TEST_LOG` is set.
 pub fn init_logs() {
     if let Ok(filter) = std::env::var("DISPARO_TEST_LOG") {

@@ -18,7 +18,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// `text`: `{body}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = InboundText)]
 pub struct Text {
     /// The text.
     pub body: String,
@@ -26,7 +27,8 @@ pub struct Text {
 
 /// `image`, `video`, `audio`, `document`, `sticker`: the provider's media descriptor (the file
 /// itself is downloaded with `GET /api/v1/messages/{id}/media`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = InboundMedia)]
 pub struct Media {
     /// The provider's media id (downloadable for 7 days).
     #[serde(deserialize_with = "super::wire::string_or_number")]
@@ -55,7 +57,8 @@ pub struct Media {
 }
 
 /// `location`: a pin the contact shared.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = InboundLocation)]
 pub struct Location {
     /// Degrees.
     pub latitude: f64,
@@ -73,7 +76,8 @@ pub struct Location {
 }
 
 /// `contacts[].name`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = InboundContactName)]
 pub struct ContactName {
     /// The full name as shown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -96,7 +100,8 @@ pub struct ContactName {
 }
 
 /// `contacts[].phones[]`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = InboundContactPhone)]
 pub struct ContactPhone {
     /// The number as written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -110,7 +115,8 @@ pub struct ContactPhone {
 }
 
 /// `contacts[].emails[]`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = InboundContactEmail)]
 pub struct ContactEmail {
     /// The address.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -121,7 +127,8 @@ pub struct ContactEmail {
 }
 
 /// `contacts[].org`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = InboundContactOrg)]
 pub struct ContactOrg {
     /// Company.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -135,7 +142,8 @@ pub struct ContactOrg {
 }
 
 /// `contacts[].urls[]`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = InboundContactUrl)]
 pub struct ContactUrl {
     /// The URL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -146,7 +154,8 @@ pub struct ContactUrl {
 }
 
 /// `contacts[].addresses[]`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = InboundContactAddress)]
 pub struct ContactAddress {
     /// Street.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -172,7 +181,8 @@ pub struct ContactAddress {
 }
 
 /// One card of `contacts`: a contact the contact shared.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = InboundSharedContact)]
 pub struct SharedContact {
     /// Names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -198,7 +208,8 @@ pub struct SharedContact {
 }
 
 /// `interactive.button_reply` / `interactive.list_reply`: the button or list row tapped.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = InboundReply)]
 pub struct Reply {
     /// The id the business gave the button or row: what a bot branches on.
     pub id: String,
@@ -211,7 +222,8 @@ pub struct Reply {
 }
 
 /// `interactive.nfm_reply`: a Flow's answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = InboundFlowReply)]
 pub struct FlowReply {
     /// `flow`, `address_message`…
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -225,7 +237,8 @@ pub struct FlowReply {
 }
 
 /// `interactive`: a reply to an interactive message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = InboundInteractive)]
 pub struct Interactive {
     /// `button_reply`, `list_reply`, `nfm_reply`.
     #[serde(rename = "type")]
@@ -242,7 +255,8 @@ pub struct Interactive {
 }
 
 /// `button`: a template's quick-reply button tapped (`context` names the template message).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = InboundButton)]
 pub struct Button {
     /// The payload the send gave the button.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -261,7 +275,8 @@ struct ProviderReaction {
 }
 
 /// `order.product_items[]`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = InboundProductItem)]
 pub struct ProductItem {
     /// The product's id in the catalog.
     pub product_retailer_id: String,
@@ -277,7 +292,8 @@ pub struct ProductItem {
 }
 
 /// `order`: a cart the contact sent.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = InboundOrder)]
 pub struct Order {
     /// The catalog.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -291,7 +307,8 @@ pub struct Order {
 }
 
 /// `system`: e.g. the contact changed number.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = InboundSystem)]
 pub struct System {
     /// `user_changed_number`…
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
@@ -305,7 +322,8 @@ pub struct System {
 }
 
 /// `context.referred_product`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = InboundReferredProduct)]
 pub struct ReferredProduct {
     /// The catalog.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -331,7 +349,8 @@ struct ProviderContext {
 }
 
 /// `referral.welcome_message`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = InboundWelcomeMessage)]
 pub struct WelcomeMessage {
     /// The ad's welcome text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -339,7 +358,8 @@ pub struct WelcomeMessage {
 }
 
 /// `referral`: the ad or post the conversation started from (click-to-WhatsApp).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = InboundReferral)]
 pub struct Referral {
     /// The ad's or post's URL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -374,6 +394,106 @@ pub struct Referral {
     /// The ad's welcome message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub welcome_message: Option<WelcomeMessage>,
+}
+
+/// `reaction` as the content says it (D-120).
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[schema(as = InboundReaction)]
+pub struct ReactionView {
+    /// The provider's id of the message reacted to.
+    pub provider_message_id: String,
+    /// disparo's id of it, when it is one of the account's messages.
+    pub message_id: Option<i64>,
+    /// The emoji; absent or empty when the reaction was removed.
+    pub emoji: Option<String>,
+    /// The contact removed their reaction.
+    pub removed: bool,
+}
+
+/// `context` as the content says it: the message quoted or replied to (D-120).
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[schema(as = InboundContext)]
+pub struct ContextView {
+    /// The provider's id of the quoted message.
+    pub provider_message_id: Option<String>,
+    /// disparo's id of it, when it is one of the account's messages.
+    pub message_id: Option<i64>,
+    /// Who sent the quoted message.
+    pub from: Option<String>,
+    /// The message was forwarded.
+    pub forwarded: Option<bool>,
+    /// Forwarded many times.
+    pub frequently_forwarded: Option<bool>,
+    /// The product asked about.
+    pub referred_product: Option<ReferredProduct>,
+}
+
+/// `errors[].error_data`.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[schema(as = InboundErrorData)]
+pub struct ErrorDataView {
+    /// The provider's details.
+    pub details: Option<String>,
+}
+
+/// `errors[]` of an unsupported message.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[schema(as = InboundError)]
+pub struct ErrorView {
+    /// The provider's code (131051…).
+    pub code: i64,
+    /// Title.
+    pub title: Option<String>,
+    /// Message.
+    pub message: Option<String>,
+    /// Details.
+    pub error_data: Option<ErrorDataView>,
+    /// The provider's page about the code.
+    pub href: Option<String>,
+}
+
+/// The shape of [`content`]'s object, for the documents (`message.content`; D-120, D-122).
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct InboundContent {
+    /// The provider's kind (`text`, `image`, `location`, `contacts`, `interactive`, `button`,
+    /// `reaction`, `order`, `system`, `unsupported`…; an open set).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// A text.
+    pub text: Option<Text>,
+    /// An image.
+    pub image: Option<Media>,
+    /// A video.
+    pub video: Option<Media>,
+    /// An audio (`voice` for a voice note).
+    pub audio: Option<Media>,
+    /// A document.
+    pub document: Option<Media>,
+    /// A sticker (`animated`).
+    pub sticker: Option<Media>,
+    /// A location.
+    pub location: Option<Location>,
+    /// Contact cards.
+    pub contacts: Option<Vec<SharedContact>>,
+    /// A reply to an interactive message.
+    pub interactive: Option<Interactive>,
+    /// A template's quick-reply button tapped.
+    pub button: Option<Button>,
+    /// A reaction.
+    pub reaction: Option<ReactionView>,
+    /// A cart.
+    pub order: Option<Order>,
+    /// A system message.
+    pub system: Option<System>,
+    /// An unsupported message's errors.
+    pub errors: Option<Vec<ErrorView>>,
+    /// The message quoted.
+    pub context: Option<ContextView>,
+    /// The ad the conversation started from.
+    pub referral: Option<Referral>,
+    /// What the provider sent that none of the above models, as sent.
+    #[schema(value_type = Option<Object>)]
+    pub raw: Option<serde_json::Map<String, Value>>,
 }
 
 /// The message's keys said elsewhere in the event (`provider_message_id`, `timestamp`, the

@@ -318,6 +318,7 @@ pub fn document() -> &'static utoipa::openapi::OpenApi {
         let mut doc = routes().split_for_parts().1;
         doc.merge(public_routes().split_for_parts().1);
         crate::openapi::common_responses(&mut doc, crate::openapi::Surface::Panel);
+        doc.merge(<crate::events_doc::PanelEvents as utoipa::OpenApi>::openapi());
         doc
     })
 }

@@ -143,7 +143,7 @@ pub struct MessageOut {
     /// the conversation started from), `errors`, and `raw` with whatever none of them models.
     /// Absent on sent messages and on those received before it was kept.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<engine::provider_webhook::inbound::InboundContent>)]
     pub content: Option<Value>,
 }
 
