@@ -696,15 +696,7 @@ async fn actions_reach_the_numbers_node_and_outsiders_reach_nothing() {
     nodes[served_by].terminate();
     let (survivor, pg) = (1 - served_by, &pg);
     eventually(15, "the number runs at the other node", || async move {
-        let (node,): (String,) = sqlx::query_as(
-            "SELECT l.owner_node FROM channels c JOIN leases l \
-             ON l.key = COALESCE('bm:' || c.bm_id, 'group:' || c.group_id, 'ch:' || c.id) \
-             WHERE c.id = $1 AND l.owner_node IS NOT NULL",
-        )
-        .bind(channel)
-        .fetch_optional(pg)
-        .await
-        .ok()??;
+        let node = owner_node(pg, channel).await?;
         node.ends_with(char::from(b'a' + survivor as u8))
             .then_some(())
     })
@@ -744,16 +736,24 @@ async fn actions_reach_the_numbers_node_and_outsiders_reach_nothing() {
 /// The node running `channel` (its cell's lease holder), as an index into `nodes` named
 /// `node-a`, `node-b`….
 async fn runner_of(pg: &sqlx::PgPool, channel: i64) -> usize {
-    let (node,): (String,) = sqlx::query_as(
+    let node = owner_node(pg, channel)
+        .await
+        .expect("the number's cell is held");
+    usize::from(node.as_bytes()[node.len() - 1] - b'a')
+}
+
+/// The name of the node holding `channel`'s cell, if one does.
+async fn owner_node(pg: &sqlx::PgPool, channel: i64) -> Option<String> {
+    let row: Option<(String,)> = sqlx::query_as(
         "SELECT l.owner_node FROM channels c JOIN leases l \
          ON l.key = COALESCE('bm:' || c.bm_id, 'group:' || c.group_id, 'ch:' || c.id) \
          WHERE c.id = $1 AND l.owner_node IS NOT NULL",
     )
     .bind(channel)
-    .fetch_one(pg)
+    .fetch_optional(pg)
     .await
     .unwrap();
-    usize::from(node.as_bytes()[node.len() - 1] - b'a')
+    row.map(|(n,)| n)
 }
 
 /// Guardrails, authorization, sync and a credential update of every number through the node
