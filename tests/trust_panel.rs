@@ -1146,3 +1146,81 @@ async fn a_trusted_proxy_is_not_capped_per_address() {
     }
     assert_eq!(app.get("/api/v1/channels").await.0, 200);
 }
+
+/// The log lines written into: every test of this binary logs here once the first test that
+/// asks for it installed the subscriber (only the request-id test reads it).
+fn captured_logs() -> std::sync::Arc<std::sync::Mutex<Vec<u8>>> {
+    static LOGS: std::sync::OnceLock<std::sync::Arc<std::sync::Mutex<Vec<u8>>>> =
+        std::sync::OnceLock::new();
+    LOGS.get_or_init(|| {
+        let buffer = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        struct Into(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+        impl std::io::Write for Into {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let sink = buffer.clone();
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter("info")
+            .with_ansi(false)
+            .with_writer(move || Into(sink.clone()))
+            .try_init();
+        buffer
+    })
+    .clone()
+}
+
+/// Issue 49 item 6: the request id is on the log lines the number's actor writes for that
+/// request, not only on the HTTP layer's: a template to a RED number is refused by the
+/// number's rules, and the actor's line saying so carries the caller's `X-Request-Id`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_requests_id_is_on_the_number_actors_lines() {
+    let logs = captured_logs();
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let (channel_id, number) = app.connect_channel().await;
+    let r = app
+        .http
+        .post(format!(
+            "http://{}/_sim/numbers/{}/quality",
+            app.sim_addr, number.phone_number_id
+        ))
+        .json(&json!({"quality": "RED"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    eventually(10, "RED", || async {
+        let (_, h) = app
+            .get(&format!("/api/v1/channels/{channel_id}/health"))
+            .await;
+        (h["data"]["code"] == "qualidade_red").then_some(())
+    })
+    .await;
+    let r = app
+        .http
+        .post(app.url("/api/v1/messages"))
+        .bearer_auth(&app.token)
+        .header("x-request-id", "pedido-log-49")
+        .json(&json!({"to": "5511911112222", "channel_id": channel_id, "template": {"name": "hello_world", "language": "en_US"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 422);
+    let text = String::from_utf8_lossy(&logs.lock().unwrap()).to_string();
+    let line = text
+        .lines()
+        .find(|l| l.contains("send not admitted") && l.contains("pedido-log-49"));
+    assert!(
+        line.is_some_and(|l| l.contains("send{channel_id=")),
+        "no actor line with the request id:\n{}",
+        text.lines()
+            .filter(|l| l.contains("send not admitted") || l.contains("pedido-log-49"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}

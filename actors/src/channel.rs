@@ -599,8 +599,11 @@ async fn serve(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut ChannelSt
     let now = st.now.ms;
     match msg {
         ChannelMsg::Send(cmd, reply) => {
-            if let Err(e) = admit_and_send(myself, *cmd, reply, st).await {
-                tracing::warn!(error = %e, "send not admitted");
+            // Under the asking request's span: its request id is on every line (issue 49).
+            let span = tracing::info_span!(parent: &cmd.span, "send", channel_id = st.record.id);
+            let sent = admit_and_send(myself, *cmd, reply, st).instrument(span.clone());
+            if let Err(e) = sent.await {
+                span.in_scope(|| tracing::warn!(error = %e, "send not admitted"));
             }
         }
         ChannelMsg::Statuses(reports, reply) => {

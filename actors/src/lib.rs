@@ -583,6 +583,7 @@ impl Runtime {
         // The actor drops a send it reaches after this wait ran out: the caller has given up
         // by then, and a send made later would be a second message if it retries.
         cmd.deadline = Some(self.shared.config.clock.instant() + timeout);
+        cmd.span = tracing::Span::current();
         ask(&actor, |r| ChannelMsg::Send(Box::new(cmd), r), timeout).await?
     }
 

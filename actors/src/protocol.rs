@@ -86,6 +86,9 @@ pub struct SendCommand {
     /// dropped (the message is marked failed, never sent later as a second message).
     /// Set by [`crate::Runtime::send`].
     pub deadline: Option<std::time::Instant>,
+    /// The span of the request that asked for it, so the number's actor and the send task
+    /// log under its request id (issue 49 item 6). Set by [`crate::Runtime::send`].
+    pub span: tracing::Span,
 }
 
 /// A channel's live state as read by the API.

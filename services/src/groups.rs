@@ -421,6 +421,7 @@ impl Services {
             idempotency_key,
             group_limited: true,
             deadline: None,
+            span: tracing::Span::none(),
         };
         // The channel admits against the group's limit under its lock: a concurrent group send
         // that took the last slot since the check above makes this one 429 too.

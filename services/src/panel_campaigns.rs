@@ -806,6 +806,7 @@ impl Services {
                 idempotency_key: None,
                 group_limited: false,
                 deadline: None,
+                span: tracing::Span::none(),
             },
         )
         .await

@@ -309,6 +309,7 @@ impl Services {
                     idempotency_key: req.idempotency_key,
                     group_limited: false,
                     deadline: None,
+                    span: tracing::Span::none(),
                 },
             )
             .await?;

@@ -146,6 +146,7 @@ impl RemoteSend {
             idempotency_key: self.idempotency_key,
             group_limited: self.group_limited,
             deadline: None,
+            span: tracing::Span::none(),
         })
     }
 }
@@ -389,6 +390,7 @@ mod tests {
             idempotency_key: Some("k-1".into()),
             group_limited: true,
             deadline: None,
+            span: tracing::Span::none(),
         };
         let wire = RemoteSend::of(7, &cmd, 25_000).unwrap();
         let back: RemoteSend = serde_json::from_slice(&serde_json::to_vec(&wire).unwrap()).unwrap();

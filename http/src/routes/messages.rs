@@ -150,6 +150,7 @@ fn parse(body: SendIn) -> Result<(Option<i64>, SendCommand), ApiError> {
             idempotency_key: None,
             group_limited: false,
             deadline: None,
+            span: tracing::Span::none(),
         },
     ))
 }
