@@ -377,10 +377,16 @@ async fn bad_input_gets_a_clear_4xx_in_the_envelope(backend: Backend) {
         (status, err["code"].as_str()),
         (StatusCode::UNPROCESSABLE_ENTITY, Some("unknown_event"))
     );
-    // Unknown routes and methods answer in the envelope too.
+    // Unknown routes and methods answer in the envelope too, a route with its own code
+    // (issue 55): not "record not found".
     let (status, err) = app.get("/api/v1/nothing-here").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-    assert_eq!(err["code"], "not_found");
+    assert_eq!(err["code"], "route_not_found");
+    let (status, err) = app.get("/api/v1/messages/999999").await;
+    assert_eq!(
+        (status, err["code"].as_str()),
+        (StatusCode::NOT_FOUND, Some("not_found"))
+    );
 }
 
 async fn a_credential_the_provider_refuses_is_422_and_nothing_is_stored(backend: Backend) {

@@ -135,6 +135,7 @@ pub const ERROR_CODES: &[(u16, &[&str])] = &[
             "invalid_signature",
             "login_invalido",
             "sessao_invalida",
+            "token_revoked",
             "unauthorized",
         ],
     ),
@@ -147,7 +148,7 @@ pub const ERROR_CODES: &[(u16, &[&str])] = &[
             "papel_insuficiente",
         ],
     ),
-    (404, &["not_found"]),
+    (404, &["not_found", "route_not_found"]),
     (405, &["method_not_allowed"]),
     (
         409,

@@ -15,6 +15,12 @@ pub enum ApiError {
     /// 401: token missing or invalid.
     #[error("unauthorized")]
     Unauthorized,
+    /// The bearer token existed and was revoked (401 `token_revoked`; issue 55).
+    #[error("token revoked")]
+    TokenRevoked,
+    /// No route answers this path (404 `route_not_found`; issue 55): not a missing record.
+    #[error("route not found")]
+    RouteNotFound,
     /// 401: the panel's session is missing, expired, revoked or its user disabled.
     #[error("no valid session")]
     SessionInvalid,
@@ -167,6 +173,7 @@ impl ApiError {
     fn parts(&self) -> Parts {
         match self {
             ApiError::Unauthorized
+            | ApiError::TokenRevoked
             | ApiError::SessionInvalid
             | ApiError::LoginFailed
             | ApiError::RoleForbidden { .. }
@@ -180,6 +187,7 @@ impl ApiError {
             | ApiError::RateLimited { .. } => self.limit_parts(),
             ApiError::Refused { .. }
             | ApiError::NotFound
+            | ApiError::RouteNotFound
             | ApiError::MethodNotAllowed
             | ApiError::Malformed(_)
             | ApiError::MalformedForm(_)
@@ -204,6 +212,12 @@ impl ApiError {
                 StatusCode::UNAUTHORIZED,
                 "unauthorized",
                 "Token ausente ou inválido. Envie Authorization: Bearer svc_….".into(),
+                none(),
+            ),
+            ApiError::TokenRevoked => (
+                StatusCode::UNAUTHORIZED,
+                "token_revoked",
+                "Este token foi revogado. Peça a um administrador da conta um token novo.".into(),
                 none(),
             ),
             ApiError::SessionInvalid => (
@@ -310,6 +324,12 @@ impl ApiError {
                 StatusCode::NOT_FOUND,
                 "not_found",
                 "Registro não encontrado nesta conta.".into(),
+                none(),
+            ),
+            ApiError::RouteNotFound => (
+                StatusCode::NOT_FOUND,
+                "route_not_found",
+                "Nenhuma rota atende este método e caminho; confira a documentação em /docs.".into(),
                 none(),
             ),
             ApiError::MethodNotAllowed => (

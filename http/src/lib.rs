@@ -170,7 +170,7 @@ pub fn public_api_routes() -> utoipa_axum::router::OpenApiRouter<AppState> {
 /// headers, a tracing span per request (its matched route and request id), panics answered as
 /// 500, and `X-Request-Id` on every answer (outermost, so a panic's answer carries it too).
 fn with_server_layers(app: Router<AppState>) -> Router<AppState> {
-    app.fallback(|| async { error::ApiError::NotFound })
+    app.fallback(|| async { error::ApiError::RouteNotFound })
         .method_not_allowed_fallback(|| async { error::ApiError::MethodNotAllowed.into_response() })
         .layer(axum::middleware::from_fn(middleware::track_metrics))
         .layer(axum::middleware::from_fn(middleware::security_headers))

@@ -27,9 +27,17 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
     let Some(token) = token else {
         return ApiError::Unauthorized.into_response();
     };
-    let owner = match state.services.store().authenticate_token(&token).await {
+    let store = state.services.store();
+    let owner = match store.authenticate_token(&token).await {
         Ok(Some(o)) => o,
-        Ok(None) => return ApiError::Unauthorized.into_response(),
+        Ok(None) => {
+            // A revoked token says so; any other refusal stays the generic one (issue 55).
+            return match store.token_revoked(&token).await {
+                Ok(true) => ApiError::TokenRevoked.into_response(),
+                Ok(false) => ApiError::Unauthorized.into_response(),
+                Err(e) => ApiError::from(e).into_response(),
+            };
+        }
         Err(e) => return ApiError::from(e).into_response(),
     };
     let rate_headers = match &state.config.rate_limit {

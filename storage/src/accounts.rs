@@ -172,6 +172,19 @@ impl Store {
         Ok(owner)
     }
 
+    /// Whether `value` is a token that existed and was revoked (asked only after
+    /// [`Store::authenticate_token`] refused it, so a revoked token is told apart from a
+    /// malformed or unknown one; issue 55).
+    pub async fn token_revoked(&self, value: &str) -> Result<bool> {
+        let row: Option<(i64,)> = sqlx::query_as(
+            "SELECT id FROM api_tokens WHERE token_hash = $1 AND revoked_at IS NOT NULL",
+        )
+        .bind(hash_token(value))
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.is_some())
+    }
+
     /// Appends one line to the account's audit log through the group commit of the request
     /// path's writes (D-076): queued here, committed with the writer's next write, or alone
     /// after [`crate::sends::AUDIT_LINGER`] (50 ms; D-089); the caller (a request about to be
