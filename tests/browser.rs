@@ -29,7 +29,19 @@ async fn the_three_api_documents_render_open_and_link() {
                 .count()
         })
         .sum();
-    assert_eq!(count("/docs/painel") as usize, panel_ops);
+    // Swagger UI shows the document's webhooks (the forwarded provider event) as operations too.
+    let served: serde_json::Value = app
+        .http
+        .get(app.url("/api/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let hooks = served["webhooks"].as_object().map_or(0, |w| w.len());
+    assert_eq!(hooks, 1, "the panel's document lists its forwarded event");
+    assert_eq!(count("/docs/painel") as usize, panel_ops + hooks);
     assert_eq!(count("/docs/remetente"), 4);
     assert!(count("/docs") > 50, "{seen}");
 }
