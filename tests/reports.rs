@@ -174,6 +174,7 @@ async fn reports_filter_page_and_export(backend: Backend) {
         "delivered_at",
         "read_at",
         "engine_message_id",
+        "provider_message_id",
         "channel_phone",
     ] {
         assert!(read_row[k].is_string(), "{k}: {read_row}");

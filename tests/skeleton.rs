@@ -129,6 +129,7 @@ async fn a_template_message_travels_to_read_and_the_integrator_gets_signed_event
         .find(|e| e["data"]["ack_label"] == "read")
         .unwrap();
     assert_eq!(read_ack["data"]["engine_message_id"], wamid.as_str());
+    assert_eq!(read_ack["data"]["provider_message_id"], wamid.as_str());
     assert_eq!(read_ack["data"]["message_id"], message_id);
     assert_eq!(read_ack["data"]["ack"], 3);
 

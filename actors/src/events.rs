@@ -140,7 +140,8 @@ pub fn message_received(
 }
 
 /// `message.ack`: delivery or read status changed. `message_id` is disparo's id;
-/// `engine_message_id` is the provider's (the `provider_message_id` of the send result).
+/// `provider_message_id` the provider's, as in every other answer and event (issue 55);
+/// `engine_message_id` the same value under its old name, kept for existing receivers.
 pub fn message_ack(channel: &ChannelRecord, a: &AppliedStatus) -> NewEvent {
     let ack = a.reported.ack();
     let m = &a.message;
@@ -153,6 +154,7 @@ pub fn message_ack(channel: &ChannelRecord, a: &AppliedStatus) -> NewEvent {
     .unwrap_or(m.created_at);
     let mut data = json!({
         "message_id": m.id,
+        "provider_message_id": m.provider_message_id,
         "engine_message_id": m.provider_message_id,
         "ack": ack.value(),
         "ack_label": ack.label(),

@@ -153,7 +153,9 @@ pub struct EventError {
 pub struct MessageAckData {
     /// disparo's id of the message.
     message_id: i64,
-    /// The provider's id.
+    /// The provider's id (`wamid.…`), the name it has in every answer and event.
+    provider_message_id: Option<String>,
+    /// Deprecated: the same as `provider_message_id`, under its old name.
     engine_message_id: Option<String>,
     /// -1 failed, 1 sent, 2 delivered, 3 read, 4 played.
     ack: i64,

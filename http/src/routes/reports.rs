@@ -287,7 +287,9 @@ pub struct ReportDetailOut {
     channel_phone: Option<String>,
     /// The message (`GET /messages/{id}`).
     message_id: Option<i64>,
-    /// The provider's message id.
+    /// The provider's message id, the name it has in every answer and event.
+    provider_message_id: Option<String>,
+    /// Deprecated: the same as `provider_message_id` (the CSV keeps this column name).
     engine_message_id: Option<String>,
     /// When it was sent (ISO 8601).
     sent_at: Option<String>,
@@ -326,6 +328,7 @@ fn detail_json(r: &MessageReportRow) -> ReportDetailOut {
         channel_id: r.channel_id,
         channel_phone: r.channel_phone.clone(),
         message_id: r.message_id,
+        provider_message_id: r.provider_message_id.clone(),
         engine_message_id: r.provider_message_id.clone(),
         sent_at: opt_iso(r.sent_at),
         delivered_at: opt_iso(r.delivered_at),
