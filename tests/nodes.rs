@@ -987,3 +987,227 @@ async fn limits_count_every_nodes_admissions() {
         g.kill();
     }
 }
+
+/// A campaign over two nodes is coordinated by one of them (D-123): a 3:1 weight holds
+/// between a number on one node and a number on the other; when every number on both nodes
+/// turns RED the campaign pauses itself ("no number can send") and resumes when they recover;
+/// a pause asked at the node that does not coordinate stops every send before it answers; a
+/// resume completes it with every recipient once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_campaign_is_coordinated_across_nodes() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some((db, _nats, mut nodes)) = cluster(&["a", "b"], &[]).await else {
+        return;
+    };
+    let sim =
+        common::gateway::patient_simulator(format!("http://{}/webhooks/messaging", nodes[0].addr));
+    let sim_addr = sim.clone().spawn("127.0.0.1:0").await.unwrap();
+    for g in nodes.iter_mut() {
+        g.env
+            .push(("PROVIDER_BASE_URL", format!("http://{sim_addr}")));
+    }
+    nodes[0].start().await;
+    let api = Api::new(&nodes[0].addr, &nodes[0].token());
+    let (first, channels) = campaign_over_numbers(&api, &sim, 0, 4).await;
+    nodes[1].start().await;
+    eventually(15, "the numbers spread over two nodes", || async {
+        let per = channels_per_node(&[&nodes[0], &nodes[1]]).await;
+        (per.iter().sum::<u64>() == 4 && per.iter().all(|n| *n > 0)).then_some(())
+    })
+    .await;
+    let pg = sqlx::PgPool::connect(&db.url).await.unwrap();
+    let mut on = [Vec::new(), Vec::new()];
+    for c in &channels {
+        on[runner_of(&pg, *c).await].push(*c);
+    }
+    let (x, y) = (on[0][0], on[1][0]);
+    let pnid = |c: i64| {
+        let api = &api;
+        async move {
+            let (_, o) = api
+                .call(Method::GET, &format!("/api/v1/channels/{c}/official"), None)
+                .await;
+            o["data"]["phone_number_id"].as_str().unwrap().to_string()
+        }
+    };
+    let (px, py) = (pnid(x).await, pnid(y).await);
+    let (_, c) = api
+        .call(Method::GET, &format!("/api/v1/campaigns/{first}"), None)
+        .await;
+    let template = c["data"]["template_id"].as_i64().unwrap();
+    // 3:1 across the two nodes, started at node b.
+    let weighted = new_campaign(&api, template, &[(x, 3), (y, 1)], 1_200, "5511981").await;
+    let api_b = api.on(&nodes[1].addr);
+    let (status, body) = api_b
+        .call(
+            Method::POST,
+            &format!("/api/v1/campaigns/{weighted}/start"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    wait_campaign(&api, weighted, "completed", 60).await;
+    let log = sent_log(sim_addr).await;
+    let (sx, sy) = (
+        log["per_number"][&px].as_f64().unwrap(),
+        log["per_number"][&py].as_f64().unwrap(),
+    );
+    assert_eq!(sx + sy, 1_200.0, "{log}");
+    assert!(
+        (2.4..=3.6).contains(&(sx / sy)),
+        "3:1 weights across nodes gave {sx}:{sy}"
+    );
+    // A slower campaign (40 sends/s per number) over the same two numbers.
+    for c in [x, y] {
+        let body = serde_json::json!({"cadence_ms": 25});
+        let (status, g) = api
+            .call(
+                Method::PATCH,
+                &format!("/api/v1/channels/{c}/guardrails"),
+                Some(body),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{g}");
+    }
+    let slow = new_campaign(&api, template, &[(x, 1), (y, 1)], 2_000, "5511982").await;
+    let (status, body) = api
+        .call(
+            Method::POST,
+            &format!("/api/v1/campaigns/{slow}/start"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let coordinator = eventually(10, "one node coordinates the campaign", || async {
+        let mut at = Vec::new();
+        for (i, g) in nodes.iter().enumerate() {
+            let c = cluster_of(g).await?;
+            if c["campaigns"].as_array()?.iter().any(|v| v == slow) {
+                at.push(i);
+            }
+        }
+        (at.len() == 1).then(|| at[0])
+    })
+    .await;
+    let sent = |id: i64| {
+        let api = &api;
+        async move {
+            let (_, c) = api
+                .call(Method::GET, &format!("/api/v1/campaigns/{id}"), None)
+                .await;
+            c["data"]["stats"]["sent"].as_u64().unwrap_or(0)
+        }
+    };
+    eventually(20, "the slow campaign under way", || async {
+        (sent(slow).await >= 100).then_some(())
+    })
+    .await;
+    // Both numbers RED (each number's quality event reaches its own node): no number can
+    // send on either node, so the coordinator pauses the campaign by its rules.
+    let quality = |pnid: String, q: &'static str| {
+        let http = api.http.clone();
+        async move {
+            let r = http
+                .post(format!("http://{sim_addr}/_sim/numbers/{pnid}/quality"))
+                .json(&serde_json::json!({ "quality": q }))
+                .send()
+                .await
+                .unwrap();
+            assert!(r.status().is_success());
+        }
+    };
+    quality(px.clone(), "RED").await;
+    quality(py.clone(), "RED").await;
+    let paused = wait_campaign(&api, slow, "paused", 20).await;
+    assert!(
+        paused["pause_reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Nenhum número disponível"),
+        "{paused}"
+    );
+    let at_pause = sent_log(sim_addr).await["total"].as_u64().unwrap();
+    quality(px, "GREEN").await;
+    quality(py, "GREEN").await;
+    wait_campaign(&api, slow, "running", 20).await;
+    let resumed_from = sent(slow).await;
+    eventually(20, "sending again after the recovery", || async {
+        (sent(slow).await >= resumed_from + 100).then_some(())
+    })
+    .await;
+    assert!(sent_log(sim_addr).await["total"].as_u64().unwrap() > at_pause);
+    // Paused at the node that does not coordinate: nothing is sent after the answer.
+    let other = api.on(&nodes[1 - coordinator].addr);
+    let (status, body) = other
+        .call(
+            Method::POST,
+            &format!("/api/v1/campaigns/{slow}/pause"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let after_pause = sent_log(sim_addr).await["total"].as_u64().unwrap();
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let later = sent_log(sim_addr).await["total"].as_u64().unwrap();
+    assert_eq!(later, after_pause, "sends after the pause answered");
+    let (status, body) = other
+        .call(
+            Method::POST,
+            &format!("/api/v1/campaigns/{slow}/resume"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    wait_campaign(&api, slow, "completed", 90).await;
+    common::gateway::assert_each_once(&sent_log(sim_addr).await, 3_200);
+    for g in nodes.iter_mut() {
+        g.kill();
+    }
+}
+
+/// A campaign over `channels` (`(id, weight)`) of `template` with `n` recipients (`prefix` +
+/// index), not started.
+async fn new_campaign(
+    api: &Api,
+    template: i64,
+    channels: &[(i64, i64)],
+    n: usize,
+    prefix: &str,
+) -> i64 {
+    let body = serde_json::json!({
+        "name": format!("Campanha {prefix}"),
+        "template_id": template,
+        "channels": channels
+            .iter()
+            .map(|(c, w)| serde_json::json!({"channel_id": c, "weight": w}))
+            .collect::<Vec<_>>(),
+    });
+    let (status, c) = api
+        .call(Method::POST, "/api/v1/campaigns", Some(body))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{c}");
+    let id = c["data"]["id"].as_i64().unwrap();
+    let rows: Vec<Value> = (0..n)
+        .map(|i| serde_json::json!({"phone": format!("{prefix}{i:06}"), "vars": {"nome": "Ana"}}))
+        .collect();
+    let (status, body) = api
+        .call(
+            Method::POST,
+            &format!("/api/v1/campaigns/{id}/recipients"),
+            Some(serde_json::json!({ "recipients": rows })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    id
+}
+
+/// Waits up to `secs` for campaign `id` to reach `state`; its view then.
+async fn wait_campaign(api: &Api, id: i64, state: &str, secs: u64) -> Value {
+    eventually(secs, state, || async {
+        let (_, c) = api
+            .call(Method::GET, &format!("/api/v1/campaigns/{id}"), None)
+            .await;
+        (c["data"]["state"] == state).then(|| c["data"].clone())
+    })
+    .await
+}

@@ -5,6 +5,13 @@
 //! blocked or slow number simply takes less; with no number able to send, the campaign pauses
 //! itself with a reason and resumes when one recovers. Memory stays flat: recipients are read
 //! from storage a page at a time.
+//!
+//! Cluster mode (D-123): every node running one of the campaign's numbers has a copy of the
+//! actor, and the copy on the node holding the campaign's lease (`campaign:<id>`) coordinates:
+//! it asks every number for credits (the ones on other nodes over NATS), splits the page by
+//! weight across all of them, claims for its own numbers and grants the others' shares to
+//! their nodes' copies, which claim under their cells' leases and hand out. The other copies
+//! only serve grants and stop when the campaign stops running.
 
 use crate::clock::Stopwatch;
 use crate::error::ActorError;
@@ -38,6 +45,19 @@ pub enum CampaignMsg {
     /// still waiting go back to `planned`) and stop; replies when done (pause, cancel, the
     /// dispatch switch).
     Halt(ractor::RpcReplyPort<()>),
+    /// Claim at most `count` recipients (the pinned ones when `pinned`) for `channel_id`, a
+    /// number running on this node, and hand them to it: the coordinator's grant from another
+    /// node (D-123). Replies how many were claimed.
+    Grant {
+        /// The number.
+        channel_id: i64,
+        /// Most recipients to claim.
+        count: usize,
+        /// Claim the recipients a resend pinned to the number.
+        pinned: bool,
+        /// How many were claimed.
+        reply: ractor::RpcReplyPort<usize>,
+    },
 }
 
 /// Ticks between two sweeps of in-doubt recipients (20 × 50 ms = 1 s).
@@ -62,7 +82,8 @@ pub struct CampaignRun {
     slots: Vec<Slot>,
     /// Channels with recipients a resend pinned to them, still to be claimed.
     pinned: std::collections::HashSet<i64>,
-    paused_by_rules: bool,
+    /// Whether the last tick coordinated (cluster mode: this node held the campaign's lease).
+    coordinating: bool,
     ticks: u64,
     /// The sending group whose 24 h limit bounds it (D-038).
     group_id: Option<i64>,
@@ -132,7 +153,7 @@ impl Actor for CampaignActor {
             template,
             slots: slots_of(&campaign),
             pinned,
-            paused_by_rules: campaign.state == CampaignState::Paused,
+            coordinating: true,
             ticks: 0,
             group_id: campaign.group_id,
             sequential: campaign.mode == "sequential",
@@ -161,7 +182,15 @@ impl Actor for CampaignActor {
     ) -> Result<(), ActorProcessingErr> {
         let span = tracing::info_span!("campaign", campaign_id = st.campaign_id);
         match msg {
+            CampaignMsg::Tick if !st.shared.coordinates(st.campaign_id) => {
+                follow(&myself, st).instrument(span).await;
+            }
             CampaignMsg::Tick => {
+                if !st.coordinating {
+                    // Just became the coordinator: the numbers and pins as stored now.
+                    st.coordinating = true;
+                    refresh(st).await?;
+                }
                 let mut watch = st.shared.config.clock.stopwatch();
                 let started = watch.last();
                 if let Err(e) = tick(&myself, st, &mut watch).instrument(span).await {
@@ -172,22 +201,24 @@ impl Actor for CampaignActor {
                 metrics::histogram!("disparo_campaign_tick_seconds", "campaign_id" => st.campaign_id.to_string())
                     .record(watch.since(started).as_secs_f64());
             }
-            CampaignMsg::Refresh => {
-                let store = &st.shared.store;
-                let c = store
-                    .campaign(AccountId(st.account_id), CampaignId(st.campaign_id))
-                    .await?;
-                for fresh in slots_of(&c) {
-                    match st
-                        .slots
-                        .iter_mut()
-                        .find(|s| s.channel_id == fresh.channel_id)
-                    {
-                        Some(s) => s.weight = fresh.weight,
-                        None => st.slots.push(fresh),
+            CampaignMsg::Refresh => refresh(st).await?,
+            CampaignMsg::Grant {
+                channel_id,
+                count,
+                pinned,
+                reply,
+            } => {
+                let claimed = match grant_here(st, channel_id, count, pinned)
+                    .instrument(span)
+                    .await
+                {
+                    Ok(n) => n,
+                    Err(e) => {
+                        tracing::warn!(campaign_id = st.campaign_id, channel_id, error = %e, "grant not served");
+                        0
                     }
-                }
-                st.pinned = store.pinned_channels(st.campaign_id).await?;
+                };
+                let _ = reply.send(claimed);
             }
             CampaignMsg::Halt(reply) => {
                 *st.gate.write().await = false;
@@ -201,10 +232,60 @@ impl Actor for CampaignActor {
     }
 }
 
-/// Asks each slot's number how many campaign sends it takes now (2 s each at most).
+/// Reads the campaign's numbers (new ones join, weights change) and the numbers a resend
+/// pinned recipients to.
+async fn refresh(st: &mut CampaignRun) -> Result<(), ActorError> {
+    let store = &st.shared.store;
+    let c = store
+        .campaign(AccountId(st.account_id), CampaignId(st.campaign_id))
+        .await?;
+    for fresh in slots_of(&c) {
+        match st
+            .slots
+            .iter_mut()
+            .find(|s| s.channel_id == fresh.channel_id)
+        {
+            Some(s) => s.weight = fresh.weight,
+            None => st.slots.push(fresh),
+        }
+    }
+    st.pinned = store.pinned_channels(st.campaign_id).await?;
+    Ok(())
+}
+
+/// A tick of a copy that does not coordinate (cluster mode, D-123): once a second it reads
+/// the campaign and stops when it no longer runs ([`engine::campaign::follower_keeps_running`]).
+async fn follow(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) {
+    st.coordinating = false;
+    st.ticks += 1;
+    if st.ticks % SWEEP_EVERY_TICKS != 1 {
+        return;
+    }
+    let keeps = match st
+        .shared
+        .store
+        .campaign(AccountId(st.account_id), CampaignId(st.campaign_id))
+        .await
+    {
+        Ok(c) => engine::campaign::follower_keeps_running(Some(c.state), c.auto_paused),
+        Err(storage::StorageError::NotFound) => false,
+        Err(e) => {
+            tracing::warn!(error = %e, "campaign not read");
+            true
+        }
+    };
+    if !keeps {
+        *st.gate.write().await = false;
+        st.shared.campaigns.remove(&st.campaign_id);
+        tracing::info!("campaign no longer runs: this node's copy stops");
+        myself.stop(None);
+    }
+}
+
+/// Asks each slot's number how many campaign sends it takes now, all at once (2 s each at
+/// most; in cluster mode a number running on another node is asked there).
 async fn ask_credits(shared: &Shared, slots: &[Slot]) -> Vec<CreditAnswer> {
-    let mut answers = Vec::with_capacity(slots.len());
-    for slot in slots {
+    let asks = slots.iter().map(|slot| async move {
         let answer = match shared.registry.get(slot.channel_id) {
             Some(e) => crate::ask(
                 &e.actor,
@@ -213,19 +294,23 @@ async fn ask_credits(shared: &Shared, slots: &[Slot]) -> Vec<CreditAnswer> {
             )
             .await
             .ok(),
+            None if shared.cluster.is_some() => {
+                match crate::cluster::remote_credits(shared, slot.channel_id).await {
+                    Some(answer) => Some(answer),
+                    // No node answered: the number is moving between nodes.
+                    None => return CreditAnswer::Elsewhere,
+                }
+            }
             None => None,
         };
-        answers.push(match answer {
+        match answer {
             Some((0, None)) => CreditAnswer::Busy,
             Some((n, None)) => CreditAnswer::Granted(n),
             Some((_, Some(code))) => CreditAnswer::Refused(code.as_str()),
-            // Cluster mode: a number not running here runs on the node holding its cell, whose
-            // copy of the campaign sends through it (D-110).
-            None if shared.cluster.is_some() => CreditAnswer::Elsewhere,
             None => CreditAnswer::Unreachable,
-        });
-    }
-    answers
+        }
+    });
+    futures::future::join_all(asks).await
 }
 
 /// What a claimed recipient's stored variables give the template (the campaign's header image
@@ -254,10 +339,15 @@ async fn tick(
     watch: &mut Stopwatch,
 ) -> Result<(), ActorError> {
     st.ticks += 1;
-    let store = &st.shared.store;
+    let shared = st.shared.clone();
+    let store = &shared.store;
     let now = watch.last().ms;
     if st.ticks % SWEEP_EVERY_TICKS == 1 {
         sweep(st, now).await?;
+        // A resend or a change of numbers made at another node reaches this copy here.
+        if st.shared.cluster.is_some() {
+            refresh(st).await?;
+        }
     }
     watch.lap();
     let answers = ask_credits(&st.shared, &st.slots).await;
@@ -283,7 +373,7 @@ async fn tick(
     let stored = work.state;
     let step = engine::campaign::next_step(
         stored,
-        st.paused_by_rules,
+        work.auto_paused,
         work.planned,
         work.open,
         &grants,
@@ -322,14 +412,12 @@ async fn take_step(
         }
         Step::Pause(reason) => {
             // No number can send: pause with the reasons, keep checking for a recovery.
-            st.paused_by_rules = true;
-            move_campaign(&shared, account, id, CampaignState::Paused, Some(&reason)).await?;
+            pause_by_rules(&shared, account, id, &reason).await?;
             tracing::warn!(reason, "campaign paused");
             Ok(false)
         }
         Step::Proceed { resume, dispatch } => {
             if resume {
-                st.paused_by_rules = false;
                 move_campaign(&shared, account, id, CampaignState::Running, None).await?;
                 tracing::info!("campaign resumed");
             }
@@ -370,14 +458,7 @@ async fn claim_tick_work(
 ) -> Result<(), ActorError> {
     let versions = st.shared.store.template_channels(st.template.id).await?;
     let default_name = st.template.provider_name.clone();
-    let template_name = |channel_id: i64| {
-        versions
-            .iter()
-            .find(|v| {
-                v.channel_id == channel_id && v.status == engine::library::TemplateStatus::Approved
-            })
-            .map_or_else(|| default_name.clone(), |v| v.provider_name.clone())
-    };
+    let template_name = |channel_id: i64| template_name_on(&default_name, &versions, channel_id);
     let channel_ids: Vec<i64> = st.slots.iter().map(|s| s.channel_id).collect();
     for (credit, channel_id) in credits.iter_mut().zip(channel_ids) {
         if *credit == 0 || !st.pinned.contains(&channel_id) {
@@ -389,7 +470,7 @@ async fn claim_tick_work(
             template_name: template_name(channel_id),
             lease: st.shared.fence_of(channel_id).lease(),
         };
-        let n = claim_and_hand_out(st, true, std::slice::from_ref(&share)).await?[0];
+        let n = claim_anywhere(st, true, std::slice::from_ref(&share)).await?[0];
         if n < *credit {
             st.pinned.remove(&channel_id);
         }
@@ -415,11 +496,110 @@ async fn claim_tick_work(
         return Ok(());
     }
     let only: Vec<ClaimShare> = shares.iter().map(|(_, s)| s.clone()).collect();
-    let handed = claim_and_hand_out(st, false, &only).await?;
+    let handed = claim_anywhere(st, false, &only).await?;
     for ((i, _), n) in shares.into_iter().zip(handed) {
         st.slots[i].dispatched += n as u64;
     }
     Ok(())
+}
+
+/// The provider's name of the campaign's template on `channel_id`: its approved version's
+/// there, else the template's own.
+fn template_name_on(
+    default_name: &str,
+    versions: &[storage::templates::TemplateChannel],
+    channel_id: i64,
+) -> String {
+    versions
+        .iter()
+        .find(|v| {
+            v.channel_id == channel_id && v.status == engine::library::TemplateStatus::Approved
+        })
+        .map_or_else(|| default_name.to_string(), |v| v.provider_name.clone())
+}
+
+/// Claims and hands out `shares` wherever their numbers run: the ones running here through
+/// [`claim_and_hand_out`], the others (cluster mode) granted to their nodes' copies, all at
+/// once (D-123). Returns how many recipients each share took.
+async fn claim_anywhere(
+    st: &CampaignRun,
+    pinned: bool,
+    shares: &[ClaimShare],
+) -> Result<Vec<usize>, ActorError> {
+    let shared = &st.shared;
+    let (here, there): (Vec<usize>, Vec<usize>) = (0..shares.len()).partition(|&i| {
+        shared.cluster.is_none() || shared.registry.get(shares[i].channel_id).is_some()
+    });
+    let mut taken = vec![0usize; shares.len()];
+    let grants = there.iter().map(|&i| {
+        let grant = crate::cluster::CampaignGrant {
+            campaign_id: st.campaign_id,
+            account_id: st.account_id,
+            count: shares[i].count,
+            pinned,
+        };
+        crate::cluster::remote_grant(shared, shares[i].channel_id, grant)
+    });
+    let local: Vec<ClaimShare> = here.iter().map(|&i| shares[i].clone()).collect();
+    let (granted, claimed) = tokio::join!(
+        futures::future::join_all(grants),
+        claim_and_hand_out(st, pinned, &local)
+    );
+    for (&i, n) in there.iter().zip(granted) {
+        taken[i] = n;
+    }
+    for (&i, n) in here.iter().zip(claimed?) {
+        taken[i] = n;
+    }
+    Ok(taken)
+}
+
+/// Serves a coordinator's grant (D-123): claims at most `count` recipients for
+/// `channel_id`, which must run here, and hands them to it. How many were claimed.
+async fn grant_here(
+    st: &CampaignRun,
+    channel_id: i64,
+    count: usize,
+    pinned: bool,
+) -> Result<usize, ActorError> {
+    if count == 0 || st.shared.registry.get(channel_id).is_none() {
+        return Ok(0);
+    }
+    let versions = st.shared.store.template_channels(st.template.id).await?;
+    let share = ClaimShare {
+        channel_id,
+        count,
+        template_name: template_name_on(&st.template.provider_name, &versions, channel_id),
+        lease: st.shared.fence_of(channel_id).lease(),
+    };
+    Ok(claim_and_hand_out(st, pinned, std::slice::from_ref(&share)).await?[0])
+}
+
+/// Pauses campaign `id` because no number can send (`reason`), marked as paused by its rules
+/// (D-123: whoever coordinates it keeps checking for a recovery, also after a restart or a
+/// hand-off) and announced as [`move_campaign`] does.
+async fn pause_by_rules(
+    shared: &Shared,
+    account_id: i64,
+    id: i64,
+    reason: &str,
+) -> Result<bool, storage::StorageError> {
+    let before = shared
+        .store
+        .campaign(AccountId(account_id), CampaignId(id))
+        .await?;
+    if before.state != CampaignState::Running {
+        return Ok(false);
+    }
+    if !shared
+        .store
+        .pause_campaign_by_rules(id, before.state.as_str(), reason)
+        .await?
+    {
+        return Ok(false);
+    }
+    announce_campaign(shared, &before, CampaignState::Paused, Some(reason)).await;
+    Ok(true)
 }
 
 /// Moves campaign `id` of `account_id` to `state` (with a pause reason, or none) and emits
@@ -730,6 +910,9 @@ impl Runtime {
                 details: serde_json::json!({"state": c.state}),
             });
         }
+        if let Some(cluster) = &self.shared.cluster {
+            cluster.wake_keeper();
+        }
         self.spawn_campaign(id, account_id).await
     }
 
@@ -737,6 +920,17 @@ impl Runtime {
     /// returns (the calls under way have ended), and its sends still waiting go back to
     /// `planned`.
     pub async fn halt_campaign(&self, id: i64) -> Result<(), ActorError> {
+        self.halt_campaign_here(id).await?;
+        // Cluster mode: the other nodes' copies (the coordinator may be one of them, D-123).
+        crate::cluster::halt_everywhere(&self.shared, id).await;
+        Ok(())
+    }
+
+    /// Stops this node's actor of a campaign, if one runs (see [`Runtime::halt_campaign`]).
+    pub(crate) async fn halt_campaign_here(&self, id: i64) -> Result<(), ActorError> {
+        if let Some(c) = &self.shared.cluster {
+            c.note_halted(id, self.shared.config.clock.now_ms());
+        }
         if let Some(actor) = self.shared.campaigns.get(&id).map(|a| a.clone()) {
             // The halt waits for the provider calls under way (each bounded by the provider
             // timeout).

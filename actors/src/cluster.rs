@@ -19,7 +19,10 @@ pub mod shared_limits;
 pub mod wire;
 
 pub(crate) use control::apply as apply_here;
-pub use control::{forward_control, remote_ask, remote_send, remote_snapshot, Control, LiveState};
+pub use control::{
+    forward_control, halt_everywhere, remote_ask, remote_credits, remote_grant, remote_send,
+    remote_snapshot, CampaignGrant, Control, LiveState,
+};
 
 use crate::registry::RemoteChannel;
 use crate::{Runtime, Shared};
@@ -71,6 +74,8 @@ pub struct ClusterView {
     pub nodes: Vec<String>,
     /// The cells held here, by key.
     pub cells: Vec<HeldCell>,
+    /// The campaigns coordinated here (their `campaign:<id>` lease is held here, D-123).
+    pub campaigns: Vec<i64>,
     /// When the round ran, ms since the epoch (0: none yet).
     pub round_at_ms: i64,
 }
@@ -152,6 +157,12 @@ pub struct Cluster {
     /// The settings.
     pub settings: ClusterSettings,
     fences: DashMap<i64, Fence>,
+    /// The campaigns this node coordinates, each with its lease's local deadline (ms on the
+    /// runtime's clock, D-123).
+    coordinated: DashMap<i64, i64>,
+    /// When this node last halted each campaign (ms): a copy is not started again for
+    /// [`HALT_QUIET_MS`] (a pause writes its state right after the halt).
+    halted: DashMap<i64, i64>,
     view: RwLock<ClusterView>,
     /// Asks the keeper for a round now (a number was connected or moved).
     wake: tokio::sync::Notify,
@@ -169,6 +180,8 @@ impl Cluster {
         Self {
             settings,
             fences: DashMap::new(),
+            coordinated: DashMap::new(),
+            halted: DashMap::new(),
             view: RwLock::new(view),
             wake: tokio::sync::Notify::new(),
             rounds: tokio::sync::watch::Sender::new(0),
@@ -218,13 +231,52 @@ impl Cluster {
         self.fences.contains_key(&channel_id)
     }
 
+    /// Asks the keeper for a round now, without waiting for it (a campaign started here: its
+    /// coordination lease is placed at once, D-123).
+    pub fn wake_keeper(&self) {
+        self.wake.notify_one();
+    }
+
     /// The last round's view.
     pub fn view(&self) -> ClusterView {
         self.view.read().map(|v| v.clone()).unwrap_or_default()
     }
+
+    /// Whether this node coordinates `campaign_id` at `now_ms` (its lease is held here and
+    /// renewed in time; D-123).
+    pub fn coordinates(&self, campaign_id: i64, now_ms: i64) -> bool {
+        self.coordinated
+            .get(&campaign_id)
+            .is_some_and(|deadline| *deadline > now_ms)
+    }
+
+    /// Notes that `campaign_id`'s copy was halted here at `now_ms`.
+    pub fn note_halted(&self, campaign_id: i64, now_ms: i64) {
+        self.halted.insert(campaign_id, now_ms);
+    }
+
+    /// Whether `campaign_id` was halted here within [`HALT_QUIET_MS`] of `now_ms`: no copy
+    /// starts again yet (the pause or cancel that halted it is being written).
+    pub fn halted_recently(&self, campaign_id: i64, now_ms: i64) -> bool {
+        self.halted
+            .get(&campaign_id)
+            .is_some_and(|at| now_ms - *at < HALT_QUIET_MS)
+    }
 }
 
+/// How long after a halt a campaign's copy is not started again on the node (ms).
+pub const HALT_QUIET_MS: i64 = 3_000;
+
 impl Shared {
+    /// Whether this node coordinates `campaign_id`'s dispatch (D-123): always on one node; in
+    /// cluster mode, while it holds the campaign's lease.
+    pub fn coordinates(&self, campaign_id: i64) -> bool {
+        match &self.cluster {
+            Some(c) => c.coordinates(campaign_id, self.config.clock.now_ms()),
+            None => true,
+        }
+    }
+
     /// The fence a channel's actor sends under, taken when it starts (always open on one node).
     pub fn fence_of(&self, channel_id: i64) -> Fence {
         match &self.cluster {
@@ -277,6 +329,7 @@ pub(crate) async fn spawn_keeper(rt: Runtime) {
         resuming: Arc::default(),
         refreshing: Arc::default(),
     };
+    tokio::spawn(control::listen_halts(rt.clone()));
     task.round().await;
     let every = Duration::from_millis(engine::cluster::keeper::renew_every_ms(ttl_ms) as u64);
     tokio::spawn(async move {
@@ -327,16 +380,22 @@ impl KeeperTask {
         }
         let effects = self.keeper.tick(self.now_ms());
         self.apply(effects, &Cells::default()).await;
-        let (nodes, members) =
-            match tokio::try_join!(store.live_nodes(self.ttl_ms), store.channel_memberships()) {
-                Ok(read) => read,
-                Err(e) => {
-                    tracing::warn!(error = %e, "cluster round could not read nodes and cells");
-                    return;
-                }
-            };
+        let (nodes, members, campaigns) = match tokio::try_join!(
+            store.live_nodes(self.ttl_ms),
+            store.channel_memberships(),
+            store.running_campaigns()
+        ) {
+            Ok(read) => read,
+            Err(e) => {
+                tracing::warn!(error = %e, "cluster round could not read nodes and cells");
+                return;
+            }
+        };
         let cells = Cells::compute(&members);
-        let effects = self.keeper.plan(&nodes, &cells.keys());
+        // Each running campaign's coordination lease is placed like a cell (D-123).
+        let mut keys = cells.keys();
+        keys.extend(campaigns.iter().map(|(id, _)| CellKey::campaign(*id)));
+        let effects = self.keeper.plan(&nodes, &keys);
         self.apply(effects, &cells).await;
         self.reconcile(&cells, &members).await;
         self.refresh_elsewhere(members);
@@ -408,6 +467,9 @@ impl KeeperTask {
     /// the actors stop and the cell's BM and group counters are dropped (rebuilt from storage
     /// if the cell comes back: another node counted meanwhile).
     async fn stop_cell(&mut self, cell: &CellKey) {
+        if let Some(campaign_id) = cell.campaign_id() {
+            self.cluster().coordinated.remove(&campaign_id);
+        }
         let members = self.started.remove(cell).unwrap_or_default();
         for m in &members {
             self.close_fence(m.channel.get());
@@ -437,10 +499,17 @@ impl KeeperTask {
         }
     }
 
-    /// Moves every running channel's fence to its cell's deadline.
+    /// Moves every running channel's fence to its cell's deadline, and every coordinated
+    /// campaign's to its lease's.
     fn sync_deadlines(&self) {
         let fences = &self.cluster().fences;
         for (cell, held) in self.keeper.held() {
+            if let Some(campaign_id) = cell.campaign_id() {
+                self.cluster()
+                    .coordinated
+                    .insert(campaign_id, held.deadline_ms);
+                continue;
+            }
             for m in self.started.get(cell).into_iter().flatten() {
                 if let Some(f) = fences.get(&m.channel.get()) {
                     f.extend(held.deadline_ms);
@@ -557,6 +626,7 @@ impl KeeperTask {
             .keeper
             .held()
             .iter()
+            .filter(|(k, _)| k.campaign_id().is_none())
             .map(|(k, h)| HeldCell {
                 key: k.to_string(),
                 epoch: h.epoch,
@@ -580,6 +650,12 @@ impl KeeperTask {
                 node: cluster.settings.node_id.clone(),
                 nodes,
                 cells,
+                campaigns: self
+                    .keeper
+                    .held()
+                    .keys()
+                    .filter_map(CellKey::campaign_id)
+                    .collect(),
                 round_at_ms: now,
             };
         }
@@ -612,14 +688,37 @@ async fn resume_campaigns(rt: &Runtime) {
         }
     };
     for (id, account_id) in running {
-        if rt.shared.campaigns.contains_key(&id) {
-            continue;
+        rt.campaign_copy(id, account_id).await;
+    }
+}
+
+impl Runtime {
+    /// Makes sure this node runs a copy of campaign `id` (cluster mode, D-123): the copy serves
+    /// the coordinator's grants for the numbers running here, and coordinates itself while it
+    /// holds the campaign's lease. None is started within [`HALT_QUIET_MS`] of a halt here or
+    /// while the account's dispatch switch is off. Returns whether a copy runs.
+    pub(crate) async fn campaign_copy(&self, id: i64, account_id: i64) -> bool {
+        if self.shared.campaigns.contains_key(&id) {
+            return true;
         }
-        if !rt.dispatch_enabled(account_id).await.unwrap_or(false) {
-            continue;
+        let now = self.shared.config.clock.now_ms();
+        if self
+            .shared
+            .cluster
+            .as_ref()
+            .is_some_and(|c| c.halted_recently(id, now))
+        {
+            return false;
         }
-        if let Err(e) = rt.spawn_campaign(id, account_id).await {
-            tracing::warn!(campaign_id = id, error = %e, "campaign copy not started");
+        if !self.dispatch_enabled(account_id).await.unwrap_or(false) {
+            return false;
+        }
+        match self.spawn_campaign(id, account_id).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(campaign_id = id, error = %e, "campaign copy not started");
+                false
+            }
         }
     }
 }

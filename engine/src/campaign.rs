@@ -466,8 +466,20 @@ pub enum Step {
     },
 }
 
-/// The tick's next step. `stored`: the campaign's stored state; `paused_by_rules`: this
-/// actor paused it for lack of numbers; `planned`/`open`: recipients still planned / not
+/// Whether a campaign's actor keeps running on a node that does not coordinate it (D-123):
+/// while the campaign is `running`, or paused by its own rules (`auto_paused`: its
+/// coordinator watches for a recovery). Anything else — an operator's pause, a cancel, a
+/// completion — stops it.
+pub fn follower_keeps_running(stored: Option<CampaignState>, auto_paused: bool) -> bool {
+    match stored {
+        Some(CampaignState::Running) => true,
+        Some(CampaignState::Paused) => auto_paused,
+        _ => false,
+    }
+}
+
+/// The tick's next step. `stored`: the campaign's stored state; `paused_by_rules`: it is
+/// stored as paused by its own rules for lack of numbers (`auto_paused`, D-123); `planned`/`open`: recipients still planned / not
 /// settled; `slots`: how many numbers it has.
 pub fn next_step(
     stored: Option<CampaignState>,
@@ -507,6 +519,16 @@ pub fn next_step(
 mod tests {
     use super::*;
     use CampaignState::*;
+
+    #[test]
+    fn a_follower_stops_unless_running_or_paused_by_rules() {
+        assert!(follower_keeps_running(Some(Running), false));
+        assert!(follower_keeps_running(Some(Paused), true));
+        assert!(!follower_keeps_running(Some(Paused), false));
+        assert!(!follower_keeps_running(Some(Completed), false));
+        assert!(!follower_keeps_running(Some(Cancelled), true));
+        assert!(!follower_keeps_running(None, false));
+    }
 
     #[test]
     fn campaign_moves() {

@@ -64,6 +64,9 @@ pub struct CampaignRecord {
     pub button_var: Option<String>,
     /// Held by the account's dispatch switch (`DISPARO_ENABLED`).
     pub held: bool,
+    /// Paused by its own rules (no number could send, D-123), not by an operator: its
+    /// coordinator keeps checking for a recovery and resumes it.
+    pub auto_paused: bool,
 }
 
 /// A new campaign.
@@ -126,7 +129,7 @@ pub struct CampaignStats {
     pub pending: i64,
 }
 
-pub(crate) const COLUMNS: &str = "id, account_id, name, category, template_id, var_map, state, pause_reason, created_at, started_at, finished_at, group_id, mode, scheduled_at, origin, stage, volume, created_by, approved_by, approved_at, hygiene_job, hygiene_submitted_at, hygiene_error, image_url, button_var, held";
+pub(crate) const COLUMNS: &str = "id, account_id, name, category, template_id, var_map, state, pause_reason, created_at, started_at, finished_at, group_id, mode, scheduled_at, origin, stage, volume, created_by, approved_by, approved_at, hygiene_job, hygiene_submitted_at, hygiene_error, image_url, button_var, held, auto_paused";
 
 /// A stored campaign state; an unknown one is `Corrupt` (never read as another state).
 fn campaign_state(s: &str) -> Result<engine::campaign::CampaignState> {
@@ -171,6 +174,7 @@ pub(crate) fn read(r: &AnyRow) -> Result<CampaignRecord> {
         image_url: r.try_get("image_url")?,
         button_var: r.try_get("button_var")?,
         held: r.try_get::<i64, _>("held")? != 0,
+        auto_paused: r.try_get::<i64, _>("auto_paused")? != 0,
     })
 }
 
@@ -517,12 +521,14 @@ pub struct Claimed {
 }
 
 impl Store {
-    /// Campaigns in state `running` (restarted at boot).
+    /// Campaigns whose actor runs: `running`, or paused by their own rules (D-123: the actor
+    /// watches for a recovery); `(id, account_id)`, restarted at boot.
     pub async fn running_campaigns(&self) -> Result<Vec<(i64, i64)>> {
-        let rows =
-            sqlx::query("SELECT id, account_id FROM campaigns WHERE state = 'running' ORDER BY id")
-                .fetch_all(&self.pool)
-                .await?;
+        let rows = sqlx::query(
+            "SELECT id, account_id FROM campaigns WHERE state = 'running' OR (state = 'paused' AND auto_paused = 1) ORDER BY id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
         rows.iter()
             .map(|r| Ok((r.try_get("id")?, r.try_get("account_id")?)))
             .collect()
@@ -539,9 +545,27 @@ impl Store {
         state: &str,
         reason: Option<&str>,
     ) -> Result<bool> {
+        self.move_campaign_row(id, from, state, reason, false).await
+    }
+
+    /// [`Store::set_campaign_state`] to `paused` by the campaign's own rules (no number could
+    /// send, D-123): marked `auto_paused`, so it stays among [`Store::running_campaigns`].
+    pub async fn pause_campaign_by_rules(&self, id: i64, from: &str, reason: &str) -> Result<bool> {
+        self.move_campaign_row(id, from, "paused", Some(reason), true)
+            .await
+    }
+
+    async fn move_campaign_row(
+        &self,
+        id: i64,
+        from: &str,
+        state: &str,
+        reason: Option<&str>,
+        auto_paused: bool,
+    ) -> Result<bool> {
         let now = now_ms();
         let moved = sqlx::query(
-            "UPDATE campaigns SET state = $2, pause_reason = $3, updated_at = $4, \
+            "UPDATE campaigns SET state = $2, pause_reason = $3, updated_at = $4, auto_paused = $6, \
              started_at = CASE WHEN $2 = 'running' AND started_at IS NULL THEN $4 ELSE started_at END, \
              finished_at = CASE WHEN $2 IN ('completed', 'cancelled') THEN $4 ELSE finished_at END WHERE id = $1 AND state = $5",
         )
@@ -550,6 +574,7 @@ impl Store {
         .bind(reason)
         .bind(now)
         .bind(from)
+        .bind(i64::from(auto_paused))
         .execute(&self.writer)
         .await?
         .rows_affected();
@@ -930,6 +955,8 @@ pub struct OpenWork {
     pub open: bool,
     /// The campaign's stored state (`None`: deleted).
     pub state: Option<engine::campaign::CampaignState>,
+    /// Paused by its own rules (D-123).
+    pub auto_paused: bool,
 }
 
 /// What a sweep of in-doubt recipients did.
@@ -1166,7 +1193,8 @@ impl Store {
             "SELECT \
                (SELECT COUNT(*) FROM (SELECT 1 AS x FROM campaign_recipients WHERE campaign_id = $1 AND state = 'planned' LIMIT 1) p) AS planned, \
                (SELECT COUNT(*) FROM (SELECT 1 AS x FROM campaign_recipients WHERE campaign_id = $1 AND state IN ('claimed', 'in_doubt') LIMIT 1) o) AS open_work, \
-               (SELECT state FROM campaigns WHERE id = $1) AS state",
+               (SELECT state FROM campaigns WHERE id = $1) AS state, \
+               (SELECT auto_paused FROM campaigns WHERE id = $1) AS auto_paused",
         )
         .bind(campaign_id)
         .fetch_one(&self.pool)
@@ -1178,6 +1206,7 @@ impl Store {
                 .try_get::<Option<String>, _>("state")?
                 .map(|s| campaign_state(&s))
                 .transpose()?,
+            auto_paused: row.try_get::<Option<i64>, _>("auto_paused")?.unwrap_or(0) != 0,
         })
     }
 

@@ -50,7 +50,32 @@ pub enum Control {
     },
     /// A question to the number's actor (answered with an [`AskAnswer`]).
     Ask(ChannelAsk),
+    /// How many campaign sends the number takes now (a campaign coordinator's question,
+    /// D-123): answered with `[count, health code or null]`.
+    Credits,
+    /// Claim and hand out campaign recipients through the number (a coordinator's grant,
+    /// D-123): answered with how many were claimed.
+    Grant(CampaignGrant),
+    /// Halt this node's copy of a campaign (published to every node on [`HALT_SUBJECT`], not
+    /// to a number's subject): answered once no provider call of it runs here.
+    HaltCampaign(i64),
 }
+
+/// A campaign coordinator's grant to the node running a number (D-123).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CampaignGrant {
+    /// The campaign.
+    pub campaign_id: i64,
+    /// Its account.
+    pub account_id: i64,
+    /// How many recipients to claim at most.
+    pub count: usize,
+    /// Claim the recipients a resend pinned to the number (else the unpinned ones).
+    pub pinned: bool,
+}
+
+/// The subject every node listens on for campaign halts.
+pub const HALT_SUBJECT: &str = "dsp.campaigns.halt";
 
 /// A number's live state as its node answers [`Control::Snapshot`]: the record's live fields
 /// and the health object.
@@ -186,6 +211,133 @@ pub async fn remote_send(
     }
 }
 
+/// The campaign credits of `channel_id` from the node that runs it (one try of at most
+/// 500 ms: a coordinator's tick does not wait for a node that cannot answer); `None` when no
+/// node answered (the number is moving, or its node is slow), which the coordinator counts
+/// as "elsewhere": no credit, no refusal.
+pub async fn remote_credits(
+    shared: &Shared,
+    channel_id: i64,
+) -> Option<(usize, Option<engine::channel::HealthCode>)> {
+    let payload = serde_json::to_vec(&Control::Credits).ok()?;
+    match ask_once(shared, channel_id, &payload, Duration::from_millis(500)).await {
+        Asked::Answer(answer) => serde_json::from_slice(&answer).ok(),
+        Asked::NoResponders | Asked::Failed => None,
+    }
+}
+
+/// Hands a coordinator's grant to the node running `channel_id` (one try, as long as a claim
+/// may take) and returns how many recipients it claimed there; 0 when no node answered (a
+/// grant that timed out may still have been claimed: the claims are the storage's, so
+/// nothing is sent twice — only the coordinator's count of the number's share is short).
+pub async fn remote_grant(shared: &Shared, channel_id: i64, grant: CampaignGrant) -> usize {
+    let Ok(payload) = serde_json::to_vec(&Control::Grant(grant)) else {
+        return 0;
+    };
+    let wait = shared.config.call_timeout + Duration::from_secs(1);
+    match ask_once(shared, channel_id, &payload, wait).await {
+        Asked::Answer(answer) => serde_json::from_slice(&answer).unwrap_or(0),
+        Asked::NoResponders | Asked::Failed => 0,
+    }
+}
+
+/// Halts campaign `campaign_id`'s copy on every live node (a pause, cancel or the dispatch
+/// switch at any node, D-123) and waits until each answered — at most the provider timeout
+/// plus twice the lease TTL: a node that does not answer by then is frozen or gone, and its
+/// fences have closed. This node's own copy answers too (it was halted already).
+pub async fn halt_everywhere(shared: &Shared, campaign_id: i64) {
+    let Some(cluster) = shared.cluster.as_ref() else {
+        return;
+    };
+    let nodes = cluster.view().nodes.len();
+    let settings = &cluster.settings;
+    let Ok(body) = serde_json::to_vec(&Control::HaltCampaign(campaign_id)) else {
+        return;
+    };
+    let now_ms = shared.config.clock.now_ms();
+    let (bytes, tag) = seal::seal_request(
+        &settings.seal_key,
+        HALT_SUBJECT,
+        now_ms,
+        rand::random(),
+        &body,
+    );
+    let inbox = settings.nats.new_inbox();
+    let mut replies = match settings.nats.subscribe(inbox.clone()).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(campaign_id, error = %e, "campaign halt not published");
+            return;
+        }
+    };
+    if let Err(e) = settings
+        .nats
+        .publish_with_reply(HALT_SUBJECT, inbox, bytes.into())
+        .await
+    {
+        tracing::warn!(campaign_id, error = %e, "campaign halt not published");
+        return;
+    }
+    let deadline =
+        tokio::time::Instant::now() + shared.config.call_timeout + 2 * settings.lease_ttl;
+    let mut halted = 0;
+    while halted < nodes {
+        match tokio::time::timeout_at(deadline, replies.next()).await {
+            Ok(Some(m)) if seal::open_reply(&settings.seal_key, &tag, &m.payload).is_ok() => {
+                halted += 1;
+            }
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => break,
+        }
+    }
+    if halted < nodes {
+        tracing::warn!(
+            campaign_id,
+            halted,
+            nodes,
+            "not every node confirmed a campaign halt in time"
+        );
+    }
+}
+
+/// Serves [`HALT_SUBJECT`] on this node (cluster mode): a signed halt of a campaign stops
+/// this node's copy of it and is answered once no provider call of it runs here.
+pub(crate) async fn listen_halts(rt: Runtime) {
+    let Some(cluster) = rt.shared.cluster.as_ref() else {
+        return;
+    };
+    let nats = cluster.settings.nats.clone();
+    let key = cluster.settings.seal_key.clone();
+    let mut sub = match nats.subscribe(HALT_SUBJECT).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "campaign halts not subscribed");
+            return;
+        }
+    };
+    let mut replays = seal::Replays::default();
+    while let Some(msg) = sub.next().await {
+        let now_ms = rt.shared.config.clock.now_ms();
+        let Some((tag, _, Ok(Control::HaltCampaign(campaign_id)))) =
+            admit(&key, HALT_SUBJECT, now_ms, &mut replays, &msg.payload)
+        else {
+            continue;
+        };
+        let (rt, nats, key) = (rt.clone(), nats.clone(), key.clone());
+        tokio::spawn(async move {
+            if let Err(e) = rt.halt_campaign_here(campaign_id).await {
+                tracing::warn!(campaign_id, error = %e, "campaign copy not halted");
+                return;
+            }
+            if let Some(reply) = msg.reply {
+                let _ = nats
+                    .publish(reply, seal::seal_reply(&key, &tag, TAKEN).into())
+                    .await;
+            }
+        });
+    }
+}
+
 /// What one signed request to a number's node gave.
 enum Asked {
     /// A reply signed by a node of this cluster, bound to the request: its body.
@@ -282,7 +434,7 @@ pub(crate) async fn listen(rt: Runtime, channel_id: i64) {
         let answer = match control {
             // A send or an ask runs as long as the provider takes: the next message does not
             // wait.
-            Ok(control @ (Control::Send(_) | Control::Ask(_))) => {
+            Ok(control @ (Control::Send(_) | Control::Ask(_) | Control::Grant(_))) => {
                 let (rt, nats, key) = (rt.clone(), nats.clone(), key.clone());
                 tokio::spawn(async move {
                     if !first_in_cluster(&rt, channel_id, &control, &tag, sent_at_ms).await {
@@ -334,7 +486,10 @@ fn refused(subject: &str, reason: &'static str) {
 fn changes_state(control: &Control) -> bool {
     !matches!(
         control,
-        Control::Snapshot | Control::Ask(super::wire::ChannelAsk::Guardrails)
+        Control::Snapshot
+            | Control::Credits
+            | Control::HaltCampaign(_)
+            | Control::Ask(super::wire::ChannelAsk::Guardrails)
     )
 }
 
@@ -448,8 +603,42 @@ pub(crate) async fn apply(rt: &Runtime, channel_id: i64, control: Control) -> Op
             return serde_json::to_vec(&LiveState::of(s)).ok();
         }
         Control::Send(send) => return Some(serve_send(rt, channel_id, *send).await),
+        Control::Credits => {
+            let credits = crate::ask(&entry.actor, ChannelMsg::CampaignCredits, timeout)
+                .await
+                .ok()?;
+            return serde_json::to_vec(&credits).ok();
+        }
+        Control::Grant(grant) => {
+            return serde_json::to_vec(&serve_grant(rt, channel_id, grant).await).ok()
+        }
+        // Halts travel on their own subject.
+        Control::HaltCampaign(_) => false,
     };
     taken.then(|| TAKEN.to_vec())
+}
+
+/// Serves a coordinator's grant for `channel_id` (running here) through this node's copy of
+/// the campaign, started if needed; how many recipients it claimed.
+async fn serve_grant(rt: &Runtime, channel_id: i64, grant: CampaignGrant) -> usize {
+    if !rt.campaign_copy(grant.campaign_id, grant.account_id).await {
+        return 0;
+    }
+    let Some(copy) = rt.campaign_actor(grant.campaign_id) else {
+        return 0;
+    };
+    let asked = crate::ask(
+        &copy,
+        |reply| crate::campaign::CampaignMsg::Grant {
+            channel_id,
+            count: grant.count,
+            pinned: grant.pinned,
+            reply,
+        },
+        rt.shared.config.call_timeout,
+    )
+    .await;
+    asked.unwrap_or(0)
 }
 
 /// Runs a forwarded 1:1 send here; the answer's bytes (`gone` when the number does not run

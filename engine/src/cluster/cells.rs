@@ -26,7 +26,21 @@ impl CellKey {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The key of a campaign's coordination lease, `campaign:<id>` (D-123): placed, held and
+    /// renewed like a cell's, but it runs no channel.
+    pub fn campaign(campaign_id: i64) -> Self {
+        Self(format!("{CAMPAIGN_PREFIX}{campaign_id}"))
+    }
+
+    /// The campaign a coordination key names; `None` for a cell's key.
+    pub fn campaign_id(&self) -> Option<i64> {
+        self.0.strip_prefix(CAMPAIGN_PREFIX)?.parse().ok()
+    }
 }
+
+/// The prefix of a campaign's coordination key.
+const CAMPAIGN_PREFIX: &str = "campaign:";
 
 impl fmt::Display for CellKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -185,6 +199,15 @@ fn weight(node: &str, cell: &CellKey) -> u64 {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn campaign_keys_name_their_campaign_and_no_cell() {
+        let key = CellKey::campaign(42);
+        assert_eq!(key.as_str(), "campaign:42");
+        assert_eq!(key.campaign_id(), Some(42));
+        assert_eq!(CellKey::from_stored("bm:42").campaign_id(), None);
+        assert_eq!(CellKey::from_stored("campaign:x").campaign_id(), None);
+    }
 
     fn m(channel: i64, bm: Option<i64>, group: Option<i64>) -> Membership {
         Membership {

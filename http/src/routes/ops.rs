@@ -45,6 +45,9 @@ pub struct ClusterOut {
     cells: usize,
     /// Numbers it runs.
     channels: usize,
+    /// Campaigns it coordinates (it holds their `campaign:<id>` lease: asks every number for
+    /// credits and grants each node its share).
+    campaigns: Vec<i64>,
     /// Time since its last lease round, ms; past the lease TTL the node is `degraded` (it
     /// cannot renew, so it sends nothing).
     last_round_ms: i64,
@@ -66,7 +69,7 @@ pub struct DatabaseOut {
 /// Verifica a saúde do serviço e do banco de dados
 ///
 /// `{"data": {"status": "ok"|"degraded", "version", "database": {ok, backend, latency_ms},
-/// "cluster"?: {node, nodes, cells, channels, last_round_ms}}}`; 503 when the database does not
+/// "cluster"?: {node, nodes, cells, channels, campaigns, last_round_ms}}}`; 503 when the database does not
 /// answer or, in cluster mode, when the node's last lease round is older than the lease TTL.
 #[utoipa::path(
     get,
@@ -97,6 +100,7 @@ async fn health(State(state): State<AppState>) -> Response {
         nodes: v.nodes.len(),
         cells: v.cells.len(),
         channels: v.cells.iter().map(|c| c.channels.len()).sum(),
+        campaigns: v.campaigns,
         last_round_ms: since,
     });
     let ok = ok && !stale;
