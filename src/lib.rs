@@ -275,6 +275,7 @@ impl Application {
         // The recorder first: handles taken before it is installed would record nothing.
         let metrics = http::install_metrics(cluster_node_id(&settings).as_deref());
         let store = open_store(&settings).await?;
+        store.spawn_availability_probe(&settings.database_url);
         let cluster = cluster_settings(&settings, &store).await?;
         let graph = GraphClient::new(GraphConfig {
             base_url: settings.provider_base_url.clone(),

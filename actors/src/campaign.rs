@@ -187,9 +187,14 @@ impl Actor for CampaignActor {
             }
             CampaignMsg::Tick => {
                 if !st.coordinating {
-                    // Just became the coordinator: the numbers and pins as stored now.
-                    st.coordinating = true;
-                    refresh(st).await?;
+                    // Just became the coordinator: the numbers and pins as stored now (a
+                    // failed read is tried again at the next tick).
+                    match refresh(st).await {
+                        Ok(()) => st.coordinating = true,
+                        Err(e) => {
+                            tracing::warn!(campaign_id = st.campaign_id, error = %e, "campaign not read")
+                        }
+                    }
                 }
                 let mut watch = st.shared.config.clock.stopwatch();
                 let started = watch.last();
@@ -257,6 +262,9 @@ async fn refresh(st: &mut CampaignRun) -> Result<(), ActorError> {
 /// the campaign and stops when it no longer runs ([`engine::campaign::follower_keeps_running`]).
 async fn follow(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) {
     st.coordinating = false;
+    if !st.shared.store.available() {
+        return;
+    }
     st.ticks += 1;
     if st.ticks % SWEEP_EVERY_TICKS != 1 {
         return;
@@ -338,9 +346,14 @@ async fn tick(
     st: &mut CampaignRun,
     watch: &mut Stopwatch,
 ) -> Result<(), ActorError> {
-    st.ticks += 1;
     let shared = st.shared.clone();
     let store = &shared.store;
+    if !store.available() {
+        // The database is away (D-124): nothing can be claimed or settled; the campaign goes
+        // on by itself when it is back.
+        return Ok(());
+    }
+    st.ticks += 1;
     let now = watch.last().ms;
     if st.ticks % SWEEP_EVERY_TICKS == 1 {
         sweep(st, now).await?;

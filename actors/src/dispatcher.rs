@@ -349,6 +349,8 @@ impl Actor for WebhookDispatcher {
                     myself.send_after(Duration::from_millis(2), || DispatcherMsg::Poll);
                 }
             }
+            // The database is away (D-124): the outbox waits, no round of failing reads.
+            DispatcherMsg::Poll if !st.store.available() => st.poll_scheduled = false,
             DispatcherMsg::Poll => {
                 st.poll_scheduled = false;
                 // Renewed also while every slot is busy (the poll then reads nothing).

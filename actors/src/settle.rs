@@ -222,6 +222,20 @@ async fn apply_statuses(shared: &Shared, jobs: Vec<StatusJob>, now: i64) {
     }
 }
 
+/// How long campaign send outcomes wait for a database that is away before they are left
+/// to the in-doubt resolution (D-032, D-124).
+pub const OUTAGE_WAIT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Waits until the storage's probe sees the database again (at least 250 ms: the probe may
+/// not have noticed the outage yet), at most [`OUTAGE_WAIT`].
+async fn wait_for_database(shared: &Shared) {
+    let give_up = tokio::time::Instant::now() + OUTAGE_WAIT;
+    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    while !shared.store.available() && tokio::time::Instant::now() < give_up {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
 /// Records the batch's outcomes (the store may commit them in several transactions, giving
 /// waiting 1:1 sends their turn between them, D-093); after a failure it tries again with only
 /// what was not committed (a replan written twice could send a recipient whom the campaign had
@@ -230,7 +244,8 @@ async fn write(shared: &Shared, batch: &[SettleItem], now: i64) {
     let settlements: Vec<Settlement> = batch.iter().map(|i| i.settlement.clone()).collect();
     let mut pending: Vec<usize> = (0..batch.len()).collect();
     let mut delay = std::time::Duration::from_millis(50);
-    for attempt in 1..=5 {
+    let (mut attempt, started) = (0, tokio::time::Instant::now());
+    loop {
         let res = shared
             .store
             .settle_campaign_sends_from(&settlements, &mut pending, |i, m| {
@@ -249,10 +264,20 @@ async fn write(shared: &Shared, batch: &[SettleItem], now: i64) {
                 }
                 return;
             }
+            // The database is away (D-124): the outcomes wait for it (they are the truth of
+            // sends the provider took), for up to OUTAGE_WAIT, without using up the attempts.
+            Err(e) if e.is_unavailable() && started.elapsed() < OUTAGE_WAIT => {
+                tracing::warn!(error = %e, size = pending.len(), "database away: campaign send outcomes wait for it");
+                wait_for_database(shared).await;
+            }
             Err(e) => {
                 // Parts committed before the failure may have written deliveries.
                 shared.wake_dispatcher();
+                attempt += 1;
                 tracing::error!(error = %e, attempt, size = pending.len(), "could not record campaign sends");
+                if attempt == 5 {
+                    break;
+                }
                 tokio::time::sleep(delay).await;
                 delay *= 2;
             }

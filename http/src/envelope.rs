@@ -310,6 +310,7 @@ pub const ERROR_CODES: &[(u16, &[&str])] = &[
     (
         503,
         &[
+            "database_unavailable",
             "higienizacao_indisponivel",
             "sobrecarregado",
             "tempo_esgotado",

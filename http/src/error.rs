@@ -138,6 +138,10 @@ pub enum ApiError {
     /// 503: busy or unavailable (`Retry-After: 1`).
     #[error("unavailable")]
     Unavailable,
+    /// 503: the database is away or cannot write (issue 53, D-124; `Retry-After: 2`,
+    /// `retryable: true`).
+    #[error("database unavailable")]
+    DatabaseUnavailable,
     /// 503: more requests at once than the server takes (`Retry-After: 1`).
     #[error("overloaded")]
     Overloaded,
@@ -154,6 +158,10 @@ pub enum ApiError {
     #[error("internal: {0}")]
     Internal(String),
 }
+
+/// `Retry-After` of a `database_unavailable` answer, s: the probe sees a database back
+/// within a second of its return (D-124).
+pub const DATABASE_RETRY_AFTER_S: u64 = 2;
 
 /// An error answer's status, code, message (pt-BR) and details.
 type Parts = (StatusCode, &'static str, String, Map<String, Value>);
@@ -197,6 +205,7 @@ impl ApiError {
             | ApiError::Unprocessable { .. } => self.request_parts(),
             ApiError::ProviderRefused { .. } => self.provider_parts(),
             ApiError::Unavailable
+            | ApiError::DatabaseUnavailable
             | ApiError::InDoubt(_)
             | ApiError::Overloaded
             | ApiError::TimedOut
@@ -446,6 +455,16 @@ impl ApiError {
                     m,
                 )
             }
+            ApiError::DatabaseUnavailable => {
+                let mut m = Map::new();
+                m.insert("retryable".into(), json!(true));
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "database_unavailable",
+                    "O banco de dados está indisponível no momento; tente de novo em instantes (com a mesma Idempotency-Key, se usou uma).".into(),
+                    m,
+                )
+            }
             ApiError::Overloaded => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "sobrecarregado",
@@ -511,6 +530,7 @@ impl IntoResponse for ApiError {
             | ApiError::TooManyAttempts { retry_after }
             | ApiError::TooManyRefusals { retry_after } => Some(*retry_after),
             ApiError::Unavailable | ApiError::Overloaded | ApiError::TimedOut => Some(1),
+            ApiError::DatabaseUnavailable => Some(DATABASE_RETRY_AFTER_S),
             ApiError::ProviderRefused {
                 blame: Blame::Throttled { retry_after_ms },
                 ..
@@ -664,6 +684,10 @@ impl From<ActorError> for ApiError {
             ),
             ActorError::Unavailable => ApiError::Unavailable,
             ActorError::SendInDoubt(id) => ApiError::InDoubt(id),
+            ActorError::Storage(e) if e.is_unavailable() => {
+                tracing::warn!(error = %e, "database unavailable");
+                ApiError::DatabaseUnavailable
+            }
             ActorError::Storage(e) => ApiError::Internal(e.to_string()),
         }
     }

@@ -261,7 +261,11 @@ pub fn router(state: AppState) -> Router {
         .merge(routes::ops::routes())
         .merge(docs::routes())
         .merge(routes::wiki::public_routes())
-        .merge(web::routes(panel_service));
+        .merge(web::routes(panel_service))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            middleware::database_gate,
+        ));
     limited(with_server_layers(app), state)
 }
 

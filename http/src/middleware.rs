@@ -295,6 +295,30 @@ fn new_request_id() -> String {
     hex::encode(bytes)
 }
 
+/// Answers 503 `database_unavailable` (`Retry-After`) at once while the database is away
+/// (issue 53, D-124; the storage's probe decides), for every request that needs it: the
+/// account, panel and sender APIs and the webhook receivers (the provider keeps a refused
+/// webhook and retries). `/health`, `/metrics`, the documents and the pages' assets are
+/// served as usual; a page of the panel shows the error of the API call it makes.
+pub async fn database_gate(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    if state.services.store().available() || !needs_database(req.uri().path()) {
+        return next.run(req).await;
+    }
+    metrics::counter!("disparo_database_unavailable_answers_total").increment(1);
+    ApiError::DatabaseUnavailable.into_response()
+}
+
+/// Whether a request to `path` cannot be served without the database.
+fn needs_database(path: &str) -> bool {
+    const SERVED_WITHOUT: [&str; 4] = [
+        "/api/v1/health",
+        "/api/openapi.json",
+        "/api/v1/openapi.json",
+        "/api/v1/sender/openapi.json",
+    ];
+    (path.starts_with("/api/") || path.starts_with("/webhooks/")) && !SERVED_WITHOUT.contains(&path)
+}
+
 /// `X-Request-Id` on every answer (issue 49): the caller's when acceptable
 /// ([`acceptable_request_id`]), else a new one; set on the request before the tracing span is
 /// made (the span's `request_id` field, so every log line of the request carries it) and on

@@ -7,6 +7,7 @@
 
 pub mod accounts;
 pub mod alternative;
+pub mod availability;
 pub mod bms;
 pub mod campaigns;
 pub mod channels;
@@ -80,10 +81,43 @@ pub enum StorageError {
 }
 
 impl StorageError {
+    /// Whether the database could not be reached or could not take the statement for a
+    /// reason of its own, not of the request (issue 53, D-124): a connection that failed or
+    /// could not be had in time, PostgreSQL shutting down, refusing connections or out of
+    /// them (SQLSTATE classes 08, 53 and 57P0x), SQLite busy, locked, read-only, failing to
+    /// read or write its file, or full. Answered 503 `database_unavailable`, retryable;
+    /// anything else stays an internal error.
+    pub fn is_unavailable(&self) -> bool {
+        let StorageError::Database(e) = self else {
+            return false;
+        };
+        match e {
+            sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::WorkerCrashed => true,
+            sqlx::Error::Database(d) => d.code().is_some_and(|c| unavailable_code(&c)),
+            _ => false,
+        }
+    }
+
     /// Whether the error is a unique-constraint violation reported by the database.
     fn is_unique_violation(e: &sqlx::Error) -> bool {
         matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
     }
+}
+
+/// Whether a database error code means the database is away or cannot write (see
+/// [`StorageError::is_unavailable`]): a PostgreSQL SQLSTATE (always five characters) or an
+/// SQLite result code (a number of at most four digits, the primary code in the low byte: 5
+/// busy, 6 locked, 8 read-only, 10 I/O error, 13 full, 14 cannot open).
+fn unavailable_code(code: &str) -> bool {
+    if code.len() == 5 {
+        return code.starts_with("08") || code.starts_with("53") || code.starts_with("57P0");
+    }
+    code.parse::<i64>()
+        .is_ok_and(|n| matches!(n & 0xff, 5 | 6 | 8 | 10 | 13 | 14))
 }
 
 /// Result alias of this crate.
@@ -155,6 +189,8 @@ pub struct Store {
     templates: Arc<templates::TemplateCache>,
     /// This process's session and how long a silent one lives (issue 50, D-100).
     session: Arc<sessions::SessionState>,
+    /// Whether the database answers (issue 53, D-124).
+    availability: Arc<availability::Availability>,
 }
 
 impl Store {
@@ -251,6 +287,7 @@ impl Store {
             tokens: Arc::new(accounts::TokenCache::default()),
             templates: Arc::new(templates::TemplateCache::default()),
             session: Arc::new(sessions::SessionState::default()),
+            availability: Arc::default(),
         })
     }
 
@@ -615,6 +652,24 @@ fn anonymous_parameters(sql: &str) -> Option<String> {
     }
     out.push_str(&sql[copied..]);
     Some(out)
+}
+
+#[cfg(test)]
+mod unavailable_tests {
+    use super::unavailable_code;
+
+    #[test]
+    fn codes_of_a_database_away_or_full() {
+        for c in [
+            "08006", "08001", "57P01", "57P03", "53300", "53100", "5", "517", "6", "8", "13",
+            "778", "14",
+        ] {
+            assert!(unavailable_code(c), "{c}");
+        }
+        for c in ["23505", "40001", "42P01", "22P02", "19", "2067", "1", "11"] {
+            assert!(!unavailable_code(c), "{c}");
+        }
+    }
 }
 
 #[cfg(test)]

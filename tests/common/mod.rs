@@ -20,6 +20,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 
 pub mod gateway;
+pub mod relay;
 
 /// Runs `scenario` on SQLite, then on PostgreSQL when `DISPARO_TEST_POSTGRES_URL` is set.
 #[macro_export]

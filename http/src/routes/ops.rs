@@ -6,6 +6,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
+use std::time::Duration;
 
 /// Routes.
 pub fn routes() -> Router<AppState> {
@@ -84,7 +85,16 @@ pub struct DatabaseOut {
 )]
 async fn health(State(state): State<AppState>) -> Response {
     let store = state.services.store();
-    let (ok, latency_ms, error) = match store.ping().await {
+    // The probe's verdict first (D-124), then a ping of at most 2 s: a database away is
+    // reported at once, not after the pool's wait for a connection.
+    let pinged = match store.available() {
+        true => tokio::time::timeout(Duration::from_secs(2), store.ping())
+            .await
+            .map_err(|_| "timed out".to_string())
+            .and_then(|r| r.map_err(|e| e.to_string())),
+        false => Err("the probe marked it unavailable".to_string()),
+    };
+    let (ok, latency_ms, error) = match pinged {
         Ok(d) => (true, Some(d.as_secs_f64() * 1000.0), None),
         Err(e) => {
             tracing::error!(error = %e, "health: database unreachable");
