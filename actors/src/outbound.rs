@@ -124,3 +124,45 @@ pub fn refusal_message(r: &UrlRefusal) -> String {
         ),
     }
 }
+
+#[cfg(test)]
+mod fuzz_tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::net::Ipv4Addr;
+
+    proptest! {
+        /// Fuzzing (issue 53): the guard's URL check takes any text without a panic, and a
+        /// private IPv4 address is refused however the URL writes it (dotted, one decimal
+        /// number, hex, octal, IPv4-mapped IPv6): the URL parser's reading is what is checked.
+        #[test]
+        fn private_addresses_are_refused_in_every_spelling(text in ".{0,80}",
+                                                           first in prop::sample::select(vec![10u8, 127, 192, 169, 172, 0]),
+                                                           rest in any::<[u8; 3]>(),
+                                                           port in proptest::option::of(1u16..)) {
+            let guard = Guard::new(OutboundPolicy::default());
+            let _ = guard.check_url(&text);
+            let _ = guard.check_url(&format!("http://{text}"));
+            let ip = match first {
+                192 => Ipv4Addr::new(192, 168, rest[1], rest[2]),
+                169 => Ipv4Addr::new(169, 254, rest[1], rest[2]),
+                172 => Ipv4Addr::new(172, 16 + rest[0] % 16, rest[1], rest[2]),
+                f => Ipv4Addr::new(f, rest[0], rest[1], rest[2]),
+            };
+            let n = u32::from(ip);
+            let o = ip.octets();
+            let port = port.map(|p| format!(":{p}")).unwrap_or_default();
+            for host in [
+                ip.to_string(),
+                n.to_string(),
+                format!("{n:#x}"),
+                format!("0{:o}.0{:o}.0{:o}.0{:o}", o[0], o[1], o[2], o[3]),
+                format!("[::ffff:{ip}]"),
+                format!("{ip}."),
+            ] {
+                let url = format!("http://{host}{port}/hook");
+                prop_assert!(matches!(guard.check_url(&url), Err(UrlRefusal::PrivateAddress(_))), "{} allowed", url);
+            }
+        }
+    }
+}

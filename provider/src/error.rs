@@ -324,6 +324,29 @@ impl ProviderError {
 mod tests {
     use super::*;
 
+    proptest::proptest! {
+        /// Fuzzing (issue 53): any error body the provider may answer is a Graph error or
+        /// not, never a panic, and every reading of a Graph error (kind, blame, reason, the
+        /// retry plan at any attempt) is defined.
+        #[test]
+        fn any_error_body_is_read(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256),
+                                  code in proptest::prelude::any::<i64>(),
+                                  subcode in proptest::option::of(proptest::prelude::any::<i64>()),
+                                  message in ".{0,40}",
+                                  status in 100u16..600,
+                                  attempt in proptest::prelude::any::<u32>()) {
+            let _ = serde_json::from_slice::<GraphErrorEnvelope>(&bytes);
+            let body = serde_json::json!({"error": {"message": message, "type": "OAuthException",
+                "code": code, "error_subcode": subcode, "error_data": {"details": message}}});
+            let env: GraphErrorEnvelope = serde_json::from_value(body).unwrap();
+            let e = ProviderError::Graph { status, error: env.error, retry_after_s: None };
+            let _ = (e.kind(), e.blame(), e.reason(), e.code(), e.next_step(attempt));
+            let http = ProviderError::Http { status, body: message.clone() };
+            let _ = (http.kind(), http.blame(), http.reason(), http.next_step(attempt));
+            let _ = ErrorKind::from_code(code).next_step(attempt);
+        }
+    }
+
     fn graph(code: i64) -> ProviderError {
         ProviderError::Graph {
             status: 400,
