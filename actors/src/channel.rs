@@ -92,6 +92,13 @@ pub struct ChannelState {
     /// every message; read by send tasks right before the provider call, so a RED event stops
     /// even sends admitted before it.
     blocked: Arc<std::sync::atomic::AtomicBool>,
+    /// When a campaign send of this number was last accepted (ms): a send failing
+    /// transiently while others get through fails, one failing in an outage goes back to the
+    /// campaign (D-125).
+    accepted_at: Arc<std::sync::atomic::AtomicI64>,
+    /// Until when campaign sends are held because the provider fails (ms, 0: it answers;
+    /// [`engine::channel::Channel::outage_until`]), refreshed after every message.
+    outage_until: Arc<std::sync::atomic::AtomicI64>,
     /// The lease this actor's sends go out under (cluster mode; always open on one node),
     /// checked by send tasks right before the provider call.
     fence: crate::cluster::Fence,
@@ -283,6 +290,10 @@ impl ChannelState {
         let blocked = self.with_limits(|c, l| c.blocked(now, l));
         self.blocked
             .store(blocked, std::sync::atomic::Ordering::Relaxed);
+        self.outage_until.store(
+            self.channel.outage_until().unwrap_or(0),
+            std::sync::atomic::Ordering::Relaxed,
+        );
     }
 
     /// Per-channel gauges for Grafana: quality (2 green, 1 yellow, 0 red, -1 unknown), the
@@ -536,6 +547,8 @@ async fn start(
         in_flight: Arc::new(Semaphore::new(max_in_flight)),
         campaign_share: Arc::new(Semaphore::new(campaign_share(max_in_flight))),
         blocked: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        accepted_at: Arc::default(),
+        outage_until: Arc::default(),
         fence,
         now,
         shared,
@@ -571,6 +584,7 @@ fn input_of(msg: ChannelMsg) -> Result<Input, ChannelMsg> {
             SendOutcome::Throttled(retry_after_ms) => Answer::Throttled { retry_after_ms },
             SendOutcome::Refused(ErrorKind::Payment) => Answer::PaymentProblem,
             SendOutcome::Refused(ErrorKind::InvalidCredential) => Answer::CredentialRefused,
+            SendOutcome::Refused(ErrorKind::Transient) => Answer::Unavailable,
             SendOutcome::Refused(_) => Answer::Refused,
         }),
         ChannelMsg::TemplateFlags {
@@ -1165,6 +1179,8 @@ async fn dispatch(myself: ActorRef<ChannelMsg>, batch: Dispatch, st: &mut Channe
             in_flight: st.in_flight.clone(),
             campaign_share: st.campaign_share.clone(),
             blocked: st.blocked.clone(),
+            accepted_at: st.accepted_at.clone(),
+            outage_until: st.outage_until.clone(),
             fence: st.fence.clone(),
             myself: myself.clone(),
             gate: batch.gate.clone(),
@@ -1211,6 +1227,8 @@ struct CampaignSend {
     /// Taken before `in_flight`: campaign sends hold at most their share of the window.
     campaign_share: Arc<Semaphore>,
     blocked: Arc<std::sync::atomic::AtomicBool>,
+    accepted_at: Arc<std::sync::atomic::AtomicI64>,
+    outage_until: Arc<std::sync::atomic::AtomicI64>,
     fence: crate::cluster::Fence,
     myself: ActorRef<ChannelMsg>,
     gate: crate::protocol::CampaignGate,
@@ -1264,12 +1282,19 @@ impl CampaignSend {
             return SendResult::Replan;
         }
         let channel_label = self.record.id.to_string();
+        let started_ms = self.shared.config.clock.now_ms();
         let mut attempt = 0;
         loop {
             attempt += 1;
             // The channel turned RED (or was blocked) since this send was admitted, or this
             // node lost the number's cell (cluster mode: fenced): not sent.
-            if self.blocked() || !self.fence.holds(self.shared.config.clock.now_ms()) {
+            let now = self.shared.config.clock.now_ms();
+            if self.blocked() || !self.fence.holds(now) {
+                return SendResult::Replan;
+            }
+            // The provider fails for this number (D-125): back to the campaign, whose next
+            // send through the number is a single probe once the back-off ends.
+            if self.outage_until.load(std::sync::atomic::Ordering::Relaxed) > now {
                 return SendResult::Replan;
             }
             watch.lap();
@@ -1282,6 +1307,10 @@ impl CampaignSend {
             let e = match res {
                 Ok(resp) => {
                     let _ = self.myself.cast(ChannelMsg::Outcome(SendOutcome::Accepted));
+                    self.accepted_at.fetch_max(
+                        self.shared.config.clock.now_ms(),
+                        std::sync::atomic::Ordering::Relaxed,
+                    );
                     return match resp.message_id() {
                         Some(wamid) => {
                             metrics::counter!("disparo_messages_sent_total", "channel_id" => channel_label).increment(1);
@@ -1298,7 +1327,9 @@ impl CampaignSend {
             let kind = e.kind();
             metrics::counter!("disparo_messages_failed_total", "channel_id" => channel_label.clone(), "kind" => format!("{kind:?}")).increment(1);
             let _ = self.myself.cast(ChannelMsg::Outcome(refused(&e)));
-            match campaign_result(&e, attempt) {
+            let others_accepted =
+                self.accepted_at.load(std::sync::atomic::Ordering::Relaxed) >= started_ms;
+            match campaign_result(&e, attempt, others_accepted) {
                 Some(result) => return result,
                 None => {
                     if let provider::NextStep::RetryAfter(ms) = kind.next_step(attempt) {
@@ -1312,12 +1343,20 @@ impl CampaignSend {
 
 /// What a campaign send's provider refusal at attempt `attempt` makes of its recipient
 /// (D-032); `None`: try again (a transient error before [`TRANSIENT_ATTEMPTS`]).
-fn campaign_result(e: &provider::ProviderError, attempt: u32) -> Option<SendResult> {
+/// `others_accepted`: another send of the number was accepted since this one's first try.
+fn campaign_result(
+    e: &provider::ProviderError,
+    attempt: u32,
+    others_accepted: bool,
+) -> Option<SendResult> {
     Some(match e.kind() {
         // No answer: the provider may have taken it. A status webhook (carrying our id)
         // settles it, or the grace period sends it again (D-032).
         _ if matches!(e, provider::ProviderError::Timeout) => SendResult::InDoubt,
         ErrorKind::Transient if attempt < TRANSIENT_ATTEMPTS => return None,
+        // The provider fails for every send of the number (an outage): back to the campaign,
+        // which the number's back-off holds until the provider answers again (D-125).
+        ErrorKind::Transient if !others_accepted => SendResult::Replan,
         // Throttled (the number backs off) or stopped by the number's state (credential,
         // payment, account): back to the campaign, another number or a later tick takes it.
         ErrorKind::RateLimited

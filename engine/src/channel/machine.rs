@@ -142,8 +142,24 @@ pub enum Answer {
     PaymentProblem,
     /// The access token was refused.
     CredentialRefused,
+    /// The provider failed or did not answer (HTTP 5xx, Graph transient codes, a timeout):
+    /// campaign work backs off, longer after each failure in a row, and resumes with one
+    /// send at a time until one is accepted (issue 53, D-125).
+    Unavailable,
     /// Any other refusal (the number's state does not change).
     Refused,
+}
+
+/// The first back-off after the provider failed, ms; it doubles with each failure in a row.
+pub const UNAVAILABLE_BACKOFF_MS: i64 = 1_000;
+
+/// The longest back-off after the provider failed, ms.
+pub const UNAVAILABLE_BACKOFF_MAX_MS: i64 = 60_000;
+
+/// The back-off after `failures` provider failures in a row (≥ 1), ms: 1 s, 2 s, 4 s … 60 s.
+pub fn unavailable_backoff_ms(failures: u32) -> i64 {
+    let doublings = failures.saturating_sub(1).min(16);
+    (UNAVAILABLE_BACKOFF_MS << doublings).min(UNAVAILABLE_BACKOFF_MAX_MS)
 }
 
 /// What the provider said when the number was read (`GET /{phone-number-id}`).
@@ -344,6 +360,9 @@ pub struct Channel {
     pacer: Pacer,
     quality_event_at: Option<i64>,
     backoff_until: i64,
+    /// Provider failures in a row (reset by an accepted send): while above zero, campaign
+    /// work goes one send at a time (D-125).
+    unavailable_streak: u32,
     campaign_in_flight: usize,
     /// What `channel.health` compares (issue 48).
     watch: super::watch::HealthWatch,
@@ -371,6 +390,7 @@ impl Channel {
             pacer: Pacer::new(init.throughput_mps),
             quality_event_at: init.quality_event_at,
             backoff_until: 0,
+            unavailable_streak: 0,
             campaign_in_flight: 0,
             watch: super::watch::HealthWatch::default(),
         }
@@ -515,7 +535,21 @@ impl Channel {
         match answer {
             Answer::Accepted => {
                 self.pacer.on_accepted();
+                if self.unavailable_streak > 0 {
+                    // The provider answers again: the outage's back-off ends (a throttle's
+                    // does not: it is not an outage).
+                    self.unavailable_streak = 0;
+                    self.backoff_until = self.backoff_until.min(now);
+                }
                 self.set_credential(true)
+            }
+            // One failure per back-off counts (the sends in flight fail together).
+            Answer::Unavailable if self.backoff_until > now => Vec::new(),
+            Answer::Unavailable => {
+                self.unavailable_streak = self.unavailable_streak.saturating_add(1);
+                let until = now + unavailable_backoff_ms(self.unavailable_streak);
+                self.backoff_until = until;
+                vec![Effect::BackedOff { until }]
             }
             // One signal per burst (the sends in flight are refused together): the rate halves
             // and campaign work pauses for the provider's Retry-After, else 1 s; accepted sends
@@ -814,7 +848,21 @@ impl Channel {
         let cadence = self
             .pacer
             .slots_within(self.guardrails.cadence_ms, now, CADENCE_HORIZON_MS);
-        (window.min(cap).min(headroom).min(cadence), None)
+        // After provider failures, one send probes until one is accepted (D-125).
+        let probe = if self.unavailable_streak > 0 {
+            1
+        } else {
+            usize::MAX
+        };
+        (window.min(cap).min(headroom).min(cadence).min(probe), None)
+    }
+
+    /// Until when campaign sends are held because the provider failed (ms; D-125): `Some`
+    /// from the first failure in a row until a send is accepted. A send admitted before the
+    /// outage that has not gone out yet goes back to the campaign instead of calling a provider
+    /// that fails.
+    pub fn outage_until(&self) -> Option<i64> {
+        (self.unavailable_streak > 0).then_some(self.backoff_until)
     }
 
     /// Today's guardrails at `now`.

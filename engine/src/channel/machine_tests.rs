@@ -205,6 +205,51 @@ fn provider_answers_change_the_state_they_concern() {
 }
 
 #[test]
+fn a_provider_outage_backs_campaign_work_off_and_probes_with_one_send() {
+    let none = &mut Limits::none();
+    let mut c = channel(1, Some("TIER_10K"), no_guardrails(), 1000);
+    let full = c.campaign_credits(NOON, none).0;
+    assert!(full > 1);
+    // The sends in flight fail together: one back-off of 1 s, not one per failure.
+    let e = c.apply(Input::Answer(Answer::Unavailable), NOON);
+    assert_eq!(
+        e,
+        vec![Effect::BackedOff {
+            until: NOON + 1_000
+        }]
+    );
+    assert_eq!(
+        c.apply(Input::Answer(Answer::Unavailable), NOON + 10),
+        vec![]
+    );
+    assert_eq!(c.campaign_credits(NOON + 500, none), (0, None));
+    assert_eq!(c.outage_until(), Some(NOON + 1_000));
+    // After it, one probe at a time; each failure in a row doubles the wait, up to 60 s.
+    assert_eq!(c.campaign_credits(NOON + 1_000, none), (1, None));
+    let e = c.apply(Input::Answer(Answer::Unavailable), NOON + 1_000);
+    assert_eq!(
+        e,
+        vec![Effect::BackedOff {
+            until: NOON + 3_000
+        }]
+    );
+    let mut at = NOON + 3_000;
+    for _ in 0..10 {
+        c.apply(Input::Answer(Answer::Unavailable), at);
+        at += 60_000;
+    }
+    assert_eq!(unavailable_backoff_ms(12), UNAVAILABLE_BACKOFF_MAX_MS);
+    assert_eq!(c.campaign_credits(at - 1, none), (0, None));
+    // An accepted send ends the outage: the full window again.
+    c.apply(Input::Answer(Answer::Accepted), at);
+    assert_eq!(c.campaign_credits(at, none).0, full);
+    assert_eq!(c.outage_until(), None);
+    // Business-initiated 1:1 sends are not held by the back-off (the caller gets the
+    // provider's answer).
+    assert!(!c.blocked(at, none));
+}
+
+#[test]
 fn a_provider_read_stores_what_it_found_and_says_when_the_status_changed() {
     let mut c = channel(1, Some("TIER_250"), no_guardrails(), 80);
     let e = c.apply(
