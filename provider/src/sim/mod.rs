@@ -155,6 +155,8 @@ pub(crate) struct Inner {
     pub rng: Mutex<StdRng>,
     pub outbox: webhooks::Outbox,
     pub emitter_stats: Arc<webhooks::EmitterStats>,
+    /// Graph requests answered with an injected fault (an error or a hang), for tests.
+    pub injected_faults: std::sync::atomic::AtomicU64,
     /// 360dialog senders: API key → templates.
     pub d360: DashMap<String, Vec<d360::D360TemplateSpec>>,
     /// Resumable-upload sessions and the handles of finished uploads (D-058).
@@ -307,6 +309,7 @@ impl Simulator {
                 rng: Mutex::new(rng),
                 outbox,
                 emitter_stats: stats,
+                injected_faults: std::sync::atomic::AtomicU64::new(0),
                 d360: DashMap::new(),
                 uploads: DashMap::new(),
                 profiles: DashMap::new(),
