@@ -364,6 +364,7 @@ pub fn load_token(env: &[(&str, String)]) -> String {
 }
 
 /// The gateway's `/api/v1` with a token, for the harnesses' set-up calls.
+#[derive(Clone)]
 pub struct Api {
     /// HTTP client.
     pub http: reqwest::Client,
