@@ -78,6 +78,39 @@ async fn one_to_one(api: &Api, channels: &[i64], template: &Value, prefix: &str,
     }
 }
 
+/// Two nodes (`nodes`, not started) on one simulator whose webhooks reach the first: the
+/// first starts and connects four numbers with a campaign of `n` recipients over them, the
+/// second joins, and the numbers spread over both. The simulator, its address, the API at
+/// the first node, the campaign and the numbers.
+async fn four_numbers_over_two_nodes(
+    nodes: &mut [Gateway],
+    n: usize,
+) -> (
+    provider::sim::Simulator,
+    std::net::SocketAddr,
+    Api,
+    i64,
+    Vec<i64>,
+) {
+    let sim =
+        common::gateway::patient_simulator(format!("http://{}/webhooks/messaging", nodes[0].addr));
+    let sim_addr = sim.clone().spawn("127.0.0.1:0").await.unwrap();
+    for g in nodes.iter_mut() {
+        g.env
+            .push(("PROVIDER_BASE_URL", format!("http://{sim_addr}")));
+    }
+    nodes[0].start().await;
+    let api = Api::new(&nodes[0].addr, &nodes[0].token());
+    let (id, channels) = campaign_over_numbers(&api, &sim, n, 4).await;
+    nodes[1].start().await;
+    eventually(15, "the numbers spread over two nodes", || async {
+        let per = channels_per_node(&[&nodes[0], &nodes[1]]).await;
+        (per.iter().sum::<u64>() == 4 && per.iter().all(|n| *n > 0)).then_some(())
+    })
+    .await;
+    (sim, sim_addr, api, id, channels)
+}
+
 /// `GET /health`'s cluster part of a node, when it answers.
 async fn cluster_of(g: &Gateway) -> Option<Value> {
     let r = reqwest::get(format!("http://{}/health", g.addr))
@@ -613,22 +646,7 @@ async fn actions_reach_the_numbers_node_and_outsiders_reach_nothing() {
     let Some((db, nats, mut nodes)) = cluster(&["a", "b"], &[]).await else {
         return;
     };
-    let sim =
-        common::gateway::patient_simulator(format!("http://{}/webhooks/messaging", nodes[0].addr));
-    let sim_addr = sim.clone().spawn("127.0.0.1:0").await.unwrap();
-    for g in nodes.iter_mut() {
-        g.env
-            .push(("PROVIDER_BASE_URL", format!("http://{sim_addr}")));
-    }
-    nodes[0].start().await;
-    let api = Api::new(&nodes[0].addr, &nodes[0].token());
-    let (id, channels) = campaign_over_numbers(&api, &sim, 2, 4).await;
-    nodes[1].start().await;
-    eventually(15, "the numbers spread over two nodes", || async {
-        let per = channels_per_node(&[&nodes[0], &nodes[1]]).await;
-        (per.iter().sum::<u64>() == 4 && per.iter().all(|n| *n > 0)).then_some(())
-    })
-    .await;
+    let (sim, sim_addr, api, id, channels) = four_numbers_over_two_nodes(&mut nodes, 2).await;
     let (_, c) = api
         .call(Method::GET, &format!("/api/v1/campaigns/{id}"), None)
         .await;
@@ -999,22 +1017,7 @@ async fn a_campaign_is_coordinated_across_nodes() {
     let Some((db, _nats, mut nodes)) = cluster(&["a", "b"], &[]).await else {
         return;
     };
-    let sim =
-        common::gateway::patient_simulator(format!("http://{}/webhooks/messaging", nodes[0].addr));
-    let sim_addr = sim.clone().spawn("127.0.0.1:0").await.unwrap();
-    for g in nodes.iter_mut() {
-        g.env
-            .push(("PROVIDER_BASE_URL", format!("http://{sim_addr}")));
-    }
-    nodes[0].start().await;
-    let api = Api::new(&nodes[0].addr, &nodes[0].token());
-    let (first, channels) = campaign_over_numbers(&api, &sim, 0, 4).await;
-    nodes[1].start().await;
-    eventually(15, "the numbers spread over two nodes", || async {
-        let per = channels_per_node(&[&nodes[0], &nodes[1]]).await;
-        (per.iter().sum::<u64>() == 4 && per.iter().all(|n| *n > 0)).then_some(())
-    })
-    .await;
+    let (_sim, sim_addr, api, first, channels) = four_numbers_over_two_nodes(&mut nodes, 0).await;
     let pg = sqlx::PgPool::connect(&db.url).await.unwrap();
     let mut on = [Vec::new(), Vec::new()];
     for c in &channels {
