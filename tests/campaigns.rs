@@ -971,7 +971,7 @@ async fn a_young_number_warms_up_day_by_day(backend: Backend) {
     let (_, h) = app.get(&format!("/api/v1/channels/{a}/health")).await;
     assert_eq!(h["data"]["code"], "ok", "{h}");
     // A number connected on a higher tier has a history: no warm-up by default (once the
-    // library's template reached it: `template_ausente` until then).
+    // replication stored its inherited template's state: `template_ausente` until then).
     let (b, _) = fast_channel(&app).await;
     eventually(10, "b operating", || async {
         let (status, body) = app.get(&format!("/api/v1/channels/{b}/health")).await;

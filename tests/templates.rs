@@ -913,7 +913,74 @@ async fn template_sends_carry_every_component(backend: Backend) {
     );
 }
 
+/// Issue 55 (D-126): a template created for one number leaves the account's other numbers
+/// `ok`; a template submitted to a number and paused there flags that number only.
+async fn a_template_flags_only_the_numbers_it_is_meant_for(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let mut ids = Vec::new();
+    for _ in 0..4 {
+        let n = app
+            .sim
+            .create_number(CreateNumber {
+                throughput_mps: Some(1000),
+                ..Default::default()
+            })
+            .unwrap();
+        ids.push(connect(&app, &n).await);
+    }
+    let (a, d) = (ids[0], ids[3]);
+    let t = app
+        .approved_template(
+            json!({"name": "Só para a loja A", "body": "Olá {{1}}, seu pedido chegou.", "var_map": {"1": {"field": "nome"}}}),
+            &[a],
+        )
+        .await;
+    assert_eq!(template_of(&app, t).await["auto_replicate"], true);
+    let t2 = app
+        .approved_template(
+            json!({"name": "Só para a loja D", "body": "Oi, tudo bem?"}),
+            &[d],
+        )
+        .await;
+    let on_d = state_on(&app, t2, d).await["provider_template_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let set_status = |status: &'static str| {
+        let (app, id) = (&app, on_d.clone());
+        async move {
+            let r = app
+                .http
+                .post(format!(
+                    "http://{}/_sim/templates/{id}/status",
+                    app.sim_addr
+                ))
+                .json(&json!({"status": status}))
+                .send()
+                .await
+                .unwrap();
+            assert!(r.status().is_success());
+        }
+    };
+    set_status("PAUSED").await;
+    eventually(10, "template_ausente on D", || async {
+        (health_code(&app, d).await == "template_ausente").then_some(())
+    })
+    .await;
+    // The pass that told D told the numbers before it too (in id order): no noise there,
+    // though T (auto_replicate) is approved on A only.
+    for (i, id) in ids.iter().take(3).enumerate() {
+        assert_eq!(health_code(&app, *id).await, "ok", "number {i}");
+    }
+    set_status("UNPAUSED").await;
+    eventually(10, "D ok again", || async {
+        (health_code(&app, d).await == "ok").then_some(())
+    })
+    .await;
+}
+
 on_both_backends! {
+    meant_for => a_template_flags_only_the_numbers_it_is_meant_for;
     components => template_sends_carry_every_component;
     library => the_library_follows_the_provider_from_submission_to_deletion;
     review_before_answer => a_review_webhook_before_the_answer_is_not_lost;

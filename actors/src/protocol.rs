@@ -140,8 +140,9 @@ pub enum ChannelMsg {
     Outcome(SendOutcome),
     /// The WABA's standing changed (`account_update`).
     WabaStanding(WabaStanding),
-    /// The number's template flags: whether an `auto_replicate` library template approved
-    /// elsewhere in the account is not approved on it (health `template_ausente`; issue 17),
+    /// The number's template flags: whether a template meant for it is not usable on it
+    /// (health `template_ausente`; issue 17, D-126:
+    /// [`storage::Store::numbers_missing_templates`]),
     /// and whether a template approved on it has RED quality (`template_qualidade_baixa`,
     /// D-074).
     TemplateFlags {

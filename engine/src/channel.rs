@@ -187,8 +187,9 @@ pub enum HealthCode {
     /// `template_qualidade_baixa`: a template approved on this number has RED quality
     /// (`message_template_quality_update`; D-074) — the provider may pause it.
     TemplateQualityRed,
-    /// `template_ausente`: a library template that follows the numbers (`auto_replicate`) is
-    /// approved elsewhere in the account but not on this number (issue 17).
+    /// `template_ausente`: a template meant for this number is not usable on it — rejected,
+    /// paused, disabled or failed there, or inherited (`auto_replicate`) and never received
+    /// (issue 17; D-126 narrowed it to templates meant for the number).
     TemplateMissing,
     /// `provedor_alternativo`: a number of an alternative provider, referenced only (spec
     /// "What the service does" item 11, D-034); tone `ok`, no limits, disparo does not send

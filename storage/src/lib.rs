@@ -670,6 +670,25 @@ mod unavailable_tests {
             assert!(!unavailable_code(c), "{c}");
         }
     }
+
+    fn cipher() -> crate::Cipher {
+        crate::Cipher::from_base64(&crate::Cipher::generate_key_base64()).unwrap()
+    }
+
+    /// Issue 53: a database file that can no longer be written (here opened read-only, as a
+    /// filesystem remounted read-only leaves it) refuses writes with an error the API
+    /// answers 503 `database_unavailable`, and still serves reads.
+    #[tokio::test]
+    async fn a_read_only_file_is_unavailable_for_writes_and_served_for_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _, _) = crate::test_support::store_with_channel(dir.path()).await;
+        store.close().await;
+        let url = format!("sqlite://{}?mode=ro", dir.path().join("t.db").display());
+        let ro = crate::Store::connect(&url, cipher()).await.unwrap();
+        assert_eq!(ro.count_accounts().await.unwrap(), 1, "a read");
+        let e = ro.ensure_account("outra").await.unwrap_err();
+        assert!(e.is_unavailable(), "{e:?}");
+    }
 }
 
 #[cfg(test)]

@@ -324,18 +324,27 @@ impl Store {
             .collect()
     }
 
-    /// The account's official numbers that miss a template (issue 17): for each, whether an
-    /// `auto_replicate` template approved on some number of the account is not approved on
-    /// it. `channel_id` narrows to one number.
+    /// The account's official numbers that miss a template (issue 17; narrowed by issue 55,
+    /// D-126): for each, whether a template meant for it is not usable on it — a template
+    /// submitted to it (by its creator, a later submission or replication) whose state there
+    /// is `rejected`, `paused`, `disabled` or `failed` (not `pending`: the provider is
+    /// deciding; not `deleted`: someone removed it), or an `auto_replicate` template the
+    /// number inherited (it existed when the number was added and is approved elsewhere)
+    /// that never reached it. A template created for other numbers does not count. And
+    /// whether a template approved on it has RED quality. `channel_id` narrows to one
+    /// number. Rows: `(channel_id, missing, quality_red)`.
     pub async fn numbers_missing_templates(
         &self,
         account_id: i64,
         channel_id: Option<i64>,
     ) -> Result<Vec<(i64, bool, bool)>> {
         let rows = sqlx::query(
-            "SELECT c.id, CASE WHEN EXISTS (SELECT 1 FROM templates t WHERE t.account_id = c.account_id AND t.auto_replicate = 1 \
+            "SELECT c.id, CASE WHEN EXISTS (SELECT 1 FROM template_channels r \
+                 WHERE r.channel_id = c.id AND r.status IN ('rejected', 'paused', 'disabled', 'failed')) \
+               OR EXISTS (SELECT 1 FROM templates t WHERE t.account_id = c.account_id AND t.auto_replicate = 1 \
+                 AND t.created_at <= c.created_at \
                  AND EXISTS (SELECT 1 FROM template_channels a WHERE a.template_id = t.id AND a.status = 'approved') \
-                 AND NOT EXISTS (SELECT 1 FROM template_channels b WHERE b.template_id = t.id AND b.channel_id = c.id AND b.status = 'approved')) \
+                 AND NOT EXISTS (SELECT 1 FROM template_channels b WHERE b.template_id = t.id AND b.channel_id = c.id)) \
                THEN 1 ELSE 0 END AS missing, \
              CASE WHEN EXISTS (SELECT 1 FROM template_channels q WHERE q.channel_id = c.id AND q.status = 'approved' AND q.quality = 'RED') \
                THEN 1 ELSE 0 END AS quality_red \
