@@ -617,8 +617,10 @@ impl Runtime {
     }
 
     /// Prepares a send's content for the number `channel_id`: media downloaded (through the
-    /// SSRF guard), a library template rendered with the recipient's values (and its preview
-    /// text), a template by name completed with the version approved on the number.
+    /// SSRF guard); a library template — by id, or by a name the library holds — rendered
+    /// with the recipient's values or the parameters given, under the name of its version on
+    /// the number, with its preview text and header (D-127); a name the library does not hold
+    /// sent as given.
     ///
     /// Errors: the media's or the template's refusal (422), storage errors.
     async fn prepare(
@@ -639,24 +641,9 @@ impl Runtime {
                 .await?;
                 protocol::SendContent::MediaFile { file, caption }
             }
-            protocol::SendContent::Library { id, vars } => {
-                let (found, given) = self.render_library(account_id, id, &vars).await?;
-                let (name, layout) = templates::version_on_channel(&found, channel_id);
-                let t = &found.template;
-                if cmd.preview_text.is_none() {
-                    let mut text = t.body.clone();
-                    for (i, p) in given.body.iter().enumerate() {
-                        text = text.replace(&format!("{{{{{}}}}}", i + 1), p);
-                    }
-                    cmd.preview_text = Some(text);
-                }
-                protocol::SendContent::Template {
-                    name,
-                    language: t.language.clone(),
-                    given,
-                    layout,
-                    header_text: t.header_text.clone(),
-                }
+            protocol::SendContent::Library { choice, values } => {
+                let (found, given) = self.render_library(account_id, &choice, values).await?;
+                library_send(&found, given, None, channel_id, &mut cmd.preview_text)
             }
             protocol::SendContent::Template {
                 name,
@@ -664,18 +651,18 @@ impl Runtime {
                 given,
                 layout,
                 header_text,
-            } => {
-                let (name, found) = self
-                    .versioned_name(account_id, channel_id, &name, &language)
-                    .await?;
-                protocol::SendContent::Template {
+            } => match self.library_by_name(account_id, &name, &language).await? {
+                Some(found) => {
+                    library_send(&found, given, layout, channel_id, &mut cmd.preview_text)
+                }
+                None => protocol::SendContent::Template {
                     name,
                     language,
                     given,
-                    layout: layout.or(found),
+                    layout,
                     header_text,
-                }
-            }
+                },
+            },
             other => other,
         };
         Ok(cmd)
@@ -831,4 +818,32 @@ async fn spawn_dispatcher(
         ActorError::Unavailable
     })?;
     Ok(dispatcher)
+}
+
+/// A library template's send on `channel_id`: the name of its version there and its layout
+/// (`layout` when the caller had one), the preview text from its body when none was given,
+/// its text header.
+fn library_send(
+    found: &storage::templates::TemplateForSend,
+    given: engine::template::Given,
+    layout: Option<std::sync::Arc<engine::template::Layout>>,
+    channel_id: i64,
+    preview_text: &mut Option<String>,
+) -> protocol::SendContent {
+    let (name, own_layout) = templates::version_on_channel(found, channel_id);
+    let t = &found.template;
+    if preview_text.is_none() {
+        let mut text = t.body.clone();
+        for (i, p) in given.body.iter().enumerate() {
+            text = text.replace(&format!("{{{{{}}}}}", i + 1), p);
+        }
+        *preview_text = Some(text);
+    }
+    protocol::SendContent::Template {
+        name,
+        language: t.language.clone(),
+        given,
+        layout: layout.or(own_layout),
+        header_text: t.header_text.clone(),
+    }
 }

@@ -51,13 +51,14 @@ pub enum SendContent {
         /// Caption (not for audio).
         caption: Option<String>,
     },
-    /// A library template by id with the audience columns of the recipient; the runtime
-    /// renders it into [`SendContent::Template`] through its var_map.
+    /// A library template (by id, or by name and language with `vars`); the runtime renders
+    /// it into [`SendContent::Template`]: its var_map over the recipient's columns, or the
+    /// parameters as given, under the name of its version on the number.
     Library {
-        /// Library template id.
-        id: i64,
-        /// Audience columns (column → value).
-        vars: std::collections::BTreeMap<String, String>,
+        /// The template.
+        choice: engine::send::TemplateChoice,
+        /// Its values.
+        values: engine::send::TemplateValues,
     },
     /// A downloaded, checked file: uploaded to the provider, then sent by media id.
     MediaFile {
@@ -66,6 +67,31 @@ pub enum SendContent {
         /// Caption.
         caption: Option<String>,
     },
+}
+
+/// The locale of a template named without one (spec send `template.language`).
+pub const DEFAULT_LANGUAGE: &str = "pt_BR";
+
+impl SendContent {
+    /// The content of a checked `template` object (issue 55, D-127): a template by name with
+    /// its parameters is sent as given (completed from the library when it holds it, in
+    /// [`DEFAULT_LANGUAGE`] unless another is named); anything else is a library template
+    /// the runtime resolves.
+    pub fn of_template(r: engine::send::TemplateRef) -> SendContent {
+        use engine::send::{TemplateChoice, TemplateValues};
+        match (r.choice, r.values) {
+            (TemplateChoice::Name { name, language }, TemplateValues::Given(given)) => {
+                SendContent::Template {
+                    name,
+                    language: language.unwrap_or_else(|| DEFAULT_LANGUAGE.to_string()),
+                    given,
+                    layout: None,
+                    header_text: None,
+                }
+            }
+            (choice, values) => SendContent::Library { choice, values },
+        }
+    }
 }
 
 /// A send request, validated by the HTTP layer.

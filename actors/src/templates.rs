@@ -10,7 +10,6 @@ use engine::library::{Draft, VarMap};
 use engine::webhook::EventKind;
 use provider::wire::{CreateTemplate, TemplateStatusValue};
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
 use storage::templates::{TemplateChannel, TemplateForSend, TemplateRecord, TemplateStatus};
 use storage::webhooks::NewEvent;
 
@@ -231,50 +230,56 @@ impl Runtime {
         })
     }
 
-    /// The name to send for `name`/`language` on a channel and the template's layout: when it
-    /// is a library template, its layout, and when its current version on the channel's WABA
-    /// was renamed (`_v2`…) and approved, that version's name. A name the library does not
-    /// hold is sent as given, without a layout. The template is read through the store's
-    /// cache of templates for sends (D-090).
-    pub async fn versioned_name(
+    /// The library template with this provider name and language, if the library holds it
+    /// (read through the store's cache of templates for sends, D-090).
+    pub async fn library_by_name(
         &self,
         account_id: i64,
-        channel_id: i64,
         name: &str,
         language: &str,
-    ) -> Result<(String, Option<std::sync::Arc<engine::template::Layout>>), ActorError> {
-        let found = self
+    ) -> Result<Option<std::sync::Arc<TemplateForSend>>, ActorError> {
+        Ok(self
             .shared
             .store
             .template_for_send(
                 account_id,
                 storage::templates::TemplateKey::Name { name, language },
             )
-            .await?;
-        Ok(match found {
-            Some(found) => version_on_channel(&found, channel_id),
-            None => (name.to_string(), None),
-        })
+            .await?)
     }
 
-    /// The send parameters of a library template for an audience row, by its var_map, with
-    /// the template and its state on each number (read through the store's cache, D-090).
-    /// Errors: `NotFound` outside the account; `missing_vars` when the row lacks a variable.
+    /// The send parameters of a library template (by id, or by name and language, default
+    /// `pt_BR`): `vars` rendered through its var_map, or the parameters as given; with the
+    /// template and its state on each number (read through the store's cache, D-090).
+    /// Errors: `NotFound` for an id outside the account, 422 `unknown_template` for a name
+    /// the library does not have; `missing_vars` when `vars` lacks a variable.
     pub async fn render_library(
         &self,
         account_id: i64,
-        id: i64,
-        row: &BTreeMap<String, String>,
+        choice: &engine::send::TemplateChoice,
+        values: engine::send::TemplateValues,
     ) -> Result<(std::sync::Arc<TemplateForSend>, engine::template::Given), ActorError> {
-        let found = self
-            .shared
-            .store
-            .template_for_send(account_id, storage::templates::TemplateKey::Id(id))
-            .await?
-            .ok_or(ActorError::NotFound)?;
+        use engine::send::{TemplateChoice, TemplateValues};
+        let key = match choice {
+            TemplateChoice::Id(id) => storage::templates::TemplateKey::Id(*id),
+            TemplateChoice::Name { name, language } => storage::templates::TemplateKey::Name {
+                name,
+                language: language
+                    .as_deref()
+                    .unwrap_or(crate::protocol::DEFAULT_LANGUAGE),
+            },
+        };
+        let found = match self.shared.store.template_for_send(account_id, key).await? {
+            Some(found) => found,
+            None => return Err(unknown_library_template(choice)),
+        };
+        let row = match values {
+            TemplateValues::Given(given) => return Ok((found, given)),
+            TemplateValues::Vars(row) => row,
+        };
         let var_map: VarMap =
             serde_json::from_value(found.template.var_map.clone()).unwrap_or_default();
-        match engine::library::render(&found.template.body, &var_map, row) {
+        match engine::library::render(&found.template.body, &var_map, &row) {
             Ok(given) => Ok((found, given)),
             Err(missing) => Err(engine::ValidationError::new(
                 "missing_vars",
@@ -283,6 +288,22 @@ impl Runtime {
             )
             .into()),
         }
+    }
+}
+
+/// The refusal of a send naming a library template the account does not have: by id the
+/// record is not found (404); by name 422 `unknown_template`.
+fn unknown_library_template(choice: &engine::send::TemplateChoice) -> ActorError {
+    match choice {
+        engine::send::TemplateChoice::Id(_) => ActorError::NotFound,
+        engine::send::TemplateChoice::Name { name, language } => ActorError::Rejected {
+            code: "unknown_template",
+            message: format!(
+                "A biblioteca não tem o template `{name}` no idioma {} (com `template.vars`, o template precisa estar na biblioteca).",
+                language.as_deref().unwrap_or(crate::protocol::DEFAULT_LANGUAGE)
+            ),
+            details: serde_json::json!({"field": "template.name"}),
+        },
     }
 }
 

@@ -161,9 +161,189 @@ pub fn header_media(
     Ok(GivenMedia { kind, link, id })
 }
 
+/// A send's `template` object as read off the wire: the one shape of the account API's
+/// `POST /messages`, `POST /groups/{id}/messages`, the public sender and MCP's
+/// `send_template` (issue 55, D-127). Blank strings count as absent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TemplateFields {
+    /// A library template's id…
+    pub id: Option<i64>,
+    /// …or a template's name at the provider (`^[a-z0-9_]+$`).
+    pub name: Option<String>,
+    /// The locale of a template by name (each surface has its default).
+    pub language: Option<String>,
+    /// Values of a library template's var_map, by column (`{"nome": "Ana"}`).
+    pub vars: std::collections::BTreeMap<String, String>,
+    /// Body parameters in order, 1 to 1,024 characters each.
+    pub params: Vec<String>,
+    /// The variable of a text header.
+    pub header_param: Option<String>,
+    /// Header media: `(type, link, id)`, `type` image, video or document.
+    pub header_media: Option<(String, Option<String>, Option<String>)>,
+    /// Suffix of the dynamic URL button.
+    pub button_param: Option<String>,
+    /// Code of a copy-code button.
+    pub coupon_code: Option<String>,
+}
+
+/// Which template a send names.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum TemplateChoice {
+    /// A library template by id.
+    Id(i64),
+    /// A template by name, in `language` or the surface's default.
+    Name {
+        /// Name at the provider.
+        name: String,
+        /// Locale, when given.
+        language: Option<String>,
+    },
+}
+
+/// What a send fills its template with.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum TemplateValues {
+    /// Values by column, rendered through the library template's var_map.
+    Vars(std::collections::BTreeMap<String, String>),
+    /// The parameters as given (body in order, header, button, coupon).
+    Given(crate::template::Given),
+}
+
+/// A checked `template` object: which template and its values.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TemplateRef {
+    /// The template.
+    pub choice: TemplateChoice,
+    /// Its values.
+    pub values: TemplateValues,
+}
+
+/// Checks a `template` object: exactly one of `id` and `name` (`ambiguous_template`,
+/// `required`), a valid name and language (`invalid_template_name`, `invalid_language`),
+/// `vars` or the parameters, not both (`ambiguous_template`), each parameter 1 to 1,024
+/// characters (`invalid_param`), header media as [`header_media`] checks it.
+pub fn template_ref(f: TemplateFields) -> Result<TemplateRef, ValidationError> {
+    let blank = |v: Option<String>| v.filter(|s| !s.trim().is_empty());
+    let (name, language) = (blank(f.name), blank(f.language));
+    let choice = match (f.id, name) {
+        (Some(_), Some(_)) => {
+            return Err(ValidationError::new(
+                "ambiguous_template",
+                "template",
+                "Informe `template.id` ou `template.name`, não os dois.",
+            ))
+        }
+        (Some(id), None) => TemplateChoice::Id(id),
+        (None, name) => {
+            let name = template_name(name.as_deref())?.to_string();
+            let language = match language {
+                Some(l) => Some(self::language(Some(l))?),
+                None => None,
+            };
+            TemplateChoice::Name { name, language }
+        }
+    };
+    let header_text = blank(f.header_param);
+    let url_suffix = f.button_param.filter(|b| !b.is_empty());
+    let coupon_code = blank(f.coupon_code);
+    let given_any = !f.params.is_empty()
+        || header_text.is_some()
+        || f.header_media.is_some()
+        || url_suffix.is_some()
+        || coupon_code.is_some();
+    if !f.vars.is_empty() && given_any {
+        return Err(ValidationError::new(
+            "ambiguous_template",
+            "template.vars",
+            "Informe `template.vars` (as colunas do template) ou `template.params` e os demais valores, não os dois.",
+        ));
+    }
+    if !f.vars.is_empty() {
+        return Ok(TemplateRef {
+            choice,
+            values: TemplateValues::Vars(f.vars),
+        });
+    }
+    params(&f.params)?;
+    let header_media = match f.header_media {
+        None => None,
+        Some((kind, link, id)) => Some(header_media(&kind, link, id)?),
+    };
+    Ok(TemplateRef {
+        choice,
+        values: TemplateValues::Given(crate::template::Given {
+            body: f.params,
+            header_text,
+            header_media,
+            url_suffix,
+            coupon_code,
+        }),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_template_object_names_one_template_and_one_kind_of_values() {
+        let by_id = template_ref(TemplateFields {
+            id: Some(7),
+            params: vec!["Ana".into()],
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(by_id.choice, TemplateChoice::Id(7));
+        assert!(matches!(by_id.values, TemplateValues::Given(ref g) if g.body == ["Ana"]));
+        let by_name = template_ref(TemplateFields {
+            name: Some("pedido".into()),
+            vars: [("nome".to_string(), "Ana".to_string())].into(),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(
+            by_name.choice,
+            TemplateChoice::Name {
+                name: "pedido".into(),
+                language: None
+            }
+        );
+        assert!(matches!(by_name.values, TemplateValues::Vars(_)));
+        let code = |f: TemplateFields| template_ref(f).unwrap_err().code;
+        assert_eq!(
+            code(TemplateFields {
+                id: Some(7),
+                name: Some("pedido".into()),
+                ..Default::default()
+            }),
+            "ambiguous_template"
+        );
+        assert_eq!(code(TemplateFields::default()), "required");
+        assert_eq!(
+            code(TemplateFields {
+                id: Some(7),
+                vars: [("nome".to_string(), "Ana".to_string())].into(),
+                button_param: Some("x".into()),
+                ..Default::default()
+            }),
+            "ambiguous_template"
+        );
+        assert_eq!(
+            code(TemplateFields {
+                name: Some("Pedido".into()),
+                ..Default::default()
+            }),
+            "invalid_template_name"
+        );
+        assert_eq!(
+            code(TemplateFields {
+                id: Some(7),
+                params: vec![" ".into()],
+                ..Default::default()
+            }),
+            "invalid_param"
+        );
+    }
 
     #[test]
     fn requests_are_checked_field_by_field() {

@@ -330,20 +330,52 @@ impl Services {
     /// `members`.
     ///
     /// Errors: `unknown_template` (422), `template_missing` with the numbers it is missing on.
+    /// The library id of the template a send names: its `id`, or the library template with
+    /// that provider name and language (`pt_BR` by default). Errors: 422 `unknown_template`.
+    async fn library_id(
+        &self,
+        account_id: i64,
+        choice: &engine::send::TemplateChoice,
+    ) -> Result<i64, ActorError> {
+        let (name, language) = match choice {
+            engine::send::TemplateChoice::Id(id) => return Ok(*id),
+            engine::send::TemplateChoice::Name { name, language } => (
+                name,
+                language
+                    .as_deref()
+                    .unwrap_or(actors::protocol::DEFAULT_LANGUAGE),
+            ),
+        };
+        match self
+            .shared()
+            .store
+            .template_by_provider_name(account_id, name, language)
+            .await?
+        {
+            Some(t) => Ok(t.id),
+            None => Err(engine::ValidationError::new(
+                "unknown_template",
+                "template.name",
+                format!("A biblioteca desta conta não tem o template `{name}` em {language}."),
+            )
+            .into()),
+        }
+    }
+
     async fn group_template(
         &self,
         account_id: i64,
         template_id: i64,
         members: &[i64],
-    ) -> Result<TemplateRecord, ActorError> {
+    ) -> Result<(), ActorError> {
         let store = &self.shared().store;
         let template = match store.template(account_id, template_id).await {
             Ok(t) => t,
             Err(storage::StorageError::NotFound) => {
                 return Err(engine::ValidationError::new(
                     "unknown_template",
-                    "template_id",
-                    "`template_id` não é um template da biblioteca desta conta.",
+                    "template.id",
+                    "`template.id` não é um template da biblioteca desta conta.",
                 )
                 .into())
             }
@@ -361,7 +393,7 @@ impl Services {
                 json!({"missing": missing}),
             ));
         }
-        Ok(template)
+        Ok(())
     }
 
     /// `POST /groups/{id}/messages`: a library template to `to` through the number of the
@@ -374,13 +406,12 @@ impl Services {
         account_id: i64,
         group_id: i64,
         to: Phone,
-        template_id: i64,
-        params: Vec<String>,
+        template: engine::send::TemplateRef,
         idempotency_key: Option<String>,
     ) -> Result<MessageRecord, ActorError> {
         let state = self.group_with_members(account_id, group_id).await?;
-        let template = self
-            .group_template(account_id, template_id, &state.members)
+        let template_id = self.library_id(account_id, &template.choice).await?;
+        self.group_template(account_id, template_id, &state.members)
             .await?;
         let counter = self.shared().group_counter(group_id).await?;
         let now = self.shared().now_ms();
@@ -407,15 +438,9 @@ impl Services {
             .ok_or(ActorError::GroupExhausted)?;
         let cmd = SendCommand {
             to,
-            content: SendContent::Template {
-                name: template.provider_name.clone(),
-                language: template.language.clone(),
-                given: engine::template::Given {
-                    body: params,
-                    ..Default::default()
-                },
-                layout: None,
-                header_text: template.header_text.clone(),
+            content: SendContent::Library {
+                choice: engine::send::TemplateChoice::Id(template_id),
+                values: template.values,
             },
             preview_text: None,
             idempotency_key,

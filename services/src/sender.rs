@@ -52,20 +52,36 @@ pub struct SenderTemplate {
 pub struct SenderSend {
     /// Recipient (digits with country code).
     pub to: Phone,
-    /// Template name.
-    pub template: String,
-    /// Locale; default the only approved one, else `pt_BR`.
-    pub language: Option<String>,
-    /// Body variables, in order.
-    pub variables: Vec<String>,
-    /// Header image URL.
-    pub image_url: Option<String>,
-    /// URL button suffix.
-    pub button_variable: Option<String>,
+    /// The template and its values (the `template` object of every send, D-127). By name
+    /// without a language: the only language approved on the user's numbers, else `pt_BR`.
+    pub template: engine::send::TemplateRef,
+    /// Whether the request came in the deprecated shape (`template` a name, `variables`…):
+    /// errors then name the old fields.
+    pub legacy: bool,
     /// Run every check and the choice, render, send nothing.
     pub dry_run: bool,
     /// The request's `Idempotency-Key` (namespaced by the caller).
     pub idempotency_key: Option<String>,
+}
+
+impl SenderSend {
+    /// How the request named its template, for messages.
+    fn template_label(&self) -> String {
+        match &self.template.choice {
+            engine::send::TemplateChoice::Id(id) => format!("#{id}"),
+            engine::send::TemplateChoice::Name { name, .. } => name.clone(),
+        }
+    }
+
+    /// Whether a library template is the one this request names.
+    fn names(&self, t: &TemplateView) -> bool {
+        match &self.template.choice {
+            engine::send::TemplateChoice::Id(id) => t.id == *id,
+            engine::send::TemplateChoice::Name { name, .. } => {
+                t.provider_name == *name || t.name == *name
+            }
+        }
+    }
 }
 
 /// What a send (or a dry run) decided.
@@ -249,20 +265,18 @@ impl Services {
         req: SenderSend,
     ) -> Result<SenderOutcome, ActorError> {
         let library = self.list_library(account_id).await?;
-        let named: Vec<&TemplateView> = library
-            .iter()
-            .filter(|t| t.provider_name == req.template || t.name == req.template)
-            .collect();
+        let named: Vec<&TemplateView> = library.iter().filter(|t| req.names(t)).collect();
         if named.is_empty() {
             return Err(ActorError::Rejected {
                 code: "unknown_template",
-                message: format!("Não há template chamado `{}` nesta conta.", req.template),
-                details: json!({"field": "template"}),
+                message: format!("Não há template `{}` nesta conta.", req.template_label()),
+                details: json!({"field": if req.legacy { "template" } else { "template.name" }}),
             });
         }
         let snaps = self.sender_scope_numbers(account_id, scope).await?;
         let mine: Vec<i64> = snaps.iter().map(|s| s.record.id).collect();
         let template = sender_template(&named, &req, &mine)?;
+        let given = sender_values(template, &req)?;
         let chosen = self
             .sender_number(account_id, req.to.as_str(), template, &snaps)
             .await?;
@@ -271,7 +285,7 @@ impl Services {
             .find(|s| s.record.id == chosen)
             .ok_or(ActorError::NotFound)?;
         let mut preview = template.body.clone();
-        for (i, v) in req.variables.iter().enumerate() {
+        for (i, v) in given.body.iter().enumerate() {
             preview = preview.replace(&format!("{{{{{}}}}}", i + 1), v);
         }
         let outcome_template = (template.provider_name.clone(), template.language.clone());
@@ -289,21 +303,9 @@ impl Services {
                 Some(chosen),
                 SendCommand {
                     to: req.to,
-                    content: SendContent::Template {
-                        name: template.provider_name.clone(),
-                        language: template.language.clone(),
-                        given: engine::template::Given {
-                            body: req.variables,
-                            url_suffix: req.button_variable,
-                            header_media: req.image_url.map(|link| engine::template::GivenMedia {
-                                kind: engine::template::HeaderMedia::Image,
-                                link: Some(link),
-                                id: None,
-                            }),
-                            ..Default::default()
-                        },
-                        layout: None,
-                        header_text: template.header_text.clone(),
+                    content: SendContent::Library {
+                        choice: engine::send::TemplateChoice::Id(template.id),
+                        values: engine::send::TemplateValues::Given(given),
                     },
                     preview_text: Some(preview.clone()),
                     idempotency_key: req.idempotency_key,
@@ -322,10 +324,55 @@ impl Services {
     }
 }
 
-/// The template a public send names, in the language asked, else the only one approved on the
-/// user's numbers (`mine`), else pt_BR; its variables checked (count, 1 to 1024 characters).
+/// The parameters of a public send: `vars` rendered through the template's var_map, or the
+/// body parameters as given, counted against the template's (1 to 1,024 characters each).
 ///
-/// Errors: `unknown_template` (no such language), `variaveis_invalidas`.
+/// Errors: `missing_vars`, `variaveis_invalidas` (with `expected`).
+fn sender_values(
+    template: &TemplateView,
+    req: &SenderSend,
+) -> Result<engine::template::Given, ActorError> {
+    let given = match &req.template.values {
+        engine::send::TemplateValues::Given(g) => g.clone(),
+        engine::send::TemplateValues::Vars(row) => {
+            let var_map: engine::library::VarMap =
+                serde_json::from_value(template.var_map.clone()).unwrap_or_default();
+            engine::library::render(&template.body, &var_map, row).map_err(|missing| {
+                ActorError::from(engine::ValidationError::new(
+                    "missing_vars",
+                    "template.vars",
+                    format!("Faltam valores para: {}.", missing.join(", ")),
+                ))
+            })?
+        }
+    };
+    let wanted = engine::template::parameter_count(&template.body);
+    if given.body.len() != wanted
+        || given
+            .body
+            .iter()
+            .any(|v| v.trim().is_empty() || v.chars().count() > 1024)
+    {
+        return Err(ActorError::Rejected {
+            code: "variaveis_invalidas",
+            message: format!(
+                "O template `{}` pede {wanted} variáveis não vazias (até 1024 caracteres cada); vieram {}.",
+                template.provider_name,
+                given.body.len()
+            ),
+            details: json!({
+                "field": if req.legacy { "variables" } else { "template.params" },
+                "expected": wanted,
+            }),
+        });
+    }
+    Ok(given)
+}
+
+/// The template a public send names, in the language asked (by id: its own), else the only
+/// one approved on the user's numbers (`mine`), else pt_BR.
+///
+/// Errors: `unknown_template` (no such language).
 fn sender_template<'a>(
     named: &[&'a TemplateView],
     req: &SenderSend,
@@ -338,8 +385,12 @@ fn sender_template<'a>(
         .filter(|t| approved_on(t).iter().any(|c| mine.contains(c)))
         .map(|t| t.language.as_str())
         .collect();
-    let language = match &req.language {
-        Some(l) => l.clone(),
+    let asked = match &req.template.choice {
+        engine::send::TemplateChoice::Name { language, .. } => language.clone(),
+        engine::send::TemplateChoice::Id(_) => named.first().map(|t| t.language.clone()),
+    };
+    let language = match asked {
+        Some(l) => l,
         None if languages.len() == 1 => languages[0].to_string(),
         None => "pt_BR".to_string(),
     };
@@ -348,27 +399,10 @@ fn sender_template<'a>(
             code: "unknown_template",
             message: format!(
                 "O template `{}` não existe no idioma {language}.",
-                req.template
+                req.template_label()
             ),
-            details: json!({"field": "language"}),
+            details: json!({"field": if req.legacy { "language" } else { "template.language" }}),
         });
     };
-    let wanted = engine::template::parameter_count(&template.body);
-    if req.variables.len() != wanted
-        || req
-            .variables
-            .iter()
-            .any(|v| v.trim().is_empty() || v.chars().count() > 1024)
-    {
-        return Err(ActorError::Rejected {
-                code: "variaveis_invalidas",
-                message: format!(
-                    "O template `{}` pede {wanted} variáveis não vazias (até 1024 caracteres cada); vieram {}.",
-                    req.template,
-                    req.variables.len()
-                ),
-                details: json!({"field": "variables", "expected": wanted}),
-            });
-    }
     Ok(template)
 }

@@ -14,7 +14,6 @@ use engine::template::Given;
 use engine::ValidationError;
 use provider::{Blame, ErrorKind};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 /// A 1:1 send on its way to the node running its number.
@@ -66,12 +65,12 @@ pub enum RemoteContent {
         /// Caption.
         caption: Option<String>,
     },
-    /// A library template by id with the recipient's columns.
+    /// A library template (by id, or by name) with its values.
     Library {
-        /// Library template id.
-        id: i64,
-        /// Column → value.
-        vars: BTreeMap<String, String>,
+        /// The template.
+        choice: engine::send::TemplateChoice,
+        /// Its values.
+        values: engine::send::TemplateValues,
     },
 }
 
@@ -98,9 +97,9 @@ impl RemoteSend {
                 url: url.clone(),
                 caption: caption.clone(),
             },
-            SendContent::Library { id, vars } => RemoteContent::Library {
-                id: *id,
-                vars: vars.clone(),
+            SendContent::Library { choice, values } => RemoteContent::Library {
+                choice: choice.clone(),
+                values: values.clone(),
             },
             SendContent::MediaFile { .. } => return None,
         };
@@ -137,7 +136,7 @@ impl RemoteSend {
                 url,
                 caption,
             },
-            RemoteContent::Library { id, vars } => SendContent::Library { id, vars },
+            RemoteContent::Library { choice, values } => SendContent::Library { choice, values },
         };
         Ok(SendCommand {
             to: Phone::parse("to", &self.to)?,

@@ -270,9 +270,41 @@ struct NumbersIn {
 struct SendIn {
     #[schema(pattern = r"^\s*\+?[ ().-]*([0-9][ ().-]*){10,15}(@c\.us|@s\.whatsapp\.net)?\s*$")]
     to: String,
-    template_id: i64,
+    /// The template and its values, as on `POST /messages` (D-127); it must be approved on
+    /// every number of the group.
+    template: Option<crate::routes::template_in::TemplateIn>,
+    /// Deprecated (2026-11-29): `template.id`. Still accepted; the answer then carries
+    /// `Deprecation`.
+    #[schema(deprecated)]
+    template_id: Option<i64>,
+    /// Deprecated (2026-11-29): `template.params`.
+    #[schema(deprecated)]
     #[serde(default)]
     params: Vec<String>,
+}
+
+impl SendIn {
+    /// The one `template` object, from the deprecated `template_id` + `params` when those
+    /// came. Errors: 422 `ambiguous_template` with both shapes, `required` with neither.
+    fn template(self) -> Result<engine::send::TemplateRef, ApiError> {
+        use crate::routes::template_in::TemplateIn;
+        match (self.template, self.template_id) {
+            (Some(t), None) if self.params.is_empty() => t.into_ref(),
+            (None, Some(id)) => {
+                TemplateIn::legacy(Some(id), None, None, self.params, None, None).into_ref()
+            }
+            (None, None) => Err(ApiError::invalid(
+                "template",
+                "required",
+                "Informe `template` ({id} ou {name, language}, com `vars` ou `params`).",
+            )),
+            _ => Err(ApiError::invalid(
+                "template",
+                "ambiguous_template",
+                "Informe `template`, não `template_id` e `params` (formato antigo) junto.",
+            )),
+        }
+    }
 }
 
 /// `POST /groups/{id}/campaigns` body.
@@ -499,8 +531,9 @@ async fn remove_number(
 
 /// Envia uma mensagem pelo número do grupo com mais folga
 ///
-/// `POST /groups/{id}/messages` {to, template_id, params}: 201 through the number with most
-/// headroom; 422 `template_missing` with `missing`; 429 when the group's limit is exhausted.
+/// `POST /groups/{id}/messages` {to, template} (the `template` object of `POST /messages`;
+/// the old `template_id` + `params` still accepted, answered with `Deprecation`): 201 through
+/// the number with most headroom; 422 `template_missing` with `missing`; 429 when the group's limit is exhausted.
 /// `Idempotency-Key` is honoured as on `POST /messages` (202 for a send in doubt).
 #[utoipa::path(
     post,
@@ -518,17 +551,23 @@ async fn send(
     headers: axum::http::HeaderMap,
     RawBody(body): RawBody,
 ) -> axum::response::Response {
+    use crate::routes::template_in::{body_has, mark_deprecated};
     // `Idempotency-Key` as on `POST /messages`: one key, one message.
-    crate::routes::idempotency::idempotent(&state, &auth, "", &headers, &body, |key| async {
-        let b: SendIn = crate::extract::parse_json(&headers, &body)?;
-        let to = Phone::parse("to", &b.to)?;
-        let m = state
-            .services
-            .group_send(auth.account_id(), id, to, b.template_id, b.params, key)
-            .await?;
-        Ok((StatusCode::CREATED, json!({ "data": send_result(&m) })))
-    })
-    .await
+    let resp =
+        crate::routes::idempotency::idempotent(&state, &auth, "", &headers, &body, |key| async {
+            let mut b: SendIn = crate::extract::parse_json(&headers, &body)?;
+            let to = Phone::parse("to", &std::mem::take(&mut b.to))?;
+            let m = state
+                .services
+                .group_send(auth.account_id(), id, to, b.template()?, key)
+                .await?;
+            Ok((StatusCode::CREATED, json!({ "data": send_result(&m) })))
+        })
+        .await;
+    match body_has(&body, |m| m.contains_key("template_id")) {
+        true => mark_deprecated(resp),
+        false => resp,
+    }
 }
 
 /// Cria uma campanha para o grupo de envio

@@ -288,17 +288,32 @@ const TOOLS: &[Tool] = &[
     },
     Tool {
         name: "send_template",
-        description: "Envia um template aprovado a um contato por um número (POST /messages). Nível write: um token read é recusado.",
+        description: "Envia um template aprovado a um contato por um número (POST /messages, o mesmo objeto template). Nível write: um token read é recusado.",
         schema: || json!({
             "type": "object",
             "properties": {
                 "channel_id": {"type": "integer", "description": "id do número que envia"},
                 "to": {"type": "string", "description": "telefone com DDI, só dígitos ou formatado"},
-                "template_id": {"type": "integer", "description": "template da biblioteca"},
-                "vars": {"type": "object", "additionalProperties": {"type": "string"}, "description": "colunas do var_map do template"},
+                "template": {
+                    "type": "object",
+                    "description": "o template e seus valores, o mesmo objeto de POST /messages: {id} ou {name, language}, com vars (colunas do var_map) ou params (variáveis em ordem), header_param, header_media, button_param, coupon_code",
+                    "properties": {
+                        "id": {"type": "integer"},
+                        "name": {"type": "string"},
+                        "language": {"type": "string"},
+                        "vars": {"type": "object", "additionalProperties": {"type": "string"}},
+                        "params": {"type": "array", "items": {"type": "string"}},
+                        "header_param": {"type": "string"},
+                        "header_media": {"type": "object"},
+                        "button_param": {"type": "string"},
+                        "coupon_code": {"type": "string"}
+                    }
+                },
+                "template_id": {"type": "integer", "description": "obsoleto: use template.id", "deprecated": true},
+                "vars": {"type": "object", "additionalProperties": {"type": "string"}, "description": "obsoleto: use template.vars", "deprecated": true},
                 "idempotency_key": {"type": "string", "description": "repetir a chamada com a mesma chave não envia de novo"}
             },
-            "required": ["channel_id", "to", "template_id"],
+            "required": ["channel_id", "to"],
             "additionalProperties": false
         }),
         run: |c, a| Box::pin(send_template(c, a)),
@@ -378,17 +393,27 @@ async fn campaign_status(c: &Caller, a: Map<String, Value>) -> Result<Outcome, S
     Ok(c.call(Method::GET, &format!("/campaigns/{id}"), None).await)
 }
 
+/// `send_template`: `POST /messages` with the `template` object as given (D-127); the old
+/// `template_id` + `vars` arguments are read into it.
 async fn send_template(c: &Caller, a: Map<String, Value>) -> Result<Outcome, String> {
     let channel_id = int_arg(&a, "channel_id")?;
-    let template_id = int_arg(&a, "template_id")?;
     let to = a
         .get("to")
         .and_then(Value::as_str)
         .ok_or("`to` é obrigatório.")?;
-    let vars = a.get("vars").cloned().unwrap_or(json!({}));
+    let template = match (a.get("template"), a.get("template_id")) {
+        (Some(t), None) if t.is_object() => t.clone(),
+        (None, Some(_)) => {
+            let vars = a.get("vars").cloned().unwrap_or(json!({}));
+            json!({"id": int_arg(&a, "template_id")?, "vars": vars})
+        }
+        (Some(_), Some(_)) => {
+            return Err("Informe `template` ou `template_id` (obsoleto), não os dois.".into())
+        }
+        _ => return Err("`template` (objeto) é obrigatório.".into()),
+    };
     let key = a.get("idempotency_key").and_then(Value::as_str);
-    let body =
-        json!({"channel_id": channel_id, "to": to, "template": {"id": template_id, "vars": vars}});
+    let body = json!({"channel_id": channel_id, "to": to, "template": template});
     Ok(c.call_with(Method::POST, "/messages", Some(body), key)
         .await)
 }

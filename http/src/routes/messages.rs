@@ -17,6 +17,7 @@ use utoipa_axum::routes;
 
 use super::idempotency::idempotent;
 use super::message_out::{send_result, MessageOut, SendResultOut};
+use super::template_in::TemplateIn;
 
 /// Routes of this section (under `/api/v1`).
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -29,8 +30,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 /// The send request ("Message" › send request fields). Rules across fields, answered with
 /// 422 (D-081): exactly one of `to` and `chat_id` (`ambiguous_recipient`, `required`); exactly
 /// one of `text`, `template` and `media` (`ambiguous_content`); `caption` only with `media`
-/// (`invalid_caption`); a `template` by `id` (with `vars`) or by `name` (with `language` and
-/// `params`), not both (`ambiguous_template`).
+/// (`invalid_caption`); a `template` as [`TemplateIn`] reads it (D-127).
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[schema(as = MessageIn)]
 #[serde(deny_unknown_fields)]
@@ -64,41 +64,6 @@ struct MediaIn {
     url: String,
 }
 
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-struct TemplateIn {
-    /// A library template (rendered from `vars` through its var_map)…
-    id: Option<i64>,
-    #[serde(default)]
-    vars: std::collections::BTreeMap<String, String>,
-    /// …or a template by name at the provider (`^[a-z0-9_]+$`).
-    #[schema(pattern = "^[a-z0-9_]+$")]
-    name: Option<String>,
-    /// Locale of a template by name (default `pt_BR`).
-    #[schema(pattern = "^[A-Za-z_-]{1,16}$")]
-    language: Option<String>,
-    #[serde(default)]
-    params: Vec<String>,
-    button_param: Option<String>,
-    /// The variable of a text header (D-071).
-    header_param: Option<String>,
-    /// Header media of an image, video or document header: `{type, link}` or `{type, id}`
-    /// (an id from `POST /media` at the provider; D-071).
-    header_media: Option<HeaderMediaIn>,
-    /// Code of a copy-code button (D-071).
-    coupon_code: Option<String>,
-}
-
-/// `template.header_media`: `{type: image|video|document, link | id}`.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-struct HeaderMediaIn {
-    #[serde(rename = "type")]
-    kind: String,
-    link: Option<String>,
-    id: Option<String>,
-}
-
 /// Reads a send's body into the command (the request's own rules: `engine::send`) and the
 /// number it names, if any.
 fn parse(body: SendIn) -> Result<(Option<i64>, SendCommand), ApiError> {
@@ -125,7 +90,7 @@ fn parse(body: SendIn) -> Result<(Option<i64>, SendCommand), ApiError> {
             engine::send::text(&text)?;
             SendContent::Text { body: text }
         }
-        (None, None, Some(t)) => template_content(t)?,
+        (None, None, Some(t)) => SendContent::of_template(t.into_ref()?),
         (None, Some(_), Some(_)) => {
             return Err(ApiError::invalid(
                 "text",
@@ -153,41 +118,6 @@ fn parse(body: SendIn) -> Result<(Option<i64>, SendCommand), ApiError> {
             span: tracing::Span::none(),
         },
     ))
-}
-
-/// A send's `template`: a library template by `id` (with `vars`), or one at the provider by
-/// `name` and `language` with its parameters.
-fn template_content(t: TemplateIn) -> Result<SendContent, ApiError> {
-    if let Some(id) = t.id {
-        if t.name.is_some() || !t.params.is_empty() {
-            return Err(ApiError::invalid(
-                "template",
-                "ambiguous_template",
-                "Com `template.id`, informe `vars` em vez de `name` e `params`.",
-            ));
-        }
-        return Ok(SendContent::Library { id, vars: t.vars });
-    }
-    let name = engine::send::template_name(t.name.as_deref())?.to_string();
-    let language = engine::send::language(t.language)?;
-    engine::send::params(&t.params)?;
-    let header_media = match t.header_media {
-        None => None,
-        Some(m) => Some(engine::send::header_media(&m.kind, m.link, m.id)?),
-    };
-    Ok(SendContent::Template {
-        name,
-        language,
-        given: engine::template::Given {
-            body: t.params,
-            header_text: t.header_param.filter(|h| !h.trim().is_empty()),
-            header_media,
-            url_suffix: t.button_param.filter(|b| !b.is_empty()),
-            coupon_code: t.coupon_code.filter(|c| !c.trim().is_empty()),
-        },
-        layout: None,
-        header_text: None,
-    })
 }
 
 #[utoipa::path(

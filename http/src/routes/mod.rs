@@ -14,6 +14,7 @@ pub mod ops;
 pub mod provider;
 pub mod reports;
 pub mod sender;
+pub mod template_in;
 pub mod templates;
 pub mod tokens;
 pub mod webhooks;

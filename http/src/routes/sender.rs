@@ -8,6 +8,7 @@ use crate::envelope::{Data, List};
 use crate::error::ApiError;
 use crate::extract::{parse_json, Auth};
 use crate::routes::message_out::{SendResultOut, TemplateRefOut};
+use crate::routes::template_in::TemplateIn;
 use crate::AppState;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -53,7 +54,10 @@ pub async fn templates(
     Ok(List::json(list))
 }
 
-/// `POST /api/v1/messages` body of a sender token.
+/// `POST /api/v1/messages` body of a sender token: `{to, template, dry_run}` with the
+/// `template` object of every send (D-127). The old shape (`template` a name, with
+/// `language`, `variables`, `image_url`, `button_variable`) is still accepted, answered with
+/// `Deprecation`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[schema(as = SenderMessageIn)]
 #[serde(deny_unknown_fields)]
@@ -61,20 +65,77 @@ pub struct SendIn {
     /// Recipient, digits with country code.
     #[schema(pattern = r"^\s*\+?[ ().-]*([0-9][ ().-]*){10,15}(@c\.us|@s\.whatsapp\.net)?\s*$")]
     to: String,
-    /// Template name.
-    template: String,
-    /// Locale; default the only one approved, else `pt_BR`.
+    /// The template and its values (`{id}` or `{name, language}`, with `vars` or `params`);
+    /// deprecated: a template name (string) with the fields below.
+    template: SenderTemplateIn,
+    /// Deprecated (2026-11-29): `template.language`.
+    #[schema(deprecated)]
     language: Option<String>,
-    /// Body variables in order.
+    /// Deprecated (2026-11-29): `template.params`.
+    #[schema(deprecated)]
     #[serde(default)]
     variables: Vec<String>,
-    /// Header image (public HTTPS URL) of a template with an image header.
+    /// Deprecated (2026-11-29): `template.header_media` `{type: image, link}`.
+    #[schema(deprecated)]
     image_url: Option<String>,
-    /// Suffix of the URL button.
+    /// Deprecated (2026-11-29): `template.button_param`.
+    #[schema(deprecated)]
     button_variable: Option<String>,
     /// Check, choose and render without sending.
     #[serde(default)]
     dry_run: bool,
+}
+
+/// A public send's `template`: the one object, or (deprecated) a template name.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(untagged)]
+pub enum SenderTemplateIn {
+    /// The `template` object of every send.
+    Object(Box<TemplateIn>),
+    /// Deprecated: the template's name.
+    Name(String),
+}
+
+impl SendIn {
+    /// Whether the body used any deprecated field.
+    fn legacy(&self) -> bool {
+        matches!(self.template, SenderTemplateIn::Name(_))
+            || self.language.is_some()
+            || !self.variables.is_empty()
+            || self.image_url.is_some()
+            || self.button_variable.is_some()
+    }
+
+    /// The one `template` object, the old fields read into it. Errors: 422
+    /// `ambiguous_template` when the object comes with old fields, `required` for a blank
+    /// name, and the object's own.
+    fn template(self) -> Result<TemplateIn, ApiError> {
+        let old_fields = self.language.is_some()
+            || !self.variables.is_empty()
+            || self.image_url.is_some()
+            || self.button_variable.is_some();
+        match self.template {
+            SenderTemplateIn::Object(_) if old_fields => Err(ApiError::invalid(
+                "template",
+                "ambiguous_template",
+                "Com `template` como objeto, informe idioma, variáveis, imagem e botão dentro dele (`language`, `params`, `header_media`, `button_param`).",
+            )),
+            SenderTemplateIn::Object(t) => Ok(*t),
+            SenderTemplateIn::Name(name) if name.trim().is_empty() => Err(ApiError::invalid(
+                "template",
+                "required",
+                "`template` é obrigatório.",
+            )),
+            SenderTemplateIn::Name(name) => Ok(TemplateIn::legacy(
+                None,
+                Some(name.trim().to_string()),
+                self.language.filter(|l| !l.is_empty()),
+                self.variables,
+                self.image_url,
+                self.button_variable.filter(|v| !v.is_empty()),
+            )),
+        }
+    }
 }
 
 /// The number the sender chose: `{id, phone, name}`.
@@ -160,66 +221,73 @@ pub async fn send(
     body: &[u8],
 ) -> Response {
     let namespace = format!("pub:{}:", caller.user.id);
-    super::idempotency::idempotent(state, auth, &namespace, headers, body, |key| async move {
-        let b: SendIn = parse_json(headers, body)?;
-        let to = Phone::parse("to", &b.to).map_err(ApiError::from)?;
-        if b.template.trim().is_empty() {
-            return Err(ApiError::invalid(
-                "template",
-                "required",
-                "`template` é obrigatório.",
-            ));
-        }
-        if let Some(url) = &b.image_url {
-            state.services.outbound().check_url(url).map_err(|r| {
-                ApiError::invalid("image_url", r.code(), actors::outbound::refusal_message(&r))
-            })?;
-        }
-        let dry_run = b.dry_run;
-        let outcome = state
-            .services
-            .sender_send(
-                caller.user.account_id,
-                &caller.user.scope(),
-                SenderSend {
-                    to: to.clone(),
-                    template: b.template.trim().to_string(),
-                    language: b.language.filter(|l| !l.is_empty()),
-                    variables: b.variables,
-                    image_url: b.image_url.filter(|u| !u.is_empty()),
-                    button_variable: b.button_variable.filter(|v| !v.is_empty()),
-                    dry_run,
-                    idempotency_key: key,
-                },
-            )
-            .await;
-        let store = state.services.store();
-        let outcome = match outcome {
-            Ok(o) => o,
-            Err(actors::ActorError::SendInDoubt(id)) => {
-                store
-                    .link_sender_message(id, caller.user.id, caller.token_id)
-                    .await?;
-                return Err(ApiError::InDoubt(id));
+    let resp =
+        super::idempotency::idempotent(state, auth, &namespace, headers, body, |key| async move {
+            let b: SendIn = parse_json(headers, body)?;
+            let to = Phone::parse("to", &b.to).map_err(ApiError::from)?;
+            let (legacy, dry_run) = (b.legacy(), b.dry_run);
+            let template = b.template()?;
+            if let Some(url) = template.media_link().filter(|u| !u.trim().is_empty()) {
+                let field = if legacy {
+                    "image_url"
+                } else {
+                    "template.header_media.link"
+                };
+                state.services.outbound().check_url(url).map_err(|r| {
+                    ApiError::invalid(field, r.code(), actors::outbound::refusal_message(&r))
+                })?;
             }
-            Err(e) => return Err(e.into()),
-        };
-        if let Some(m) = &outcome.message {
-            store
-                .link_sender_message(m.id, caller.user.id, caller.token_id)
-                .await?;
-        }
-        let status = if dry_run {
-            StatusCode::OK
-        } else {
-            StatusCode::CREATED
-        };
-        Ok((
-            status,
-            json!({ "data": outcome_json(&outcome, to.as_str()) }),
-        ))
-    })
-    .await
+            let outcome = state
+                .services
+                .sender_send(
+                    caller.user.account_id,
+                    &caller.user.scope(),
+                    SenderSend {
+                        to: to.clone(),
+                        template: template.into_ref()?,
+                        legacy,
+                        dry_run,
+                        idempotency_key: key,
+                    },
+                )
+                .await;
+            let store = state.services.store();
+            let outcome = match outcome {
+                Ok(o) => o,
+                Err(actors::ActorError::SendInDoubt(id)) => {
+                    store
+                        .link_sender_message(id, caller.user.id, caller.token_id)
+                        .await?;
+                    return Err(ApiError::InDoubt(id));
+                }
+                Err(e) => return Err(e.into()),
+            };
+            if let Some(m) = &outcome.message {
+                store
+                    .link_sender_message(m.id, caller.user.id, caller.token_id)
+                    .await?;
+            }
+            let status = if dry_run {
+                StatusCode::OK
+            } else {
+                StatusCode::CREATED
+            };
+            Ok((
+                status,
+                json!({ "data": outcome_json(&outcome, to.as_str()) }),
+            ))
+        })
+        .await;
+    let old_shape = super::template_in::body_has(body, |m| {
+        m.get("template").is_some_and(|t| t.is_string())
+            || ["language", "variables", "image_url", "button_variable"]
+                .iter()
+                .any(|k| m.contains_key(*k))
+    });
+    match old_shape {
+        true => super::template_in::mark_deprecated(resp),
+        false => resp,
+    }
 }
 
 /// Lê uma mensagem enviada pelo remetente público
