@@ -340,3 +340,27 @@ fn the_readme_panel_table_matches_the_panel_document() {
         &["/webhooks/provider", "/hygiene/callback"],
     );
 }
+
+/// Issue 55: the records both documents serve (a number is a "channel" in the account API
+/// and a "phone number" in the panel) say in each document which record of the other they
+/// are, with the same id; every pair names schemas that exist.
+#[test]
+fn shared_records_name_each_other_across_documents() {
+    let account = serde_json::to_value(http::openapi::document()).unwrap();
+    let panel = serde_json::to_value(http::panel::document()).unwrap();
+    for (a, p, what) in http::openapi::SHARED_RECORDS {
+        assert!(
+            what.contains("/api/v1/") && what.contains("painel"),
+            "{what}: both routes"
+        );
+        for (doc, name) in [(&account, a), (&panel, p)] {
+            let schema = &doc["components"]["schemas"][name];
+            assert!(schema.is_object(), "{name} is a schema");
+            let description = schema["description"].as_str().unwrap_or_default();
+            assert!(
+                description.contains(what) && description.contains("mesmo `id`"),
+                "{name}: {description}"
+            );
+        }
+    }
+}

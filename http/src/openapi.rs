@@ -153,6 +153,71 @@ pub enum Surface {
     Sender,
 }
 
+/// The records the account API and the panel API serve both, one row each (issue 55,
+/// D-054: one tenant model, the same ids): `(account schema, panel schema, the record and
+/// its routes in both documents)`. Each document's schema says which record of the other it
+/// is ([`shared_record_names`]).
+pub const SHARED_RECORDS: [(&str, &str, &str); 6] = [
+    (
+        "ChannelOut",
+        "NumberView",
+        "o número de WhatsApp: canal (`channel`) na API de conta (`/api/v1/channels`, `/api/v1/channels/{id}/…`) e número (`phone number`) no painel (`/api/phone-numbers/{id}`)",
+    ),
+    (
+        "BmView",
+        "PanelBm",
+        "o Business Manager: `/api/v1/bms/{id}` na API de conta e `/api/business-managers/{id}` no painel",
+    ),
+    (
+        "WabaView",
+        "PanelWaba",
+        "a WABA: `/api/v1/wabas` na API de conta e `/api/wabas/{id}` no painel",
+    ),
+    (
+        "TemplateView",
+        "TemplateView",
+        "o template da biblioteca: `/api/v1/templates/{id}` na API de conta e `/api/templates/{id}` no painel",
+    ),
+    (
+        "CampaignView",
+        "PanelCampaignView",
+        "a campanha: `/api/v1/campaigns/{id}` na API de conta e `/api/campaigns/{id}` no painel (uma campanha do painel é uma campanha da conta com aprovação e higiene)",
+    ),
+    (
+        "MessageOut",
+        "MessageOut",
+        "a mensagem: `/api/v1/messages/{id}` na API de conta e as mensagens das campanhas e do webhook log no painel",
+    ),
+];
+
+/// Appends to each shared record's schema (account and panel documents) which record of the
+/// other document it is and that the ids are the same ([`SHARED_RECORDS`]).
+fn shared_record_names(doc: &mut utoipa::openapi::OpenApi, surface: Surface) {
+    let Some(components) = doc.components.as_mut() else {
+        return;
+    };
+    for (account, panel, what) in SHARED_RECORDS {
+        let name = match surface {
+            Surface::Account => account,
+            Surface::Panel => panel,
+            Surface::Sender => continue,
+        };
+        use utoipa::openapi::schema::Schema;
+        let description = match components.schemas.get_mut(name) {
+            Some(utoipa::openapi::RefOr::T(Schema::Object(o))) => &mut o.description,
+            Some(utoipa::openapi::RefOr::T(Schema::AllOf(a))) => &mut a.description,
+            _ => continue,
+        };
+        let note = format!(
+            "Registro compartilhado: {what}. O mesmo registro nos dois documentos, com o mesmo `id`."
+        );
+        *description = Some(match description.take() {
+            Some(d) if !d.is_empty() => format!("{d}\n\n{note}"),
+            _ => note,
+        });
+    }
+}
+
 /// The statuses an operation answers beyond the rules of [`error_statuses`], by
 /// `operation_id`: 409 where the record's state refuses the move (`invalid_state`,
 /// `template_em_uso`, `not_failed`, `aprovacao_pendente`, `disparo_desligado`, the hygiene
@@ -441,6 +506,7 @@ pub fn public_json_with(
 pub fn common_responses(doc: &mut utoipa::openapi::OpenApi, surface: Surface) {
     use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder};
     ascii_tags(doc);
+    shared_record_names(doc, surface);
     let mut used = std::collections::BTreeSet::new();
     let mut errors_used = std::collections::BTreeSet::new();
     let schemas: SchemaMap = doc
