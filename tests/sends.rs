@@ -161,7 +161,103 @@ async fn a_one_to_one_send_does_not_queue_behind_the_campaign_window(backend: Ba
     .await;
 }
 
+/// Issue 54 (D-128): a burst of 1:1 sends over a number's throughput never reaches the
+/// provider over it. 60 concurrent sends on a number the provider allows 20 messages/s: each
+/// is sent (paced: queued at most a second) or answered 429 `throughput_exceeded` with
+/// `Retry-After`; the simulator refuses none for throughput; a client that waits
+/// `Retry-After` and sends again with its key gets every recipient sent exactly once.
+async fn a_burst_over_the_numbers_throughput_is_paced_not_refused_by_the_provider(
+    backend: Backend,
+) {
+    let app = TestApp::spawn(backend).await;
+    let n = app
+        .sim
+        .create_number(provider::sim::CreateNumber {
+            throughput_mps: Some(20),
+            tier: Some("TIER_UNLIMITED".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    let (status, c) = app
+        .post("/api/v1/channels/official", json!({"phone_number_id": n.phone_number_id, "waba_id": n.waba_id, "access_token": n.access_token, "app_secret": n.app_secret}))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{c}");
+    let channel = c["data"]["id"].as_i64().unwrap();
+    let send = |i: usize| {
+        let app = &app;
+        async move {
+            let r = app
+                .http
+                .post(app.url("/api/v1/messages"))
+                .bearer_auth(&app.token)
+                .header("Idempotency-Key", format!("rajada-{i}"))
+                .json(&json!({"channel_id": channel, "to": format!("5511931{i:06}"), "template": {"name": "hello_world", "language": "en_US"}}))
+                .send()
+                .await
+                .unwrap();
+            let retry_after = r
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+            (i, r.status(), retry_after, r.json::<Value>().await.unwrap())
+        }
+    };
+    let mut pending: Vec<usize> = (0..60).collect();
+    let (mut sent, mut refused_rounds) = (0, Vec::new());
+    while !pending.is_empty() {
+        let answers = futures::future::join_all(pending.iter().map(|i| send(*i))).await;
+        let mut wait = 0;
+        let mut again = Vec::new();
+        for (i, status, retry_after, body) in answers {
+            match status {
+                StatusCode::CREATED => sent += 1,
+                StatusCode::TOO_MANY_REQUESTS => {
+                    assert_eq!(body["code"], "throughput_exceeded", "{body}");
+                    let secs = retry_after.expect("Retry-After");
+                    assert!((1..=2).contains(&secs), "{secs}");
+                    wait = wait.max(secs);
+                    again.push(i);
+                }
+                other => panic!("{other}: {body}"),
+            }
+        }
+        refused_rounds.push(again.len());
+        assert!(refused_rounds.len() < 10, "{refused_rounds:?}");
+        tokio::time::sleep(std::time::Duration::from_secs(wait)).await;
+        pending = again;
+    }
+    eprintln!("refused per round: {refused_rounds:?}");
+    assert_eq!(sent, 60);
+    assert!(
+        refused_rounds[0] > 0,
+        "a burst of 60 at 20/s is refused in part: {refused_rounds:?}"
+    );
+    assert!(
+        refused_rounds[0] <= 40,
+        "about a second's worth was queued: {refused_rounds:?}"
+    );
+    let stats: Value = app
+        .http
+        .get(format!("http://{}/_sim/stats", app.sim_addr))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        stats["data"]["throughput_refusals"][&n.phone_number_id]
+            .as_u64()
+            .unwrap_or(0),
+        0,
+        "{stats}"
+    );
+    let ledger = app.sim_summary().await;
+    assert_eq!(ledger["total"], 60, "{ledger}");
+}
+
 on_both_backends! {
+    burst => a_burst_over_the_numbers_throughput_is_paced_not_refused_by_the_provider;
     grouped => concurrent_sends_share_commits_and_each_gets_its_own_message;
     priority => a_one_to_one_send_does_not_queue_behind_the_campaign_window;
 }

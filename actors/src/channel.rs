@@ -762,11 +762,14 @@ async fn admit_and_send(
     reply: RpcReplyPort<Result<MessageRecord, ActorError>>,
     st: &mut ChannelState,
 ) -> Result<(), ActorError> {
-    if let Err(e) = admit(&cmd, st).await {
-        let text = e.to_string();
-        let _ = reply.send(Err(e));
-        return Err(ActorError::Conflict(text));
-    }
+    let slot_ms = match admit(&cmd, st).await {
+        Ok(at) => at,
+        Err(e) => {
+            let text = e.to_string();
+            let _ = reply.send(Err(e));
+            return Err(ActorError::Conflict(text));
+        }
+    };
     let to = cmd.to.as_str().to_string();
     let new = new_outbound(&st.record, &cmd);
     let prepared = match cmd.content {
@@ -799,18 +802,26 @@ async fn admit_and_send(
         myself,
     };
     tokio::spawn(
-        task.run(new, cmd.idempotency_key, prepared, cmd.deadline, reply)
-            .in_current_span(),
+        task.run(
+            new,
+            cmd.idempotency_key,
+            prepared,
+            (slot_ms, cmd.deadline),
+            reply,
+        )
+        .in_current_span(),
     );
     Ok(())
 }
 
 /// Admits a 1:1 send by the number's rules ([`Channel::admit_one_to_one`]): a template counts
-/// in its 24 h limits; text and media need the contact's 24-hour window open.
+/// in its 24 h limits; text and media need the contact's 24-hour window open; every send takes
+/// a slot of the number's throughput. Returns the slot (ms: when to call the provider).
 ///
 /// Errors: `Unavailable` when the caller gave up, `Validation` for unprepared content,
-/// `WindowClosed`, `BusinessInitiatedRefused` with the health code.
-async fn admit(cmd: &SendCommand, st: &mut ChannelState) -> Result<(), ActorError> {
+/// `WindowClosed`, `BusinessInitiatedRefused` with the health code, `ThroughputExceeded`
+/// for a burst over the number's throughput (D-128).
+async fn admit(cmd: &SendCommand, st: &mut ChannelState) -> Result<i64, ActorError> {
     if cmd.deadline.is_some_and(|d| st.now.at >= d) {
         // The caller has given up: nothing is written or sent.
         return Err(ActorError::Unavailable);
@@ -837,6 +848,10 @@ async fn admit(cmd: &SendCommand, st: &mut ChannelState) -> Result<(), ActorErro
             Refusal::WindowClosed => ActorError::WindowClosed,
             Refusal::Health(code) => ActorError::BusinessInitiatedRefused(code),
             Refusal::Quota(quota) => ActorError::QuotaExhausted(quota),
+            Refusal::Throughput { retry_after_ms } => {
+                metrics::counter!("disparo_throughput_refusals_total").increment(1);
+                ActorError::ThroughputExceeded { retry_after_ms }
+            }
         })
 }
 
@@ -927,10 +942,16 @@ impl SendTask {
         new: NewOutbound,
         idempotency_key: Option<String>,
         prepared: Prepared,
-        deadline: Option<std::time::Instant>,
+        (slot_ms, deadline): (i64, Option<std::time::Instant>),
         reply: RpcReplyPort<Result<MessageRecord, ActorError>>,
     ) {
         let mut watch = self.shared.config.clock.stopwatch();
+        // A burst over the number's throughput waits for its slot (at most a second, D-128).
+        let wait_ms = slot_ms - watch.last().ms;
+        if wait_ms > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(wait_ms as u64)).await;
+            api_send_phase("pacing", watch.lap());
+        }
         let Ok(_permit) = self.in_flight.clone().acquire_owned().await else {
             let _ = reply.send(Err(ActorError::Unavailable));
             return;

@@ -90,6 +90,13 @@ pub enum ActorError {
     /// recipient; the quota says which, its figures and when room returns (issue 49).
     #[error("the {} 24-hour limit is exhausted", .0.scope.as_str())]
     QuotaExhausted(engine::limits::Quota),
+    /// 429: a burst of 1:1 sends over the number's throughput — no slot within a second; one
+    /// is `retry_after_ms` further (issue 54, D-128).
+    #[error("the number's throughput is exceeded")]
+    ThroughputExceeded {
+        /// How long until a slot is within the bound, ms.
+        retry_after_ms: i64,
+    },
     /// The actor did not answer in time or is gone.
     #[error("the service is busy, try again")]
     Unavailable,

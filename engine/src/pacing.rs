@@ -31,6 +31,10 @@ pub const COEXISTENCE_MPS: u32 = 20;
 pub const BURST_MS: i64 = 1000;
 /// The pause after a throughput refusal when the provider gave no `Retry-After` (ms).
 pub const DEFAULT_PAUSE_MS: u64 = 1000;
+/// Longest a 1:1 send waits for its slot, ms: a burst of 1:1 sends above the number's
+/// throughput queues this long at most; beyond it a send is refused with the wait instead of
+/// reaching the provider over its throughput (issue 54, D-128).
+pub const PRIORITY_MAX_WAIT_MS: i64 = 1000;
 /// The rate never drops below this share of the ceiling.
 const FLOOR_SHARE: f64 = 0.05;
 /// Each accepted send raises the rate by this share of the ceiling (additive increase: back
@@ -45,6 +49,8 @@ pub struct Pacer {
     rate: f64,
     /// The next free slot, ms (fractional: 80/s is a slot every 12.5 ms).
     next_free: f64,
+    /// The next free slot of a 1:1 send, ms.
+    priority_next: f64,
     /// When the rate was last decreased, ms.
     last_decrease: Option<i64>,
 }
@@ -57,6 +63,7 @@ impl Pacer {
             ceiling,
             rate: ceiling,
             next_free: 0.0,
+            priority_next: 0.0,
             last_decrease: None,
         }
     }
@@ -94,13 +101,29 @@ impl Pacer {
         at.ceil() as i64
     }
 
-    /// A 1:1 send (an API send or a reply) goes to the provider at `now` (ms) without waiting:
-    /// it takes the provider throughput a campaign send would have had, so the next free
-    /// campaign slot moves one interval of the adapted rate later (issue 25 part 2, D-076).
-    /// Slots already booked (the channel books at most its horizon ahead, 250 ms) keep their
-    /// time.
-    pub fn yield_to_priority(&mut self, now: i64) {
-        self.next_free = self.next_free.max(now as f64) + 1000.0 / self.rate;
+    /// Whether a 1:1 send at `now` (ms) finds a slot within [`PRIORITY_MAX_WAIT_MS`].
+    ///
+    /// Errors: how long until one is within it (ms, ≥ 1) (issue 54, D-128).
+    pub fn priority_room(&self, now: i64) -> Result<(), i64> {
+        let wait = self.priority_next - now as f64;
+        if wait > PRIORITY_MAX_WAIT_MS as f64 {
+            return Err(((wait - PRIORITY_MAX_WAIT_MS as f64).ceil() as i64).max(1));
+        }
+        Ok(())
+    }
+
+    /// Books a 1:1 send's slot (an API send or a reply) at or after `now` (ms): 1:1 sends are
+    /// paced among themselves at the adapted rate, ahead of the campaign — each takes the
+    /// provider throughput a campaign send would have had, so the next free campaign slot
+    /// moves one interval later (issue 25 part 2, D-076; slots already booked, at most the
+    /// channel's horizon ahead, keep their time). Returns when to call the provider (ms);
+    /// check [`Pacer::priority_room`] first.
+    pub fn take_priority(&mut self, now: i64) -> i64 {
+        let at = self.priority_next.max(now as f64);
+        let interval = 1000.0 / self.rate;
+        self.priority_next = at + interval;
+        self.next_free = self.next_free.max(at) + interval;
+        at.ceil() as i64
     }
 
     /// How many slots start within `horizon_ms` of `now`.
@@ -131,6 +154,7 @@ impl Pacer {
         self.rate = (self.rate / 2.0).max(self.ceiling * FLOOR_SHARE);
         let until = now + retry_after_ms.unwrap_or(DEFAULT_PAUSE_MS) as i64;
         self.next_free = self.next_free.max(until as f64);
+        self.priority_next = self.priority_next.max(until as f64);
         Some(until)
     }
 }
@@ -144,11 +168,40 @@ mod tests {
         let mut p = Pacer::new(80);
         assert_eq!(p.take(0, 1_000), 1_000);
         // The campaign's next slot was 1,012.5; a 1:1 send at 1,001 takes it.
-        p.yield_to_priority(1_001);
+        assert_eq!(p.take_priority(1_001), 1_001);
         assert_eq!(p.take(0, 1_001), 1_025);
         // Idle: the 1:1 send takes the slot at its own time.
-        p.yield_to_priority(5_000);
+        assert_eq!(p.take_priority(5_000), 5_000);
         assert_eq!(p.take(0, 5_000), 5_013);
+    }
+
+    /// What a burst of 1:1 sends at `now` gets: booked slots, then the first refusal's wait.
+    fn burst(p: &mut Pacer, now: i64, n: usize) -> (Vec<i64>, Option<i64>) {
+        let mut booked = Vec::new();
+        for _ in 0..n {
+            match p.priority_room(now) {
+                Ok(()) => booked.push(p.take_priority(now)),
+                Err(wait) => return (booked, Some(wait)),
+            }
+        }
+        (booked, None)
+    }
+
+    #[test]
+    fn a_burst_of_priority_sends_queues_one_second_then_is_refused() {
+        // 20 messages/s: a slot every 50 ms; 21 slots fit within 1 s of waiting.
+        let mut p = Pacer::new(20);
+        let (booked, refused) = burst(&mut p, 1_000, 25);
+        assert_eq!(booked.len(), 21);
+        assert_eq!((booked[0], booked[20]), (1_000, 2_000));
+        assert!(booked.windows(2).all(|w| w[1] - w[0] == 50));
+        assert_eq!(refused, Some(50), "the next slot is 50 ms past the bound");
+        // Time passes: room again, at the pace.
+        assert_eq!(burst(&mut p, 1_100, 1), (vec![2_050], None));
+        // A throttle pauses 1:1 sends too.
+        let mut q = Pacer::new(80);
+        q.on_throttled(10_000, Some(600));
+        assert_eq!(burst(&mut q, 10_000, 1), (vec![10_600], None));
     }
 
     #[test]

@@ -304,6 +304,7 @@ pub const ERROR_CODES: &[(u16, &[&str])] = &[
             "muitas_recusas",
             "muitas_tentativas",
             "provider_rate_limited",
+            "throughput_exceeded",
         ],
     ),
     (502, &["provider_unavailable"]),

@@ -109,6 +109,13 @@ pub enum ApiError {
     /// when room returns).
     #[error("limit exhausted")]
     LimitExhausted(String),
+    /// 429 `throughput_exceeded`: a burst of 1:1 sends over the number's provider throughput
+    /// (no slot within a second), with `Retry-After` and `retry_after` (s) (issue 54, D-128).
+    #[error("throughput exceeded")]
+    ThroughputExceeded {
+        /// How long until a slot, ms.
+        retry_after_ms: i64,
+    },
     /// 429 `limite_24h_esgotado`: one 24 h limit is exhausted, with `Retry-After` at the time
     /// room returns and `scope`, `limit`, `remaining`, `reset_at` in the body (issue 49).
     #[error("quota exhausted")]
@@ -192,6 +199,7 @@ impl ApiError {
             | ApiError::TooManyAttempts { .. }
             | ApiError::LimitExhausted(_)
             | ApiError::QuotaExhausted(_)
+            | ApiError::ThroughputExceeded { .. }
             | ApiError::RateLimited { .. } => self.limit_parts(),
             ApiError::Refused { .. }
             | ApiError::NotFound
@@ -305,6 +313,17 @@ impl ApiError {
                 none(),
             ),
             ApiError::QuotaExhausted(q) => quota_parts(q),
+            ApiError::ThroughputExceeded { retry_after_ms } => {
+                let secs = retry_after_secs(*retry_after_ms);
+                let mut m = Map::new();
+                m.insert("retry_after".into(), json!(secs));
+                (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "throughput_exceeded",
+                    format!("Envios demais de uma vez por este número, acima da vazão do provedor; tente de novo em {secs} s."),
+                    m,
+                )
+            }
             ApiError::RateLimited { retry_after } => {
                 let mut m = Map::new();
                 m.insert("retry_after".into(), json!(retry_after));
@@ -536,6 +555,9 @@ impl IntoResponse for ApiError {
                 ..
             } => Some(retry_after_ms.div_ceil(1000)),
             ApiError::QuotaExhausted(q) => q.retry_after_ms.map(retry_after_secs),
+            ApiError::ThroughputExceeded { retry_after_ms } => {
+                Some(retry_after_secs(*retry_after_ms))
+            }
             _ => None,
         };
         let (status, body) = self.status_and_body();
@@ -679,6 +701,9 @@ impl From<ActorError> for ApiError {
             }
             ActorError::BadPayload(d) => ApiError::Malformed(d),
             ActorError::QuotaExhausted(quota) => ApiError::QuotaExhausted(quota),
+            ActorError::ThroughputExceeded { retry_after_ms } => {
+                ApiError::ThroughputExceeded { retry_after_ms }
+            }
             ActorError::GroupExhausted => ApiError::LimitExhausted(
                 "O limite de 24 horas do grupo está esgotado (ou nenhum número do grupo tem folga agora). Aguarde a janela liberar.".into(),
             ),

@@ -230,6 +230,8 @@ pub enum WireError {
     TemplateHasProblems(serde_json::Value),
     GroupExhausted,
     QuotaExhausted(Quota),
+    /// A burst over the number's throughput (ms until a slot).
+    ThroughputExceeded(i64),
     Unavailable,
 }
 
@@ -287,6 +289,9 @@ impl From<ActorError> for WireError {
             ActorError::TemplateHasProblems(v) => WireError::TemplateHasProblems(v),
             ActorError::GroupExhausted => WireError::GroupExhausted,
             ActorError::QuotaExhausted(q) => WireError::QuotaExhausted(q),
+            ActorError::ThroughputExceeded { retry_after_ms } => {
+                WireError::ThroughputExceeded(retry_after_ms)
+            }
             ActorError::Unavailable | ActorError::Storage(_) => WireError::Unavailable,
         }
     }
@@ -348,6 +353,9 @@ impl From<WireError> for ActorError {
             WireError::TemplateHasProblems(v) => ActorError::TemplateHasProblems(v),
             WireError::GroupExhausted => ActorError::GroupExhausted,
             WireError::QuotaExhausted(q) => ActorError::QuotaExhausted(q),
+            WireError::ThroughputExceeded(retry_after_ms) => {
+                ActorError::ThroughputExceeded { retry_after_ms }
+            }
             WireError::Unavailable => ActorError::Unavailable,
         }
     }

@@ -301,6 +301,12 @@ pub enum Refusal {
     /// A 24 h limit (the number's, its group's or its BM's) has no room for a new recipient;
     /// the quota says which, its figures and when room returns (issue 49).
     Quota(Quota),
+    /// A burst above the number's throughput: no slot within
+    /// [`crate::pacing::PRIORITY_MAX_WAIT_MS`]; one is this many ms further (issue 54, D-128).
+    Throughput {
+        /// How long until a slot is within the bound, ms.
+        retry_after_ms: i64,
+    },
 }
 
 /// Today's guardrails of a number as `GET /channels/{id}/guardrails` shows them (serde: it
@@ -767,18 +773,23 @@ impl Channel {
     }
 
     /// Admits a 1:1 send to `to` at `now` (a template by the number's health and 24 h limits;
-    /// text or media inside the 24-hour window only); an admitted send goes ahead of the
-    /// campaign's slots on the number (D-076).
+    /// text or media inside the 24-hour window only) and books its slot: 1:1 sends are paced
+    /// at the number's throughput, ahead of the campaign's slots (D-076, D-128). Returns when
+    /// to call the provider (ms, `now` unless a burst queues it).
     ///
-    /// Errors: [`Refusal::WindowClosed`], [`Refusal::Quota`] when a 24 h limit is exhausted, or
-    /// the health code that refuses a template.
+    /// Errors: [`Refusal::Throughput`] when no slot is within a second (nothing counted),
+    /// [`Refusal::WindowClosed`], [`Refusal::Quota`] when a 24 h limit is exhausted, or the
+    /// health code that refuses a template.
     pub fn admit_one_to_one(
         &mut self,
         to: &str,
         send: OneToOne,
         now: i64,
         limits: &mut Limits<'_>,
-    ) -> Result<(), Refusal> {
+    ) -> Result<i64, Refusal> {
+        self.pacer
+            .priority_room(now)
+            .map_err(|retry_after_ms| Refusal::Throughput { retry_after_ms })?;
         match send {
             OneToOne::Session { last_inbound_at } => {
                 if !window_open(last_inbound_at, now) {
@@ -797,8 +808,7 @@ impl Channel {
                 }
             }
         }
-        self.pacer.yield_to_priority(now);
-        Ok(())
+        Ok(self.pacer.take_priority(now))
     }
 
     /// Admits a claimed campaign send to `to` at `now` by the rules at this moment (a RED event

@@ -58,7 +58,7 @@ fn red_stops_business_initiated_sends_and_replies_go_on() {
     let none = &mut Limits::none();
     assert_eq!(
         c.admit_one_to_one("5511999990001", template(), NOON, none),
-        Ok(())
+        Ok(NOON)
     );
     let effects = c.apply(
         Input::QualityEvent {
@@ -94,7 +94,8 @@ fn red_stops_business_initiated_sends_and_replies_go_on() {
         last_inbound_at: Some(NOON - 1000),
     };
     assert_eq!(
-        c.admit_one_to_one("5511999990002", session, NOON, none),
+        c.admit_one_to_one("5511999990002", session, NOON, none)
+            .map(drop),
         Ok(())
     );
     let closed = OneToOne::Session {
@@ -311,7 +312,10 @@ fn the_daily_cap_stops_campaign_sends_not_api_sends_and_an_authorization_lifts_i
         c.campaign_credits(NOON, none),
         (0, Some(HealthCode::DailyCapReached))
     );
-    assert_eq!(c.admit_one_to_one("3", template(), NOON, none), Ok(()));
+    assert_eq!(
+        c.admit_one_to_one("3", template(), NOON, none).map(drop),
+        Ok(())
+    );
     // A send the provider did not take gives its place back.
     c.apply(Input::CampaignSettled { sent: false }, NOON);
     assert!(c.admit_campaign("4", false, NOON, none).is_ok());
@@ -336,7 +340,8 @@ fn a_group_send_needs_the_groups_headroom_and_every_send_counts_in_it() {
     };
     // A direct send is not held by the group's limit, but counts in it.
     assert_eq!(
-        c.admit_one_to_one("1", template(), NOON, &mut limits),
+        c.admit_one_to_one("1", template(), NOON, &mut limits)
+            .map(drop),
         Ok(())
     );
     let grouped = OneToOne::Template {
@@ -352,7 +357,8 @@ fn a_group_send_needs_the_groups_headroom_and_every_send_counts_in_it() {
     );
     assert_eq!(q.retry_after_ms, q.reset_at.map(|t| t - NOON));
     assert_eq!(
-        c.admit_one_to_one("1", grouped, NOON, &mut limits),
+        c.admit_one_to_one("1", grouped, NOON, &mut limits)
+            .map(drop),
         Ok(()),
         "already counted"
     );

@@ -96,7 +96,8 @@ async fn in_doubt_answer(state: &AppState, account_id: i64, message_id: i64) -> 
 /// message it writes. A send in doubt ([`ApiError::InDoubt`], or the wait for the actor ran
 /// out after the message was written) keeps the key bound to that message and answers 202
 /// with it, now and on every retry: the message is never sent twice. A failure a retry may
-/// fix (other 5xx, nothing sent) releases the key. `namespace` separates callers of one
+/// fix (other 5xx, or a 429 with `Retry-After`: nothing sent) releases the key, and the error
+/// is answered with its headers. `namespace` separates callers of one
 /// account that must not share keys (`""` for account tokens, `pub:<user>:` for a sender).
 pub(crate) async fn idempotent<F, Fut>(
     state: &AppState,
@@ -126,14 +127,19 @@ where
     if let Some(answer) = begin_idempotent(state, account_id, &key, &canonical_body(body)).await {
         return answer;
     }
-    let (status, value) = match run(Some(key.clone())).await {
-        Ok(ok) => ok,
+    let (status, value, error) = match run(Some(key.clone())).await {
+        Ok((status, value)) => (status, value, None),
         Err(ApiError::InDoubt(_)) | Err(ApiError::Unavailable) | Err(ApiError::TimedOut) => {
             return unfinished(state, account_id, &key).await;
         }
-        Err(e) => e.status_and_body(),
+        Err(e) => {
+            let (status, value) = e.status_and_body();
+            (status, value, Some(e))
+        }
     };
-    let stored = if status.is_server_error() {
+    // A 5xx or a 429 sent nothing and asks for a retry (`Retry-After`): the key is released
+    // for it, as Stripe does, instead of replaying the refusal (D-128).
+    let stored = if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
         store.idempotency_abandon(account_id, &key).await
     } else {
         store
@@ -143,7 +149,11 @@ where
     if let Err(e) = stored {
         tracing::error!(error = %e, "could not record an idempotency key");
     }
-    (status, Json(value)).into_response()
+    match error {
+        // The error's own answer, with its headers (`Retry-After`).
+        Some(e) => e.into_response(),
+        None => (status, Json(value)).into_response(),
+    }
 }
 
 /// Reserves an idempotency key for `request` (its canonical form): `None` when the request is new and runs, else the
@@ -237,7 +247,7 @@ pub const SELF_KEYED: &[&str] = &["/messages", "/campaigns", "/groups/{id}/messa
 /// token is checked): the key's first answer (any but a 5xx) is stored with the canonical
 /// request (its path and [`canonical_body`]) and replayed for 24 h with `Idempotent-Replayed:
 /// true`; a retry while the first runs is 409 `idempotency_in_progress`; the key with another
-/// path or body is 422 `idempotency_key_reused`; a 5xx releases the key for a retry. Requests
+/// path or body is 422 `idempotency_key_reused`; a 5xx or a 429 releases the key for a retry. Requests
 /// without the header, and every other route, pass untouched.
 pub(crate) async fn keyed_creates(
     axum::extract::State(state): axum::extract::State<AppState>,
@@ -273,7 +283,9 @@ pub(crate) async fn keyed_creates(
         .await
         .unwrap_or_default();
     let store = state.services.store();
-    let stored = if parts.status.is_server_error() {
+    let stored = if parts.status.is_server_error()
+        || parts.status == axum::http::StatusCode::TOO_MANY_REQUESTS
+    {
         store.idempotency_abandon(account_id, &key).await
     } else {
         let text = String::from_utf8_lossy(&bytes);
