@@ -14,6 +14,8 @@
 //!   every 10 ms whether or not the earlier ones answered; over the numbers in turn) for the
 //!   whole run (issue 25 part 2);
 //! - the throughput (130429) and pair-rate (131056) refusals the gateway saw (its metrics);
+//! - on PostgreSQL, the database's own cost per 1,000 messages: its statement time
+//!   (`pg_stat_database.active_time`) and its backends' CPU seconds (issue 54);
 //! - one webhook subscription's delivery rate: the first number's `message.sent` and
 //!   `message.ack` events, received by a local endpoint (deliveries/s from the first to the
 //!   last received, how long after the last read it caught up, and whether every contact's
@@ -345,6 +347,15 @@ async fn run(cores: Option<usize>) -> Row {
         })
     };
 
+    let db_url = env
+        .iter()
+        .find(|(k, _)| *k == "DATABASE_URL")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    let pg_at_start = match backend.as_str() {
+        "postgres" => support::PgCost::read(&db_url).await,
+        _ => None,
+    };
     let gw_pid = gw.child.id().to_string();
     let cpu_at_start = (cpu_secs(&gw_pid), cpu_secs("self"));
     let mut cpu_at_sent = (None, None);
@@ -401,6 +412,13 @@ async fn run(cores: Option<usize>) -> Row {
         seen = now;
     }
     let (mut latencies, api_refused) = probe.await.unwrap();
+    // PostgreSQL's own cost of the run: the campaign, its statuses and the 1:1 load.
+    let pg_cost = match &pg_at_start {
+        Some(start) => support::PgCost::read(&db_url)
+            .await
+            .map(|end| end.since(start)),
+        None => None,
+    };
     latencies.sort_by(|a, b| a.total_cmp(b));
     let metrics = support::metrics_text(&http, &addr).await;
     if let Ok(path) = std::env::var("LOAD_METRICS_OUT") {
@@ -448,6 +466,16 @@ async fn run(cores: Option<usize>) -> Row {
         poll_ms.len()
     );
     println!("  throughput / pair-rate refusals: {throttled}");
+    if let Some((active_ms, cpu)) = pg_cost {
+        let thousands = (n + latencies.len()) as f64 / 1000.0;
+        println!(
+            "  PostgreSQL: {:.0} ms of statement time and {:.2} CPU s per 1,000 messages ({active_ms:.0} ms, {cpu:.1} s for {} campaign and {} 1:1 messages, statuses included)",
+            active_ms / thousands,
+            cpu / thousands,
+            n,
+            latencies.len()
+        );
+    }
     let w = receiver.summary(start);
     println!(
         "  one subscription: {} deliveries at {:.0} deliveries/s (first at {:.2} s, last at {:.2} s, {:.2} s after the last read), {} out of order per contact, {} received twice",

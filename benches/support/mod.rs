@@ -32,6 +32,56 @@ pub fn cpu_secs(pid: &str) -> Option<f64> {
     Some(ticks / 100.0)
 }
 
+/// What PostgreSQL itself spent on the benchmark's database up to one moment (issue 54): the
+/// statement time of its sessions (`pg_stat_database.active_time`, ms; flushed by the server
+/// at most a second after a transaction) and the CPU of each backend serving it (s, from
+/// `/proc`, by pid). Read on a connection of its own.
+pub struct PgCost {
+    active_ms: f64,
+    cpu_by_pid: std::collections::HashMap<i32, f64>,
+}
+
+impl PgCost {
+    /// The reading of the database at `url`; `None` when it cannot be read.
+    pub async fn read(url: &str) -> Option<PgCost> {
+        use sqlx::Connection;
+        let mut conn = sqlx::PgConnection::connect(url).await.ok()?;
+        let (active_ms,): (f64,) = sqlx::query_as(
+            "SELECT COALESCE(active_time, 0)::float8 FROM pg_stat_database WHERE datname = current_database()",
+        )
+        .fetch_one(&mut conn)
+        .await
+        .ok()?;
+        let pids: Vec<(i32,)> = sqlx::query_as(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        )
+        .fetch_all(&mut conn)
+        .await
+        .ok()?;
+        let cpu_by_pid = pids
+            .into_iter()
+            .filter_map(|(pid,)| Some((pid, cpu_secs(&pid.to_string())?)))
+            .collect();
+        let _ = conn.close().await;
+        Some(PgCost {
+            active_ms,
+            cpu_by_pid,
+        })
+    }
+
+    /// Statement time (ms) and backend CPU (s) since `earlier`: a backend that started since
+    /// counts whole; one that ended since is lost (the pool keeps its connections through a
+    /// run).
+    pub fn since(&self, earlier: &PgCost) -> (f64, f64) {
+        let cpu = self
+            .cpu_by_pid
+            .iter()
+            .map(|(pid, now)| now - earlier.cpu_by_pid.get(pid).copied().unwrap_or(0.0))
+            .sum();
+        (self.active_ms - earlier.active_ms, cpu)
+    }
+}
+
 /// A metric's value summed over its label sets (Prometheus text).
 pub fn metric_sum(text: &str, name: &str) -> f64 {
     text.lines()
