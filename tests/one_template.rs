@@ -242,19 +242,13 @@ async fn one_template_object_on_four_surfaces(backend: Backend) {
         assert_eq!(data["channel_id"], ch, "{surface}");
     }
     // What reached the provider: the same template and parameters for every recipient.
-    let ledger: Value = app
-        .http
-        .get(format!(
-            "http://{}/_sim/numbers/{}/sent?limit=100",
-            app.sim_addr, n.phone_number_id
+    let ledger = app
+        .sim_json(&format!(
+            "/_sim/numbers/{}/sent?limit=100",
+            n.phone_number_id
         ))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let sent = ledger["data"]["messages"].as_array().unwrap();
+        .await;
+    let sent = ledger["messages"].as_array().unwrap();
     for (surface, to, _, _) in &answers {
         let m = sent
             .iter()

@@ -236,17 +236,9 @@ async fn a_burst_over_the_numbers_throughput_is_paced_not_refused_by_the_provide
         refused_rounds[0] <= 40,
         "about a second's worth was queued: {refused_rounds:?}"
     );
-    let stats: Value = app
-        .http
-        .get(format!("http://{}/_sim/stats", app.sim_addr))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let stats = app.sim_json("/_sim/stats").await;
     assert_eq!(
-        stats["data"]["throughput_refusals"][&n.phone_number_id]
+        stats["throughput_refusals"][&n.phone_number_id]
             .as_u64()
             .unwrap_or(0),
         0,

@@ -579,29 +579,13 @@ async fn templates_follow_the_numbers_and_are_edited_and_deleted_by_id(backend: 
 
     // T1 paused on the new number's WABA: the number misses a library template.
     let c_template = on_c["provider_template_id"].as_str().unwrap().to_string();
-    let status_of = |status: &'static str| {
-        let (app, id) = (&app, c_template.clone());
-        async move {
-            let r = app
-                .http
-                .post(format!(
-                    "http://{}/_sim/templates/{id}/status",
-                    app.sim_addr
-                ))
-                .json(&json!({"status": status}))
-                .send()
-                .await
-                .unwrap();
-            assert!(r.status().is_success());
-        }
-    };
-    status_of("PAUSED").await;
+    app.sim_template_status(&c_template, "PAUSED").await;
     eventually(10, "template_ausente", || async {
         (health_code(&app, cc).await == "template_ausente").then_some(())
     })
     .await;
     assert_eq!(health_code(&app, ca).await, "ok", "A still has it");
-    status_of("UNPAUSED").await;
+    app.sim_template_status(&c_template, "UNPAUSED").await;
     eventually(10, "ok again", || async {
         (health_code(&app, cc).await == "ok").then_some(())
     })
@@ -946,23 +930,7 @@ async fn a_template_flags_only_the_numbers_it_is_meant_for(backend: Backend) {
         .as_str()
         .unwrap()
         .to_string();
-    let set_status = |status: &'static str| {
-        let (app, id) = (&app, on_d.clone());
-        async move {
-            let r = app
-                .http
-                .post(format!(
-                    "http://{}/_sim/templates/{id}/status",
-                    app.sim_addr
-                ))
-                .json(&json!({"status": status}))
-                .send()
-                .await
-                .unwrap();
-            assert!(r.status().is_success());
-        }
-    };
-    set_status("PAUSED").await;
+    app.sim_template_status(&on_d, "PAUSED").await;
     eventually(10, "template_ausente on D", || async {
         (health_code(&app, d).await == "template_ausente").then_some(())
     })
@@ -972,7 +940,7 @@ async fn a_template_flags_only_the_numbers_it_is_meant_for(backend: Backend) {
     for (i, id) in ids.iter().take(3).enumerate() {
         assert_eq!(health_code(&app, *id).await, "ok", "number {i}");
     }
-    set_status("UNPAUSED").await;
+    app.sim_template_status(&on_d, "UNPAUSED").await;
     eventually(10, "D ok again", || async {
         (health_code(&app, d).await == "ok").then_some(())
     })

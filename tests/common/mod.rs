@@ -678,8 +678,13 @@ impl TestApp {
     /// The simulator's ledger summary (`per_recipient`, `per_number`…): what reached the
     /// provider.
     pub async fn sim_summary(&self) -> Value {
+        self.sim_json("/_sim/sent/summary").await
+    }
+
+    /// A simulator control route's answer (`GET /_sim/…`): its `data`.
+    pub async fn sim_json(&self, path: &str) -> Value {
         self.http
-            .get(format!("http://{}/_sim/sent/summary", self.sim_addr))
+            .get(format!("http://{}{path}", self.sim_addr))
             .send()
             .await
             .unwrap()
@@ -687,6 +692,22 @@ impl TestApp {
             .await
             .unwrap()["data"]
             .clone()
+    }
+
+    /// Sets a template's review status at the simulator (`APPROVED`, `PAUSED`, `UNPAUSED`…),
+    /// which posts the provider's `message_template_status_update`.
+    pub async fn sim_template_status(&self, provider_template_id: &str, status: &str) {
+        let r = self
+            .http
+            .post(format!(
+                "http://{}/_sim/templates/{provider_template_id}/status",
+                self.sim_addr
+            ))
+            .json(&json!({"status": status}))
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success());
     }
 
     /// Posts a raw provider webhook body to the app-level receiver with a signature.
