@@ -656,16 +656,9 @@ async fn a_provider_outage_holds_the_campaign_and_loses_nothing(backend: Backend
     // Counted by this test's own simulator (the metrics recorder is shared by the tests of
     // this process, whose databases reuse channel ids).
     let failed = || async {
-        let stats: Value = app
-            .http
-            .get(format!("http://{}/_sim/stats", app.sim_addr))
-            .send()
-            .await
+        app.sim_json("/_sim/stats").await["injected_faults"]
+            .as_f64()
             .unwrap()
-            .json()
-            .await
-            .unwrap();
-        stats["data"]["injected_faults"].as_f64().unwrap()
     };
     let (status, err) = app
         .post(
@@ -992,19 +985,10 @@ async fn cadence_spaces_a_numbers_campaign_sends(backend: Backend) {
     app.post(&format!("/api/v1/campaigns/{id}/start"), json!({}))
         .await;
     wait_state(&app, id, "completed").await;
-    let r: Value = app
-        .http
-        .get(format!(
-            "http://{}/_sim/numbers/{}/sent",
-            app.sim_addr, na.phone_number_id
-        ))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let mut at: Vec<i64> = r["data"]["messages"]
+    let r = app
+        .sim_json(&format!("/_sim/numbers/{}/sent", na.phone_number_id))
+        .await;
+    let mut at: Vec<i64> = r["messages"]
         .as_array()
         .unwrap()
         .iter()
@@ -1050,19 +1034,10 @@ async fn a_campaign_actor_that_dies_is_restarted_and_sends_each_recipient_once(b
     app.post(&format!("/api/v1/campaigns/{id}/start"), json!({}))
         .await;
     let sent_now = || async {
-        let r: Value = app
-            .http
-            .get(format!(
-                "http://{}/_sim/numbers/{}/sent",
-                app.sim_addr, na.phone_number_id
-            ))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        r["data"]["messages"].as_array().unwrap().len()
+        let r = app
+            .sim_json(&format!("/_sim/numbers/{}/sent", na.phone_number_id))
+            .await;
+        r["messages"].as_array().unwrap().len()
     };
     // Killed twice mid-run: the supervisor starts it again from storage each time.
     let mut last = None;

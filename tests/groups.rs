@@ -292,16 +292,7 @@ fn audience(prefix: &str, n: usize) -> Value {
 }
 
 async fn per_number(app: &TestApp) -> Value {
-    let r: Value = app
-        .http
-        .get(format!("http://{}/_sim/sent/summary", app.sim_addr))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    r["data"]["per_number"].clone()
+    app.sim_summary().await["per_number"].clone()
 }
 
 async fn wait_campaign(app: &TestApp, id: i64, state: &str) -> Value {
