@@ -15,7 +15,9 @@
 //!   whole run (issue 25 part 2);
 //! - the throughput (130429) and pair-rate (131056) refusals the gateway saw (its metrics);
 //! - on PostgreSQL, the database's own cost per 1,000 messages: its statement time
-//!   (`pg_stat_database.active_time`) and its backends' CPU seconds (issue 54);
+//!   (`pg_stat_database.active_time`) and its backends' CPU seconds (issue 54); its row
+//!   writes per message by table; and, when the server preloads `pg_stat_statements`, the ten
+//!   costliest statements per 1,000 messages (D-129);
 //! - one webhook subscription's delivery rate: the first number's `message.sent` and
 //!   `message.ack` events, received by a local endpoint (deliveries/s from the first to the
 //!   last received, how long after the last read it caught up, and whether every contact's
@@ -413,11 +415,13 @@ async fn run(cores: Option<usize>) -> Row {
     }
     let (mut latencies, api_refused) = probe.await.unwrap();
     // PostgreSQL's own cost of the run: the campaign, its statuses and the 1:1 load.
-    let pg_cost = match &pg_at_start {
-        Some(start) => support::PgCost::read(&db_url)
-            .await
-            .map(|end| end.since(start)),
+    let pg_at_end = match &pg_at_start {
+        Some(_) => support::PgCost::read(&db_url).await,
         None => None,
+    };
+    let pg_cost = match (&pg_at_start, &pg_at_end) {
+        (Some(start), Some(end)) => Some(end.since(start)),
+        _ => None,
     };
     latencies.sort_by(|a, b| a.total_cmp(b));
     let metrics = support::metrics_text(&http, &addr).await;
@@ -475,6 +479,9 @@ async fn run(cores: Option<usize>) -> Row {
             n,
             latencies.len()
         );
+        if let (Some(start), Some(end)) = (&pg_at_start, &pg_at_end) {
+            print_pg_writes(start, end, thousands);
+        }
     }
     let w = receiver.summary(start);
     println!(
@@ -563,5 +570,42 @@ async fn run(cores: Option<usize>) -> Row {
         api_sends: latencies.len(),
         api_refused,
         rss,
+    }
+}
+
+/// PostgreSQL's row writes per message by table (heap-only updates, which touch no index,
+/// apart) and, where the server loads `pg_stat_statements`, the ten costliest statements per
+/// 1,000 messages (issue 54: what the write model costs).
+fn print_pg_writes(start: &support::PgCost, end: &support::PgCost, thousands: f64) {
+    println!(
+        "  PostgreSQL row writes per message (inserted / updated, of which heap-only / deleted):"
+    );
+    for w in end.tables_since(start).iter().take(10) {
+        println!(
+            "    {:<28} {:.2} / {:.2} ({:.2}) / {:.2}",
+            w.table,
+            w.inserted as f64 / thousands / 1000.0,
+            w.updated as f64 / thousands / 1000.0,
+            w.hot as f64 / thousands / 1000.0,
+            w.deleted as f64 / thousands / 1000.0
+        );
+    }
+    let statements = end.statements_since(start);
+    if statements.is_empty() {
+        return;
+    }
+    println!(
+        "  PostgreSQL statements per 1,000 messages (ms, calls, rows, WAL kB), the costliest:"
+    );
+    for c in statements.iter().take(10) {
+        let text: String = c.query.split_whitespace().collect::<Vec<_>>().join(" ");
+        let text: String = text.chars().take(110).collect();
+        println!(
+            "    {:>7.1} ms {:>6.1} calls {:>7.0} rows {:>7.0} kB  {text}",
+            c.total_ms / thousands,
+            c.calls as f64 / thousands,
+            c.rows as f64 / thousands,
+            c.wal_bytes / thousands / 1024.0
+        );
     }
 }

@@ -39,6 +39,30 @@ pub fn cpu_secs(pid: &str) -> Option<f64> {
 pub struct PgCost {
     active_ms: f64,
     cpu_by_pid: std::collections::HashMap<i32, f64>,
+    /// Row writes per table: `(inserted, updated, of which heap-only, deleted)`
+    /// (`pg_stat_user_tables`).
+    tables: std::collections::HashMap<String, [i64; 4]>,
+    /// Per statement (`pg_stat_statements`, when the server loads it): `(calls, rows, total
+    /// ms, WAL bytes)` by the statement's text.
+    statements: std::collections::HashMap<String, (i64, i64, f64, f64)>,
+}
+
+/// One table's row writes over a run (see [`PgCost::tables_since`]).
+pub struct TableWrites {
+    pub table: String,
+    pub inserted: i64,
+    pub updated: i64,
+    pub hot: i64,
+    pub deleted: i64,
+}
+
+/// One statement's cost over a run (see [`PgCost::statements_since`]).
+pub struct StatementCost {
+    pub query: String,
+    pub calls: i64,
+    pub rows: i64,
+    pub total_ms: f64,
+    pub wal_bytes: f64,
 }
 
 impl PgCost {
@@ -62,11 +86,84 @@ impl PgCost {
             .into_iter()
             .filter_map(|(pid,)| Some((pid, cpu_secs(&pid.to_string())?)))
             .collect();
+        let tables: Vec<(String, i64, i64, i64, i64)> = sqlx::query_as(
+            "SELECT relname::text, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del FROM pg_stat_user_tables",
+        )
+        .fetch_all(&mut conn)
+        .await
+        .ok()?;
+        let tables = tables
+            .into_iter()
+            .map(|(t, i, u, h, d)| (t, [i, u, h, d]))
+            .collect();
+        // Only where the server preloads the extension (`shared_preload_libraries`); the
+        // figures above do without it.
+        let _ = sqlx::query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            .execute(&mut conn)
+            .await;
+        let statements: Vec<(String, i64, i64, f64, f64)> = sqlx::query_as(
+            "SELECT query, calls, rows, total_exec_time, wal_bytes::float8 FROM pg_stat_statements \
+             WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())",
+        )
+        .fetch_all(&mut conn)
+        .await
+        .unwrap_or_default();
+        let mut by_query: std::collections::HashMap<String, (i64, i64, f64, f64)> =
+            Default::default();
+        for (q, calls, rows, ms, wal) in statements {
+            let e = by_query.entry(q).or_default();
+            *e = (e.0 + calls, e.1 + rows, e.2 + ms, e.3 + wal);
+        }
         let _ = conn.close().await;
         Some(PgCost {
             active_ms,
             cpu_by_pid,
+            tables,
+            statements: by_query,
         })
+    }
+
+    /// Row writes per table since `earlier`, the most written first (tables without writes
+    /// left out).
+    pub fn tables_since(&self, earlier: &PgCost) -> Vec<TableWrites> {
+        let mut out: Vec<TableWrites> = self
+            .tables
+            .iter()
+            .map(|(t, now)| {
+                let was = earlier.tables.get(t).copied().unwrap_or_default();
+                TableWrites {
+                    table: t.clone(),
+                    inserted: now[0] - was[0],
+                    updated: now[1] - was[1],
+                    hot: now[2] - was[2],
+                    deleted: now[3] - was[3],
+                }
+            })
+            .filter(|w| w.inserted + w.updated + w.deleted > 0)
+            .collect();
+        out.sort_by_key(|w| std::cmp::Reverse(w.inserted + w.updated + w.deleted));
+        out
+    }
+
+    /// Statements since `earlier`, the costliest first (empty without `pg_stat_statements`).
+    pub fn statements_since(&self, earlier: &PgCost) -> Vec<StatementCost> {
+        let mut out: Vec<StatementCost> = self
+            .statements
+            .iter()
+            .map(|(q, now)| {
+                let was = earlier.statements.get(q).copied().unwrap_or_default();
+                StatementCost {
+                    query: q.clone(),
+                    calls: now.0 - was.0,
+                    rows: now.1 - was.1,
+                    total_ms: now.2 - was.2,
+                    wal_bytes: now.3 - was.3,
+                }
+            })
+            .filter(|c| c.calls > 0)
+            .collect();
+        out.sort_by(|a, b| b.total_ms.total_cmp(&a.total_ms));
+        out
     }
 
     /// Statement time (ms) and backend CPU (s) since `earlier`: a backend that started since

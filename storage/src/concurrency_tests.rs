@@ -235,6 +235,108 @@ async fn statuses_move_forward_once_under_two_writers() {
 /// The outbox: one process at a time holds a subscription's lease and only it reads and
 /// attempts its deliveries; a graceful stop hands them over at once; an attempt recorded over
 /// a delivery that is no longer pending changes nothing.
+/// A status transaction reads and locks its messages in one statement up to
+/// `ONE_LOCKED_READ` reports and the long way past it (issue 54): both apply every report
+/// once, found by provider id or, for a message the provider id is not yet on, by the
+/// callback id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_batches_short_and_long_apply_every_report() {
+    let Some((a, b, account, channel, name)) = crate::test_support::postgres_pair().await else {
+        eprintln!("DISPARO_TEST_POSTGRES_URL unset: skipped");
+        return;
+    };
+    const N: usize = 1_100;
+    let c = campaign(&a, account, channel, N).await;
+    claim_all(a.clone(), account, channel, c.id).await;
+    let rows = sqlx::query(
+        "SELECT id, provider_message_id FROM messages WHERE campaign_id = $1 ORDER BY id",
+    )
+    .bind(c.id)
+    .fetch_all(&a.pool)
+    .await
+    .unwrap();
+    let messages: Vec<(i64, String)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r.try_get("id").unwrap(),
+                r.try_get("provider_message_id").unwrap(),
+            )
+        })
+        .collect();
+    // The first 50 as the provider reports a message it names by a new id: found by the
+    // callback only (their stored provider id is removed first).
+    let (first, rest) = messages.split_at(50);
+    for (id, _) in first {
+        sqlx::query("UPDATE messages SET provider_message_id = NULL WHERE id = $1")
+            .bind(*id)
+            .execute(&a.pool)
+            .await
+            .unwrap();
+    }
+    let report = |(id, w): &(i64, String), status, fresh: bool| StatusReport {
+        provider_message_id: if fresh { format!("new.{w}") } else { w.clone() },
+        callback_message_id: Some(*id),
+        status,
+        at: 1_000,
+        error: None,
+    };
+    let apply = |reports: Vec<StatusReport>| {
+        let a = a.clone();
+        async move {
+            let (outs, _) = a
+                .apply_status_batches(&[(channel, &reports[..])], |_, _| Vec::new())
+                .await
+                .unwrap();
+            outs.iter().map(|o| o.applied.len()).sum::<usize>()
+        }
+    };
+    // Short: 300 reports in one statement.
+    let short: Vec<StatusReport> = first
+        .iter()
+        .map(|m| report(m, ProviderStatus::Delivered, true))
+        .chain(
+            rest[..250]
+                .iter()
+                .map(|m| report(m, ProviderStatus::Delivered, false)),
+        )
+        .collect();
+    assert_eq!(
+        apply(short).await,
+        300,
+        "every report of the short batch applied"
+    );
+    // Long: all 1,100 read, past one statement.
+    let long: Vec<StatusReport> = first
+        .iter()
+        .map(|m| report(m, ProviderStatus::Read, true))
+        .chain(rest.iter().map(|m| report(m, ProviderStatus::Read, false)))
+        .collect();
+    assert_eq!(
+        apply(long).await,
+        N,
+        "every report of the long batch applied"
+    );
+    let read = scalar(
+        &a,
+        "SELECT COUNT(*) FROM messages WHERE campaign_id = $1 AND status = 'read'",
+        c.id,
+    )
+    .await;
+    assert_eq!(read, N as i64);
+    let renamed = scalar(
+        &a,
+        "SELECT COUNT(*) FROM messages WHERE campaign_id = $1 AND provider_message_id LIKE 'new.%'",
+        c.id,
+    )
+    .await;
+    assert_eq!(
+        renamed, 50,
+        "the callback's messages took the reported provider id"
+    );
+    crate::test_support::drop_postgres(b, &name).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_process_at_a_time_delivers_a_subscription() {
     let Some((a, b, account, channel, name)) = crate::test_support::postgres_pair().await else {
