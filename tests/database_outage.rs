@@ -36,6 +36,8 @@ async fn postgres_away_answers_503_at_once_and_loses_nothing() {
     gateway
         .env
         .push(("PROVIDER_BASE_URL", format!("http://{sim_addr}")));
+    let log = tempfile::NamedTempFile::new().unwrap();
+    gateway.log = Some(log.path().to_path_buf());
     gateway.start().await;
     let token = gateway.token();
     let api = Api::new(&gateway.addr, &token);
@@ -75,6 +77,28 @@ async fn postgres_away_answers_503_at_once_and_loses_nothing() {
     .await;
     assert_eq!(degraded["data"]["status"], "degraded", "{degraded}");
     assert_eq!(degraded["data"]["database"]["ok"], false, "{degraded}");
+    // A monitor polling `/health` through the outage adds no log line per call: the probe
+    // logged the outage once.
+    let health_lines = || {
+        std::fs::read_to_string(log.path())
+            .unwrap()
+            .matches("health: database unreachable")
+            .count()
+    };
+    let before = health_lines();
+    for _ in 0..10 {
+        let r = reqwest::get(&health).await.unwrap();
+        assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    }
+    assert_eq!(health_lines(), before, "a log line per /health call");
+    let lines = std::fs::read_to_string(log.path()).unwrap();
+    assert_eq!(
+        lines
+            .matches("database unavailable: API answers 503")
+            .count(),
+        1,
+        "the probe logs the outage once:\n{lines}"
+    );
     let send = json!({
         "channel_id": channels[0],
         "to": "5511977000001",

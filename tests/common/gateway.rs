@@ -10,6 +10,8 @@ pub struct Gateway {
     pub env: Vec<(&'static str, String)>,
     pub addr: String,
     pub child: Option<Child>,
+    /// Where its log (stderr) goes; `DISPARO_TEST_CHILD_LOG` or nowhere when `None`.
+    pub log: Option<std::path::PathBuf>,
 }
 
 impl Gateway {
@@ -26,6 +28,7 @@ impl Gateway {
             env,
             addr,
             child: None,
+            log: None,
         }
     }
 
@@ -38,16 +41,23 @@ impl Gateway {
             // No metrics token file in the working directory (D-099).
             .env("DISPARO_METRICS_PUBLIC", "true")
             .stdout(Stdio::null())
-            .stderr(match std::env::var("DISPARO_TEST_CHILD_LOG") {
-                Ok(p) => Stdio::from(
-                    std::fs::OpenOptions::new()
-                        .create(true)
-                        .append(true)
-                        .open(p)
-                        .unwrap(),
-                ),
-                Err(_) => Stdio::null(),
-            });
+            .stderr(
+                match self
+                    .log
+                    .clone()
+                    .map(Ok)
+                    .unwrap_or_else(|| std::env::var("DISPARO_TEST_CHILD_LOG").map(Into::into))
+                {
+                    Ok(p) => Stdio::from(
+                        std::fs::OpenOptions::new()
+                            .create(true)
+                            .append(true)
+                            .open(p)
+                            .unwrap(),
+                    ),
+                    Err(_) => Stdio::null(),
+                },
+            );
         for (k, v) in &self.env {
             c.env(k, v);
         }

@@ -87,19 +87,20 @@ async fn health(State(state): State<AppState>) -> Response {
     let store = state.services.store();
     // The probe's verdict first (D-124), then a ping of at most 2 s: a database away is
     // reported at once, not after the pool's wait for a connection.
+    // While the probe holds the database away, the outage is logged once, by the probe at its
+    // change (`storage::availability`): a monitor polling `/health` every second adds no
+    // line per call. A ping that fails while the probe still saw the database is logged.
     let pinged = match store.available() {
         true => tokio::time::timeout(Duration::from_secs(2), store.ping())
             .await
             .map_err(|_| "timed out".to_string())
-            .and_then(|r| r.map_err(|e| e.to_string())),
+            .and_then(|r| r.map_err(|e| e.to_string()))
+            .inspect_err(|e| tracing::error!(error = %e, "health: database unreachable")),
         false => Err("the probe marked it unavailable".to_string()),
     };
     let (ok, latency_ms, error) = match pinged {
         Ok(d) => (true, Some(d.as_secs_f64() * 1000.0), None),
-        Err(e) => {
-            tracing::error!(error = %e, "health: database unreachable");
-            (false, None, Some("banco de dados indisponível"))
-        }
+        Err(_) => (false, None, Some("banco de dados indisponível")),
     };
     let view = state.services.cluster_view();
     let stale = view
