@@ -47,8 +47,14 @@ async fn schemathesis(app: &TestApp, document: &str, base: &str, token: &str, ex
     if let Ok(more) = std::env::var("DISPARO_CONTRACT_ARGS") {
         args.extend(more.split_whitespace().map(str::to_string));
     }
+    let hooks_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/contract");
     let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new("python3").args(&args).output()
+        std::process::Command::new("python3")
+            .args(&args)
+            // A drawn `Idempotency-Key` unique per request (tests/contract/idempotency_hooks.py).
+            .env("SCHEMATHESIS_HOOKS", "idempotency_hooks")
+            .env("PYTHONPATH", hooks_dir)
+            .output()
     })
     .await
     .unwrap()

@@ -52,6 +52,7 @@ pub fn document() -> &'static utoipa::openapi::OpenApi {
         doc.merge(crate::public_api_routes().split_for_parts().1);
         common_responses(&mut doc, Surface::Account);
         declare_idempotency_keys(&mut doc);
+        tighten_idempotency_keys(&mut doc);
         doc.merge(crate::events_doc::AccountEvents::openapi());
         doc
     })
@@ -62,7 +63,6 @@ pub fn document() -> &'static utoipa::openapi::OpenApi {
 fn declare_idempotency_keys(doc: &mut utoipa::openapi::OpenApi) {
     use crate::routes::idempotency::{KEYED_CREATES, SELF_KEYED};
     use utoipa::openapi::path::{ParameterBuilder, ParameterIn};
-    use utoipa::openapi::schema::{ObjectBuilder, Type};
     for path in KEYED_CREATES.iter().chain(SELF_KEYED) {
         let Some(op) = doc.paths.paths.get_mut(*path).and_then(|p| p.post.as_mut()) else {
             continue;
@@ -82,15 +82,44 @@ fn declare_idempotency_keys(doc: &mut utoipa::openapi::OpenApi) {
                 .description(Some(
                     "Chave do cliente (1 a 255 caracteres ASCII visíveis): a primeira resposta (menos 5xx) é repetida por 24 h com `Idempotent-Replayed: true`; a mesma chave com outro corpo (comparado como JSON canônico) ou outra rota é 422 `idempotency_key_reused`; enquanto a primeira roda, 409 `idempotency_in_progress`.",
                 ))
-                .schema(Some(
-                    ObjectBuilder::new()
-                        .schema_type(Type::String)
-                        .min_length(Some(1))
-                        .max_length(Some(255)),
-                ))
+                .schema(Some(idempotency_key_schema()))
                 .build(),
         );
     }
+}
+
+/// Gives every `Idempotency-Key` parameter of `doc` (declared here or by its handler) the one
+/// schema of [`idempotency_key_schema`].
+pub(crate) fn tighten_idempotency_keys(doc: &mut utoipa::openapi::OpenApi) {
+    for item in doc.paths.paths.values_mut() {
+        let ops = [
+            &mut item.get,
+            &mut item.post,
+            &mut item.put,
+            &mut item.patch,
+            &mut item.delete,
+        ];
+        for op in ops.into_iter().flatten() {
+            for p in op.parameters.iter_mut().flatten() {
+                if p.name.eq_ignore_ascii_case("Idempotency-Key") {
+                    p.schema = Some(idempotency_key_schema().into());
+                }
+            }
+        }
+    }
+}
+
+/// The `Idempotency-Key` header's schema: what `routes::idempotency` accepts (1 to 255
+/// visible ASCII characters, `!` to `~`), else 422 `invalid_idempotency_key` (issue 49 item 8:
+/// the schema as strict as the check).
+fn idempotency_key_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .min_length(Some(1))
+        .max_length(Some(255))
+        .pattern(Some("^[!-~]+$"))
+        .build()
 }
 
 /// The operations (of the three documents) that call the provider while they answer, so may
@@ -844,6 +873,31 @@ mod idempotency_tests {
                 .count();
             assert_eq!(declared, 1, "POST {path}");
         }
+    }
+
+    /// Every `Idempotency-Key` of the account and sender documents has the schema the check
+    /// applies (issue 49 item 8): 1 to 255 characters from `!` to `~`.
+    #[test]
+    fn every_idempotency_key_has_the_checked_schema() {
+        let mut seen = 0;
+        for doc in [super::document(), crate::routes::sender::document()] {
+            let json = serde_json::to_value(doc).unwrap();
+            for (path, item) in json["paths"].as_object().unwrap() {
+                for (method, op) in item.as_object().unwrap() {
+                    for p in op["parameters"].as_array().into_iter().flatten() {
+                        if p["name"] != "Idempotency-Key" {
+                            continue;
+                        }
+                        seen += 1;
+                        let schema = &p["schema"];
+                        assert_eq!(schema["pattern"], "^[!-~]+$", "{method} {path}");
+                        assert_eq!(schema["minLength"], 1, "{method} {path}");
+                        assert_eq!(schema["maxLength"], 255, "{method} {path}");
+                    }
+                }
+            }
+        }
+        assert!(seen > KEYED_CREATES.len(), "only {seen} keys seen");
     }
 }
 

@@ -9,7 +9,11 @@ use actors::ActorError;
 use engine::ids::{AccountId, ChannelId};
 use engine::phone::Phone;
 use engine::Secret;
-use provider::alternative::{by_engine, engines, AlternativeProvider};
+use provider::alternative::{by_engine, AlternativeProvider};
+
+/// The engines an alternative number may name (`360dialog`…), as `POST
+/// /channels/alternative` checks them.
+pub use provider::alternative::engines;
 use provider::wire::TemplateInfo;
 use provider::ProviderError;
 use serde_json::json;

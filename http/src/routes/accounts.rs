@@ -84,7 +84,7 @@ async fn wabas(
 struct AddNumberIn {
     /// The national number without the country code: for Brazil the area code plus 8 or 9
     /// digits (`11988887777`); spaces, dashes, dots and parentheses allowed.
-    #[schema(pattern = "^[0-9 ().-]+$")]
+    #[schema(pattern = r"^[ ().-]*([0-9][ ().-]*){6,13}$")]
     phone: String,
     /// The display name to request, at least 3 characters.
     #[schema(min_length = 3, pattern = r"\S")]

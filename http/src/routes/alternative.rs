@@ -39,6 +39,8 @@ pub fn public_routes() -> Router<AppState> {
 struct ConnectIn {
     name: Option<String>,
     phone: String,
+    /// The alternative provider: `360dialog`.
+    #[schema(pattern = r"^\s*(360dialog)\s*$")]
     engine: String,
     api_key: String,
     provider_url: Option<String>,
@@ -163,4 +165,17 @@ async fn receive_fixed(
         .receive_alternative(NotifyVia::Fixed, None, &body)
         .await?;
     Ok(Json(json!({"data": {"received": true, "id": id}})))
+}
+
+#[cfg(test)]
+mod tests {
+    /// The documented `engine` pattern names exactly the engines the check knows.
+    #[test]
+    fn the_engine_pattern_names_every_engine() {
+        let doc = serde_json::to_value(crate::openapi::document()).unwrap();
+        let pattern = &doc["components"]["schemas"]["ConnectAlternativeIn"]["properties"]["engine"]
+            ["pattern"];
+        let engines = services::alternative::engines().join("|");
+        assert_eq!(pattern, &format!(r"^\s*({engines})\s*$"));
+    }
 }

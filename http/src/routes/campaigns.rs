@@ -274,14 +274,17 @@ async fn resend(
 #[serde(deny_unknown_fields)]
 struct ListQuery {
     /// `draft`, `scheduled`, `running`, `paused`, `completed`, `cancelled`.
+    #[param(pattern = "^(draft|scheduled|running|paused|completed|cancelled)$")]
     state: Option<String>,
     /// Campaigns sending through this number.
     channel_id: Option<i64>,
     /// Campaigns made for this sending group.
     group_id: Option<i64>,
     /// Created at or after (ISO 8601 with zone).
+    #[param(format = DateTime)]
     created_since: Option<String>,
     /// Created before (ISO 8601 with zone).
+    #[param(format = DateTime)]
     created_until: Option<String>,
     /// The `next_cursor` of the previous page (opaque).
     #[param(pattern = "^[0-9]{1,18}$")]

@@ -261,6 +261,8 @@ impl From<&ChannelSnapshot> for ChannelOut {
 struct ListQuery {
     status: Option<String>,
     quality: Option<String>,
+    /// `ok`, `attention` or `bad`.
+    #[param(pattern = "^(ok|attention|bad)$")]
     tone: Option<String>,
     /// Page size (1 to 500, default 100).
     #[param(minimum = 1, maximum = 500)]

@@ -237,6 +237,8 @@ pub struct GroupCampaignOut {
 #[schema(as = GroupIn)]
 #[serde(deny_unknown_fields)]
 struct CreateIn {
+    /// Not blank.
+    #[schema(min_length = 1, pattern = r"\S")]
     name: String,
     /// Own 24 h limit; omitted or null: the sum of the numbers' limits.
     limit_24h: Option<i64>,
@@ -250,6 +252,8 @@ struct CreateIn {
 #[schema(as = GroupPatch)]
 #[serde(deny_unknown_fields)]
 struct UpdateIn {
+    /// Not blank.
+    #[schema(min_length = 1, pattern = r"\S")]
     name: Option<String>,
     #[serde(default, deserialize_with = "crate::extract::present")]
     #[schema(value_type = Option<i64>)]

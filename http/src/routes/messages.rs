@@ -238,12 +238,16 @@ struct ListQuery {
     #[param(pattern = r"^\s*\+?[ ().-]*([0-9][ ().-]*){10,15}(@c\.us|@s\.whatsapp\.net)?\s*$")]
     to: Option<String>,
     /// `in` (received) or `out` (sent).
+    #[param(pattern = "^(in|out)$")]
     direction: Option<String>,
     /// `queued`, `sending`, `sent`, `delivered`, `read`, `failed`, `skipped`, `received`.
+    #[param(pattern = "^(queued|sending|sent|delivered|read|failed|skipped|received)$")]
     status: Option<String>,
     /// Created at or after (ISO 8601 with zone).
+    #[param(format = DateTime)]
     since: Option<String>,
     /// Created before (ISO 8601 with zone).
+    #[param(format = DateTime)]
     until: Option<String>,
     /// The `next_cursor` of the previous page (opaque).
     #[param(pattern = "^[0-9]{1,18}$")]

@@ -353,6 +353,7 @@ pub fn document() -> &'static utoipa::openapi::OpenApi {
     DOC.get_or_init(|| {
         let mut doc = SenderDoc::openapi();
         crate::openapi::common_responses(&mut doc, crate::openapi::Surface::Sender);
+        crate::openapi::tighten_idempotency_keys(&mut doc);
         doc
     })
 }

@@ -29,6 +29,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
 #[schema(as = TemplateCreateIn)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CreateIn {
+    /// Not blank.
+    #[schema(min_length = 1, pattern = r"\S")]
     name: String,
     body: String,
     category: Option<String>,
@@ -317,6 +319,8 @@ pub(crate) async fn delete(
 #[schema(as = TemplatePatch)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct TemplatePatchIn {
+    /// Not blank.
+    #[schema(min_length = 1, pattern = r"\S")]
     name: Option<String>,
     category: Option<String>,
     body: Option<String>,

@@ -153,6 +153,7 @@ async fn check_category(
 pub(crate) struct ListQuery {
     category_id: Option<i64>,
     /// `public` or `private`; a panel Client user always reads `public` (issue 46).
+    #[param(pattern = "^(private|public)$")]
     pub(crate) visibility: Option<String>,
     bot_knowledge: Option<bool>,
     /// Page size (1 to 500, default 100).
