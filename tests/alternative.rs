@@ -69,6 +69,12 @@ async fn alternative_numbers_are_referenced_only(backend: Backend) {
             json!({"phone": "5511988887777", "engine": "360dialog", "api_key": "wrong", "provider_url": sim}),
             "credencial_invalida",
         ),
+        // A key that cannot travel in a header is the caller's fault, not the provider's
+        // (found by schemathesis: it was a 502 `provider_unavailable`).
+        (
+            json!({"phone": "5511988887777", "engine": "360dialog", "api_key": "abc\r\ndef", "provider_url": sim}),
+            "invalid_field",
+        ),
         (
             json!({"phone": "5511988887777", "engine": "360dialog", "api_key": key, "provider_url": "ftp://x"}),
             "invalid_url",

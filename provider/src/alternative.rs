@@ -109,6 +109,9 @@ impl AlternativeProvider for D360 {
                     .map_err(|e| {
                         if e.is_timeout() {
                             ProviderError::Timeout
+                        } else if e.is_builder() {
+                            // A key that cannot go in a header: never sent, the caller's fault.
+                            ProviderError::Request(e.without_url().to_string())
                         } else {
                             ProviderError::Transport(e.without_url().to_string())
                         }

@@ -142,6 +142,16 @@ impl Services {
             )
             .into());
         }
+        // The key travels in a header: visible ASCII only (a line break could not be sent, and
+        // is the caller's fault, not the provider's).
+        if !input.api_key.expose().bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(engine::ValidationError::new(
+                "invalid_field",
+                "api_key",
+                "`api_key` deve ter só caracteres ASCII visíveis, sem espaços.",
+            )
+            .into());
+        }
         if let Some(raw) = &input.provider_url {
             check_provider_url(
                 &self.shared().guard,

@@ -42,6 +42,8 @@ struct ConnectIn {
     /// The alternative provider: `360dialog`.
     #[schema(pattern = r"^\s*(360dialog)\s*$")]
     engine: String,
+    /// The provider's API key: visible ASCII characters (it travels in a header).
+    #[schema(pattern = "^[!-~]+$")]
     api_key: String,
     provider_url: Option<String>,
 }
