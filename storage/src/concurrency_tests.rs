@@ -235,10 +235,9 @@ async fn statuses_move_forward_once_under_two_writers() {
 /// The outbox: one process at a time holds a subscription's lease and only it reads and
 /// attempts its deliveries; a graceful stop hands them over at once; an attempt recorded over
 /// a delivery that is no longer pending changes nothing.
-/// A status transaction reads and locks its messages in one statement up to
-/// `ONE_LOCKED_READ` reports and the long way past it (issue 54): both apply every report
+/// Status batches of 300 and of 1,100 reports (more than one lookup chunk) apply every report
 /// once, found by provider id or, for a message the provider id is not yet on, by the
-/// callback id.
+/// callback id (issue 54).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_batches_short_and_long_apply_every_report() {
     let Some((a, b, account, channel, name)) = crate::test_support::postgres_pair().await else {

@@ -598,40 +598,18 @@ impl Store {
                 .collect();
             wamids.sort_unstable();
             wamids.dedup();
-            let mut by_wamid: HashMap<String, MessageRecord> = HashMap::new();
-            let mut by_id: HashMap<i64, MessageRecord> = HashMap::new();
-            let mut callbacks: Vec<i64> = reports
-                .iter()
-                .filter_map(|(_, _, r)| r.callback_message_id)
-                .collect();
-            callbacks.sort_unstable();
-            callbacks.dedup();
-            let locked = match self.backend {
+            if self.backend == crate::Backend::Postgres {
                 // Statuses forward-only across processes (issue 50): the rows are locked, in
                 // id order, before they are read, so a status compared with a row is
                 // compared with its latest version (SQLite's write transaction is exclusive).
-                crate::Backend::Postgres => {
-                    lock_and_read_messages_tx(&mut tx, &wamids, &callbacks).await?
-                }
-                crate::Backend::Sqlite => None,
-            };
-            // Rows read with their locks, by id: those found by provider id go to `by_wamid`
-            // below, the callbacks' rows to `by_id` only as orphans, as when read apart.
-            let mut locked_by_id: Option<HashMap<i64, MessageRecord>> = None;
-            if let Some(records) = locked {
-                let asked: std::collections::HashSet<&str> = wamids.iter().copied().collect();
-                for rec in &records {
-                    if let Some(w) = rec
-                        .provider_message_id
-                        .as_deref()
-                        .filter(|w| asked.contains(w))
-                    {
-                        by_wamid.insert(w.to_string(), rec.clone());
-                    }
-                }
-                locked_by_id = Some(records.into_iter().map(|r| (r.id, r)).collect());
-                wamids.clear();
+                let callbacks: Vec<i64> = reports
+                    .iter()
+                    .filter_map(|(_, _, r)| r.callback_message_id)
+                    .collect();
+                lock_messages_tx(&mut tx, &wamids, &callbacks).await?;
             }
+            let mut by_wamid: HashMap<String, MessageRecord> = HashMap::new();
+            let mut by_id: HashMap<i64, MessageRecord> = HashMap::new();
             for chunk in crate::padded_chunks(&wamids, 256) {
                 let sql = format!(
                     "SELECT {COLUMNS} FROM messages WHERE provider_message_id IN ({})",
@@ -654,19 +632,8 @@ impl Store {
                 .collect();
             orphans.sort_unstable();
             orphans.dedup();
-            match &mut locked_by_id {
-                Some(locked) => {
-                    for id in &orphans {
-                        if let Some(rec) = locked.remove(id) {
-                            by_id.insert(rec.id, rec);
-                        }
-                    }
-                }
-                None => {
-                    for rec in messages_by_id_tx(&mut tx, &orphans).await? {
-                        by_id.insert(rec.id, rec);
-                    }
-                }
+            for rec in messages_by_id_tx(&mut tx, &orphans).await? {
+                by_id.insert(rec.id, rec);
             }
 
             let mut events = Vec::new();
@@ -788,58 +755,6 @@ impl Store {
         tx.commit().await?;
         Ok((outs, deliveries))
     }
-}
-
-/// The most provider ids (and, apart, ids) [`lock_and_read_messages_tx`] reads in one
-/// statement: a status transaction on PostgreSQL takes whole webhooks, several hundred reports.
-const ONE_LOCKED_READ: usize = 1024;
-
-/// Locks and reads the message rows with these provider ids or ids, in id order (PostgreSQL,
-/// inside a status transaction; see [`lock_messages_tx`]): one statement where both lists fit
-/// in one (up to [`ONE_LOCKED_READ`] provider ids and as many ids), in place of a lookup by provider id, a lock by
-/// id and a read by provider id (issue 54: a third of the status path's reads). Returns the
-/// rows found; `None` when the lists are longer, after locking them the long way (the caller
-/// reads them).
-async fn lock_and_read_messages_tx(
-    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
-    wamids: &[&str],
-    ids: &[i64],
-) -> Result<Option<Vec<MessageRecord>>> {
-    if wamids.len() > ONE_LOCKED_READ || ids.len() > ONE_LOCKED_READ {
-        lock_messages_tx(tx, wamids, ids).await?;
-        return Ok(None);
-    }
-    if wamids.is_empty() && ids.is_empty() {
-        return Ok(Some(Vec::new()));
-    }
-    let wamids = crate::padded_chunks(wamids, ONE_LOCKED_READ).concat();
-    let ids = crate::padded_chunks(ids, ONE_LOCKED_READ).concat();
-    let mut by: Vec<String> = Vec::new();
-    if !wamids.is_empty() {
-        by.push(format!(
-            "provider_message_id IN ({})",
-            placeholders(1, wamids.len())
-        ));
-    }
-    if !ids.is_empty() {
-        by.push(format!(
-            "id IN ({})",
-            placeholders(1 + wamids.len(), ids.len())
-        ));
-    }
-    let sql = format!(
-        "SELECT {COLUMNS} FROM messages WHERE {} ORDER BY id FOR UPDATE",
-        by.join(" OR ")
-    );
-    let mut q = sqlx::query(&sql);
-    for w in &wamids {
-        q = q.bind(*w);
-    }
-    for id in &ids {
-        q = q.bind(*id);
-    }
-    let rows = q.fetch_all(&mut **tx).await?;
-    Ok(Some(rows.iter().map(read).collect::<Result<_>>()?))
 }
 
 /// Locks the message rows with these provider ids or ids, in id order (PostgreSQL, inside a
