@@ -36,8 +36,10 @@ async fn postgres_away_answers_503_at_once_and_loses_nothing() {
     gateway
         .env
         .push(("PROVIDER_BASE_URL", format!("http://{sim_addr}")));
-    let log = tempfile::NamedTempFile::new().unwrap();
-    gateway.log = Some(log.path().to_path_buf());
+    // Kept after the run: on a failure the test's output names it.
+    let (_, log) = tempfile::NamedTempFile::new().unwrap().keep().unwrap();
+    eprintln!("gateway log: {}", log.display());
+    gateway.log = Some(log.clone());
     gateway.start().await;
     let token = gateway.token();
     let api = Api::new(&gateway.addr, &token);
@@ -80,7 +82,7 @@ async fn postgres_away_answers_503_at_once_and_loses_nothing() {
     // A monitor polling `/health` through the outage adds no log line per call: the probe
     // logged the outage once.
     let health_lines = || {
-        std::fs::read_to_string(log.path())
+        std::fs::read_to_string(&log)
             .unwrap()
             .matches("health: database unreachable")
             .count()
@@ -91,7 +93,7 @@ async fn postgres_away_answers_503_at_once_and_loses_nothing() {
         assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
     }
     assert_eq!(health_lines(), before, "a log line per /health call");
-    let lines = std::fs::read_to_string(log.path()).unwrap();
+    let lines = std::fs::read_to_string(&log).unwrap();
     assert_eq!(
         lines
             .matches("database unavailable: API answers 503")
