@@ -857,6 +857,8 @@ async fn the_server_limits_rates_slow_clients_long_requests_and_floods(backend: 
         (b.0, b.1["code"].as_str()),
         (StatusCode::SERVICE_UNAVAILABLE, Some("sobrecarregado"))
     );
+    // Shed before the handler ran: nothing was done, and the body says a retry can help.
+    assert_eq!(b.1["retryable"], true, "{}", b.1);
 }
 
 /// Issue 17: `GET /messages` reads back every message, with filters and keyset paging over

@@ -458,11 +458,13 @@ impl ApiError {
     /// The provider's answers and our own state (202, 5xx).
     fn server_parts(&self) -> Parts {
         let none = Map::new;
+        let retryable = || Map::from_iter([("retryable".to_string(), json!(true))]);
         match self {
+            // Nothing was done (a send refused before the provider call): a retry can help.
             ApiError::Unavailable => (StatusCode::SERVICE_UNAVAILABLE,
                 "unavailable",
                 "Serviço ocupado no momento; tente novamente em instantes.".into(),
-                none(),
+                retryable(),
             ),
             ApiError::InDoubt(id) => {
                 let mut m = Map::new();
@@ -474,21 +476,17 @@ impl ApiError {
                     m,
                 )
             }
-            ApiError::DatabaseUnavailable => {
-                let mut m = Map::new();
-                m.insert("retryable".into(), json!(true));
-                (
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "database_unavailable",
-                    "O banco de dados está indisponível no momento; tente de novo em instantes (com a mesma Idempotency-Key, se usou uma).".into(),
-                    m,
-                )
-            }
+            ApiError::DatabaseUnavailable => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "database_unavailable",
+                "O banco de dados está indisponível no momento; tente de novo em instantes (com a mesma Idempotency-Key, se usou uma).".into(),
+                retryable(),
+            ),
             ApiError::Overloaded => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "sobrecarregado",
                 "O servidor está com requisições demais ao mesmo tempo; tente novamente em instantes.".into(),
-                none(),
+                retryable(),
             ),
             ApiError::TimedOut => (
                 StatusCode::SERVICE_UNAVAILABLE,
