@@ -176,7 +176,46 @@ async fn operators_work_the_panel_in_a_browser() {
     ] {
         assert!(pages.contains_key(page), "{page} was not checked: {seen}");
         assert_eq!(seen["phone_width"][page], true, "{seen}");
+        // Its words too (issue 47 item 9): no code, ISO time or API route shown.
+        let checked = seen["words_checked"].as_array().unwrap();
+        assert!(
+            checked.iter().any(|p| p == page),
+            "{page}: words not checked"
+        );
     }
+    // The webhook log names numbers by phone, not by the provider's id (item 10).
+    let (_, numbers) = app
+        .call(Method::GET, Some(&admin), "/api/phone-numbers", None)
+        .await;
+    let logged = seen["webhook_numbers"].to_string();
+    let numbers = numbers["data"].as_array().unwrap();
+    assert!(
+        numbers
+            .iter()
+            .any(|n| logged.contains(n["telefone"].as_str().unwrap())),
+        "{logged}"
+    );
+    for n in numbers {
+        let pnid = n["phone_number_id"].as_str().unwrap();
+        assert!(!logged.contains(pnid), "{pnid} in {logged}");
+    }
+    // The audit log filtered to the Operador's campaign lines, each an action (item 10).
+    let filtered: Vec<&str> = seen["audit_filtered"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(
+        filtered
+            .iter()
+            .any(|a| a.starts_with("aprovou a campanha ")),
+        "{filtered:?}"
+    );
+    assert!(
+        filtered.iter().all(|a| a.contains("campanha")),
+        "{filtered:?}"
+    );
 
     // …is what the API holds: the campaign finished with four sends, approved by the
     // Operador; the task moved; the panel's writes are in the audit log under each user.

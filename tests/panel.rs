@@ -301,6 +301,75 @@ async fn sessions_scenario(backend: Backend) {
                 && a.action == "PUT /api/users/{id}"),
         "{audit:?}"
     );
+    // Through the API, narrowed by author and by kind of record, a page at a time
+    // (issue 47 item 10).
+    let (s, b) = as_user(
+        &app,
+        &admin,
+        Method::GET,
+        "/api/audit-log?autor=ANA%20admin&recurso=users&limit=1",
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(b["data"].as_array().unwrap().len(), 1, "{b}");
+    assert_eq!(b["has_more"], true, "{b}");
+    let first = b["data"][0].clone();
+    assert!(
+        first["action"].as_str().unwrap().contains(" /api/users"),
+        "{b}"
+    );
+    assert!(
+        first["token_name"]
+            .as_str()
+            .unwrap()
+            .starts_with("Ana Admin"),
+        "{b}"
+    );
+    let cursor = b["next_cursor"].as_str().unwrap().to_string();
+    let (s, next) = as_user(
+        &app,
+        &admin,
+        Method::GET,
+        &format!("/api/audit-log?autor=ana&recurso=users&limit=100&cursor={cursor}"),
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{next}");
+    let rest = next["data"].as_array().unwrap();
+    assert!(!rest.is_empty(), "{next}");
+    assert!(
+        rest.iter().all(|l| l["id"].as_i64() < first["id"].as_i64()
+            && l["action"].as_str().unwrap().contains(" /api/users")),
+        "{next}"
+    );
+    assert_eq!(next["has_more"], false, "{next}");
+    // Another author, or a resource nobody wrote: nothing; LIKE's wildcards are literal.
+    for q in ["autor=Otto", "recurso=wiki", "autor=%25", "autor=_"] {
+        let (s, b) = as_user(
+            &app,
+            &admin,
+            Method::GET,
+            &format!("/api/audit-log?{q}"),
+            None,
+        )
+        .await;
+        assert_eq!(s, 200, "{b}");
+        assert_eq!(b["data"].as_array().unwrap().len(), 0, "{q}: {b}");
+    }
+    let (s, b) = as_user(
+        &app,
+        &admin,
+        Method::GET,
+        "/api/audit-log?recurso=..%2Fx",
+        None,
+    )
+    .await;
+    assert_eq!(
+        (s, b["code"].as_str(), b["field"].as_str()),
+        (422, Some("invalid_field"), Some("recurso")),
+        "{b}"
+    );
 
     // Logout revokes the token.
     assert_eq!(

@@ -2340,7 +2340,7 @@ fn bm_alert(b: &BmRecord, wabas: &[WabaRecord]) -> Option<Alert> {
         ),
         "credencial_invalida" => (
             "critica",
-            "O access_token do BM foi recusado pelo provedor na última sincronização.",
+            "O token de acesso do BM foi recusado pelo provedor na última sincronização.",
             "Gere um novo token de usuário do sistema e atualize o BM.",
         ),
         "restrito" => (
@@ -2371,7 +2371,7 @@ fn unvalidated_alert(b: &BmRecord) -> Alert {
         nome: b.name.clone(),
         codigo: "webhook_sem_validacao".into(),
         mensagem: "Webhooks para WABAs deste BM chegaram nas últimas 24 h sem uma assinatura que o app secret da instalação confirme (o BM não tem app secret próprio): recusados, nem aplicados nem encaminhados.".into(),
-        proxima_acao: Some("Cadastre o app_secret do BM.".into()),
+        proxima_acao: Some("Cadastre o app secret do BM.".into()),
     }
 }
 

@@ -213,15 +213,49 @@ impl Store {
     /// The account's most recent audit lines, newest first; the lines queued before the call are
     /// committed first (D-076), so a caller reads the lines of its own earlier requests.
     pub async fn list_audit(&self, account_id: i64, limit: i64) -> Result<Vec<AuditEntry>> {
+        self.list_audit_where(account_id, &AuditFilter::default(), limit)
+            .await
+    }
+
+    /// [`Store::list_audit`] narrowed by `filter` (the panel's audit page, issue 47 item 10).
+    pub async fn list_audit_where(
+        &self,
+        account_id: i64,
+        filter: &AuditFilter,
+        limit: i64,
+    ) -> Result<Vec<AuditEntry>> {
         // The lines queued before this read (its caller's own requests) are committed first.
         self.sends.flush().await?;
-        let rows = sqlx::query(
-            "SELECT id, token_name, action, target, status, at FROM audit_log WHERE account_id = $1 ORDER BY id DESC LIMIT $2",
-        )
-        .bind(account_id)
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?;
+        let mut sql = String::from(
+            "SELECT id, token_name, action, target, status, at FROM audit_log WHERE account_id = $1 AND id < $2",
+        );
+        let mut binds: Vec<String> = Vec::new();
+        if let Some(who) = &filter.author_contains {
+            binds.push(format!("%{}%", like_escaped(&who.to_lowercase())));
+            sql.push_str(&format!(
+                " AND LOWER(token_name) LIKE ${} ESCAPE '\\'",
+                binds.len() + 2
+            ));
+        }
+        if let Some(resource) = &filter.resource {
+            let r = like_escaped(resource);
+            binds.push(format!("% /api/{r}%"));
+            binds.push(format!("% /api/v1/{r}%"));
+            sql.push_str(&format!(
+                " AND (action LIKE ${} ESCAPE '\\' OR action LIKE ${} ESCAPE '\\')",
+                binds.len() + 1,
+                binds.len() + 2
+            ));
+        }
+        sql.push_str(" ORDER BY id DESC LIMIT ");
+        sql.push_str(&limit.clamp(1, 10_000).to_string());
+        let mut q = sqlx::query(&sql)
+            .bind(account_id)
+            .bind(filter.before_id.unwrap_or(i64::MAX));
+        for b in &binds {
+            q = q.bind(b);
+        }
+        let rows = q.fetch_all(&self.pool).await?;
         rows.iter()
             .map(|r| {
                 Ok(AuditEntry {
@@ -235,6 +269,25 @@ impl Store {
             })
             .collect()
     }
+}
+
+/// What an audit listing is narrowed to ([`Store::list_audit_where`]); every field optional.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditFilter {
+    /// Lines whose author (`token_name`) contains this, case-insensitive.
+    pub author_contains: Option<String>,
+    /// Lines on this resource: the first segment of the route after `/api` or `/api/v1`
+    /// (`campaigns`, `tasks`, `phone-numbers`…).
+    pub resource: Option<String>,
+    /// Lines older than this id (the next page after a page that ended at it).
+    pub before_id: Option<i64>,
+}
+
+/// `text` with LIKE's wildcards (`%`, `_`) and the escape (`\`) escaped.
+fn like_escaped(text: &str) -> String {
+    text.replace('\\', "\\\\")
+        .replace('%', "\\%")
+        .replace('_', "\\_")
 }
 
 /// A token as listings show it (never the value).

@@ -62,9 +62,45 @@ def api_login(email):
         return json.loads(r.read())["data"]["token"]
 
 
+# What a person must never read on a page (issue 47 item 9): a code instead of its label, a
+# time in ISO UTC, an API route, an environment variable. Users' own data (template names,
+# secrets shown once, wiki text, a template's body) is taken out before looking.
+RAW_WORDS = [
+    (re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}"), "ISO time"),
+    (re.compile(r"\b[a-z]+(?:_[a-z0-9]+)+\b"), "code"),
+    (re.compile(r"\b[A-Z]{2,}(?:_[A-Z0-9]+)+\b"), "code"),
+    (
+        re.compile(
+            r"\b(?:GREEN|YELLOW|RED|UNKNOWN|WORKING|CONNECTED|DISCONNECTED|PENDING|APPROVED"
+            r"|REJECTED|PAUSED|MARKETING|UTILITY|AUTHENTICATION|approved|pending|rejected"
+            r"|delivered|failed|queued|skipped|retrying|valid|invalid|unknown|verified)\b"
+        ),
+        "code",
+    ),
+    (re.compile(r"\b(?:GET|POST|PATCH|PUT|DELETE) /"), "API route"),
+]
+USER_DATA = ".segredo, .previa, .conteudo-wiki, .template h2, #c-template"
+
+
+def check_words(page, name):
+    """No code, ISO time or route in what the page shows (issue 47 item 9)."""
+    text = page.evaluate(
+        """sel => { const b = document.body.cloneNode(true);
+                    b.querySelectorAll(sel).forEach(e => e.remove());
+                    b.querySelectorAll('select').forEach(s => s.replaceWith(
+                        [...s.options].map(o => o.text).join(' | ')));
+                    return b.innerText; }""",
+        USER_DATA,
+    )
+    found = sorted({(kind, m.group(0)) for rx, kind in RAW_WORDS for m in rx.finditer(text)})
+    assert not found, f"{name}: shows {found}"
+    seen.setdefault("words_checked", []).append(name)
+
+
 def check_page(page, name):
     """axe-core on the page as it is (no violation allowed), then the page at a phone's width
-    (no horizontal scroll of the page itself)."""
+    (no horizontal scroll of the page itself), then its words ([`check_words`])."""
+    check_words(page, name)
     page.add_script_tag(path=AXE)
     result = page.evaluate(
         "tags => axe.run(document, {runOnly: {type: 'tag', values: tags}})", AXE_TAGS
@@ -248,7 +284,7 @@ def run(page, context):
     expect(page.locator("#status")).to_have_text("Aguardando aprovação")
     hygiene = page.locator("#higiene").inner_text()
     assert "4 válidos" in hygiene and "1 inválidos" in hygiene, hygiene
-    expect(page.get_by_role("cell", name="formato_invalido")).to_be_visible()
+    expect(page.get_by_role("cell", name="formato de número inválido")).to_be_visible()
     seen["hygiene"] = hygiene
     check_page(page, "campanha")
     page.get_by_role("button", name="Aprovar e disparar").click()
@@ -287,8 +323,9 @@ def run(page, context):
     page.wait_for_url(BASE + "/webhook-logs")
     rows = page.locator("#logs tbody tr")
     expect(rows.first).to_be_visible()
-    expect(page.locator("#logs .assinatura-valida").first).to_have_text("valida")
+    expect(page.locator("#logs .assinatura-valida").first).to_have_text("válida")
     seen["webhook_log_rows"] = rows.count()
+    seen["webhook_numbers"] = page.locator("#logs tbody tr td:nth-child(5)").all_inner_texts()
     page.get_by_role("button", name=re.compile("Reencaminhar o evento")).first.click()
     expect(page.get_by_role("status").filter(has_text="Reencaminhado")).to_be_visible()
     check_page(page, "webhook-logs")
@@ -311,7 +348,19 @@ def run(page, context):
     seen["chart_bars"] = page.locator("svg.grafico-horas rect").count()
     page.screenshot(path=os.path.join(OUT, "dashboard.png"), full_page=True)
     page.get_by_role("link", name="Auditoria").click()
-    expect(page.get_by_role("cell", name="POST /api/campaigns/{id}/approve")).to_be_visible()
+    # Each line an action, filtered by who and by kind of record (issue 47 item 10).
+    expect(page.get_by_role("cell", name=re.compile(r"^criou uma tarefa$")).first).to_be_visible()
+    page.get_by_label(re.compile("^Quem")).fill("olga")
+    page.get_by_label("Sobre").select_option("campaigns")
+    page.get_by_role("button", name="Filtrar").click()
+    page.wait_for_url(re.compile(r"/auditoria\?autor=olga&recurso=campaigns"))
+    approved = page.get_by_role("cell", name=re.compile(r"^aprovou a campanha \d+$"))
+    expect(approved).to_be_visible()
+    who = page.locator("#auditoria tbody tr td:nth-child(2)").all_inner_texts()
+    assert who and all("olga@painel.test" in w for w in who), who
+    seen["audit_filtered"] = page.locator("#auditoria tbody tr td:nth-child(3)").all_inner_texts()
+    page.reload()
+    expect(approved).to_be_visible()
     check_page(page, "auditoria")
     # The cluster view: this gateway is one process (no NATS_URL); it says so after a reload.
     page.get_by_role("link", name="Cluster").click()

@@ -151,6 +151,17 @@ pub(crate) struct AuditQuery {
     /// Lines, 1 to 500 (default 100), the newest first.
     #[param(minimum = 1, maximum = 500)]
     limit: Option<i64>,
+    /// Lines whose author contains this (case-insensitive; a panel user's name or e-mail, a
+    /// token's name).
+    #[param(max_length = 200)]
+    autor: Option<String>,
+    /// Lines on one kind of record: the route's first segment after `/api` or `/api/v1`
+    /// (`campaigns`, `tasks`, `phone-numbers`, `business-managers`, `clientes`, `users`,
+    /// `templates`, `wiki`, `messages`…).
+    #[param(pattern = "^[a-z0-9-]{1,40}$")]
+    recurso: Option<String>,
+    /// The `next_cursor` of the previous page.
+    cursor: Option<String>,
 }
 
 /// One line of the audit log: a write made through the account API or the panel.
@@ -170,21 +181,14 @@ pub(crate) struct AuditLineOut {
     at: String,
 }
 
-/// `{"data": [AuditLineOut]}`.
-#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
-pub(crate) struct AuditLogOut {
-    /// The lines, the newest first.
-    data: Vec<AuditLineOut>,
-}
-
 #[utoipa::path(get, operation_id = "panel_audit_log", summary = "Lista o log de auditoria da conta", path = "/audit-log", tag = "Auditoria",
     params(AuditQuery),
-    responses((status = 200, description = "As escritas da conta (API e painel), a mais recente primeiro", body = AuditLogOut)))]
+    responses((status = 200, description = "As escritas da conta (API e painel), a mais recente primeiro, com `has_more` e `next_cursor`", body = crate::envelope::Page<AuditLineOut>)))]
 pub(crate) async fn audit_log(
     State(state): State<AppState>,
     me: PanelUser,
     q: Result<Query<AuditQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<AuditLogOut>, ApiError> {
+) -> Result<Json<crate::envelope::Page<AuditLineOut>>, ApiError> {
     let Query(q) = q.map_err(crate::extract::query_rejection)?;
     let limit = q.limit.unwrap_or(100);
     if !(1..=500).contains(&limit) {
@@ -194,22 +198,54 @@ pub(crate) async fn audit_log(
             "`limit` deve estar entre 1 e 500.",
         ));
     }
+    let filter = audit_filter(&q)?;
     let lines = state
         .services
         .store()
-        .list_audit(me.account_id(), limit)
+        .list_audit_where(me.account_id(), &filter, limit + 1)
         .await?;
-    Ok(Json(AuditLogOut {
-        data: lines
-            .into_iter()
-            .map(|l| AuditLineOut {
-                id: l.id,
-                token_name: l.token_name,
-                action: l.action,
-                target: l.target,
-                status: l.status,
-                at: actors::time::iso(l.at),
-            })
-            .collect(),
-    }))
+    Ok(Json(crate::extract::cursor_page(
+        lines,
+        limit,
+        |l| l.id,
+        |l| AuditLineOut {
+            id: l.id,
+            token_name: l.token_name.clone(),
+            action: l.action.clone(),
+            target: l.target.clone(),
+            status: l.status,
+            at: actors::time::iso(l.at),
+        },
+    )))
+}
+
+/// The audit filter of `q`: 422 `invalid_field` for a `recurso` that is not a route segment
+/// or an `autor` over 200 characters, `invalid_cursor` for a bad cursor.
+fn audit_filter(q: &AuditQuery) -> Result<storage::accounts::AuditFilter, ApiError> {
+    if q.autor.as_deref().is_some_and(|a| a.chars().count() > 200) {
+        return Err(ApiError::invalid(
+            "autor",
+            "invalid_field",
+            "`autor` deve ter até 200 caracteres.",
+        ));
+    }
+    let author = q.autor.as_deref().map(str::trim).filter(|a| !a.is_empty());
+    let resource = q.recurso.as_deref();
+    if let Some(r) = resource {
+        let ok = (1..=40).contains(&r.len())
+            && r.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+        if !ok {
+            return Err(ApiError::invalid(
+                "recurso",
+                "invalid_field",
+                "`recurso` deve ser o primeiro trecho de uma rota, como campaigns ou tasks.",
+            ));
+        }
+    }
+    Ok(storage::accounts::AuditFilter {
+        author_contains: author.map(str::to_string),
+        resource: resource.map(str::to_string),
+        before_id: crate::extract::cursor(&q.cursor)?,
+    })
 }

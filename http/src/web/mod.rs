@@ -21,6 +21,7 @@
 //! (`text/event-stream`, axum's `Sse`, every 2 s / 1 s) as rendered fragments that htmx's SSE
 //! extension swaps in.
 
+mod glossary;
 mod pages;
 mod views;
 
@@ -374,10 +375,12 @@ impl Caller {
         if status.is_success() {
             return Ok(value);
         }
-        let message = value["message"]
-            .as_str()
-            .unwrap_or("O pedido não pôde ser atendido.")
-            .to_string();
+        // The API's words, its field names as the screens name them (issue 47 item 9).
+        let message = glossary::message(
+            value["message"]
+                .as_str()
+                .unwrap_or("O pedido não pôde ser atendido."),
+        );
         Err(self.fail(Failure::Api { status, message }))
     }
 

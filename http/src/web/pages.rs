@@ -1116,6 +1116,8 @@ struct LogsPage {
     me: Me,
     logs: Envelope<Vec<WebhookLog>>,
     tipo: String,
+    /// The account's numbers in scope: the provider's id → phone.
+    phones: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -1140,7 +1142,18 @@ pub(super) async fn webhook_logs(
         path.push_str(&format!("&cursor={}", q(&cur)));
     }
     let logs: Envelope<Vec<WebhookLog>> = c.get(&path).await?;
-    render(&LogsPage { me, logs, tipo })
+    // Phones instead of provider ids where the reader may list the numbers.
+    let numbers: Vec<Number> = c.data("/api/phone-numbers").await.unwrap_or_default();
+    let phones = numbers
+        .into_iter()
+        .filter_map(|n| n.phone_number_id.map(|id| (id, n.telefone)))
+        .collect();
+    render(&LogsPage {
+        me,
+        logs,
+        tipo,
+        phones,
+    })
 }
 
 #[derive(Template)]
@@ -1170,14 +1183,69 @@ pub(super) async fn reforward(c: Caller, WebPath(id): WebPath<i64>) -> Result<Re
 #[template(path = "auditoria.html")]
 struct AuditPage {
     me: Me,
-    lines: Vec<AuditLine>,
+    lines: Envelope<Vec<AuditLine>>,
+    autor: String,
+    recurso: String,
+    /// The filters as a query string (`autor=…&recurso=…`), for the next page's link.
+    query: String,
 }
 
-/// `GET /auditoria`: the account's audit log (`GET /api/audit-log`, Admin).
-pub(super) async fn audit(c: Caller) -> Result<Response, WebError> {
+impl AuditPage {
+    /// The kinds of record the page filters by: `(recurso, label, "selected" or "")`.
+    fn resources(&self) -> Vec<(&'static str, &'static str, &'static str)> {
+        [
+            ("campaigns", "campanhas"),
+            ("phone-numbers", "números (painel)"),
+            ("channels", "números (API)"),
+            ("business-managers", "BMs"),
+            ("wabas", "WABAs"),
+            ("clientes", "clientes"),
+            ("users", "usuários"),
+            ("templates", "templates"),
+            ("tasks", "tarefas"),
+            ("wiki", "wiki"),
+            ("messages", "mensagens"),
+            ("groups", "grupos"),
+        ]
+        .into_iter()
+        .map(|(k, l)| (k, l, if self.recurso == k { "selected" } else { "" }))
+        .collect()
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct AuditQuery {
+    autor: Option<String>,
+    recurso: Option<String>,
+    cursor: Option<String>,
+}
+
+/// `GET /auditoria`: the account's audit log (`GET /api/audit-log`, Admin), each line as an
+/// action ("aprovou a campanha 3"), filtered by author and kind of record (issue 47 item 10).
+pub(super) async fn audit(c: Caller, Query(aq): Query<AuditQuery>) -> Result<Response, WebError> {
     let me: Me = c.data("/api/me").await?;
-    let lines: Vec<AuditLine> = c.data("/api/audit-log?limit=200").await?;
-    render(&AuditPage { me, lines })
+    let autor = opt_text(&aq.autor).unwrap_or_default();
+    let recurso = opt_text(&aq.recurso).unwrap_or_default();
+    let mut query = Vec::new();
+    if !autor.is_empty() {
+        query.push(format!("autor={}", q(&autor)));
+    }
+    if !recurso.is_empty() {
+        query.push(format!("recurso={}", q(&recurso)));
+    }
+    let query = query.join("&");
+    let mut path = format!("/api/audit-log?limit=100&{query}");
+    if let Some(cur) = opt_text(&aq.cursor) {
+        path.push_str(&format!("&cursor={}", q(&cur)));
+    }
+    let lines: Envelope<Vec<AuditLine>> = c.get(&path).await?;
+    render(&AuditPage {
+        me,
+        lines,
+        autor,
+        recurso,
+        query,
+    })
 }
 
 #[derive(Template)]

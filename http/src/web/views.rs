@@ -95,6 +95,16 @@ pub struct Alert {
 }
 
 impl Alert {
+    /// What to do, in the panel's words: a number's health code's action
+    /// ([`super::glossary::health_action`]), else the API's text with its field names as
+    /// labels.
+    pub fn next_step(&self) -> Option<String> {
+        if self.tipo == "numero" {
+            return super::glossary::health_action(&self.codigo).map(str::to_string);
+        }
+        self.proxima_acao.as_deref().map(super::glossary::message)
+    }
+
     /// The page that shows the record at fault.
     pub fn link(&self) -> String {
         match self.tipo.as_str() {
@@ -142,6 +152,9 @@ pub struct Number {
     pub foto_url: Option<String>,
     pub cliente_id: Option<i64>,
     pub health: Health,
+    /// The provider's id of the number (`GET /api/phone-numbers`; absent in a BM's tree).
+    #[serde(default)]
+    pub phone_number_id: Option<String>,
 }
 
 impl Number {
@@ -159,7 +172,6 @@ pub struct Health {
     pub label: String,
     pub limit_24h: i64,
     pub sent_24h: i64,
-    pub next_action: Option<String>,
     pub tone: String,
 }
 
@@ -255,20 +267,16 @@ pub struct Campaign {
 }
 
 impl Campaign {
-    /// The status as operators read it.
-    pub fn status_label(&self) -> &'static str {
-        match self.status.as_str() {
-            "rascunho" => "Rascunho",
-            "higienizando" => "Higienizando",
-            "falha_higienizacao" => "Falha na higienização",
-            "aguardando_aprovacao" => "Aguardando aprovação",
-            "aprovada" => "Aprovada",
-            "em_andamento" => "Em andamento",
-            "pausada" => "Pausada",
-            "concluida" => "Concluída",
-            "cancelada" => "Cancelada",
-            _ => "—",
-        }
+    /// The status as operators read it ([`super::glossary::campaign_status`]).
+    pub fn status_label(&self) -> String {
+        super::glossary::campaign_status(&self.status)
+    }
+
+    /// Why it is paused, as operators read it.
+    pub fn pause_text(&self) -> Option<String> {
+        self.motivo_pausa
+            .as_deref()
+            .map(super::glossary::pause_reason)
     }
 
     /// Whether it can still change (progress is streamed while it can).
@@ -363,18 +371,10 @@ pub struct SendLine {
 
 impl SendLine {
     /// The send's status in Portuguese (`—` when the answer had none).
-    pub fn status_text(&self) -> &'static str {
-        match self.status.as_deref() {
-            Some("queued") => "na fila",
-            Some("sending") => "enviando",
-            Some("sent") => "enviada",
-            Some("delivered") => "entregue",
-            Some("read") => "lida",
-            Some("failed") => "falhou",
-            Some("skipped") => "ignorada",
-            Some(_) => "outro",
-            None => "—",
-        }
+    pub fn status_text(&self) -> String {
+        self.status
+            .as_deref()
+            .map_or_else(|| "—".into(), super::glossary::send_status)
     }
 
     /// The provider's error as operators read it (`131026: Message undeliverable`), or empty.
@@ -439,16 +439,29 @@ pub struct WebhookLog {
 }
 
 impl WebhookLog {
-    /// The JSON list of a log field as `a, b`.
-    pub fn list(v: &Value) -> String {
+    /// The JSON list of a log field as `a, b`, each item through `word`.
+    fn list_with(v: &Value, word: impl Fn(&str) -> String) -> String {
         v.as_array()
             .map(|a| {
                 a.iter()
-                    .map(|x| x.as_str().map_or_else(|| x.to_string(), str::to_string))
+                    .map(|x| x.as_str().map_or_else(|| x.to_string(), &word))
                     .collect::<Vec<_>>()
                     .join(", ")
             })
             .unwrap_or_default()
+    }
+
+    /// The webhook's fields as people read them (`status de template`).
+    pub fn fields_text(&self) -> String {
+        Self::list_with(&self.campos, super::glossary::webhook_field)
+    }
+
+    /// The numbers the event named, by phone where the account has them (`phones`: the
+    /// provider's id → phone), else by the provider's id.
+    pub fn numbers_text(&self, phones: &BTreeMap<String, String>) -> String {
+        Self::list_with(&self.numeros, |id| {
+            phones.get(id).cloned().unwrap_or_else(|| id.to_string())
+        })
     }
 }
 
@@ -458,7 +471,6 @@ pub struct AuditLine {
     pub token_name: String,
     pub action: String,
     pub target: String,
-    pub status: i64,
     pub at: String,
 }
 
@@ -623,10 +635,9 @@ impl SendsChart {
     }
 }
 
-/// `2026-11-25T14:00:00…` → `14h` (UTC).
+/// `2026-11-25T14:00:00Z` → `11h` (the panel's time zone, [`super::glossary::hour`]).
 fn hour_label(iso: &str) -> String {
-    iso.get(11..13)
-        .map_or_else(String::new, |h| format!("{h}h"))
+    super::glossary::hour(iso)
 }
 
 /// `POST /api/templates/{id}/…` answers the pages read nothing from but their message.
