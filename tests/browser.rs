@@ -199,6 +199,15 @@ async fn operators_work_the_panel_in_a_browser() {
         let pnid = n["phone_number_id"].as_str().unwrap();
         assert!(!logged.contains(pnid), "{pnid} in {logged}");
     }
+    // A forward shows whom it went to and how it went; the payload while it is retained.
+    assert!(
+        seen["forward_line"]
+            .as_str()
+            .unwrap()
+            .starts_with("Loja Centro: "),
+        "{seen}"
+    );
+    assert_eq!(seen["payload_shown"], 1, "{seen}");
     // The audit log filtered to the Operador's campaign lines, each an action (item 10).
     let filtered: Vec<&str> = seen["audit_filtered"]
         .as_array()

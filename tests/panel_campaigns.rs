@@ -269,6 +269,19 @@ async fn whole_flow_from_csv_to_read(backend: Backend) {
     );
 
     // Maker/checker: the maker (an Operador) cannot approve; a Client is refused by role.
+    // The campaign says so to each reader (`pode_aprovar`), by the same rule.
+    for (who, may) in [(&maker, false), (&checker, true), (&admin, true)] {
+        let (s, v) = call(
+            &app,
+            Method::GET,
+            who,
+            &format!("/api/campaigns/{id}"),
+            None,
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        assert_eq!(v["data"]["pode_aprovar"], may, "{v}");
+    }
     let (s, b) = approve(&app, &maker, id).await;
     assert_eq!(
         (s, b["code"].as_str()),

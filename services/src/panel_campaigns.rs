@@ -123,6 +123,11 @@ pub struct PanelCampaignView {
     pub started_at: Option<String>,
     /// Finished.
     pub finished_at: Option<String>,
+    /// Whether the reader may approve it (`engine::panel_campaign::may_approve`: an Admin
+    /// always, an Operador not their own campaign, a Client never), whatever its status; only
+    /// on `GET /api/campaigns/{id}`.
+    #[serde(rename = "pode_aprovar", skip_serializing_if = "Option::is_none")]
+    pub may_approve: Option<bool>,
 }
 
 /// The dispatch switch as `GET /api/settings/dispatch` shows it.
@@ -858,7 +863,22 @@ impl Services {
             created_at: actors::time::iso(c.created_at),
             started_at: c.started_at.map(actors::time::iso),
             finished_at: c.finished_at.map(actors::time::iso),
+            may_approve: None,
         }
+    }
+
+    /// [`Services::panel_campaign_view`] as `who` reads it: with whether `who` may approve it
+    /// (the rule `approve_panel_campaign` applies, so the panel shows "Aprovar" only to those
+    /// it would accept).
+    pub async fn panel_campaign_view_as(
+        &self,
+        account_id: i64,
+        who: &PanelActor,
+        id: i64,
+    ) -> Result<PanelCampaignView, ActorError> {
+        let mut view = self.panel_campaign_view(account_id, &who.scope, id).await?;
+        view.may_approve = Some(may_approve(who.role, who.user_id, view.created_by).is_ok());
+        Ok(view)
     }
 
     /// `GET /api/campaigns`: the account's panel campaigns in scope, newest first, paged by

@@ -79,7 +79,7 @@ RAW_WORDS = [
     ),
     (re.compile(r"\b(?:GET|POST|PATCH|PUT|DELETE) /"), "API route"),
 ]
-USER_DATA = ".segredo, .previa, .conteudo-wiki, .template h2, #c-template"
+USER_DATA = ".segredo, .previa, .conteudo-wiki, .template h2, #c-template, pre.payload"
 
 
 def check_words(page, name):
@@ -326,6 +326,13 @@ def run(page, context):
     expect(page.locator("#logs .assinatura-valida").first).to_have_text("válida")
     seen["webhook_log_rows"] = rows.count()
     seen["webhook_numbers"] = page.locator("#logs tbody tr td:nth-child(5)").all_inner_texts()
+    # A line's details: each forward to the client (name, state, attempts) and the payload.
+    details = page.locator("details.detalhe-log", has=page.locator("p.entrega")).first
+    details.locator("summary").click()
+    expect(details.locator("p.entrega").first).to_contain_text("Loja Centro")
+    expect(details.locator("p.entrega").first).to_contain_text("tentativa")
+    seen["forward_line"] = details.locator("p.entrega").first.inner_text()
+    seen["payload_shown"] = details.locator("pre.payload").count()
     page.get_by_role("button", name=re.compile("Reencaminhar o evento")).first.click()
     expect(page.get_by_role("status").filter(has_text="Reencaminhado")).to_be_visible()
     check_page(page, "webhook-logs")

@@ -383,7 +383,7 @@ pub(crate) async fn list(
 
 #[utoipa::path(get, operation_id = "panel_campaigns_read", summary = "Lê uma campanha", path = "/campaigns/{id}", tag = "Campanhas",
     params(("id" = i64, Path, description = "Id da campanha")),
-    responses((status = 200, description = "`data`: a campanha (`status`, `higienizacao`, `contatos`, `stats`, `retida`…)", body = Data<PanelCampaignView>)))]
+    responses((status = 200, description = "`data`: a campanha (`status`, `higienizacao`, `contatos`, `stats`, `retida`…; `pode_aprovar`: se quem lê pode aprová-la)", body = Data<PanelCampaignView>)))]
 pub(crate) async fn read(
     State(state): State<AppState>,
     me: PanelUser,
@@ -391,7 +391,7 @@ pub(crate) async fn read(
 ) -> Result<Json<Data<PanelCampaignView>>, ApiError> {
     let view = state
         .services
-        .panel_campaign_view(me.account_id(), &me.scope(), id)
+        .panel_campaign_view_as(me.account_id(), &actor(&me), id)
         .await?;
     Ok(Data::json(view))
 }

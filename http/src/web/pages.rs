@@ -753,6 +753,8 @@ struct CampaignPage {
     numbers: Vec<Number>,
     filter: SendsFilter,
     export_query: String,
+    /// The reading's instant (for the ETA).
+    now: chrono::DateTime<chrono::Utc>,
 }
 
 #[derive(Template)]
@@ -761,6 +763,8 @@ struct ProgressFragment {
     campaign: Campaign,
     report: Report,
     numbers: Vec<Number>,
+    /// The reading's instant (for the ETA).
+    now: chrono::DateTime<chrono::Utc>,
 }
 
 /// The phone of a channel id among `numbers`.
@@ -855,6 +859,7 @@ pub(super) async fn campaign(
         numbers,
         filter,
         export_query,
+        now: chrono::Utc::now(),
     })
 }
 
@@ -878,6 +883,7 @@ pub(super) async fn campaign_events(
                 campaign,
                 report,
                 numbers,
+                now: chrono::Utc::now(),
             }
             .render()
             .map_err(|_| {
@@ -1118,6 +1124,18 @@ struct LogsPage {
     tipo: String,
     /// The account's numbers in scope: the provider's id → phone.
     phones: std::collections::BTreeMap<String, String>,
+    /// The account's clients in scope: id → name.
+    clients: std::collections::BTreeMap<i64, String>,
+}
+
+impl LogsPage {
+    /// A client's name (`cliente 7` when the reader cannot list it).
+    fn client(&self, id: &i64) -> String {
+        self.clients
+            .get(id)
+            .cloned()
+            .unwrap_or_else(|| format!("cliente {id}"))
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -1148,11 +1166,13 @@ pub(super) async fn webhook_logs(
         .into_iter()
         .filter_map(|n| n.phone_number_id.map(|id| (id, n.telefone)))
         .collect();
+    let clients: Vec<Client> = c.data("/api/clientes").await.unwrap_or_default();
     render(&LogsPage {
         me,
         logs,
         tipo,
         phones,
+        clients: clients.into_iter().map(|c| (c.id, c.nome)).collect(),
     })
 }
 

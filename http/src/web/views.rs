@@ -264,12 +264,53 @@ pub struct Campaign {
     pub motivo_pausa: Option<String>,
     pub retida: bool,
     pub created_at: String,
+    #[serde(default)]
+    pub started_at: Option<String>,
+    /// Whether the reader may approve it (the API's answer; absent: no).
+    #[serde(default)]
+    pub pode_aprovar: Option<bool>,
 }
 
 impl Campaign {
     /// The status as operators read it ([`super::glossary::campaign_status`]).
     pub fn status_label(&self) -> String {
         super::glossary::campaign_status(&self.status)
+    }
+
+    /// Whether the reader may approve it (the API applies the two-person rule).
+    pub fn may_approve(&self) -> bool {
+        self.pode_aprovar == Some(true)
+    }
+
+    /// When it should finish at the pace so far: `~ 12 min (às 14:35)`, from the sends settled
+    /// since it started and those still to go; `None` when nothing is running or nothing has
+    /// settled yet. `now` is the reading's instant.
+    pub fn eta(&self, report: &Report, now: &chrono::DateTime<chrono::Utc>) -> Option<String> {
+        let now = *now;
+        if self.status != "em_andamento" {
+            return None;
+        }
+        let started = chrono::DateTime::parse_from_rfc3339(self.started_at.as_deref()?).ok()?;
+        let elapsed_ms = (now - started.with_timezone(&chrono::Utc)).num_milliseconds();
+        let settled = report.enviados + report.falhas + report.ignorados;
+        let left = (report.liberados - settled).max(0);
+        if settled <= 0 || elapsed_ms <= 0 || left == 0 {
+            return None;
+        }
+        let left_ms = (left as f64 * elapsed_ms as f64 / settled as f64) as i64;
+        let at = now + chrono::Duration::milliseconds(left_ms);
+        let span = match left_ms / 1000 {
+            s if s < 60 => "menos de 1 min".to_string(),
+            s if s < 3600 => format!("{} min", s / 60),
+            s => format!("{} h {} min", s / 3600, (s % 3600) / 60),
+        };
+        Some(format!(
+            "~ {span} (às {})",
+            super::glossary::time(&at.to_rfc3339())
+                .split(' ')
+                .nth(1)
+                .unwrap_or("")
+        ))
     }
 
     /// Why it is paused, as operators read it.
@@ -435,7 +476,21 @@ pub struct WebhookLog {
     pub numeros: Value,
     pub detalhe: Option<String>,
     pub encaminhamento: String,
-    pub entregas: Vec<Value>,
+    pub entregas: Vec<Forward>,
+    /// The provider's body as received, while it is retained.
+    #[serde(default)]
+    pub corpo: Option<String>,
+}
+
+/// One forward of a webhook log line to a client.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Forward {
+    pub client_id: Option<i64>,
+    /// `delivered`, `retrying`, `pending`, `failed`.
+    pub status: String,
+    pub attempts: i64,
+    pub last_status_code: Option<i64>,
+    pub last_error: Option<String>,
 }
 
 impl WebhookLog {
@@ -449,6 +504,17 @@ impl WebhookLog {
                     .join(", ")
             })
             .unwrap_or_default()
+    }
+
+    /// The body as received, indented when it is JSON.
+    pub fn body_text(&self) -> Option<String> {
+        let raw = self.corpo.as_deref()?;
+        Some(
+            serde_json::from_str::<Value>(raw)
+                .ok()
+                .and_then(|v| serde_json::to_string_pretty(&v).ok())
+                .unwrap_or_else(|| raw.to_string()),
+        )
     }
 
     /// The webhook's fields as people read them (`status de template`).
@@ -676,4 +742,50 @@ pub struct GuardrailsToday {
     pub sent: i64,
     pub remaining: Option<i64>,
     pub resets_at: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn campaign(status: &str, started_at: Option<&str>) -> Campaign {
+        serde_json::from_value(serde_json::json!({
+            "id": 1, "nome": "c", "status": status,
+            "contatos": {"total": 0, "validos": 0, "invalidos": 0, "pendentes": 0, "desconhecidos": 0},
+            "higienizacao": {"erro": null}, "motivo_pausa": null, "retida": false,
+            "created_at": "2026-11-28T12:00:00Z", "started_at": started_at,
+        }))
+        .unwrap()
+    }
+
+    fn report(liberados: i64, enviados: i64) -> Report {
+        serde_json::from_value(serde_json::json!({
+            "liberados": liberados, "na_fila": liberados - enviados, "enviados": enviados,
+            "entregues": 0, "lidos": 0, "falhas": 0, "ignorados": 0, "por_numero": [],
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_eta_follows_the_pace_so_far() {
+        let now = chrono::DateTime::parse_from_rfc3339("2026-11-28T12:10:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        let running = campaign("em_andamento", Some("2026-11-28T12:00:00Z"));
+        // 100 of 400 in 10 min: 30 min to go, at 09:40 local (12:40 UTC).
+        assert_eq!(
+            running.eta(&report(400, 100), &now).as_deref(),
+            Some("~ 30 min (às 09:40)")
+        );
+        assert_eq!(running.eta(&report(400, 0), &now), None);
+        assert_eq!(running.eta(&report(400, 400), &now), None);
+        assert_eq!(
+            campaign("pausada", Some("2026-11-28T12:00:00Z")).eta(&report(400, 100), &now),
+            None
+        );
+        assert_eq!(
+            campaign("em_andamento", None).eta(&report(400, 100), &now),
+            None
+        );
+    }
 }
