@@ -199,6 +199,10 @@ async fn operators_work_the_panel_in_a_browser() {
         let pnid = n["phone_number_id"].as_str().unwrap();
         assert!(!logged.contains(pnid), "{pnid} in {logged}");
     }
+    // On a phone: the menu behind its button on every page with one, and the numbers as
+    // cards with quality, health and next step in view (item 11).
+    assert_eq!(seen["phone_cards"], true, "{seen}");
+    assert!(seen["phone_menu"].as_array().unwrap().len() >= 10, "{seen}");
     // A forward shows whom it went to and how it went; the payload while it is retained.
     assert!(
         seen["forward_line"]

@@ -111,9 +111,28 @@ def check_page(page, name):
     ]
     assert not violations, f"{name}: accessibility violations: {json.dumps(violations)}"
     seen["axe"][name] = len(result["passes"])
+    # The pages as the README shows them (docs/screenshots, copied from a run's out_dir).
+    page.screenshot(path=os.path.join(OUT, f"{name}.png"), full_page=True)
     size = page.viewport_size
     page.set_viewport_size({"width": 390, "height": 844})
     overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    # The menu folds behind its button on a phone, and opens with it (issue 47 item 11).
+    button = page.locator("#abrir-menu")
+    if button.count():
+        expect(page.locator("#menu-principal")).to_be_hidden()
+        button.click()
+        expect(page.locator("#menu-principal")).to_be_visible()
+        expect(button).to_have_attribute("aria-expanded", "true")
+        button.click()
+        expect(page.locator("#menu-principal")).to_be_hidden()
+        seen.setdefault("phone_menu", []).append(name)
+    # The numbers' quality, health and next step stay in view, no sideways scroll.
+    if name == "inventario":
+        page.screenshot(path=os.path.join(OUT, "inventario-celular.png"), full_page=True)
+        for cls in ["qualidade", "saude", "proximo-passo"]:
+            box = page.locator(f"td.{cls}").first.bounding_box()
+            assert box and box["x"] >= 0 and box["x"] + box["width"] <= 390, (cls, box)
+        seen["phone_cards"] = True
     page.set_viewport_size(size)
     assert overflow <= 0, f"{name}: {overflow}px wider than a phone"
     seen["phone_width"][name] = True

@@ -226,6 +226,17 @@
     }
   });
 
+  // On a phone the menu folds behind a "Menu" button (issue 47 item 11); wider, it is
+  // always open and the button hidden (CSS).
+  document.addEventListener("click", function (e) {
+    var button = e.target && e.target.closest && e.target.closest("#abrir-menu");
+    if (!button) return;
+    var menu = document.getElementById("menu-principal");
+    var open = button.getAttribute("aria-expanded") !== "true";
+    button.setAttribute("aria-expanded", open ? "true" : "false");
+    menu.classList.toggle("aberto", open);
+  });
+
   csvPreview();
   variablePicker();
   kanban();
