@@ -139,6 +139,10 @@ async fn operators_work_the_panel_in_a_browser() {
         "{seen}"
     );
     assert_eq!(seen["preview_rows"], 5, "{seen}");
+    assert_eq!(
+        seen["refused_in_place"], "O campo «números» é obrigatório.",
+        "{seen}"
+    );
     assert!(
         seen["hygiene"]
             .as_str()

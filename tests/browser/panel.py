@@ -264,8 +264,6 @@ def run(page, context):
     expect(page.get_by_text("Disparos habilitados")).to_be_visible()
     page.get_by_label("Nome", exact=True).fill("Natal no navegador")
     page.get_by_label("Template", exact=True).select_option(label=CFG["template_label"])
-    for box in page.locator("input[name=numeros]").all():
-        box.check()
     page.get_by_label(re.compile("Arquivo CSV")).set_input_files(
         # Saved as Excel in Portuguese saves "CSV (separado por vírgulas)": Windows-1252.
         files=[{"name": "contatos.csv", "mimeType": "text/csv", "buffer": CSV.encode("cp1252")}]
@@ -284,6 +282,19 @@ def run(page, context):
     expect(page.locator("#variaveis-valor")).to_have_value(
         ",".join("nome" if c == "Nome completo" else c.lower() for c in CFG["variables"].split(","))
     )
+    # Sent without a number ticked: refused in place (issue 47 item 5), the numbers' field
+    # marked and focused, the file, name and mapping kept.
+    page.get_by_role("button", name="Enviar para higienização").click()
+    expect(page.locator("#avisos [role=alert]")).to_contain_text("números")
+    first_box = page.locator("input[name=numeros]").first
+    expect(first_box).to_have_attribute("aria-invalid", "true")
+    expect(first_box).to_be_focused()
+    assert page.evaluate("document.getElementById('arquivo').files.length") == 1
+    expect(page.get_by_label("Nome", exact=True)).to_have_value("Natal no navegador")
+    expect(page.get_by_label("Coluna do nome")).to_have_value("Nome completo")
+    seen["refused_in_place"] = page.locator("#avisos [role=alert]").inner_text()
+    for box in page.locator("input[name=numeros]").all():
+        box.check()
     page.get_by_role("button", name="Enviar para higienização").click()
     page.wait_for_url(re.compile(BASE + r"/campanhas/\d+$"))
     campaign_url = page.url

@@ -237,6 +237,37 @@
     menu.classList.toggle("aberto", open);
   });
 
+  // A refused form (issue 47 item 5): htmx swapped only the alert into #avisos, so the form
+  // keeps its file, ticks and mapping; the field the API named (the alert's data-campo) is
+  // marked invalid, tied to the alert and focused.
+  var lastForm = null;
+  document.addEventListener("htmx:beforeRequest", function (e) {
+    var form = e.detail.elt && e.detail.elt.closest ? e.detail.elt.closest("form") : null;
+    if (!form) return;
+    lastForm = form;
+    form.querySelectorAll("[aria-invalid]").forEach(function (el) {
+      el.removeAttribute("aria-invalid");
+      el.removeAttribute("aria-describedby");
+    });
+  });
+  document.addEventListener("htmx:afterSwap", function () {
+    var alert = document.querySelector("#avisos [data-campo]");
+    if (!alert || !lastForm) return;
+    var controls = lastForm.querySelectorAll('[name="' + CSS.escape(alert.getAttribute("data-campo")) + '"]');
+    if (!controls.length) return;
+    controls.forEach(function (el) {
+      el.setAttribute("aria-invalid", "true");
+      el.setAttribute("aria-describedby", alert.id);
+    });
+    var target = controls[0];
+    if (target.type === "hidden") {
+      var box = target.closest("fieldset");
+      var shown = box && box.querySelector("select, input:not([type=hidden]), button:not([disabled])");
+      if (shown) target = shown;
+    }
+    target.focus();
+  });
+
   csvPreview();
   variablePicker();
   kanban();

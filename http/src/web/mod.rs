@@ -167,6 +167,17 @@ pub(crate) enum Failure {
         /// The pt-BR message shown.
         message: String,
     },
+    /// The API refused one field of a form (its `field`): as [`Failure::Api`], and for htmx
+    /// the alert names the field, which the page marks (`aria-invalid`) and focuses while the
+    /// form keeps everything typed, ticked and chosen (issue 47 item 5).
+    Field {
+        /// The status to answer.
+        status: StatusCode,
+        /// The pt-BR message shown.
+        message: String,
+        /// The API's name of the field (the form control's `name`).
+        field: String,
+    },
 }
 
 /// A page's error: rendered as a page, or for htmx as an alert swapped into `#avisos`.
@@ -202,28 +213,37 @@ impl IntoResponse for WebError {
                         .into_response()
                 }
             }
-            Failure::Api { status, message } => {
-                if self.htmx {
-                    (
-                        status,
-                        [
-                            (
-                                header::HeaderName::from_static("hx-retarget"),
-                                HeaderValue::from_static("#avisos"),
-                            ),
-                            (
-                                header::HeaderName::from_static("hx-reswap"),
-                                HeaderValue::from_static("innerHTML"),
-                            ),
-                        ],
-                        Html(pages::alert_fragment(&message)),
-                    )
-                        .into_response()
-                } else {
-                    (status, Html(pages::error_page(status, &message))).into_response()
-                }
-            }
+            Failure::Api { status, message } => api_failure(self.htmx, status, &message, None),
+            Failure::Field {
+                status,
+                message,
+                field,
+            } => api_failure(self.htmx, status, &message, Some(&field)),
         }
+    }
+}
+
+/// An API refusal as a page (a full error page) or, for htmx, as an alert swapped into
+/// `#avisos`, naming the `field` at fault when there is one.
+fn api_failure(htmx: bool, status: StatusCode, message: &str, field: Option<&str>) -> Response {
+    if htmx {
+        (
+            status,
+            [
+                (
+                    header::HeaderName::from_static("hx-retarget"),
+                    HeaderValue::from_static("#avisos"),
+                ),
+                (
+                    header::HeaderName::from_static("hx-reswap"),
+                    HeaderValue::from_static("innerHTML"),
+                ),
+            ],
+            Html(pages::alert_fragment(message, field)),
+        )
+            .into_response()
+    } else {
+        (status, Html(pages::error_page(status, message))).into_response()
     }
 }
 
@@ -381,7 +401,14 @@ impl Caller {
                 .as_str()
                 .unwrap_or("O pedido não pôde ser atendido."),
         );
-        Err(self.fail(Failure::Api { status, message }))
+        Err(self.fail(match value["field"].as_str() {
+            Some(field) => Failure::Field {
+                status,
+                message,
+                field: field.to_string(),
+            },
+            None => Failure::Api { status, message },
+        }))
     }
 
     /// `GET path` and its `data` as `T` (with the list's `has_more`/`next_cursor`).

@@ -40,11 +40,15 @@ fn render<T: Template>(t: &T) -> Result<Response, WebError> {
 #[template(path = "alerta.html")]
 struct AlertFragment<'a> {
     message: &'a str,
+    field: Option<&'a str>,
 }
 
-/// An error alert (`role="alert"`), swapped into `#avisos` by htmx.
-pub(super) fn alert_fragment(message: &str) -> String {
-    AlertFragment { message }.render().unwrap_or_default()
+/// An error alert (`role="alert"`), swapped into `#avisos` by htmx; `field`, the form
+/// control at fault (`data-campo`, marked and focused by `app.js`).
+pub(super) fn alert_fragment(message: &str, field: Option<&str>) -> String {
+    AlertFragment { message, field }
+        .render()
+        .unwrap_or_default()
 }
 
 #[derive(Template)]
@@ -155,7 +159,11 @@ pub(super) async fn login(
             Ok(([(header::SET_COOKIE, cookie)], Redirect::to("/")).into_response())
         }
         Err(WebError {
-            failure: Failure::Api { status, message },
+            failure:
+                Failure::Api { status, message }
+                | Failure::Field {
+                    status, message, ..
+                },
             ..
         }) => {
             let mut page = render(&LoginPage {
@@ -237,10 +245,12 @@ where
                 ..
             }) => None,
             Err(WebError {
-                failure: Failure::Api { message, .. },
+                failure: Failure::Api { message, .. } | Failure::Field { message, .. },
                 ..
             }) => Some((
-                Ok(Event::default().event(name).data(alert_fragment(&message))),
+                Ok(Event::default()
+                    .event(name)
+                    .data(alert_fragment(&message, None))),
                 (make, false),
             )),
         }
