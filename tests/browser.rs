@@ -162,6 +162,27 @@ async fn operators_work_the_panel_in_a_browser() {
         "{seen}"
     );
     assert_eq!(seen["expired"], true, "{seen}");
+    // The Client's own sends: only through its client's number (the one linked to Loja
+    // Centro), each read ("lida") when filtered so; its inventory that one number.
+    let via: Vec<&str> = seen["client_sends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(!via.is_empty(), "{seen}");
+    assert!(via.iter().all(|p| *p == via[0]), "{via:?}");
+    let read: Vec<&str> = seen["client_sends_read"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(
+        !read.is_empty() && read.iter().all(|s| *s == "lida"),
+        "{read:?}"
+    );
+    assert_eq!(seen["client_inventory_numbers"], 1, "{seen}");
     assert!(seen["chart_bars"].as_u64().unwrap() >= 1, "{seen}");
     let pages = seen["axe"].as_object().unwrap();
     for page in [

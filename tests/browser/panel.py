@@ -79,7 +79,7 @@ RAW_WORDS = [
     ),
     (re.compile(r"\b(?:GET|POST|PATCH|PUT|DELETE) /"), "API route"),
 ]
-USER_DATA = ".segredo, .previa, .conteudo-wiki, .template h2, #c-template, pre.payload"
+USER_DATA = ".segredo, .previa, .conteudo-wiki, .template h2, #c-template, pre.payload, .mensagem"
 
 
 def check_words(page, name):
@@ -377,6 +377,23 @@ def run(page, context):
     page.goto(campaign_url)
     expect(page.get_by_role("alert")).to_contain_text("papel")
     seen["client_refused"] = page.get_by_role("alert").inner_text()
+    # Its own page (issue 47 item 7): the messages its numbers sent, nothing internal.
+    page.goto(BASE + "/")
+    expect(page.locator("#kpis")).not_to_contain_text("Tarefas abertas")
+    page.get_by_role("link", name="Meus envios").click()
+    page.wait_for_url(BASE + "/envios")
+    expect(page.locator("#envios tbody tr").first).to_be_visible()
+    check_page(page, "envios")
+    seen["client_sends"] = page.locator("#envios tbody tr td:nth-child(3)").all_inner_texts()
+    page.get_by_label("Status").select_option("read")
+    page.get_by_role("button", name="Filtrar").click()
+    page.wait_for_url(re.compile(r"/envios\?.*status=read"))
+    seen["client_sends_read"] = page.locator("#envios tbody tr td:nth-child(5)").all_inner_texts()
+    page.get_by_role("link", name="Inventário").click()
+    page.wait_for_url(BASE + "/inventario")
+    inventory = page.locator("#conteudo").inner_text()
+    assert "Business ID" not in inventory and "Próximo passo" not in inventory, inventory
+    seen["client_inventory_numbers"] = page.locator("td.qualidade").count()
     logout(page)
 
     # Back as Admin: the chart counts the campaign's sends; the audit log names who did what.

@@ -95,6 +95,7 @@ pub fn routes(api: PanelApi) -> Router<AppState> {
         .route("/auditoria", get(pages::audit))
         .route("/cluster", get(pages::cluster))
         .route("/wiki", get(pages::wiki))
+        .route("/envios", get(pages::client_sends))
         .route("/wiki/{slug}", get(pages::wiki_page))
         .route("/static/{file}", get(asset))
         .layer(axum::middleware::from_fn(same_origin))

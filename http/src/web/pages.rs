@@ -204,6 +204,20 @@ struct DashboardPage {
 #[template(path = "kpis.html")]
 struct KpisFragment {
     kpis: Dashboard,
+    /// Admin or Operador (a Client sees no task counts).
+    staff: bool,
+}
+
+impl KpisFragment {
+    fn staff(&self) -> bool {
+        self.staff
+    }
+}
+
+impl DashboardPage {
+    fn staff(&self) -> bool {
+        self.me.staff()
+    }
 }
 
 /// `GET /`: KPIs and alerts by severity.
@@ -273,7 +287,9 @@ fn stream_refused<T>(first: Result<T, WebError>) -> Option<Result<Response, WebE
 
 /// `GET /eventos/dashboard`: the KPIs, re-rendered every 2 s (SSE event `kpis`).
 pub(super) async fn dashboard_events(c: Caller) -> Result<Response, WebError> {
-    if let Some(done) = stream_refused(c.data::<Me>("/api/me").await) {
+    let me = c.data::<Me>("/api/me").await;
+    let staff = me.as_ref().is_ok_and(Me::staff);
+    if let Some(done) = stream_refused(me) {
         return done;
     }
     let c = std::sync::Arc::new(c);
@@ -281,7 +297,7 @@ pub(super) async fn dashboard_events(c: Caller) -> Result<Response, WebError> {
         let c = c.clone();
         async move {
             let kpis: Dashboard = c.data("/api/dashboard").await?;
-            KpisFragment { kpis }.render().map_err(|_| {
+            KpisFragment { kpis, staff }.render().map_err(|_| {
                 c.fail(Failure::Api {
                     status: StatusCode::INTERNAL_SERVER_ERROR,
                     message: "A página não pôde ser montada.".into(),
@@ -1275,6 +1291,79 @@ pub(super) async fn audit(c: Caller, Query(aq): Query<AuditQuery>) -> Result<Res
         autor,
         recurso,
         query,
+    })
+}
+
+#[derive(Template)]
+#[template(path = "envios.html")]
+struct ClientSendsPage {
+    me: Me,
+    client: String,
+    numbers: Vec<Number>,
+    sends: Envelope<Vec<ClientSend>>,
+    numero: Option<i64>,
+    status: String,
+    /// The filters as a query string, for the next page's link.
+    query: String,
+}
+
+impl ClientSendsPage {
+    fn phone(&self, id: &i64) -> String {
+        phone_of(&self.numbers, *id)
+    }
+
+    /// The statuses a filter may pick: `(status, "selected" or "")`.
+    fn statuses(&self) -> Vec<(&'static str, &'static str)> {
+        ["queued", "sending", "sent", "delivered", "read", "failed"]
+            .into_iter()
+            .map(|s| (s, if self.status == s { "selected" } else { "" }))
+            .collect()
+    }
+
+    /// Whether the filter picked the number `id`.
+    fn picked(&self, id: &i64) -> bool {
+        self.numero == Some(*id)
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct ClientSendsQuery {
+    numero: Option<String>,
+    status: Option<String>,
+    cursor: Option<String>,
+}
+
+/// `GET /envios`: a Client user's own page (issue 47 item 7): the messages its client's numbers
+/// sent (`GET /api/client/sends`), by number and status, a page at a time.
+pub(super) async fn client_sends(
+    c: Caller,
+    Query(sq): Query<ClientSendsQuery>,
+) -> Result<Response, WebError> {
+    let me: Me = c.data("/api/me").await?;
+    let context: ClientContext = c.data("/api/client/context").await?;
+    let numero = opt_text(&sq.numero).and_then(|n| n.parse::<i64>().ok());
+    let status = opt_text(&sq.status).unwrap_or_default();
+    let mut query = Vec::new();
+    if let Some(n) = numero {
+        query.push(format!("numero_id={n}"));
+    }
+    if !status.is_empty() {
+        query.push(format!("status={}", q(&status)));
+    }
+    let query = query.join("&");
+    let mut path = format!("/api/client/sends?limit=50&{query}");
+    if let Some(cur) = opt_text(&sq.cursor) {
+        path.push_str(&format!("&cursor={}", q(&cur)));
+    }
+    let sends: Envelope<Vec<ClientSend>> = c.get(&path).await?;
+    render(&ClientSendsPage {
+        me,
+        client: context.cliente.nome,
+        numbers: context.numeros,
+        sends,
+        numero,
+        status,
+        query: query.replace("numero_id=", "numero="),
     })
 }
 

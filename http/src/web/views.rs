@@ -443,6 +443,80 @@ impl SendLine {
     }
 }
 
+/// `GET /api/client/context`: what a Client user's page needs of it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ClientContext {
+    pub cliente: ClientName,
+    pub numeros: Vec<Number>,
+}
+
+/// A client's name.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ClientName {
+    pub nome: String,
+}
+
+/// `GET /api/client/sends` item: a message a number of the client sent.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ClientSend {
+    pub to: String,
+    pub channel_id: i64,
+    pub status: String,
+    #[serde(default)]
+    pub template: Option<TemplateName>,
+    #[serde(default)]
+    pub preview_text: Option<String>,
+    #[serde(default)]
+    pub text: Option<String>,
+    pub created_at: String,
+    #[serde(default)]
+    pub error: Option<SendError>,
+}
+
+/// A template a message used.
+#[derive(Debug, Clone, Deserialize)]
+pub struct TemplateName {
+    pub name: String,
+}
+
+/// The provider's error on a failed message.
+#[derive(Debug, Clone, Deserialize)]
+pub struct SendError {
+    pub code: Option<i64>,
+    pub title: Option<String>,
+}
+
+impl ClientSend {
+    /// What was sent, shortened: the rendered text, else the template's name.
+    pub fn what(&self) -> String {
+        let text = self
+            .preview_text
+            .as_deref()
+            .or(self.text.as_deref())
+            .map(str::to_string)
+            .or_else(|| self.template.as_ref().map(|t| format!("modelo {}", t.name)))
+            .unwrap_or_default();
+        if text.chars().count() > 80 {
+            format!("{}…", text.chars().take(80).collect::<String>())
+        } else {
+            text
+        }
+    }
+
+    /// The provider's error as the client reads it (`131026: Message undeliverable`), or empty.
+    pub fn error_text(&self) -> String {
+        match &self.error {
+            None => String::new(),
+            Some(e) => match (e.code, e.title.as_deref()) {
+                (Some(c), Some(t)) => format!("{c}: {t}"),
+                (Some(c), None) => c.to_string(),
+                (None, Some(t)) => t.to_string(),
+                (None, None) => String::new(),
+            },
+        }
+    }
+}
+
 /// `GET /api/settings/dispatch`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct DispatchSetting {
