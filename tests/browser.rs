@@ -155,6 +155,11 @@ async fn operators_work_the_panel_in_a_browser() {
         "{seen}"
     );
     assert_eq!(seen["export_rows"], 4, "{seen}");
+    assert_eq!(
+        seen["dropped"],
+        "3 linha(s) do CSV descartada(s) na importação: 2 com número repetido (fica a primeira), 1 em branco.",
+        "{seen}"
+    );
     assert_eq!(seen["task_moved"], true, "{seen}");
     assert!(seen["webhook_log_rows"].as_u64().unwrap() >= 1, "{seen}");
     assert!(

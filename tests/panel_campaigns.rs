@@ -181,7 +181,9 @@ async fn whole_flow_from_csv_to_read(backend: Backend) {
                5511977700005;=Eva;Natal\n\
                5511977700009;Zé;Recife\n\
                12345;Curto;Recife\n\
-               +55 11 97770-0001;Ana de novo;Recife\n";
+               ;;\n\
+               +55 11 97770-0001;Ana de novo;Recife\n\
+               ; ;\n";
     let form = reqwest::multipart::Form::new()
         .text("nome", "Natal 2026")
         .text("template_id", tpl.to_string())
@@ -210,6 +212,12 @@ async fn whole_flow_from_csv_to_read(backend: Backend) {
     assert_eq!(
         c["contatos"]["total"], 7,
         "the repeated number is stored once: {c}"
+    );
+    // What the import dropped, said on the campaign (issue 47 item 10).
+    assert_eq!(
+        c["descartados"],
+        json!({"duplicados": 1, "em_branco": 2}),
+        "{c}"
     );
     assert!(c["higienizacao"]["job_id"]
         .as_str()

@@ -279,6 +279,15 @@ pub fn contacts_from_csv(
     bytes: &[u8],
     mapping: &CsvMapping,
 ) -> Result<Vec<Contact>, ValidationError> {
+    contacts_and_blank_rows(bytes, mapping).map(|(contacts, _)| contacts)
+}
+
+/// [`contacts_from_csv`], and how many blank rows (every cell empty) it skipped (issue 47
+/// item 10: the campaign says what its import dropped).
+pub fn contacts_and_blank_rows(
+    bytes: &[u8],
+    mapping: &CsvMapping,
+) -> Result<(Vec<Contact>, usize), ValidationError> {
     let (text, _) = decode_csv(bytes);
     let bytes = text.as_bytes();
     let first_line = bytes.split(|b| *b == b'\n').next().unwrap_or_default();
@@ -361,6 +370,7 @@ pub fn contacts_from_csv(
     };
     let mut out = Vec::new();
     let mut cells = 0usize;
+    let mut blank = 0usize;
     for (i, record) in reader.records().enumerate() {
         let record = record.map_err(|_| {
             ValidationError::new(
@@ -370,6 +380,7 @@ pub fn contacts_from_csv(
             )
         })?;
         if record.iter().all(|f| f.is_empty()) {
+            blank += 1;
             continue;
         }
         if out.len() == MAX_CONTACTS {
@@ -417,7 +428,7 @@ pub fn contacts_from_csv(
         contact.check_size(&format!("Linha {} do CSV", i + 2))?;
         out.push(contact);
     }
-    Ok(out)
+    Ok((out, blank))
 }
 
 /// Checks that each of a panel campaign's `variaveis` names a column its contacts have
@@ -606,6 +617,13 @@ mod tests {
             Some("Recife")
         );
         assert_eq!(rows[1].name, None);
+        // An empty line is no row at all; Excel's blank row (`;;`) is counted as skipped.
+        let (rows, blank) = contacts_and_blank_rows(
+            format!("{csv};;\n ; ; \n5511999990004;Caio;Recife\n").as_bytes(),
+            &CsvMapping::default(),
+        )
+        .unwrap();
+        assert_eq!((rows.len(), blank), (3, 2));
         let comma = "cel,first\n5511999990003,Bia\n";
         let mapping = CsvMapping {
             number: Some("CEL".into()),

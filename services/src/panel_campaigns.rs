@@ -51,6 +51,19 @@ pub struct PanelCampaignInput {
     pub image_url: Option<String>,
     /// `botao_variavel`: the URL button's suffix, or the column that fills it.
     pub button_var: Option<String>,
+    /// Blank rows the CSV import skipped (0 for a JSON body).
+    pub blank_rows: i64,
+}
+
+/// What a campaign's CSV import dropped (`descartados`).
+#[derive(Debug, Clone, Copy, Serialize, utoipa::ToSchema)]
+pub struct DroppedRows {
+    /// Rows whose number repeated an earlier row's (the first one stays).
+    #[serde(rename = "duplicados")]
+    pub duplicates: i64,
+    /// Blank rows.
+    #[serde(rename = "em_branco")]
+    pub blank: i64,
 }
 
 /// The hygiene part of a [`PanelCampaignView`].
@@ -103,6 +116,9 @@ pub struct PanelCampaignView {
     /// Contacts by verdict.
     #[serde(rename = "contatos")]
     pub contacts: HygieneCounts,
+    /// What the import dropped before storing the contacts.
+    #[serde(rename = "descartados")]
+    pub dropped: DroppedRows,
     /// Send counters (as `/api/v1`).
     pub stats: CampaignStats,
     /// Held by the dispatch switch.
@@ -198,7 +214,8 @@ impl Services {
                 },
             )
             .await?;
-        let contacts = new_contacts(&input.contacts, &checked.template.body, &var_map);
+        let (contacts, duplicates) =
+            new_contacts(&input.contacts, &checked.template.body, &var_map);
         let (rec, _) = store
             .insert_panel_campaign(
                 &NewCampaign {
@@ -216,6 +233,8 @@ impl Services {
                     created_by: who.user_id,
                     image_url: input.image_url.clone(),
                     button_var: input.button_var.clone(),
+                    import_duplicates: duplicates as i64,
+                    import_blank: input.blank_rows,
                 },
                 &contacts,
             )
@@ -854,6 +873,10 @@ impl Services {
                 submitted_at: c.hygiene_submitted_at.map(actors::time::iso),
                 error: c.hygiene_error,
             },
+            dropped: DroppedRows {
+                duplicates: c.import_duplicates,
+                blank: c.import_blank,
+            },
             contacts,
             stats,
             held: c.held,
@@ -934,12 +957,14 @@ impl Services {
 
 /// A panel campaign's contacts as stored rows: each number once (the first row wins), its
 /// columns lower-cased with `numero` normalised; a contact whose values lack a template
-/// variable, or whose number does not parse, stored invalid with the reason.
+/// variable, or whose number does not parse, stored invalid with the reason. Also how many
+/// rows were dropped as repeats of an earlier number.
 fn new_contacts(
     input: &[engine::panel_campaign::Contact],
     body: &str,
     var_map: &engine::library::VarMap,
-) -> Vec<NewContact> {
+) -> (Vec<NewContact>, usize) {
+    let mut duplicates = 0usize;
     let mut seen = HashSet::new();
     let mut contacts = Vec::with_capacity(input.len());
     for c in input {
@@ -951,6 +976,7 @@ fn new_contacts(
         match Phone::parse("numero", &c.number) {
             Ok(p) => {
                 if !seen.insert(p.as_str().to_string()) {
+                    duplicates += 1;
                     continue;
                 }
                 row.insert("numero".into(), p.as_str().to_string());
@@ -966,6 +992,7 @@ fn new_contacts(
             Err(_) => {
                 let raw: String = c.number.trim().chars().take(64).collect();
                 if !seen.insert(raw.clone()) {
+                    duplicates += 1;
                     continue;
                 }
                 contacts.push(NewContact {
@@ -978,7 +1005,7 @@ fn new_contacts(
             }
         }
     }
-    contacts
+    (contacts, duplicates)
 }
 
 /// The hygiene service's verdicts of a finished job: `(input, status, reason, wa_id)` per row.

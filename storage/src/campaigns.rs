@@ -48,6 +48,10 @@ pub struct CampaignRecord {
     pub volume: Option<i64>,
     /// The panel user who created it.
     pub created_by: Option<i64>,
+    /// CSV rows its import dropped because their number repeated an earlier row's (panel).
+    pub import_duplicates: i64,
+    /// Blank CSV rows its import skipped (panel).
+    pub import_blank: i64,
     /// The panel user who approved it.
     pub approved_by: Option<i64>,
     /// When it was approved, ms.
@@ -129,7 +133,7 @@ pub struct CampaignStats {
     pub pending: i64,
 }
 
-pub(crate) const COLUMNS: &str = "id, account_id, name, category, template_id, var_map, state, pause_reason, created_at, started_at, finished_at, group_id, mode, scheduled_at, origin, stage, volume, created_by, approved_by, approved_at, hygiene_job, hygiene_submitted_at, hygiene_error, image_url, button_var, held, auto_paused";
+pub(crate) const COLUMNS: &str = "id, account_id, name, category, template_id, var_map, state, pause_reason, created_at, started_at, finished_at, group_id, mode, scheduled_at, origin, stage, volume, created_by, approved_by, approved_at, hygiene_job, hygiene_submitted_at, hygiene_error, image_url, button_var, held, auto_paused, import_duplicates, import_blank";
 
 /// A stored campaign state; an unknown one is `Corrupt` (never read as another state).
 fn campaign_state(s: &str) -> Result<engine::campaign::CampaignState> {
@@ -166,6 +170,8 @@ pub(crate) fn read(r: &AnyRow) -> Result<CampaignRecord> {
             .transpose()?,
         volume: r.try_get("volume")?,
         created_by: r.try_get("created_by")?,
+        import_duplicates: r.try_get("import_duplicates")?,
+        import_blank: r.try_get("import_blank")?,
         approved_by: r.try_get("approved_by")?,
         approved_at: r.try_get("approved_at")?,
         hygiene_job: r.try_get("hygiene_job")?,

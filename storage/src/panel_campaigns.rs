@@ -37,6 +37,10 @@ pub struct NewPanelCampaign {
     pub image_url: Option<String>,
     /// The button's column or suffix.
     pub button_var: Option<String>,
+    /// CSV rows dropped because their number repeated an earlier row's.
+    pub import_duplicates: i64,
+    /// Blank CSV rows skipped.
+    pub import_blank: i64,
 }
 
 /// A hygiene verdict to record: `(phone, valid|invalid|unknown, reason, wa_id)`.
@@ -221,8 +225,8 @@ impl Store {
         let now = now_ms();
         let mut tx = self.begin_write().await?;
         let sql = format!(
-            "INSERT INTO campaigns (account_id, name, category, template_id, var_map, state, created_at, updated_at, group_id, mode, origin, stage, volume, created_by, image_url, button_var) \
-             VALUES ($1, $2, $3, $4, $5, 'draft', $6, $6, NULL, 'all', 'panel', 'hygiene', $7, $8, $9, $10) RETURNING {COLUMNS}"
+            "INSERT INTO campaigns (account_id, name, category, template_id, var_map, state, created_at, updated_at, group_id, mode, origin, stage, volume, created_by, image_url, button_var, import_duplicates, import_blank) \
+             VALUES ($1, $2, $3, $4, $5, 'draft', $6, $6, NULL, 'all', 'panel', 'hygiene', $7, $8, $9, $10, $11, $12) RETURNING {COLUMNS}"
         );
         let row = sqlx::query(&sql)
             .bind(c.account_id)
@@ -235,6 +239,8 @@ impl Store {
             .bind(p.created_by)
             .bind(&p.image_url)
             .bind(&p.button_var)
+            .bind(p.import_duplicates)
+            .bind(p.import_blank)
             .fetch_one(&mut *tx)
             .await?;
         let mut rec = read(&row)?;

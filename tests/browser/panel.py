@@ -36,6 +36,10 @@ CSV = (
     "(55) 11 97770-0003;Carla;Olinda\n"
     "5511977700004;Davi;Recife\n"
     "12345;Curto;Recife\n"
+    # Excel's blank row and two repeats of earlier numbers: dropped, and the campaign says so.
+    ";;\n"
+    "5511977700002;Bruno de novo;Recife\n"
+    "+55 (11) 97770-0001;Ana;Recife\n"
 )
 
 seen = {"axe": {}, "phone_width": {}}
@@ -316,6 +320,7 @@ def run(page, context):
     assert "4 válidos" in hygiene and "1 inválidos" in hygiene, hygiene
     expect(page.get_by_role("cell", name="formato de número inválido")).to_be_visible()
     seen["hygiene"] = hygiene
+    seen["dropped"] = page.locator("#descartados").inner_text()
     check_page(page, "campanha")
     page.get_by_role("button", name="Aprovar e disparar").click()
     page.wait_for_load_state()

@@ -149,6 +149,7 @@ pub(crate) async fn create(
                 variables: b.variaveis,
                 image_url: b.imagem_url,
                 button_var: b.botao_variavel,
+                blank_rows: 0,
             },
         )
         .await?;
@@ -218,8 +219,8 @@ pub(crate) async fn import(
     let form = ImportFields::read(&fields)?;
     let mapping = form.mapping.clone();
     // Parsing up to 32 MB is CPU work: on the blocking pool, not the request threads.
-    let contacts = tokio::task::spawn_blocking(move || {
-        engine::panel_campaign::contacts_from_csv(&file, &mapping)
+    let (contacts, blank_rows) = tokio::task::spawn_blocking(move || {
+        engine::panel_campaign::contacts_and_blank_rows(&file, &mapping)
     })
     .await
     .map_err(|e| ApiError::Internal(e.to_string()))??;
@@ -237,6 +238,7 @@ pub(crate) async fn import(
                 variables: form.variables,
                 image_url: form.image_url,
                 button_var: form.button_var,
+                blank_rows: blank_rows as i64,
             },
         )
         .await?;

@@ -269,6 +269,16 @@ pub struct Campaign {
     /// Whether the reader may approve it (the API's answer; absent: no).
     #[serde(default)]
     pub pode_aprovar: Option<bool>,
+    /// What the CSV import dropped (absent from an older gateway: nothing).
+    #[serde(default)]
+    pub descartados: Option<Dropped>,
+}
+
+/// Rows a campaign's CSV import dropped.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Dropped {
+    pub duplicados: i64,
+    pub em_branco: i64,
 }
 
 impl Campaign {
