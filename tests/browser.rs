@@ -260,6 +260,26 @@ async fn operators_work_the_panel_in_a_browser() {
         "{filtered:?}"
     );
 
+    // The BM made and renamed in the panel, its app secret kept (never shown).
+    let (_, bms) = app
+        .call(Method::GET, Some(&admin), "/api/business-managers", None)
+        .await;
+    let made = bms["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["nome"] == "BM Loja Centro (matriz)")
+        .unwrap_or_else(|| panic!("{bms}"));
+    assert_eq!(made["cliente"], "Loja Centro", "{made}");
+    assert_eq!(made["has_app_secret"], true, "{made}");
+    assert!(
+        seen["bm_created"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("#bm-{}", made["id"])),
+        "{seen}"
+    );
+
     // …is what the API holds: the campaign finished with four sends, approved by the
     // Operador; the task moved; the panel's writes are in the audit log under each user.
     let (_, list) = app

@@ -223,6 +223,25 @@ def run(page, context):
     page.wait_for_url(re.compile(r"/inventario#numero-\d+$"))
     expect(page.locator("img.foto").first).to_be_attached()
     seen["photo"] = page.locator("img.foto").first.get_attribute("src")
+    # A BM created in the panel, then renamed (issue 47 item 6); its secret is never shown.
+    page.locator("details.nova-bm summary").click()
+    new_bm = page.locator("#form-nova-bm")
+    new_bm.get_by_label("Nome da BM").fill("BM Loja Centro")
+    new_bm.get_by_label("Cliente", exact=True).select_option(label="Loja Centro")
+    new_bm.get_by_label("App secret").fill("segredo-do-app-123")
+    new_bm.get_by_role("button", name="Cadastrar BM").click()
+    page.wait_for_url(re.compile(r"/inventario#bm-\d+$"))
+    card = page.locator("article.bm", has_text="BM Loja Centro")
+    expect(card).to_be_visible()
+    card.locator("details.editar-bm summary").click()
+    secret = card.get_by_label("App secret")
+    expect(secret).to_have_value("")
+    expect(secret).to_have_attribute("placeholder", "guardado; em branco mantém")
+    card.get_by_label("Nome da BM").fill("BM Loja Centro (matriz)")
+    card.get_by_role("button", name="Salvar BM").click()
+    expect(page.locator("article.bm h2", has_text="BM Loja Centro (matriz)")).to_be_visible()
+    assert "segredo-do-app-123" not in page.content()
+    seen["bm_created"] = page.url
 
     # The Operador and the Client users.
     page.get_by_role("link", name="Usuários").click()

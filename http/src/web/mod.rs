@@ -23,7 +23,7 @@
 
 mod glossary;
 mod pages;
-mod views;
+pub(crate) mod views;
 
 use crate::AppState;
 use axum::body::Body;
@@ -61,6 +61,8 @@ pub fn routes(api: PanelApi) -> Router<AppState> {
         .route("/logout", post(pages::logout))
         .route("/eventos/dashboard", get(pages::dashboard_events))
         .route("/inventario", get(pages::inventory))
+        .route("/inventario/bms", post(pages::create_bm))
+        .route("/inventario/bms/{id}", post(pages::update_bm))
         .route("/inventario/bms/{id}/sync", post(pages::sync_bm))
         .route("/inventario/numeros/{id}", post(pages::update_number))
         .route("/inventario/numeros/{id}/foto", post(pages::number_photo))

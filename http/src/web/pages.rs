@@ -337,6 +337,59 @@ pub(super) async fn inventory(c: Caller) -> Result<Response, WebError> {
     render(&InventoryPage { me, bms, clients })
 }
 
+/// The BM form of the inventory (issue 47 item 6): secrets are write-only, a blank one keeps
+/// what is stored.
+#[derive(Debug, Deserialize)]
+pub(super) struct BmForm {
+    nome: String,
+    cliente_id: Option<String>,
+    cliente: Option<String>,
+    id_provider: Option<String>,
+    access_token: Option<String>,
+    app_id: Option<String>,
+    app_secret: Option<String>,
+}
+
+impl BmForm {
+    /// The API's body (`BmIn`); a client picked from the list wins over a new name.
+    fn body(&self) -> Value {
+        let client_id = opt_text(&self.cliente_id).and_then(|c| c.parse::<i64>().ok());
+        json!({
+            "nome": self.nome.trim(),
+            "cliente_id": client_id,
+            "cliente": client_id.map_or_else(|| opt_text(&self.cliente), |_| None),
+            "id_provider": opt_text(&self.id_provider),
+            "access_token": opt_text(&self.access_token),
+            "app_id": opt_text(&self.app_id),
+            "app_secret": opt_text(&self.app_secret),
+        })
+    }
+}
+
+/// `POST /inventario/bms`: `POST /api/business-managers`; to the new BM's card.
+pub(super) async fn create_bm(c: Caller, WebForm(f): WebForm<BmForm>) -> Result<Response, WebError> {
+    let v = c
+        .json(Method::POST, "/api/business-managers", Some(f.body()))
+        .await?;
+    let id = v["data"]["id"].as_i64().unwrap_or_default();
+    Ok(done(&c, &format!("/inventario#bm-{id}")))
+}
+
+/// `POST /inventario/bms/{id}`: `PUT /api/business-managers/{id}`; to the BM's card.
+pub(super) async fn update_bm(
+    c: Caller,
+    WebPath(id): WebPath<i64>,
+    WebForm(f): WebForm<BmForm>,
+) -> Result<Response, WebError> {
+    c.json(
+        Method::PUT,
+        &format!("/api/business-managers/{id}"),
+        Some(f.body()),
+    )
+    .await?;
+    Ok(done(&c, &format!("/inventario#bm-{id}")))
+}
+
 /// `POST /inventario/bms/{id}/sync`: `POST /api/business-managers/{id}/sync`; the BM's card
 /// again, with what the sync found.
 pub(super) async fn sync_bm(c: Caller, WebPath(id): WebPath<i64>) -> Result<Response, WebError> {

@@ -128,6 +128,67 @@ pub struct Bm {
     pub verificacao: Option<String>,
     pub cliente: Option<String>,
     pub wabas: Vec<Waba>,
+    #[serde(default)]
+    pub cliente_id: Option<i64>,
+    #[serde(default)]
+    pub app_id: Option<String>,
+    /// Whether a system-user token is kept (never the token).
+    #[serde(default)]
+    pub has_access_token: bool,
+    /// Whether an app secret is kept (never the secret).
+    #[serde(default)]
+    pub has_app_secret: bool,
+}
+
+/// The values of the BM form (`bm_form.html`): empty for a new BM, a BM's own to edit it;
+/// never a secret, only whether one is kept.
+#[derive(Debug, Clone, Default)]
+pub struct BmFormView {
+    /// Distinguishes the form's element ids (`nova`, or the BM's id).
+    pub key: String,
+    pub nome: String,
+    pub cliente_id: Option<i64>,
+    pub id_provider: String,
+    pub app_id: String,
+    pub has_access_token: bool,
+    pub has_app_secret: bool,
+}
+
+impl BmFormView {
+    /// A new BM's form.
+    pub fn empty() -> Self {
+        BmFormView {
+            key: "nova".into(),
+            ..Default::default()
+        }
+    }
+
+    /// `bm`'s form.
+    pub fn of(bm: &Bm) -> Self {
+        BmFormView {
+            key: bm.id.to_string(),
+            nome: bm.nome.clone(),
+            cliente_id: bm.cliente_id,
+            id_provider: bm.id_provider.clone().unwrap_or_default(),
+            app_id: bm.app_id.clone().unwrap_or_default(),
+            has_access_token: bm.has_access_token,
+            has_app_secret: bm.has_app_secret,
+        }
+    }
+
+    /// Whether `client` is the BM's client.
+    pub fn has_client(&self, client: &i64) -> bool {
+        self.cliente_id == Some(*client)
+    }
+
+    /// The placeholder of a secret's field: says when one is kept.
+    pub fn kept(&self, has: &bool) -> &'static str {
+        if *has {
+            "guardado; em branco mantém"
+        } else {
+            ""
+        }
+    }
 }
 
 /// A WABA of a BM.
