@@ -260,6 +260,22 @@ async fn operators_work_the_panel_in_a_browser() {
         "{filtered:?}"
     );
 
+    // The client edited in the panel; the temporary one removed.
+    assert_eq!(seen["client_edited"], true, "{seen}");
+    let (_, clients) = app
+        .call(Method::GET, Some(&admin), "/api/clientes", None)
+        .await;
+    let names: Vec<&str> = clients["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["nome"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["Loja Centro"], "{clients}");
+    assert_eq!(
+        clients["data"][0]["webhook_url"],
+        "https://loja-centro.example/eventos"
+    );
     // The BM made and renamed in the panel, its app secret kept (never shown).
     let (_, bms) = app
         .call(Method::GET, Some(&admin), "/api/business-managers", None)

@@ -198,6 +198,21 @@ def run(page, context):
     page.get_by_role("button", name="Gerar novo segredo do webhook de Loja Centro").click()
     expect(page.locator("td .segredo code")).to_contain_text("whsec_")
     assert page.locator("td .segredo code").inner_text() != first_secret
+    # Edited (document and webhook URL) and, for a second client, removed (issue 47 item 6).
+    page.get_by_text("Editar Loja Centro").click()
+    edit_form = page.locator("form.editar-cliente").first
+    edit_form.get_by_label("Documento (CNPJ)").fill("11.222.333/0001-81")
+    edit_form.get_by_label("URL do webhook").fill("https://loja-centro.example/eventos")
+    edit_form.get_by_role("button", name="Salvar cliente").click()
+    expect(page.get_by_role("cell", name="https://loja-centro.example/eventos")).to_be_visible()
+    expect(page.get_by_role("cell", name="11.222.333/0001-81")).to_be_visible()
+    page.locator("#t-novo-cliente + form").get_by_label("Nome").fill("Loja Temporária")
+    page.get_by_role("button", name="Criar cliente").click()
+    expect(page.get_by_role("cell", name="Loja Temporária", exact=True)).to_be_visible()
+    page.get_by_text("Editar Loja Temporária").click()
+    page.get_by_role("button", name="Remover o cliente Loja Temporária").click()
+    expect(page.get_by_role("cell", name="Loja Temporária", exact=True)).to_have_count(0)
+    seen["client_edited"] = True
 
     # The inventory again: a number linked to the client, its profile photo sent to the provider.
     page.get_by_role("link", name="Inventário").click()

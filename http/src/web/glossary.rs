@@ -62,6 +62,32 @@ pub fn tier(code: &str) -> String {
     }
 }
 
+/// A client's document as people write it: 14 digits as a CNPJ (`11.222.333/0001-81`), 11 as
+/// a CPF (`123.456.789-09`); anything else as stored.
+pub fn document(stored: &str) -> String {
+    let d: Vec<char> = stored.chars().collect();
+    let all_digits = d.iter().all(char::is_ascii_digit);
+    let part = |a: usize, b: usize| d[a..b].iter().collect::<String>();
+    match d.len() {
+        14 if all_digits => format!(
+            "{}.{}.{}/{}-{}",
+            part(0, 2),
+            part(2, 5),
+            part(5, 8),
+            part(8, 12),
+            part(12, 14)
+        ),
+        11 if all_digits => format!(
+            "{}.{}.{}-{}",
+            part(0, 3),
+            part(3, 6),
+            part(6, 9),
+            part(9, 11)
+        ),
+        _ => stored.to_string(),
+    }
+}
+
 /// `1000` → `1.000` (pt-BR digit grouping).
 pub fn thousands(n: i64) -> String {
     let digits = n.unsigned_abs().to_string();
@@ -755,5 +781,8 @@ mod tests {
         assert_eq!(time("ontem"), "ontem");
         assert_eq!(hour("2026-11-25T14:00:00Z"), "11h");
         assert_eq!(thousands(1_234_567), "1.234.567");
+        assert_eq!(document("11222333000181"), "11.222.333/0001-81");
+        assert_eq!(document("12345678909"), "123.456.789-09");
+        assert_eq!(document("ABC-1"), "ABC-1");
     }
 }

@@ -367,7 +367,10 @@ impl BmForm {
 }
 
 /// `POST /inventario/bms`: `POST /api/business-managers`; to the new BM's card.
-pub(super) async fn create_bm(c: Caller, WebForm(f): WebForm<BmForm>) -> Result<Response, WebError> {
+pub(super) async fn create_bm(
+    c: Caller,
+    WebForm(f): WebForm<BmForm>,
+) -> Result<Response, WebError> {
     let v = c
         .json(Method::POST, "/api/business-managers", Some(f.body()))
         .await?;
@@ -569,6 +572,52 @@ pub(super) struct ClientForm {
     webhook_url: Option<String>,
 }
 
+/// The clients page after a write, with `secret` (`(name, value)`) shown once when the API
+/// gave one.
+async fn clients_after(c: &Caller, secret: Option<(String, String)>) -> Result<Response, WebError> {
+    let me: Me = c.data("/api/me").await?;
+    let clients: Vec<Client> = c.data("/api/clientes").await?;
+    render(&ClientsPage {
+        me,
+        clients,
+        secret,
+    })
+}
+
+/// `POST /clientes/{id}`: `PUT /api/clientes/{id}` (name, document, webhook URL; issue 47
+/// item 6); the page again, with the webhook secret when a first URL brought one.
+pub(super) async fn update_client(
+    c: Caller,
+    WebPath(id): WebPath<i64>,
+    WebForm(f): WebForm<ClientForm>,
+) -> Result<Response, WebError> {
+    let v = c
+        .json(
+            Method::PUT,
+            &format!("/api/clientes/{id}"),
+            Some(json!({"nome": f.nome, "documento": opt_text(&f.documento), "webhook_url": opt_text(&f.webhook_url)})),
+        )
+        .await?;
+    let secret = v["data"]["webhook_secret"].as_str().map(|s| {
+        (
+            v["data"]["nome"].as_str().unwrap_or_default().to_string(),
+            s.to_string(),
+        )
+    });
+    clients_after(&c, secret).await
+}
+
+/// `POST /clientes/{id}/remover`: `DELETE /api/clientes/{id}` (its links to BMs, WABAs and
+/// numbers are undone); the page again.
+pub(super) async fn delete_client(
+    c: Caller,
+    WebPath(id): WebPath<i64>,
+) -> Result<Response, WebError> {
+    c.json(Method::DELETE, &format!("/api/clientes/{id}"), None)
+        .await?;
+    clients_after(&c, None).await
+}
+
 /// `POST /clientes`: `POST /api/clientes`; the page again with the webhook secret, shown once.
 pub(super) async fn create_client(
     c: Caller,
@@ -587,13 +636,7 @@ pub(super) async fn create_client(
             s.to_string(),
         )
     });
-    let me: Me = c.data("/api/me").await?;
-    let clients: Vec<Client> = c.data("/api/clientes").await?;
-    render(&ClientsPage {
-        me,
-        clients,
-        secret,
-    })
+    clients_after(&c, secret).await
 }
 
 #[derive(Template)]
