@@ -260,6 +260,21 @@ async fn operators_work_the_panel_in_a_browser() {
         "{filtered:?}"
     );
 
+    // The wiki page written in the panel, public, with its edited content.
+    let (s, w) = app
+        .call(
+            Method::GET,
+            Some(&admin),
+            "/api/wiki/roteiro-do-plantao",
+            None,
+        )
+        .await;
+    assert_eq!(s, 200, "{w}");
+    assert_eq!(w["data"]["visibility"], "public", "{w}");
+    assert_eq!(
+        w["data"]["content"], "# Plantão\n\n- **Conferir** os alertas",
+        "{w}"
+    );
     // The client edited in the panel; the temporary one removed.
     assert_eq!(seen["client_edited"], true, "{seen}");
     let (_, clients) = app

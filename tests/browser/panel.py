@@ -290,6 +290,26 @@ def run(page, context):
     expect(page.locator("article strong", has_text="um passo por dia")).to_be_visible()
     assert page.locator("article script").count() == 0
     check_page(page, "wiki")
+    # A page written in the panel with a Markdown preview, then edited (issue 47 item 6).
+    page.get_by_role("link", name="Wiki").click()
+    page.locator("details.nova-pagina summary").click()
+    page.get_by_label("Título").fill("Roteiro do plantão")
+    page.get_by_label("Conteúdo (Markdown)").fill("# Plantão\n\n- **Verificar** a qualidade\n\n<script>alert(2)</script>")
+    page.get_by_role("button", name="Pré-visualizar").click()
+    expect(page.locator("#wiki-previa-nova strong")).to_have_text("Verificar")
+    assert page.locator("#wiki-previa-nova script").count() == 0
+    page.get_by_label("Visibilidade").select_option("public")
+    page.get_by_role("button", name="Criar página").click()
+    page.wait_for_url(re.compile(r"/wiki/roteiro-do-plantao$"))
+    expect(page.get_by_role("heading", name="Roteiro do plantão")).to_be_visible()
+    page.locator("details.editar-pagina summary").click()
+    expect(page.get_by_label("Visibilidade")).to_have_value("public")
+    page.get_by_label("Conteúdo (Markdown)").fill("# Plantão\n\n- **Conferir** os alertas")
+    page.get_by_role("button", name="Salvar página").click()
+    expect(page.locator(".conteudo-wiki strong")).to_have_text("Conferir")
+    page.reload()
+    expect(page.locator(".conteudo-wiki strong")).to_have_text("Conferir")
+    seen["wiki_written"] = page.url
 
     # A CSV campaign: the first rows previewed, the columns mapped, sent to hygiene.
     page.get_by_role("link", name="Campanhas").click()

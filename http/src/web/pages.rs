@@ -1497,6 +1497,73 @@ struct WikiShowPage {
     me: Me,
     page: WikiPage,
     html: String,
+    /// The page's slug as addressed.
+    slug: String,
+}
+
+/// The wiki editor's form (issue 47 item 6).
+#[derive(Debug, Deserialize)]
+pub(super) struct WikiForm {
+    title: String,
+    #[serde(default)]
+    content: String,
+    visibility: Option<String>,
+}
+
+impl WikiForm {
+    fn body(&self) -> Value {
+        json!({
+            "title": self.title.trim(),
+            "content": self.content,
+            "visibility": opt_text(&self.visibility).unwrap_or_else(|| "private".into()),
+        })
+    }
+}
+
+/// `POST /wiki`: `POST /api/wiki`; to the new page.
+pub(super) async fn create_wiki(
+    c: Caller,
+    WebForm(f): WebForm<WikiForm>,
+) -> Result<Response, WebError> {
+    let v = c.json(Method::POST, "/api/wiki", Some(f.body())).await?;
+    let slug = v["data"]["slug"].as_str().unwrap_or_default();
+    Ok(done(&c, &format!("/wiki/{}", q(slug))))
+}
+
+/// `POST /wiki/{slug}/editar`: `PUT /api/wiki/{id}` of the page at `slug`; to the page (its
+/// slug follows a new title).
+pub(super) async fn update_wiki(
+    c: Caller,
+    WebPath(slug): WebPath<String>,
+    WebForm(f): WebForm<WikiForm>,
+) -> Result<Response, WebError> {
+    let page: WikiPage = c.data(&format!("/api/wiki/{}", q(&slug))).await?;
+    let v = c
+        .json(
+            Method::PUT,
+            &format!("/api/wiki/{}", page.id),
+            Some(f.body()),
+        )
+        .await?;
+    let slug = v["data"]["slug"].as_str().unwrap_or(&slug).to_string();
+    Ok(done(&c, &format!("/wiki/{}", q(&slug))))
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct PreviewForm {
+    #[serde(default)]
+    content: String,
+}
+
+/// `POST /wiki/previa`: the editor's Markdown as the page will show it (the same sanitizing
+/// renderer as the page and the public page), for htmx to swap in.
+pub(super) async fn wiki_preview(
+    c: Caller,
+    WebForm(f): WebForm<PreviewForm>,
+) -> Result<Response, WebError> {
+    // Only for a session (the renderer is the page's own; nothing is read or written).
+    let _: Me = c.data("/api/me").await?;
+    Ok(Html(crate::routes::wiki::markdown_html(&f.content)).into_response())
 }
 
 /// `GET /wiki/{slug}`: the page's Markdown as sanitized HTML (the public page's renderer).
@@ -1507,5 +1574,10 @@ pub(super) async fn wiki_page(
     let me: Me = c.data("/api/me").await?;
     let page: WikiPage = c.data(&format!("/api/wiki/{}", q(&slug))).await?;
     let html = crate::routes::wiki::markdown_html(&page.content);
-    render(&WikiShowPage { me, page, html })
+    render(&WikiShowPage {
+        me,
+        page,
+        html,
+        slug,
+    })
 }

@@ -739,10 +739,22 @@ pub struct WikiEntry {
 /// `GET /api/wiki/{slug}`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct WikiPage {
+    #[serde(default)]
+    pub id: i64,
     pub title: String,
     /// Markdown.
     pub content: String,
     pub updated_at: String,
+    /// `private` or `public`.
+    #[serde(default)]
+    pub visibility: String,
+}
+
+impl WikiPage {
+    /// Whether the page is public.
+    pub fn public(&self) -> bool {
+        self.visibility == "public"
+    }
 }
 
 /// `GET /api/dashboard/envios-por-hora`.
