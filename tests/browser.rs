@@ -233,12 +233,14 @@ async fn operators_work_the_panel_in_a_browser() {
     // cards with quality, health and next step in view (item 11).
     assert_eq!(seen["phone_cards"], true, "{seen}");
     assert!(seen["phone_menu"].as_array().unwrap().len() >= 10, "{seen}");
-    // A forward shows whom it went to and how it went; the payload while it is retained.
+    // A forward shows whom it went to (the Operador reading it sees two of the three BMs, and
+    // Loja Centro is also linked to the third: not hers to name) and how it went; the payload
+    // while it is retained.
     assert!(
         seen["forward_line"]
             .as_str()
             .unwrap()
-            .starts_with("Loja Centro: "),
+            .starts_with("um cliente fora do seu escopo: "),
         "{seen}"
     );
     assert_eq!(seen["payload_shown"], 1, "{seen}");
@@ -274,6 +276,22 @@ async fn operators_work_the_panel_in_a_browser() {
     assert_eq!(
         w["data"]["content"], "# Plantão\n\n- **Conferir** os alertas",
         "{w}"
+    );
+    // The Operador's scope set in the panel: the provider's two BMs, not the panel-made one
+    // (and her new password worked: she logged in with it to approve).
+    let (_, users) = app
+        .call(Method::GET, Some(&admin), "/api/users", None)
+        .await;
+    let olga = users["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["email"] == "olga@painel.test")
+        .unwrap_or_else(|| panic!("{users}"));
+    assert_eq!(
+        olga["scope"]["bms"].as_array().map(Vec::len),
+        Some(2),
+        "{olga}"
     );
     // The client edited in the panel; the temporary one removed.
     assert_eq!(seen["client_edited"], true, "{seen}");

@@ -43,6 +43,8 @@ CSV = (
 )
 
 seen = {"axe": {}, "phone_width": {}}
+# The Operador's password after the Admin resets it in the users page.
+OLGA_PASSWORD = "nova-senha-da-olga-2026"
 
 
 def api(method, path, token, body=None):
@@ -142,10 +144,10 @@ def check_page(page, name):
     seen["phone_width"][name] = True
 
 
-def login(page, email):
+def login(page, email, password=PASSWORD):
     page.goto(BASE + "/login")
     page.get_by_label("E-mail").fill(email)
-    page.get_by_label("Senha").fill(PASSWORD)
+    page.get_by_label("Senha").fill(password)
     page.get_by_role("button", name="Entrar").click()
     page.wait_for_url(BASE + "/")
     expect(page.get_by_role("heading", name="Painel", exact=True)).to_be_visible()
@@ -276,6 +278,20 @@ def run(page, context):
     # The Operador's token for the public sender, shown once.
     page.get_by_role("button", name="Gerar token do remetente público de Olga Operadora").click()
     expect(page.locator(".segredo code")).to_contain_text("pub_")
+    # The Operador's scope (the provider's two BMs, not the one made above) and a new
+    # password (issue 47 item 6).
+    page.locator("summary", has_text="Escopo e senha de Olga Operadora").click()
+    access = page.locator("form.acesso").filter(
+        has=page.get_by_role("button", name="Salvar escopo e senha de Olga Operadora")
+    )
+    for box in access.locator("input[name=bms]").all():
+        label = access.locator(f"label[for='{box.get_attribute('id')}']").inner_text()
+        if label.startswith("Disparo Sim"):
+            box.check()
+    access.get_by_label(re.compile("^Nova senha")).fill(OLGA_PASSWORD)
+    access.get_by_role("button", name="Salvar escopo e senha de Olga Operadora").click()
+    expect(access.get_by_text("Acesso alterado.")).to_be_visible()
+    seen["olga_scope_set"] = True
 
     # Templates: the library with a preview.
     page.get_by_role("link", name="Templates").click()
@@ -359,7 +375,7 @@ def run(page, context):
     logout(page)
 
     # The Operador: hygiene result, approval, live progress to 100 %, export.
-    login(page, "olga@painel.test")
+    login(page, "olga@painel.test", OLGA_PASSWORD)
     page.goto(campaign_url)
     for _ in range(40):
         if "Aguardando aprovação" in page.locator("#status").inner_text():
@@ -418,7 +434,9 @@ def run(page, context):
     # A line's details: each forward to the client (name, state, attempts) and the payload.
     details = page.locator("details.detalhe-log", has=page.locator("p.entrega")).first
     details.locator("summary").click()
-    expect(details.locator("p.entrega").first).to_contain_text("Loja Centro")
+    # Olga sees two of the three BMs; Loja Centro is also linked to the third, so it is not
+    # hers to name.
+    expect(details.locator("p.entrega").first).to_contain_text("um cliente fora do seu escopo")
     expect(details.locator("p.entrega").first).to_contain_text("tentativa")
     seen["forward_line"] = details.locator("p.entrega").first.inner_text()
     seen["payload_shown"] = details.locator("pre.payload").count()

@@ -72,6 +72,7 @@ pub fn routes(api: PanelApi) -> Router<AppState> {
         )
         .route("/clientes", get(pages::clients).post(pages::create_client))
         .route("/clientes/{id}/segredo", post(pages::rotate_client_secret))
+        .route("/usuarios/{id}/acesso", post(pages::update_access))
         .route("/clientes/{id}", post(pages::update_client))
         .route("/clientes/{id}/remover", post(pages::delete_client))
         .route("/usuarios", get(pages::users).post(pages::create_user))

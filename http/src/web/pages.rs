@@ -675,6 +675,8 @@ struct UsersPage {
     me: Me,
     users: Vec<User>,
     clients: Vec<Client>,
+    /// The account's BMs, for a user's scope.
+    bms: Vec<Bm>,
 }
 
 /// `GET /usuarios` (Admin: the API refuses the others).
@@ -682,7 +684,50 @@ pub(super) async fn users(c: Caller) -> Result<Response, WebError> {
     let me: Me = c.data("/api/me").await?;
     let users: Vec<User> = c.data("/api/users").await?;
     let clients: Vec<Client> = c.data("/api/clientes").await?;
-    render(&UsersPage { me, users, clients })
+    let bms: Vec<Bm> = c.data("/api/business-managers").await?;
+    render(&UsersPage {
+        me,
+        users,
+        clients,
+        bms,
+    })
+}
+
+/// `POST /usuarios/{id}/acesso`: a user's BM scope (repeated `bms`; none ticked: every BM)
+/// and a new password (blank keeps it), as `PUT /api/users/{id}` (issue 47 item 6). A Client
+/// user's form has no BMs (its scope is its client).
+pub(super) async fn update_access(
+    c: Caller,
+    WebPath(id): WebPath<i64>,
+    axum::extract::RawForm(raw): axum::extract::RawForm,
+) -> Result<Response, WebError> {
+    let mut bms = Vec::new();
+    let mut password = None;
+    let mut has_scope = false;
+    for (k, v) in url::form_urlencoded::parse(&raw) {
+        match k.as_ref() {
+            "bms" => bms.extend(v.parse::<i64>().ok()),
+            "escopo" => has_scope = true,
+            "password" if !v.trim().is_empty() => password = Some(v.to_string()),
+            _ => {}
+        }
+    }
+    let mut body = serde_json::Map::new();
+    if has_scope {
+        body.insert("bms".into(), json!(bms));
+    }
+    if let Some(p) = password {
+        body.insert("password".into(), json!(p));
+    }
+    c.json(
+        Method::PUT,
+        &format!("/api/users/{id}"),
+        Some(Value::Object(body)),
+    )
+    .await?;
+    render(&NoticeFragment {
+        message: "Acesso alterado.".into(),
+    })
 }
 
 #[derive(Debug, Deserialize)]
@@ -1251,12 +1296,13 @@ struct LogsPage {
 }
 
 impl LogsPage {
-    /// A client's name (`cliente 7` when the reader cannot list it).
+    /// A client's name, or that it is outside the reader's scope (a client linked to a BM
+    /// the reader does not see is not listed to it).
     fn client(&self, id: &i64) -> String {
         self.clients
             .get(id)
             .cloned()
-            .unwrap_or_else(|| format!("cliente {id}"))
+            .unwrap_or_else(|| "um cliente fora do seu escopo".into())
     }
 }
 

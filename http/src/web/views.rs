@@ -278,9 +278,24 @@ pub struct User {
     pub email: String,
     pub role: String,
     pub status: String,
+    /// `{bms: [ids]}` (staff; empty: every BM) or `{cliente_id}` (Client).
+    #[serde(default)]
+    pub scope: Value,
 }
 
 impl User {
+    /// Admin or Operador (a BM scope applies).
+    pub fn staff(&self) -> bool {
+        self.role == "Admin" || self.role == "Operador"
+    }
+
+    /// Whether the BM `id` is in the user's scope list (an empty list means every BM).
+    pub fn has_bm(&self, id: &i64) -> bool {
+        self.scope["bms"]
+            .as_array()
+            .is_some_and(|b| b.iter().any(|x| x.as_i64() == Some(*id)))
+    }
+
     /// The roles a user may be given: `(role, "selected" or "")`.
     pub fn role_options(&self) -> Vec<(&'static str, &'static str)> {
         ["Admin", "Operador", "Client"]
