@@ -262,6 +262,30 @@ async fn operators_work_the_panel_in_a_browser() {
         "{filtered:?}"
     );
 
+    // The template built in the panel: its fields as typed, submitted to one number; the
+    // second one's problem shown before any submit.
+    let (_, templates) = app
+        .call(Method::GET, Some(&admin), "/api/templates?limit=200", None)
+        .await;
+    let built = templates["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "aviso_entrega")
+        .unwrap_or_else(|| panic!("{templates}"));
+    assert_eq!(built["category"], "utility", "{built}");
+    assert_eq!(built["header_text"], "Pedido a caminho", "{built}");
+    assert_eq!(built["var_map"]["2"]["field"], "cidade", "{built}");
+    assert_eq!(
+        built["buttons"][0]["url"], "https://loja.example/rastreio",
+        "{built}"
+    );
+    assert_eq!(built["channels"].as_array().unwrap().len(), 1, "{built}");
+    assert_ne!(built["channels"][0]["status"], "failed", "{built}");
+    assert!(
+        !seen["template_problems"].as_array().unwrap().is_empty(),
+        "{seen}"
+    );
     // The wiki page written in the panel, public, with its edited content.
     let (s, w) = app
         .call(

@@ -226,6 +226,42 @@
     }
   });
 
+  // The template builder's preview (issue 47 item 6): header, body with each {{n}} shown as
+  // the column that fills it, footer and buttons, as the contact will see them; text only.
+  function builderPreview() {
+    document.addEventListener("input", function (e) {
+      var form = e.target && e.target.closest && e.target.closest("#form-template");
+      if (form) paintBuilder(form);
+    });
+    document.addEventListener("change", function (e) {
+      var form = e.target && e.target.closest && e.target.closest("#form-template");
+      if (form) paintBuilder(form);
+    });
+  }
+  function paintBuilder(form) {
+    var out = document.getElementById("tpl-previa");
+    if (!out) return;
+    var cols = form.elements.colunas.value.split(",").map(function (c) { return c.trim(); });
+    out.textContent = "";
+    var header = form.elements.header_text.value.trim();
+    if (header) { var h = document.createElement("strong"); h.textContent = header; out.appendChild(h); out.appendChild(document.createElement("br")); }
+    var body = document.createElement("span");
+    body.className = "texto";
+    body.textContent = form.elements.body.value.replace(/\{\{\s*(\d+)\s*\}\}/g, function (_, n) {
+      var c = cols[Number(n) - 1];
+      return "[" + (c || "variável " + n) + "]";
+    });
+    out.appendChild(body);
+    var footer = form.elements.footer_text.value.trim();
+    if (footer) { out.appendChild(document.createElement("br")); var f = document.createElement("small"); f.textContent = footer; out.appendChild(f); }
+    var kinds = form.querySelectorAll("[name=botao_tipo]"), texts = form.querySelectorAll("[name=botao_texto]");
+    for (var i = 0; i < kinds.length; i++) {
+      if (!kinds[i].value || !texts[i].value.trim()) continue;
+      out.appendChild(document.createElement("br"));
+      var b = document.createElement("span"); b.className = "botao"; b.textContent = texts[i].value.trim(); out.appendChild(b);
+    }
+  }
+
   // On a phone the menu folds behind a "Menu" button (issue 47 item 11); wider, it is
   // always open and the button hidden (CSS).
   document.addEventListener("click", function (e) {
@@ -269,6 +305,7 @@
   });
 
   csvPreview();
+  builderPreview();
   variablePicker();
   kanban();
   document.addEventListener("DOMContentLoaded", function () { templatePreview(document); });

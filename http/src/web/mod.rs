@@ -78,7 +78,10 @@ pub fn routes(api: PanelApi) -> Router<AppState> {
         .route("/usuarios", get(pages::users).post(pages::create_user))
         .route("/usuarios/{id}", post(pages::update_user))
         .route("/usuarios/{id}/token", post(pages::create_api_token))
-        .route("/templates", get(pages::templates))
+        .route(
+            "/templates",
+            get(pages::templates).post(pages::build_template),
+        )
         .route("/templates/{id}/{acao}", post(pages::template_action))
         .route(
             "/templates/{id}/numeros/{channel}/reativar",

@@ -821,6 +821,77 @@ pub(super) async fn templates(c: Caller) -> Result<Response, WebError> {
     })
 }
 
+/// `POST /templates`: the template builder's form (issue 47 item 6) as `POST /api/templates`:
+/// name, category, language, header text, body, footer; `colunas` (the audience columns
+/// that fill `{{1}}`, `{{2}}`… in order) as the var_map; up to three buttons as repeated
+/// `botao_tipo`/`botao_texto`/`botao_valor` (a row without a type is skipped); the ticked
+/// `numeros` are submitted at once. To the new template, whose problems (what the provider
+/// would refuse) the page shows.
+pub(super) async fn build_template(
+    c: Caller,
+    axum::extract::RawForm(raw): axum::extract::RawForm,
+) -> Result<Response, WebError> {
+    let v = c
+        .json(Method::POST, "/api/templates", Some(template_body(&raw)))
+        .await?;
+    let id = v["data"]["id"].as_i64().unwrap_or_default();
+    Ok(done(&c, &format!("/templates#template-{id}")))
+}
+
+/// The API's template body from the builder's urlencoded form.
+fn template_body(raw: &[u8]) -> Value {
+    let mut one: std::collections::HashMap<String, String> = Default::default();
+    let (mut kinds, mut texts, mut values, mut numbers) = (vec![], vec![], vec![], vec![]);
+    for (k, v) in url::form_urlencoded::parse(raw) {
+        let v = v.trim().to_string();
+        match k.as_ref() {
+            "botao_tipo" => kinds.push(v),
+            "botao_texto" => texts.push(v),
+            "botao_valor" => values.push(v),
+            "numeros" => numbers.extend(v.parse::<i64>().ok()),
+            key => {
+                one.insert(key.to_string(), v);
+            }
+        }
+    }
+    let text = |k: &str| one.get(k).filter(|v| !v.is_empty()).cloned();
+    let var_map: serde_json::Map<String, Value> = text("colunas")
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .enumerate()
+        .map(|(i, col)| ((i + 1).to_string(), json!({"field": col.to_lowercase()})))
+        .collect();
+    let buttons: Vec<Value> = kinds
+        .iter()
+        .enumerate()
+        .filter(|(_, k)| !k.is_empty())
+        .map(|(i, kind)| {
+            let label = texts.get(i).cloned().unwrap_or_default();
+            let value = values.get(i).cloned().unwrap_or_default();
+            match kind.as_str() {
+                "url" => json!({"type": "url", "text": label, "url": value}),
+                "phone_number" => {
+                    json!({"type": "phone_number", "text": label, "phone_number": value})
+                }
+                _ => json!({"type": "quick_reply", "text": label}),
+            }
+        })
+        .collect();
+    json!({
+        "name": text("name").unwrap_or_default(),
+        "category": text("category"),
+        "language": text("language"),
+        "header_text": text("header_text"),
+        "body": one.get("body").cloned().unwrap_or_default(),
+        "footer_text": text("footer_text"),
+        "var_map": var_map,
+        "buttons": buttons,
+        "submit_channels": numbers,
+    })
+}
+
 /// `POST /templates/{id}/{acao}`: `submeter` (to every number of the account) or
 /// `sincronizar` (status and quality read again) — `POST /api/templates/{id}/submit|sync`.
 pub(super) async fn template_action(

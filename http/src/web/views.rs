@@ -316,6 +316,24 @@ pub struct TemplateView {
     pub header_text: Option<String>,
     pub footer_text: Option<String>,
     pub channels: Vec<TemplateChannel>,
+    /// What the provider would refuse (`engine::library::problems`), shown before a submit.
+    #[serde(default)]
+    pub problems: Vec<TemplateProblem>,
+    /// `[{type, text, url?, phone_number?}]`.
+    #[serde(default)]
+    pub buttons: Vec<TemplateButton>,
+}
+
+/// A template's problem.
+#[derive(Debug, Clone, Deserialize)]
+pub struct TemplateProblem {
+    pub message: String,
+}
+
+/// A template's button.
+#[derive(Debug, Clone, Deserialize)]
+pub struct TemplateButton {
+    pub text: String,
 }
 
 /// A template's state on one number.
