@@ -415,8 +415,8 @@ def run(page, context):
         validate = page.get_by_role("button", name=re.compile("^Validar"))
         if validate.count():
             validate.click()
+        # No reload by the test: the page follows the status by itself (issue 47 item 8).
         page.wait_for_timeout(500)
-        page.reload()
     expect(page.locator("#status")).to_have_text("Aguardando aprovação")
     hygiene = page.locator("#higiene").inner_text()
     assert "4 válidos" in hygiene and "1 inválidos" in hygiene, hygiene
@@ -428,6 +428,9 @@ def run(page, context):
     page.wait_for_load_state()
     # No reload from here: the SSE stream moves the bar.
     expect(page.locator("#pct")).to_have_text("100 %", timeout=60000)
+    # Finished: the page draws itself again for the new status (no more Pausar/Cancelar).
+    expect(page.locator("#status")).to_have_text("Concluída", timeout=30000)
+    expect(page.get_by_role("button", name="Cancelar")).to_have_count(0)
     expect(page.locator("#barra-total")).to_have_attribute("value", "100")
     seen["progress"] = page.locator("#progresso p").first.inner_text()
     with page.expect_download() as dl:

@@ -226,6 +226,21 @@
     }
   });
 
+  // A campaign's page follows its status live (issue 47 item 8): the progress pushed over SSE
+  // carries the status; when it is no longer the one the page was drawn for (hygiene done,
+  // approved, paused elsewhere, finished), the page is drawn again with its new actions.
+  function followStatus() {
+    var shown = document.getElementById("status");
+    var pushed = document.querySelector("#progresso .progresso[data-status]");
+    if (!shown || !pushed || !shown.dataset.status) return;
+    if (pushed.dataset.status !== shown.dataset.status) {
+      shown.dataset.status = pushed.dataset.status;
+      window.location.reload();
+    }
+  }
+  document.addEventListener("htmx:sseMessage", followStatus);
+  document.addEventListener("htmx:afterSettle", followStatus);
+
   // The template builder's preview (issue 47 item 6): header, body with each {{n}} shown as
   // the column that fills it, footer and buttons, as the contact will see them; text only.
   function builderPreview() {
