@@ -1,8 +1,9 @@
 //! The pages the binary serves, clicked through in a real browser: the Swagger UI of the
 //! account API (`/docs`), the panel (`/docs/painel`) and the public sender
-//! (`/docs/remetente`) (script `tests/browser/docs.py`), and the operators' web panel
-//! (`tests/browser/panel.py`), driven by Playwright for Python on Debian's Chromium with
-//! axe-core injected (all installed by `tests/setup.sh`).
+//! (`/docs/remetente`) (script `tests/browser/docs.py`), the operators' web panel
+//! (`tests/browser/panel.py`) and a 330-contact campaign followed through reloads
+//! (`tests/browser/campaign_day.py`), driven by Playwright for Python on Debian's Chromium
+//! with axe-core injected (all installed by `tests/setup.sh`).
 
 mod common;
 
@@ -391,5 +392,98 @@ async fn operators_work_the_panel_in_a_browser() {
     assert!(
         by("admin@painel.test", "POST /api/business-managers/{id}/sync"),
         "{audit}"
+    );
+}
+
+/// A big campaign followed through reloads (issue 47, "Done when"; `tests/browser/
+/// campaign_day.py`): 330 rows of Excel's Windows-1252 CSV with repeats and blank rows, made
+/// by an Operador, approved by an Admin, dispatched at a pace that leaves time to act (each
+/// number 5 sends/s by its cadence), reloaded while dispatching, paused, resumed and cancelled:
+/// each time a whole page with its status's actions. What the API holds afterwards agrees:
+/// cancelled, some sent and not all, no recipient sent twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_big_campaign_reads_whole_through_reloads() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let (_, admin) = app
+        .panel_user("admin@dia.test", "Admin", None, vec![])
+        .await;
+    app.panel_user("op@dia.test", "Operador", None, vec![])
+        .await;
+    let (c1, _) = app.fast_channel().await;
+    let (c2, _) = app.fast_channel().await;
+    for c in [c1, c2] {
+        let (s, g) = app
+            .patch(
+                &format!("/api/v1/channels/{c}/guardrails"),
+                json!({"cadence_ms": 200}),
+            )
+            .await;
+        assert_eq!(s, 200, "{g}");
+    }
+    let tpl = app
+        .approved_template(
+            json!({"name": "Natal", "body": "Olá {{1}}, o Natal chegou em {{2}}.", "var_map": {"1": {"field": "nome"}, "2": {"field": "cidade"}}}),
+            &[c1, c2],
+        )
+        .await;
+    let (_, t) = app
+        .call(
+            Method::GET,
+            Some(&admin),
+            &format!("/api/templates/{tpl}"),
+            None,
+        )
+        .await;
+    let label = format!(
+        "{} ({})",
+        t["data"]["name"].as_str().unwrap(),
+        t["data"]["language"].as_str().unwrap()
+    );
+    let out_dir = format!(
+        "{}/browser-output/campaign-day",
+        env!("CARGO_TARGET_TMPDIR")
+    );
+    let seen = common::python_json(
+        "browser/campaign_day.py",
+        json!({
+            "base": app.url(""),
+            "maker": "op@dia.test",
+            "checker": "admin@dia.test",
+            "password": PANEL_PASSWORD,
+            "template_label": label,
+            "out_dir": out_dir,
+        })
+        .to_string(),
+    )
+    .await;
+    assert!(
+        seen["hygiene"]
+            .as_str()
+            .unwrap()
+            .starts_with("300 válidos · 0 inválidos"),
+        "{seen}"
+    );
+    assert_eq!(
+        seen["dropped"],
+        "30 linha(s) do CSV descartada(s) na importação: 20 com número repetido (fica a primeira), 10 em branco.",
+        "{seen}"
+    );
+    for step in ["disparando", "pausada", "retomada", "cancelada"] {
+        assert!(seen["reloads"][step].is_object(), "{step}: {seen}");
+    }
+    let (_, list) = app
+        .call(Method::GET, Some(&admin), "/api/campaigns", None)
+        .await;
+    let c = &list["data"][0];
+    assert_eq!(c["status"], "cancelada", "{c}");
+    let sent = c["stats"]["sent"].as_i64().unwrap();
+    assert!(sent > 0 && sent < 300, "cancelled mid-way: {c}");
+    let log = common::gateway::sent_log(app.sim_addr).await;
+    let per_recipient = log["per_recipient"].as_object().unwrap();
+    assert!(
+        per_recipient
+            .values()
+            .all(|t| t.as_object().is_some_and(|o| o.values().all(|n| n == 1))),
+        "no recipient twice: {log}"
     );
 }

@@ -414,7 +414,10 @@ def run(page, context):
             break
         validate = page.get_by_role("button", name=re.compile("^Validar"))
         if validate.count():
-            validate.click()
+            try:
+                validate.click(timeout=2000)
+            except Exception:
+                pass  # the page redrew itself for a new status meanwhile
         # No reload by the test: the page follows the status by itself (issue 47 item 8).
         page.wait_for_timeout(500)
     expect(page.locator("#status")).to_have_text("Aguardando aprovação")
