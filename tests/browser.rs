@@ -156,6 +156,11 @@ async fn operators_work_the_panel_in_a_browser() {
         "{seen}"
     );
     assert_eq!(seen["export_rows"], 4, "{seen}");
+    // The test send carried the first contact's message, rendered.
+    assert_eq!(
+        seen["test_send"], "Teste enviado para 5511977700099: “Olá Ana, chegaram novidades.”",
+        "{seen}"
+    );
     assert_eq!(
         seen["dropped"],
         "3 linha(s) do CSV descartada(s) na importação: 2 com número repetido (fica a primeira), 1 em branco.",

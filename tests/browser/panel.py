@@ -427,6 +427,11 @@ def run(page, context):
     seen["hygiene"] = hygiene
     seen["dropped"] = page.locator("#descartados").inner_text()
     check_page(page, "campanha")
+    # A test send: the first contact's message, to the Operador's own phone (issue 47 item 10).
+    page.get_by_label(re.compile("^Envio de teste")).fill("+55 11 97770-0099")
+    page.get_by_role("button", name="Enviar teste").click()
+    expect(page.locator("#teste-resultado")).to_contain_text("Teste enviado para 5511977700099")
+    seen["test_send"] = page.locator("#teste-resultado").inner_text()
     page.get_by_role("button", name="Aprovar e disparar").click()
     page.wait_for_load_state()
     # No reload from here: the SSE stream moves the bar.
@@ -513,7 +518,8 @@ def run(page, context):
 
     # Back as Admin: the chart counts the campaign's sends; the audit log names who did what.
     login(page, admin)
-    expect(page.locator("svg.grafico-horas")).to_have_attribute("aria-label", re.compile(r": 4 no total"))
+    # The campaign's four sends and the test send.
+    expect(page.locator("svg.grafico-horas")).to_have_attribute("aria-label", re.compile(r": 5 no total"))
     seen["chart_bars"] = page.locator("svg.grafico-horas rect").count()
     page.screenshot(path=os.path.join(OUT, "dashboard.png"), full_page=True)
     page.get_by_role("link", name="Auditoria").click()

@@ -94,6 +94,7 @@ pub fn routes(api: PanelApi) -> Router<AppState> {
         .route("/campanhas/{id}", get(pages::campaign))
         .route("/campanhas/{id}/eventos", get(pages::campaign_events))
         .route("/campanhas/{id}/export", get(pages::export_campaign))
+        .route("/campanhas/{id}/teste", post(pages::test_send))
         .route("/campanhas/{id}/{acao}", post(pages::campaign_action))
         .route("/configuracoes/disparo", post(pages::set_dispatch))
         .route("/tarefas", get(pages::tasks).post(pages::create_task))

@@ -1166,6 +1166,40 @@ pub(super) async fn export_campaign(
     Ok(out)
 }
 
+/// The test send's form: the destination number.
+#[derive(Debug, Deserialize)]
+pub(super) struct TestSendForm {
+    destino: String,
+}
+
+/// `POST /campanhas/{id}/teste`: `POST /api/campaigns/{id}/test-send` (issue 47 item 10): the
+/// campaign's message as its first contact will get it, sent to one number of the operator's;
+/// the answer says what was sent (the API limits how many tests a day).
+pub(super) async fn test_send(
+    c: Caller,
+    WebPath(id): WebPath<i64>,
+    WebForm(f): WebForm<TestSendForm>,
+) -> Result<Response, WebError> {
+    let v = c
+        .json(
+            Method::POST,
+            &format!("/api/campaigns/{id}/test-send"),
+            Some(json!({"destino": f.destino.trim()})),
+        )
+        .await?;
+    let m = &v["data"];
+    let text = m["preview_text"]
+        .as_str()
+        .or_else(|| m["text"].as_str())
+        .unwrap_or_default();
+    render(&NoticeFragment {
+        message: format!(
+            "Teste enviado para {}: “{text}”",
+            m["to"].as_str().unwrap_or_default()
+        ),
+    })
+}
+
 /// `POST /campanhas/{id}/{acao}`: `higienizar`, `validar`, `aprovar`, `disparar`, `pausar`,
 /// `retomar`, `cancelar` — each one call of the panel API.
 pub(super) async fn campaign_action(
