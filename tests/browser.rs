@@ -268,8 +268,8 @@ async fn operators_work_the_panel_in_a_browser() {
         "{filtered:?}"
     );
 
-    // The template built in the panel: its fields as typed, submitted to one number; the
-    // second one's problem shown before any submit.
+    // The template built in the panel: its fields as typed; the second one's problem shown
+    // before any submit.
     let (_, templates) = app
         .call(Method::GET, Some(&admin), "/api/templates?limit=200", None)
         .await;
@@ -286,8 +286,18 @@ async fn operators_work_the_panel_in_a_browser() {
         built["buttons"][0]["url"], "https://loja.example/rastreio",
         "{built}"
     );
-    assert_eq!(built["channels"].as_array().unwrap().len(), 1, "{built}");
-    assert_ne!(built["channels"][0]["status"], "failed", "{built}");
+    // Submitted to the first number at creation, then to both from its card.
+    let channels = built["channels"].as_array().unwrap();
+    assert_eq!(channels.len(), 2, "{built}");
+    assert!(channels.iter().all(|c| c["status"] != "failed"), "{built}");
+    assert_eq!(
+        seen["template_submitted_everywhere"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2,
+        "{seen}"
+    );
     assert!(
         !seen["template_problems"].as_array().unwrap().is_empty(),
         "{seen}"

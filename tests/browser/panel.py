@@ -320,6 +320,13 @@ def run(page, context):
     built = page.locator("article.template", has=page.locator("h2", has_text="aviso_entrega"))
     expect(built.locator(".balao .botao")).to_have_text("Rastrear")
     seen["template_built"] = built.locator("ul li").first.inner_text()
+    # Submitted to every number from its card: the card reads its status again in place
+    # (issue 47 item 8), one line per number, without a reload.
+    expect(built.locator("ul li")).to_have_count(1)
+    built.get_by_role("button", name="Submeter aos números").click()
+    expect(built.get_by_role("status")).to_contain_text("Enviado ao provedor")
+    expect(built.locator("ul li")).to_have_count(2)
+    seen["template_submitted_everywhere"] = built.locator("ul li").all_inner_texts()
     page.locator("details.novo-template summary").click()
     page.get_by_label(re.compile(r"^Nome \(min")).fill("aviso_rastreio")
     page.get_by_label(re.compile("^Corpo")).fill("Seu pedido está a caminho.")

@@ -807,6 +807,38 @@ impl TemplatesPage {
     fn phone(&self, channel_id: &i64) -> String {
         phone_of(&self.numbers, *channel_id)
     }
+
+    /// No action notice on the whole page.
+    fn notice_for(&self, _template: &i64) -> Option<String> {
+        None
+    }
+}
+
+/// One template's card after an action on it (`template_card.html`): its per-number status
+/// read again, with what the action did.
+#[derive(Template)]
+#[template(path = "template_card.html")]
+struct TemplateCard {
+    t: TemplateView,
+    numbers: Vec<Number>,
+    notice: String,
+}
+
+impl TemplateCard {
+    fn phone(&self, channel_id: &i64) -> String {
+        phone_of(&self.numbers, *channel_id)
+    }
+
+    fn notice_for(&self, _template: &i64) -> Option<String> {
+        Some(self.notice.clone())
+    }
+}
+
+/// The card of template `id` read again after an action whose notice is `notice`.
+async fn template_card(c: &Caller, id: i64, notice: String) -> Result<Response, WebError> {
+    let t: TemplateView = c.data(&format!("/api/templates/{id}")).await?;
+    let numbers: Vec<Number> = c.data("/api/phone-numbers").await?;
+    render(&TemplateCard { t, numbers, notice })
 }
 
 /// `GET /templates`: the library, per-number status and quality, a preview.
@@ -909,9 +941,7 @@ pub(super) async fn template_action(
         }
     };
     let v = c.json(Method::POST, &path, None).await?;
-    render(&NoticeFragment {
-        message: template_notice(&action, &v),
-    })
+    template_card(&c, id, template_notice(&action, &v)).await
 }
 
 /// `POST /templates/{id}/numeros/{channel}/reativar`: a new version of a paused or disabled
@@ -927,9 +957,7 @@ pub(super) async fn reactivate_template(
             None,
         )
         .await?;
-    render(&NoticeFragment {
-        message: template_notice("reativar", &v),
-    })
+    template_card(&c, id, template_notice("reativar", &v)).await
 }
 
 // ---- campaigns -------------------------------------------------------------------------
