@@ -110,10 +110,12 @@ async fn operators_work_the_panel_in_a_browser() {
         )
         .await;
     assert_eq!(s, 201, "{w}");
-    // The provider calls the panel's receiver: its events show in /webhook-logs.
+    // The provider calls the account API's receiver, as in the demo (`serve --simulator`):
+    // its events still show in /webhook-logs and reach the number's client (issue 47 item 2).
     app.sim
-        .set_webhook_url(Some(app.url("/api/webhooks/provider")))
+        .set_webhook_url(Some(app.url("/webhooks/messaging")))
         .await;
+    let receiver = common::Receiver::start().await;
     let out_dir = format!("{}/browser-output/panel", env!("CARGO_TARGET_TMPDIR"));
     let seen = common::python_json(
         "browser/panel.py",
@@ -124,6 +126,7 @@ async fn operators_work_the_panel_in_a_browser() {
             "out_dir": out_dir,
             "template_label": label,
             "variables": "Nome completo",
+            "client_webhook": receiver.url(),
         })
         .to_string(),
     )
@@ -345,10 +348,25 @@ async fn operators_work_the_panel_in_a_browser() {
         .map(|c| c["nome"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["Loja Centro"], "{clients}");
-    assert_eq!(
-        clients["data"][0]["webhook_url"],
-        "https://loja-centro.example/eventos"
-    );
+    assert_eq!(clients["data"][0]["webhook_url"], receiver.url());
+    // The client's webhook got the events of its number, from the demo's receiver, signed
+    // with the secret the page showed after the rotation.
+    let secret = seen["client_secret"].as_str().unwrap().to_string();
+    let got = common::eventually(20, "Loja Centro's webhook got statuses", || async {
+        let e = receiver.events();
+        e.iter()
+            .any(|c| c.json()["payload"]["entry"][0]["changes"][0]["value"]["statuses"].is_array())
+            .then_some(e)
+    })
+    .await;
+    for c in &got {
+        let sig = c.headers["x-svc-signature"].to_str().unwrap();
+        assert!(
+            engine::webhook::verify_signature(&secret, &c.body, sig),
+            "signed with the page's secret"
+        );
+        assert_eq!(c.json()["client_id"], clients["data"][0]["id"]);
+    }
     // The BM made and renamed in the panel, its app secret kept (never shown).
     let (_, bms) = app
         .call(Method::GET, Some(&admin), "/api/business-managers", None)

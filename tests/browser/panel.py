@@ -200,13 +200,14 @@ def run(page, context):
     page.get_by_role("button", name="Gerar novo segredo do webhook de Loja Centro").click()
     expect(page.locator("td .segredo code")).to_contain_text("whsec_")
     assert page.locator("td .segredo code").inner_text() != first_secret
+    seen["client_secret"] = page.locator("td .segredo code").inner_text()
     # Edited (document and webhook URL) and, for a second client, removed (issue 47 item 6).
     page.get_by_text("Editar Loja Centro").click()
     edit_form = page.locator("form.editar-cliente").first
     edit_form.get_by_label("Documento (CNPJ)").fill("11.222.333/0001-81")
-    edit_form.get_by_label("URL do webhook").fill("https://loja-centro.example/eventos")
+    edit_form.get_by_label("URL do webhook").fill(CFG["client_webhook"])
     edit_form.get_by_role("button", name="Salvar cliente").click()
-    expect(page.get_by_role("cell", name="https://loja-centro.example/eventos")).to_be_visible()
+    expect(page.get_by_role("cell", name=CFG["client_webhook"])).to_be_visible()
     expect(page.get_by_role("cell", name="11.222.333/0001-81")).to_be_visible()
     page.locator("#t-novo-cliente + form").get_by_label("Nome").fill("Loja Temporária")
     page.get_by_role("button", name="Criar cliente").click()
