@@ -47,6 +47,23 @@ async fn the_three_api_documents_render_open_and_link() {
     assert!(count("/docs") > 50, "{seen}");
 }
 
+/// A library template as the campaign form's select names it: `name (language)`.
+async fn template_label(app: &TestApp, admin: &str, tpl: i64) -> String {
+    let (_, t) = app
+        .call(
+            Method::GET,
+            Some(admin),
+            &format!("/api/templates/{tpl}"),
+            None,
+        )
+        .await;
+    format!(
+        "{} ({})",
+        t["data"]["name"].as_str().unwrap(),
+        t["data"]["language"].as_str().unwrap()
+    )
+}
+
 /// The operators' web panel (issue 23), clicked through as operators would: login, the
 /// dashboard's live KPIs, a BM sync, a client and users, a CSV campaign from upload through
 /// hygiene, approval by the Operador (a Client refused), live progress to 100 % and the
@@ -88,19 +105,7 @@ async fn operators_work_the_panel_in_a_browser() {
             &[c1, c2],
         )
         .await;
-    let (_, t) = app
-        .call(
-            Method::GET,
-            Some(&admin),
-            &format!("/api/templates/{tpl}"),
-            None,
-        )
-        .await;
-    let label = format!(
-        "{} ({})",
-        t["data"]["name"].as_str().unwrap(),
-        t["data"]["language"].as_str().unwrap()
-    );
+    let label = template_label(&app, &admin, tpl).await;
     let (s, w) = app
         .call(
             Method::POST,
@@ -459,19 +464,7 @@ async fn a_big_campaign_reads_whole_through_reloads() {
             &[c1, c2],
         )
         .await;
-    let (_, t) = app
-        .call(
-            Method::GET,
-            Some(&admin),
-            &format!("/api/templates/{tpl}"),
-            None,
-        )
-        .await;
-    let label = format!(
-        "{} ({})",
-        t["data"]["name"].as_str().unwrap(),
-        t["data"]["language"].as_str().unwrap()
-    );
+    let label = template_label(&app, &admin, tpl).await;
     let out_dir = format!(
         "{}/browser-output/campaign-day",
         env!("CARGO_TARGET_TMPDIR")

@@ -13,8 +13,8 @@ import os
 import re
 import sys
 
-from chromium import launch
-from playwright.sync_api import expect, sync_playwright
+from chromium import run_capturing
+from playwright.sync_api import expect
 
 CFG = json.loads(sys.argv[1])
 BASE = CFG["base"]
@@ -133,24 +133,7 @@ def run(page):
 
 
 def main():
-    os.makedirs(OUT, exist_ok=True)
-    with sync_playwright() as p:
-        browser = launch(p)
-        context = browser.new_context(viewport={"width": 1280, "height": 900})
-        page = context.new_page()
-        page.on("dialog", lambda d: d.accept())
-        errors = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        try:
-            run(page)
-            assert not errors, f"page errors: {errors}"
-        except BaseException:
-            page.screenshot(path=os.path.join(OUT, "falha.png"), full_page=True)
-            with open(os.path.join(OUT, "falha.html"), "w", encoding="utf-8") as f:
-                f.write(page.content())
-            raise
-        finally:
-            browser.close()
+    run_capturing(lambda page, _context: run(page), OUT, {"viewport": {"width": 1280, "height": 900}})
     print(json.dumps(seen))
 
 

@@ -17,8 +17,8 @@ import re
 import sys
 import urllib.request
 
-from chromium import launch
-from playwright.sync_api import expect, sync_playwright
+from chromium import run_capturing
+from playwright.sync_api import expect
 
 CFG = json.loads(sys.argv[1])
 BASE = CFG["base"]
@@ -565,24 +565,11 @@ def run(page, context):
 
 
 def main():
-    os.makedirs(OUT, exist_ok=True)
-    with sync_playwright() as p:
-        browser = launch(p)
-        context = browser.new_context(accept_downloads=True, bypass_csp=True, viewport={"width": 1280, "height": 900})
-        page = context.new_page()
-        page.on("dialog", lambda d: d.accept())
-        errors = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        try:
-            run(page, context)
-            assert not errors, f"page errors: {errors}"
-        except BaseException:
-            page.screenshot(path=os.path.join(OUT, "falha.png"), full_page=True)
-            with open(os.path.join(OUT, "falha.html"), "w", encoding="utf-8") as f:
-                f.write(page.content())
-            raise
-        finally:
-            browser.close()
+    run_capturing(
+        run,
+        OUT,
+        {"accept_downloads": True, "bypass_csp": True, "viewport": {"width": 1280, "height": 900}},
+    )
     print(json.dumps(seen))
 
 
