@@ -47,6 +47,25 @@ async fn the_three_api_documents_render_open_and_link() {
     assert!(count("/docs") > 50, "{seen}");
 }
 
+/// The item of the panel API's list at `path` whose `key` is `value` (panics, showing the
+/// list, when there is none).
+async fn listed(
+    app: &TestApp,
+    admin: &str,
+    path: &str,
+    key: &str,
+    value: &str,
+) -> serde_json::Value {
+    let (_, list) = app.call(Method::GET, Some(admin), path, None).await;
+    list["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|item| item[key] == value)
+        .cloned()
+        .unwrap_or_else(|| panic!("no {key} = {value} in {list}"))
+}
+
 /// A library template as the campaign form's select names it: `name (language)`.
 async fn template_label(app: &TestApp, admin: &str, tpl: i64) -> String {
     let (_, t) = app
@@ -278,15 +297,14 @@ async fn operators_work_the_panel_in_a_browser() {
 
     // The template built in the panel: its fields as typed; the second one's problem shown
     // before any submit.
-    let (_, templates) = app
-        .call(Method::GET, Some(&admin), "/api/templates?limit=200", None)
-        .await;
-    let built = templates["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["name"] == "aviso_entrega")
-        .unwrap_or_else(|| panic!("{templates}"));
+    let built = listed(
+        &app,
+        &admin,
+        "/api/templates?limit=200",
+        "name",
+        "aviso_entrega",
+    )
+    .await;
     assert_eq!(built["category"], "utility", "{built}");
     assert_eq!(built["header_text"], "Pedido a caminho", "{built}");
     assert_eq!(built["var_map"]["2"]["field"], "cidade", "{built}");
@@ -327,15 +345,7 @@ async fn operators_work_the_panel_in_a_browser() {
     );
     // The Operador's scope set in the panel: the provider's two BMs, not the panel-made one
     // (and her new password worked: she logged in with it to approve).
-    let (_, users) = app
-        .call(Method::GET, Some(&admin), "/api/users", None)
-        .await;
-    let olga = users["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|u| u["email"] == "olga@painel.test")
-        .unwrap_or_else(|| panic!("{users}"));
+    let olga = listed(&app, &admin, "/api/users", "email", "olga@painel.test").await;
     assert_eq!(
         olga["scope"]["bms"].as_array().map(Vec::len),
         Some(2),
@@ -373,15 +383,14 @@ async fn operators_work_the_panel_in_a_browser() {
         assert_eq!(c.json()["client_id"], clients["data"][0]["id"]);
     }
     // The BM made and renamed in the panel, its app secret kept (never shown).
-    let (_, bms) = app
-        .call(Method::GET, Some(&admin), "/api/business-managers", None)
-        .await;
-    let made = bms["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|b| b["nome"] == "BM Loja Centro (matriz)")
-        .unwrap_or_else(|| panic!("{bms}"));
+    let made = listed(
+        &app,
+        &admin,
+        "/api/business-managers",
+        "nome",
+        "BM Loja Centro (matriz)",
+    )
+    .await;
     assert_eq!(made["cliente"], "Loja Centro", "{made}");
     assert_eq!(made["has_app_secret"], true, "{made}");
     assert!(

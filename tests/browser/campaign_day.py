@@ -14,6 +14,7 @@ import re
 import sys
 
 from chromium import run_capturing
+from steps import await_approval_stage
 from playwright.sync_api import expect
 
 CFG = json.loads(sys.argv[1])
@@ -96,18 +97,7 @@ def run(page):
     page.get_by_role("button", name="Enviar para higienização").click()
     page.wait_for_url(re.compile(BASE + r"/campanhas/\d+$"))
     seen["campaign_url"] = page.url
-    for _ in range(60):
-        if "Aguardando aprovação" in page.locator("#status").inner_text():
-            break
-        # The page redraws itself when the status changes; a "Validar" it just lost is fine.
-        validate = page.get_by_role("button", name=re.compile("^Validar"))
-        if validate.count():
-            try:
-                validate.click(timeout=2000)
-            except Exception:
-                pass
-        page.wait_for_timeout(500)
-    expect(page.locator("#status")).to_have_text("Aguardando aprovação")
+    await_approval_stage(page)
     seen["hygiene"] = page.locator("#higiene").inner_text()
     seen["dropped"] = page.locator("#descartados").inner_text()
     # The maker cannot approve: the page says so instead of offering the button.

@@ -18,6 +18,7 @@ import sys
 import urllib.request
 
 from chromium import run_capturing
+from steps import await_approval_stage
 from playwright.sync_api import expect
 
 CFG = json.loads(sys.argv[1])
@@ -417,18 +418,7 @@ def run(page, context):
     # The Operador: hygiene result, approval, live progress to 100 %, export.
     login(page, "olga@painel.test", OLGA_PASSWORD)
     page.goto(campaign_url)
-    for _ in range(40):
-        if "Aguardando aprovação" in page.locator("#status").inner_text():
-            break
-        validate = page.get_by_role("button", name=re.compile("^Validar"))
-        if validate.count():
-            try:
-                validate.click(timeout=2000)
-            except Exception:
-                pass  # the page redrew itself for a new status meanwhile
-        # No reload by the test: the page follows the status by itself (issue 47 item 8).
-        page.wait_for_timeout(500)
-    expect(page.locator("#status")).to_have_text("Aguardando aprovação")
+    await_approval_stage(page)
     hygiene = page.locator("#higiene").inner_text()
     assert "4 válidos" in hygiene and "1 inválidos" in hygiene, hygiene
     expect(page.get_by_role("cell", name="formato de número inválido")).to_be_visible()
