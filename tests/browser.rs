@@ -66,6 +66,15 @@ async fn listed(
         .unwrap_or_else(|| panic!("no {key} = {value} in {list}"))
 }
 
+/// A JSON array of strings (what the browser script saw) as `&str`s.
+fn strings(v: &serde_json::Value) -> Vec<&str> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not a list: {v}"))
+        .iter()
+        .map(|x| x.as_str().unwrap())
+        .collect()
+}
+
 /// A library template as the campaign form's select names it: `name (language)`.
 async fn template_label(app: &TestApp, admin: &str, tpl: i64) -> String {
     let (_, t) = app
@@ -202,20 +211,10 @@ async fn operators_work_the_panel_in_a_browser() {
     assert_eq!(seen["expired"], true, "{seen}");
     // The Client's own sends: only through its client's number (the one linked to Loja
     // Centro), each read ("lida") when filtered so; its inventory that one number.
-    let via: Vec<&str> = seen["client_sends"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
+    let via = strings(&seen["client_sends"]);
     assert!(!via.is_empty(), "{seen}");
     assert!(via.iter().all(|p| *p == via[0]), "{via:?}");
-    let read: Vec<&str> = seen["client_sends_read"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
+    let read = strings(&seen["client_sends_read"]);
     assert!(
         !read.is_empty() && read.iter().all(|s| *s == "lida"),
         "{read:?}"
@@ -278,12 +277,7 @@ async fn operators_work_the_panel_in_a_browser() {
     );
     assert_eq!(seen["payload_shown"], 1, "{seen}");
     // The audit log filtered to the Operador's campaign lines, each an action (item 10).
-    let filtered: Vec<&str> = seen["audit_filtered"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
+    let filtered = strings(&seen["audit_filtered"]);
     assert!(
         filtered
             .iter()
