@@ -149,6 +149,15 @@ async fn operators_work_the_panel_in_a_browser() {
         .set_webhook_url(Some(app.url("/webhooks/messaging")))
         .await;
     let receiver = common::Receiver::start().await;
+    // Another business at the provider, whose BM the operator creates in the panel with its
+    // ids and token at the end of the day.
+    let third = app
+        .sim
+        .create_number(provider::sim::CreateNumber {
+            verified_name: Some("Filial Norte".into()),
+            ..Default::default()
+        })
+        .unwrap();
     let out_dir = format!("{}/browser-output/panel", env!("CARGO_TARGET_TMPDIR"));
     let seen = common::python_json(
         "browser/panel.py",
@@ -160,6 +169,13 @@ async fn operators_work_the_panel_in_a_browser() {
             "template_label": label,
             "variables": "Nome completo",
             "client_webhook": receiver.url(),
+            "third_bm": {
+                "business_id": third.business_id,
+                "app_id": provider::sim::SIM_APP_ID,
+                "access_token": third.access_token,
+                "app_secret": third.app_secret,
+                "display_phone": third.display_phone_number.chars().filter(char::is_ascii_digit).collect::<String>(),
+            },
         })
         .to_string(),
     )
@@ -306,9 +322,10 @@ async fn operators_work_the_panel_in_a_browser() {
         built["buttons"][0]["url"], "https://loja.example/rastreio",
         "{built}"
     );
-    // Submitted to the first number at creation, then to both from its card.
+    // Submitted to the first number at creation, then to both from its card; the number the
+    // BM synced at the end of the day got it by replication (`auto_replicate`).
     let channels = built["channels"].as_array().unwrap();
-    assert_eq!(channels.len(), 2, "{built}");
+    assert_eq!(channels.len(), 3, "{built}");
     assert!(channels.iter().all(|c| c["status"] != "failed"), "{built}");
     assert_eq!(
         seen["template_submitted_everywhere"]
@@ -322,6 +339,46 @@ async fn operators_work_the_panel_in_a_browser() {
         !seen["template_problems"].as_array().unwrap().is_empty(),
         "{seen}"
     );
+    // The image-header template: its example went with the submission (the simulator, as
+    // the provider, refuses a media header without a handle it issued).
+    let photo = listed(
+        &app,
+        &admin,
+        "/api/templates?limit=200",
+        "name",
+        "oferta_com_foto",
+    )
+    .await;
+    assert_eq!(photo["header_type"], "image", "{photo}");
+    assert_eq!(photo["problems"], json!([]), "{photo}");
+    // Submitted to the number ticked in the builder, then replicated (`auto_replicate`) to
+    // the number synced at the end of the day: a second upload, under that BM's app.
+    let channels = photo["channels"].as_array().unwrap();
+    assert_eq!(channels.len(), 2, "{photo}");
+    assert!(
+        channels.iter().all(|c| c["status"] == "approved"),
+        "{photo}"
+    );
+    // The BM created with the provider's ids and token: confirmed with the provider and
+    // synced, its number in the account.
+    let bm = listed(
+        &app,
+        &admin,
+        "/api/business-managers",
+        "nome",
+        "BM Filial Norte",
+    )
+    .await;
+    assert_eq!(bm["id_provider"], third.business_id.as_str(), "{bm}");
+    let number = listed(
+        &app,
+        &admin,
+        "/api/phone-numbers",
+        "phone_number_id",
+        &third.phone_number_id,
+    )
+    .await;
+    assert_eq!(number["bm_id"], bm["id"], "{number}");
     // The wiki page written in the panel, public, with its edited content.
     let (s, w) = app
         .call(
@@ -500,6 +557,13 @@ async fn a_big_campaign_reads_whole_through_reloads() {
     for step in ["disparando", "pausada", "retomada", "cancelada"] {
         assert!(seen["reloads"][step].is_object(), "{step}: {seen}");
     }
+    // Any contact's message, typed as the CSV has the number or opened from a sends row.
+    assert_eq!(
+        seen["preview_typed"], "Olá Sebastião 5, o Natal chegou em Ribeirão Preto.",
+        "{seen}"
+    );
+    let row = strings(&seen["preview_row"]);
+    assert!(row[1].contains(row[0]), "the row's own contact: {row:?}");
     let (_, list) = app
         .call(Method::GET, Some(&admin), "/api/campaigns", None)
         .await;

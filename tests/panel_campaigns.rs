@@ -130,6 +130,16 @@ async fn campaign(app: &TestApp, token: &str, id: i64) -> Value {
 }
 
 /// Creates a campaign of `count` contacts `5511988800000+i` through `POST /api/campaigns`.
+/// An Admin's session, one number and a template approved on it.
+async fn admin_number_template(app: &TestApp) -> (String, i64, i64) {
+    let (_, admin) = app
+        .panel_user("admin@acme.test", "Admin", None, vec![])
+        .await;
+    let (c1, _) = number(app, 0).await;
+    let tpl = template(app, &[c1]).await;
+    (admin, c1, tpl)
+}
+
 async fn create(
     app: &TestApp,
     token: &str,
@@ -513,11 +523,7 @@ async fn whole_flow_from_csv_to_read(backend: Backend) {
 
 async fn slow_failing_and_unreachable_hygiene(backend: Backend) {
     let app = TestApp::spawn(backend).await;
-    let (_, admin) = app
-        .panel_user("admin@acme.test", "Admin", None, vec![])
-        .await;
-    let (c1, _) = number(&app, 0).await;
-    let tpl = template(&app, &[c1]).await;
+    let (admin, c1, tpl) = admin_number_template(&app).await;
 
     // A job that takes a minute: validate answers 409 with the progress, approval waits.
     sim(
@@ -1175,11 +1181,7 @@ async fn the_simulated_hygiene_service_takes_the_largest_job() {
 /// are, and nothing is stored; the same campaign with `nome` goes through.
 async fn unknown_variable_columns_are_refused(backend: Backend) {
     let app = TestApp::spawn(backend).await;
-    let (_, admin) = app
-        .panel_user("admin@acme.test", "Admin", None, vec![])
-        .await;
-    let (c1, _) = number(&app, 0).await;
-    let tpl = template(&app, &[c1]).await;
+    let (admin, c1, tpl) = admin_number_template(&app).await;
     let csv = "Telefone;Nome completo;Cidade\n5511977700001;Ana Souza;Recife\n5511977700002;Bruno Ávila;São José\n";
     let import = |variables: &'static str| {
         let form = reqwest::multipart::Form::new()
@@ -1234,7 +1236,61 @@ async fn unknown_variable_columns_are_refused(backend: Backend) {
     assert_eq!(b["data"]["contatos"]["total"], 2, "{b}");
 }
 
+/// Issue 47 item 10: any contact's message as the campaign will send it, by its number as
+/// typed in the CSV; a contact without a value says which column is missing; a number not in
+/// the campaign is a 404; the page's fragment shows the same text.
+async fn each_contact_previews_its_own_message(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (admin, c1, tpl) = admin_number_template(&app).await;
+    let contacts = json!([
+        {"numero": "+55 11 98880-0001", "nome": "Ângela", "dados": {"cidade": "Belém"}},
+        {"numero": "5511988800002", "nome": "João", "dados": {"cidade": "Maceió"}},
+        {"numero": "5511988800003", "nome": "Sem cidade", "dados": {}}
+    ]);
+    let (s, b) = call(&app, Method::POST, &admin, "/api/campaigns", Some(json!({"nome": "Prévias", "template_id": tpl, "numeros": [c1], "contatos": contacts, "variaveis": ["nome", "cidade"]}))).await;
+    assert_eq!(s, StatusCode::CREATED, "{b}");
+    let id = b["data"]["id"].as_i64().unwrap();
+    let preview = |numero: &str| {
+        let path = format!(
+            "/api/campaigns/{id}/preview?numero={}",
+            url::form_urlencoded::byte_serialize(numero.as_bytes()).collect::<String>()
+        );
+        let (app, admin) = (&app, &admin);
+        async move { call(app, Method::GET, admin, &path, None).await }
+    };
+    let (s, p) = preview("(11) 98880-0002 ").await;
+    assert_eq!(
+        s,
+        StatusCode::NOT_FOUND,
+        "without the country code it is another number: {p}"
+    );
+    let (s, p) = preview("+55 (11) 98880-0002").await;
+    assert_eq!(s, StatusCode::OK, "{p}");
+    assert_eq!(p["data"]["numero"], "5511988800002", "{p}");
+    assert_eq!(p["data"]["nome"], "João", "{p}");
+    assert_eq!(p["data"]["texto"], "Olá João, novidades em Maceió.", "{p}");
+    assert_eq!(p["data"]["faltam"], json!([]), "{p}");
+    let (_, p) = preview("5511988800001").await;
+    assert_eq!(p["data"]["texto"], "Olá Ângela, novidades em Belém.", "{p}");
+    let (s, p) = preview("5511988800003").await;
+    assert_eq!(s, StatusCode::OK, "{p}");
+    assert_eq!(p["data"]["texto"], Value::Null, "{p}");
+    assert_eq!(p["data"]["faltam"], json!(["cidade"]), "{p}");
+    let (s, p) = preview("5511988809999").await;
+    assert_eq!(
+        (s, p["code"].as_str()),
+        (StatusCode::NOT_FOUND, Some("not_found")),
+        "{p}"
+    );
+    // The page's fragment.
+    let html = campaign_page(&app, &admin, id, "/previa?numero=5511988800001").await;
+    assert!(html.contains("Olá Ângela, novidades em Belém."), "{html}");
+    let html = campaign_page(&app, &admin, id, "/previa?numero=5511988800003").await;
+    assert!(html.contains("faltam valores para cidade"), "{html}");
+}
+
 on_both_backends! {
+    previews => each_contact_previews_its_own_message;
     timeout => a_job_past_its_timeout_fails_visibly;
     unknown_columns => unknown_variable_columns_are_refused;
     flow => whole_flow_from_csv_to_read;

@@ -947,7 +947,156 @@ async fn a_template_flags_only_the_numbers_it_is_meant_for(backend: Backend) {
     .await;
 }
 
+/// `PUT /api/v1/templates/{id}/header-example` with the file `bytes`.
+async fn put_example(app: &TestApp, id: i64, bytes: Vec<u8>) -> (StatusCode, Value) {
+    let form = reqwest::multipart::Form::new().part(
+        "file",
+        reqwest::multipart::Part::bytes(bytes).file_name("exemplo.png"),
+    );
+    let r = app
+        .http
+        .put(app.url(&format!("/api/v1/templates/{id}/header-example")))
+        .bearer_auth(&app.token)
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    (r.status(), r.json().await.unwrap_or(Value::Null))
+}
+
+/// Issue 47 item 6: a template with an image header is kept with the problem
+/// `header_example_missing` (and not submitted) until its example image comes; then each
+/// submission uploads the example to the provider (resumable upload) and names its handle,
+/// which the simulator checks as the provider does; a send gives its own image.
+async fn an_image_header_goes_to_the_provider_with_its_example(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (channel, n) = app.connect_channel().await;
+    let (status, t) = app
+        .post(
+            "/api/v1/templates",
+            json!({"name": "Oferta com foto", "category": "marketing", "header_type": "image",
+                   "body": "Oferta de hoje: {{1}}.", "var_map": {"1": {"field": "produto"}},
+                   "submit_channels": [channel]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{t}");
+    let id = t["data"]["id"].as_i64().unwrap();
+    assert_eq!(t["data"]["header_type"], "image", "{t}");
+    assert_eq!(
+        t["data"]["problems"][0]["code"], "header_example_missing",
+        "{t}"
+    );
+    assert_eq!(t["data"]["problems"][0]["field"], "header_example", "{t}");
+    let at_provider = |list: Vec<provider::wire::TemplateInfo>| {
+        list.into_iter().find(|t| t.name == "oferta_com_foto")
+    };
+    assert!(
+        at_provider(sim_templates(&app, &n).await).is_none(),
+        "not submitted without its example"
+    );
+    let (status, e) = app
+        .post(
+            &format!("/api/v1/templates/{id}/submit"),
+            json!({"channels": [channel]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
+
+    // Not an image; a template without an image header.
+    let (status, e) = put_example(&app, id, b"nome;telefone\n".to_vec()).await;
+    assert_eq!(
+        (status, e["code"].as_str()),
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some("invalid_header_example")
+        ),
+        "{e}"
+    );
+    let (_, plain) = app
+        .post(
+            "/api/v1/templates",
+            json!({"name": "Sem foto", "body": "Oi."}),
+        )
+        .await;
+    let plain = plain["data"]["id"].as_i64().unwrap();
+    let png = [b"\x89PNG\r\n\x1a\n".as_slice(), &[7u8; 2048]].concat();
+    let (status, e) = put_example(&app, plain, png.clone()).await;
+    assert_eq!(
+        (status, e["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("header_not_media")),
+        "{e}"
+    );
+
+    let (status, t) = put_example(&app, id, png).await;
+    assert_eq!(status, StatusCode::OK, "{t}");
+    assert_eq!(t["data"]["problems"], json!([]), "{t}");
+    let (status, t) = app
+        .post(
+            &format!("/api/v1/templates/{id}/submit"),
+            json!({"channels": [channel]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{t}");
+    app.wait_approved(id, 1).await;
+    let header = at_provider(sim_templates(&app, &n).await)
+        .expect("submitted")
+        .components
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "HEADER")
+        .cloned()
+        .unwrap();
+    assert_eq!(header["format"], "IMAGE", "{header}");
+    let handle = header["example"]["header_handle"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(handle.starts_with("4::"), "an upload handle: {handle}");
+
+    // The provider refuses a handle it did not issue.
+    let client = provider::GraphClient::new(provider::GraphConfig {
+        base_url: format!("http://{}", app.sim_addr),
+        ..Default::default()
+    });
+    let forged = provider::wire::CreateTemplate {
+        name: "forjado".into(),
+        language: "pt_BR".into(),
+        category: "MARKETING".into(),
+        parameter_format: Some("POSITIONAL".into()),
+        components: vec![
+            json!({"type": "HEADER", "format": "IMAGE", "example": {"header_handle": ["4::imported"]}}),
+            json!({"type": "BODY", "text": "Oi."}),
+        ],
+    };
+    let refused = client
+        .create_template(&n.access_token, &n.waba_id, &forged)
+        .await;
+    assert!(refused.is_err(), "a forged handle is refused: {refused:?}");
+
+    // A send gives its own image.
+    let (status, sent) = app
+        .post(
+            "/api/v1/messages",
+            json!({"to": "5511911110009", "template": {"id": id, "params": ["café"],
+                   "header_media": {"type": "image", "link": "https://loja.example/cafe.png"}}}),
+        )
+        .await;
+    assert!(status.is_success(), "{status} {sent}");
+    let payload = eventually(10, "the send at the provider", || async {
+        let p = ledger_last(&app, &n).await;
+        (!p.is_null()).then_some(p)
+    })
+    .await;
+    let components = payload["template"]["components"].to_string();
+    assert!(
+        components.contains("https://loja.example/cafe.png"),
+        "{payload}"
+    );
+}
+
 on_both_backends! {
+    image_header => an_image_header_goes_to_the_provider_with_its_example;
     meant_for => a_template_flags_only_the_numbers_it_is_meant_for;
     components => template_sends_carry_every_component;
     library => the_library_follows_the_provider_from_submission_to_deletion;

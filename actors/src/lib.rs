@@ -833,11 +833,7 @@ fn library_send(
     let (name, own_layout) = templates::version_on_channel(found, channel_id);
     let t = &found.template;
     if preview_text.is_none() {
-        let mut text = t.body.clone();
-        for (i, p) in given.body.iter().enumerate() {
-            text = text.replace(&format!("{{{{{}}}}}", i + 1), p);
-        }
-        *preview_text = Some(text);
+        *preview_text = Some(engine::template::fill_text(&t.body, &given.body));
     }
     protocol::SendContent::Template {
         name,

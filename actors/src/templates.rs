@@ -21,22 +21,44 @@ pub fn draft_of(t: &TemplateRecord) -> Draft {
         language: t.language.clone(),
         body: t.body.clone(),
         header_text: t.header_text.clone(),
+        header_media: t
+            .header_type
+            .as_deref()
+            .and_then(engine::template::HeaderMedia::parse),
+        header_example: has_header_example(t),
         footer_text: t.footer_text.clone(),
         buttons: serde_json::from_value(t.buttons.clone()).unwrap_or_default(),
         var_map: serde_json::from_value(t.var_map.clone()).unwrap_or_default(),
     }
 }
 
+/// Whether template `t`'s media header has its example: stored in the library (a template
+/// built here), or at the provider (an imported one: its stored problems never said the
+/// example was missing, D-132).
+pub fn has_header_example(t: &TemplateRecord) -> bool {
+    t.header_example_mime.is_some()
+        || !t.problems.as_array().is_some_and(|ps| {
+            ps.iter()
+                .any(|p| p["code"] == engine::library::HEADER_EXAMPLE_MISSING)
+        })
+}
+
 /// What a send of a library template must carry: the layout of the components disparo submits
 /// for it (one derivation for submission and sends).
 pub fn layout_of(t: &TemplateRecord) -> engine::template::Layout {
-    let body = provider_body(t, &t.provider_name);
+    let body = provider_body(t, &t.provider_name, None);
     engine::template::Layout::from_components(&Value::Array(body.components))
 }
 
 /// The provider's create body for a library template under `provider_name`, with examples
-/// taken from the var_map's defaults (or placeholders).
-pub fn provider_body(t: &TemplateRecord, provider_name: &str) -> CreateTemplate {
+/// taken from the var_map's defaults (or placeholders) and, for a media header, the handle of
+/// its example uploaded to the provider (`example.header_handle`; `None` leaves the example
+/// out, as a send's layout needs only the format).
+pub fn provider_body(
+    t: &TemplateRecord,
+    provider_name: &str,
+    header_handle: Option<&str>,
+) -> CreateTemplate {
     let d = draft_of(t);
     let n = engine::template::parameter_count(&d.body);
     let examples: Vec<String> = (1..=n)
@@ -53,9 +75,11 @@ pub fn provider_body(t: &TemplateRecord, provider_name: &str) -> CreateTemplate 
         .as_deref()
         .and_then(engine::template::HeaderMedia::parse);
     if let Some(m) = media {
-        // A media header imported from the provider (D-071): its example handle is the
-        // provider's; the library keeps only the format.
-        components.push(json!({"type": "HEADER", "format": m.as_str().to_ascii_uppercase(), "example": {"header_handle": ["4::imported"]}}));
+        let mut c = json!({"type": "HEADER", "format": m.as_str().to_ascii_uppercase()});
+        if let Some(h) = header_handle {
+            c["example"] = json!({ "header_handle": [h] });
+        }
+        components.push(c);
     } else if let Some(h) = &d.header_text {
         let mut c = json!({"type": "HEADER", "format": "TEXT", "text": h});
         if engine::template::parameter_count(h) == 1 {

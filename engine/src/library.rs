@@ -125,6 +125,12 @@ pub struct Draft {
     pub body: String,
     /// Text header.
     pub header_text: Option<String>,
+    /// Media header's kind (`IMAGE`… in the provider's `HEADER.format`), instead of a text
+    /// header.
+    pub header_media: Option<crate::template::HeaderMedia>,
+    /// Whether the media header's example was given: the provider approves a media header
+    /// only with one (`example.header_handle`, PROVIDER.md §6.2).
+    pub header_example: bool,
     /// Footer.
     pub footer_text: Option<String>,
     /// Buttons.
@@ -200,6 +206,9 @@ pub fn fold(c: char) -> Option<char> {
     })
 }
 
+/// The problem code of a media header without its example.
+pub const HEADER_EXAMPLE_MISSING: &str = "header_example_missing";
+
 /// Every problem of a draft, by the provider's rules (PROVIDER.md §6.2) and the var_map's.
 pub fn problems(d: &Draft) -> Vec<Problem> {
     let mut out = Vec::new();
@@ -252,6 +261,20 @@ pub fn problems(d: &Draft) -> Vec<Problem> {
                 "O cabeçalho pode ter no máximo uma variável.",
             ));
         }
+    }
+    if d.header_media.is_some() && d.header_text.is_some() {
+        out.push(problem(
+            "header_text",
+            "header_conflict",
+            "O cabeçalho é de texto ou de mídia, não os dois.",
+        ));
+    }
+    if d.header_media.is_some() && !d.header_example {
+        out.push(problem(
+            "header_example",
+            HEADER_EXAMPLE_MISSING,
+            "Envie a imagem de exemplo do cabeçalho (JPEG ou PNG até 5 MB): o provedor só aprova um cabeçalho de mídia com um exemplo.",
+        ));
     }
     if let Some(f) = &d.footer_text {
         if f.chars().count() > 60 {
@@ -490,10 +513,26 @@ mod tests {
             language: "pt_BR".into(),
             body: body.into(),
             header_text: None,
+            header_media: None,
+            header_example: false,
             footer_text: None,
             buttons: vec![],
             var_map: VarMap::new(),
         }
+    }
+
+    /// A media header needs its example, and is never also a text header (PROVIDER.md §6.2).
+    #[test]
+    fn a_media_header_needs_its_example() {
+        let codes =
+            |d: &Draft| -> Vec<String> { problems(d).into_iter().map(|p| p.code).collect() };
+        let mut d = draft("Olá, seu pedido saiu.");
+        d.header_media = Some(crate::template::HeaderMedia::Image);
+        assert_eq!(codes(&d), vec!["header_example_missing"]);
+        d.header_example = true;
+        assert!(codes(&d).is_empty());
+        d.header_text = Some("Oferta".into());
+        assert_eq!(codes(&d), vec!["header_conflict"]);
     }
 
     #[test]

@@ -2,6 +2,18 @@
 
 use crate::ValidationError;
 
+/// The MIME type of an image the provider takes (JPEG or PNG, §3), by its magic bytes; `None`
+/// for anything else, whatever its name or declared type says.
+pub fn image_mime(bytes: &[u8]) -> Option<&'static str> {
+    if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
+        Some("image/jpeg")
+    } else if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+        Some("image/png")
+    } else {
+        None
+    }
+}
+
 /// The media kinds disparo sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MediaKind {

@@ -33,6 +33,15 @@ pub fn parameter_count(text: &str) -> usize {
 mod tests {
     use super::*;
 
+    /// Each `{{n}}` takes its value; `{{1}}` never eats into `{{10}}`; a variable without a
+    /// value stays as typed.
+    #[test]
+    fn fills_the_text_a_contact_reads() {
+        let params: Vec<String> = (1..=10).map(|i| format!("v{i}")).collect();
+        assert_eq!(fill_text("{{1}}-{{10}}-{{2}}", &params), "v1-v10-v2");
+        assert_eq!(fill_text("Olá {{1}}, {{2}}", &params[..1]), "Olá v1, {{2}}");
+    }
+
     #[test]
     fn finds_positional_variables_in_order() {
         assert_eq!(
@@ -190,6 +199,16 @@ pub enum HeaderLayout {
     Media(HeaderMedia),
     /// `LOCATION`: every send carries a location.
     Location,
+}
+
+/// `text` with each positional variable `{{n}}` replaced by `params[n - 1]` (those without a
+/// value stay as typed): what a contact reads, for previews and a message's stored text.
+pub fn fill_text(text: &str, params: &[String]) -> String {
+    let mut out = text.to_string();
+    for (i, p) in params.iter().enumerate() {
+        out = out.replace(&format!("{{{{{}}}}}", i + 1), p);
+    }
+    out
 }
 
 /// The media kinds a template header can declare.

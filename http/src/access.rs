@@ -70,6 +70,7 @@ pub const ROUTES: &[(&str, &str, Level)] = &[
     ("PATCH", "/api/v1/templates/{id}", Level::Write),
     ("POST", "/api/v1/templates/{id}/sync", Level::Write),
     ("POST", "/api/v1/templates/{id}/submit", Level::Write),
+    ("PUT", "/api/v1/templates/{id}/header-example", Level::Write),
     ("POST", "/api/v1/templates/{id}/channels", Level::Write),
     (
         "POST",

@@ -348,18 +348,18 @@ impl GraphClient {
             .ok_or_else(|| ProviderError::Decode("business profile without data".into()))
     }
 
-    /// Sets a number's profile picture (D-058): a resumable-upload session on the app
-    /// (`POST /{app_id}/uploads?file_length&file_type` → `{id: "upload:…"}`), the bytes to it
-    /// (`POST /{upload_id}` with `file_offset: 0` → `{h}`), then
-    /// `POST /{phone_number_id}/whatsapp_business_profile {messaging_product, profile_picture_handle}`.
-    pub async fn set_profile_picture(
+    /// Uploads a file through the app's resumable upload (D-058): a session on the app
+    /// (`POST /{app_id}/uploads?file_length&file_type&file_name` → `{id: "upload:…"}`), the
+    /// bytes to it (`POST /{upload_id}` with `file_offset: 0` → `{h}`). Returns the handle a
+    /// profile picture or a template's media header example (`header_handle`) names.
+    pub async fn upload_handle(
         &self,
         token: &str,
         app_id: &str,
-        phone_number_id: &str,
         bytes: Vec<u8>,
         mime_type: &str,
-    ) -> Result<(), ProviderError> {
+        file_name: &str,
+    ) -> Result<String, ProviderError> {
         let length = bytes.len().to_string();
         let session: IdResponse = self
             .execute(
@@ -368,7 +368,7 @@ impl GraphClient {
                     .query(&[
                         ("file_length", length.as_str()),
                         ("file_type", mime_type),
-                        ("file_name", "profile"),
+                        ("file_name", file_name),
                     ])
                     .bearer_auth(token),
             )
@@ -382,11 +382,28 @@ impl GraphClient {
                     .body(bytes),
             )
             .await?;
+        Ok(handle.h)
+    }
+
+    /// Sets a number's profile picture (D-058): the bytes through [`Self::upload_handle`],
+    /// then `POST /{phone_number_id}/whatsapp_business_profile {messaging_product,
+    /// profile_picture_handle}`.
+    pub async fn set_profile_picture(
+        &self,
+        token: &str,
+        app_id: &str,
+        phone_number_id: &str,
+        bytes: Vec<u8>,
+        mime_type: &str,
+    ) -> Result<(), ProviderError> {
+        let handle = self
+            .upload_handle(token, app_id, bytes, mime_type, "profile")
+            .await?;
         let _: Success = self
             .post_json(
                 token,
                 &format!("{phone_number_id}/whatsapp_business_profile"),
-                &serde_json::json!({"messaging_product": "whatsapp", "profile_picture_handle": handle.h}),
+                &serde_json::json!({"messaging_product": "whatsapp", "profile_picture_handle": handle}),
             )
             .await?;
         Ok(())

@@ -1095,13 +1095,24 @@ async fn template_sends_are_checked_component_by_component() {
             ]}),
         ],
     };
+    // A media header's example is a handle of the app's resumable upload.
+    let handle = c
+        .upload_handle(
+            &n.access_token,
+            provider::sim::SIM_APP_ID,
+            b"\x89PNG\r\n\x1a\nexemplo".to_vec(),
+            "image/png",
+            "exemplo",
+        )
+        .await
+        .unwrap();
     let media = CreateTemplate {
         name: "pedido_foto".into(),
         language: "pt_BR".into(),
         category: "UTILITY".into(),
         parameter_format: None,
         components: vec![
-            json!({"type": "HEADER", "format": "IMAGE", "example": {"header_handle": ["4::aW1n"]}}),
+            json!({"type": "HEADER", "format": "IMAGE", "example": {"header_handle": [handle]}}),
             json!({"type": "BODY", "text": "Seu pedido saiu."}),
         ],
     };

@@ -256,6 +256,11 @@ impl Services {
             language: template.language.clone(),
             body: template.body.clone(),
             header_text: template.header_text.clone(),
+            header_media: template
+                .header_type
+                .as_deref()
+                .and_then(engine::template::HeaderMedia::parse),
+            header_example: actors::templates::has_header_example(&template),
             footer_text: template.footer_text.clone(),
             buttons: stored_json("botões do template", &template.buttons)?,
             var_map: var_map.clone(),

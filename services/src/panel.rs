@@ -1742,11 +1742,7 @@ impl Services {
                 "A foto deve ter até 5 MB.",
             ));
         }
-        let mime = if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
-            "image/jpeg"
-        } else if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
-            "image/png"
-        } else {
+        let Some(mime) = engine::media::image_mime(&bytes) else {
             return Err(rejected(
                 "foto_invalida",
                 "foto",

@@ -79,6 +79,38 @@ pub struct HygieneView {
     pub error: Option<String>,
 }
 
+/// One contact's message as the campaign sends it (`GET /api/campaigns/{id}/preview`).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct ContactPreview {
+    /// The contact's number (digits, as stored).
+    #[serde(rename = "numero")]
+    pub phone: String,
+    /// Its name, when the CSV had one.
+    #[serde(rename = "nome")]
+    pub name: Option<String>,
+    /// The body with this contact's values; `None` when a variable has no value (`faltam`).
+    #[serde(rename = "texto")]
+    pub text: Option<String>,
+    /// The text header with its value, when the template has one.
+    #[serde(rename = "cabecalho")]
+    pub header: Option<String>,
+    /// The campaign's header image (URL), for an image-header template.
+    #[serde(rename = "imagem")]
+    pub image_url: Option<String>,
+    /// The template's footer.
+    #[serde(rename = "rodape")]
+    pub footer: Option<String>,
+    /// The buttons' labels.
+    #[serde(rename = "botoes")]
+    pub buttons: Vec<String>,
+    /// Columns this contact has no value for (and no default): it would not be sent.
+    #[serde(rename = "faltam")]
+    pub missing: Vec<String>,
+    /// Hygiene result (`valid`, `invalid`, `unknown`; none while being checked).
+    #[serde(rename = "higienizacao")]
+    pub hygiene: Option<String>,
+}
+
 /// A panel campaign as `GET /api/campaigns/{id}` shows it.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct PanelCampaignView {
@@ -766,6 +798,60 @@ impl Services {
         ))
     }
 
+    /// One contact's message as the campaign will send it (issue 47 item 10), found by its
+    /// number (any format [`Phone::parse`] reads; a malformed stored number as typed): the
+    /// template's header and body with the contact's values, footer and buttons, the
+    /// campaign's header image. A contact missing a value gets `faltam` (the columns) and no
+    /// text. Errors: 404 outside the scope or for a number not in the campaign.
+    pub async fn panel_campaign_preview(
+        &self,
+        account_id: i64,
+        scope: &Scope,
+        id: i64,
+        number: &str,
+    ) -> Result<ContactPreview, ActorError> {
+        let store = &self.shared().store;
+        let c = store.scoped_panel_campaign(account_id, scope, id).await?;
+        let wanted = Phone::parse("numero", number)
+            .map(|p| p.as_str().to_string())
+            .unwrap_or_else(|_| number.trim().to_string());
+        let contact = store
+            .campaign_contact_by_phone(id, &wanted)
+            .await?
+            .ok_or(ActorError::NotFound)?;
+        let template = store.template(account_id, c.template_id).await?;
+        let var_map: engine::library::VarMap =
+            actors::error::stored_json("var_map da campanha", &c.var_map)?;
+        let row: std::collections::BTreeMap<String, String> =
+            serde_json::from_value(contact.data.clone()).unwrap_or_default();
+        let rendered = engine::library::render(&template.body, &var_map, &row);
+        let buttons: Vec<engine::library::Button> =
+            serde_json::from_value(template.buttons.clone()).unwrap_or_default();
+        let mut preview = ContactPreview {
+            phone: contact.phone,
+            name: contact.name,
+            text: None,
+            header: None,
+            image_url: c.image_url.clone(),
+            footer: template.footer_text.clone(),
+            buttons: buttons.into_iter().map(|b| b.text).collect(),
+            missing: Vec::new(),
+            hygiene: contact.hygiene,
+        };
+        match rendered {
+            Ok(given) => {
+                let header_value: Vec<String> = given.header_text.iter().cloned().collect();
+                preview.header = template
+                    .header_text
+                    .as_deref()
+                    .map(|h| engine::template::fill_text(h, &header_value));
+                preview.text = Some(engine::template::fill_text(&template.body, &given.body));
+            }
+            Err(missing) => preview.missing = missing,
+        }
+        Ok(preview)
+    }
+
     /// The test message itself: the template filled with the first contact's columns.
     async fn send_test(
         &self,
@@ -802,10 +888,7 @@ impl Services {
                     details: json!({"missing": missing}),
                 }
             })?;
-        let mut preview = template.body.clone();
-        for (i, p) in given.body.iter().enumerate() {
-            preview = preview.replace(&format!("{{{{{}}}}}", i + 1), p);
-        }
+        let preview = engine::template::fill_text(&template.body, &given.body);
         given.header_media = c
             .image_url
             .clone()

@@ -284,10 +284,7 @@ impl Services {
             .into_iter()
             .find(|s| s.record.id == chosen)
             .ok_or(ActorError::NotFound)?;
-        let mut preview = template.body.clone();
-        for (i, v) in given.body.iter().enumerate() {
-            preview = preview.replace(&format!("{{{{{}}}}}", i + 1), v);
-        }
+        let preview = engine::template::fill_text(&template.body, &given.body);
         let outcome_template = (template.provider_name.clone(), template.language.clone());
         if req.dry_run {
             return Ok(SenderOutcome {

@@ -30,6 +30,9 @@ pub struct TemplateInput {
     pub body: String,
     /// Text header.
     pub header_text: Option<String>,
+    /// Media header's kind instead of a text header; its example comes with
+    /// [`Services::set_template_header_example`].
+    pub header_media: Option<engine::template::HeaderMedia>,
     /// Footer.
     pub footer_text: Option<String>,
     /// Buttons.
@@ -209,6 +212,8 @@ impl Services {
             language: input.language.clone(),
             body: input.body.clone(),
             header_text: input.header_text.clone(),
+            header_media: input.header_media,
+            header_example: false,
             footer_text: input.footer_text.clone(),
             buttons: input.buttons.clone(),
             var_map: input.var_map.clone(),
@@ -225,7 +230,7 @@ impl Services {
                 language: input.language,
                 body: input.body,
                 header_text: input.header_text,
-                header_media: None,
+                header_media: input.header_media.map(|m| m.as_str().to_string()),
                 footer_text: input.footer_text,
                 buttons: serde_json::to_value(&input.buttons).unwrap_or(Value::Array(vec![])),
                 var_map: serde_json::to_value(&input.var_map).unwrap_or(json!({})),
@@ -403,7 +408,8 @@ impl Services {
         category: Option<&str>,
     ) -> Result<Result<(), InPlace>, ActorError> {
         let store = &self.shared().store;
-        let components = provider_body(t, &head.provider_name).components;
+        let handle = self.header_handle(t, head.channel_id, token).await?;
+        let components = provider_body(t, &head.provider_name, handle.as_deref()).components;
         for r in rs {
             store
                 .set_template_channel_status(r.id, TemplateStatus::Pending, None)
@@ -447,6 +453,9 @@ impl Services {
         } else {
             format!("{}_v{version}", t.provider_name)
         };
+        let handle = self
+            .header_handle(t, rows[0].channel_id, token.expose())
+            .await?;
         let next = |provider_id, status| TemplateChannelState {
             waba_id: &waba,
             provider_name: &name,
@@ -468,7 +477,11 @@ impl Services {
         let created = match self
             .shared()
             .graph
-            .create_template(token.expose(), &waba, &provider_body(t, &name))
+            .create_template(
+                token.expose(),
+                &waba,
+                &provider_body(t, &name, handle.as_deref()),
+            )
             .await
         {
             Ok(created) => created,
@@ -678,6 +691,7 @@ impl Services {
     ) -> Result<(), ActorError> {
         let store = &self.shared().store;
         let token = store.channel_secrets(chans[0].id).await?.access_token;
+        let handle = self.header_handle(t, chans[0].id, token.expose()).await?;
         let submitted = |provider_id, status, reason| TemplateChannelState {
             waba_id,
             provider_name: &t.provider_name,
@@ -696,8 +710,9 @@ impl Services {
                 )
                 .await?;
         }
-        let (status, reason, provider_id) =
-            self.create_at_provider(t, token.expose(), waba_id).await?;
+        let (status, reason, provider_id) = self
+            .create_at_provider(t, token.expose(), waba_id, handle.as_deref())
+            .await?;
         for c in chans {
             store
                 .record_template_answer(
@@ -719,10 +734,15 @@ impl Services {
         t: &TemplateRecord,
         token: &str,
         waba_id: &str,
+        header_handle: Option<&str>,
     ) -> Result<(TemplateStatus, Option<String>, Option<String>), ActorError> {
         let graph = &self.shared().graph;
         let created = graph
-            .create_template(token, waba_id, &provider_body(t, &t.provider_name))
+            .create_template(
+                token,
+                waba_id,
+                &provider_body(t, &t.provider_name, header_handle),
+            )
             .await;
         Ok(match created {
             Ok(created) => (
@@ -747,6 +767,105 @@ impl Services {
             }
             Err(e) => (TemplateStatus::Failed, Some(e.reason()), None),
         })
+    }
+
+    /// The `header_handle` of template `t`'s media header for a submission through number
+    /// `channel_id`: its stored example uploaded to the provider under the app of the
+    /// number's BM, or of the app the number's token belongs to (`debug_token`) when it has
+    /// no BM (resumable upload, D-058, D-132); `None` without a media header. Errors: 422
+    /// `header_example_missing` when the library holds no example (an imported template's
+    /// example stays at the provider), `bm_sem_app_id` when no app is known; the provider's
+    /// refusals as they come.
+    async fn header_handle(
+        &self,
+        t: &TemplateRecord,
+        channel_id: i64,
+        token: &str,
+    ) -> Result<Option<String>, ActorError> {
+        if t.header_type
+            .as_deref()
+            .and_then(engine::template::HeaderMedia::parse)
+            .is_none()
+        {
+            return Ok(None);
+        }
+        let store = &self.shared().store;
+        let Some((mime, bytes)) = store.template_header_example(t.account_id, t.id).await? else {
+            return Err(ActorError::rejected(
+                engine::library::HEADER_EXAMPLE_MISSING,
+                "Envie a imagem de exemplo do cabeçalho antes de submeter o template: o provedor a exige.",
+                json!({"field": "header_example"}),
+            ));
+        };
+        let channel = store
+            .channel(AccountId(t.account_id), ChannelId(channel_id))
+            .await?;
+        let graph = &self.shared().graph;
+        let bm_app = match channel.bm_id {
+            Some(bm) => store.bm(t.account_id, bm).await?.app_id,
+            None => None,
+        };
+        // A number connected without a BM: the app its token belongs to.
+        let app_id = match bm_app.filter(|a| !a.is_empty()) {
+            Some(a) => a,
+            None => graph.debug_token(token, token).await?.app_id,
+        };
+        if app_id.is_empty() {
+            return Err(ActorError::rejected(
+                "bm_sem_app_id",
+                "Informe o app_id do BM do número para enviar a imagem de exemplo do cabeçalho.",
+                json!({"field": "app_id"}),
+            ));
+        }
+        let handle = graph
+            .upload_handle(token, &app_id, bytes, &mime, "cabecalho")
+            .await?;
+        Ok(Some(handle))
+    }
+
+    /// Stores the example image of template `id`'s media header (JPEG or PNG by its magic
+    /// bytes, at most 5 MB, the provider's image limit, PROVIDER.md §3) and finds the
+    /// template's problems again; it goes to the provider with each submission. Errors: 404
+    /// outside the account; 422 `header_not_media` for a template without an image header,
+    /// `invalid_header_example` without a file (`None`) or for another format or size.
+    pub async fn set_template_header_example(
+        &self,
+        account_id: i64,
+        id: i64,
+        bytes: Option<Vec<u8>>,
+    ) -> Result<TemplateView, ActorError> {
+        let store = &self.shared().store;
+        let t = store.template(account_id, id).await?;
+        let mut draft = draft_of(&t);
+        if draft.header_media != Some(engine::template::HeaderMedia::Image) {
+            return Err(ActorError::rejected(
+                "header_not_media",
+                "Este template não tem cabeçalho de imagem.",
+                json!({"field": "header_type"}),
+            ));
+        }
+        let Some(bytes) = bytes else {
+            return Err(ActorError::rejected(
+                "invalid_header_example",
+                "Envie a imagem como multipart/form-data no campo `file`.",
+                json!({"field": "file"}),
+            ));
+        };
+        let mime = engine::media::image_mime(&bytes).unwrap_or_default();
+        let too_big = bytes.len() as u64 > engine::media::MediaKind::Image.max_bytes();
+        if mime.is_empty() || too_big {
+            return Err(ActorError::rejected(
+                "invalid_header_example",
+                "A imagem de exemplo deve ser JPEG ou PNG de até 5 MB.",
+                json!({"field": "header_example"}),
+            ));
+        }
+        draft.header_example = true;
+        let found = serde_json::to_value(problems(&draft)).unwrap_or(json!([]));
+        store
+            .set_template_header_example(account_id, id, mime, &bytes, &found)
+            .await?;
+        self.template_view(account_id, id).await
     }
 
     /// Re-reads the template's state in each of its WABAs at the provider; returns how many
@@ -963,6 +1082,8 @@ fn patched(
             .header_text
             .map(|h| h.filter(|h| !h.is_empty()))
             .unwrap_or_else(|| old.header_text.clone()),
+        header_media: old.header_media,
+        header_example: old.header_example,
         footer_text: patch
             .footer_text
             .map(|f| f.filter(|f| !f.is_empty()))

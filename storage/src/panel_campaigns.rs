@@ -74,6 +74,21 @@ pub struct ContactRecord {
     pub state: String,
 }
 
+/// A `campaign_recipients` row as a contact.
+fn read_contact(r: &AnyRow) -> Result<ContactRecord> {
+    let vars: String = r.try_get("vars")?;
+    Ok(ContactRecord {
+        id: r.try_get("id")?,
+        phone: r.try_get("phone")?,
+        name: r.try_get("contact_name")?,
+        data: serde_json::from_str(&vars).unwrap_or(serde_json::json!({})),
+        hygiene: r.try_get("hygiene")?,
+        reason: r.try_get("hygiene_reason")?,
+        wa_id: r.try_get("wa_id")?,
+        state: r.try_get("state")?,
+    })
+}
+
 /// One send of a panel campaign (`/sends`, `/sends/export`): the recipient and its message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SendRow {
@@ -720,20 +735,27 @@ impl Store {
         q.fetch_all(&self.pool)
             .await?
             .iter()
-            .map(|r| {
-                let vars: String = r.try_get("vars")?;
-                Ok(ContactRecord {
-                    id: r.try_get("id")?,
-                    phone: r.try_get("phone")?,
-                    name: r.try_get("contact_name")?,
-                    data: serde_json::from_str(&vars).unwrap_or(serde_json::json!({})),
-                    hygiene: r.try_get("hygiene")?,
-                    reason: r.try_get("hygiene_reason")?,
-                    wa_id: r.try_get("wa_id")?,
-                    state: r.try_get("state")?,
-                })
-            })
+            .map(read_contact)
             .collect()
+    }
+
+    /// The contact of campaign `campaign_id` with number `phone` (digits, as stored), if any.
+    pub async fn campaign_contact_by_phone(
+        &self,
+        campaign_id: i64,
+        phone: &str,
+    ) -> Result<Option<ContactRecord>> {
+        sqlx::query(
+            "SELECT id, phone, contact_name, vars, hygiene, hygiene_reason, wa_id, state FROM campaign_recipients \
+             WHERE campaign_id = $1 AND phone = $2 ORDER BY id LIMIT 1",
+        )
+        .bind(campaign_id)
+        .bind(phone)
+        .fetch_optional(&self.pool)
+        .await?
+        .as_ref()
+        .map(read_contact)
+        .transpose()
     }
 
     /// The hygiene counts of a campaign's contacts.

@@ -33,6 +33,9 @@ pub struct TemplateRecord {
     pub footer_text: Option<String>,
     /// Media header.
     pub has_media_header: bool,
+    /// MIME type of the media header's example (`image/jpeg`, `image/png`), when one was
+    /// given (issue 47 item 6); the bytes are read by [`Store::template_header_example`].
+    pub header_example_mime: Option<String>,
     /// Buttons (JSON array).
     pub buttons: serde_json::Value,
     /// var_map (JSON object).
@@ -163,7 +166,7 @@ pub struct TemplateContent<'a> {
     pub auto_replicate: bool,
 }
 
-const T_COLUMNS: &str = "id, account_id, name, provider_name, kind, category, language, body, header_type, header_text, footer_text, has_media_header, buttons, var_map, problems, auto_replicate, created_at, updated_at";
+const T_COLUMNS: &str = "id, account_id, name, provider_name, kind, category, language, body, header_type, header_text, footer_text, has_media_header, header_example_mime, buttons, var_map, problems, auto_replicate, created_at, updated_at";
 const C_COLUMNS: &str = "id, template_id, channel_id, waba_id, provider_name, provider_template_id, version, status, rejection_reason, quality, updated_at";
 
 fn json(r: &AnyRow, col: &str) -> Result<serde_json::Value> {
@@ -185,6 +188,7 @@ fn read_t(r: &AnyRow) -> Result<TemplateRecord> {
         header_text: r.try_get("header_text")?,
         footer_text: r.try_get("footer_text")?,
         has_media_header: r.try_get::<i64, _>("has_media_header")? != 0,
+        header_example_mime: r.try_get("header_example_mime")?,
         buttons: json(r, "buttons")?,
         var_map: json(r, "var_map")?,
         problems: json(r, "problems")?,
@@ -282,7 +286,8 @@ impl Store {
         c: &TemplateContent<'_>,
     ) -> Result<TemplateRecord> {
         let n = sqlx::query(
-            "UPDATE templates SET name = $3, category = $4, body = $5, header_type = $6, header_text = $7, footer_text = $8, \
+            "UPDATE templates SET name = $3, category = $4, body = $5, \
+               header_type = CASE WHEN has_media_header = 1 THEN header_type ELSE $6 END, header_text = $7, footer_text = $8, \
                buttons = $9, var_map = $10, problems = $11, auto_replicate = $12, updated_at = $13 \
              WHERE id = $1 AND account_id = $2",
         )
@@ -302,11 +307,63 @@ impl Store {
         .execute(&self.writer)
         .await?
         .rows_affected();
+        self.rewritten_template(n, account_id, id).await
+    }
+
+    /// After an update of template `id` that touched `n` rows: the cache dropped and the
+    /// template read again. Errors: [`StorageError::NotFound`] when no row was touched.
+    async fn rewritten_template(&self, n: u64, account_id: i64, id: i64) -> Result<TemplateRecord> {
         self.templates.invalidate();
         if n == 0 {
             return Err(StorageError::NotFound);
         }
         self.template(account_id, id).await
+    }
+
+    /// Stores the example of a template's media header (MIME type and bytes) with the problems
+    /// found once it is there. Errors: [`StorageError::NotFound`] outside the account.
+    pub async fn set_template_header_example(
+        &self,
+        account_id: i64,
+        id: i64,
+        mime: &str,
+        bytes: &[u8],
+        problems: &serde_json::Value,
+    ) -> Result<TemplateRecord> {
+        let n = sqlx::query(
+            "UPDATE templates SET header_example_mime = $3, header_example = $4, problems = $5, updated_at = $6 \
+             WHERE id = $1 AND account_id = $2",
+        )
+        .bind(id)
+        .bind(account_id)
+        .bind(mime)
+        .bind(bytes)
+        .bind(problems.to_string())
+        .bind(now_ms())
+        .execute(&self.writer)
+        .await?
+        .rows_affected();
+        self.rewritten_template(n, account_id, id).await
+    }
+
+    /// The example of a template's media header: `(mime, bytes)`, `None` when none was given.
+    /// Errors: [`StorageError::NotFound`] outside the account.
+    pub async fn template_header_example(
+        &self,
+        account_id: i64,
+        id: i64,
+    ) -> Result<Option<(String, Vec<u8>)>> {
+        let row = sqlx::query(
+            "SELECT header_example_mime, header_example FROM templates WHERE id = $1 AND account_id = $2",
+        )
+        .bind(id)
+        .bind(account_id)
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or(StorageError::NotFound)?;
+        let mime: Option<String> = row.try_get("header_example_mime")?;
+        let bytes: Option<Vec<u8>> = row.try_get("header_example")?;
+        Ok(mime.zip(bytes))
     }
 
     /// The account's library by WABA and status (issue 17, a WABA's `layouts_by_status`):

@@ -14,7 +14,7 @@ import re
 import sys
 
 from chromium import run_capturing
-from steps import await_approval_stage
+from steps import await_approval_stage, expect_toast
 from playwright.sync_api import expect
 
 CFG = json.loads(sys.argv[1])
@@ -96,10 +96,16 @@ def run(page):
         page.get_by_label("Variável {{%d}}" % (i + 1)).select_option(column)
     page.get_by_role("button", name="Enviar para higienização").click()
     page.wait_for_url(re.compile(BASE + r"/campanhas/\d+$"))
+    expect_toast(page, "Campanha importada")
     seen["campaign_url"] = page.url
     await_approval_stage(page)
     seen["hygiene"] = page.locator("#higiene").inner_text()
     seen["dropped"] = page.locator("#descartados").inner_text()
+    # Any contact's message before approving (issue 47 item 10): the number as the CSV has it.
+    page.get_by_label(re.compile("^Prévia por contato")).fill("+55 11 970000005")
+    page.get_by_role("button", name="Ver prévia").click()
+    expect(page.locator("#previa-contato .texto")).to_have_text("Olá Sebastião 5, o Natal chegou em Ribeirão Preto.")
+    seen["preview_typed"] = page.locator("#previa-contato .texto").inner_text()
     # The maker cannot approve: the page says so instead of offering the button.
     expect(page.get_by_role("button", name="Aprovar e disparar")).to_have_count(0)
     expect(page.locator("#aprovacao")).to_be_visible()
@@ -110,8 +116,14 @@ def run(page):
     page.get_by_role("button", name="Aprovar e disparar").click()
     expect(page.locator("#status")).to_have_text("Em andamento", timeout=20000)
     readable(page, "disparando", "Em andamento", ["Pausar", "Cancelar"], ["Retomar"])
+    # A row of the sends table opens its contact's message.
+    row = page.locator("table tbody tr").nth(3)
+    row.get_by_role("button", name="Prévia").click()
+    expect(page.locator("#previa-contato .texto")).to_contain_text("o Natal chegou em")
+    seen["preview_row"] = [row.locator("td").first.inner_text(), page.locator("#previa-contato").inner_text()]
     page.get_by_role("button", name="Pausar", exact=True).click()
     expect(page.locator("#status")).to_have_text("Pausada", timeout=20000)
+    expect_toast(page, "Campanha pausada.")
     readable(page, "pausada", "Pausada", ["Retomar", "Cancelar"], ["Pausar"])
     page.get_by_role("button", name="Retomar", exact=True).click()
     expect(page.locator("#status")).to_have_text("Em andamento", timeout=20000)

@@ -18,7 +18,7 @@ import sys
 import urllib.request
 
 from chromium import run_capturing
-from steps import await_approval_stage
+from steps import await_approval_stage, expect_toast
 from playwright.sync_api import expect
 
 CFG = json.loads(sys.argv[1])
@@ -44,6 +44,11 @@ CSV = (
 )
 
 seen = {"axe": {}, "phone_width": {}}
+# A real 1×1 PNG (the builder previews it before submit).
+TINY_PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
+    "0000000d49444154789c63506838f01f00048402608a409ecd0000000049454e44ae426082"
+)
 # The Operador's password after the Admin resets it in the users page.
 OLGA_PASSWORD = "nova-senha-da-olga-2026"
 
@@ -276,6 +281,7 @@ def run(page, context):
             page.get_by_label("Cliente (para o papel Client)").select_option(label=client)
         page.get_by_label("Senha inicial").fill(PASSWORD)
         page.get_by_role("button", name="Criar usuário").click()
+        expect_toast(page, "Usuário criado.")
         expect(page.get_by_role("cell", name=email, exact=True)).to_be_visible()
     # The Operador's token for the public sender, shown once.
     page.get_by_role("button", name="Gerar token do remetente público de Olga Operadora").click()
@@ -319,6 +325,7 @@ def run(page, context):
     page.locator("#form-template input[name=numeros]").first.check()
     page.get_by_role("button", name="Criar template").click()
     page.wait_for_url(re.compile(r"/templates#template-\d+$"))
+    expect_toast(page, "Template criado e submetido ao provedor.")
     built = page.locator("article.template", has=page.locator("h2", has_text="aviso_entrega"))
     expect(built.locator(".balao .botao")).to_have_text("Rastrear")
     seen["template_built"] = built.locator("ul li").first.inner_text()
@@ -340,6 +347,31 @@ def run(page, context):
     refused = page.locator("article.template", has=page.locator("h2", has_text="aviso_rastreio"))
     expect(refused.locator(".problemas")).to_contain_text("O provedor recusaria")
     seen["template_problems"] = refused.locator(".problemas li").all_inner_texts()
+    # An image header (issue 47 item 6): refused in place without its example image, then
+    # built with it (previewed before submit) and submitted to a number.
+    page.locator("details.novo-template summary").click()
+    page.get_by_label(re.compile(r"^Nome \(min")).fill("oferta_com_foto")
+    page.get_by_label("Cabeçalho", exact=True).select_option("image")
+    expect(page.get_by_label("Cabeçalho em texto (opcional)")).to_be_hidden()
+    page.get_by_label(re.compile("^Corpo")).fill("Chegou a coleção de verão, {{1}}.")
+    page.get_by_label(re.compile("^Colunas que preenchem")).fill("nome")
+    page.locator("#form-template input[name=numeros]").first.check()
+    page.get_by_role("button", name="Criar template").click()
+    expect(page.locator("#avisos [role=alert]")).to_contain_text("imagem de exemplo")
+    image_input = page.get_by_label(re.compile("^Imagem de exemplo do cabeçalho"))
+    expect(image_input).to_have_attribute("aria-invalid", "true")
+    expect(image_input).to_be_focused()
+    image_input.set_input_files(files=[{"name": "verao.png", "mimeType": "image/png", "buffer": TINY_PNG}])
+    expect(page.locator("#tpl-previa img.cabecalho")).to_be_visible()
+    expect(page.locator("#form-template input[name=numeros]").first).to_be_checked()
+    page.get_by_role("button", name="Criar template").click()
+    page.wait_for_url(re.compile(r"/templates#template-\d+$"))
+    expect_toast(page, "Template criado e submetido ao provedor.")
+    photo = page.locator("article.template", has=page.locator("h2", has_text="oferta_com_foto"))
+    expect(photo.locator(".cabecalho-midia")).to_contain_text("imagem do cabeçalho")
+    expect(photo.locator(".problemas")).to_have_count(0)
+    expect(photo.locator("ul li")).to_have_count(1)
+    seen["image_template"] = photo.locator("ul li").first.inner_text()
 
     # The wiki: Markdown rendered, scripts removed.
     page.get_by_role("link", name="Wiki").click()
@@ -543,6 +575,31 @@ def run(page, context):
     expect(page.locator("#conteudo")).to_contain_text("um processo só")
     check_page(page, "cluster")
     page.get_by_role("link", name="Painel").click()
+
+    # A BM of another business, created in the panel with its provider ids and token, then
+    # synced: its WABA and number arrive (issue 47, "Done when").
+    page.get_by_role("link", name="Inventário").click()
+    page.locator("details.nova-bm summary").click()
+    new_bm = page.locator("#form-nova-bm")
+    third = CFG["third_bm"]
+    new_bm.get_by_label("Nome da BM").fill("BM Filial Norte")
+    new_bm.get_by_label("Cliente", exact=True).select_option(label="Loja Centro")
+    new_bm.get_by_label("Business ID (do provedor)").fill(third["business_id"])
+    new_bm.get_by_label("App ID").fill(third["app_id"])
+    new_bm.get_by_label("Token do usuário do sistema").fill(third["access_token"])
+    new_bm.get_by_label("App secret").fill(third["app_secret"])
+    new_bm.get_by_role("button", name="Cadastrar BM").click()
+    page.wait_for_url(re.compile(r"/inventario#bm-\d+$"))
+    expect_toast(page, "BM cadastrada.")
+    card = page.locator("article.bm", has_text="BM Filial Norte")
+    card.get_by_role("button", name=re.compile("Sincronizar agora")).click()
+    expect(page.get_by_role("status").filter(has_text="Sincronizado")).to_contain_text("1 número(s) novo(s)", timeout=15000)
+    expect_toast(page, "1 número(s) novo(s)")
+    page.reload()
+    expect(page.locator("#conteudo")).to_contain_text(third["display_phone"])
+    assert third["access_token"] not in page.content()
+    assert third["app_secret"] not in page.content()
+    seen["third_bm"] = page.locator("article.bm", has_text="BM Filial Norte").locator("h2").inner_text()
 
     # A session revoked elsewhere returns to the login page.
     cookie = [c for c in context.cookies() if c["name"] == "disparo_sessao"][0]

@@ -21,3 +21,8 @@ def await_approval_stage(page, rounds=60):
                 pass
         page.wait_for_timeout(500)
     expect(page.locator("#status")).to_have_text("Aguardando aprovação")
+
+
+def expect_toast(page, text):
+    """The toast of an action's result (issue 47 item 8) says `text`."""
+    expect(page.locator("#toasts .toast")).to_contain_text(text, timeout=10000)

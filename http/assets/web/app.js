@@ -1,5 +1,6 @@
 // disparo's web panel: the CSV preview and column mapping of a new campaign, the kanban's
-// drag and drop, and the example variables of a template's preview. Everything else is htmx.
+// drag and drop, the example variables of a template's preview, the template builder's
+// preview, the phone menu, refused forms' fields and the toasts. Everything else is htmx.
 (function () {
   "use strict";
 
@@ -258,7 +259,24 @@
     if (!out) return;
     var cols = form.elements.colunas.value.split(",").map(function (c) { return c.trim(); });
     out.textContent = "";
-    var header = form.elements.header_text.value.trim();
+    var image = form.elements.header_type.value === "image";
+    form.querySelector(".cabecalho-texto").hidden = image;
+    form.querySelector(".cabecalho-imagem").hidden = !image;
+    var file = form.elements.header_example.files[0];
+    if (image && file) {
+      var img = document.createElement("img");
+      img.alt = "Imagem do cabeçalho";
+      img.className = "cabecalho";
+      img.src = URL.createObjectURL(file);
+      out.appendChild(img);
+      out.appendChild(document.createElement("br"));
+    } else if (image) {
+      var none = document.createElement("em");
+      none.textContent = "[imagem do cabeçalho]";
+      out.appendChild(none);
+      out.appendChild(document.createElement("br"));
+    }
+    var header = image ? "" : form.elements.header_text.value.trim();
     if (header) { var h = document.createElement("strong"); h.textContent = header; out.appendChild(h); out.appendChild(document.createElement("br")); }
     var body = document.createElement("span");
     body.className = "texto";
@@ -317,6 +335,65 @@
       if (shown) target = shown;
     }
     target.focus();
+  });
+
+  // A toast for every action's result (issue 47 item 8). The server names it in `HX-Trigger`
+  // (event `aviso`) when its answer moves to another page; an answer that draws its own
+  // notice (`.aviso`, an error alert included) shows that notice's text too. The toast
+  // outlives the page change (HX-Location swaps the body, a campaign page may reload itself:
+  // kept in sessionStorage) and leaves after 6 s.
+  var toast = null;
+  try { toast = JSON.parse(sessionStorage.getItem("disparo:aviso") || "null"); } catch (err) { toast = null; }
+  function showToast(text, kind) {
+    text = (text || "").trim();
+    if (!text) return;
+    toast = { text: text, kind: kind, until: Date.now() + 6000 };
+    try { sessionStorage.setItem("disparo:aviso", JSON.stringify(toast)); } catch (err) { /* private mode */ }
+    paintToast();
+    setTimeout(paintToast, 6100);
+  }
+  function paintToast() {
+    var box = document.getElementById("toasts");
+    if (!box) {
+      box = document.createElement("div");
+      box.id = "toasts";
+      box.className = "toasts";
+      box.setAttribute("aria-live", "polite");
+      box.setAttribute("aria-atomic", "true");
+      document.body.appendChild(box);
+    }
+    if (!toast || Date.now() > toast.until) {
+      toast = null;
+      try { sessionStorage.removeItem("disparo:aviso"); } catch (err) { /* private mode */ }
+      box.textContent = "";
+      return;
+    }
+    var shown = box.querySelector(".toast");
+    if (shown && shown.textContent === toast.text) return;
+    box.textContent = "";
+    var p = document.createElement("p");
+    p.className = "toast aviso " + toast.kind;
+    p.textContent = toast.text;
+    box.appendChild(p);
+  }
+  document.addEventListener("aviso", function (e) {
+    showToast(typeof e.detail.value === "string" ? e.detail.value : "", "ok");
+  });
+  document.addEventListener("htmx:beforeSwap", function (e) {
+    var cfg = e.detail.requestConfig;
+    if (!cfg || String(cfg.verb).toLowerCase() !== "post" || !e.detail.serverResponse) return;
+    var answer = document.createElement("template");
+    answer.innerHTML = e.detail.serverResponse;
+    var notice = answer.content.querySelector(".aviso");
+    if (!notice) return;
+    var kind = notice.classList.contains("erro") ? "erro"
+      : notice.classList.contains("atencao") ? "atencao" : "ok";
+    showToast(notice.textContent, kind);
+  });
+  document.addEventListener("htmx:afterSettle", paintToast);
+  document.addEventListener("DOMContentLoaded", function () {
+    paintToast();
+    if (toast) setTimeout(paintToast, toast.until - Date.now() + 100);
   });
 
   csvPreview();

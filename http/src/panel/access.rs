@@ -67,6 +67,7 @@ pub const ROUTES: &[(&str, &str, &[Role])] = &[
     ("POST", "/api/campaigns/{id}/approve", STAFF),
     ("POST", "/api/campaigns/{id}/dispatch", STAFF),
     ("POST", "/api/campaigns/{id}/test-send", STAFF),
+    ("GET", "/api/campaigns/{id}/preview", STAFF),
     ("GET", "/api/campaigns/{id}/contacts", STAFF),
     ("GET", "/api/campaigns/{id}/report", STAFF),
     ("GET", "/api/campaigns/{id}/sends", STAFF),
@@ -87,6 +88,7 @@ pub const ROUTES: &[(&str, &str, &[Role])] = &[
     ("PUT", "/api/templates/{id}", STAFF),
     ("DELETE", "/api/templates/{id}", STAFF),
     ("POST", "/api/templates/{id}/submit", STAFF),
+    ("PUT", "/api/templates/{id}/header-example", STAFF),
     ("POST", "/api/templates/{id}/sync", STAFF),
     (
         "POST",

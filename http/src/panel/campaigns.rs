@@ -74,6 +74,7 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(approve))
         .routes(routes!(dispatch))
         .routes(routes!(test_send))
+        .routes(routes!(preview))
         .routes(routes!(contacts))
         .routes(routes!(report))
         .routes(routes!(sends))
@@ -542,6 +543,36 @@ pub(crate) async fn test_send(
         StatusCode::CREATED,
         crate::envelope::Data::json(crate::routes::message_out::MessageOut::from(&m)),
     ))
+}
+
+/// `GET /api/campaigns/{id}/preview` query.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PreviewQuery {
+    /// The contact's number, as in the CSV or in digits.
+    #[param(min_length = 1, max_length = 40)]
+    numero: String,
+}
+
+#[utoipa::path(get, operation_id = "panel_campaigns_preview", summary = "Mostra a mensagem de um contato da campanha", path = "/campaigns/{id}/preview", tag = "Campanhas",
+    params(("id" = i64, Path, description = "Id da campanha"), PreviewQuery),
+    responses(
+        (status = 200, description = "`data`: a mensagem do contato como a campanha a envia (`texto`, `cabecalho`, `rodape`, `botoes`, `imagem`); `faltam` lista as colunas sem valor", body = crate::envelope::Data<services::panel_campaigns::ContactPreview>),
+        (status = 404, description = "Campanha fora do escopo, ou número que não está na campanha", body = crate::envelope::ErrorBody)
+    ))]
+pub(crate) async fn preview(
+    State(state): State<AppState>,
+    me: PanelUser,
+    IdPath(id): IdPath,
+    q: Result<Query<PreviewQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<crate::envelope::Data<services::panel_campaigns::ContactPreview>>, ApiError> {
+    let Query(q) = q.map_err(crate::extract::query_rejection)?;
+    let p = state
+        .services
+        .panel_campaign_preview(me.account_id(), &me.scope(), id, &q.numero)
+        .await?;
+    Ok(crate::envelope::Data::json(p))
 }
 
 /// Filters of `GET /api/campaigns/{id}/contacts`.

@@ -34,6 +34,13 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(submit_template))
         .routes(routes!(sync_template))
         .routes(routes!(reactivate_template))
+        .merge(
+            OpenApiRouter::new()
+                .routes(routes!(template_header_example))
+                .layer(axum::extract::DefaultBodyLimit::max(
+                    services::panel::PHOTO_MAX_BYTES + 64 * 1024,
+                )),
+        )
         .routes(routes!(list_wiki, create_wiki))
         .routes(routes!(get_wiki, update_wiki, delete_wiki))
 }
@@ -602,6 +609,19 @@ pub(crate) async fn create_template(
     body: ApiJson<crate::routes::templates::CreateIn>,
 ) -> Result<(StatusCode, Json<Data<TemplateView>>), ApiError> {
     crate::routes::templates::create(state, auth, body).await
+}
+
+#[utoipa::path(put, operation_id = "panel_templates_header_example", summary = "Envia a imagem de exemplo do cabeçalho do template", path = "/templates/{id}/header-example", tag = "Templates",
+    params(("id" = i64, Path, description = "Id do template")),
+    request_body(content = crate::routes::templates::HeaderExampleForm, content_type = "multipart/form-data"),
+    responses((status = 200, description = "O template, com a imagem de exemplo guardada (como `PUT /api/v1/templates/{id}/header-example`)", body = Data<TemplateView>)))]
+pub(crate) async fn template_header_example(
+    state: State<AppState>,
+    auth: Auth,
+    id: IdPath,
+    multipart: Result<axum::extract::Multipart, axum::extract::multipart::MultipartRejection>,
+) -> Result<Json<Data<TemplateView>>, ApiError> {
+    crate::routes::templates::header_example(state, auth, id, multipart).await
 }
 
 #[utoipa::path(post, operation_id = "panel_templates_submit", summary = "Submete o template ao provedor nos números", path = "/templates/{id}/submit", tag = "Templates",

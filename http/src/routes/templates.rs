@@ -22,6 +22,20 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(submit))
         .routes(routes!(link))
         .routes(routes!(reactivate))
+        .merge(OpenApiRouter::new().routes(routes!(header_example)).layer(
+            axum::extract::DefaultBodyLimit::max(services::panel::PHOTO_MAX_BYTES + 64 * 1024),
+        ))
+}
+
+/// A template header's kind.
+#[derive(Debug, Clone, Copy, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum HeaderTypeIn {
+    /// `header_text` (the default when it is given).
+    Text,
+    /// An image; its example with `PUT /templates/{id}/header-example`, and each send gives
+    /// the image (`header_media`, a campaign's `image_url`).
+    Image,
 }
 
 /// `POST /templates` body.
@@ -36,6 +50,9 @@ pub(crate) struct CreateIn {
     category: Option<String>,
     language: Option<String>,
     provider_name: Option<String>,
+    /// `image`: a media header (without `header_text`); until its example is given the
+    /// template has the problem `header_example_missing` and is not submitted.
+    header_type: Option<HeaderTypeIn>,
     header_text: Option<String>,
     footer_text: Option<String>,
     /// Buttons (more than 10, or a label over 25 characters, is a `problem`, not a refusal).
@@ -90,6 +107,8 @@ pub(crate) async fn create(
         language: b.language.unwrap_or_else(|| "pt_BR".into()),
         body: b.body,
         header_text: b.header_text.filter(|h| !h.is_empty()),
+        header_media: matches!(b.header_type, Some(HeaderTypeIn::Image))
+            .then_some(engine::template::HeaderMedia::Image),
         footer_text: b.footer_text.filter(|f| !f.is_empty()),
         buttons: b.buttons,
         var_map: b.var_map,
@@ -101,6 +120,51 @@ pub(crate) async fn create(
         .create_template(auth.account_id(), input)
         .await?;
     Ok((StatusCode::CREATED, Data::json(view)))
+}
+
+/// The multipart form of `PUT /templates/{id}/header-example`.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub(crate) struct HeaderExampleForm {
+    /// JPEG or PNG, at most 5 MB.
+    #[schema(value_type = String, format = Binary)]
+    file: Vec<u8>,
+}
+
+#[utoipa::path(
+    put,
+    operation_id = "templates_header_example",
+    summary = "Envia a imagem de exemplo do cabeçalho do template",
+    path = "/templates/{id}/header-example",
+    tag = "Templates",
+    params(("id" = i64, Path, description = "Id do template")),
+    request_body(content = HeaderExampleForm, content_type = "multipart/form-data"),
+    responses(
+        (status = 200, description = "`data`: o template, sem o problema `header_example_missing`; a imagem vai ao provedor a cada submissão (upload retomável do app do BM)", body = Data<TemplateView>),
+        (status = 422, description = "`header_not_media` (o template não tem cabeçalho de imagem) ou `invalid_header_example` (não é JPEG/PNG ou passa de 5 MB)", body = crate::envelope::ErrorBody)
+    )
+)]
+pub(crate) async fn header_example(
+    State(state): State<AppState>,
+    auth: Auth,
+    IdPath(id): IdPath,
+    multipart: Result<axum::extract::Multipart, axum::extract::multipart::MultipartRejection>,
+) -> Result<Json<Data<TemplateView>>, ApiError> {
+    // Not multipart, or without `file`: `None`, refused by the service once it knows the
+    // template is the caller's (another account's id answers 404 whatever the body).
+    let mut file = None;
+    if let Ok(mut multipart) = multipart {
+        while let Some(field) = multipart.next_field().await? {
+            if field.name() == Some("file") {
+                file = Some(field.bytes().await?.to_vec());
+            }
+        }
+    }
+    let view = state
+        .services
+        .set_template_header_example(auth.account_id(), id, file)
+        .await?;
+    Ok(Data::json(view))
 }
 
 #[utoipa::path(

@@ -251,6 +251,19 @@ pub fn template_category(code: &str) -> String {
     )
 }
 
+/// A template header's media kind (`image`, `video`, `document`; PROVIDER.md §6.2).
+pub fn header_media(code: &str) -> String {
+    look_up(
+        &[
+            ("image", "imagem"),
+            ("video", "vídeo"),
+            ("document", "documento"),
+            ("text", "texto"),
+        ],
+        code,
+    )
+}
+
 /// Why the provider rejected a template (its `rejected_reason`).
 pub fn rejection_reason(code: &str) -> String {
     look_up(

@@ -21,8 +21,10 @@
 //! (`text/event-stream`, axum's `Sse`, every 2 s / 1 s) as rendered fragments that htmx's SSE
 //! extension swaps in.
 
+mod contact_preview;
 mod glossary;
 mod pages;
+mod template_builder;
 pub(crate) mod views;
 
 use crate::AppState;
@@ -80,7 +82,14 @@ pub fn routes(api: PanelApi) -> Router<AppState> {
         .route("/usuarios/{id}/token", post(pages::create_api_token))
         .route(
             "/templates",
-            get(pages::templates).post(pages::build_template),
+            get(pages::templates)
+                .post(template_builder::build_template)
+                .layer(
+                    // The example image of a media header (5 MB at most) and the form around it.
+                    axum::extract::DefaultBodyLimit::max(
+                        services::panel::PHOTO_MAX_BYTES + 64 * 1024,
+                    ),
+                ),
         )
         .route("/templates/{id}/{acao}", post(pages::template_action))
         .route(
@@ -95,6 +104,10 @@ pub fn routes(api: PanelApi) -> Router<AppState> {
         .route("/campanhas/{id}/eventos", get(pages::campaign_events))
         .route("/campanhas/{id}/export", get(pages::export_campaign))
         .route("/campanhas/{id}/teste", post(pages::test_send))
+        .route(
+            "/campanhas/{id}/previa",
+            get(contact_preview::contact_preview),
+        )
         .route("/campanhas/{id}/{acao}", post(pages::campaign_action))
         .route("/configuracoes/disparo", post(pages::set_dispatch))
         .route("/tarefas", get(pages::tasks).post(pages::create_task))
@@ -123,7 +136,7 @@ async fn same_origin(req: Request, next: Next) -> Response {
         let h = resp.headers_mut();
         // Pages load only their own scripts and styles, and are never framed (clickjacking).
         h.entry(header::CONTENT_SECURITY_POLICY).or_insert(HeaderValue::from_static(
-            "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: https:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+            "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob: https:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
         ));
         h.entry(header::X_FRAME_OPTIONS)
             .or_insert(HeaderValue::from_static("DENY"));
@@ -261,6 +274,23 @@ fn api_failure(htmx: bool, status: StatusCode, message: &str, field: Option<&str
 }
 
 /// The `Set-Cookie` value that forgets the session.
+/// The `HX-Trigger` value that shows `message` as a toast (issue 47 item 8): the event
+/// `aviso` with the text as its value, read by `app.js`. Header values are ASCII, so every
+/// character outside it travels as a JSON `\uXXXX` escape.
+fn toast_trigger(message: &str) -> HeaderValue {
+    let mut text = String::with_capacity(message.len() + 16);
+    for unit in message.encode_utf16() {
+        match unit {
+            0x22 => text.push_str("\\\""),
+            0x5C => text.push_str("\\\\"),
+            0x20..=0x7E => text.push(char::from(unit as u8)),
+            _ => text.push_str(&format!("\\u{unit:04x}")),
+        }
+    }
+    HeaderValue::from_str(&format!("{{\"aviso\":\"{text}\"}}"))
+        .unwrap_or(HeaderValue::from_static("{}"))
+}
+
 fn clear_cookie() -> HeaderValue {
     HeaderValue::from_static("disparo_sessao=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0")
 }
@@ -561,6 +591,17 @@ pub(crate) fn secure_cookies(state: &State<AppState>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A toast's text reaches the page whole: accents, quotes and backslashes survive the
+    /// ASCII header as JSON escapes.
+    #[test]
+    fn a_toast_carries_any_text_in_an_ascii_header() {
+        let text = "Campanha “Natal” pausada: \"ok\" \\ 10%";
+        let v = toast_trigger(text);
+        assert!(v.to_str().is_ok(), "ASCII only");
+        let parsed: serde_json::Value = serde_json::from_slice(v.as_bytes()).unwrap();
+        assert_eq!(parsed["aviso"], text);
+    }
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();

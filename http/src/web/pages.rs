@@ -23,7 +23,7 @@ use std::time::Duration;
 // ---- rendering ---------------------------------------------------------------------------
 
 /// A template rendered as a page.
-fn render<T: Template>(t: &T) -> Result<Response, WebError> {
+pub(super) fn render<T: Template>(t: &T) -> Result<Response, WebError> {
     t.render().map(|s| Html(s).into_response()).map_err(|e| {
         tracing::error!(error = %e, "a page template failed to render");
         WebError {
@@ -69,14 +69,21 @@ pub(super) fn error_page(status: StatusCode, message: &str) -> String {
 }
 
 /// After a successful form action: back to `to` (a redirect, or `HX-Location` for htmx).
-fn done(c: &Caller, to: &str) -> Response {
+pub(super) fn done(c: &Caller, to: &str, toast: &str) -> Response {
     if c.htmx {
         match HeaderValue::from_str(to) {
-            Ok(v) => (
-                StatusCode::OK,
-                [(HeaderName::from_static("hx-location"), v)],
-            )
-                .into_response(),
+            Ok(v) => {
+                let mut r = (
+                    StatusCode::OK,
+                    [(HeaderName::from_static("hx-location"), v)],
+                )
+                    .into_response();
+                r.headers_mut().insert(
+                    HeaderName::from_static("hx-trigger"),
+                    super::toast_trigger(toast),
+                );
+                r
+            }
             Err(_) => Redirect::to("/").into_response(),
         }
     } else {
@@ -101,7 +108,7 @@ fn opt_text(v: &Option<String>) -> Option<String> {
 }
 
 /// Percent-encodes a query value.
-fn q(v: &str) -> String {
+pub(super) fn q(v: &str) -> String {
     url::form_urlencoded::byte_serialize(v.as_bytes()).collect()
 }
 
@@ -375,7 +382,7 @@ pub(super) async fn create_bm(
         .json(Method::POST, "/api/business-managers", Some(f.body()))
         .await?;
     let id = v["data"]["id"].as_i64().unwrap_or_default();
-    Ok(done(&c, &format!("/inventario#bm-{id}")))
+    Ok(done(&c, &format!("/inventario#bm-{id}"), "BM cadastrada."))
 }
 
 /// `POST /inventario/bms/{id}`: `PUT /api/business-managers/{id}`; to the BM's card.
@@ -390,7 +397,7 @@ pub(super) async fn update_bm(
         Some(f.body()),
     )
     .await?;
-    Ok(done(&c, &format!("/inventario#bm-{id}")))
+    Ok(done(&c, &format!("/inventario#bm-{id}"), "BM alterada."))
 }
 
 /// `POST /inventario/bms/{id}/sync`: `POST /api/business-managers/{id}/sync`; the BM's card
@@ -445,7 +452,11 @@ pub(super) async fn update_number(
     }
     c.json(Method::PUT, &format!("/api/phone-numbers/{id}"), Some(body))
         .await?;
-    Ok(done(&c, &format!("/inventario#numero-{id}")))
+    Ok(done(
+        &c,
+        &format!("/inventario#numero-{id}"),
+        "Número alterado.",
+    ))
 }
 
 /// `POST /inventario/numeros/{id}/foto`: the multipart form as it came, to
@@ -465,7 +476,11 @@ pub(super) async fn number_photo(
         )
         .await?;
     c.read(resp).await?;
-    Ok(done(&c, &format!("/inventario#numero-{id}")))
+    Ok(done(
+        &c,
+        &format!("/inventario#numero-{id}"),
+        "Foto de perfil trocada no provedor.",
+    ))
 }
 
 #[derive(Template)]
@@ -750,7 +765,7 @@ pub(super) async fn create_user(
         Some(json!({"email": f.email, "name": f.name, "role": f.role, "password": f.password, "cliente_id": opt_id(&f.cliente_id)})),
     )
     .await?;
-    Ok(done(&c, "/usuarios"))
+    Ok(done(&c, "/usuarios", "Usuário criado."))
 }
 
 #[derive(Debug, Deserialize)]
@@ -853,77 +868,6 @@ pub(super) async fn templates(c: Caller) -> Result<Response, WebError> {
     })
 }
 
-/// `POST /templates`: the template builder's form (issue 47 item 6) as `POST /api/templates`:
-/// name, category, language, header text, body, footer; `colunas` (the audience columns
-/// that fill `{{1}}`, `{{2}}`… in order) as the var_map; up to three buttons as repeated
-/// `botao_tipo`/`botao_texto`/`botao_valor` (a row without a type is skipped); the ticked
-/// `numeros` are submitted at once. To the new template, whose problems (what the provider
-/// would refuse) the page shows.
-pub(super) async fn build_template(
-    c: Caller,
-    axum::extract::RawForm(raw): axum::extract::RawForm,
-) -> Result<Response, WebError> {
-    let v = c
-        .json(Method::POST, "/api/templates", Some(template_body(&raw)))
-        .await?;
-    let id = v["data"]["id"].as_i64().unwrap_or_default();
-    Ok(done(&c, &format!("/templates#template-{id}")))
-}
-
-/// The API's template body from the builder's urlencoded form.
-fn template_body(raw: &[u8]) -> Value {
-    let mut one: std::collections::HashMap<String, String> = Default::default();
-    let (mut kinds, mut texts, mut values, mut numbers) = (vec![], vec![], vec![], vec![]);
-    for (k, v) in url::form_urlencoded::parse(raw) {
-        let v = v.trim().to_string();
-        match k.as_ref() {
-            "botao_tipo" => kinds.push(v),
-            "botao_texto" => texts.push(v),
-            "botao_valor" => values.push(v),
-            "numeros" => numbers.extend(v.parse::<i64>().ok()),
-            key => {
-                one.insert(key.to_string(), v);
-            }
-        }
-    }
-    let text = |k: &str| one.get(k).filter(|v| !v.is_empty()).cloned();
-    let var_map: serde_json::Map<String, Value> = text("colunas")
-        .unwrap_or_default()
-        .split(',')
-        .map(str::trim)
-        .filter(|c| !c.is_empty())
-        .enumerate()
-        .map(|(i, col)| ((i + 1).to_string(), json!({"field": col.to_lowercase()})))
-        .collect();
-    let buttons: Vec<Value> = kinds
-        .iter()
-        .enumerate()
-        .filter(|(_, k)| !k.is_empty())
-        .map(|(i, kind)| {
-            let label = texts.get(i).cloned().unwrap_or_default();
-            let value = values.get(i).cloned().unwrap_or_default();
-            match kind.as_str() {
-                "url" => json!({"type": "url", "text": label, "url": value}),
-                "phone_number" => {
-                    json!({"type": "phone_number", "text": label, "phone_number": value})
-                }
-                _ => json!({"type": "quick_reply", "text": label}),
-            }
-        })
-        .collect();
-    json!({
-        "name": text("name").unwrap_or_default(),
-        "category": text("category"),
-        "language": text("language"),
-        "header_text": text("header_text"),
-        "body": one.get("body").cloned().unwrap_or_default(),
-        "footer_text": text("footer_text"),
-        "var_map": var_map,
-        "buttons": buttons,
-        "submit_channels": numbers,
-    })
-}
-
 /// `POST /templates/{id}/{acao}`: `submeter` (to every number of the account) or
 /// `sincronizar` (status and quality read again) — `POST /api/templates/{id}/submit|sync`.
 pub(super) async fn template_action(
@@ -1005,7 +949,11 @@ pub(super) async fn import_campaign(
         .await?;
     let v = c.read(resp).await?;
     let id = v["data"]["id"].as_i64().unwrap_or_default();
-    Ok(done(&c, &format!("/campanhas/{id}")))
+    Ok(done(
+        &c,
+        &format!("/campanhas/{id}"),
+        "Campanha importada; a higienização dos contatos começou.",
+    ))
 }
 
 #[derive(Template)]
@@ -1262,7 +1210,25 @@ pub(super) async fn campaign_action(
         }
     };
     c.json(method, &path, body).await?;
-    Ok(done(&c, &format!("/campanhas/{id}")))
+    Ok(done(
+        &c,
+        &format!("/campanhas/{id}"),
+        campaign_action_toast(&action),
+    ))
+}
+
+/// The toast after a campaign action went through.
+fn campaign_action_toast(action: &str) -> &'static str {
+    match action {
+        "higienizar" => "Higienização dos contatos iniciada.",
+        "validar" => "Campanha validada.",
+        "aprovar" => "Campanha aprovada.",
+        "disparar" => "Disparo iniciado.",
+        "pausar" => "Campanha pausada.",
+        "retomar" => "Campanha retomada.",
+        "cancelar" => "Campanha cancelada; os contatos que faltavam não serão enviados.",
+        _ => "Feito.",
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -1282,7 +1248,12 @@ pub(super) async fn set_dispatch(
         Some(json!({"habilitado": f.habilitado == "true"})),
     )
     .await?;
-    Ok(done(&c, "/campanhas"))
+    let toast = if f.habilitado == "true" {
+        "Disparos ligados."
+    } else {
+        "Disparos desligados: nenhuma campanha envia até serem ligados."
+    };
+    Ok(done(&c, "/campanhas", toast))
 }
 
 // ---- tasks -------------------------------------------------------------------------------
@@ -1364,7 +1335,7 @@ pub(super) async fn create_task(
     )
     .await?;
     if !c.htmx {
-        return Ok(done(&c, "/tarefas"));
+        return Ok(done(&c, "/tarefas", "Tarefa criada."));
     }
     let board = BoardView::of(c.data("/api/tasks").await?);
     render(&BoardFragment { board })
@@ -1706,7 +1677,7 @@ pub(super) async fn create_wiki(
 ) -> Result<Response, WebError> {
     let v = c.json(Method::POST, "/api/wiki", Some(f.body())).await?;
     let slug = v["data"]["slug"].as_str().unwrap_or_default();
-    Ok(done(&c, &format!("/wiki/{}", q(slug))))
+    Ok(done(&c, &format!("/wiki/{}", q(slug)), "Página criada."))
 }
 
 /// `POST /wiki/{slug}/editar`: `PUT /api/wiki/{id}` of the page at `slug`; to the page (its
@@ -1725,7 +1696,7 @@ pub(super) async fn update_wiki(
         )
         .await?;
     let slug = v["data"]["slug"].as_str().unwrap_or(&slug).to_string();
-    Ok(done(&c, &format!("/wiki/{}", q(&slug))))
+    Ok(done(&c, &format!("/wiki/{}", q(&slug)), "Página salva."))
 }
 
 #[derive(Debug, Deserialize)]

@@ -314,6 +314,9 @@ pub struct TemplateView {
     pub language: String,
     pub body: String,
     pub header_text: Option<String>,
+    /// `text`, `image`, `video`, `document`; `None` without a header.
+    #[serde(default)]
+    pub header_type: Option<String>,
     pub footer_text: Option<String>,
     pub channels: Vec<TemplateChannel>,
     /// What the provider would refuse (`engine::library::problems`), shown before a submit.

@@ -39,6 +39,47 @@ fn waba_of(
     }
 }
 
+/// A media header's `example.header_handle` must be a finished resumable upload of the
+/// business (D-058), of the header's kind (an IMAGE header, an image): the provider refuses
+/// any other string.
+fn check_header_handle(inner: &Inner, business: &str, components: &Value) -> Result<(), String> {
+    let Some(header) = components.as_array().and_then(|cs| {
+        cs.iter().find(|c| {
+            c["type"]
+                .as_str()
+                .is_some_and(|t| t.eq_ignore_ascii_case("HEADER"))
+        })
+    }) else {
+        return Ok(());
+    };
+    let format = header["format"]
+        .as_str()
+        .unwrap_or("TEXT")
+        .to_ascii_uppercase();
+    let wanted = match format.as_str() {
+        "IMAGE" => "image/",
+        "VIDEO" => "video/",
+        "DOCUMENT" => "application/",
+        _ => return Ok(()),
+    };
+    let handle = header["example"]["header_handle"][0]
+        .as_str()
+        .unwrap_or_default();
+    match inner.uploads.get(handle) {
+        Some(u) if u.business_id == business && u.bytes.is_some() => {
+            if u.file_type.starts_with(wanted) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "The {format} header's example is a {}.",
+                    u.file_type
+                ))
+            }
+        }
+        _ => Err("example.header_handle is not a valid upload handle.".into()),
+    }
+}
+
 /// The checks the provider makes when a template is created (§6.2); the first problem found.
 pub(crate) fn check_components(category: &str, components: &Value) -> Result<usize, String> {
     let Some(list) = components.as_array() else {
@@ -411,6 +452,13 @@ pub(crate) async fn create(
     if let Err(reason) = check_components(&category, &components) {
         return invalid(&reason, Some(2388043));
     }
+    let business = match authenticate(&inner, &headers, &query) {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    if let Err(reason) = check_header_handle(&inner, &business, &components) {
+        return invalid(&reason, Some(2388043));
+    }
     let layout = engine::template::Layout::from_components(&components);
     let Some(mut waba) = inner.wabas.get_mut(&waba_id) else {
         return unknown_node(&node);
@@ -610,6 +658,7 @@ pub(crate) fn edit(inner: &Arc<Inner>, waba_id: &str, template_id: &str, body: &
     let Some(mut waba) = inner.wabas.get_mut(waba_id) else {
         return unknown_node(template_id);
     };
+    let business_id = waba.business_id.clone();
     let Some(t) = waba.templates.iter_mut().find(|t| t.id == template_id) else {
         return unknown_node(template_id);
     };
@@ -653,6 +702,11 @@ pub(crate) fn edit(inner: &Arc<Inner>, waba_id: &str, template_id: &str, body: &
     };
     if let Err(reason) = check_components(&category, &components) {
         return invalid(&reason, Some(2388043));
+    }
+    if req.get("components").is_some() {
+        if let Err(reason) = check_header_handle(inner, &business_id, &components) {
+            return invalid(&reason, Some(2388043));
+        }
     }
     t.category = category;
     t.layout = engine::template::Layout::from_components(&components);
