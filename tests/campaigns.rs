@@ -1233,6 +1233,8 @@ async fn failed_messages_are_resent_through_another_number(backend: Backend) {
         .await;
     assert_eq!(status, StatusCode::OK, "{r}");
     assert_eq!(r["data"]["resent"], 3);
+    assert_eq!(r["data"]["id"], id, "the campaign itself: {r}");
+    assert_eq!(r["data"]["stats"], r["data"]["campaign"]["stats"], "{r}");
     let done = eventually(10, "resend done", || async {
         let (_, c) = app.get(&format!("/api/v1/campaigns/{id}")).await;
         (c["data"]["state"] == "completed" && c["data"]["stats"]["sent"] == 10)
@@ -1390,6 +1392,11 @@ async fn an_operator_lists_pauses_resumes_and_cancels(backend: Backend) {
         .post(&format!("/api/v1/campaigns/{id}/cancel"), json!({}))
         .await;
     assert_eq!(s, StatusCode::OK, "{x}");
+    // The campaign itself, as pause and resume answer it (issue 49 item 7), with `skipped`;
+    // `campaign` (deprecated) repeats it.
+    assert_eq!(x["data"]["state"], "cancelled", "{x}");
+    assert_eq!(x["data"]["id"], id, "{x}");
+    assert!(x["data"]["skipped"].as_u64().is_some(), "{x}");
     assert_eq!(x["data"]["campaign"]["state"], "cancelled");
     let at_cancel = sent_by(&app, &n1.phone_number_id).await;
     assert!(at_cancel < 60);

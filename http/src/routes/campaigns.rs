@@ -225,27 +225,37 @@ struct ResendIn {
     target_channel_id: i64,
 }
 
-/// `POST /campaigns/{id}/resend`'s answer.
+/// `POST /campaigns/{id}/resend`'s answer: the campaign after the call, as every campaign
+/// action answers it, with how many recipients went again (issue 49 item 7).
 #[derive(Debug, serde::Serialize, utoipa::ToSchema)]
 pub struct ResentOut {
+    #[serde(flatten)]
+    view: CampaignView,
     /// Failed recipients queued again through the target number.
     resent: u64,
-    /// The campaign after the call.
+    /// Deprecated (2026-11-30): the same campaign, as the answer itself is; kept for the
+    /// life of `/v1`.
+    #[schema(deprecated)]
     campaign: CampaignView,
 }
 
-/// `POST /campaigns/{id}/cancel`'s answer.
+/// `POST /campaigns/{id}/cancel`'s answer: the campaign after the call, as every campaign
+/// action answers it, with how many recipients it skipped (issue 49 item 7).
 #[derive(Debug, serde::Serialize, utoipa::ToSchema)]
 pub struct CancelledOut {
+    #[serde(flatten)]
+    view: CampaignView,
     /// Unsent recipients marked `skipped` (`cancelada`).
     skipped: u64,
-    /// The campaign after the call.
+    /// Deprecated (2026-11-30): the same campaign, as the answer itself is; kept for the
+    /// life of `/v1`.
+    #[schema(deprecated)]
     campaign: CampaignView,
 }
 
 /// Reenvia por outro número os contatos que falharam na campanha
 ///
-/// `POST /campaigns/{id}/resend` {target_channel_id}: `{data: {resent, campaign}}`.
+/// `POST /campaigns/{id}/resend` {target_channel_id}: `data` is the campaign with `resent`.
 #[utoipa::path(
     post,
     operation_id = "campaigns_resend",
@@ -253,7 +263,7 @@ pub struct CancelledOut {
     tag = "Campanhas",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
     request_body = ResendIn,
-    responses((status = 200, description = "`data` {resent, campaign}", body = Data<ResentOut>))
+    responses((status = 200, description = "`data`: a campanha depois da chamada (como nas outras ações) com `resent`; `campaign` repete a campanha e está obsoleto", body = Data<ResentOut>))
 )]
 async fn resend(
     State(state): State<AppState>,
@@ -265,7 +275,11 @@ async fn resend(
         .services
         .resend_campaign(auth.account_id(), id, b.target_channel_id)
         .await?;
-    Ok(Data::json(ResentOut { resent, campaign }))
+    Ok(Data::json(ResentOut {
+        view: campaign.clone(),
+        resent,
+        campaign,
+    }))
 }
 
 /// Filters and paging of `GET /campaigns`.
@@ -447,14 +461,14 @@ async fn resume(
 /// Cancela a campanha
 ///
 /// `POST /campaigns/{id}/cancel`: stops it for good; its unsent recipients become `skipped`
-/// (`cancelada`); `{data: {skipped, campaign}}`.
+/// (`cancelada`); `data` is the campaign with `skipped`.
 #[utoipa::path(
     post,
     operation_id = "campaigns_cancel",
     path = "/campaigns/{id}/cancel",
     tag = "Campanhas",
     params(("id" = i64, Path, description = "Id do recurso (inteiro); de outra conta → 404")),
-    responses((status = 200, description = "`data` {skipped, campaign}", body = Data<CancelledOut>))
+    responses((status = 200, description = "`data`: a campanha depois da chamada (como nas outras ações) com `skipped`; `campaign` repete a campanha e está obsoleto", body = Data<CancelledOut>))
 )]
 async fn cancel(
     State(state): State<AppState>,
@@ -465,8 +479,10 @@ async fn cancel(
         .services
         .cancel_campaign(auth.account_id(), id)
         .await?;
+    let campaign = state.services.campaign_view(auth.account_id(), id).await?;
     Ok(Data::json(CancelledOut {
+        view: campaign.clone(),
         skipped,
-        campaign: state.services.campaign_view(auth.account_id(), id).await?,
+        campaign,
     }))
 }
