@@ -7,12 +7,82 @@ mod common;
 
 use common::{eventually, Backend, TestApp};
 use provider::sim::{CreateNumber, CreatedNumber, SIM_APP_ID};
-use reqwest::Method;
+use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::process::{Command, Stdio};
 
+/// The panel API's inventory edges no other scenario reaches: a WABA registered by hand under
+/// a BM (the provider confirms it is the BM's) and removed while it has no number, a user
+/// removed, and a paused template reactivated on its number.
+async fn inventory_edges_scenario(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (_, admin) = app
+        .panel_user("admin@acme.test", "Admin", None, vec![])
+        .await;
+    let call = |m: Method, path: String, body: Option<Value>| {
+        let (app, admin) = (&app, &admin);
+        async move { app.call(m, Some(admin), &path, body).await }
+    };
+    // A BM registered without a sync, then its WABA by hand.
+    let n = app.sim.create_number(CreateNumber::default()).unwrap();
+    let (s, bm) = call(
+        Method::POST,
+        "/api/business-managers".into(),
+        Some(json!({"nome": "BM manual", "cliente": "Cliente manual", "id_provider": n.business_id, "access_token": n.access_token, "app_id": provider::sim::SIM_APP_ID, "app_secret": n.app_secret})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{bm}");
+    let bm_id = bm["data"]["id"].as_i64().unwrap();
+    let (s, w) = call(
+        Method::POST,
+        "/api/wabas".into(),
+        Some(json!({"id_provider": n.waba_id, "bm_id": bm_id, "nome": "WABA manual"})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{w}");
+    let waba = w["data"]["id"].as_i64().unwrap();
+    let (s, d) = call(Method::DELETE, format!("/api/wabas/{waba}"), None).await;
+    assert_eq!(s, StatusCode::OK, "{d}");
+    let (s, _) = call(Method::GET, format!("/api/wabas/{waba}"), None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    // A user removed.
+    let (user, _) = app
+        .panel_user("temporario@acme.test", "Operador", None, vec![])
+        .await;
+    let (s, d) = call(Method::DELETE, format!("/api/users/{user}"), None).await;
+    assert_eq!(s, StatusCode::OK, "{d}");
+    // A paused template reactivated from the panel API: a new version goes for review.
+    let (channel, _) = app.connect_channel().await;
+    let tpl = app
+        .approved_template(
+            json!({"name": "Aviso painel", "body": "Olá, novidades na loja."}),
+            &[channel],
+        )
+        .await;
+    let (_, t) = call(Method::GET, format!("/api/templates/{tpl}"), None).await;
+    let pid = t["data"]["channels"][0]["provider_template_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    app.sim_template_status(&pid, "PAUSED").await;
+    eventually(10, "paused in the library", || async {
+        let (_, t) = call(Method::GET, format!("/api/templates/{tpl}"), None).await;
+        (t["data"]["channels"][0]["status"] == "paused").then_some(())
+    })
+    .await;
+    let (s, r) = call(
+        Method::POST,
+        format!("/api/templates/{tpl}/channels/{channel}/reactivate"),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert!(r["data"]["nome"].as_str().unwrap().ends_with("_v2"), "{r}");
+}
+
 on_both_backends! {
+    inventory_edges => inventory_edges_scenario;
     sessions => sessions_scenario;
     role_matrix => role_matrix_scenario;
     scope_matrix => scope_matrix_scenario;

@@ -10,7 +10,40 @@ use provider::sim::{CreateNumber, CreatedNumber};
 use reqwest::Method;
 use serde_json::{json, Value};
 
+/// A public-sender send whose provider answer does not come in time is in doubt: 202, never
+/// repeated, its status later (the document's 202 answer, with its recorded example).
+async fn in_doubt_scenario(backend: Backend) {
+    let app = TestApp::spawn_with(backend, |s| s.provider_timeout_ms = 400).await;
+    let (_, admin) = panel_user(&app, "admin@acme.com.br", "Admin", None).await;
+    let a = app.sim.create_number(CreateNumber::default()).unwrap();
+    bm(&app, &admin, &a).await;
+    let ca = app.panel_number_id(&admin, &a.phone_number_id).await;
+    let (s, g) = app
+        .patch(
+            &format!("/api/v1/channels/{ca}/guardrails"),
+            json!({"daily_cap": null, "cadence_ms": 0, "warmup": false}),
+        )
+        .await;
+    assert_eq!(s, 200, "{g}");
+    let (op_id, _) = panel_user(&app, "op@acme.com.br", "Operador", None).await;
+    let token = sender_token(&app, &admin, op_id).await;
+    app.hold_answers(Some(1_500)).await;
+    let body =
+        json!({"to": "5511955550001", "template": {"name": "hello_world", "language": "en_US"}});
+    let (s, m) = app
+        .call(Method::POST, Some(&token), "/api/v1/messages", Some(body))
+        .await;
+    app.hold_answers(None).await;
+    assert_eq!(s, 202, "{m}");
+    assert!(m["data"]["id"].as_i64().is_some(), "{m}");
+    eventually(10, "the held send at the provider", || async {
+        (ledger_total(&app).await == 1).then_some(())
+    })
+    .await;
+}
+
 on_both_backends! {
+    in_doubt => in_doubt_scenario;
     tokens => tokens_scenario;
     choice => choice_scenario;
     rate_limit => rate_limit_scenario;

@@ -29,24 +29,31 @@ pub fn routes() -> Router<AppState> {
 async fn openapi_json() -> Response {
     static JSON: OnceLock<String> = OnceLock::new();
     let body = JSON.get_or_init(|| {
-        crate::openapi::public_json_with(document(), crate::events_doc::add_account_webhooks)
+        crate::openapi::public_json_with(document(), |v| {
+            crate::events_doc::add_account_webhooks(v);
+            crate::examples::add("account", v);
+        })
     });
     ([(header::CONTENT_TYPE, "application/json")], body.as_str()).into_response()
 }
 
 async fn sender_openapi_json() -> Response {
     static JSON: OnceLock<String> = OnceLock::new();
-    let body = JSON.get_or_init(|| crate::openapi::public_json(crate::routes::sender::document()));
+    let body = JSON.get_or_init(|| {
+        crate::openapi::public_json_with(crate::routes::sender::document(), |v| {
+            crate::examples::add("sender", v)
+        })
+    });
     ([(header::CONTENT_TYPE, "application/json")], body.as_str()).into_response()
 }
 
 async fn panel_openapi_json() -> Response {
     static JSON: OnceLock<String> = OnceLock::new();
     let body = JSON.get_or_init(|| {
-        crate::openapi::public_json_with(
-            crate::panel::document(),
-            crate::events_doc::add_panel_webhooks,
-        )
+        crate::openapi::public_json_with(crate::panel::document(), |v| {
+            crate::events_doc::add_panel_webhooks(v);
+            crate::examples::add("panel", v);
+        })
     });
     ([(header::CONTENT_TYPE, "application/json")], body.as_str()).into_response()
 }

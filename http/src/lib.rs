@@ -7,6 +7,7 @@ pub mod docs;
 pub mod envelope;
 pub mod error;
 pub mod events_doc;
+pub mod examples;
 pub mod extract;
 pub mod limits;
 pub mod middleware;
@@ -214,12 +215,12 @@ pub fn router(state: AppState) -> Router {
             )
         })
         .clone();
-    let panel_api = panel_api
+    let panel_api = recorded(panel_api)
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             panel::authenticate,
         ))
-        .merge(panel_public)
+        .merge(recorded(panel_public))
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes));
     // The web panel calls the panel API in-process, through its own middleware (D-077).
     let panel_service = web::PanelApi(
@@ -227,8 +228,7 @@ pub fn router(state: AppState) -> Router {
             .nest("/api", panel_api.clone())
             .with_state(state.clone()),
     );
-    let api = api
-        .route("/numbers", axum::routing::get(routes::sender::numbers))
+    let api = recorded(api.route("/numbers", axum::routing::get(routes::sender::numbers)))
         // Inside the token check (a route layer added later runs first).
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -238,7 +238,7 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             middleware::authenticate,
         ))
-        .merge(public_api)
+        .merge(recorded(public_api))
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes));
     // The unauthenticated receivers: an address refused too often is not heard (issue 46).
     let refusals = || axum::middleware::from_fn_with_state(state.clone(), limits::limit_refusals);
@@ -267,6 +267,16 @@ pub fn router(state: AppState) -> Router {
             middleware::database_gate,
         ));
     limited(with_server_layers(app), state)
+}
+
+/// `router` with its exchanges recorded when `DISPARO_RECORD_EXAMPLES` is set (the
+/// documents' examples, [`examples`]); as it is otherwise.
+fn recorded(router: Router<AppState>) -> Router<AppState> {
+    if examples::recording_enabled() {
+        router.route_layer(axum::middleware::from_fn(examples::record))
+    } else {
+        router
+    }
 }
 
 /// The whole server behind one limit (issue 46; a layer on the router would be one per
