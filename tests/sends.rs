@@ -248,7 +248,71 @@ async fn a_burst_over_the_numbers_throughput_is_paced_not_refused_by_the_provide
     assert_eq!(ledger["total"], 60, "{ledger}");
 }
 
+/// Issue 49 (noticed at item 5): a keyed request that runs into the server's request
+/// timeout is resolved before the timeout answers, so a retry with the same key is not 409
+/// for the key's 24 h. A send whose message was written is in doubt (202, the same message
+/// on every retry, sent once); a create that wrote nothing releases its key (503, then the
+/// retry runs).
+async fn a_keyed_request_cut_by_the_timeout_can_be_retried(backend: Backend) {
+    let app = TestApp::spawn_with(backend, |s| s.request_timeout_ms = 2_500).await;
+    let (channel, _) = app.connect_channel().await;
+    let other = app
+        .sim
+        .create_number(provider::sim::CreateNumber::default())
+        .unwrap();
+    app.hold_answers(Some(4_000)).await;
+    let send = || {
+        app.http
+            .post(app.url("/api/v1/messages"))
+            .bearer_auth(&app.token)
+            .header("Idempotency-Key", "corte-envio-1")
+            .json(&json!({"channel_id": channel, "to": "5511955550002", "template": {"name": "hello_world", "language": "en_US"}}))
+            .send()
+    };
+    let first = send().await.unwrap();
+    assert_eq!(
+        first.status(),
+        StatusCode::ACCEPTED,
+        "in doubt, not the timeout's 503"
+    );
+    let first: Value = first.json().await.unwrap();
+    let again = send().await.unwrap();
+    assert_eq!(again.status(), StatusCode::ACCEPTED);
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    let again: Value = again.json().await.unwrap();
+    assert_eq!(again["data"]["id"], first["data"]["id"], "{again}");
+    // A create held at the provider's confirmation: nothing written, the key released.
+    let connect = || {
+        app.http
+            .post(app.url("/api/v1/channels/official"))
+            .bearer_auth(&app.token)
+            .header("Idempotency-Key", "corte-numero-1")
+            .json(&json!({"phone_number_id": other.phone_number_id, "waba_id": other.waba_id, "access_token": other.access_token, "app_secret": other.app_secret}))
+            .send()
+    };
+    let cut = connect().await.unwrap();
+    assert_eq!(cut.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let cut: Value = cut.json().await.unwrap();
+    assert_eq!(cut["code"], "tempo_esgotado", "{cut}");
+    app.hold_answers(None).await;
+    // The held confirmation of the cut request may still land; the retry runs either way.
+    tokio::time::sleep(std::time::Duration::from_millis(4_500)).await;
+    let retried = connect().await.unwrap();
+    let status = retried.status();
+    let body: Value = retried.json().await.unwrap();
+    assert_eq!(status, StatusCode::CREATED, "the retry ran: {body}");
+    eventually(10, "the doubtful send at the provider once", || async {
+        let summary = app.sim_summary().await;
+        let per_template = summary["per_recipient"]["5511955550002"]
+            .as_object()?
+            .clone();
+        (per_template.values().filter_map(Value::as_u64).sum::<u64>() == 1).then_some(())
+    })
+    .await;
+}
+
 on_both_backends! {
+    cut_by_timeout => a_keyed_request_cut_by_the_timeout_can_be_retried;
     burst => a_burst_over_the_numbers_throughput_is_paced_not_refused_by_the_provider;
     grouped => concurrent_sends_share_commits_and_each_gets_its_own_message;
     priority => a_one_to_one_send_does_not_queue_behind_the_campaign_window;

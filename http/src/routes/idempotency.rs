@@ -77,6 +77,18 @@ fn write_canonical(v: &Value, out: &mut String) {
     }
 }
 
+/// How long a keyed request may run before its key is resolved here: a little less than the
+/// server's request timeout, whose 503 would otherwise leave the key `pending` (a retry with
+/// it answered 409 for the key's 24 h). At least half a second.
+fn keyed_deadline(state: &AppState) -> std::time::Duration {
+    state
+        .config
+        .limits
+        .request_timeout
+        .saturating_sub(std::time::Duration::from_secs(2))
+        .max(std::time::Duration::from_millis(500))
+}
+
 /// The 202 answer of a send in doubt: the message as it stands now (status `sending` until a
 /// status webhook settles it).
 async fn in_doubt_answer(state: &AppState, account_id: i64, message_id: i64) -> Response {
@@ -127,7 +139,12 @@ where
     if let Some(answer) = begin_idempotent(state, account_id, &key, &canonical_body(body)).await {
         return answer;
     }
-    let (status, value, error) = match run(Some(key.clone())).await {
+    // Past the deadline the key is resolved as a send whose wait ran out: in doubt with its
+    // message, or released when none was written.
+    let ran = tokio::time::timeout(keyed_deadline(state), run(Some(key.clone())))
+        .await
+        .unwrap_or(Err(ApiError::TimedOut));
+    let (status, value, error) = match ran {
         Ok((status, value)) => (status, value, None),
         Err(ApiError::InDoubt(_)) | Err(ApiError::Unavailable) | Err(ApiError::TimedOut) => {
             return unfinished(state, account_id, &key).await;
@@ -247,8 +264,10 @@ pub const SELF_KEYED: &[&str] = &["/messages", "/campaigns", "/groups/{id}/messa
 /// token is checked): the key's first answer (any but a 5xx) is stored with the canonical
 /// request (its path and [`canonical_body`]) and replayed for 24 h with `Idempotent-Replayed:
 /// true`; a retry while the first runs is 409 `idempotency_in_progress`; the key with another
-/// path or body is 422 `idempotency_key_reused`; a 5xx or a 429 releases the key for a retry. Requests
-/// without the header, and every other route, pass untouched.
+/// path or body is 422 `idempotency_key_reused`; a 5xx or a 429 releases the key for a retry,
+/// and so does a request that runs into the server's timeout (answered 503 here just before
+/// it, [`keyed_deadline`]). Requests without the header, and every other route, pass
+/// untouched.
 pub(crate) async fn keyed_creates(
     axum::extract::State(state): axum::extract::State<AppState>,
     req: axum::extract::Request,
@@ -278,7 +297,12 @@ pub(crate) async fn keyed_creates(
         return answer;
     }
     let req = axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes));
-    let (parts, body) = next.run(req).await.into_parts();
+    // Past the deadline the request is answered as the server's timeout would (503, retry)
+    // and, as after any 5xx, the key is released for that retry.
+    let answer = tokio::time::timeout(keyed_deadline(&state), next.run(req))
+        .await
+        .unwrap_or_else(|_| ApiError::TimedOut.into_response());
+    let (parts, body) = answer.into_parts();
     let bytes = axum::body::to_bytes(body, usize::MAX)
         .await
         .unwrap_or_default();
