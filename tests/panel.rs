@@ -42,6 +42,18 @@ async fn inventory_edges_scenario(backend: Backend) {
     .await;
     assert_eq!(s, StatusCode::CREATED, "{w}");
     let waba = w["data"]["id"].as_i64().unwrap();
+    // A number id that is not the provider's digits is refused before any provider call (an
+    // empty one would name another Graph node; found by the contract fuzzer: it was a 502).
+    for bad in ["", "  ", "../me", "12a"] {
+        let (s, e) = call(
+            Method::POST,
+            "/api/phone-numbers".into(),
+            Some(json!({"phone_number_id": bad, "waba_id": waba})),
+        )
+        .await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{bad:?}: {e}");
+        assert_eq!(e["field"], "phone_number_id", "{e}");
+    }
     let (s, d) = call(Method::DELETE, format!("/api/wabas/{waba}"), None).await;
     assert_eq!(s, StatusCode::OK, "{d}");
     let (s, _) = call(Method::GET, format!("/api/wabas/{waba}"), None).await;

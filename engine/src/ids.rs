@@ -64,3 +64,47 @@ mod tests {
         assert_eq!(i64::from(AccountId(3)), 3);
     }
 }
+
+/// Checks an id of the provider's graph a caller sent (a phone number id, a WABA id): digits
+/// only, 1 to 32 of them, so a hostile value never becomes a Graph path segment (an empty one
+/// would name another node). Errors: `required` when blank, `invalid_id` otherwise.
+pub fn check_provider_node_id(
+    field: &'static str,
+    value: &str,
+) -> Result<(), crate::ValidationError> {
+    if value.trim().is_empty() {
+        return Err(crate::ValidationError::new(
+            "required",
+            field,
+            format!("O campo `{field}` é obrigatório."),
+        ));
+    }
+    if value.len() > 32 || !value.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(crate::ValidationError::new(
+            "invalid_id",
+            field,
+            format!("`{field}` deve conter só dígitos (o id do provedor)."),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod provider_node_id_tests {
+    use super::check_provider_node_id;
+
+    #[test]
+    fn a_provider_id_is_digits_only() {
+        assert!(check_provider_node_id("phone_number_id", "106540352242922").is_ok());
+        for bad in ["", "  ", "12a", "../me", "1 2", &"9".repeat(33)] {
+            assert!(
+                check_provider_node_id("phone_number_id", bad).is_err(),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(
+            check_provider_node_id("waba_id", "").unwrap_err().code,
+            "required"
+        );
+    }
+}

@@ -67,6 +67,9 @@ impl Services {
         account_id: i64,
         req: ConnectOfficial,
     ) -> Result<(ChannelRecord, Verification), ActorError> {
+        // Before any provider call: the ids become Graph path segments.
+        engine::ids::check_provider_node_id("phone_number_id", &req.phone_number_id)?;
+        engine::ids::check_provider_node_id("waba_id", &req.waba_id)?;
         let shared = &self.shared();
         let number = shared
             .graph

@@ -439,7 +439,8 @@ pub(crate) async fn delete_waba(
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct NumberIn {
-    /// The provider's phone number id.
+    /// The provider's phone number id: digits, at most 32.
+    #[schema(pattern = r"^\s*[0-9]{1,32}\s*$")]
     phone_number_id: String,
     /// The WABA (disparo id).
     waba_id: i64,

@@ -52,13 +52,20 @@ pub(super) fn routes() -> OpenApiRouter<AppState> {
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct UserIn {
+    /// `local@domain.tld`, 254 bytes at most (stored trimmed and lowercase).
+    #[schema(pattern = r"^\s*[^@\s]+@[^@\s.][^@\s]*\.[^@\s]*[^@\s.]\s*$")]
     email: String,
+    /// Not blank.
+    #[schema(pattern = r"\S")]
     name: String,
     /// `Admin`, `Operador` or `Client`.
+    #[schema(pattern = "^(Admin|Operador|Client)$")]
     role: String,
     /// `active` (default) or `disabled`.
+    #[schema(pattern = "^(active|disabled)$")]
     status: Option<String>,
-    /// 10 characters at least.
+    /// 10 characters at least, 256 bytes at most, not one character repeated.
+    #[schema(min_length = 10, max_length = 256)]
     password: String,
     cliente_id: Option<i64>,
     #[serde(default)]
@@ -69,10 +76,20 @@ pub(crate) struct UserIn {
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct UserPatchIn {
+    /// `local@domain.tld`, 254 bytes at most.
+    #[schema(pattern = r"^\s*[^@\s]+@[^@\s.][^@\s]*\.[^@\s]*[^@\s.]\s*$")]
     email: Option<String>,
+    /// Not blank.
+    #[schema(pattern = r"\S")]
     name: Option<String>,
+    /// `Admin`, `Operador` or `Client`.
+    #[schema(pattern = "^(Admin|Operador|Client)$")]
     role: Option<String>,
+    /// `active` or `disabled`.
+    #[schema(pattern = "^(active|disabled)$")]
     status: Option<String>,
+    /// 10 characters at least, 256 bytes at most, not one character repeated.
+    #[schema(min_length = 10, max_length = 256)]
     password: Option<String>,
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<i64>)]

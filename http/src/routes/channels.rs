@@ -373,16 +373,8 @@ fn required(field: &str, value: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-fn digits_id(field: &str, value: &str) -> Result<(), ApiError> {
-    required(field, value)?;
-    if !value.chars().all(|c| c.is_ascii_digit()) || value.len() > 32 {
-        return Err(ApiError::invalid(
-            field,
-            "invalid_id",
-            format!("`{field}` deve conter só dígitos (o id do provedor)."),
-        ));
-    }
-    Ok(())
+fn digits_id(field: &'static str, value: &str) -> Result<(), ApiError> {
+    Ok(engine::ids::check_provider_node_id(field, value)?)
 }
 
 #[utoipa::path(
