@@ -421,10 +421,18 @@ impl Campaign {
     }
 
     /// Why it is paused, as operators read it.
+    /// Why it is paused, as one sentence that begins "Pausada" (a reason that already says
+    /// "pausada por …" is not prefixed again).
     pub fn pause_text(&self) -> Option<String> {
-        self.motivo_pausa
-            .as_deref()
-            .map(super::glossary::pause_reason)
+        let reason = super::glossary::pause_reason(self.motivo_pausa.as_deref()?);
+        let mut chars = reason.chars();
+        Some(match reason.to_lowercase().starts_with("pausada") {
+            true => chars
+                .next()
+                .map(|c| c.to_uppercase().chain(chars).collect())
+                .unwrap_or_default(),
+            false => format!("Pausada: {reason}"),
+        })
     }
 
     /// Whether it can still change (progress is streamed while it can).
@@ -957,6 +965,21 @@ mod tests {
             "entregues": 0, "lidos": 0, "falhas": 0, "ignorados": 0, "por_numero": [],
         }))
         .unwrap()
+    }
+
+    /// The pause notice is one sentence: a reason that already says "pausada por…" is not
+    /// prefixed with "Pausada:" again.
+    #[test]
+    fn a_pause_reason_reads_once() {
+        let with = |reason: &str| {
+            let mut c = campaign("pausada", None);
+            c.motivo_pausa = Some(reason.to_string());
+            c.pause_text().unwrap()
+        };
+        assert_eq!(with("manual"), "Pausada por um operador");
+        assert_eq!(with("sem_numero"), "Pausada: nenhum número disponível");
+        assert!(!with("Pausada por qualidade_red").starts_with("Pausada: Pausada"));
+        assert_eq!(campaign("pausada", None).pause_text(), None);
     }
 
     #[test]
