@@ -148,6 +148,8 @@ pub(crate) struct BmQuery {
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct BmIn {
+    /// Not blank, 200 characters at most (trimmed).
+    #[schema(pattern = r"\S")]
     nome: String,
     /// The client's name (created when new); or `cliente_id`. One of them on create.
     cliente: Option<String>,
@@ -159,14 +161,14 @@ pub(crate) struct BmIn {
     app_id: Option<String>,
     /// App secret (write-only).
     app_secret: Option<String>,
-    /// Refused: from the provider.
-    #[schema(value_type = Option<String>)]
+    /// Refused with `campo_do_provedor` (it comes from the provider); not in the document.
+    #[schema(ignore)]
     status: Option<Value>,
-    /// Refused: from the provider.
-    #[schema(value_type = Option<String>)]
+    /// Refused with `campo_do_provedor`; not in the document.
+    #[schema(ignore)]
     health_status: Option<Value>,
-    /// Refused: from the provider.
-    #[schema(value_type = Option<String>)]
+    /// Refused with `campo_do_provedor`; not in the document.
+    #[schema(ignore)]
     tier: Option<Value>,
 }
 
