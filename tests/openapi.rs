@@ -372,22 +372,11 @@ fn shared_records_name_each_other_across_documents() {
 #[tokio::test]
 async fn every_body_has_an_example_that_fits_its_schema() {
     let app = TestApp::spawn(Backend::Sqlite).await;
-    let tool = format!("{}/tools/openapi_examples.py", env!("CARGO_MANIFEST_DIR"));
-    let base = app.url("");
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new("python3")
-            .args([tool.as_str(), "--check", base.as_str()])
-            .output()
-    })
-    .await
-    .unwrap()
-    .expect("python3 runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = common::python_script(
+        "tools/openapi_examples.py",
+        vec!["--check".into(), app.url("")],
+    )
+    .await;
     assert_eq!(
         v["invalid"],
         serde_json::json!([]),

@@ -798,10 +798,18 @@ pub fn init_logs() {
 /// Runs the Python script `tests/<script>` with one argument (installed by `tests/setup.sh`);
 /// panics with both outputs unless it succeeds, and returns the JSON line it printed.
 pub async fn python_json(script: &str, arg: String) -> Value {
-    let path = format!("{}/tests/{script}", env!("CARGO_MANIFEST_DIR"));
+    python_script(&format!("tests/{script}"), vec![arg]).await
+}
+
+/// Runs the Python script at `path` (from the repository's root) with `args`; panics with
+/// both outputs unless it succeeds, and returns the JSON line it printed.
+pub async fn python_script(path: &str, args: Vec<String>) -> Value {
+    let script = path.to_string();
+    let full = format!("{}/{script}", env!("CARGO_MANIFEST_DIR"));
     let out = tokio::task::spawn_blocking(move || {
         std::process::Command::new("python3")
-            .args([path.as_str(), arg.as_str()])
+            .arg(full)
+            .args(args)
             .output()
     })
     .await
@@ -809,7 +817,7 @@ pub async fn python_json(script: &str, arg: String) -> Value {
     .expect("python3 runs");
     assert!(
         out.status.success(),
-        "tests/{script} failed (run tests/setup.sh; browser runs leave a screenshot in their out_dir):\n{}\n{}",
+        "{script} failed (run tests/setup.sh; browser runs leave a screenshot in their out_dir):\n{}\n{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
