@@ -17,7 +17,9 @@
 //! - on PostgreSQL, the database's own cost per 1,000 messages: its statement time
 //!   (`pg_stat_database.active_time`) and its backends' CPU seconds (issue 54); its row
 //!   writes per message by table; and, when the server preloads `pg_stat_statements`, the ten
-//!   costliest statements per 1,000 messages (D-129);
+//!   costliest statements per 1,000 messages (D-129); its write-ahead log per 1,000 messages
+//!   (by record kind where `pg_walinspect` reads it) and what its active sessions were doing,
+//!   sampled every 50 ms (waiting on the log's flush, running…; D-135);
 //! - one webhook subscription's delivery rate: the first number's `message.sent` and
 //!   `message.ack` events, received by a local endpoint (deliveries/s from the first to the
 //!   last received, how long after the last read it caught up, and whether every contact's
@@ -358,6 +360,9 @@ async fn run(cores: Option<usize>) -> Row {
         "postgres" => support::PgCost::read(&db_url).await,
         _ => None,
     };
+    let waits = pg_at_start
+        .as_ref()
+        .map(|_| support::sample_waits(db_url.clone(), stop.clone()));
     let gw_pid = gw.child.id().to_string();
     let cpu_at_start = (cpu_secs(&gw_pid), cpu_secs("self"));
     let mut cpu_at_sent = (None, None);
@@ -418,6 +423,14 @@ async fn run(cores: Option<usize>) -> Row {
     let pg_at_end = match &pg_at_start {
         Some(_) => support::PgCost::read(&db_url).await,
         None => None,
+    };
+    let waits = match waits {
+        Some(w) => w.await.unwrap_or_default(),
+        None => Default::default(),
+    };
+    let wal = match (&pg_at_start, &pg_at_end) {
+        (Some(start), Some(end)) => end.wal_since(start, &db_url).await,
+        _ => None,
     };
     let pg_cost = match (&pg_at_start, &pg_at_end) {
         (Some(start), Some(end)) => Some(end.since(start)),
@@ -482,6 +495,10 @@ async fn run(cores: Option<usize>) -> Row {
         if let (Some(start), Some(end)) = (&pg_at_start, &pg_at_end) {
             print_pg_writes(start, end, thousands);
         }
+        if let Some((bytes, kinds)) = &wal {
+            print_wal(*bytes, kinds, thousands);
+        }
+        support::print_waits(&waits);
     }
     let w = receiver.summary(start);
     println!(
@@ -571,6 +588,35 @@ async fn run(cores: Option<usize>) -> Row {
         api_refused,
         rss,
     }
+}
+
+/// The write-ahead log per 1,000 messages (issue 54, D-135): every commit waits for its flush,
+/// so the log's volume, more than the statements' own time, is PostgreSQL's cost per
+/// message. In all, and, where `pg_walinspect` reads it, the six largest record kinds.
+fn print_wal(bytes: f64, kinds: &[support::WalRecords], thousands: f64) {
+    let kb = |b: f64| b / thousands / 1024.0;
+    let top: Vec<String> = kinds
+        .iter()
+        .take(6)
+        .map(|k| {
+            format!(
+                "{} {:.0} kB ({:.1} per message)",
+                k.kind,
+                kb(k.bytes),
+                k.count as f64 / thousands / 1000.0
+            )
+        })
+        .collect();
+    println!(
+        "  PostgreSQL write-ahead log per 1,000 messages: {:.0} kB{}{}",
+        kb(bytes),
+        if top.is_empty() {
+            ""
+        } else {
+            "; the largest: "
+        },
+        top.join(", ")
+    );
 }
 
 /// PostgreSQL's row writes per message by table (heap-only updates, which touch no index,

@@ -45,6 +45,17 @@ pub struct PgCost {
     /// Per statement (`pg_stat_statements`, when the server loads it): `(calls, rows, total
     /// ms, WAL bytes)` by the statement's text.
     statements: std::collections::HashMap<String, (i64, i64, f64, f64)>,
+    /// The server's write-ahead log position (`pg_current_wal_lsn()`, as text).
+    wal_lsn: Option<String>,
+}
+
+/// One kind of write-ahead log record over a run (see [`PgCost::wal_since`]).
+pub struct WalRecords {
+    /// `resource manager/record type`, e.g. `Btree/INSERT_LEAF`.
+    pub kind: String,
+    pub count: i64,
+    /// Bytes, full-page images included.
+    pub bytes: f64,
 }
 
 /// One table's row writes over a run (see [`PgCost::tables_since`]).
@@ -114,13 +125,56 @@ impl PgCost {
             let e = by_query.entry(q).or_default();
             *e = (e.0 + calls, e.1 + rows, e.2 + ms, e.3 + wal);
         }
+        let wal_lsn: Option<(String,)> = sqlx::query_as("SELECT pg_current_wal_lsn()::text")
+            .fetch_optional(&mut conn)
+            .await
+            .ok()
+            .flatten();
         let _ = conn.close().await;
         Some(PgCost {
             active_ms,
             cpu_by_pid,
             tables,
             statements: by_query,
+            wal_lsn: wal_lsn.map(|(l,)| l),
         })
+    }
+
+    /// The write-ahead log written since `earlier` (the whole server's: on a machine running
+    /// only the benchmark, the run's), bytes in all and by record kind, the largest first.
+    /// By kind only where `pg_walinspect` (PostgreSQL ≥ 15's contrib) can be created on
+    /// `url`'s database and the segments are still on disk (`wal_keep_size` large enough);
+    /// `None` without a position.
+    pub async fn wal_since(&self, earlier: &PgCost, url: &str) -> Option<(f64, Vec<WalRecords>)> {
+        use sqlx::Connection;
+        let (from, to) = (earlier.wal_lsn.as_deref()?, self.wal_lsn.as_deref()?);
+        let mut conn = sqlx::PgConnection::connect(url).await.ok()?;
+        let (total,): (f64,) =
+            sqlx::query_as("SELECT pg_wal_lsn_diff($2::pg_lsn, $1::pg_lsn)::float8")
+                .bind(from)
+                .bind(to)
+                .fetch_one(&mut conn)
+                .await
+                .ok()?;
+        let _ = sqlx::query("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+            .execute(&mut conn)
+            .await;
+        let rows: Vec<(String, i64, f64)> = sqlx::query_as(
+            "SELECT \"resource_manager/record_type\", count, combined_size::float8 \
+             FROM pg_get_wal_stats($1::pg_lsn, $2::pg_lsn, true) WHERE count > 0 \
+             ORDER BY combined_size DESC",
+        )
+        .bind(from)
+        .bind(to)
+        .fetch_all(&mut conn)
+        .await
+        .unwrap_or_default();
+        let _ = conn.close().await;
+        let kinds = rows
+            .into_iter()
+            .map(|(kind, count, bytes)| WalRecords { kind, count, bytes })
+            .collect();
+        Some((total, kinds))
     }
 
     /// Row writes per table since `earlier`, the most written first (tables without writes
@@ -542,4 +596,68 @@ impl Api {
         assert!(status.is_success(), "{status}: {body}");
         body
     }
+}
+
+/// Where PostgreSQL's statement time goes (issue 54): the server's active sessions on one
+/// database sampled every 50 ms on a connection of their own until `stop`, counted by what
+/// each was doing (`wait_event_type:wait_event` from `pg_stat_activity`, `CPU` when not
+/// waiting). Statement time (`active_time`) counts a commit's wait for its log flush, which no
+/// statement's own time (`pg_stat_statements`) includes.
+pub fn sample_waits(
+    url: String,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> tokio::task::JoinHandle<std::collections::HashMap<String, u64>> {
+    tokio::spawn(async move {
+        use sqlx::Connection;
+        let mut counts: std::collections::HashMap<String, u64> = Default::default();
+        let Ok(mut conn) = sqlx::PgConnection::connect(&url).await else {
+            return counts;
+        };
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let rows: Vec<(String,)> = sqlx::query_as(
+                "SELECT COALESCE(wait_event_type || ':' || wait_event, 'CPU') FROM pg_stat_activity \
+                 WHERE datname = current_database() AND state = 'active' AND pid <> pg_backend_pid()",
+            )
+            .fetch_all(&mut conn)
+            .await
+            .unwrap_or_default();
+            for (w,) in rows {
+                *counts.entry(w).or_default() += 1;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        let _ = conn.close().await;
+        counts
+    })
+}
+
+/// Prints [`sample_waits`]' counts: the share of samples waiting on the write-ahead log
+/// (`LWLock:WALWrite`, `IO:WAL*`), running (`CPU`), and the five most frequent.
+pub fn print_waits(counts: &std::collections::HashMap<String, u64>) {
+    let total: u64 = counts.values().sum();
+    if total == 0 {
+        return;
+    }
+    let share = |f: &dyn Fn(&str) -> bool| {
+        counts
+            .iter()
+            .filter(|(k, _)| f(k))
+            .map(|(_, n)| *n)
+            .sum::<u64>() as f64
+            * 100.0
+            / total as f64
+    };
+    let wal = share(&|k| k == "LWLock:WALWrite" || k.starts_with("IO:WAL"));
+    let cpu = share(&|k| k == "CPU");
+    let mut top: Vec<(&String, &u64)> = counts.iter().collect();
+    top.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let top: Vec<String> = top
+        .iter()
+        .take(5)
+        .map(|(k, n)| format!("{k} {:.0} %", **n as f64 * 100.0 / total as f64))
+        .collect();
+    println!(
+        "  PostgreSQL active sessions ({total} samples, every 50 ms): {wal:.0} % waiting on the write-ahead log, {cpu:.0} % running; {}",
+        top.join(", ")
+    );
 }
