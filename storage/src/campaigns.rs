@@ -1100,6 +1100,16 @@ impl Store {
                 }
             }
             q.execute(&mut *tx).await?;
+            let named: Vec<(i64, &str)> = chunk
+                .iter()
+                .filter_map(|&i| match &settlements[i].result {
+                    SendResult::Sent {
+                        provider_message_id,
+                    } => Some((settlements[i].message_id, provider_message_id.as_str())),
+                    _ => None,
+                })
+                .collect();
+            crate::messages::record_provider_ids_tx(&mut tx, &named).await?;
             // The events' messages are read back after the update, only those of subscribed
             // numbers: a RETURNING of every column for the whole chunk cost SQLite 35–65 µs a
             // row (6× the update itself) when one number of ten had a subscription (D-084).

@@ -773,3 +773,107 @@ async fn one_to_one_writes_under_a_lost_lease_are_refused() {
     assert_eq!(phones, ["5511977000001", "5511977000004", "5511977000005"]);
     crate::test_support::drop_postgres(b, &name).await;
 }
+
+/// PostgreSQL keeps provider ids in their own table (D-135): an id written by a campaign's
+/// settlement, by a status that named a message first, and by an inbound message is found by
+/// every lookup by provider id, and a provider retry of an inbound message — also one racing
+/// on another process — records nothing.
+#[tokio::test]
+async fn provider_ids_are_found_whoever_wrote_them() {
+    let Some((a, b, account, channel, name)) = crate::test_support::postgres_pair().await else {
+        eprintln!("DISPARO_TEST_POSTGRES_URL unset: skipped");
+        return;
+    };
+    let c = campaign(&a, account, channel, 20).await;
+    claim_all(a.clone(), account, channel, c.id).await;
+    let rows = sqlx::query(
+        "SELECT id, provider_message_id FROM messages WHERE campaign_id = $1 ORDER BY id",
+    )
+    .bind(c.id)
+    .fetch_all(&a.pool)
+    .await
+    .unwrap();
+    let mut messages: Vec<(i64, String)> = rows
+        .iter()
+        .map(|r| {
+            let wamid: Option<String> = r.try_get("provider_message_id").unwrap();
+            (
+                r.try_get("id").unwrap(),
+                wamid.expect("settled with its id"),
+            )
+        })
+        .collect();
+    assert_eq!(messages.len(), 20);
+    // Five whose send's answer was lost: a status names them first, by a new id.
+    for (id, wamid) in messages.iter_mut().take(5) {
+        sqlx::query("UPDATE messages SET provider_message_id = NULL WHERE id = $1")
+            .bind(*id)
+            .execute(&a.pool)
+            .await
+            .unwrap();
+        *wamid = format!("late.{id}");
+    }
+    let reports: Vec<StatusReport> = messages[..5]
+        .iter()
+        .map(|(id, wamid)| StatusReport {
+            provider_message_id: wamid.clone(),
+            callback_message_id: Some(*id),
+            status: ProviderStatus::Delivered,
+            at: 1_000,
+            error: None,
+        })
+        .collect();
+    b.apply_status_batches(&[(channel, &reports[..])], |_, _| Vec::new())
+        .await
+        .unwrap();
+    let wamids: Vec<String> = messages.iter().map(|(_, w)| w.clone()).collect();
+    let found = a.message_ids_by_provider(account, &wamids).await.unwrap();
+    for (id, wamid) in &messages {
+        assert_eq!(found.get(wamid), Some(id), "{wamid} found");
+    }
+    // Another account's lookup finds none of them.
+    assert!(a
+        .message_ids_by_provider(account + 1_000_000, &wamids)
+        .await
+        .unwrap()
+        .is_empty());
+    // An inbound message, its retry on the other process, and both at once.
+    let inbound = |wamid: &str| engine::provider_webhook::NewInbound {
+        account_id: account,
+        channel_id: channel,
+        contact_phone: "5511988887777".into(),
+        contact_name: None,
+        provider_message_id: wamid.into(),
+        kind: engine::message::MessageKind::Text,
+        body: Some("oi".into()),
+        media: None,
+        content: serde_json::json!({"text": {"body": "oi"}}),
+        at: 2_000,
+    };
+    let first = a
+        .record_inbound(&inbound("wamid.in.1"), |_| Vec::new())
+        .await
+        .unwrap()
+        .expect("recorded");
+    assert!(b
+        .record_inbound(&inbound("wamid.in.1"), |_| Vec::new())
+        .await
+        .unwrap()
+        .is_none());
+    let found = b
+        .message_ids_by_provider(account, &["wamid.in.1".to_string()])
+        .await
+        .unwrap();
+    assert_eq!(found.get("wamid.in.1"), Some(&first.0.id));
+    let m = inbound("wamid.in.2");
+    let (x, y) = tokio::join!(
+        a.record_inbound(&m, |_| Vec::new()),
+        b.record_inbound(&m, |_| Vec::new())
+    );
+    let recorded = [x.unwrap(), y.unwrap()]
+        .iter()
+        .filter(|r| r.is_some())
+        .count();
+    assert_eq!(recorded, 1, "one of two racing copies recorded");
+    crate::test_support::drop_postgres(b, &name).await;
+}

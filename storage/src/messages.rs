@@ -429,7 +429,43 @@ pub(crate) async fn mark_sent_many_tx(
             out.insert(rec.id, rec);
         }
     }
+    record_provider_ids_tx(tx, &sorted).await?;
     Ok(out)
+}
+
+/// PostgreSQL: records messages' provider ids, as `(message id, provider id)`, in their own
+/// narrow table inside `tx` (D-135), where every lookup by provider id finds them: the
+/// statement that wrote them to `messages` changed no indexed column there. An id already
+/// recorded keeps its message (a status that named the message first recorded it; the
+/// provider never gives one id to two messages). A no-op on SQLite, whose unique index on
+/// `messages.provider_message_id` serves the lookups. One multi-row insert per 256 ids.
+pub(crate) async fn record_provider_ids_tx(
+    tx: &mut Transaction<'_, Any>,
+    pairs: &[(i64, &str)],
+) -> Result<()> {
+    if tx.backend_name() == "SQLite" || pairs.is_empty() {
+        return Ok(());
+    }
+    let mut sorted: Vec<(i64, &str)> = pairs.to_vec();
+    // In key order: two transactions recording the same ids wait in one order.
+    sorted.sort_unstable_by(|a, b| a.1.cmp(b.1));
+    sorted.dedup_by(|a, b| a.1 == b.1);
+    for chunk in crate::padded_chunks(&sorted, 256) {
+        let values: Vec<String> = (0..chunk.len())
+            .map(|i| format!("(${}, ${})", 1 + 2 * i, 2 + 2 * i))
+            .collect();
+        let sql = format!(
+            "INSERT INTO message_provider_ids (provider_message_id, message_id) VALUES {} \
+             ON CONFLICT (provider_message_id) DO NOTHING",
+            values.join(", ")
+        );
+        let mut q = sqlx::query(&sql);
+        for (id, wamid) in &chunk {
+            q = q.bind(*wamid).bind(*id);
+        }
+        q.execute(&mut **tx).await?;
+    }
+    Ok(())
 }
 
 impl Store {
@@ -467,14 +503,22 @@ impl Store {
         provider_ids: &[String],
     ) -> Result<std::collections::HashMap<String, i64>> {
         let mut found = std::collections::HashMap::new();
+        // PostgreSQL finds provider ids in their own table (D-135), SQLite in its index.
+        let sql = match self.backend {
+            crate::Backend::Postgres => {
+                "SELECT m.id FROM message_provider_ids w JOIN messages m ON m.id = w.message_id \
+                 WHERE w.provider_message_id = $1 AND m.account_id = $2"
+            }
+            crate::Backend::Sqlite => {
+                "SELECT id FROM messages WHERE provider_message_id = $1 AND account_id = $2"
+            }
+        };
         for p in provider_ids {
-            let row: Option<(i64,)> = sqlx::query_as(
-                "SELECT id FROM messages WHERE provider_message_id = $1 AND account_id = $2",
-            )
-            .bind(p)
-            .bind(account_id)
-            .fetch_optional(&self.pool)
-            .await?;
+            let row: Option<(i64,)> = sqlx::query_as(sql)
+                .bind(p)
+                .bind(account_id)
+                .fetch_optional(&self.pool)
+                .await?;
             if let Some((id,)) = row {
                 found.insert(p.clone(), id);
             }
@@ -500,11 +544,24 @@ impl Store {
             Some(m.at),
         )
         .await?;
-        let sql = format!(
-            "INSERT INTO messages (account_id, channel_id, conversation_id, direction, kind, contact_phone, body, media, status, provider_message_id, source, created_at, content) \
-             VALUES ($1, $2, $3, 'in', $4, $5, $6, $7, 'received', $8, 'inbound', $9, $10) \
-             ON CONFLICT (provider_message_id) DO NOTHING RETURNING {COLUMNS}"
-        );
+        // A provider retry inserts nothing: keyed on the provider id, on PostgreSQL in the
+        // provider ids' own table (D-135), which also names the new message's id; a copy
+        // another process is inserting meanwhile is waited for, then this one inserts nothing.
+        let sql = match self.backend {
+            crate::Backend::Postgres => format!(
+                "WITH w AS (INSERT INTO message_provider_ids (provider_message_id, message_id) \
+                 VALUES ($8, nextval(pg_get_serial_sequence('messages', 'id'))) \
+                 ON CONFLICT (provider_message_id) DO NOTHING RETURNING message_id) \
+                 INSERT INTO messages (id, account_id, channel_id, conversation_id, direction, kind, contact_phone, body, media, status, provider_message_id, source, created_at, content) \
+                 SELECT w.message_id, $1, $2, $3, 'in', $4, $5, $6, $7, 'received', $8, 'inbound', $9, $10 FROM w \
+                 RETURNING {COLUMNS}"
+            ),
+            crate::Backend::Sqlite => format!(
+                "INSERT INTO messages (account_id, channel_id, conversation_id, direction, kind, contact_phone, body, media, status, provider_message_id, source, created_at, content) \
+                 VALUES ($1, $2, $3, 'in', $4, $5, $6, $7, 'received', $8, 'inbound', $9, $10) \
+                 ON CONFLICT (provider_message_id) DO NOTHING RETURNING {COLUMNS}"
+            ),
+        };
         let row = sqlx::query(&sql)
             .bind(m.account_id)
             .bind(m.channel_id)
@@ -598,7 +655,9 @@ impl Store {
                 .collect();
             wamids.sort_unstable();
             wamids.dedup();
-            if self.backend == crate::Backend::Postgres {
+            let mut by_wamid: HashMap<String, MessageRecord> = HashMap::new();
+            let mut by_id: HashMap<i64, MessageRecord> = HashMap::new();
+            let known = if self.backend == crate::Backend::Postgres {
                 // Statuses forward-only across processes (issue 50): the rows are locked, in
                 // id order, before they are read, so a status compared with a row is
                 // compared with its latest version (SQLite's write transaction is exclusive).
@@ -606,24 +665,13 @@ impl Store {
                     .iter()
                     .filter_map(|(_, _, r)| r.callback_message_id)
                     .collect();
-                lock_messages_tx(&mut tx, &wamids, &callbacks).await?;
-            }
-            let mut by_wamid: HashMap<String, MessageRecord> = HashMap::new();
-            let mut by_id: HashMap<i64, MessageRecord> = HashMap::new();
-            for chunk in crate::padded_chunks(&wamids, 256) {
-                let sql = format!(
-                    "SELECT {COLUMNS} FROM messages WHERE provider_message_id IN ({})",
-                    placeholders(1, chunk.len())
-                );
-                let sql = crate::positional(&tx, &sql);
-                let mut q = sqlx::query(&sql);
-                for w in &chunk {
-                    q = q.bind(*w);
-                }
-                for row in q.fetch_all(&mut *tx).await? {
-                    let rec = read(&row)?;
-                    by_wamid.insert(rec.provider_message_id.clone().unwrap_or_default(), rec);
-                }
+                let found = lock_messages_tx(&mut tx, &wamids, &callbacks).await?;
+                messages_by_id_tx(&mut tx, &found).await?
+            } else {
+                messages_by_provider_id_tx(&mut tx, &wamids).await?
+            };
+            for rec in known {
+                by_wamid.insert(rec.provider_message_id.clone().unwrap_or_default(), rec);
             }
             let mut orphans: Vec<i64> = reports
                 .iter()
@@ -642,6 +690,7 @@ impl Store {
             // (D-095) PostgreSQL rarely finds two transactions waiting on each other; a batch that
             // loses a deadlock is refused and sent again.
             let mut updates: std::collections::BTreeMap<i64, MessageRecord> = Default::default();
+            let mut named: Vec<(i64, String)> = Vec::new();
             for (b, channel_id, r) in reports {
                 let out = &mut outs[b];
                 let known = by_wamid
@@ -701,6 +750,11 @@ impl Store {
                 updates.insert(next.id, next.clone());
                 if let Some(w) = &next.provider_message_id {
                     by_wamid.insert(w.clone(), next.clone());
+                    if current.provider_message_id.is_none() {
+                        // A status gave the message its provider id first (its send's answer
+                        // was lost, or is not written yet).
+                        named.push((next.id, w.clone()));
+                    }
                 }
                 let applied = AppliedStatus {
                     accepted_here: current.provider_message_id.is_none()
@@ -717,6 +771,10 @@ impl Store {
             // One multi-row statement per chunk (a join with the new values), not one per
             // message: every statement is a round trip to the connection's thread.
             let updates: Vec<&MessageRecord> = updates.values().collect();
+            let named: Vec<(i64, &str)> = named
+                .iter()
+                .map(|(id, wamid)| (*id, wamid.as_str()))
+                .collect();
             for chunk in crate::padded_chunks(&updates, STATUS_UPDATE_CHUNK) {
                 let values: Vec<String> = (0..chunk.len())
                     .map(|j| {
@@ -749,6 +807,7 @@ impl Store {
                 }
                 q.execute(&mut *tx).await?;
             }
+            record_provider_ids_tx(&mut tx, &named).await?;
             deliveries += subscriptions.enqueue_tx(&mut tx, &events).await?;
             start = end;
         }
@@ -757,18 +816,44 @@ impl Store {
     }
 }
 
+/// The messages with these provider ids (SQLite: the unique index of `messages`), in id
+/// order; ids not found are absent.
+async fn messages_by_provider_id_tx(
+    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+    wamids: &[&str],
+) -> Result<Vec<MessageRecord>> {
+    let mut out = Vec::with_capacity(wamids.len());
+    for chunk in crate::padded_chunks(wamids, 256) {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM messages WHERE provider_message_id IN ({})",
+            placeholders(1, chunk.len())
+        );
+        let sql = crate::positional(tx, &sql);
+        let mut q = sqlx::query(&sql);
+        for w in &chunk {
+            q = q.bind(*w);
+        }
+        for row in q.fetch_all(&mut **tx).await? {
+            out.push(read(&row)?);
+        }
+    }
+    out.sort_unstable_by_key(|r| r.id);
+    Ok(out)
+}
+
 /// Locks the message rows with these provider ids or ids, in id order (PostgreSQL, inside a
 /// status transaction): two transactions lock what they share in the same order, so neither
-/// waits for the other in a cycle.
+/// waits for the other in a cycle. The provider ids are found in their own table (D-135).
+/// Returns the ids of the messages found by provider id.
 async fn lock_messages_tx(
     tx: &mut sqlx::Transaction<'static, sqlx::Any>,
     wamids: &[&str],
     ids: &[i64],
-) -> Result<()> {
-    let mut all: Vec<i64> = ids.to_vec();
+) -> Result<Vec<i64>> {
+    let mut found: Vec<i64> = Vec::with_capacity(wamids.len());
     for chunk in crate::padded_chunks(wamids, 256) {
         let sql = format!(
-            "SELECT id FROM messages WHERE provider_message_id IN ({})",
+            "SELECT message_id FROM message_provider_ids WHERE provider_message_id IN ({})",
             placeholders(1, chunk.len())
         );
         let mut q = sqlx::query(&sql);
@@ -776,9 +861,13 @@ async fn lock_messages_tx(
             q = q.bind(*w);
         }
         for row in q.fetch_all(&mut **tx).await? {
-            all.push(row.try_get("id")?);
+            found.push(row.try_get("message_id")?);
         }
     }
+    found.sort_unstable();
+    found.dedup();
+    let mut all: Vec<i64> = ids.to_vec();
+    all.extend(found.iter().copied());
     all.sort_unstable();
     all.dedup();
     for chunk in crate::padded_chunks(&all, 256) {
@@ -792,7 +881,7 @@ async fn lock_messages_tx(
         }
         q.fetch_all(&mut **tx).await?;
     }
-    Ok(())
+    Ok(found)
 }
 
 impl Store {

@@ -692,7 +692,9 @@ async fn answer_in_one_statement(
         "WITH v (mid, wamid, queued) AS (VALUES {}), \
          u AS (UPDATE messages SET provider_message_id = v.wamid, status = 'sent' FROM v \
          WHERE messages.id = v.mid AND messages.status = v.queued AND messages.provider_message_id IS NULL \
-         RETURNING {columns}){audit_clause}{events_clause} \
+         RETURNING {columns}), \
+         w AS (INSERT INTO message_provider_ids (provider_message_id, message_id) \
+         SELECT provider_message_id, id FROM u ON CONFLICT (provider_message_id) DO NOTHING){audit_clause}{events_clause} \
          SELECT {columns}, {delivered} AS delivered FROM u",
         answer_values.join(", "),
         columns = crate::messages::COLUMNS,
