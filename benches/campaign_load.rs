@@ -31,6 +31,10 @@
 //! default 1000; `LOAD_BACKEND` `sqlite` (default) or `postgres`, which
 //! creates a fresh database next to `DISPARO_TEST_POSTGRES_URL`; `LOAD_METRICS_OUT=<file>` keeps
 //! the gateway's `/metrics` text at the end; `LOAD_API_RATE`, 0 for no 1:1 load;
+//! `LOAD_COMPARE=<path to another build's disparo>` runs that build and this checkout's in
+//! turn, `LOAD_REPEAT` times each (default 2), a row each in the table at the end with
+//! PostgreSQL's statement time, CPU and log per 1,000 messages (issue 54: before and after,
+//! side by side on the same machine);
 //! `LOAD_CORES=1,2` runs once per core count, gateway and harness (with the simulator) pinned
 //! to the first N CPUs with `taskset`, and prints a row per count at the end).
 
@@ -39,12 +43,14 @@ mod support;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use support::{
-    cpu_secs, env_num, histogram_means, load_token, metric_sum, peak_rss_mb, print_phase_means,
-    serve_command_on, wait_until_up, Api, Gateway,
+    cpu_secs, env_num, histogram_means, load_token_of, metric_sum, peak_rss_mb, print_phase_means,
+    serve_command_of, wait_until_up, Api, Gateway,
 };
 
 /// One run's headline figures (a row of the `LOAD_CORES` table).
 struct Row {
+    /// Which build: `this` (this checkout's) or `other` (`LOAD_COMPARE`).
+    build: &'static str,
     cores: Option<usize>,
     dispatch: f64,
     end_to_end: f64,
@@ -53,6 +59,9 @@ struct Row {
     api_sends: usize,
     api_refused: usize,
     rss: f64,
+    /// PostgreSQL per 1,000 messages: statement time (ms), backends' CPU (s), write-ahead
+    /// log (kB).
+    pg: Option<(f64, f64, Option<f64>)>,
 }
 
 /// The webhook endpoint of one subscription: counts deliveries, when the first and last
@@ -167,19 +176,43 @@ async fn main() {
                 .collect()
         })
         .unwrap_or_default();
+    // Side by side (issue 54): `LOAD_COMPARE=<another build's disparo>` runs it and this
+    // checkout's build in turn, `LOAD_REPEAT` times each (default 2), so both meet the
+    // machine in the same state.
+    let other = std::env::var("LOAD_COMPARE").ok();
+    let builds: Vec<(&'static str, String)> = match &other {
+        Some(path) => {
+            let repeat = env_num("LOAD_REPEAT", 2) as usize;
+            let this = env!("CARGO_BIN_EXE_disparo").to_string();
+            (0..repeat)
+                .flat_map(|_| [("other", path.clone()), ("this", this.clone())])
+                .collect()
+        }
+        None => vec![("this", env!("CARGO_BIN_EXE_disparo").to_string())],
+    };
     let mut rows = Vec::new();
-    if cores.is_empty() {
-        rows.push(run(None).await);
-    } else {
-        for n in cores {
-            support::pin_self(n);
-            rows.push(run(Some(n)).await);
+    for (build, bin) in &builds {
+        if cores.is_empty() {
+            rows.push(run(None, build, bin).await);
+        } else {
+            for n in &cores {
+                support::pin_self(*n);
+                rows.push(run(Some(*n), build, bin).await);
+            }
         }
     }
-    println!("cores | dispatch msg/s | end to end msg/s | 1:1 p50 ms | 1:1 p99 ms | 1:1 sends (refused) | peak RSS MB");
+    println!("build | cores | dispatch msg/s | end to end msg/s | 1:1 p50 ms | 1:1 p99 ms | 1:1 sends (refused) | peak RSS MB | PostgreSQL ms / CPU s / log kB per 1,000");
     for r in rows {
+        let pg = match r.pg {
+            Some((ms, cpu, wal)) => format!(
+                "{ms:.0} / {cpu:.2} / {}",
+                wal.map_or("-".to_string(), |w| format!("{w:.0}"))
+            ),
+            None => "-".to_string(),
+        };
         println!(
-            "{} | {:.0} | {:.0} | {:.1} | {:.1} | {} ({}) | {:.0}",
+            "{} | {} | {:.0} | {:.0} | {:.1} | {:.1} | {} ({}) | {:.0} | {pg}",
+            r.build,
             r.cores.map_or("all".to_string(), |c| c.to_string()),
             r.dispatch,
             r.end_to_end,
@@ -192,7 +225,8 @@ async fn main() {
     }
 }
 
-async fn run(cores: Option<usize>) -> Row {
+/// One run of the campaign against the gateway binary `bin` (`build` labels its row).
+async fn run(cores: Option<usize>, build: &'static str, bin: &str) -> Row {
     let n = env_num("LOAD_RECIPIENTS", 100_000) as usize;
     let numbers = env_num("LOAD_NUMBERS", 10) as usize;
     // The provider throughput of each number, messages/s (1,000: HIGH; 80 the default; 20 a
@@ -219,11 +253,11 @@ async fn run(cores: Option<usize>) -> Row {
     env.push(("DISPARO_ALLOW_PRIVATE_URLS", "true".into()));
     let receiver = Receiver::start().await;
     let gw = Gateway {
-        child: serve_command_on(&env, cores).spawn().expect("gateway"),
+        child: serve_command_of(bin, &env, cores).spawn().expect("gateway"),
     };
     let http = reqwest::Client::new();
     wait_until_up(&http, &addr).await;
-    let token = load_token(&env);
+    let token = load_token_of(bin, &env);
     let client = Api {
         http: http.clone(),
         addr: addr.clone(),
@@ -578,7 +612,16 @@ async fn run(cores: Option<usize>) -> Row {
         }
     }
     drop(gw);
+    let thousands = (n + latencies.len()) as f64 / 1000.0;
     Row {
+        build,
+        pg: pg_cost.map(|(ms, cpu)| {
+            (
+                ms / thousands,
+                cpu / thousands,
+                wal.as_ref().map(|(bytes, _)| bytes / thousands / 1024.0),
+            )
+        }),
         cores,
         dispatch: n as f64 / sent_secs,
         end_to_end: n as f64 / read_secs,

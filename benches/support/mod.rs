@@ -335,7 +335,12 @@ pub fn pin_self(cores: usize) {
 
 /// [`serve_command`], pinned to the CPUs `0..cores` with `taskset` when `cores` is given.
 pub fn serve_command_on(env: &[(&str, String)], cores: Option<usize>) -> Command {
-    let bin = env!("CARGO_BIN_EXE_disparo");
+    serve_command_of(env!("CARGO_BIN_EXE_disparo"), env, cores)
+}
+
+/// [`serve_command_on`] with another build of the gateway, `bin` (a path to a `disparo`
+/// binary): a harness compares two builds side by side in one run (issue 54).
+pub fn serve_command_of(bin: &str, env: &[(&str, String)], cores: Option<usize>) -> Command {
     let mut wrap = std::env::var("LOAD_GATEWAY_WRAP").unwrap_or_default();
     if let Some(n) = cores {
         wrap = format!("taskset -c {} {wrap}", cpu_list(n));
@@ -556,7 +561,13 @@ pub async fn wait_until_up(http: &reqwest::Client, addr: &str) {
 
 /// A token of the account `load`, made with `disparo token create`.
 pub fn load_token(env: &[(&str, String)]) -> String {
-    let out = gateway_command(env)
+    load_token_of(env!("CARGO_BIN_EXE_disparo"), env)
+}
+
+/// [`load_token`] made by another build of the gateway, `bin` (which then also migrates a
+/// fresh database with its own migrations).
+pub fn load_token_of(bin: &str, env: &[(&str, String)]) -> String {
+    let out = with_env(Command::new(bin), env)
         .args(["token", "create", "--account", "load", "--name", "load"])
         .stdout(Stdio::piped())
         .output()
