@@ -750,7 +750,9 @@ async fn the_server_limits_rates_slow_clients_long_requests_and_floods(backend: 
     let app = TestApp::spawn_with(backend.clone(), |s| {
         s.rate_limit_per_min = 3;
         s.header_timeout_ms = 300;
-        s.request_timeout_ms = 400;
+        // Long enough for connecting a number (several provider calls) on a loaded machine:
+        // at 400 ms the connect itself was cut once in CI.
+        s.request_timeout_ms = 1_500;
     })
     .await;
 
@@ -830,7 +832,7 @@ async fn the_server_limits_rates_slow_clients_long_requests_and_floods(backend: 
     assert_eq!(r.status(), StatusCode::CREATED);
     let created: Value = r.json().await.unwrap();
     let channel_id = created["data"]["id"].as_i64().unwrap();
-    app.hold_answers(Some(1_500)).await;
+    app.hold_answers(Some(3_000)).await;
     let r = fresh
         .get(app.url(&format!("/api/v1/channels/{channel_id}/templates")))
         .bearer_auth(&other)
