@@ -15,13 +15,21 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_away_answers_503_at_once_and_loses_nothing() {
-    let Some(backend) = Backend::postgres() else {
-        eprintln!("DISPARO_TEST_POSTGRES_URL unset: PostgreSQL run skipped");
-        return;
-    };
-    let db = TestDb::create(&backend).await;
+/// A gateway on a fresh PostgreSQL database reached through a relay, with the patient
+/// simulator: what both tests start from.
+struct Setup {
+    db: TestDb,
+    relay: Relay,
+    gateway: Gateway,
+    sim: provider::sim::Simulator,
+    sim_addr: std::net::SocketAddr,
+    /// The gateway's log (kept after the run: on a failure the test's output names it).
+    log: std::path::PathBuf,
+    token: String,
+}
+
+async fn setup(backend: &Backend) -> Setup {
+    let db = TestDb::create(backend).await;
     let mut url = reqwest::Url::parse(&db.url).unwrap();
     let target = format!("{}:{}", url.host_str().unwrap(), url.port().unwrap_or(5432));
     let relay = Relay::start(target.parse().unwrap()).await;
@@ -36,17 +44,26 @@ async fn postgres_away_answers_503_at_once_and_loses_nothing() {
     gateway
         .env
         .push(("PROVIDER_BASE_URL", format!("http://{sim_addr}")));
-    // Kept after the run: on a failure the test's output names it.
     let (_, log) = tempfile::NamedTempFile::new().unwrap().keep().unwrap();
     eprintln!("gateway log: {}", log.display());
     gateway.log = Some(log.clone());
     gateway.start().await;
     let token = gateway.token();
-    let api = Api::new(&gateway.addr, &token);
-    const N: usize = 1_500;
-    let (id, channels) = campaign_over_numbers(&api, &sim, N, 2).await;
-    // 40 sends/s per number: the campaign spans the outage.
-    for c in &channels {
+    Setup {
+        db,
+        relay,
+        gateway,
+        sim,
+        sim_addr,
+        log,
+        token,
+    }
+}
+
+/// Sets every number of the campaign to one send per 25 ms (40/s): the campaign lasts long
+/// enough to span what the test does to its database.
+async fn slow_down(api: &Api, channels: &[i64]) {
+    for c in channels {
         let (status, g) = api
             .call(
                 Method::PATCH,
@@ -56,6 +73,55 @@ async fn postgres_away_answers_503_at_once_and_loses_nothing() {
             .await;
         assert_eq!(status, StatusCode::OK, "{g}");
     }
+}
+
+/// Waits (at most 90 s, far less than the in-doubt grace of 120 s, D-032) for the campaign to
+/// complete; on a timeout the panic shows its stats and the gateway's last warnings.
+async fn wait_completed(api: &Api, id: i64, log: &std::path::Path) {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let (_, c) = api
+            .call(Method::GET, &format!("/api/v1/campaigns/{id}"), None)
+            .await;
+        if c["data"]["state"] == "completed" {
+            return;
+        }
+        if Instant::now() > deadline {
+            let lines = std::fs::read_to_string(log).unwrap();
+            let worth: Vec<&str> = lines
+                .lines()
+                .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+                .collect();
+            panic!(
+                "campaign not completed within 90 s: {}\n{}",
+                c["data"],
+                worth[worth.len().saturating_sub(60)..].join("\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_away_answers_503_at_once_and_loses_nothing() {
+    let Some(backend) = Backend::postgres() else {
+        eprintln!("DISPARO_TEST_POSTGRES_URL unset: PostgreSQL run skipped");
+        return;
+    };
+    let Setup {
+        db: _db,
+        relay,
+        mut gateway,
+        sim,
+        sim_addr,
+        log,
+        token,
+    } = setup(&backend).await;
+    let api = Api::new(&gateway.addr, &token);
+    const N: usize = 1_500;
+    let (id, channels) = campaign_over_numbers(&api, &sim, N, 2).await;
+    // 40 sends/s per number: the campaign spans the outage.
+    slow_down(&api, &channels).await;
     let (status, body) = api
         .call(Method::POST, &format!("/api/v1/campaigns/{id}/start"), None)
         .await;
@@ -156,13 +222,7 @@ async fn postgres_away_answers_503_at_once_and_loses_nothing() {
     .await;
     let r = post().await.unwrap();
     assert_eq!(r.status(), StatusCode::CREATED);
-    eventually(90, "campaign completed", || async {
-        let (_, c) = api
-            .call(Method::GET, &format!("/api/v1/campaigns/{id}"), None)
-            .await;
-        (c["data"]["state"] == "completed").then_some(())
-    })
-    .await;
+    wait_completed(&api, id, &log).await;
     let log = sent_log(sim_addr).await;
     assert_eq!(log["per_recipient"]["5511977000001"]["oferta"], 1, "{log}");
     let mut campaign_only = log.clone();
@@ -183,5 +243,117 @@ async fn postgres_away_answers_503_at_once_and_loses_nothing() {
         .find(|l| l.starts_with("disparo_database_outages_total"))
         .unwrap_or_else(|| panic!("no outage counter in {metrics}"));
     assert!(outages.ends_with(" 1"), "{outages}");
+    gateway.kill();
+}
+
+/// The database goes away while a claim commits (D-136): PostgreSQL stores the claim, its
+/// answer is lost with the connection, and the gateway cannot know it was stored — nor did
+/// it hand those recipients to a number. Once the database is back they are given back and
+/// sent once, without waiting for the in-doubt grace twice (120 s + 120 s, D-032). The claim's
+/// commit is held open by a test trigger (a deferred `pg_sleep`, armed once) so the cut lands
+/// inside it every time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_whose_commit_answer_is_lost_is_given_back() {
+    let Some(backend) = Backend::postgres() else {
+        eprintln!("DISPARO_TEST_POSTGRES_URL unset: PostgreSQL run skipped");
+        return;
+    };
+    let Setup {
+        db,
+        relay,
+        mut gateway,
+        sim,
+        sim_addr,
+        log,
+        token,
+    } = setup(&backend).await;
+    let api = Api::new(&gateway.addr, &token);
+    const N: usize = 600;
+    let (id, channels) = campaign_over_numbers(&api, &sim, N, 2).await;
+    slow_down(&api, &channels).await;
+    // Straight to the database, not through the relay.
+    let pg = sqlx::PgPool::connect(&db.url).await.unwrap();
+    for sql in [
+        "CREATE TABLE test_slow_commit (armed INT)",
+        "CREATE FUNCTION test_slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+           DELETE FROM test_slow_commit; IF FOUND THEN PERFORM pg_sleep(4); END IF; RETURN NULL; END $$",
+        "CREATE CONSTRAINT TRIGGER test_slow_claim AFTER UPDATE ON campaign_recipients \
+           DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (NEW.state = 'claimed') \
+           EXECUTE FUNCTION test_slow_commit()",
+    ] {
+        sqlx::query(sql).execute(&pg).await.unwrap();
+    }
+    let (status, body) = api
+        .call(Method::POST, &format!("/api/v1/campaigns/{id}/start"), None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    eventually(20, "the campaign under way", || async {
+        (sent_log(sim_addr).await["total"].as_u64()? >= 100).then_some(())
+    })
+    .await;
+    sqlx::query("INSERT INTO test_slow_commit VALUES (1)")
+        .execute(&pg)
+        .await
+        .unwrap();
+    let name = db.url.rsplit('/').next().unwrap().to_string();
+    eventually(20, "a claim's commit held open", || {
+        let (pg, name) = (pg.clone(), name.clone());
+        async move {
+            let n: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = $1 AND wait_event = 'PgSleep'",
+            )
+            .bind(name)
+            .fetch_one(&pg)
+            .await
+            .ok()?;
+            (n > 0).then_some(())
+        }
+    })
+    .await;
+    relay.cut();
+    // The held commit goes through after its sleep: its recipients are stored `claimed`, and
+    // none of them reached the provider.
+    let stranded: Vec<String> = eventually(20, "the held claim committed", || {
+        let (pg, name) = (pg.clone(), name.clone());
+        async move {
+            let held: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = $1 AND wait_event = 'PgSleep'",
+            )
+            .bind(name)
+            .fetch_one(&pg)
+            .await
+            .ok()?;
+            if held > 0 {
+                return None;
+            }
+            sqlx::query_scalar(
+                "SELECT phone FROM campaign_recipients WHERE campaign_id = $1 AND state = 'claimed'",
+            )
+            .bind(id)
+            .fetch_all(&pg)
+            .await
+            .ok()
+        }
+    })
+    .await;
+    let sent = sent_log(sim_addr).await;
+    let never_sent = stranded
+        .iter()
+        .filter(|p| sent["per_recipient"].get(p.as_str()).is_none())
+        .count();
+    assert!(
+        never_sent > 0,
+        "the cut claim was stored and not sent: {} claimed, all sent",
+        stranded.len()
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    relay.restore().await;
+    wait_completed(&api, id, &log).await;
+    assert_each_once(&sent_log(sim_addr).await, N);
+    let lines = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        lines.contains("claim not confirmed"),
+        "the cut claim was not reported:\n{lines}"
+    );
     gateway.kill();
 }

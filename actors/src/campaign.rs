@@ -24,7 +24,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
-use storage::campaigns::ClaimShare;
+use storage::campaigns::{ClaimShare, Settlement};
 use storage::templates::TemplateRecord;
 use tracing::Instrument;
 
@@ -95,6 +95,10 @@ pub struct CampaignRun {
     layout: Arc<engine::template::Layout>,
     /// Open while the campaign may call the provider.
     gate: CampaignGate,
+    /// Recipients claimed and never handed to a number (the database went away between the
+    /// claim and the hand-out, or with the claim's commit): given back before anything else
+    /// is claimed ([`give_back`], D-136).
+    stranded: Vec<Settlement>,
     shared: Arc<Shared>,
 }
 
@@ -160,6 +164,7 @@ impl Actor for CampaignActor {
             gate: Arc::new(tokio::sync::RwLock::new(true)),
             header_image: campaign.image_url.clone(),
             layout,
+            stranded: Vec::new(),
             shared: args.shared,
         })
     }
@@ -213,10 +218,12 @@ impl Actor for CampaignActor {
                 pinned,
                 reply,
             } => {
-                let claimed = match grant_here(st, channel_id, count, pinned)
+                let mut stranded = Vec::new();
+                let granted = grant_here(st, channel_id, count, pinned, &mut stranded)
                     .instrument(span)
-                    .await
-                {
+                    .await;
+                st.stranded.extend(stranded);
+                let claimed = match granted {
                     Ok(n) => n,
                     Err(e) => {
                         tracing::warn!(campaign_id = st.campaign_id, channel_id, error = %e, "grant not served");
@@ -262,7 +269,7 @@ async fn refresh(st: &mut CampaignRun) -> Result<(), ActorError> {
 /// the campaign and stops when it no longer runs ([`engine::campaign::follower_keeps_running`]).
 async fn follow(myself: &ActorRef<CampaignMsg>, st: &mut CampaignRun) {
     st.coordinating = false;
-    if !st.shared.store.available() {
+    if !st.shared.store.available() || !give_back(st).await {
         return;
     }
     st.ticks += 1;
@@ -351,6 +358,9 @@ async fn tick(
     if !store.available() {
         // The database is away (D-124): nothing can be claimed or settled; the campaign goes
         // on by itself when it is back.
+        return Ok(());
+    }
+    if !give_back(st).await {
         return Ok(());
     }
     st.ticks += 1;
@@ -483,7 +493,10 @@ async fn claim_tick_work(
             template_name: template_name(channel_id),
             lease: st.shared.fence_of(channel_id).lease(),
         };
-        let n = claim_anywhere(st, true, std::slice::from_ref(&share)).await?[0];
+        let mut stranded = Vec::new();
+        let claimed = claim_anywhere(st, true, std::slice::from_ref(&share), &mut stranded).await;
+        st.stranded.extend(stranded);
+        let n = claimed?[0];
         if n < *credit {
             st.pinned.remove(&channel_id);
         }
@@ -509,7 +522,10 @@ async fn claim_tick_work(
         return Ok(());
     }
     let only: Vec<ClaimShare> = shares.iter().map(|(_, s)| s.clone()).collect();
-    let handed = claim_anywhere(st, false, &only).await?;
+    let mut stranded = Vec::new();
+    let handed = claim_anywhere(st, false, &only, &mut stranded).await;
+    st.stranded.extend(stranded);
+    let handed = handed?;
     for ((i, _), n) in shares.into_iter().zip(handed) {
         st.slots[i].dispatched += n as u64;
     }
@@ -538,6 +554,7 @@ async fn claim_anywhere(
     st: &CampaignRun,
     pinned: bool,
     shares: &[ClaimShare],
+    stranded: &mut Vec<Settlement>,
 ) -> Result<Vec<usize>, ActorError> {
     let shared = &st.shared;
     let (here, there): (Vec<usize>, Vec<usize>) = (0..shares.len()).partition(|&i| {
@@ -556,7 +573,7 @@ async fn claim_anywhere(
     let local: Vec<ClaimShare> = here.iter().map(|&i| shares[i].clone()).collect();
     let (granted, claimed) = tokio::join!(
         futures::future::join_all(grants),
-        claim_and_hand_out(st, pinned, &local)
+        claim_and_hand_out(st, pinned, &local, stranded)
     );
     for (&i, n) in there.iter().zip(granted) {
         taken[i] = n;
@@ -574,8 +591,9 @@ async fn grant_here(
     channel_id: i64,
     count: usize,
     pinned: bool,
+    stranded: &mut Vec<Settlement>,
 ) -> Result<usize, ActorError> {
-    if count == 0 || st.shared.registry.get(channel_id).is_none() {
+    if count == 0 || st.shared.registry.get(channel_id).is_none() || !st.stranded.is_empty() {
         return Ok(0);
     }
     let versions = st.shared.store.template_channels(st.template.id).await?;
@@ -585,7 +603,7 @@ async fn grant_here(
         template_name: template_name_on(&st.template.provider_name, &versions, channel_id),
         lease: st.shared.fence_of(channel_id).lease(),
     };
-    Ok(claim_and_hand_out(st, pinned, std::slice::from_ref(&share)).await?[0])
+    Ok(claim_and_hand_out(st, pinned, std::slice::from_ref(&share), stranded).await?[0])
 }
 
 /// Pauses campaign `id` because no number can send (`reason`), marked as paused by its rules
@@ -701,11 +719,14 @@ pub const CLAIM_ROUND: usize = 512;
 /// Claims the shares in rounds and hands each round to its numbers as soon as it is claimed:
 /// the numbers dispatch one round while the next is claimed (a pipeline, issue 25 part 3),
 /// instead of waiting for the whole tick's claim. Returns how many recipients each share
-/// took; counts them in `disparo_campaign_claimed_total{campaign_id}`.
+/// took; counts them in `disparo_campaign_claimed_total{campaign_id}`. Claims that may be
+/// stored but were not handed out (the database failed in between) go to `stranded`, to be
+/// given back ([`give_back`]).
 async fn claim_and_hand_out(
     st: &CampaignRun,
     pinned: bool,
     shares: &[ClaimShare],
+    stranded: &mut Vec<Settlement>,
 ) -> Result<Vec<usize>, ActorError> {
     let mut watch = st.shared.config.clock.stopwatch();
     let started = watch.last();
@@ -733,38 +754,25 @@ async fn claim_and_hand_out(
             .collect();
         let asked: usize = round.iter().map(|s| s.count).sum();
         watch.lap();
-        let got = match st
-            .shared
-            .store
-            .claim_recipients(
-                st.account_id,
-                st.campaign_id,
-                pinned,
-                &round,
-                &st.template.language,
-            )
-            .await
-        {
-            Ok(got) => got,
-            // Cluster mode: a number's cell left this node (its lease moved or expired)
-            // after the tick planned: nothing was claimed; the next tick plans without it.
-            Err(storage::StorageError::Fenced(cell)) => {
-                tracing::warn!(
-                    campaign_id = st.campaign_id,
-                    cell,
-                    "claim refused: cell no longer held here"
-                );
-                break;
-            }
-            Err(e) => return Err(e.into()),
+        let Some(got) = claim_round(st, pinned, &round, stranded).await? else {
+            break;
         };
         phase("claim", watch.lap());
         let mut n = 0;
+        let mut failed = None;
         for (i, part) in got.into_iter().enumerate() {
             left[i] -= part.len().min(left[i]);
             taken[i] += part.len();
             n += part.len();
-            hand_out(st, &shares[i], part).await?;
+            // Every part is handed out or given back, whatever happened to the others.
+            let back = given_back(&shares[i], &part);
+            if let Err(e) = hand_out(st, &shares[i], part).await {
+                stranded.extend(back);
+                failed.get_or_insert(e);
+            }
+        }
+        if let Some(e) = failed {
+            return Err(e);
         }
         if n < asked {
             // The audience ran out.
@@ -776,6 +784,96 @@ async fn claim_and_hand_out(
     metrics::counter!("disparo_campaign_claimed_total", "campaign_id" => st.campaign_id.to_string())
         .increment(n as u64);
     Ok(taken)
+}
+
+/// One claim transaction of [`claim_and_hand_out`]: the claimed recipients per share, or
+/// `None` when a share's cell left this node (cluster mode: nothing was claimed, the next
+/// tick plans without it). A claim that failed after claiming puts its claims in `stranded`.
+async fn claim_round(
+    st: &CampaignRun,
+    pinned: bool,
+    round: &[ClaimShare],
+    stranded: &mut Vec<Settlement>,
+) -> Result<Option<Vec<Vec<storage::campaigns::Claimed>>>, ActorError> {
+    let claimed = st
+        .shared
+        .store
+        .claim_recipients(
+            st.account_id,
+            st.campaign_id,
+            pinned,
+            round,
+            &st.template.language,
+        )
+        .await;
+    let error = match claimed {
+        Ok(got) => return Ok(Some(got)),
+        Err(storage::StorageError::ClaimUnconfirmed { give_back, source }) => {
+            tracing::warn!(
+                error = %source,
+                claims = give_back.len(),
+                "claim not confirmed: its recipients will be given back"
+            );
+            stranded.extend(give_back);
+            *source
+        }
+        Err(e) => e,
+    };
+    match error {
+        storage::StorageError::Fenced(cell) => {
+            tracing::warn!(
+                campaign_id = st.campaign_id,
+                cell,
+                "claim refused: cell no longer held here"
+            );
+            Ok(None)
+        }
+        e => Err(e.into()),
+    }
+}
+
+/// The settlements that give `claimed` back to the campaign (`Replan`, D-136).
+fn given_back(share: &ClaimShare, claimed: &[storage::campaigns::Claimed]) -> Vec<Settlement> {
+    claimed
+        .iter()
+        .map(|c| Settlement {
+            channel_id: share.channel_id,
+            recipient_id: c.recipient_id,
+            message_id: c.message_id,
+            result: storage::campaigns::SendResult::Replan,
+        })
+        .collect()
+}
+
+/// Gives the campaign's stranded claims back (D-136): recipients the database's going away
+/// cut off between their claim and their hand-out were never sent, so they are planned
+/// again at once instead of waiting for the in-doubt grace twice (D-032). A claim that was
+/// not stored changes nothing (the settlement names its message). Returns whether none is
+/// left: until then nothing new is claimed (a SQLite message id of a rolled-back claim may
+/// be given again to a new one).
+async fn give_back(st: &mut CampaignRun) -> bool {
+    if st.stranded.is_empty() {
+        return true;
+    }
+    match st
+        .shared
+        .store
+        .settle_campaign_sends(&st.stranded, |_, _| Vec::new())
+        .await
+    {
+        Ok(_) => {
+            tracing::info!(
+                recipients = st.stranded.len(),
+                "stranded claims given back to the campaign"
+            );
+            st.stranded.clear();
+            true
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, recipients = st.stranded.len(), "stranded claims not given back yet");
+            false
+        }
+    }
 }
 
 /// The reason a marketing campaign skips a contact who stopped marketing messages.

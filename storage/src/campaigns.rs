@@ -597,7 +597,9 @@ impl Store {
     /// In cluster mode each share's lease is checked (and locked `FOR SHARE`) in the same
     /// transaction. Returns the claimed recipients per share, in the order of `shares`.
     /// Errors: [`crate::StorageError::Fenced`] when a share's lease is no longer held
-    /// (nothing claimed); the database's.
+    /// (nothing claimed); [`crate::StorageError::ClaimUnconfirmed`] when it failed after
+    /// claiming some (they may be stored, none was handed out: to be given back); the
+    /// database's.
     pub async fn claim_recipients(
         &self,
         account_id: i64,
@@ -655,6 +657,58 @@ impl Store {
             rows.extend(mine.iter().map(|r| (s, r)));
         }
         let mut result: Vec<Vec<Claimed>> = shares.iter().map(|_| Vec::new()).collect();
+        let cx = ClaimContext {
+            account_id,
+            campaign_id,
+            shares,
+            template_language,
+            session: self.session_id(),
+            now,
+        };
+        match self
+            .claim_rows_and_commit(tx, cx, rows, &leases, &mut result)
+            .await
+        {
+            Ok(()) => Ok(result),
+            Err(source) => {
+                // Claims may be stored (a SQLite chunk committed, or a commit whose answer the
+                // database's going away lost) and none was handed out: the caller gives them
+                // back once the database answers.
+                let give_back: Vec<Settlement> = result
+                    .iter()
+                    .zip(shares)
+                    .flat_map(|(claimed, share)| {
+                        claimed.iter().map(|c| Settlement {
+                            channel_id: share.channel_id,
+                            recipient_id: c.recipient_id,
+                            message_id: c.message_id,
+                            result: SendResult::Replan,
+                        })
+                    })
+                    .collect();
+                if give_back.is_empty() {
+                    Err(source)
+                } else {
+                    Err(StorageError::ClaimUnconfirmed {
+                        give_back,
+                        source: Box::new(source),
+                    })
+                }
+            }
+        }
+    }
+
+    /// The claim's writes after its pick (see [`Store::claim_recipients`]): `rows` claimed in
+    /// chunks inside `tx`, each claimed recipient pushed to its share's list in `result` as
+    /// soon as its statements ran, then the commit.
+    async fn claim_rows_and_commit(
+        &self,
+        mut tx: sqlx::Transaction<'static, sqlx::Any>,
+        cx: ClaimContext<'_>,
+        rows: Vec<(usize, &(i64, String, String))>,
+        leases: &[&crate::leases::LeaseToken],
+        result: &mut [Vec<Claimed>],
+    ) -> Result<()> {
         // On SQLite a batch of 1:1 sends waiting for the write connection gets it between
         // chunks (D-094): what is claimed is committed, the sends begin (the bulk lane is
         // kept, no other bulk writer goes first), and the claim goes on in a new transaction
@@ -673,7 +727,7 @@ impl Store {
                 tx.commit().await?;
                 self.priority.yield_to_sends().await;
                 tx = self.begin_write().await?;
-                self.hold_leases(&mut tx, &leases).await?;
+                self.hold_leases(&mut tx, leases).await?;
                 let ids: Vec<i64> = chunk_rows[start..].iter().map(|(_, r)| r.0).collect();
                 let planned = still_planned_tx(&mut tx, &ids).await?;
                 let mut rest = chunk_rows.split_off(start);
@@ -688,25 +742,12 @@ impl Store {
                 .next()
                 .expect("rows are left");
             start += chunk.len();
-            for (s, claimed) in claim_chunk(
-                &mut tx,
-                ClaimContext {
-                    account_id,
-                    campaign_id,
-                    shares,
-                    template_language,
-                    session: self.session_id(),
-                    now,
-                },
-                chunk,
-            )
-            .await?
-            {
+            for (s, claimed) in claim_chunk(&mut tx, cx, chunk).await? {
                 result[s].push(claimed);
             }
         }
         tx.commit().await?;
-        Ok(result)
+        Ok(())
     }
 }
 
@@ -769,6 +810,7 @@ pub struct ClaimShare {
 }
 
 /// What every chunk of one claim shares.
+#[derive(Clone, Copy)]
 struct ClaimContext<'a> {
     account_id: i64,
     campaign_id: i64,

@@ -78,6 +78,19 @@ pub enum StorageError {
     /// "Fencing").
     #[error("fenced: the lease {0} is no longer held under this epoch")]
     Fenced(String),
+    /// A campaign claim failed after it had claimed recipients (`source`): on SQLite a chunk
+    /// may have committed, on PostgreSQL the database may have gone away with the commit's
+    /// answer, so whether they are stored is unknown — and none was handed to a number. The
+    /// caller settles `give_back` once the database answers (each a `Replan`, which changes
+    /// nothing where the claim was not stored), instead of leaving them `claimed` for the
+    /// in-doubt grace (D-032, D-136).
+    #[error("claim not confirmed: {source}")]
+    ClaimUnconfirmed {
+        /// The claims made, as settlements that give them back.
+        give_back: Vec<campaigns::Settlement>,
+        /// What failed.
+        source: Box<StorageError>,
+    },
 }
 
 impl StorageError {
@@ -88,6 +101,9 @@ impl StorageError {
     /// read or write its file, or full. Answered 503 `database_unavailable`, retryable;
     /// anything else stays an internal error.
     pub fn is_unavailable(&self) -> bool {
+        if let StorageError::ClaimUnconfirmed { source, .. } = self {
+            return source.is_unavailable();
+        }
         let StorageError::Database(e) = self else {
             return false;
         };
