@@ -524,7 +524,9 @@ async fn a_frozen_node_fences_itself_and_a_nats_restart_loses_nothing() {
     nodes[frozen].signal("STOP");
     // The balancer's health check fails for it: webhooks go to the other node only.
     balancer.set_down(&nodes[frozen].addr, true);
-    eventually(10, "the awake node runs every number", || async {
+    // About 3 s here; up to the idle-in-transaction timeout (5 s) and a lease TTL when the
+    // frozen node was inside a transaction holding its leases' rows (D-138).
+    eventually(15, "the awake node runs every number", || async {
         (channels_per_node(&[&nodes[awake]]).await == [6]).then_some(())
     })
     .await;

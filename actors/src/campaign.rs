@@ -95,12 +95,30 @@ pub struct CampaignRun {
     layout: Arc<engine::template::Layout>,
     /// Open while the campaign may call the provider.
     gate: CampaignGate,
+    /// What this copy's claims left: stranded claims and the claim cursors.
+    claims: ClaimBook,
+    shared: Arc<Shared>,
+}
+
+/// A campaign actor's record of its own claims.
+#[derive(Debug, Default)]
+struct ClaimBook {
     /// Recipients claimed and never handed to a number (the database went away between the
     /// claim and the hand-out, or with the claim's commit): given back before anything else
     /// is claimed ([`give_back`], D-136).
     stranded: Vec<Settlement>,
-    shared: Arc<Shared>,
+    /// The last recipient id claimed, unpinned `[0]` and pinned by a resend `[1]`: the next
+    /// claim of that kind starts past it ([`storage::Store::claim_recipients_after`], D-137).
+    after: [i64; 2],
+    /// Per kind, until when (ms) no claim of that kind is tried: a claim that found nobody
+    /// read the whole audience (no index names `state` on PostgreSQL), so the next one waits
+    /// [`DRY_WAIT_MS`] — the campaign's planned recipients may all be pinned by a resend, or
+    /// being claimed by another node.
+    dry_until: [i64; 2],
 }
+
+/// How long (ms) a kind of claim that found nobody waits before it is tried again (D-137).
+const DRY_WAIT_MS: i64 = 1_000;
 
 fn slots_of(campaign: &storage::campaigns::CampaignRecord) -> Vec<Slot> {
     campaign
@@ -164,7 +182,7 @@ impl Actor for CampaignActor {
             gate: Arc::new(tokio::sync::RwLock::new(true)),
             header_image: campaign.image_url.clone(),
             layout,
-            stranded: Vec::new(),
+            claims: ClaimBook::default(),
             shared: args.shared,
         })
     }
@@ -218,11 +236,11 @@ impl Actor for CampaignActor {
                 pinned,
                 reply,
             } => {
-                let mut stranded = Vec::new();
-                let granted = grant_here(st, channel_id, count, pinned, &mut stranded)
+                let mut book = std::mem::take(&mut st.claims);
+                let granted = grant_here(st, channel_id, count, pinned, &mut book)
                     .instrument(span)
                     .await;
-                st.stranded.extend(stranded);
+                st.claims = book;
                 let claimed = match granted {
                     Ok(n) => n,
                     Err(e) => {
@@ -449,15 +467,29 @@ async fn take_step(
     }
 }
 
+/// Every how many ticks a sweep also reads the campaign's claimed rows for stale and
+/// orphaned claims ([`storage::Store::take_stale_claims`]), for an in-doubt grace of `grace`
+/// ms: a twelfth of the grace, between one sweep (1 s) and ten (D-137) — a claim is found
+/// at most that much after its grace, and the scan, which no index serves on PostgreSQL,
+/// runs every 10 s at the default grace of 120 s.
+fn claim_scan_every(grace: i64) -> u64 {
+    SWEEP_EVERY_TICKS * (grace / 12_000).clamp(1, 10) as u64
+}
+
 /// Resolves the campaign's in-doubt recipients older than the grace period at `now` (ms;
 /// D-032).
 async fn sweep(st: &CampaignRun, now: i64) -> Result<(), ActorError> {
     let grace = st.shared.config.in_doubt_grace.as_millis() as i64;
-    let swept = st
-        .shared
-        .store
-        .sweep_in_doubt(st.campaign_id, now - grace)
-        .await?;
+    let store = &st.shared.store;
+    let mut swept = if st.ticks % claim_scan_every(grace) == 1 {
+        store.take_stale_claims(st.campaign_id, now - grace).await?
+    } else {
+        storage::campaigns::SweepOutcome::default()
+    };
+    let resolved = store.resolve_in_doubt(st.campaign_id, now - grace).await?;
+    swept.sent = resolved.sent;
+    swept.failed = resolved.failed;
+    swept.replanned = resolved.replanned;
     if swept != storage::campaigns::SweepOutcome::default() {
         tracing::info!(
             sent = swept.sent,
@@ -493,9 +525,9 @@ async fn claim_tick_work(
             template_name: template_name(channel_id),
             lease: st.shared.fence_of(channel_id).lease(),
         };
-        let mut stranded = Vec::new();
-        let claimed = claim_anywhere(st, true, std::slice::from_ref(&share), &mut stranded).await;
-        st.stranded.extend(stranded);
+        let mut book = std::mem::take(&mut st.claims);
+        let claimed = claim_anywhere(st, true, std::slice::from_ref(&share), &mut book).await;
+        st.claims = book;
         let n = claimed?[0];
         if n < *credit {
             st.pinned.remove(&channel_id);
@@ -522,9 +554,9 @@ async fn claim_tick_work(
         return Ok(());
     }
     let only: Vec<ClaimShare> = shares.iter().map(|(_, s)| s.clone()).collect();
-    let mut stranded = Vec::new();
-    let handed = claim_anywhere(st, false, &only, &mut stranded).await;
-    st.stranded.extend(stranded);
+    let mut book = std::mem::take(&mut st.claims);
+    let handed = claim_anywhere(st, false, &only, &mut book).await;
+    st.claims = book;
     let handed = handed?;
     for ((i, _), n) in shares.into_iter().zip(handed) {
         st.slots[i].dispatched += n as u64;
@@ -554,7 +586,7 @@ async fn claim_anywhere(
     st: &CampaignRun,
     pinned: bool,
     shares: &[ClaimShare],
-    stranded: &mut Vec<Settlement>,
+    book: &mut ClaimBook,
 ) -> Result<Vec<usize>, ActorError> {
     let shared = &st.shared;
     let (here, there): (Vec<usize>, Vec<usize>) = (0..shares.len()).partition(|&i| {
@@ -573,7 +605,7 @@ async fn claim_anywhere(
     let local: Vec<ClaimShare> = here.iter().map(|&i| shares[i].clone()).collect();
     let (granted, claimed) = tokio::join!(
         futures::future::join_all(grants),
-        claim_and_hand_out(st, pinned, &local, stranded)
+        claim_and_hand_out(st, pinned, &local, book)
     );
     for (&i, n) in there.iter().zip(granted) {
         taken[i] = n;
@@ -591,9 +623,9 @@ async fn grant_here(
     channel_id: i64,
     count: usize,
     pinned: bool,
-    stranded: &mut Vec<Settlement>,
+    book: &mut ClaimBook,
 ) -> Result<usize, ActorError> {
-    if count == 0 || st.shared.registry.get(channel_id).is_none() || !st.stranded.is_empty() {
+    if count == 0 || st.shared.registry.get(channel_id).is_none() || !book.stranded.is_empty() {
         return Ok(0);
     }
     let versions = st.shared.store.template_channels(st.template.id).await?;
@@ -603,7 +635,7 @@ async fn grant_here(
         template_name: template_name_on(&st.template.provider_name, &versions, channel_id),
         lease: st.shared.fence_of(channel_id).lease(),
     };
-    Ok(claim_and_hand_out(st, pinned, std::slice::from_ref(&share), stranded).await?[0])
+    Ok(claim_and_hand_out(st, pinned, std::slice::from_ref(&share), book).await?[0])
 }
 
 /// Pauses campaign `id` because no number can send (`reason`), marked as paused by its rules
@@ -721,12 +753,12 @@ pub const CLAIM_ROUND: usize = 512;
 /// instead of waiting for the whole tick's claim. Returns how many recipients each share
 /// took; counts them in `disparo_campaign_claimed_total{campaign_id}`. Claims that may be
 /// stored but were not handed out (the database failed in between) go to `stranded`, to be
-/// given back ([`give_back`]).
+/// given back ([`give_back`]); each claim starts from `book`'s cursor.
 async fn claim_and_hand_out(
     st: &CampaignRun,
     pinned: bool,
     shares: &[ClaimShare],
-    stranded: &mut Vec<Settlement>,
+    book: &mut ClaimBook,
 ) -> Result<Vec<usize>, ActorError> {
     let mut watch = st.shared.config.clock.stopwatch();
     let started = watch.last();
@@ -754,7 +786,7 @@ async fn claim_and_hand_out(
             .collect();
         let asked: usize = round.iter().map(|s| s.count).sum();
         watch.lap();
-        let Some(got) = claim_round(st, pinned, &round, stranded).await? else {
+        let Some(got) = claim_round(st, pinned, &round, book).await? else {
             break;
         };
         phase("claim", watch.lap());
@@ -767,7 +799,7 @@ async fn claim_and_hand_out(
             // Every part is handed out or given back, whatever happened to the others.
             let back = given_back(&shares[i], &part);
             if let Err(e) = hand_out(st, &shares[i], part).await {
-                stranded.extend(back);
+                book.stranded.extend(back);
                 failed.get_or_insert(e);
             }
         }
@@ -788,33 +820,45 @@ async fn claim_and_hand_out(
 
 /// One claim transaction of [`claim_and_hand_out`]: the claimed recipients per share, or
 /// `None` when a share's cell left this node (cluster mode: nothing was claimed, the next
-/// tick plans without it). A claim that failed after claiming puts its claims in `stranded`.
+/// tick plans without it). A claim that failed after claiming puts its claims in the book's
+/// stranded ones; the claim moves the book's cursor.
 async fn claim_round(
     st: &CampaignRun,
     pinned: bool,
     round: &[ClaimShare],
-    stranded: &mut Vec<Settlement>,
+    book: &mut ClaimBook,
 ) -> Result<Option<Vec<Vec<storage::campaigns::Claimed>>>, ActorError> {
+    let kind = usize::from(pinned);
+    let now = st.shared.now_ms();
+    if book.dry_until[kind] > now {
+        return Ok(Some(round.iter().map(|_| Vec::new()).collect()));
+    }
     let claimed = st
         .shared
         .store
-        .claim_recipients(
+        .claim_recipients_after(
             st.account_id,
             st.campaign_id,
             pinned,
             round,
             &st.template.language,
+            &mut book.after[usize::from(pinned)],
         )
         .await;
     let error = match claimed {
-        Ok(got) => return Ok(Some(got)),
+        Ok(got) => {
+            if got.iter().all(Vec::is_empty) {
+                book.dry_until[kind] = now + DRY_WAIT_MS;
+            }
+            return Ok(Some(got));
+        }
         Err(storage::StorageError::ClaimUnconfirmed { give_back, source }) => {
             tracing::warn!(
                 error = %source,
                 claims = give_back.len(),
                 "claim not confirmed: its recipients will be given back"
             );
-            stranded.extend(give_back);
+            book.stranded.extend(give_back);
             *source
         }
         Err(e) => e,
@@ -852,25 +896,25 @@ fn given_back(share: &ClaimShare, claimed: &[storage::campaigns::Claimed]) -> Ve
 /// left: until then nothing new is claimed (a SQLite message id of a rolled-back claim may
 /// be given again to a new one).
 async fn give_back(st: &mut CampaignRun) -> bool {
-    if st.stranded.is_empty() {
+    if st.claims.stranded.is_empty() {
         return true;
     }
     match st
         .shared
         .store
-        .settle_campaign_sends(&st.stranded, |_, _| Vec::new())
+        .settle_campaign_sends(&st.claims.stranded, |_, _| Vec::new())
         .await
     {
         Ok(_) => {
             tracing::info!(
-                recipients = st.stranded.len(),
+                recipients = st.claims.stranded.len(),
                 "stranded claims given back to the campaign"
             );
-            st.stranded.clear();
+            st.claims.stranded.clear();
             true
         }
         Err(e) => {
-            tracing::warn!(error = %e, recipients = st.stranded.len(), "stranded claims not given back yet");
+            tracing::warn!(error = %e, recipients = st.claims.stranded.len(), "stranded claims not given back yet");
             false
         }
     }

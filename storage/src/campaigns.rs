@@ -608,6 +608,34 @@ impl Store {
         shares: &[ClaimShare],
         template_language: &str,
     ) -> Result<Vec<Vec<Claimed>>> {
+        let mut after = 0;
+        self.claim_recipients_after(
+            account_id,
+            campaign_id,
+            pinned,
+            shares,
+            template_language,
+            &mut after,
+        )
+        .await
+    }
+
+    /// [`Store::claim_recipients`] from a cursor: the planned recipients past `after` (a
+    /// recipient id) first, then, when fewer are there than asked, the ones from the start of
+    /// the audience (given back or planned again behind the cursor). `after` becomes the last
+    /// recipient picked (0 when none was). A campaign's actor keeps one cursor per kind of
+    /// claim, so a claim reads the rows it takes instead of every row already claimed before
+    /// them: on PostgreSQL no index names `state` (D-137), which is what lets both of a
+    /// recipient's updates be heap-only.
+    pub async fn claim_recipients_after(
+        &self,
+        account_id: i64,
+        campaign_id: i64,
+        pinned: bool,
+        shares: &[ClaimShare],
+        template_language: &str,
+        after: &mut i64,
+    ) -> Result<Vec<Vec<Claimed>>> {
         let now = now_ms();
         let limit: usize = shares.iter().map(|s| s.count).sum();
         if limit == 0 {
@@ -618,31 +646,29 @@ impl Store {
             shares.iter().filter_map(|s| s.lease.as_ref()).collect();
         let mut tx = self.begin_write().await?;
         self.hold_leases(&mut tx, &leases).await?;
-        let sql = if pinned {
-            "SELECT id, phone, vars FROM campaign_recipients WHERE campaign_id = $1 AND state = 'planned' AND pinned_channel_id = $3 ORDER BY id LIMIT $2"
-        } else {
-            "SELECT id, phone, vars FROM campaign_recipients WHERE campaign_id = $1 AND state = 'planned' AND pinned_channel_id IS NULL AND $3 > 0 ORDER BY id LIMIT $2"
-        };
-        // On PostgreSQL the picked rows are locked until the claim commits, and rows another
-        // process is claiming are passed over (issue 50, D-100): two claimers never pick the
-        // same recipient. SQLite has one writer at a time.
-        let sql = match self.backend {
-            crate::Backend::Postgres => format!("{sql} FOR UPDATE SKIP LOCKED"),
-            crate::Backend::Sqlite => sql.to_string(),
-        };
-        let rows = sqlx::query(&sql)
-            .bind(campaign_id)
-            .bind(limit as i64)
-            .bind(shares[0].channel_id)
-            .fetch_all(&mut *tx)
+        let channel_id = shares[0].channel_id;
+        let mut picked = self
+            .pick_planned_tx(
+                &mut tx,
+                (campaign_id, pinned, channel_id),
+                (*after, i64::MAX),
+                limit,
+            )
             .await?;
-        let mut picked = Vec::with_capacity(rows.len());
-        for r in rows {
-            let id: i64 = r.try_get("id")?;
-            let phone: String = r.try_get("phone")?;
-            let vars: String = r.try_get("vars")?;
-            picked.push((id, phone, vars));
+        if picked.len() < limit && *after > 0 {
+            let wrapped = self
+                .pick_planned_tx(
+                    &mut tx,
+                    (campaign_id, pinned, channel_id),
+                    (0, *after + 1),
+                    limit - picked.len(),
+                )
+                .await?;
+            picked.extend(wrapped);
         }
+        *after = picked.last().map_or(0, |p| p.0);
+        // In id order, as every writer of these rows goes (D-095).
+        picked.sort_unstable_by_key(|p| p.0);
         // Fewer recipients left than asked: each share shrinks in proportion (largest
         // remainders first), so the weights hold to the end of the audience.
         let counts = proportional(
@@ -748,6 +774,49 @@ impl Store {
         }
         tx.commit().await?;
         Ok(())
+    }
+}
+
+impl Store {
+    /// Up to `limit` planned recipients of `campaign` (`(campaign id, pinned, channel id)`:
+    /// with `pinned`, the ones a resend pinned to that number; without, the ones pinned to
+    /// none) with an id strictly between `ids.0` and `ids.1`, in id order: `(id, phone,
+    /// vars)`. On PostgreSQL the picked rows are locked until the claim commits, and rows
+    /// another process is claiming are passed over (issue 50, D-100): two claimers never pick
+    /// the same recipient. SQLite has one writer at a time.
+    async fn pick_planned_tx(
+        &self,
+        tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+        campaign: (i64, bool, i64),
+        ids: (i64, i64),
+        limit: usize,
+    ) -> Result<Vec<(i64, String, String)>> {
+        let (campaign_id, pinned, channel_id) = campaign;
+        let sql = if pinned {
+            "SELECT id, phone, vars FROM campaign_recipients WHERE campaign_id = $1 AND id > $4 AND id < $5 AND state = 'planned' AND pinned_channel_id = $3 ORDER BY id LIMIT $2"
+        } else {
+            "SELECT id, phone, vars FROM campaign_recipients WHERE campaign_id = $1 AND id > $4 AND id < $5 AND state = 'planned' AND pinned_channel_id IS NULL AND $3 > 0 ORDER BY id LIMIT $2"
+        };
+        let sql = match self.backend {
+            crate::Backend::Postgres => format!("{sql} FOR UPDATE SKIP LOCKED"),
+            crate::Backend::Sqlite => sql.to_string(),
+        };
+        let rows = sqlx::query(&sql)
+            .bind(campaign_id)
+            .bind(limit as i64)
+            .bind(channel_id)
+            .bind(ids.0)
+            .bind(ids.1)
+            .fetch_all(&mut **tx)
+            .await?;
+        let mut picked = Vec::with_capacity(rows.len());
+        for r in rows {
+            let id: i64 = r.try_get("id")?;
+            let phone: String = r.try_get("phone")?;
+            let vars: String = r.try_get("vars")?;
+            picked.push((id, phone, vars));
+        }
+        Ok(picked)
     }
 }
 
@@ -1246,17 +1315,39 @@ impl Store {
     /// come from the same snapshot: asked apart, a settlement that gives a claimed recipient
     /// back (`claimed` → `planned`) between them made both look empty and completed a
     /// campaign with recipients left.
+    ///
+    /// On SQLite two probes of the `(campaign_id, state, id)` index; on PostgreSQL, where no
+    /// index names `state` (D-137), the sums of the campaign's counters (`campaign_counts`,
+    /// D-091), which every change of a recipient appends to in its own transaction: exact as
+    /// of the statement's snapshot.
     pub async fn campaign_open_work(&self, campaign_id: i64) -> Result<OpenWork> {
-        let row = sqlx::query(
-            "SELECT \
+        let sql = match self.backend {
+            crate::Backend::Sqlite => {
+                "SELECT \
                (SELECT COUNT(*) FROM (SELECT 1 AS x FROM campaign_recipients WHERE campaign_id = $1 AND state = 'planned' LIMIT 1) p) AS planned, \
                (SELECT COUNT(*) FROM (SELECT 1 AS x FROM campaign_recipients WHERE campaign_id = $1 AND state IN ('claimed', 'in_doubt') LIMIT 1) o) AS open_work, \
                (SELECT state FROM campaigns WHERE id = $1) AS state, \
-               (SELECT auto_paused FROM campaigns WHERE id = $1) AS auto_paused",
-        )
-        .bind(campaign_id)
-        .fetch_one(&self.pool)
-        .await?;
+               (SELECT auto_paused FROM campaigns WHERE id = $1) AS auto_paused"
+            }
+            crate::Backend::Postgres => {
+                "SELECT \
+               COALESCE(SUM(CASE WHEN value = 'planned' THEN n END), 0)::BIGINT AS planned, \
+               COALESCE(SUM(CASE WHEN value IN ('claimed', 'in_doubt') THEN n END), 0)::BIGINT AS open_work, \
+               (SELECT state FROM campaigns WHERE id = $1) AS state, \
+               (SELECT auto_paused FROM campaigns WHERE id = $1) AS auto_paused, \
+               COUNT(*) AS parts \
+               FROM campaign_counts WHERE campaign_id = $1 AND kind = 'state'"
+            }
+        };
+        let row = sqlx::query(sql)
+            .bind(campaign_id)
+            .fetch_one(&self.pool)
+            .await?;
+        if self.backend == crate::Backend::Postgres
+            && row.try_get::<i64, _>("parts")? > COUNTS_COMPACT_AT
+        {
+            self.compact_campaign_counts(campaign_id).await?;
+        }
         Ok(OpenWork {
             planned: row.try_get::<i64, _>("planned")? > 0,
             open: row.try_get::<i64, _>("open_work")? > 0,
@@ -1294,6 +1385,24 @@ impl Store {
         campaign_id: i64,
         grace_before: i64,
     ) -> Result<SweepOutcome> {
+        let mut out = self.take_stale_claims(campaign_id, grace_before).await?;
+        let resolved = self.resolve_in_doubt(campaign_id, grace_before).await?;
+        out.sent = resolved.sent;
+        out.failed = resolved.failed;
+        out.replanned = resolved.replanned;
+        Ok(out)
+    }
+
+    /// The first half of [`Store::sweep_in_doubt`]: claims left by a gone process, and this
+    /// process's own claims untouched since before `grace_before` (ms), become `in_doubt`
+    /// (`taken_over`, `stale`). Reads every claimed row of the campaign: on PostgreSQL, where
+    /// no index names `state` (D-137), the campaign's actor runs it a few times per grace
+    /// period, not every second.
+    pub async fn take_stale_claims(
+        &self,
+        campaign_id: i64,
+        grace_before: i64,
+    ) -> Result<SweepOutcome> {
         let mut out = SweepOutcome::default();
         // Sends a gone process left `claimed` are in doubt from now (a peer died mid-send).
         let sql = format!(
@@ -1323,6 +1432,30 @@ impl Store {
         .execute(&self.writer)
         .await?
         .rows_affected();
+        Ok(out)
+    }
+
+    /// The second half of [`Store::sweep_in_doubt`]: the campaign's in-doubt recipients (this
+    /// process's or a gone one's) with a sign of the provider are `sent` or `failed`, and those
+    /// without one since before `grace_before` (ms) are planned again. On PostgreSQL the
+    /// campaign's counters are read first and nothing else when none is in doubt.
+    pub async fn resolve_in_doubt(
+        &self,
+        campaign_id: i64,
+        grace_before: i64,
+    ) -> Result<SweepOutcome> {
+        let mut out = SweepOutcome::default();
+        if self.backend == crate::Backend::Postgres {
+            let in_doubt: i64 = sqlx::query_scalar(
+                "SELECT COALESCE(SUM(n), 0)::BIGINT FROM campaign_counts WHERE campaign_id = $1 AND kind = 'state' AND value = 'in_doubt'",
+            )
+            .bind(campaign_id)
+            .fetch_one(&self.pool)
+            .await?;
+            if in_doubt <= 0 {
+                return Ok(out);
+            }
+        }
         // A live peer's in-doubt sends are its own to resolve.
         let sql = format!(
             "SELECT r.id AS rid, r.message_id AS mid, r.updated_at AS since, m.provider_message_id AS wamid, \
@@ -1560,6 +1693,69 @@ mod tests {
             store.campaign(AccountId(account), CampaignId(campaign.id)).await,
             Err(StorageError::Corrupt(m)) if m.contains("revisada")
         ));
+    }
+
+    /// One share's claim from the cursor `after`.
+    async fn claim_from(
+        store: &Store,
+        account: i64,
+        campaign_id: i64,
+        share: ClaimShare,
+        after: &mut i64,
+    ) -> Vec<Claimed> {
+        store
+            .claim_recipients_after(account, campaign_id, false, &[share], "pt_BR", after)
+            .await
+            .unwrap()
+            .remove(0)
+    }
+
+    /// D-137: a claim from a cursor takes the planned recipients past it first and, when
+    /// fewer are there than asked, the ones behind it (given back meanwhile); the cursor ends
+    /// at the last one taken, 0 when none was.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_claim_from_a_cursor_goes_past_it_then_back_to_the_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, account, channel, campaign) = campaign_with_recipients(dir.path(), 6).await;
+        let ids: Vec<i64> = sqlx::query_scalar(
+            "SELECT id FROM campaign_recipients WHERE campaign_id = $1 ORDER BY id",
+        )
+        .bind(campaign.id)
+        .fetch_all(&store.pool)
+        .await
+        .unwrap();
+        let mut after = 0;
+        let share = |count| ClaimShare {
+            channel_id: channel,
+            count,
+            template_name: "oferta".into(),
+            lease: None,
+        };
+        let first = claim_from(&store, account, campaign.id, share(2), &mut after).await;
+        let at = after;
+        let taken = |c: &[Claimed]| c.iter().map(|c| c.recipient_id).collect::<Vec<_>>();
+        assert_eq!((taken(&first), at), (vec![ids[0], ids[1]], ids[1]));
+        let back = Settlement {
+            channel_id: channel,
+            recipient_id: first[0].recipient_id,
+            message_id: first[0].message_id,
+            result: SendResult::Replan,
+        };
+        store
+            .settle_campaign_sends(&[back], |_, _| Vec::new())
+            .await
+            .unwrap();
+        // Past the cursor first: the one given back waits.
+        let second = claim_from(&store, account, campaign.id, share(2), &mut after).await;
+        let at = after;
+        assert_eq!((taken(&second), at), (vec![ids[2], ids[3]], ids[3]));
+        // The rest of the audience, then the start: in id order, the cursor on the last taken.
+        let third = claim_from(&store, account, campaign.id, share(5), &mut after).await;
+        let at = after;
+        assert_eq!((taken(&third), at), (vec![ids[0], ids[4], ids[5]], ids[0]));
+        let none = claim_from(&store, account, campaign.id, share(5), &mut after).await;
+        let at = after;
+        assert_eq!((taken(&none), at), (vec![], 0));
     }
 
     /// D-103 for campaign sends: a status report that reached a claimed recipient's message

@@ -682,8 +682,10 @@ async fn claims_under_a_lost_lease_are_refused() {
         10,
         "only the two held claims"
     );
-    // A transaction holding the row FOR SHARE (a claim in flight) makes a takeover wait,
-    // even once the lease has expired: the new epoch begins after that claim committed.
+    // A transaction holding the row FOR SHARE (a claim in flight) keeps a takeover out, even
+    // once the lease has expired: the takeover waits for the row a moment, then answers that
+    // the cell is held (D-138: a keeper must not wait for a frozen peer) and bumps nothing;
+    // the new epoch begins after that claim committed.
     sqlx::query(&format!(
         "UPDATE leases SET expires_at = {} + 400 WHERE key = 'bm:1'",
         a.now_sql()
@@ -694,17 +696,18 @@ async fn claims_under_a_lost_lease_are_refused() {
     let mut tx = b.begin_write().await.unwrap();
     b.hold_leases(&mut tx, &[&token(2)]).await.unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    let takeover = tokio::spawn({
-        let a = a.clone();
-        async move { a.acquire_lease("bm:1", "a", 10_000).await }
-    });
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    assert!(
-        !takeover.is_finished(),
-        "the epoch bump waits for the claim to commit"
+    assert_eq!(
+        a.acquire_lease("bm:1", "a", 10_000).await.unwrap(),
+        None,
+        "no epoch bump while the claim holds the row"
     );
+    let epoch: i64 = sqlx::query_scalar("SELECT epoch FROM leases WHERE key = 'bm:1'")
+        .fetch_one(&a.pool)
+        .await
+        .unwrap();
+    assert_eq!(epoch, 2);
     tx.commit().await.unwrap();
-    assert_eq!(takeover.await.unwrap().unwrap(), Some(3));
+    assert_eq!(a.acquire_lease("bm:1", "a", 10_000).await.unwrap(), Some(3));
     crate::test_support::drop_postgres(b, &name).await;
 }
 

@@ -81,6 +81,10 @@ pub(crate) async fn hold_in(
     Ok(())
 }
 
+/// How long (ms) acquiring a lease waits for its row when another session's transaction has
+/// it locked, before it counts as held (PostgreSQL; D-138).
+pub const ACQUIRE_LOCK_WAIT_MS: u64 = 200;
+
 impl Store {
     /// The fencing of a write this process makes under `token`.
     pub(crate) fn fencing(&self, token: &LeaseToken) -> Fencing {
@@ -138,7 +142,12 @@ impl Store {
 
     /// Acquires `key` for this session for `ttl_ms` when it is free, released, expired or
     /// this session's already, and returns the new epoch (one more than the last); `None`
-    /// when another session holds it. Errors: the database's.
+    /// when another session holds it — or, on PostgreSQL, still has its row locked after
+    /// [`ACQUIRE_LOCK_WAIT_MS`]: a holder frozen inside a transaction that checks the lease
+    /// (`FOR SHARE`, [`Store::hold_leases`]) keeps the row locked until PostgreSQL ends its
+    /// session (`idle_in_transaction_session_timeout`, 5 s), and the caller, a node's keeper,
+    /// must not wait that long: its own leases would expire meanwhile (D-138). It tries again
+    /// at its next round. Errors: the database's.
     pub async fn acquire_lease(&self, key: &str, node: &str, ttl_ms: i64) -> Result<Option<i64>> {
         let now = self.now_sql();
         let sql = format!(
@@ -151,13 +160,30 @@ impl Store {
              OR leases.expires_at <= {now} \
              RETURNING epoch"
         );
+        let mut tx = self.writer.begin().await?;
+        if self.backend == crate::Backend::Postgres {
+            sqlx::query(&format!(
+                "SET LOCAL lock_timeout = '{ACQUIRE_LOCK_WAIT_MS}ms'"
+            ))
+            .execute(&mut *tx)
+            .await?;
+        }
         let row = sqlx::query(&sql)
             .bind(key)
             .bind(self.session_id())
             .bind(node)
             .bind(ttl_ms)
-            .fetch_optional(&self.writer)
-            .await?;
+            .fetch_optional(&mut *tx)
+            .await;
+        let row = match row {
+            Ok(row) => row,
+            // lock_not_available: the row is locked by another session's transaction.
+            Err(sqlx::Error::Database(d)) if d.code().as_deref() == Some("55P03") => {
+                return Ok(None);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        tx.commit().await?;
         row.map(|r| Ok(r.try_get("epoch")?)).transpose()
     }
 
