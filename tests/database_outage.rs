@@ -16,19 +16,29 @@ use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
 /// A gateway on a fresh PostgreSQL database reached through a relay, with the patient
-/// simulator: what both tests start from.
+/// simulator, and a draft campaign of `n` recipients over two numbers sending 40/s each
+/// ([`slow_down`]): what both tests start from. `None` without PostgreSQL.
 struct Setup {
     db: TestDb,
     relay: Relay,
     gateway: Gateway,
-    sim: provider::sim::Simulator,
     sim_addr: std::net::SocketAddr,
     /// The gateway's log (kept after the run: on a failure the test's output names it).
     log: std::path::PathBuf,
     token: String,
+    api: Api,
+    /// The campaign.
+    id: i64,
+    /// Its numbers.
+    channels: Vec<i64>,
 }
 
-async fn setup(backend: &Backend) -> Setup {
+async fn setup(n: usize) -> Option<Setup> {
+    let Some(backend) = Backend::postgres() else {
+        eprintln!("DISPARO_TEST_POSTGRES_URL unset: PostgreSQL run skipped");
+        return None;
+    };
+    let backend = &backend;
     let db = TestDb::create(backend).await;
     let mut url = reqwest::Url::parse(&db.url).unwrap();
     let target = format!("{}:{}", url.host_str().unwrap(), url.port().unwrap_or(5432));
@@ -49,15 +59,20 @@ async fn setup(backend: &Backend) -> Setup {
     gateway.log = Some(log.clone());
     gateway.start().await;
     let token = gateway.token();
-    Setup {
+    let api = Api::new(&gateway.addr, &token);
+    let (id, channels) = campaign_over_numbers(&api, &sim, n, 2).await;
+    slow_down(&api, &channels).await;
+    Some(Setup {
         db,
         relay,
         gateway,
-        sim,
         sim_addr,
         log,
         token,
-    }
+        api,
+        id,
+        channels,
+    })
 }
 
 /// Sets every number of the campaign to one send per 25 ms (40/s): the campaign lasts long
@@ -104,24 +119,22 @@ async fn wait_completed(api: &Api, id: i64, log: &std::path::Path) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_away_answers_503_at_once_and_loses_nothing() {
-    let Some(backend) = Backend::postgres() else {
-        eprintln!("DISPARO_TEST_POSTGRES_URL unset: PostgreSQL run skipped");
-        return;
-    };
-    let Setup {
+    const N: usize = 1_500;
+    // 40 sends/s per number: the campaign spans the outage.
+    let Some(Setup {
         db: _db,
         relay,
         mut gateway,
-        sim,
         sim_addr,
         log,
         token,
-    } = setup(&backend).await;
-    let api = Api::new(&gateway.addr, &token);
-    const N: usize = 1_500;
-    let (id, channels) = campaign_over_numbers(&api, &sim, N, 2).await;
-    // 40 sends/s per number: the campaign spans the outage.
-    slow_down(&api, &channels).await;
+        api,
+        id,
+        channels,
+    }) = setup(N).await
+    else {
+        return;
+    };
     let (status, body) = api
         .call(Method::POST, &format!("/api/v1/campaigns/{id}/start"), None)
         .await;
@@ -254,23 +267,21 @@ async fn postgres_away_answers_503_at_once_and_loses_nothing() {
 /// inside it every time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_whose_commit_answer_is_lost_is_given_back() {
-    let Some(backend) = Backend::postgres() else {
-        eprintln!("DISPARO_TEST_POSTGRES_URL unset: PostgreSQL run skipped");
-        return;
-    };
-    let Setup {
+    const N: usize = 600;
+    let Some(Setup {
         db,
         relay,
         mut gateway,
-        sim,
         sim_addr,
         log,
-        token,
-    } = setup(&backend).await;
-    let api = Api::new(&gateway.addr, &token);
-    const N: usize = 600;
-    let (id, channels) = campaign_over_numbers(&api, &sim, N, 2).await;
-    slow_down(&api, &channels).await;
+        token: _,
+        api,
+        id,
+        channels: _,
+    }) = setup(N).await
+    else {
+        return;
+    };
     // Straight to the database, not through the relay.
     let pg = sqlx::PgPool::connect(&db.url).await.unwrap();
     for sql in [
