@@ -259,6 +259,17 @@ async fn postgres_away_answers_503_at_once_and_loses_nothing() {
     gateway.kill();
 }
 
+/// How many sessions of database `name` sleep in the test trigger (a commit held open).
+async fn held_commits(pg: &sqlx::PgPool, name: &str) -> Option<i64> {
+    sqlx::query_scalar(
+        "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = $1 AND wait_event = 'PgSleep'",
+    )
+    .bind(name)
+    .fetch_one(pg)
+    .await
+    .ok()
+}
+
 /// The database goes away while a claim commits (D-136): PostgreSQL stores the claim, its
 /// answer is lost with the connection, and the gateway cannot know it was stored — nor did
 /// it hand those recipients to a number. Once the database is back they are given back and
@@ -309,16 +320,7 @@ async fn a_claim_whose_commit_answer_is_lost_is_given_back() {
     let name = db.url.rsplit('/').next().unwrap().to_string();
     eventually(20, "a claim's commit held open", || {
         let (pg, name) = (pg.clone(), name.clone());
-        async move {
-            let n: i64 = sqlx::query_scalar(
-                "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = $1 AND wait_event = 'PgSleep'",
-            )
-            .bind(name)
-            .fetch_one(&pg)
-            .await
-            .ok()?;
-            (n > 0).then_some(())
-        }
+        async move { (held_commits(&pg, &name).await? > 0).then_some(()) }
     })
     .await;
     relay.cut();
@@ -327,14 +329,7 @@ async fn a_claim_whose_commit_answer_is_lost_is_given_back() {
     let stranded: Vec<String> = eventually(20, "the held claim committed", || {
         let (pg, name) = (pg.clone(), name.clone());
         async move {
-            let held: i64 = sqlx::query_scalar(
-                "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = $1 AND wait_event = 'PgSleep'",
-            )
-            .bind(name)
-            .fetch_one(&pg)
-            .await
-            .ok()?;
-            if held > 0 {
+            if held_commits(&pg, &name).await? > 0 {
                 return None;
             }
             sqlx::query_scalar(
