@@ -2,6 +2,7 @@
 
 import re
 
+from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import expect
 
 
@@ -9,16 +10,18 @@ def await_approval_stage(page, rounds=60):
     """On a campaign page sent to hygiene, waits until it reads "Aguardando aprovação" without
     reloading it (the page follows its status by itself, issue 47 item 8), asking the API to
     read the hygiene result ("Validar") while the button is there; a "Validar" the page lost
-    to a redraw meanwhile is fine."""
+    to a redraw meanwhile is fine. The page reloads itself when the pushed status changes
+    (`app.js` `followStatus`), so any read here may meet that reload: it is read again once
+    the new page has loaded."""
     for _ in range(rounds):
-        if "Aguardando aprovação" in page.locator("#status").inner_text():
-            break
-        validate = page.get_by_role("button", name=re.compile("^Validar"))
-        if validate.count():
-            try:
+        try:
+            if "Aguardando aprovação" in page.locator("#status").inner_text(timeout=5000):
+                break
+            validate = page.get_by_role("button", name=re.compile("^Validar"))
+            if validate.count():
                 validate.click(timeout=2000)
-            except Exception:
-                pass
+        except PlaywrightError:
+            page.wait_for_load_state()
         page.wait_for_timeout(500)
     expect(page.locator("#status")).to_have_text("Aguardando aprovação")
 
