@@ -102,6 +102,8 @@ pub struct ChannelState {
     /// The lease this actor's sends go out under (cluster mode; always open on one node),
     /// checked by send tasks right before the provider call.
     fence: crate::cluster::Fence,
+    /// The chain that holds the guardrail cadence between the campaign calls as they start.
+    chain: crate::spacing::Chain,
     /// The time the message being handled is decided at: the clock is read once per message
     /// (issue 51), in [`ChannelActor`]'s `handle`.
     now: Moment,
@@ -550,6 +552,7 @@ async fn start(
         accepted_at: Arc::default(),
         outage_until: Arc::default(),
         fence,
+        chain: crate::spacing::Chain::default(),
         now,
         shared,
     };
@@ -1193,6 +1196,7 @@ async fn dispatch(myself: ActorRef<ChannelMsg>, batch: Dispatch, st: &mut Channe
         );
         let request = SendMessageRequest::template(&item.phone, payload)
             .with_callback_data(format!("{CALLBACK_PREFIX}{}", item.message_id));
+        let link = st.chain.link(st.channel.cadence_ms());
         let task = CampaignSend {
             shared: st.shared.clone(),
             record: st.record.clone(),
@@ -1205,6 +1209,7 @@ async fn dispatch(myself: ActorRef<ChannelMsg>, batch: Dispatch, st: &mut Channe
             fence: st.fence.clone(),
             myself: myself.clone(),
             gate: batch.gate.clone(),
+            link,
         };
         tokio::spawn(
             task.run(item.recipient_id, item.message_id, request, send_at)
@@ -1253,6 +1258,8 @@ struct CampaignSend {
     fence: crate::cluster::Fence,
     myself: ActorRef<ChannelMsg>,
     gate: crate::protocol::CampaignGate,
+    /// Its place in the number's cadence chain (none without a guardrail cadence).
+    link: Option<crate::spacing::Link>,
 }
 
 impl CampaignSend {
@@ -1260,11 +1267,12 @@ impl CampaignSend {
         self.blocked.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Waits for its cadence slot and a place in the in-flight window, makes the call (again
-    /// after a transient error, up to [`TRANSIENT_ATTEMPTS`] in all) and records the outcome by
-    /// the error's kind (decision D-032).
+    /// Waits for its cadence slot, for the cadence after the number's previous campaign call
+    /// actually started (`crate::spacing`) and for a place in the in-flight window, makes the
+    /// call (again after a transient error, up to [`TRANSIENT_ATTEMPTS`] in all) and records
+    /// the outcome by the error's kind (decision D-032).
     async fn run(
-        self,
+        mut self,
         recipient_id: i64,
         message_id: i64,
         request: SendMessageRequest,
@@ -1275,7 +1283,12 @@ impl CampaignSend {
         if wait > 0 {
             tokio::time::sleep(std::time::Duration::from_millis(wait as u64)).await;
         }
+        if let Some(link) = self.link.as_mut() {
+            link.wait(&self.shared.config.clock).await;
+        }
         let result = self.attempt(&request, &mut watch).await;
+        // The next send of the chain goes on (from this call's start, or the one before).
+        self.link = None;
         // Counts against today's cap when the provider took it or may have (as rebuilt from
         // storage at start: refusals without a provider id do not count).
         let sent = matches!(result, SendResult::Sent { .. } | SendResult::InDoubt);
@@ -1287,7 +1300,7 @@ impl CampaignSend {
     }
 
     /// The provider call(s) of one campaign send; `watch` started at its admission.
-    async fn attempt(&self, request: &SendMessageRequest, watch: &mut Stopwatch) -> SendResult {
+    async fn attempt(&mut self, request: &SendMessageRequest, watch: &mut Stopwatch) -> SendResult {
         let Ok(_share) = self.campaign_share.clone().acquire_owned().await else {
             return SendResult::Replan;
         };
@@ -1317,6 +1330,9 @@ impl CampaignSend {
             // send through the number is a single probe once the back-off ends.
             if self.outage_until.load(std::sync::atomic::Ordering::Relaxed) > now {
                 return SendResult::Replan;
+            }
+            if let Some(link) = self.link.as_mut() {
+                link.started(now);
             }
             watch.lap();
             let res = self

@@ -29,6 +29,7 @@ pub mod protocol;
 pub mod registry;
 pub mod sessions;
 pub mod settle;
+mod spacing;
 pub mod supervisor;
 pub mod switch;
 pub mod templates;

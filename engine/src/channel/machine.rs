@@ -437,6 +437,11 @@ impl Channel {
         self.payment_locked_until
     }
 
+    /// The guardrail cadence, ms between two campaign sends of the number (0: none).
+    pub fn cadence_ms(&self) -> i64 {
+        self.guardrails.cadence_ms
+    }
+
     /// The pacing's current rate, messages/s.
     pub fn pacing_rate(&self) -> f64 {
         self.pacer.rate()
