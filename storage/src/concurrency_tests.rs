@@ -880,3 +880,81 @@ async fn provider_ids_are_found_whoever_wrote_them() {
     assert_eq!(recorded, 1, "one of two racing copies recorded");
     crate::test_support::drop_postgres(b, &name).await;
 }
+
+/// A status for a row another process's transaction is changing (issue 50; issue 54, D-140):
+/// the status waits for it and applies the report to the new version — a `delivered` never
+/// writes over a `read` committed meanwhile (a write computed from the row as read before,
+/// without a lock or a comparison, would).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_whose_row_changed_before_its_write_is_applied_to_the_new_row() {
+    let Some((a, b, account, channel, name)) = crate::test_support::postgres_pair().await else {
+        eprintln!("DISPARO_TEST_POSTGRES_URL unset: skipped");
+        return;
+    };
+    let c = campaign(&a, account, channel, 1).await;
+    claim_all(a.clone(), account, channel, c.id).await;
+    let row = sqlx::query("SELECT id, provider_message_id FROM messages WHERE campaign_id = $1")
+        .bind(c.id)
+        .fetch_one(&a.pool)
+        .await
+        .unwrap();
+    let id: i64 = row.try_get("id").unwrap();
+    let wamid: String = row.try_get("provider_message_id").unwrap();
+    // The other process moves the message to `read` and holds the row until told.
+    let mut held = b.pool.begin().await.unwrap();
+    sqlx::query(
+        "UPDATE messages SET status = 'read', sent_at = 5, delivered_at = 5, read_at = 5 WHERE id = $1",
+    )
+    .bind(id)
+    .execute(&mut *held)
+    .await
+    .unwrap();
+    let apply = tokio::spawn({
+        let a = a.clone();
+        async move {
+            let report = StatusReport {
+                provider_message_id: wamid,
+                callback_message_id: Some(id),
+                status: ProviderStatus::Delivered,
+                at: 1_000,
+                error: None,
+            };
+            a.apply_status_batches(&[(channel, &[report][..])], |_, _| Vec::new())
+                .await
+                .unwrap()
+                .0
+        }
+    });
+    // The status transaction waits for the held row.
+    let waiting =
+        "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock'";
+    for _ in 0..200 {
+        let n: i64 = sqlx::query(waiting)
+            .bind(&name)
+            .fetch_one(&b.pool)
+            .await
+            .unwrap()
+            .try_get(0)
+            .unwrap();
+        if n > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    held.commit().await.unwrap();
+    let outs = apply.await.unwrap();
+    assert!(outs[0].applied.is_empty(), "{:?}", outs[0].applied);
+    assert_eq!(outs[0].unchanged, 1);
+    let status: String = sqlx::query("SELECT status FROM messages WHERE id = $1")
+        .bind(id)
+        .fetch_one(&a.pool)
+        .await
+        .unwrap()
+        .try_get("status")
+        .unwrap();
+    assert_eq!(status, "read");
+    assert_eq!(
+        scalar(&a, "SELECT read_at FROM messages WHERE id = $1", id).await,
+        5
+    );
+}

@@ -25,6 +25,7 @@ pub mod reports;
 pub mod sender;
 pub mod sends;
 pub mod sessions;
+mod statuses;
 pub mod templates;
 pub mod webhooks;
 pub mod wiki;

@@ -3,7 +3,7 @@
 
 use crate::webhooks::NewEvent;
 use crate::{found, json_col, now_ms, placeholders, Result, StorageError, Store};
-use engine::message::{next_status, Direction, MessageKind, MessageStatus, ProviderStatus};
+use engine::message::{Direction, MessageKind, MessageStatus, ProviderStatus};
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 use std::collections::HashMap;
@@ -172,7 +172,7 @@ pub struct StatusBatchOutcome {
 }
 
 /// Most messages per multi-row status `UPDATE` (10 parameters each); shaped chunks.
-const STATUS_UPDATE_CHUNK: usize = 128;
+pub(crate) const STATUS_UPDATE_CHUNK: usize = 128;
 
 /// Most status reports applied between two looks for waiting 1:1 sends: a status transaction
 /// ends after such a group, whole webhooks only, when a batch of 1:1 sends waits for the write
@@ -584,241 +584,11 @@ impl Store {
         tx.commit().await?;
         Ok(Some((rec, n)))
     }
-
-    /// Applies batches of status reports (each one provider webhook's reports for one
-    /// channel, as `(channel_id, reports)`) in one transaction, in order: each message moves
-    /// by [`engine::message::next_status`], first timestamps are set (`read` also sets
-    /// `delivered_at`, since read implies delivered), a status that names our id in
-    /// `biz_opaque_callback_data` settles a message whose send answer was lost, and the events
-    /// `make_events` builds for each change (given the batch's index) are written to the
-    /// outbox in the same transaction. A report whose message is not on the batch's channel
-    /// counts as unknown. Returns what each batch did and how many webhook deliveries were
-    /// written. One transaction for many webhooks of many channels keeps the single SQLite
-    /// writer free for the send path (issue 6). On SQLite the transaction is committed early,
-    /// after a group of whole webhooks ([`STATUS_GROUP`] reports), when a batch of 1:1 sends
-    /// waits for the write connection (issue 25 part 2, D-093); the rest follows in the next
-    /// transaction, before any other bulk writer. An error may thus
-    /// leave the first webhooks applied: the caller refuses them all and the provider sends
-    /// them again, which changes nothing for those applied (statuses only move forward, and an
-    /// unchanged message gets no event).
-    pub async fn apply_status_batches(
-        &self,
-        batches: &[(i64, &[StatusReport])],
-        make_events: impl Fn(usize, &AppliedStatus) -> Vec<NewEvent>,
-    ) -> Result<(Vec<StatusBatchOutcome>, u64)> {
-        if batches.iter().all(|(_, reports)| reports.is_empty()) {
-            return Ok((vec![StatusBatchOutcome::default(); batches.len()], 0));
-        }
-        let _lane = self.bulk_lane("statuses").await;
-        let mut tx = self.begin_write().await?;
-        // Events are built only for channels someone subscribed to.
-        let channels: Vec<i64> = batches.iter().map(|(c, _)| *c).collect();
-        let subscriptions = crate::webhooks::Subscriptions::load_tx(&mut tx, &channels).await?;
-        let mut outs: Vec<StatusBatchOutcome> = Vec::with_capacity(batches.len());
-        let mut deliveries = 0;
-        let mut start = 0;
-        while start < batches.len() {
-            if start > 0 && self.priority.sends_waiting() {
-                // 1:1 sends wait: commit the webhooks applied, let them begin, go on (the lane
-                // is kept: no other bulk writer goes first).
-                metrics::counter!("disparo_store_bulk_yields_total", "writer" => "statuses")
-                    .increment(1);
-                tx.commit().await?;
-                self.priority.yield_to_sends().await;
-                tx = self.begin_write().await?;
-            }
-            // The next group: whole webhooks, up to STATUS_GROUP reports (at least one). On
-            // PostgreSQL one group: 1:1 sends have connections of their own there, and one
-            // group writes its rows in one id order (see below).
-            let group = match self.backend {
-                crate::Backend::Sqlite => STATUS_GROUP,
-                crate::Backend::Postgres => usize::MAX,
-            };
-            let mut end = start;
-            let mut n = 0;
-            while end < batches.len() && (end == start || n + batches[end].1.len() <= group) {
-                n += batches[end].1.len();
-                end += 1;
-            }
-            outs.resize(end, StatusBatchOutcome::default());
-            let reports: Vec<(usize, i64, &StatusReport)> = batches[start..end]
-                .iter()
-                .enumerate()
-                .flat_map(|(k, (channel_id, reports))| {
-                    reports.iter().map(move |r| (start + k, *channel_id, r))
-                })
-                .collect();
-            // Load the messages: by wamid (unique), then by our id for those not found.
-            let mut wamids: Vec<&str> = reports
-                .iter()
-                .map(|(_, _, r)| r.provider_message_id.as_str())
-                .collect();
-            wamids.sort_unstable();
-            wamids.dedup();
-            let mut by_wamid: HashMap<String, MessageRecord> = HashMap::new();
-            let mut by_id: HashMap<i64, MessageRecord> = HashMap::new();
-            let known = if self.backend == crate::Backend::Postgres {
-                // Statuses forward-only across processes (issue 50): the rows are locked, in
-                // id order, before they are read, so a status compared with a row is
-                // compared with its latest version (SQLite's write transaction is exclusive).
-                let callbacks: Vec<i64> = reports
-                    .iter()
-                    .filter_map(|(_, _, r)| r.callback_message_id)
-                    .collect();
-                let found = lock_messages_tx(&mut tx, &wamids, &callbacks).await?;
-                messages_by_id_tx(&mut tx, &found).await?
-            } else {
-                messages_by_provider_id_tx(&mut tx, &wamids).await?
-            };
-            for rec in known {
-                by_wamid.insert(rec.provider_message_id.clone().unwrap_or_default(), rec);
-            }
-            let mut orphans: Vec<i64> = reports
-                .iter()
-                .filter(|(_, _, r)| !by_wamid.contains_key(&r.provider_message_id))
-                .filter_map(|(_, _, r)| r.callback_message_id)
-                .collect();
-            orphans.sort_unstable();
-            orphans.dedup();
-            for rec in messages_by_id_tx(&mut tx, &orphans).await? {
-                by_id.insert(rec.id, rec);
-            }
-
-            let mut events = Vec::new();
-            // Rows are written once each, in id order after the loop: every writer of message rows
-            // (this, the campaign writer) sorts its values by id, so with a plan that follows them
-            // (D-095) PostgreSQL rarely finds two transactions waiting on each other; a batch that
-            // loses a deadlock is refused and sent again.
-            let mut updates: std::collections::BTreeMap<i64, MessageRecord> = Default::default();
-            let mut named: Vec<(i64, String)> = Vec::new();
-            for (b, channel_id, r) in reports {
-                let out = &mut outs[b];
-                let known = by_wamid
-                    .get(&r.provider_message_id)
-                    .filter(|m| m.channel_id == channel_id);
-                let current = match known {
-                    Some(m) => m.clone(),
-                    None => match r.callback_message_id.and_then(|id| by_id.get(&id)) {
-                        Some(m)
-                            if m.channel_id == channel_id
-                                && (m.provider_message_id.is_none()
-                                    || m.provider_message_id.as_deref()
-                                        == Some(r.provider_message_id.as_str())) =>
-                        {
-                            m.clone()
-                        }
-                        _ => {
-                            out.unknown += 1;
-                            continue;
-                        }
-                    },
-                };
-                let mut next = current.clone();
-                if next.provider_message_id.is_none() {
-                    next.provider_message_id = Some(r.provider_message_id.clone());
-                }
-                if let Some(s) = next_status(current.status, r.status) {
-                    next.status = s;
-                }
-                match r.status {
-                    ProviderStatus::Sent => {
-                        next.sent_at = next.sent_at.or(Some(r.at));
-                    }
-                    ProviderStatus::Delivered => {
-                        next.sent_at = next.sent_at.or(Some(r.at));
-                        next.delivered_at = next.delivered_at.or(Some(r.at));
-                    }
-                    ProviderStatus::Read | ProviderStatus::Played => {
-                        next.sent_at = next.sent_at.or(Some(r.at));
-                        next.delivered_at = next.delivered_at.or(Some(r.at));
-                        next.read_at = next.read_at.or(Some(r.at));
-                    }
-                    ProviderStatus::Failed if next.status == MessageStatus::Failed => {
-                        next.failed_at = next.failed_at.or(Some(r.at));
-                        if let Some((code, title, detail)) = &r.error {
-                            next.error_code = Some(*code);
-                            next.error_title = Some(title.clone());
-                            next.error_detail = detail.clone();
-                        }
-                    }
-                    ProviderStatus::Failed => {}
-                }
-                if next == current {
-                    out.unchanged += 1;
-                    continue;
-                }
-                updates.insert(next.id, next.clone());
-                if let Some(w) = &next.provider_message_id {
-                    by_wamid.insert(w.clone(), next.clone());
-                    if current.provider_message_id.is_none() {
-                        // A status gave the message its provider id first (its send's answer
-                        // was lost, or is not written yet).
-                        named.push((next.id, w.clone()));
-                    }
-                }
-                let applied = AppliedStatus {
-                    accepted_here: current.provider_message_id.is_none()
-                        && current.sent_at.is_none()
-                        && next.sent_at.is_some(),
-                    message: next,
-                    reported: r.status,
-                };
-                if subscriptions.covers(channel_id) {
-                    events.extend(make_events(b, &applied));
-                }
-                out.applied.push(applied);
-            }
-            // One multi-row statement per chunk (a join with the new values), not one per
-            // message: every statement is a round trip to the connection's thread.
-            let updates: Vec<&MessageRecord> = updates.values().collect();
-            let named: Vec<(i64, &str)> = named
-                .iter()
-                .map(|(id, wamid)| (*id, wamid.as_str()))
-                .collect();
-            for chunk in crate::padded_chunks(&updates, STATUS_UPDATE_CHUNK) {
-                let values: Vec<String> = (0..chunk.len())
-                    .map(|j| {
-                        let p = 1 + 10 * j;
-                        let params: Vec<String> = (p..p + 10).map(|i| format!("${i}")).collect();
-                        format!("({})", params.join(", "))
-                    })
-                    .collect();
-                let sql = format!(
-                    "WITH v (mid, status, wamid, sent_at, delivered_at, read_at, failed_at, error_code, error_title, error_detail) AS (VALUES {}) \
-                     UPDATE messages SET status = v.status, provider_message_id = v.wamid, sent_at = v.sent_at, delivered_at = v.delivered_at, \
-                     read_at = v.read_at, failed_at = v.failed_at, error_code = v.error_code, error_title = v.error_title, error_detail = v.error_detail \
-                     FROM v WHERE messages.id = v.mid",
-                    values.join(", ")
-                );
-                let sql = crate::positional(&tx, &sql);
-                let mut q = sqlx::query(&sql);
-                for next in &chunk {
-                    q = q
-                        .bind(next.id)
-                        .bind(next.status.as_str())
-                        .bind(&next.provider_message_id)
-                        .bind(next.sent_at)
-                        .bind(next.delivered_at)
-                        .bind(next.read_at)
-                        .bind(next.failed_at)
-                        .bind(next.error_code)
-                        .bind(&next.error_title)
-                        .bind(&next.error_detail);
-                }
-                q.execute(&mut *tx).await?;
-            }
-            record_provider_ids_tx(&mut tx, &named).await?;
-            deliveries += subscriptions.enqueue_tx(&mut tx, &events).await?;
-            start = end;
-        }
-        tx.commit().await?;
-        Ok((outs, deliveries))
-    }
 }
 
 /// The messages with these provider ids (SQLite: the unique index of `messages`), in id
 /// order; ids not found are absent.
-async fn messages_by_provider_id_tx(
+pub(crate) async fn messages_by_provider_id_tx(
     tx: &mut sqlx::Transaction<'static, sqlx::Any>,
     wamids: &[&str],
 ) -> Result<Vec<MessageRecord>> {
@@ -839,49 +609,6 @@ async fn messages_by_provider_id_tx(
     }
     out.sort_unstable_by_key(|r| r.id);
     Ok(out)
-}
-
-/// Locks the message rows with these provider ids or ids, in id order (PostgreSQL, inside a
-/// status transaction): two transactions lock what they share in the same order, so neither
-/// waits for the other in a cycle. The provider ids are found in their own table (D-135).
-/// Returns the ids of the messages found by provider id.
-async fn lock_messages_tx(
-    tx: &mut sqlx::Transaction<'static, sqlx::Any>,
-    wamids: &[&str],
-    ids: &[i64],
-) -> Result<Vec<i64>> {
-    let mut found: Vec<i64> = Vec::with_capacity(wamids.len());
-    for chunk in crate::padded_chunks(wamids, 256) {
-        let sql = format!(
-            "SELECT message_id FROM message_provider_ids WHERE provider_message_id IN ({})",
-            placeholders(1, chunk.len())
-        );
-        let mut q = sqlx::query(&sql);
-        for w in &chunk {
-            q = q.bind(*w);
-        }
-        for row in q.fetch_all(&mut **tx).await? {
-            found.push(row.try_get("message_id")?);
-        }
-    }
-    found.sort_unstable();
-    found.dedup();
-    let mut all: Vec<i64> = ids.to_vec();
-    all.extend(found.iter().copied());
-    all.sort_unstable();
-    all.dedup();
-    for chunk in crate::padded_chunks(&all, 256) {
-        let sql = format!(
-            "SELECT id FROM messages WHERE id IN ({}) ORDER BY id FOR UPDATE",
-            placeholders(1, chunk.len())
-        );
-        let mut q = sqlx::query(&sql);
-        for id in &chunk {
-            q = q.bind(*id);
-        }
-        q.fetch_all(&mut **tx).await?;
-    }
-    Ok(found)
 }
 
 impl Store {
