@@ -24,21 +24,9 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
     let token = bearer(req.headers())
         .filter(|t| looks_like_token(t))
         .map(str::to_string);
-    let Some(token) = token else {
-        return ApiError::Unauthorized.into_response();
-    };
-    let store = state.services.store();
-    let owner = match store.authenticate_token(&token).await {
-        Ok(Some(o)) => o,
-        Ok(None) => {
-            // A revoked token says so; any other refusal stays the generic one (issue 55).
-            return match store.token_revoked(&token).await {
-                Ok(true) => ApiError::TokenRevoked.into_response(),
-                Ok(false) => ApiError::Unauthorized.into_response(),
-                Err(e) => ApiError::from(e).into_response(),
-            };
-        }
-        Err(e) => return ApiError::from(e).into_response(),
+    let owner = match token_owner(&state, token.as_deref()).await {
+        Ok(owner) => owner,
+        Err(e) => return e.into_response(),
     };
     let rate_headers = match &state.config.rate_limit {
         Some(limit) => match limit.check(owner.token_id) {
@@ -94,6 +82,23 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
         .await;
     }
     resp
+}
+
+/// What the account token (`svc_…`) a request bears grants. Errors: 401 (`unauthorized`
+/// without one or for an unknown one; `token_revoked` for a revoked one, issue 55), or the
+/// store's.
+async fn token_owner(
+    state: &AppState,
+    token: Option<&str>,
+) -> Result<storage::accounts::TokenOwner, ApiError> {
+    let token = token.ok_or(ApiError::Unauthorized)?;
+    let store = state.services.store();
+    match store.authenticate_token(token).await? {
+        Some(owner) => Ok(owner),
+        // A revoked token says so; any other refusal stays the generic one (issue 55).
+        None if store.token_revoked(token).await? => Err(ApiError::TokenRevoked),
+        None => Err(ApiError::Unauthorized),
+    }
 }
 
 /// `Authorization: Bearer pub_…` (the public sender, D-060): the token's active user, only

@@ -122,44 +122,7 @@ impl Services {
         account_id: i64,
         input: ConnectAlternative,
     ) -> Result<(ChannelSnapshot, usize), ActorError> {
-        let Some(p) = by_engine(input.engine.trim()) else {
-            return Err(engine::ValidationError::new(
-                "unknown_engine",
-                "engine",
-                format!(
-                    "`engine` deve ser um provedor alternativo conhecido: {}.",
-                    engines().join(", ")
-                ),
-            )
-            .into());
-        };
-        let phone = Phone::parse("phone", &input.phone)?;
-        if input.api_key.expose().trim().is_empty() {
-            return Err(engine::ValidationError::new(
-                "required",
-                "api_key",
-                "O campo `api_key` é obrigatório.",
-            )
-            .into());
-        }
-        // The key travels in a header: visible ASCII only (a line break could not be sent, and
-        // is the caller's fault, not the provider's).
-        if !input.api_key.expose().bytes().all(|b| b.is_ascii_graphic()) {
-            return Err(engine::ValidationError::new(
-                "invalid_field",
-                "api_key",
-                "`api_key` deve ter só caracteres ASCII visíveis, sem espaços.",
-            )
-            .into());
-        }
-        if let Some(raw) = &input.provider_url {
-            check_provider_url(
-                &self.shared().guard,
-                &self.shared().config.alternative_hosts,
-                p,
-                raw,
-            )?;
-        }
+        let (p, phone) = self.checked_alternative(&input)?;
         let base = input
             .provider_url
             .clone()
@@ -200,6 +163,55 @@ impl Services {
             .channel(AccountId(account_id), ChannelId(record.id))
             .await?;
         Ok((actors::alternative::snapshot(record), n))
+    }
+
+    /// The checks of a `POST /channels/alternative` before any call: the engine known, the
+    /// phone valid, the key present and sendable in a header, the provider URL (if any)
+    /// allowed by the SSRF guard and `DISPARO_ALTERNATIVE_HOSTS`. Returns the engine's
+    /// provider and the phone. Errors: a validation error naming the field.
+    fn checked_alternative(
+        &self,
+        input: &ConnectAlternative,
+    ) -> Result<(&'static dyn AlternativeProvider, Phone), ActorError> {
+        let Some(p) = by_engine(input.engine.trim()) else {
+            return Err(engine::ValidationError::new(
+                "unknown_engine",
+                "engine",
+                format!(
+                    "`engine` deve ser um provedor alternativo conhecido: {}.",
+                    engines().join(", ")
+                ),
+            )
+            .into());
+        };
+        let phone = Phone::parse("phone", &input.phone)?;
+        if input.api_key.expose().trim().is_empty() {
+            return Err(engine::ValidationError::new(
+                "required",
+                "api_key",
+                "O campo `api_key` é obrigatório.",
+            )
+            .into());
+        }
+        // The key travels in a header: visible ASCII only (a line break could not be sent, and
+        // is the caller's fault, not the provider's).
+        if !input.api_key.expose().bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(engine::ValidationError::new(
+                "invalid_field",
+                "api_key",
+                "`api_key` deve ter só caracteres ASCII visíveis, sem espaços.",
+            )
+            .into());
+        }
+        if let Some(raw) = &input.provider_url {
+            check_provider_url(
+                &self.shared().guard,
+                &self.shared().config.alternative_hosts,
+                p,
+                raw,
+            )?;
+        }
+        Ok((p, phone))
     }
 
     /// `POST /channels/{id}/sync` on a number of an alternative provider: reads its sender's
