@@ -537,7 +537,7 @@ impl RefusalLimit {
 }
 
 /// The middleware of the unauthenticated receivers: answers 429 `muitas_recusas` to an
-/// address over its [`RefusalLimit`], and counts each refusal (4xx but 404/413/429) it answers.
+/// address over its [`RefusalLimit`] without reading its body (`Connection: close`), and counts each refusal (4xx but 404/413/429) it answers.
 pub async fn limit_refusals(
     axum::extract::State(state): axum::extract::State<crate::AppState>,
     req: axum::extract::Request,
@@ -553,7 +553,14 @@ pub async fn limit_refusals(
     );
     if let Some(retry_after) = ip.and_then(|ip| limit.blocked(ip)) {
         metrics::counter!("disparo_receiver_refusals_limited_total").increment(1);
-        return ApiError::TooManyRefusals { retry_after }.into_response();
+        let mut resp = ApiError::TooManyRefusals { retry_after }.into_response();
+        // Its body is never read, so the connection ends with this answer: said in the answer,
+        // a client does not send its next request on a connection closing under it.
+        resp.headers_mut().insert(
+            axum::http::header::CONNECTION,
+            axum::http::HeaderValue::from_static("close"),
+        );
+        return resp;
     }
     let resp = next.run(req).await;
     let status = resp.status();
