@@ -250,9 +250,15 @@ pub fn print_phase_means(text: &str, family: &str, phases: &[&str], title: &str)
         let label = format!("{{phase=\"{phase}\"}}");
         let sum = metric_sum(text, &format!("{family}_microseconds_total{label}"));
         let count = metric_sum(text, &format!("{family}s_total{label}"));
+        // `{family}_slow...`: phases of 25 ms or more, where the family counts them.
+        let slow_family = format!(
+            "{}_slow_phases_total{label}",
+            family.trim_end_matches("_phase")
+        );
+        let slow = metric_sum(text, &slow_family);
         if count > 0.0 {
             println!(
-                "  {title} {phase}: {count:.0}, mean {:.2} ms",
+                "  {title} {phase}: {count:.0}, mean {:.2} ms, {slow:.0} of 25 ms or more",
                 sum / count / 1000.0
             );
         }

@@ -1158,7 +1158,10 @@ impl Store {
         let (sent, rest): (Vec<usize>, Vec<usize>) = order
             .into_iter()
             .partition(|i| matches!(settlements[*i].result, SendResult::Sent { .. }));
-        let mut tx = self.begin_write().await?;
+        // Outcomes of calls already made: lost in a database crash, they are in doubt and
+        // settled by the sends' status webhooks (D-032), so the commit does not wait for the
+        // log's flush (D-141).
+        let mut tx = self.begin_recoverable_write().await?;
         // Events are built only for numbers someone subscribed to: only their rows are read
         // back.
         let channels: Vec<i64> = sent.iter().map(|i| settlements[*i].channel_id).collect();

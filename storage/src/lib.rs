@@ -398,6 +398,23 @@ impl Store {
         begin_write_on(&self.writer, self.backend).await
     }
 
+    /// Begins a write transaction (as [`Store::begin_write`]) whose loss in a database crash
+    /// the gateway already recovers from, so its commit need not wait for the log's flush: on
+    /// PostgreSQL `SET LOCAL synchronous_commit = off` (D-141). Only for what is written after
+    /// the provider call and before nobody is told anything they could not hear again: a
+    /// campaign send's outcome (lost, its recipient is in doubt and the send's status webhooks
+    /// settle it, D-032) and webhook delivery attempts (lost, the event is delivered again).
+    /// The next synchronous commit of any session flushes it too. SQLite: unchanged.
+    pub(crate) async fn begin_recoverable_write(
+        &self,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Any>> {
+        let mut tx = self.begin_write().await?;
+        if self.backend == Backend::Postgres {
+            sqlx::query(RELAXED_COMMIT).execute(&mut *tx).await?;
+        }
+        Ok(tx)
+    }
+
     /// Waits for the bulk writers' lane (see `bulk_lane`), then for no batch of 1:1 sends to
     /// be waiting for the write connection (they go first, D-076); hold the guard until the
     /// bulk transaction committed. `writer` names the caller in the metrics
@@ -501,6 +518,10 @@ fn released_postgres(
 }
 
 /// Begins a write transaction on `writer` (see [`Store::begin_write`]).
+/// Makes the current PostgreSQL transaction's commit return before its log is flushed
+/// (D-141; see [`Store::begin_recoverable_write`]).
+const RELAXED_COMMIT: &str = "SET LOCAL synchronous_commit = off";
+
 pub(crate) async fn begin_write_on(
     writer: &AnyPool,
     backend: Backend,

@@ -6,8 +6,10 @@
 //! each, concurrent sends queue for the database's commit one by one (SQLite has one writer).
 //! Here one task, the writer of 1:1 sends, begins a transaction, takes every write that queued
 //! while it waited for the write connection (up to [`MAX_BATCH`]), runs them in a few multi-row
-//! statements and answers each caller once that transaction committed: durability is unchanged
-//! (nothing is answered before it is on disk). A send never waits for a timer: alone, it is
+//! statements and answers each caller once that transaction committed: a new send's row is
+//! on disk before its provider call; a provider's answer written in one statement on
+//! PostgreSQL does not wait for the log's flush (D-141: lost in a database crash, the send's
+//! status webhooks record it again). A send never waits for a timer: alone, it is
 //! written at once; under load the batches grow with the time the connection was busy. Audit
 //! lines are queued, not waited for, and share the next write's transaction (at most
 //! [`AUDIT_LINGER`] later; D-089).
@@ -636,6 +638,13 @@ async fn insert_in_one_statement(
     Ok(done)
 }
 
+/// Answers written in one statement commit without waiting for the log's flush (D-141): lost
+/// in a database crash, the message is `sending` without its wamid and the status webhooks,
+/// which name it by its callback data, record it `sent` (D-103). The setting is the
+/// statement's own transaction's (`set_config(…, true)`), read from a `WITH` query the final
+/// `SELECT` joins, so it is evaluated.
+const RELAXED_ANSWER: &str = "set_config('synchronous_commit', 'off', true)";
+
 /// PostgreSQL: the providers' answers and the audit lines of a batch of [`Shape::Answers`]
 /// in one statement committed on its own (D-098), instead of `BEGIN`, the update, the
 /// subscriptions' read, the deliveries and `COMMIT`. The updated rows are known before the
@@ -694,10 +703,12 @@ async fn answer_in_one_statement(
          WHERE messages.id = v.mid AND messages.status = v.queued AND messages.provider_message_id IS NULL \
          RETURNING {columns}), \
          w AS (INSERT INTO message_provider_ids (provider_message_id, message_id) \
-         SELECT provider_message_id, id FROM u ON CONFLICT (provider_message_id) DO NOTHING){audit_clause}{events_clause} \
-         SELECT {columns}, {delivered} AS delivered FROM u",
+         SELECT provider_message_id, id FROM u ON CONFLICT (provider_message_id) DO NOTHING){audit_clause}{events_clause}, \
+         r AS (SELECT {relaxed}) \
+         SELECT {columns}, {delivered} AS delivered FROM u, r",
         answer_values.join(", "),
         columns = crate::messages::COLUMNS,
+        relaxed = RELAXED_ANSWER,
     );
     let mut q = sqlx::query(&sql);
     for (queued, wamid, _) in &answers {
@@ -1696,5 +1707,53 @@ mod tests {
             );
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
+    }
+
+    /// `synchronous_commit` as the transaction `tx` sees it.
+    async fn commit_setting(tx: &mut sqlx::Transaction<'static, sqlx::Any>) -> String {
+        sqlx::query_scalar("SELECT current_setting('synchronous_commit')")
+            .fetch_one(&mut **tx)
+            .await
+            .unwrap()
+    }
+
+    /// D-141: a recoverable write (a settlement, webhook attempts) commits without waiting
+    /// for the log's flush, and so does a batch of 1:1 answers in one statement; nothing of it
+    /// stays on the connection: afterwards every writer connection's transactions commit
+    /// synchronously, as a campaign's claim and a new send must.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn on_postgres_relaxed_commits_stay_in_their_own_transactions() {
+        let Some((store, account, channel, db)) =
+            crate::test_support::postgres_store_with_channel().await
+        else {
+            return;
+        };
+        let mut tx = store.begin_recoverable_write().await.unwrap();
+        assert_eq!(commit_setting(&mut tx).await, "off");
+        tx.commit().await.unwrap();
+        let statements = super::ANSWER_STATEMENTS.load(std::sync::atomic::Ordering::Relaxed);
+        let queued = store
+            .insert_outbound(&message(account, channel, 0), MessageStatus::Sending, None)
+            .await
+            .unwrap();
+        let (sent, _) = store
+            .mark_message_sent(&queued, "wamid.relaxed", Box::new(|_| Vec::new()))
+            .await
+            .unwrap();
+        assert_eq!(sent.status, MessageStatus::Sent);
+        assert!(
+            super::ANSWER_STATEMENTS.load(std::sync::atomic::Ordering::Relaxed) > statements,
+            "the answer took the one-statement path"
+        );
+        // Every connection of the writer at once: each one's next transaction is synchronous.
+        let mut all = Vec::new();
+        for _ in 0..store.writer.options().get_max_connections() {
+            all.push(store.begin_write().await.unwrap());
+        }
+        for tx in &mut all {
+            assert_eq!(commit_setting(tx).await, "on");
+        }
+        drop(all);
+        crate::test_support::drop_postgres(store, &db).await;
     }
 }

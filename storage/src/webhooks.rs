@@ -879,7 +879,9 @@ impl Store {
         }
         let now = now_ms();
         let _lane = self.bulk_lane("webhook_attempts").await;
-        let mut tx = self.begin_write().await?;
+        // Lost in a database crash, an attempt is made again: delivery is at least once, so
+        // the commit does not wait for the log's flush (D-141).
+        let mut tx = self.begin_recoverable_write().await?;
         // The deliveries: one multi-row statement per chunk (a join with the new values).
         for chunk in crate::padded_chunks(&attempts.iter().collect::<Vec<_>>(), ATTEMPT_CHUNK) {
             let values: Vec<String> = (0..chunk.len())
