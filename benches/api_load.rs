@@ -176,7 +176,9 @@ async fn main() {
     print_phase_means(
         &metrics,
         "disparo_api_send_phase",
-        &["window", "write", "call", "answer"],
+        &[
+            "prepare", "mailbox", "pacing", "window", "write", "call", "answer",
+        ],
         "1:1 send phase",
     );
     drop(gw);

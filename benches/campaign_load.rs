@@ -584,7 +584,9 @@ async fn run(cores: Option<usize>, build: &'static str, bin: &str) -> Row {
     print_phase_means(
         &metrics,
         "disparo_api_send_phase",
-        &["window", "write", "call", "answer"],
+        &[
+            "prepare", "mailbox", "pacing", "window", "write", "call", "answer",
+        ],
         "1:1 send phase",
     );
     // A count, not seconds: its "mean ms" is the mean batch size times 1,000.

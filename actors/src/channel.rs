@@ -616,6 +616,18 @@ async fn serve(myself: ActorRef<ChannelMsg>, msg: ChannelMsg, st: &mut ChannelSt
     let now = st.now.ms;
     match msg {
         ChannelMsg::Send(cmd, reply) => {
+            if let Some(deadline) = cmd.deadline {
+                // Asked at the deadline less the call timeout (`Runtime::send_here`).
+                let asked = deadline.checked_sub(st.shared.config.call_timeout);
+                let waited = asked.map(|a| {
+                    st.shared
+                        .config
+                        .clock
+                        .instant()
+                        .saturating_duration_since(a)
+                });
+                api_send_phase("mailbox", waited.unwrap_or_default());
+            }
             // Under the asking request's span: its request id is on every line (issue 49).
             let span = tracing::info_span!(parent: &cmd.span, "send", channel_id = st.record.id);
             let sent = admit_and_send(myself, *cmd, reply, st).instrument(span.clone());
@@ -1424,13 +1436,15 @@ fn campaign_result(
 /// and counts it in `disparo_campaign_send_phases_total`, both labelled `phase`: their ratio
 /// is the mean. Counters, not a histogram: the exporter keeps every histogram sample until its
 /// upkeep, and three per send were the largest part of its memory under a campaign.
-/// Where a 1:1 send's time goes, by phase: `window` (a place in the number's in-flight
-/// window), `write` (its row stored), `call` (the provider), `answer` (the answer stored):
+/// Where a 1:1 send's time goes, by phase: `prepare` (its content checked and resolved before
+/// the number's actor is asked), `mailbox` (waiting for the actor to take it), `pacing` (its
+/// throughput slot), `window` (a place in the number's in-flight window), `write` (its row
+/// stored), `call` (the provider), `answer` (the answer stored):
 /// `disparo_api_send_phase_microseconds_total{phase}` over `disparo_api_send_phases_total`
 /// (counters, as for campaign sends: four histogram samples per send would cost the exporter
 /// memory). A phase that took [`SLOW_PHASE`] or more is also counted in
 /// `disparo_api_send_slow_phases_total{phase}`: where a 1:1 send's tail latency is spent.
-fn api_send_phase(phase: &'static str, elapsed: std::time::Duration) {
+pub(crate) fn api_send_phase(phase: &'static str, elapsed: std::time::Duration) {
     let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
     metrics::counter!("disparo_api_send_phase_microseconds_total", "phase" => phase)
         .increment(micros);

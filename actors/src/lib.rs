@@ -580,7 +580,9 @@ impl Runtime {
         timeout: Duration,
     ) -> Result<MessageRecord, ActorError> {
         let actor = self.channel_actor(AccountId(account_id), ChannelId(channel_id))?;
+        let mut watch = self.shared.config.clock.stopwatch();
         cmd = self.prepare(account_id, channel_id, cmd).await?;
+        crate::channel::api_send_phase("prepare", watch.lap());
         // The actor drops a send it reaches after this wait ran out: the caller has given up
         // by then, and a send made later would be a second message if it retries.
         cmd.deadline = Some(self.shared.config.clock.instant() + timeout);
