@@ -401,8 +401,8 @@ impl Store {
     /// Begins a write transaction (as [`Store::begin_write`]) whose loss in a database crash
     /// the gateway already recovers from, so its commit need not wait for the log's flush: on
     /// PostgreSQL `SET LOCAL synchronous_commit = off` (D-141). Only for what is written after
-    /// the provider call and before nobody is told anything they could not hear again: a
-    /// campaign send's outcome (lost, its recipient is in doubt and the send's status webhooks
+    /// the provider call and tells nobody anything they could not hear again: a campaign
+    /// send's outcome (lost, its recipient is in doubt and the send's status webhooks
     /// settle it, D-032) and webhook delivery attempts (lost, the event is delivered again).
     /// The next synchronous commit of any session flushes it too. SQLite: unchanged.
     pub(crate) async fn begin_recoverable_write(
@@ -517,11 +517,11 @@ fn released_postgres(
     Box::pin(async move { Ok(outside_transaction(conn)) })
 }
 
-/// Begins a write transaction on `writer` (see [`Store::begin_write`]).
 /// Makes the current PostgreSQL transaction's commit return before its log is flushed
 /// (D-141; see [`Store::begin_recoverable_write`]).
 const RELAXED_COMMIT: &str = "SET LOCAL synchronous_commit = off";
 
+/// Begins a write transaction on `writer` (see [`Store::begin_write`]).
 pub(crate) async fn begin_write_on(
     writer: &AnyPool,
     backend: Backend,
