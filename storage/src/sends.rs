@@ -676,10 +676,15 @@ async fn answer_in_one_statement(
         .zip(&answers)
         .flat_map(|(make_events, (_, _, rec))| make_events(rec).into_iter().map(|e| (rec.id, e)))
         .collect();
+    // The rows are updated (and locked) in the order of the values: message id order, as
+    // every writer of message rows locks them (D-095); in arrival order a status batch
+    // locking the same rows by id could deadlock with this statement.
+    let mut in_id_order: Vec<&(&MessageRecord, &str, MessageRecord)> = answers.iter().collect();
+    in_id_order.sort_by_key(|(queued, _, _)| queued.id);
     let audit = audit_lines_of(ops);
     let mut params = Placeholders::default();
     let mut next = |n: usize| params.row(n);
-    let answer_values: Vec<String> = answers.iter().map(|_| next(3)).collect();
+    let answer_values: Vec<String> = in_id_order.iter().map(|_| next(3)).collect();
     let audit_values: Vec<String> = audit.iter().map(|_| next(6)).collect();
     let event_values: Vec<String> = events.iter().map(|_| next(10)).collect();
     let audit_clause = audit_clause(&audit_values)
@@ -711,7 +716,7 @@ async fn answer_in_one_statement(
         relaxed = RELAXED_ANSWER,
     );
     let mut q = sqlx::query(&sql);
-    for (queued, wamid, _) in &answers {
+    for (queued, wamid, _) in in_id_order {
         q = q.bind(queued.id).bind(*wamid).bind(queued.status.as_str());
     }
     for l in &audit {
@@ -1754,6 +1759,79 @@ mod tests {
             assert_eq!(commit_setting(tx).await, "on");
         }
         drop(all);
+        crate::test_support::drop_postgres(store, &db).await;
+    }
+
+    /// Answers written in one statement lock their rows in message id order, as every writer
+    /// of message rows does (D-095), whatever order they came in: a status batch that holds
+    /// the lower id and then asks for the higher one waits for nothing, and the answers are
+    /// written once it commits (in arrival order this was a deadlock, `api_load` on
+    /// PostgreSQL).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn on_postgres_answers_in_one_statement_lock_in_id_order() {
+        let Some((store, account, channel, db)) =
+            crate::test_support::postgres_store_with_channel().await
+        else {
+            return;
+        };
+        let mut queued = Vec::new();
+        for i in 0..2 {
+            queued.push(
+                store
+                    .insert_outbound(&message(account, channel, i), MessageStatus::Sending, None)
+                    .await
+                    .unwrap(),
+            );
+        }
+        let (low, high) = (queued[0].clone(), queued[1].clone());
+        assert!(low.id < high.id);
+        let lock = "SELECT id FROM messages WHERE id = $1 FOR UPDATE";
+        let mut status_batch = store.pool.begin().await.unwrap();
+        sqlx::query(lock)
+            .bind(low.id)
+            .execute(&mut *status_batch)
+            .await
+            .unwrap();
+        // The higher id's answer came first.
+        let ops: Vec<super::Op> = [&high, &low]
+            .into_iter()
+            .map(|q| super::Op::Sent {
+                queued: q.clone(),
+                wamid: format!("wamid.order.{}", q.id),
+                make_events: Box::new(|_| Vec::new()),
+                reply: tokio::sync::oneshot::channel().0,
+            })
+            .collect();
+        let mut conn = store.writer.acquire().await.unwrap();
+        let answers = tokio::spawn(async move {
+            super::answer_in_one_statement(&mut conn, &ops)
+                .await
+                .map(|(done, _)| done.len())
+        });
+        // The statement is waiting for the lower id by now.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let second = sqlx::query(lock)
+            .bind(high.id)
+            .execute(&mut *status_batch)
+            .await;
+        assert!(
+            second.is_ok(),
+            "the status batch was chosen to end a deadlock: {second:?}"
+        );
+        status_batch.commit().await.unwrap();
+        let written = answers.await.unwrap();
+        assert!(
+            matches!(written, Ok(2)),
+            "both answers in one statement: {written:?}"
+        );
+        for q in [&low, &high] {
+            let rec = store.message(account, q.id).await.unwrap();
+            assert_eq!(rec.status, MessageStatus::Sent);
+            assert_eq!(
+                rec.provider_message_id.as_deref(),
+                Some(format!("wamid.order.{}", q.id).as_str())
+            );
+        }
         crate::test_support::drop_postgres(store, &db).await;
     }
 }
