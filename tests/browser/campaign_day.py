@@ -14,7 +14,7 @@ import re
 import sys
 
 from chromium import run_capturing
-from steps import await_approval_stage, expect_toast
+from steps import await_approval_stage, expect_toast, reload
 from playwright.sync_api import expect
 
 CFG = json.loads(sys.argv[1])
@@ -56,7 +56,7 @@ def logout(page):
 def readable(page, name, status, buttons, absent):
     """The campaign page after a reload: its name, `status`, the `buttons` of that status and
     none of the `absent` ones, the progress and the sends table; also at a phone's width."""
-    page.reload()
+    reload(page)
     expect(page.get_by_role("heading", name="Natal 330")).to_be_visible()
     expect(page.locator("#status")).to_have_text(status)
     for b in buttons:

@@ -18,7 +18,7 @@ import sys
 import urllib.request
 
 from chromium import run_capturing
-from steps import await_approval_stage, expect_toast
+from steps import await_approval_stage, expect_toast, reload
 from playwright.sync_api import expect
 
 CFG = json.loads(sys.argv[1])
@@ -396,7 +396,7 @@ def run(page, context):
     page.get_by_label("Conteúdo (Markdown)").fill("# Plantão\n\n- **Conferir** os alertas")
     page.get_by_role("button", name="Salvar página").click()
     expect(page.locator(".conteudo-wiki strong")).to_have_text("Conferir")
-    page.reload()
+    reload(page)
     expect(page.locator(".conteudo-wiki strong")).to_have_text("Conferir")
     seen["wiki_written"] = page.url
 
@@ -492,7 +492,7 @@ def run(page, context):
     card.drag_to(page.locator("section[data-coluna=em_andamento] h2"))
     moved = page.locator("section[data-coluna=em_andamento] article.cartao", has_text="Trocar foto do número")
     expect(moved).to_be_visible()
-    page.reload()
+    reload(page)
     expect(moved).to_be_visible()
     seen["task_moved"] = True
 
@@ -564,14 +564,14 @@ def run(page, context):
     who = page.locator("#auditoria tbody tr td:nth-child(2)").all_inner_texts()
     assert who and all("olga@painel.test" in w for w in who), who
     seen["audit_filtered"] = page.locator("#auditoria tbody tr td:nth-child(3)").all_inner_texts()
-    page.reload()
+    reload(page)
     expect(approved).to_be_visible()
     check_page(page, "auditoria")
     # The cluster view: this gateway is one process (no NATS_URL); it says so after a reload.
     page.get_by_role("link", name="Cluster").click()
     expect(page.get_by_role("heading", name="Cluster")).to_be_visible()
     expect(page.locator("#conteudo")).to_contain_text("um processo só")
-    page.reload()
+    reload(page)
     expect(page.locator("#conteudo")).to_contain_text("um processo só")
     check_page(page, "cluster")
     page.get_by_role("link", name="Painel").click()
@@ -595,7 +595,7 @@ def run(page, context):
     card.get_by_role("button", name=re.compile("Sincronizar agora")).click()
     expect(page.get_by_role("status").filter(has_text="Sincronizado")).to_contain_text("1 número(s) novo(s)", timeout=15000)
     expect_toast(page, "1 número(s) novo(s)")
-    page.reload()
+    reload(page)
     expect(page.locator("#conteudo")).to_contain_text(third["display_phone"])
     assert third["access_token"] not in page.content()
     assert third["app_secret"] not in page.content()

@@ -26,6 +26,20 @@ def await_approval_stage(page, rounds=60):
     expect(page.locator("#status")).to_have_text("Aguardando aprovação")
 
 
+def reload(page, tries=3):
+    """Reloads the page. A campaign page reloads itself when its pushed status changes
+    (`app.js` `followStatus`); a reload asked at that moment is aborted (`net::ERR_ABORTED`):
+    the page's own load is waited for and the reload asked again."""
+    for attempt in range(tries):
+        try:
+            page.reload()
+            return
+        except PlaywrightError:
+            if attempt == tries - 1:
+                raise
+            page.wait_for_load_state()
+
+
 def expect_toast(page, text):
     """The toast of an action's result (issue 47 item 8) says `text`."""
     expect(page.locator("#toasts .toast")).to_contain_text(text, timeout=10000)
