@@ -1137,6 +1137,43 @@ mod tests {
         ids
     }
 
+    /// A PostgreSQL store with one subscription and batches of deliveries written straight to
+    /// the table (`(status, how many, then ANALYZE)`, 300-byte bodies, ids from 1 in order):
+    /// the store, its subscription and its database's name.
+    async fn postgres_outbox(batches: &[(&str, i64, bool)]) -> Option<(crate::Store, i64, String)> {
+        let (store, account_id, channel_id, db) =
+            crate::test_support::postgres_store_with_channel().await?;
+        let (sub, _) = store
+            .create_subscription(account_id, channel_id, "https://example.com/h", &[])
+            .await
+            .unwrap();
+        let fill = "INSERT INTO webhook_deliveries (account_id, subscription_id, event, channel, data, status, attempts, next_attempt_at, created_at, order_key) \
+                    SELECT $1, $2, 'message.sent', '{}', repeat('x', 300), $3, 0, 0, 0, 'contact:' || g FROM generate_series(1, $4) g";
+        for &(status, n, analyze) in batches {
+            sqlx::query(fill)
+                .bind(account_id)
+                .bind(sub.id)
+                .bind(status)
+                .bind(n)
+                .execute(&store.pool)
+                .await
+                .unwrap();
+            if analyze {
+                sqlx::query("ANALYZE webhook_deliveries")
+                    .execute(&store.pool)
+                    .await
+                    .unwrap();
+            }
+        }
+        Some((store, sub.id, db))
+    }
+
+    /// The lines of an `EXPLAIN`'s answer, as one text.
+    fn plan_text(rows: &[sqlx::any::AnyRow]) -> String {
+        let lines: Vec<String> = rows.iter().map(|r| r.get::<String, _>(0)).collect();
+        lines.join("\n")
+    }
+
     #[tokio::test]
     async fn a_delivery_being_recorded_is_never_picked_and_its_key_moves_on() {
         use std::collections::HashSet;
@@ -1344,32 +1381,11 @@ mod tests {
     /// backlog; a delivery already settled is left as it is.
     #[tokio::test]
     async fn on_postgres_attempts_find_their_deliveries_by_id_behind_a_backlog() {
-        let Some((store, account_id, channel_id, db)) =
-            crate::test_support::postgres_store_with_channel().await
+        let Some((store, sub, db)) =
+            postgres_outbox(&[("delivered", 4_000, true), ("pending", 4_000, false)]).await
         else {
             return;
         };
-        let (sub, _) = store
-            .create_subscription(account_id, channel_id, "https://example.com/h", &[])
-            .await
-            .unwrap();
-        let fill = "INSERT INTO webhook_deliveries (account_id, subscription_id, event, channel, data, status, attempts, next_attempt_at, created_at, order_key) \
-                    SELECT $1, $2, 'message.sent', '{}', repeat('x', 300), $3, 0, 0, 0, 'contact:' || g FROM generate_series(1, 4000) g";
-        for (status, analyze) in [("delivered", true), ("pending", false)] {
-            sqlx::query(fill)
-                .bind(account_id)
-                .bind(sub.id)
-                .bind(status)
-                .execute(&store.pool)
-                .await
-                .unwrap();
-            if analyze {
-                sqlx::query("ANALYZE webhook_deliveries")
-                    .execute(&store.pool)
-                    .await
-                    .unwrap();
-            }
-        }
         let rows = sqlx::query(
             "SELECT id, status FROM webhook_deliveries WHERE id IN (1, 4001, 4002) ORDER BY id",
         )
@@ -1389,14 +1405,7 @@ mod tests {
                 .bind(None::<i64>)
                 .bind(Some(5_i64));
         }
-        let plan: Vec<String> = q
-            .fetch_all(&store.pool)
-            .await
-            .unwrap()
-            .iter()
-            .map(|r| r.get::<String, _>(0))
-            .collect();
-        let plan = plan.join("\n");
+        let plan = plan_text(&q.fetch_all(&store.pool).await.unwrap());
         assert!(plan.contains("webhook_deliveries_pkey"), "{plan}");
         for pending_index in ["webhook_deliveries_due", "webhook_deliveries_queue"] {
             assert!(!plan.contains(pending_index), "{plan}");
@@ -1406,7 +1415,7 @@ mod tests {
             .into_iter()
             .map(|id| Attempt {
                 id,
-                subscription_id: sub.id,
+                subscription_id: sub,
                 outcome: AttemptOutcome::Delivered { status_code: 200 },
             })
             .collect();
@@ -1434,32 +1443,12 @@ mod tests {
     /// past every settled delivery (D-143); the window is the backlog's head in id order.
     #[tokio::test]
     async fn on_postgres_a_window_is_read_through_the_pending_index() {
-        let Some((store, account_id, channel_id, db)) =
-            crate::test_support::postgres_store_with_channel().await
+        let Some((store, sub, db)) =
+            postgres_outbox(&[("delivered", 40_000, false), ("pending", 16_000, true)]).await
         else {
             return;
         };
-        let (sub, _) = store
-            .create_subscription(account_id, channel_id, "https://example.com/h", &[])
-            .await
-            .unwrap();
         assert_eq!(store.lease_subscriptions(60_000).await.unwrap(), 1);
-        let fill = "INSERT INTO webhook_deliveries (account_id, subscription_id, event, channel, data, status, attempts, next_attempt_at, created_at, order_key) \
-                    SELECT $1, $2, 'message.sent', '{}', repeat('x', 300), $3, 0, 0, 0, 'contact:' || g FROM generate_series(1, $4) g";
-        for (status, n) in [("delivered", 40_000_i64), ("pending", 16_000)] {
-            sqlx::query(fill)
-                .bind(account_id)
-                .bind(sub.id)
-                .bind(status)
-                .bind(n)
-                .execute(&store.pool)
-                .await
-                .unwrap();
-        }
-        sqlx::query("ANALYZE webhook_deliveries")
-            .execute(&store.pool)
-            .await
-            .unwrap();
         let sql = format!("EXPLAIN {}", super::window_sql(crate::Backend::Postgres, 1));
         // As a server whose operator set the planner's default cost of a random read (the
         // gateway lowers it only where nobody set it, D-095).
@@ -1468,15 +1457,12 @@ mod tests {
             .execute(&mut *conn)
             .await
             .unwrap();
-        let plan: Vec<String> = sqlx::query(&sql)
-            .bind(sub.id)
+        let rows = sqlx::query(&sql)
+            .bind(sub)
             .fetch_all(&mut *conn)
             .await
-            .unwrap()
-            .iter()
-            .map(|r| r.get::<String, _>(0))
-            .collect();
-        let plan = plan.join("\n");
+            .unwrap();
+        let plan = plan_text(&rows);
         assert!(plan.contains("webhook_deliveries_queue"), "{plan}");
         assert!(!plan.contains("webhook_deliveries_pkey"), "{plan}");
         assert!(!plan.contains("Sort"), "{plan}");
