@@ -378,10 +378,28 @@ pub(crate) async fn messages_by_id_tx(
     tx: &mut Transaction<'_, Any>,
     ids: &[i64],
 ) -> Result<Vec<MessageRecord>> {
+    read_by_id_tx(tx, ids, "").await
+}
+
+/// PostgreSQL: the same, each row locked (`FOR UPDATE`) as it is read, in id order: `ids`
+/// sorted, every writer of message rows takes them so (D-095). A row another transaction
+/// changed while this one waited for it is read as that transaction left it.
+pub(crate) async fn messages_by_id_locked_tx(
+    tx: &mut Transaction<'_, Any>,
+    ids: &[i64],
+) -> Result<Vec<MessageRecord>> {
+    read_by_id_tx(tx, ids, " ORDER BY id FOR UPDATE").await
+}
+
+async fn read_by_id_tx(
+    tx: &mut Transaction<'_, Any>,
+    ids: &[i64],
+    suffix: &str,
+) -> Result<Vec<MessageRecord>> {
     let mut out = Vec::with_capacity(ids.len());
     for chunk in crate::padded_chunks(ids, 256) {
         let sql = format!(
-            "SELECT {COLUMNS} FROM messages WHERE id IN ({})",
+            "SELECT {COLUMNS} FROM messages WHERE id IN ({}){suffix}",
             placeholders(1, chunk.len())
         );
         let sql = crate::positional(tx, &sql);

@@ -2,13 +2,14 @@
 //! events in the same transaction (an outbox).
 //!
 //! On PostgreSQL, statuses move forward only across processes (issue 50): the rows are locked,
-//! in id order, before they are read, so a report is compared with a row's latest version
+//! in id order, as they are read, so a report is compared with a row's latest version
 //! (SQLite's write transaction is exclusive). Applying a group without locks and writing each
 //! row only where it was still as read was measured and not kept (D-140).
 
 use crate::messages::{
-    messages_by_id_tx, messages_by_provider_id_tx, record_provider_ids_tx, AppliedStatus,
-    MessageRecord, StatusBatchOutcome, StatusReport, STATUS_GROUP, STATUS_UPDATE_CHUNK,
+    messages_by_id_locked_tx, messages_by_id_tx, messages_by_provider_id_tx,
+    record_provider_ids_tx, AppliedStatus, MessageRecord, StatusBatchOutcome, StatusReport,
+    STATUS_GROUP, STATUS_UPDATE_CHUNK,
 };
 use crate::webhooks::{NewEvent, Subscriptions};
 use crate::{placeholders, Result, Store};
@@ -246,7 +247,8 @@ fn advance(current: &MessageRecord, r: &StatusReport) -> MessageRecord {
 /// The messages a group's reports name, as `(by provider id, by our id)`: by provider id
 /// first, then by the id in `biz_opaque_callback_data` for those not found. On PostgreSQL
 /// the provider ids are found in their own table (D-135) and the rows are locked in id order
-/// before they are read (two transactions lock what they share in the same order).
+/// as they are read (two transactions lock what they share in the same order), in one
+/// statement per 256 rows (a lock and then a read were two).
 async fn status_targets_tx(
     tx: &mut Transaction<'static, Any>,
     entries: &[Entry<'_>],
@@ -258,6 +260,9 @@ async fn status_targets_tx(
         .collect();
     wamids.sort_unstable();
     wamids.dedup();
+    // PostgreSQL: every row the group may write, found by provider id or named by its
+    // callback data, locked and read in one statement per chunk.
+    let mut locked: Option<HashMap<i64, MessageRecord>> = None;
     let known = if pg {
         let found = ids_by_provider_id_tx(tx, &wamids).await?;
         let mut all: Vec<i64> = entries
@@ -267,8 +272,17 @@ async fn status_targets_tx(
             .collect();
         all.sort_unstable();
         all.dedup();
-        lock_messages_tx(tx, &all).await?;
-        messages_by_id_tx(tx, &found).await?
+        let rows: HashMap<i64, MessageRecord> = messages_by_id_locked_tx(tx, &all)
+            .await?
+            .into_iter()
+            .map(|rec| (rec.id, rec))
+            .collect();
+        let known = found
+            .iter()
+            .filter_map(|id| rows.get(id).cloned())
+            .collect();
+        locked = Some(rows);
+        known
     } else {
         messages_by_provider_id_tx(tx, &wamids).await?
     };
@@ -283,11 +297,17 @@ async fn status_targets_tx(
         .collect();
     orphans.sort_unstable();
     orphans.dedup();
-    let by_id = messages_by_id_tx(tx, &orphans)
-        .await?
-        .into_iter()
-        .map(|rec| (rec.id, rec))
-        .collect();
+    let by_id = match locked {
+        Some(mut rows) => orphans
+            .iter()
+            .filter_map(|id| rows.remove(id).map(|rec| (rec.id, rec)))
+            .collect(),
+        None => messages_by_id_tx(tx, &orphans)
+            .await?
+            .into_iter()
+            .map(|rec| (rec.id, rec))
+            .collect(),
+    };
     Ok((by_wamid, by_id))
 }
 
@@ -314,22 +334,6 @@ async fn ids_by_provider_id_tx(
     found.sort_unstable();
     found.dedup();
     Ok(found)
-}
-
-/// PostgreSQL: locks the message rows with these ids (sorted), in id order.
-async fn lock_messages_tx(tx: &mut Transaction<'static, Any>, ids: &[i64]) -> Result<()> {
-    for chunk in crate::padded_chunks(ids, 256) {
-        let sql = format!(
-            "SELECT id FROM messages WHERE id IN ({}) ORDER BY id FOR UPDATE",
-            placeholders(1, chunk.len())
-        );
-        let mut q = sqlx::query(&sql);
-        for id in &chunk {
-            q = q.bind(*id);
-        }
-        q.fetch_all(&mut **tx).await?;
-    }
-    Ok(())
 }
 
 /// Writes a group's changed messages inside `tx`, one multi-row statement per chunk (a join
