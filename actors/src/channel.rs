@@ -107,7 +107,61 @@ pub struct ChannelState {
     /// The time the message being handled is decided at: the clock is read once per message
     /// (issue 51), in [`ChannelActor`]'s `handle`.
     now: Moment,
+    /// The number's gauges, published after every message.
+    gauges: ChannelGauges,
     shared: Arc<Shared>,
+}
+
+/// A number's gauges for Grafana, labelled `channel_id`: quality (2 green, 1 yellow, 0 red,
+/// -1 unknown), the 24 h limit (-1 unlimited), sent in 24 h, available now (-1 unlimited), the
+/// campaign cap (-1 none) and campaign sends today, the warm-up day (0 none), backoff (1 while
+/// backing off) and the WABA's standing (0 ok, 1 restricted, 2 banned, 3 violation). The
+/// handles are looked up in the metrics registry once, when the actor starts: looked up at
+/// every message, with the label's string built each time, they were 2.5 % of the gateway's
+/// CPU in a campaign (D-145).
+struct ChannelGauges {
+    quality: metrics::Gauge,
+    limit_24h: metrics::Gauge,
+    sent_24h: metrics::Gauge,
+    available: metrics::Gauge,
+    campaign_cap: metrics::Gauge,
+    campaign_sent_today: metrics::Gauge,
+    warmup_day: metrics::Gauge,
+    backoff: metrics::Gauge,
+    waba_standing: metrics::Gauge,
+}
+
+impl ChannelGauges {
+    /// The handles of number `channel_id`'s gauges.
+    fn new(channel_id: i64) -> Self {
+        let id = channel_id.to_string();
+        let gauge = |name: &'static str| metrics::gauge!(name, "channel_id" => id.clone());
+        Self {
+            quality: gauge("disparo_channel_quality"),
+            limit_24h: gauge("disparo_channel_limit_24h"),
+            sent_24h: gauge("disparo_channel_sent_24h"),
+            available: gauge("disparo_channel_available"),
+            campaign_cap: gauge("disparo_channel_campaign_cap"),
+            campaign_sent_today: gauge("disparo_channel_campaign_sent_today"),
+            warmup_day: gauge("disparo_channel_warmup_day"),
+            backoff: gauge("disparo_channel_backoff"),
+            waba_standing: gauge("disparo_channel_waba_standing"),
+        }
+    }
+
+    /// Sets every gauge from the number's rules' figures.
+    fn set(&self, g: &engine::channel::machine::Gauges) {
+        let h = &g.health;
+        self.quality.set(g.quality);
+        self.limit_24h.set(h.limit_24h as f64);
+        self.sent_24h.set(h.sent_24h as f64);
+        self.available.set(h.available as f64);
+        self.campaign_cap.set(g.campaign_cap);
+        self.campaign_sent_today.set(g.campaign_sent_today);
+        self.warmup_day.set(g.warmup_day);
+        self.backoff.set(g.backoff);
+        self.waba_standing.set(g.waba_standing);
+    }
 }
 
 fn waba_standing(s: &str) -> WabaStanding {
@@ -298,27 +352,11 @@ impl ChannelState {
         );
     }
 
-    /// Per-channel gauges for Grafana: quality (2 green, 1 yellow, 0 red, -1 unknown), the
-    /// 24 h limit (-1 unlimited), sent in 24 h and available now (-1 unlimited).
+    /// Per-channel gauges for Grafana (see [`ChannelGauges`]), set after every message.
     fn publish_gauges(&mut self) {
-        let id = self.record.id.to_string();
         let now = self.now.ms;
         let g = self.with_limits(|c, l| c.gauges(now, l));
-        let h = &g.health;
-        metrics::gauge!("disparo_channel_quality", "channel_id" => id.clone()).set(g.quality);
-        metrics::gauge!("disparo_channel_limit_24h", "channel_id" => id.clone())
-            .set(h.limit_24h as f64);
-        metrics::gauge!("disparo_channel_sent_24h", "channel_id" => id.clone())
-            .set(h.sent_24h as f64);
-        metrics::gauge!("disparo_channel_available", "channel_id" => id.clone())
-            .set(h.available as f64);
-        metrics::gauge!("disparo_channel_campaign_cap", "channel_id" => id.clone())
-            .set(g.campaign_cap);
-        metrics::gauge!("disparo_channel_campaign_sent_today", "channel_id" => id.clone())
-            .set(g.campaign_sent_today);
-        metrics::gauge!("disparo_channel_warmup_day", "channel_id" => id.clone()).set(g.warmup_day);
-        metrics::gauge!("disparo_channel_backoff", "channel_id" => id.clone()).set(g.backoff);
-        metrics::gauge!("disparo_channel_waba_standing", "channel_id" => id).set(g.waba_standing);
+        self.gauges.set(&g);
     }
 
     /// Reads the number at the provider off the actor's handler; the answer comes back as
@@ -540,6 +578,7 @@ async fn start(
     });
     let max_in_flight = shared.config.channel_max_in_flight;
     let fence = shared.fence_of(record.id);
+    let record_id = record.id;
     let mut st = ChannelState {
         channel,
         record: Arc::new(record),
@@ -554,6 +593,7 @@ async fn start(
         fence,
         chain: crate::spacing::Chain::default(),
         now,
+        gauges: ChannelGauges::new(record_id),
         shared,
     };
     st.refresh_blocked();
