@@ -145,8 +145,6 @@ fn is_routine(report: &actors::ingest::IngestReport) -> bool {
 enum Judgment {
     /// Not a provider payload.
     Unreadable,
-    /// Routine, and no number it names has a client: neither logged nor forwarded.
-    Routine,
     /// Read, with who owns what.
     Judged(Judged),
 }
@@ -326,7 +324,7 @@ impl Services {
         signature: Option<&str>,
     ) -> Result<Receipt, ActorError> {
         let raw = String::from_utf8_lossy(&body).into_owned();
-        let Judgment::Judged(judged) = self.judge(&body, signature, false).await? else {
+        let Judgment::Judged(judged) = self.judge(&body, signature, None).await? else {
             return self.refuse_unreadable(body, signature, &raw).await;
         };
         let any_valid = judged.shares.values().any(|s| s.verified > 0);
@@ -370,15 +368,28 @@ impl Services {
             // the retry is logged.
             Err(_) => return result,
         };
+        // A routine call (only status reports, all applied) whose numbers have no client to
+        // forward to is neither logged nor forwarded: found with one lookup of the numbers
+        // the ingest read, no second reading of the body and no hashing (D-117, D-145).
+        let mut numbers = None;
         let routine = matches!(&result, Ok(r) if is_routine(r));
+        if let Some(report) = result.as_ref().ok().filter(|_| routine) {
+            let owners = self
+                .shared()
+                .store
+                .number_owners(&report.phone_number_ids)
+                .await?;
+            if owners.iter().all(|n| n.client_id.is_none()) {
+                metrics::counter!("disparo_provider_calls_unlogged_total").increment(1);
+                return result;
+            }
+            numbers = Some(owners);
+        }
         let raw = String::from_utf8_lossy(&body).into_owned();
-        match self.judge(&body, signature, routine).await? {
+        match self.judge(&body, signature, numbers).await? {
             Judgment::Judged(judged) => {
                 self.record_call(judged, &raw, status, applied, note, routine)
                     .await?
-            }
-            Judgment::Routine => {
-                metrics::counter!("disparo_provider_calls_unlogged_total").increment(1);
             }
             Judgment::Unreadable => self.log_unreadable(status, &raw).await?,
         }
@@ -386,27 +397,29 @@ impl Services {
     }
 
     /// Reads a call (on the ingest's pool) and finds who owns what it names and whether each
-    /// owner's secret signs it. A `routine` call (only status reports, all applied) whose
-    /// numbers have no client to forward to is [`Judgment::Routine`], found with one lookup
-    /// and no hashing.
+    /// owner's secret signs it. `numbers`: the owners of the numbers it names, when the
+    /// caller already looked them up (the same [`Store::number_owners`] of the same ids).
+    ///
+    /// [`Store::number_owners`]: storage::Store::number_owners
     async fn judge(
         &self,
         body: &bytes::Bytes,
         signature: Option<&str>,
-        routine: bool,
+        numbers: Option<Vec<NumberOwner>>,
     ) -> Result<Judgment, ActorError> {
         let read = body.clone();
         let Some(skim) = self.on_ingest_pool(move || skim(&read)).await? else {
             return Ok(Judgment::Unreadable);
         };
-        let numbers = self
-            .shared()
-            .store
-            .number_owners(&distinct(&skim, |c| c.number.as_ref()))
-            .await?;
-        if routine && numbers.iter().all(|n| n.client_id.is_none()) {
-            return Ok(Judgment::Routine);
-        }
+        let numbers = match numbers {
+            Some(n) => n,
+            None => {
+                self.shared()
+                    .store
+                    .number_owners(&distinct(&skim, |c| c.number.as_ref()))
+                    .await?
+            }
+        };
         let owners = self.owners_of(&skim, numbers, body, signature).await?;
         let shares = owners.shares(&skim);
         Ok(Judgment::Judged(Judged { skim, shares }))

@@ -88,6 +88,11 @@ pub struct IngestReport {
     pub field_updates: usize,
     /// Changes not acted on (unknown numbers, fields disparo does not use yet).
     pub ignored: usize,
+    /// The phone number ids its `messages` changes named (`value.metadata.phone_number_id`;
+    /// distinct, sorted), whether or not the number is known here or its change verified:
+    /// what the forwarding receiver looks the numbers' clients up by for a call of status
+    /// reports only, instead of reading the body a second time (D-145).
+    pub phone_number_ids: Vec<String>,
 }
 
 /// What the ingest needs to know of a channel.

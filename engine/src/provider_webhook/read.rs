@@ -88,6 +88,7 @@ pub fn read<D: Directory>(
     // an account_update that is no ban): the signature checked first — by a channel of a
     // number or WABA the body names, or the app secret — is what makes it authentic.
     let mut reading = reader.reading;
+    reading.report.phone_number_ids.sort_unstable();
     reading.status_counts = STATUS_KINDS
         .iter()
         .zip(reader.status_counts)
@@ -683,6 +684,10 @@ impl<D: Directory> Reader<'_, D> {
 
     /// A `messages` change: its statuses and inbound messages, for the verified number.
     fn messages(&mut self, v: &MessagesValue) {
+        let named = &mut self.reading.report.phone_number_ids;
+        if !named.contains(&v.metadata.phone_number_id) {
+            named.push(v.metadata.phone_number_id.clone());
+        }
         let Some(target) = self.number_target(&v.metadata.phone_number_id) else {
             return self.ignore();
         };
@@ -1002,6 +1007,28 @@ mod tests {
         )]);
         assert_eq!(read_as(&b, "app-secret").unwrap().work.statuses.len(), 1);
         assert_eq!(read_as(&b, "secret-a").unwrap_err().code, INVALID_SIGNATURE);
+    }
+
+    /// The report names every number the `messages` changes named, once each, in order,
+    /// the unknown one and the one whose secret did not sign included: the forwarding
+    /// receiver looks their clients up by it (D-145).
+    #[test]
+    fn the_report_names_the_numbers_of_the_messages_changes() {
+        let statuses = || json!({"statuses": [status("w", "delivered", None)]});
+        let b = body(vec![
+            ("W2", vec![messages("222", statuses())]),
+            (
+                "W1",
+                vec![
+                    messages("111", statuses()),
+                    messages("999", statuses()),
+                    messages("111", statuses()),
+                ],
+            ),
+        ]);
+        let r = read_as(&b, "secret-a").unwrap();
+        assert_eq!(r.work.statuses.len(), 1, "only 111's secret signed");
+        assert_eq!(r.report.phone_number_ids, vec!["111", "222", "999"]);
     }
 
     #[test]
