@@ -958,3 +958,88 @@ async fn a_status_whose_row_changed_before_its_write_is_applied_to_the_new_row()
         5
     );
 }
+
+/// D-145: on PostgreSQL a status report that names our id in its callback data is matched to
+/// that message by the id, and only reports without one are looked up by provider id. A
+/// report whose callback data names one message and whose provider id is another's (callback
+/// data that is not the provider's echo of ours) changes neither; a report without callback
+/// data is still found by its provider id, and one naming a message whose answer was lost
+/// gives it its provider id.
+#[tokio::test]
+async fn statuses_naming_our_id_are_found_by_it() {
+    let Some((a, b, account, channel, name)) = crate::test_support::postgres_pair().await else {
+        eprintln!("DISPARO_TEST_POSTGRES_URL unset: skipped");
+        return;
+    };
+    let c = campaign(&a, account, channel, 4).await;
+    claim_all(a.clone(), account, channel, c.id).await;
+    let ids: Vec<i64> = sqlx::query("SELECT id FROM messages WHERE campaign_id = $1 ORDER BY id")
+        .bind(c.id)
+        .fetch_all(&a.pool)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.try_get("id").unwrap())
+        .collect();
+    assert_eq!(ids.len(), 4);
+    // The third's answer was lost: no provider id on its row or in the lookup table.
+    sqlx::query("UPDATE messages SET provider_message_id = NULL WHERE id = $1")
+        .bind(ids[2])
+        .execute(&a.pool)
+        .await
+        .unwrap();
+    sqlx::query("DELETE FROM message_provider_ids WHERE message_id = $1")
+        .bind(ids[2])
+        .execute(&a.pool)
+        .await
+        .unwrap();
+    let report = |wamid: String, callback: Option<i64>| StatusReport {
+        provider_message_id: wamid,
+        callback_message_id: callback,
+        status: ProviderStatus::Delivered,
+        at: 1_000,
+        error: None,
+    };
+    let reports = [
+        report(format!("w{}", ids[0]), Some(ids[0])),
+        report(format!("w{}", ids[1]), None),
+        report(format!("w{}", ids[3]), Some(ids[0])),
+        report("late.2".into(), Some(ids[2])),
+    ];
+    let (outs, _) = b
+        .apply_status_batches(&[(channel, &reports[..])], |_, _| Vec::new())
+        .await
+        .unwrap();
+    let applied: Vec<i64> = outs[0].applied.iter().map(|s| s.message.id).collect();
+    assert_eq!(applied, vec![ids[0], ids[1], ids[2]]);
+    assert_eq!(outs[0].unknown, 1, "the mixed report matched nothing");
+    let status = |id| {
+        let a = a.clone();
+        async move {
+            let r = sqlx::query("SELECT status, provider_message_id FROM messages WHERE id = $1")
+                .bind(id)
+                .fetch_one(&a.pool)
+                .await
+                .unwrap();
+            let s: String = r.try_get("status").unwrap();
+            let w: Option<String> = r.try_get("provider_message_id").unwrap();
+            (s, w)
+        }
+    };
+    assert_eq!(
+        status(ids[3]).await.0,
+        "sent",
+        "not moved by another's report"
+    );
+    assert_eq!(
+        status(ids[2]).await,
+        ("delivered".to_string(), Some("late.2".to_string()))
+    );
+    let found = a
+        .message_ids_by_provider(account, &["late.2".to_string()])
+        .await
+        .unwrap();
+    assert_eq!(found.get("late.2"), Some(&ids[2]));
+    drop(a);
+    crate::test_support::drop_postgres(b, &name).await;
+}

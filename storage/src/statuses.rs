@@ -246,9 +246,12 @@ fn advance(current: &MessageRecord, r: &StatusReport) -> MessageRecord {
 
 /// The messages a group's reports name, as `(by provider id, by our id)`: by provider id
 /// first, then by the id in `biz_opaque_callback_data` for those not found. On PostgreSQL
-/// the provider ids are found in their own table (D-135) and the rows are locked in id order
-/// as they are read (two transactions lock what they share in the same order), in one
-/// statement per 256 rows (a lock and then a read were two).
+/// the rows are locked in id order as they are read (two transactions lock what they share
+/// in the same order), in one statement per 256 rows (a lock and then a read were two), and
+/// a report that names our id (every send of ours does, D-032) is found by it: only the
+/// other reports' provider ids are looked up in their own table (D-135, D-145). A row found
+/// by our id counts as found by provider id when it carries the report's; one that carries
+/// another (callback data that is not the provider's echo of ours) matches nothing.
 async fn status_targets_tx(
     tx: &mut Transaction<'static, Any>,
     entries: &[Entry<'_>],
@@ -264,12 +267,19 @@ async fn status_targets_tx(
     // callback data, locked and read in one statement per chunk.
     let mut locked: Option<HashMap<i64, MessageRecord>> = None;
     let known = if pg {
-        let found = ids_by_provider_id_tx(tx, &wamids).await?;
-        let mut all: Vec<i64> = entries
+        let mut uncalled: Vec<&str> = entries
+            .iter()
+            .filter(|(_, _, r)| r.callback_message_id.is_none())
+            .map(|(_, _, r)| r.provider_message_id.as_str())
+            .collect();
+        uncalled.sort_unstable();
+        uncalled.dedup();
+        let found = ids_by_provider_id_tx(tx, &uncalled).await?;
+        let called: Vec<i64> = entries
             .iter()
             .filter_map(|(_, _, r)| r.callback_message_id)
-            .chain(found.iter().copied())
             .collect();
+        let mut all: Vec<i64> = called.iter().chain(found.iter()).copied().collect();
         all.sort_unstable();
         all.dedup();
         let rows: HashMap<i64, MessageRecord> = messages_by_id_locked_tx(tx, &all)
@@ -277,9 +287,15 @@ async fn status_targets_tx(
             .into_iter()
             .map(|rec| (rec.id, rec))
             .collect();
+        let named_by_us = called
+            .iter()
+            .filter_map(|id| rows.get(id))
+            .filter(|rec| rec.provider_message_id.is_some());
         let known = found
             .iter()
-            .filter_map(|id| rows.get(id).cloned())
+            .filter_map(|id| rows.get(id))
+            .chain(named_by_us)
+            .cloned()
             .collect();
         locked = Some(rows);
         known
