@@ -257,23 +257,11 @@ async fn status_targets_tx(
     entries: &[Entry<'_>],
     pg: bool,
 ) -> Result<(HashMap<String, MessageRecord>, HashMap<i64, MessageRecord>)> {
-    let mut wamids: Vec<&str> = entries
-        .iter()
-        .map(|(_, _, r)| r.provider_message_id.as_str())
-        .collect();
-    wamids.sort_unstable();
-    wamids.dedup();
     // PostgreSQL: every row the group may write, found by provider id or named by its
     // callback data, locked and read in one statement per chunk.
     let mut locked: Option<HashMap<i64, MessageRecord>> = None;
     let known = if pg {
-        let mut uncalled: Vec<&str> = entries
-            .iter()
-            .filter(|(_, _, r)| r.callback_message_id.is_none())
-            .map(|(_, _, r)| r.provider_message_id.as_str())
-            .collect();
-        uncalled.sort_unstable();
-        uncalled.dedup();
+        let uncalled = provider_ids(entries, |r| r.callback_message_id.is_none());
         let found = ids_by_provider_id_tx(tx, &uncalled).await?;
         let called: Vec<i64> = entries
             .iter()
@@ -300,7 +288,7 @@ async fn status_targets_tx(
         locked = Some(rows);
         known
     } else {
-        messages_by_provider_id_tx(tx, &wamids).await?
+        messages_by_provider_id_tx(tx, &provider_ids(entries, |_| true)).await?
     };
     let mut by_wamid: HashMap<String, MessageRecord> = HashMap::new();
     for rec in known {
@@ -325,6 +313,18 @@ async fn status_targets_tx(
             .collect(),
     };
     Ok((by_wamid, by_id))
+}
+
+/// The distinct provider ids of the reports `keep` accepts, sorted.
+fn provider_ids<'a>(entries: &[Entry<'a>], keep: impl Fn(&StatusReport) -> bool) -> Vec<&'a str> {
+    let mut ids: Vec<&str> = entries
+        .iter()
+        .filter(|(_, _, r)| keep(r))
+        .map(|(_, _, r)| r.provider_message_id.as_str())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
 }
 
 /// PostgreSQL: the ids of the messages with these provider ids, from their own table
