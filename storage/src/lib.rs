@@ -519,7 +519,7 @@ fn released_postgres(
 
 /// Makes the current PostgreSQL transaction's commit return before its log is flushed
 /// (D-141; see [`Store::begin_recoverable_write`]).
-const RELAXED_COMMIT: &str = "SET LOCAL synchronous_commit = off";
+pub(crate) const RELAXED_COMMIT: &str = "SET LOCAL synchronous_commit = off";
 
 /// Begins a write transaction on `writer` (see [`Store::begin_write`]).
 pub(crate) async fn begin_write_on(

@@ -19,7 +19,9 @@
 //! waits for every batch taken before it. A small batch of new sends and audit lines (what a
 //! batch is at low concurrency) is one statement there, committed on its own, instead of a
 //! transaction of five round trips (D-097); so is a small batch of providers' answers with
-//! their `message.sent` events' deliveries (D-098).
+//! their `message.sent` events' deliveries (D-098). A batch that holds both providers'
+//! answers and new sends writes the answers first, committed on their own without waiting for
+//! the log's flush, and answers them before it writes the new sends (D-146).
 //!
 //! A statement that fails rolls the whole batch back; each write of it is then retried alone in
 //! its own transaction, so one bad write answers its own error and the others are kept.
@@ -368,38 +370,16 @@ async fn take_turns(
         // The next batch is taken while this one is written.
         drop(rx);
         metrics::histogram!("disparo_send_commit_batch").record(ops.len() as f64);
-        let written = match begun {
-            Ok(Begun::Transaction(tx)) => write_in(tx, &ops.iter().collect::<Vec<_>>()).await,
-            Ok(Begun::Connection(conn)) => write_on(conn, &ops).await,
-            Err(e) => Err(e),
-        };
         let mut flushes = Vec::new();
-        match written {
-            Ok((done, delivered)) => {
-                for (op, d) in ops.into_iter().zip(done) {
-                    if matches!(op, Op::Flush { .. }) {
-                        flushes.push(op);
-                    } else {
-                        answer_one(op, d, delivered);
-                    }
-                }
+        match begun {
+            Ok(Begun::Transaction(tx)) => {
+                let written = write_in(tx, &ops.iter().collect::<Vec<_>>()).await;
+                settle(&writer, backend, &priority, ops, written, &mut flushes).await;
             }
-            Err(e) => {
-                if ops.len() > 1 {
-                    tracing::warn!(error = %e, writes = ops.len(), "a batch of 1:1 sends failed; writing them one by one");
-                }
-                for op in ops {
-                    if matches!(op, Op::Flush { .. }) {
-                        flushes.push(op);
-                        continue;
-                    }
-                    let one = [op];
-                    match write(&writer, backend, &priority, &[&one[0]]).await {
-                        Ok((done, delivered)) => answer(one, done, delivered),
-                        Err(e) => fail(one, e),
-                    }
-                }
+            Ok(Begun::Connection(conn)) => {
+                write_batch_on(&writer, backend, &priority, conn, ops, &mut flushes).await
             }
+            Err(e) => settle(&writer, backend, &priority, ops, Err(e), &mut flushes).await,
         }
         drop(batch);
         metrics::histogram!("disparo_store_batch_seconds", "writer" => "sends")
@@ -418,6 +398,108 @@ async fn take_turns(
             }
         }
     }
+}
+
+/// Answers each write of `ops` from what writing them together gave (`written`); flushes are
+/// kept in `flushes`, answered by the caller once every batch before them committed. When the
+/// writes failed together, each is written again alone, in its own transaction, so one bad
+/// write answers its own error and the others are kept.
+async fn settle(
+    writer: &AnyPool,
+    backend: Backend,
+    priority: &Priority,
+    ops: Vec<Op>,
+    written: Result<(Vec<Done>, u64)>,
+    flushes: &mut Vec<Op>,
+) {
+    match written {
+        Ok((done, delivered)) => {
+            for (op, d) in ops.into_iter().zip(done) {
+                if matches!(op, Op::Flush { .. }) {
+                    flushes.push(op);
+                } else {
+                    answer_one(op, d, delivered);
+                }
+            }
+        }
+        Err(e) => {
+            if ops.len() > 1 {
+                tracing::warn!(error = %e, writes = ops.len(), "a batch of 1:1 sends failed; writing them one by one");
+            }
+            for op in ops {
+                if matches!(op, Op::Flush { .. }) {
+                    flushes.push(op);
+                    continue;
+                }
+                let one = [op];
+                match write(writer, backend, priority, &[&one[0]]).await {
+                    Ok((done, delivered)) => answer(one, done, delivered),
+                    Err(e) => fail(one, e),
+                }
+            }
+        }
+    }
+}
+
+/// PostgreSQL: writes a batch on `conn` and answers its writes (flushes are kept in
+/// `flushes`): the providers' answers first when the batch also holds writes that must be
+/// flushed ([`answers_apart`]), then the rest.
+async fn write_batch_on(
+    writer: &AnyPool,
+    backend: Backend,
+    priority: &Priority,
+    mut conn: sqlx::pool::PoolConnection<sqlx::Any>,
+    ops: Vec<Op>,
+    flushes: &mut Vec<Op>,
+) {
+    let (answers, rest) = answers_apart(ops);
+    if !answers.is_empty() {
+        let written = write_answers_on(&mut conn, &answers).await;
+        settle(writer, backend, priority, answers, written, flushes).await;
+    }
+    if !rest.is_empty() {
+        let written = write_on(&mut conn, &rest).await;
+        settle(writer, backend, priority, rest, written, flushes).await;
+    }
+}
+
+/// PostgreSQL: splits a batch into what commits without waiting for the log's flush — the
+/// providers' answers (D-141) — and what must be flushed: new sends and refusals. A batch of
+/// answers with only audit lines and flushes beside them is all of the first part (it stays
+/// one statement when small, D-098); a batch without answers all of the second. Mixed, the
+/// answers are written, committed and answered before the rest is written: a send's answer no
+/// longer waits for another send's new row to reach the disk (D-146).
+fn answers_apart(ops: Vec<Op>) -> (Vec<Op>, Vec<Op>) {
+    let answers = ops.iter().any(|op| matches!(op, Op::Sent { .. }));
+    let flushed = ops
+        .iter()
+        .any(|op| matches!(op, Op::Insert { .. } | Op::Failed { .. }));
+    match (answers, flushed) {
+        (false, _) => (Vec::new(), ops),
+        (true, false) => (ops, Vec::new()),
+        (true, true) => ops
+            .into_iter()
+            .partition(|op| matches!(op, Op::Sent { .. })),
+    }
+}
+
+/// PostgreSQL: writes providers' answers (with audit lines and flushes, no new send nor
+/// refusal) on `conn`, committed without waiting for the log's flush (D-141): in one
+/// statement when they fit one ([`Shape::Answers`]), else in a transaction that relaxes its
+/// own commit.
+async fn write_answers_on(
+    conn: &mut sqlx::pool::PoolConnection<sqlx::Any>,
+    ops: &[Op],
+) -> Result<(Vec<Done>, u64)> {
+    debug_assert!(!ops
+        .iter()
+        .any(|op| matches!(op, Op::Insert { .. } | Op::Failed { .. })));
+    if matches!(shape(ops), Shape::Answers) {
+        return write_on(conn, ops).await;
+    }
+    let mut tx = sqlx::Acquire::begin(&mut **conn).await?;
+    sqlx::query(crate::RELAXED_COMMIT).execute(&mut *tx).await?;
+    write_in(tx, &ops.iter().collect::<Vec<_>>()).await
 }
 
 /// Where a batch is written: on SQLite a transaction begun before the batch is taken (the
@@ -448,15 +530,15 @@ async fn start(writer: &AnyPool, backend: Backend, priority: &Priority) -> Resul
 /// Writes `ops` on a PostgreSQL connection: in one statement when they fit one (see
 /// [`Shape`]), else in a transaction ([`write_in`]).
 async fn write_on(
-    mut conn: sqlx::pool::PoolConnection<sqlx::Any>,
+    conn: &mut sqlx::pool::PoolConnection<sqlx::Any>,
     ops: &[Op],
 ) -> Result<(Vec<Done>, u64)> {
     let begun = Instant::now();
     let written = match shape(ops) {
-        Shape::NewSends => (insert_in_one_statement(&mut conn, ops).await?, 0),
-        Shape::Answers => answer_in_one_statement(&mut conn, ops).await?,
+        Shape::NewSends => (insert_in_one_statement(conn, ops).await?, 0),
+        Shape::Answers => answer_in_one_statement(conn, ops).await?,
         Shape::Transaction => {
-            let tx = sqlx::Acquire::begin(&mut *conn).await?;
+            let tx = sqlx::Acquire::begin(&mut **conn).await?;
             return write_in(tx, &ops.iter().collect::<Vec<_>>()).await;
         }
     };
@@ -1832,6 +1914,92 @@ mod tests {
                 Some(format!("wamid.order.{}", q.id).as_str())
             );
         }
+        crate::test_support::drop_postgres(store, &db).await;
+    }
+
+    /// D-146: in a batch that mixes a provider's answer with a new send, the answer is written
+    /// and answered first, committed on its own, without waiting for the new send's row (here
+    /// held back by a lock on its conversation; before, the answer waited for it in the
+    /// batch's one transaction). Both are written, each once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn on_postgres_an_answer_does_not_wait_for_a_new_send_of_its_batch() {
+        let Some((store, account, channel, db)) =
+            crate::test_support::postgres_store_with_channel().await
+        else {
+            return;
+        };
+        let queued = store
+            .insert_outbound(&message(account, channel, 0), MessageStatus::Sending, None)
+            .await
+            .unwrap();
+        // The new send's conversation exists and another transaction holds it.
+        let blocked = message(account, channel, 1);
+        store
+            .insert_outbound(&blocked, MessageStatus::Sent, None)
+            .await
+            .unwrap();
+        let mut holder = store.pool.begin().await.unwrap();
+        sqlx::query(
+            "SELECT id FROM conversations WHERE channel_id = $1 AND contact_phone = $2 FOR UPDATE",
+        )
+        .bind(channel)
+        .bind(&blocked.contact_phone)
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+        let (insert_reply, inserted) = tokio::sync::oneshot::channel();
+        let (sent_reply, answered) = tokio::sync::oneshot::channel();
+        let ops = vec![
+            super::Op::Insert {
+                new: blocked,
+                status: MessageStatus::Sending,
+                key: None,
+                fencing: None,
+                reply: insert_reply,
+            },
+            super::Op::Sent {
+                queued: queued.clone(),
+                wamid: "wamid.apart".into(),
+                make_events: Box::new(|_| Vec::new()),
+                reply: sent_reply,
+            },
+        ];
+        let conn = store.writer.acquire().await.unwrap();
+        let (writer, priority) = (store.writer.clone(), store.priority.clone());
+        let batch = tokio::spawn(async move {
+            let mut flushes = Vec::new();
+            super::write_batch_on(
+                &writer,
+                crate::Backend::Postgres,
+                &priority,
+                conn,
+                ops,
+                &mut flushes,
+            )
+            .await;
+        });
+        let answer = tokio::time::timeout(std::time::Duration::from_secs(5), answered)
+            .await
+            .expect("the answer is not held by the new send")
+            .unwrap()
+            .unwrap();
+        assert_eq!(answer.0.status, MessageStatus::Sent);
+        let stored = store.message(account, queued.id).await.unwrap();
+        assert_eq!(stored.provider_message_id.as_deref(), Some("wamid.apart"));
+        assert!(
+            !batch.is_finished(),
+            "the new send waits for its conversation"
+        );
+        holder.commit().await.unwrap();
+        let new = inserted.await.unwrap().unwrap();
+        assert_eq!(new.status, MessageStatus::Sending);
+        batch.await.unwrap();
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM messages WHERE channel_id = $1")
+            .bind(channel)
+            .fetch_one(&store.pool)
+            .await
+            .unwrap();
+        assert_eq!(n, 3, "each write once");
         crate::test_support::drop_postgres(store, &db).await;
     }
 }
