@@ -270,6 +270,47 @@ async fn held_commits(pg: &sqlx::PgPool, name: &str) -> Option<i64> {
     .ok()
 }
 
+/// Arms the slow commit, cuts the relay while a claim's commit is held open and waits for it
+/// to go through; returns how many of the recipients then stored `claimed` never reached the
+/// provider (the held claim's, when the cut landed inside it).
+async fn cut_inside_a_held_claim(
+    pg: &sqlx::PgPool,
+    name: &str,
+    relay: &Relay,
+    sim_addr: std::net::SocketAddr,
+    id: i64,
+) -> usize {
+    sqlx::query("INSERT INTO test_slow_commit VALUES (1)")
+        .execute(pg)
+        .await
+        .unwrap();
+    eventually(20, "a claim's commit held open", || async move {
+        (held_commits(pg, name).await? > 0).then_some(())
+    })
+    .await;
+    relay.cut();
+    // The held commit goes through after its sleep: its recipients are stored `claimed`, and
+    // none of them reached the provider.
+    let stranded: Vec<String> = eventually(20, "the held claim committed", || async move {
+        if held_commits(pg, name).await? > 0 {
+            return None;
+        }
+        sqlx::query_scalar(
+            "SELECT phone FROM campaign_recipients WHERE campaign_id = $1 AND state = 'claimed'",
+        )
+        .bind(id)
+        .fetch_all(pg)
+        .await
+        .ok()
+    })
+    .await;
+    let sent = sent_log(sim_addr).await;
+    stranded
+        .iter()
+        .filter(|p| sent["per_recipient"].get(p.as_str()).is_none())
+        .count()
+}
+
 /// The database goes away while a claim commits (D-136): PostgreSQL stores the claim, its
 /// answer is lost with the connection, and the gateway cannot know it was stored — nor did
 /// it hand those recipients to a number. Once the database is back they are given back and
@@ -313,45 +354,25 @@ async fn a_claim_whose_commit_answer_is_lost_is_given_back() {
         (sent_log(sim_addr).await["total"].as_u64()? >= 100).then_some(())
     })
     .await;
-    sqlx::query("INSERT INTO test_slow_commit VALUES (1)")
-        .execute(&pg)
-        .await
-        .unwrap();
     let name = db.url.rsplit('/').next().unwrap().to_string();
-    eventually(20, "a claim's commit held open", || {
-        let (pg, name) = (pg.clone(), name.clone());
-        async move { (held_commits(&pg, &name).await? > 0).then_some(()) }
-    })
-    .await;
-    relay.cut();
-    // The held commit goes through after its sleep: its recipients are stored `claimed`, and
-    // none of them reached the provider.
-    let stranded: Vec<String> = eventually(20, "the held claim committed", || {
-        let (pg, name) = (pg.clone(), name.clone());
-        async move {
-            if held_commits(&pg, &name).await? > 0 {
-                return None;
-            }
-            sqlx::query_scalar(
-                "SELECT phone FROM campaign_recipients WHERE campaign_id = $1 AND state = 'claimed'",
-            )
-            .bind(id)
-            .fetch_all(&pg)
-            .await
-            .ok()
+    // On a slow machine the cut sometimes misses the held claim (its rows are found sent, the
+    // recovery below passes all the same): the scenario is armed again, up to three times.
+    for attempt in 1..=3 {
+        let never_sent = cut_inside_a_held_claim(&pg, &name, &relay, sim_addr, id).await;
+        if never_sent > 0 {
+            break;
         }
-    })
-    .await;
-    let sent = sent_log(sim_addr).await;
-    let never_sent = stranded
-        .iter()
-        .filter(|p| sent["per_recipient"].get(p.as_str()).is_none())
-        .count();
-    assert!(
-        never_sent > 0,
-        "the cut claim was stored and not sent: {} claimed, all sent",
-        stranded.len()
-    );
+        assert!(
+            attempt < 3,
+            "the cut claim was stored and not sent: three cuts, none inside a held claim"
+        );
+        relay.restore().await;
+        let before = sent_log(sim_addr).await["total"].as_u64().unwrap_or(0);
+        eventually(20, "the campaign under way again", || async {
+            (sent_log(sim_addr).await["total"].as_u64()? > before).then_some(())
+        })
+        .await;
+    }
     tokio::time::sleep(Duration::from_secs(1)).await;
     relay.restore().await;
     wait_completed(&api, id, &log).await;
